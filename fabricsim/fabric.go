@@ -1,0 +1,231 @@
+// Package fabricsim emulates a fabric of P4Runtime/gNMI switches running
+// accelnet.p4: each switch serves real P4Runtime and gNMI on its own loopback
+// port, and a flow-level dataplane forwards RoCEv2 flows through whatever
+// tables the controller installed, shares link capacity max-min fairly, and
+// advances port counters with time.
+package fabricsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
+	"google.golang.org/grpc"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound/p4"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Options configure a Fabric.
+type Options struct {
+	// Topology is the fabric to emulate. Switch addresses in it are ignored:
+	// each switch listens on ListenHost:0 and Topology() reports the ports.
+	Topology models.Topology
+	// ListenHost is the address switches listen on; default 127.0.0.1.
+	ListenHost string
+	// CounterInterval is how often counters advance and are published over
+	// gNMI; default 500ms.
+	CounterInterval time.Duration
+	Logger          *slog.Logger
+}
+
+// Switch is one emulated switch.
+type Switch struct {
+	fabric   *Fabric
+	name     models.SwitchID
+	deviceID uint64
+	lis      net.Listener
+	grpc     *grpc.Server
+	gnmi     *gnmiServer
+
+	mu          sync.Mutex // guards the fields below
+	streams     map[*stream]struct{}
+	config      *p4v1.ForwardingPipelineConfig
+	saved       *p4v1.ForwardingPipelineConfig
+	savedSchema *p4.Schema
+	store       *tableStore
+	kill        chan struct{} // closed to end every stream (switch down, shutdown)
+
+	down         atomic.Bool
+	writeRPCs    atomic.Int64
+	writeUpdates atomic.Int64
+	packetOuts   atomic.Int64
+	faults       faults
+}
+
+// Fabric is a set of emulated switches plus the dataplane between them.
+type Fabric struct {
+	log      *slog.Logger
+	snap     *topology.Snapshot
+	interval time.Duration
+	switches map[models.SwitchID]*Switch
+	order    []*Switch
+
+	dirty atomic.Bool // tables, flows or links changed since the last recompute
+
+	mu       sync.Mutex // guards the dataplane state below
+	flows    map[uint64]*flowState
+	nextFlow uint64
+	linkDown map[models.LinkID]bool
+	counters map[models.Endpoint]*portCounters
+	portRate map[models.Endpoint]*portRates
+	last     time.Time
+}
+
+// New creates the fabric's switches and binds their listeners, so addresses
+// are known before Run; it starts no goroutines.
+func New(opts Options) (*Fabric, error) {
+	snap, err := topology.New(opts.Topology)
+	if err != nil {
+		return nil, fmt.Errorf("fabricsim: %w", err)
+	}
+	if opts.ListenHost == "" {
+		opts.ListenHost = "127.0.0.1"
+	}
+	if opts.CounterInterval <= 0 {
+		opts.CounterInterval = 500 * time.Millisecond
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &Fabric{
+		log:      opts.Logger,
+		interval: opts.CounterInterval,
+		switches: map[models.SwitchID]*Switch{},
+		flows:    map[uint64]*flowState{},
+		linkDown: map[models.LinkID]bool{},
+		counters: map[models.Endpoint]*portCounters{},
+		portRate: map[models.Endpoint]*portRates{},
+	}
+	spec := snap.Spec()
+	for i, s := range spec.Switches {
+		lis, err := net.Listen("tcp", net.JoinHostPort(opts.ListenHost, "0"))
+		if err != nil {
+			f.closeListeners()
+			return nil, fmt.Errorf("fabricsim: listen for %s: %w", s.Name, err)
+		}
+		sw := &Switch{
+			fabric:   f,
+			name:     s.Name,
+			deviceID: s.DeviceID,
+			lis:      lis,
+			streams:  map[*stream]struct{}{},
+			kill:     make(chan struct{}),
+		}
+		if sw.gnmi, err = newGNMIServer(sw); err != nil {
+			f.closeListeners()
+			return nil, fmt.Errorf("fabricsim: gnmi for %s: %w", s.Name, err)
+		}
+		sw.grpc = grpc.NewServer()
+		p4v1.RegisterP4RuntimeServer(sw.grpc, &p4rtServer{sw: sw})
+		gnmipb.RegisterGNMIServer(sw.grpc, sw.gnmi)
+		f.switches[s.Name] = sw
+		f.order = append(f.order, sw)
+		spec.Switches[i].P4RTAddr = lis.Addr().String()
+		spec.Switches[i].GNMIAddr = lis.Addr().String()
+		for _, port := range snap.Ports(s.Name) {
+			f.counters[models.Endpoint{Switch: s.Name, Port: port}] = &portCounters{}
+		}
+	}
+	if f.snap, err = topology.New(spec); err != nil {
+		f.closeListeners()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *Fabric) closeListeners() {
+	for _, sw := range f.order {
+		sw.lis.Close()
+	}
+}
+
+// Topology returns the emulated fabric with each switch's P4Runtime and gNMI
+// address filled in (both services share one port per switch).
+func (f *Fabric) Topology() models.Topology { return f.snap.Spec() }
+
+// Run serves every switch and runs the dataplane until ctx ends.
+func (f *Fabric) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(f.order))
+	for _, sw := range f.order {
+		wg.Go(func() {
+			if err := sw.grpc.Serve(sw.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errs <- fmt.Errorf("fabricsim: %s: %w", sw.name, err)
+			}
+		})
+	}
+	f.log.Info("fabric up", "name", f.snap.Name(), "switches", len(f.order), "hosts", len(f.snap.Hosts()))
+	f.mu.Lock()
+	f.last = time.Now()
+	f.mu.Unlock()
+	f.dirty.Store(true)
+	f.tick(time.Now())
+	ticker := time.NewTicker(f.interval)
+	defer ticker.Stop()
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-errs:
+			runErr = err
+			break loop
+		case now := <-ticker.C:
+			f.tick(now)
+		}
+	}
+	for _, sw := range f.order {
+		sw.mu.Lock()
+		select {
+		case <-sw.kill:
+		default:
+			close(sw.kill)
+		}
+		sw.mu.Unlock()
+		sw.grpc.Stop()
+	}
+	wg.Wait()
+	return runErr
+}
+
+// Switch returns the named switch, or nil.
+func (f *Fabric) Switch(name models.SwitchID) *Switch { return f.switches[name] }
+
+// Name is the switch's name.
+func (sw *Switch) Name() models.SwitchID { return sw.name }
+
+// Addr is the switch's P4Runtime and gNMI address.
+func (sw *Switch) Addr() string { return sw.lis.Addr().String() }
+
+// Entries is the number of entries installed in a table (by P4Info name).
+func (sw *Switch) Entries(table string) int {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.store == nil {
+		return 0
+	}
+	return sw.store.count(table)
+}
+
+// WriteStats reports how many Write RPCs succeeded validation and how many
+// updates they applied since the switch started.
+func (sw *Switch) WriteStats() (rpcs, updates int64) {
+	return sw.writeRPCs.Load(), sw.writeUpdates.Load()
+}
+
+// SetWriteDelay makes every Write wait d before it is processed.
+func (sw *Switch) SetWriteDelay(d time.Duration) { sw.faults.writeDelayNanos.Store(int64(d)) }
+
+func (sw *Switch) tablesChanged() { sw.fabric.dirty.Store(true) }
+
+func newTimer(nanos int64) *time.Timer { return time.NewTimer(time.Duration(nanos)) }

@@ -1,0 +1,467 @@
+package fabricsim
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/genproto/googleapis/rpc/code"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/accelnet/accelnet/southbound/p4"
+)
+
+// p4rtServer is one emulated switch's P4Runtime service.
+type p4rtServer struct {
+	p4v1.UnimplementedP4RuntimeServer
+	sw *Switch
+}
+
+// stream is one StreamChannel client.
+type stream struct {
+	out        chan *p4v1.StreamMessageResponse
+	electionID *p4v1.Uint128 // nil until the client arbitrates
+}
+
+func u128Less(a, b *p4v1.Uint128) bool {
+	if a.GetHigh() != b.GetHigh() {
+		return a.GetHigh() < b.GetHigh()
+	}
+	return a.GetLow() < b.GetLow()
+}
+
+func u128Equal(a, b *p4v1.Uint128) bool {
+	return a.GetHigh() == b.GetHigh() && a.GetLow() == b.GetLow()
+}
+
+// arbitration state lives on the Switch, guarded by Switch.mu.
+
+// primaryLocked returns the stream with the highest election ID, or nil.
+func (sw *Switch) primaryLocked() *stream {
+	var best *stream
+	for st := range sw.streams {
+		if st.electionID == nil {
+			continue
+		}
+		if best == nil || u128Less(best.electionID, st.electionID) {
+			best = st
+		}
+	}
+	return best
+}
+
+// notifyLocked tells every arbitrated stream whether it is primary, as the
+// P4Runtime spec requires after any change of primary: OK to the primary,
+// ALREADY_EXISTS to backups while a primary exists, NOT_FOUND otherwise.
+func (sw *Switch) notifyLocked(only *stream) {
+	primary := sw.primaryLocked()
+	var highest *p4v1.Uint128
+	if primary != nil {
+		highest = primary.electionID
+	}
+	for st := range sw.streams {
+		if st.electionID == nil || (only != nil && st != only) {
+			continue
+		}
+		c, msg := code.Code_ALREADY_EXISTS, "a primary client is connected"
+		switch {
+		case st == primary:
+			c, msg = code.Code_OK, "you are the primary client"
+		case primary == nil:
+			c, msg = code.Code_NOT_FOUND, "no primary client"
+		}
+		resp := &p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Arbitration{Arbitration: &p4v1.MasterArbitrationUpdate{
+			DeviceId:   sw.deviceID,
+			ElectionId: proto.Clone(highest).(*p4v1.Uint128),
+			Status:     &rpcstatus.Status{Code: int32(c), Message: msg},
+		}}}
+		select {
+		case st.out <- resp:
+		default:
+			// A client that does not read its stream loses notifications
+			// rather than stalling the switch.
+		}
+	}
+}
+
+func (s *p4rtServer) StreamChannel(ss p4v1.P4Runtime_StreamChannelServer) error {
+	sw := s.sw
+	if sw.down.Load() {
+		return status.Error(codes.Unavailable, "switch is down")
+	}
+	st := &stream{out: make(chan *p4v1.StreamMessageResponse, 64)}
+	sw.mu.Lock()
+	sw.streams[st] = struct{}{}
+	sw.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(ss.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m := <-st.out:
+				if err := ss.Send(m); err != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	})
+	defer func() {
+		cancel()
+		wg.Wait()
+		sw.mu.Lock()
+		wasPrimary := sw.primaryLocked() == st
+		delete(sw.streams, st)
+		if wasPrimary {
+			sw.notifyLocked(nil)
+		}
+		sw.mu.Unlock()
+	}()
+	go func() {
+		// Switch-down and server shutdown end the stream.
+		select {
+		case <-ctx.Done():
+		case <-sw.kill:
+			cancel()
+		}
+	}()
+
+	recv := make(chan *p4v1.StreamMessageRequest)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := ss.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case recv <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		var req *p4v1.StreamMessageRequest
+		select {
+		case <-ctx.Done():
+			return status.Error(codes.Unavailable, "stream closed by switch")
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		case req = <-recv:
+		}
+		switch u := req.GetUpdate().(type) {
+		case *p4v1.StreamMessageRequest_Arbitration:
+			if err := sw.arbitrate(st, u.Arbitration); err != nil {
+				return err
+			}
+		case *p4v1.StreamMessageRequest_Packet:
+			sw.packetOuts.Add(1)
+		default:
+			// Digest acks and others: nothing to do in this pipeline.
+		}
+	}
+}
+
+func (sw *Switch) arbitrate(st *stream, a *p4v1.MasterArbitrationUpdate) error {
+	if a.GetDeviceId() != sw.deviceID {
+		return status.Errorf(codes.NotFound, "device id %d is not served here (this is %d)", a.GetDeviceId(), sw.deviceID)
+	}
+	if a.GetRole().GetName() != "" {
+		return status.Error(codes.Unimplemented, "only the default role is supported")
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if a.GetElectionId() != nil {
+		for other := range sw.streams {
+			if other != st && other.electionID != nil && u128Equal(other.electionID, a.GetElectionId()) {
+				return status.Error(codes.InvalidArgument, "election id already in use by another client")
+			}
+		}
+	}
+	before := sw.primaryLocked()
+	st.electionID = proto.Clone(a.GetElectionId()).(*p4v1.Uint128)
+	if a.GetElectionId() == nil {
+		st.electionID = nil
+	}
+	if sw.primaryLocked() != before {
+		sw.notifyLocked(nil)
+	} else {
+		sw.notifyLocked(st)
+	}
+	return nil
+}
+
+// checkPrimary enforces that writes carry the primary's election ID.
+func (sw *Switch) checkPrimaryLocked(id *p4v1.Uint128) error {
+	p := sw.primaryLocked()
+	if p == nil {
+		return status.Error(codes.PermissionDenied, "no primary client: open a stream and arbitrate first")
+	}
+	if id == nil || !u128Equal(p.electionID, id) {
+		return status.Error(codes.PermissionDenied, "election id is not the primary's")
+	}
+	return nil
+}
+
+func (s *p4rtServer) Capabilities(context.Context, *p4v1.CapabilitiesRequest) (*p4v1.CapabilitiesResponse, error) {
+	return &p4v1.CapabilitiesResponse{P4RuntimeApiVersion: "1.4.0"}, nil
+}
+
+func (s *p4rtServer) SetForwardingPipelineConfig(_ context.Context, req *p4v1.SetForwardingPipelineConfigRequest) (*p4v1.SetForwardingPipelineConfigResponse, error) {
+	sw := s.sw
+	if sw.down.Load() {
+		return nil, status.Error(codes.Unavailable, "switch is down")
+	}
+	if req.GetDeviceId() != sw.deviceID {
+		return nil, status.Errorf(codes.NotFound, "device id %d is not served here", req.GetDeviceId())
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if err := sw.checkPrimaryLocked(req.GetElectionId()); err != nil {
+		return nil, err
+	}
+	verify := func() (*p4.Schema, error) {
+		cfg := req.GetConfig()
+		if cfg.GetP4Info() == nil {
+			return nil, status.Error(codes.InvalidArgument, "config has no P4Info")
+		}
+		schema, err := p4.NewSchema(cfg.GetP4Info())
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "fabricsim implements accelnet.p4 only: %v", err)
+		}
+		return schema, nil
+	}
+	switch req.GetAction() {
+	case p4v1.SetForwardingPipelineConfigRequest_VERIFY:
+		_, err := verify()
+		return &p4v1.SetForwardingPipelineConfigResponse{}, err
+	case p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT, p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_SAVE:
+		schema, err := verify()
+		if err != nil {
+			return nil, err
+		}
+		cfg := proto.Clone(req.GetConfig()).(*p4v1.ForwardingPipelineConfig)
+		if req.GetAction() == p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_SAVE {
+			sw.saved, sw.savedSchema = cfg, schema
+			return &p4v1.SetForwardingPipelineConfigResponse{}, nil
+		}
+		sw.commitLocked(cfg, schema)
+		return &p4v1.SetForwardingPipelineConfigResponse{}, nil
+	case p4v1.SetForwardingPipelineConfigRequest_COMMIT:
+		if sw.saved == nil {
+			return nil, status.Error(codes.FailedPrecondition, "nothing saved to commit")
+		}
+		sw.commitLocked(sw.saved, sw.savedSchema)
+		sw.saved, sw.savedSchema = nil, nil
+		return &p4v1.SetForwardingPipelineConfigResponse{}, nil
+	default:
+		return nil, status.Errorf(codes.Unimplemented, "action %s is not supported", req.GetAction())
+	}
+}
+
+// commitLocked installs a new pipeline: like a real target, it starts with
+// empty tables.
+func (sw *Switch) commitLocked(cfg *p4v1.ForwardingPipelineConfig, schema *p4.Schema) {
+	sw.config = cfg
+	sw.store = newTableStore(schema)
+	sw.tablesChanged()
+}
+
+func (s *p4rtServer) GetForwardingPipelineConfig(_ context.Context, req *p4v1.GetForwardingPipelineConfigRequest) (*p4v1.GetForwardingPipelineConfigResponse, error) {
+	sw := s.sw
+	if req.GetDeviceId() != sw.deviceID {
+		return nil, status.Errorf(codes.NotFound, "device id %d is not served here", req.GetDeviceId())
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	out := &p4v1.ForwardingPipelineConfig{}
+	if sw.config == nil {
+		return &p4v1.GetForwardingPipelineConfigResponse{Config: out}, nil
+	}
+	rt := req.GetResponseType()
+	if sw.config.GetCookie() != nil {
+		out.Cookie = proto.Clone(sw.config.GetCookie()).(*p4v1.ForwardingPipelineConfig_Cookie)
+	}
+	if rt == p4v1.GetForwardingPipelineConfigRequest_ALL || rt == p4v1.GetForwardingPipelineConfigRequest_P4INFO_AND_COOKIE {
+		out.P4Info = sw.config.GetP4Info()
+	}
+	if rt == p4v1.GetForwardingPipelineConfigRequest_ALL || rt == p4v1.GetForwardingPipelineConfigRequest_DEVICE_CONFIG_AND_COOKIE {
+		out.P4DeviceConfig = sw.config.GetP4DeviceConfig()
+	}
+	return &p4v1.GetForwardingPipelineConfigResponse{Config: out}, nil
+}
+
+func (s *p4rtServer) Write(ctx context.Context, req *p4v1.WriteRequest) (*p4v1.WriteResponse, error) {
+	sw := s.sw
+	if sw.down.Load() {
+		return nil, status.Error(codes.Unavailable, "switch is down")
+	}
+	if req.GetDeviceId() != sw.deviceID {
+		return nil, status.Errorf(codes.NotFound, "device id %d is not served here", req.GetDeviceId())
+	}
+	if req.GetAtomicity() != p4v1.WriteRequest_CONTINUE_ON_ERROR {
+		return nil, status.Errorf(codes.Unimplemented, "atomicity %s is not supported", req.GetAtomicity())
+	}
+	if err := sw.faults.beforeWrite(ctx); err != nil {
+		return nil, err
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if err := sw.checkPrimaryLocked(req.GetElectionId()); err != nil {
+		return nil, err
+	}
+	if sw.config == nil {
+		return nil, status.Error(codes.FailedPrecondition, "no forwarding pipeline is set")
+	}
+	sw.writeRPCs.Add(1)
+	perUpdate := make([]error, len(req.GetUpdates()))
+	failed := 0
+	for i, u := range req.GetUpdates() {
+		if err := sw.store.apply(u); err != nil {
+			perUpdate[i] = err
+			failed++
+			continue
+		}
+		sw.writeUpdates.Add(1)
+	}
+	if len(req.GetUpdates()) > failed {
+		sw.tablesChanged()
+	}
+	if failed == 0 {
+		return &p4v1.WriteResponse{}, nil
+	}
+	// P4Runtime reports batch failures as UNKNOWN with one p4.v1.Error per
+	// update, in order.
+	st := &rpcstatus.Status{Code: int32(code.Code_UNKNOWN), Message: "some updates failed"}
+	for _, e := range perUpdate {
+		pe := &p4v1.Error{CanonicalCode: int32(code.Code_OK)}
+		var perr *p4err
+		if errors.As(e, &perr) {
+			pe = &p4v1.Error{CanonicalCode: int32(perr.code), Message: perr.msg, Space: "fabricsim"}
+		} else if e != nil {
+			pe = &p4v1.Error{CanonicalCode: int32(code.Code_UNKNOWN), Message: e.Error(), Space: "fabricsim"}
+		}
+		detail, err := anypb.New(pe)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "encode error detail: %v", err)
+		}
+		st.Details = append(st.Details, detail)
+	}
+	if len(req.GetUpdates()) == 1 {
+		// A single failed update is also readable from the top-level code.
+		var perr *p4err
+		if errors.As(perUpdate[0], &perr) {
+			st.Code = int32(perr.code)
+			st.Message = perr.msg
+		}
+	}
+	return nil, status.FromProto(st).Err()
+}
+
+func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) error {
+	sw := s.sw
+	if sw.down.Load() {
+		return status.Error(codes.Unavailable, "switch is down")
+	}
+	if req.GetDeviceId() != sw.deviceID {
+		return status.Errorf(codes.NotFound, "device id %d is not served here", req.GetDeviceId())
+	}
+	var out []*p4v1.Entity
+	var counterQueries []*p4v1.CounterEntry
+	var schema *p4.Schema
+	err := func() error {
+		sw.mu.Lock()
+		defer sw.mu.Unlock()
+		if sw.config == nil {
+			return status.Error(codes.FailedPrecondition, "no forwarding pipeline is set")
+		}
+		for _, e := range req.GetEntities() {
+			var got []*p4v1.Entity
+			var err error
+			switch x := e.GetEntity().(type) {
+			case *p4v1.Entity_TableEntry:
+				got, err = sw.store.readTable(x.TableEntry)
+			case *p4v1.Entity_ActionProfileMember:
+				got, err = sw.store.readMembers(x.ActionProfileMember)
+			case *p4v1.Entity_ActionProfileGroup:
+				got, err = sw.store.readGroups(x.ActionProfileGroup)
+			case *p4v1.Entity_CounterEntry:
+				// Counters live in the dataplane, whose lock is taken
+				// before a switch's; read them after releasing sw.mu.
+				counterQueries = append(counterQueries, x.CounterEntry)
+				schema = sw.store.schema
+			default:
+				err = errf(codes.Unimplemented, "reading %T is not supported", x)
+			}
+			if err != nil {
+				var perr *p4err
+				if errors.As(err, &perr) {
+					return status.Error(perr.code, perr.msg)
+				}
+				return err
+			}
+			out = append(out, got...)
+		}
+		return nil
+	}()
+	if err != nil {
+		return err
+	}
+	for _, q := range counterQueries {
+		got, err := sw.readCounters(schema, q)
+		if err != nil {
+			var perr *p4err
+			if errors.As(err, &perr) {
+				return status.Error(perr.code, perr.msg)
+			}
+			return err
+		}
+		out = append(out, got...)
+	}
+	const chunk = 1000
+	for len(out) > 0 {
+		n := min(chunk, len(out))
+		if err := rs.Send(&p4v1.ReadResponse{Entities: out[:n]}); err != nil {
+			return err
+		}
+		out = out[n:]
+	}
+	return nil
+}
+
+// faults are injected errors and delays on the switch's write path.
+type faults struct {
+	writeDelayNanos atomic.Int64
+	writeError      atomic.Int32 // a codes.Code; 0 means none
+}
+
+func (f *faults) beforeWrite(ctx context.Context) error {
+	if d := f.writeDelayNanos.Load(); d > 0 {
+		t := newTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return status.FromContextError(ctx.Err()).Err()
+		case <-t.C:
+		}
+	}
+	if c := codes.Code(f.writeError.Load()); c != codes.OK {
+		return status.Errorf(c, "injected write failure")
+	}
+	return nil
+}

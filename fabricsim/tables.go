@@ -1,0 +1,547 @@
+package fabricsim
+
+import (
+	"fmt"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+
+	p4config "github.com/p4lang/p4runtime/go/p4/config/v1"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/accelnet/accelnet/southbound/p4"
+)
+
+// tableStore holds one switch's P4Runtime entities, validated against the
+// P4Info the way a P4Runtime server must: unknown IDs, bad match kinds,
+// values wider than their fields, unmasked LPM values, actions a table does
+// not allow, dangling member/group references and full tables are refused
+// with the status code the P4Runtime specification gives.
+type tableStore struct {
+	schema  *p4.Schema
+	entries map[uint32]map[string]*p4v1.TableEntry // table ID → match key → entry
+	members map[uint32]map[uint32]*p4v1.ActionProfileMember
+	groups  map[uint32]map[uint32]*p4v1.ActionProfileGroup
+}
+
+func newTableStore(schema *p4.Schema) *tableStore {
+	return &tableStore{
+		schema:  schema,
+		entries: map[uint32]map[string]*p4v1.TableEntry{},
+		members: map[uint32]map[uint32]*p4v1.ActionProfileMember{},
+		groups:  map[uint32]map[uint32]*p4v1.ActionProfileGroup{},
+	}
+}
+
+// p4err is an error carrying the gRPC code a P4Runtime server answers with.
+type p4err struct {
+	code codes.Code
+	msg  string
+}
+
+func (e *p4err) Error() string { return e.code.String() + ": " + e.msg }
+
+func errf(c codes.Code, format string, args ...any) *p4err {
+	return &p4err{code: c, msg: fmt.Sprintf(format, args...)}
+}
+
+// canonical strips leading zero bytes (P4Runtime's canonical bytestring) and
+// checks the value fits in bits.
+func canonical(v []byte, bits int32) ([]byte, error) {
+	if len(v) == 0 {
+		return nil, fmt.Errorf("empty bytestring")
+	}
+	i := 0
+	for i < len(v)-1 && v[i] == 0 {
+		i++
+	}
+	v = v[i:]
+	if new(big.Int).SetBytes(v).BitLen() > int(bits) {
+		return nil, fmt.Errorf("value 0x%x does not fit in %d bits", v, bits)
+	}
+	return slices.Clone(v), nil
+}
+
+// normalizeEntry validates a table entry and returns a copy with canonical
+// bytestrings and match fields sorted by ID, plus its match key.
+func (s *tableStore) normalizeEntry(e *p4v1.TableEntry, forDelete bool) (*p4v1.TableEntry, string, error) {
+	t, ok := s.schema.TableByID(e.GetTableId())
+	if !ok {
+		return nil, "", errf(codes.NotFound, "unknown table id %d", e.GetTableId())
+	}
+	if e.GetIsDefaultAction() {
+		return nil, "", errf(codes.Unimplemented, "table %s: default entries are fixed in this pipeline", t.GetPreamble().GetName())
+	}
+	out := proto.Clone(e).(*p4v1.TableEntry)
+	fields := map[uint32]*p4config.MatchField{}
+	for _, mf := range t.GetMatchFields() {
+		fields[mf.GetId()] = mf
+	}
+	seen := map[uint32]bool{}
+	needsPriority := false
+	for _, mf := range t.GetMatchFields() {
+		switch mf.GetMatchType() {
+		case p4config.MatchField_TERNARY, p4config.MatchField_RANGE, p4config.MatchField_OPTIONAL:
+			needsPriority = true
+		}
+	}
+	for _, m := range out.Match {
+		mf, ok := fields[m.GetFieldId()]
+		if !ok {
+			return nil, "", errf(codes.InvalidArgument, "table %s: unknown match field id %d", t.GetPreamble().GetName(), m.GetFieldId())
+		}
+		if seen[m.GetFieldId()] {
+			return nil, "", errf(codes.InvalidArgument, "table %s: match field %s given twice", t.GetPreamble().GetName(), mf.GetName())
+		}
+		seen[m.GetFieldId()] = true
+		name := t.GetPreamble().GetName() + "." + mf.GetName()
+		switch mf.GetMatchType() {
+		case p4config.MatchField_EXACT:
+			x := m.GetExact()
+			if x == nil {
+				return nil, "", errf(codes.InvalidArgument, "%s: want an exact match", name)
+			}
+			v, err := canonical(x.GetValue(), mf.GetBitwidth())
+			if err != nil {
+				return nil, "", errf(codes.InvalidArgument, "%s: %v", name, err)
+			}
+			x.Value = v
+		case p4config.MatchField_LPM:
+			x := m.GetLpm()
+			if x == nil {
+				return nil, "", errf(codes.InvalidArgument, "%s: want an LPM match", name)
+			}
+			v, err := canonical(x.GetValue(), mf.GetBitwidth())
+			if err != nil {
+				return nil, "", errf(codes.InvalidArgument, "%s: %v", name, err)
+			}
+			if x.GetPrefixLen() < 1 || x.GetPrefixLen() > mf.GetBitwidth() {
+				return nil, "", errf(codes.InvalidArgument, "%s: prefix length %d out of range 1..%d (omit the field for a wildcard)", name, x.GetPrefixLen(), mf.GetBitwidth())
+			}
+			host := new(big.Int).Lsh(big.NewInt(1), uint(mf.GetBitwidth()-x.GetPrefixLen()))
+			host.Sub(host, big.NewInt(1))
+			if new(big.Int).And(new(big.Int).SetBytes(v), host).Sign() != 0 {
+				return nil, "", errf(codes.InvalidArgument, "%s: value 0x%x has bits set beyond prefix length %d", name, v, x.GetPrefixLen())
+			}
+			x.Value = v
+		default:
+			return nil, "", errf(codes.Unimplemented, "%s: match type %s", name, mf.GetMatchType())
+		}
+	}
+	for _, mf := range t.GetMatchFields() {
+		if mf.GetMatchType() == p4config.MatchField_EXACT && !seen[mf.GetId()] {
+			return nil, "", errf(codes.InvalidArgument, "table %s: exact field %s is missing", t.GetPreamble().GetName(), mf.GetName())
+		}
+	}
+	if !needsPriority && out.GetPriority() != 0 {
+		return nil, "", errf(codes.InvalidArgument, "table %s: priority must be 0 for a table without ternary, range or optional fields", t.GetPreamble().GetName())
+	}
+	slices.SortFunc(out.Match, func(a, b *p4v1.FieldMatch) int { return int(a.GetFieldId()) - int(b.GetFieldId()) })
+	if !forDelete {
+		if err := s.checkTableAction(t, out.GetAction()); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, matchKey(out), nil
+}
+
+func matchKey(e *p4v1.TableEntry) string {
+	var b strings.Builder
+	for _, m := range e.Match {
+		b.WriteString(strconv.FormatUint(uint64(m.GetFieldId()), 10))
+		b.WriteByte('=')
+		switch {
+		case m.GetExact() != nil:
+			fmt.Fprintf(&b, "%x", m.GetExact().GetValue())
+		case m.GetLpm() != nil:
+			fmt.Fprintf(&b, "%x/%d", m.GetLpm().GetValue(), m.GetLpm().GetPrefixLen())
+		}
+		b.WriteByte(';')
+	}
+	return b.String()
+}
+
+func (s *tableStore) checkTableAction(t *p4config.Table, a *p4v1.TableAction) error {
+	name := t.GetPreamble().GetName()
+	if a == nil {
+		return errf(codes.InvalidArgument, "table %s: entry has no action", name)
+	}
+	if prof := t.GetImplementationId(); prof != 0 {
+		switch x := a.GetType().(type) {
+		case *p4v1.TableAction_ActionProfileMemberId:
+			if _, ok := s.members[prof][x.ActionProfileMemberId]; !ok {
+				return errf(codes.NotFound, "table %s: action profile member %d does not exist", name, x.ActionProfileMemberId)
+			}
+		case *p4v1.TableAction_ActionProfileGroupId:
+			if _, ok := s.groups[prof][x.ActionProfileGroupId]; !ok {
+				return errf(codes.NotFound, "table %s: action profile group %d does not exist", name, x.ActionProfileGroupId)
+			}
+		case *p4v1.TableAction_ActionProfileActionSet:
+			return errf(codes.Unimplemented, "table %s: one-shot action sets are not supported", name)
+		default:
+			return errf(codes.InvalidArgument, "table %s is implemented by an action profile: want a member or group id", name)
+		}
+		return nil
+	}
+	direct := a.GetAction()
+	if direct == nil {
+		return errf(codes.InvalidArgument, "table %s has no action profile: want a direct action", name)
+	}
+	return s.checkAction(t, direct)
+}
+
+// checkAction checks that t allows the action for entries and that its
+// parameters are exactly the declared ones, each fitting its width.
+func (s *tableStore) checkAction(t *p4config.Table, a *p4v1.Action) error {
+	info, ok := s.schema.ActionByID(a.GetActionId())
+	if !ok {
+		return errf(codes.NotFound, "unknown action id %d", a.GetActionId())
+	}
+	allowed := false
+	for _, ref := range t.GetActionRefs() {
+		if ref.GetId() == a.GetActionId() && ref.GetScope() != p4config.ActionRef_DEFAULT_ONLY {
+			allowed = true
+		}
+	}
+	if !allowed {
+		return errf(codes.InvalidArgument, "table %s does not allow action %s in entries", t.GetPreamble().GetName(), info.GetPreamble().GetName())
+	}
+	params := map[uint32]*p4config.Action_Param{}
+	for _, p := range info.GetParams() {
+		params[p.GetId()] = p
+	}
+	seen := map[uint32]bool{}
+	for _, p := range a.GetParams() {
+		decl, ok := params[p.GetParamId()]
+		if !ok {
+			return errf(codes.InvalidArgument, "action %s: unknown parameter id %d", info.GetPreamble().GetName(), p.GetParamId())
+		}
+		if seen[p.GetParamId()] {
+			return errf(codes.InvalidArgument, "action %s: parameter %s given twice", info.GetPreamble().GetName(), decl.GetName())
+		}
+		seen[p.GetParamId()] = true
+		v, err := canonical(p.GetValue(), decl.GetBitwidth())
+		if err != nil {
+			return errf(codes.InvalidArgument, "action %s(%s): %v", info.GetPreamble().GetName(), decl.GetName(), err)
+		}
+		p.Value = v
+	}
+	if len(seen) != len(params) {
+		return errf(codes.InvalidArgument, "action %s: want %d parameters, got %d", info.GetPreamble().GetName(), len(params), len(seen))
+	}
+	return nil
+}
+
+func (s *tableStore) tableSize(id uint32) int {
+	t, _ := s.schema.TableByID(id)
+	return int(t.GetSize())
+}
+
+func (s *tableStore) writeTableEntry(typ p4v1.Update_Type, e *p4v1.TableEntry) error {
+	norm, key, err := s.normalizeEntry(e, typ == p4v1.Update_DELETE)
+	if err != nil {
+		return err
+	}
+	tbl := s.entries[norm.TableId]
+	if tbl == nil {
+		tbl = map[string]*p4v1.TableEntry{}
+		s.entries[norm.TableId] = tbl
+	}
+	_, exists := tbl[key]
+	switch typ {
+	case p4v1.Update_INSERT:
+		if exists {
+			return errf(codes.AlreadyExists, "table entry %s already exists", key)
+		}
+		if size := s.tableSize(norm.TableId); size > 0 && len(tbl) >= size {
+			return errf(codes.ResourceExhausted, "table %d is full (%d entries)", norm.TableId, size)
+		}
+		tbl[key] = norm
+	case p4v1.Update_MODIFY:
+		if !exists {
+			return errf(codes.NotFound, "table entry %s does not exist", key)
+		}
+		tbl[key] = norm
+	case p4v1.Update_DELETE:
+		if !exists {
+			return errf(codes.NotFound, "table entry %s does not exist", key)
+		}
+		delete(tbl, key)
+	default:
+		return errf(codes.InvalidArgument, "update type %s", typ)
+	}
+	return nil
+}
+
+func (s *tableStore) profile(id uint32) (*p4config.ActionProfile, error) {
+	prof, ok := s.schema.ProfileByID(id)
+	if !ok {
+		return nil, errf(codes.NotFound, "unknown action profile id %d", id)
+	}
+	return prof, nil
+}
+
+func (s *tableStore) writeMember(typ p4v1.Update_Type, m *p4v1.ActionProfileMember) error {
+	prof, err := s.profile(m.GetActionProfileId())
+	if err != nil {
+		return err
+	}
+	pid := m.GetActionProfileId()
+	m = proto.Clone(m).(*p4v1.ActionProfileMember)
+	if m.GetMemberId() == 0 && typ != p4v1.Update_DELETE {
+		return errf(codes.InvalidArgument, "member id 0 is reserved")
+	}
+	if typ != p4v1.Update_DELETE {
+		if m.GetAction() == nil {
+			return errf(codes.InvalidArgument, "member %d has no action", m.GetMemberId())
+		}
+		for _, tid := range prof.GetTableIds() {
+			t, _ := s.schema.TableByID(tid)
+			if err := s.checkAction(t, m.GetAction()); err != nil {
+				return err
+			}
+		}
+	}
+	mem := s.members[pid]
+	if mem == nil {
+		mem = map[uint32]*p4v1.ActionProfileMember{}
+		s.members[pid] = mem
+	}
+	_, exists := mem[m.GetMemberId()]
+	switch typ {
+	case p4v1.Update_INSERT:
+		if exists {
+			return errf(codes.AlreadyExists, "member %d already exists", m.GetMemberId())
+		}
+		if size := int(prof.GetSize()); size > 0 && len(mem) >= size {
+			return errf(codes.ResourceExhausted, "action profile %s is full (%d members)", prof.GetPreamble().GetName(), size)
+		}
+		mem[m.GetMemberId()] = m
+	case p4v1.Update_MODIFY:
+		if !exists {
+			return errf(codes.NotFound, "member %d does not exist", m.GetMemberId())
+		}
+		mem[m.GetMemberId()] = m
+	case p4v1.Update_DELETE:
+		if !exists {
+			return errf(codes.NotFound, "member %d does not exist", m.GetMemberId())
+		}
+		if by := s.memberUser(pid, m.GetMemberId()); by != "" {
+			return errf(codes.FailedPrecondition, "member %d is still used by %s", m.GetMemberId(), by)
+		}
+		delete(mem, m.GetMemberId())
+	default:
+		return errf(codes.InvalidArgument, "update type %s", typ)
+	}
+	return nil
+}
+
+func (s *tableStore) memberUser(pid, id uint32) string {
+	for gid, g := range s.groups[pid] {
+		for _, gm := range g.GetMembers() {
+			if gm.GetMemberId() == id {
+				return fmt.Sprintf("group %d", gid)
+			}
+		}
+	}
+	for _, tid := range s.profileTables(pid) {
+		for key, e := range s.entries[tid] {
+			if e.GetAction().GetActionProfileMemberId() == id {
+				return "table entry " + key
+			}
+		}
+	}
+	return ""
+}
+
+func (s *tableStore) profileTables(pid uint32) []uint32 {
+	prof, _ := s.schema.ProfileByID(pid)
+	return prof.GetTableIds()
+}
+
+func (s *tableStore) writeGroup(typ p4v1.Update_Type, g *p4v1.ActionProfileGroup) error {
+	prof, err := s.profile(g.GetActionProfileId())
+	if err != nil {
+		return err
+	}
+	pid := g.GetActionProfileId()
+	g = proto.Clone(g).(*p4v1.ActionProfileGroup)
+	if g.GetGroupId() == 0 && typ != p4v1.Update_DELETE {
+		return errf(codes.InvalidArgument, "group id 0 is reserved")
+	}
+	if typ != p4v1.Update_DELETE {
+		if max := int(prof.GetMaxGroupSize()); max > 0 && len(g.GetMembers()) > max {
+			return errf(codes.ResourceExhausted, "group %d has %d members; %s allows %d", g.GetGroupId(), len(g.GetMembers()), prof.GetPreamble().GetName(), max)
+		}
+		if g.GetMaxSize() > 0 && len(g.GetMembers()) > int(g.GetMaxSize()) {
+			return errf(codes.ResourceExhausted, "group %d has %d members, more than its max_size %d", g.GetGroupId(), len(g.GetMembers()), g.GetMaxSize())
+		}
+		seen := map[uint32]bool{}
+		for _, gm := range g.GetMembers() {
+			if _, ok := s.members[pid][gm.GetMemberId()]; !ok {
+				return errf(codes.NotFound, "group %d: member %d does not exist", g.GetGroupId(), gm.GetMemberId())
+			}
+			if seen[gm.GetMemberId()] {
+				return errf(codes.InvalidArgument, "group %d: member %d listed twice", g.GetGroupId(), gm.GetMemberId())
+			}
+			seen[gm.GetMemberId()] = true
+			if gm.GetWeight() < 1 {
+				return errf(codes.InvalidArgument, "group %d: member %d has weight %d, want at least 1", g.GetGroupId(), gm.GetMemberId(), gm.GetWeight())
+			}
+		}
+	}
+	grp := s.groups[pid]
+	if grp == nil {
+		grp = map[uint32]*p4v1.ActionProfileGroup{}
+		s.groups[pid] = grp
+	}
+	_, exists := grp[g.GetGroupId()]
+	switch typ {
+	case p4v1.Update_INSERT:
+		if exists {
+			return errf(codes.AlreadyExists, "group %d already exists", g.GetGroupId())
+		}
+		if size := int(prof.GetSize()); size > 0 && len(grp) >= size {
+			return errf(codes.ResourceExhausted, "action profile %s is full (%d groups)", prof.GetPreamble().GetName(), size)
+		}
+		grp[g.GetGroupId()] = g
+	case p4v1.Update_MODIFY:
+		if !exists {
+			return errf(codes.NotFound, "group %d does not exist", g.GetGroupId())
+		}
+		grp[g.GetGroupId()] = g
+	case p4v1.Update_DELETE:
+		if !exists {
+			return errf(codes.NotFound, "group %d does not exist", g.GetGroupId())
+		}
+		for _, tid := range s.profileTables(pid) {
+			for key, e := range s.entries[tid] {
+				if e.GetAction().GetActionProfileGroupId() == g.GetGroupId() {
+					return errf(codes.FailedPrecondition, "group %d is still used by table entry %s", g.GetGroupId(), key)
+				}
+			}
+		}
+		delete(grp, g.GetGroupId())
+	default:
+		return errf(codes.InvalidArgument, "update type %s", typ)
+	}
+	return nil
+}
+
+// apply executes one update.
+func (s *tableStore) apply(u *p4v1.Update) error {
+	switch e := u.GetEntity().GetEntity().(type) {
+	case *p4v1.Entity_TableEntry:
+		return s.writeTableEntry(u.GetType(), e.TableEntry)
+	case *p4v1.Entity_ActionProfileMember:
+		return s.writeMember(u.GetType(), e.ActionProfileMember)
+	case *p4v1.Entity_ActionProfileGroup:
+		return s.writeGroup(u.GetType(), e.ActionProfileGroup)
+	case nil:
+		return errf(codes.InvalidArgument, "update without an entity")
+	default:
+		return errf(codes.Unimplemented, "writing %T is not supported", e)
+	}
+}
+
+// readTable returns entries matching a read request's table entry: table 0
+// means all tables; no match fields means all entries of the table.
+func (s *tableStore) readTable(q *p4v1.TableEntry) ([]*p4v1.Entity, error) {
+	var tables []uint32
+	if q.GetTableId() == 0 {
+		for _, t := range s.schema.Info.GetTables() {
+			tables = append(tables, t.GetPreamble().GetId())
+		}
+	} else {
+		if _, ok := s.schema.TableByID(q.GetTableId()); !ok {
+			return nil, errf(codes.NotFound, "unknown table id %d", q.GetTableId())
+		}
+		tables = []uint32{q.GetTableId()}
+	}
+	var out []*p4v1.Entity
+	if len(q.GetMatch()) > 0 && q.GetTableId() != 0 {
+		_, key, err := s.normalizeEntry(q, true)
+		if err != nil {
+			return nil, err
+		}
+		if e, ok := s.entries[q.GetTableId()][key]; ok {
+			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: proto.Clone(e).(*p4v1.TableEntry)}})
+		}
+		return out, nil
+	}
+	for _, tid := range tables {
+		keys := make([]string, 0, len(s.entries[tid]))
+		for k := range s.entries[tid] {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: proto.Clone(s.entries[tid][k]).(*p4v1.TableEntry)}})
+		}
+	}
+	return out, nil
+}
+
+func (s *tableStore) profileIDs(q uint32) ([]uint32, error) {
+	if q != 0 {
+		if _, ok := s.schema.ProfileByID(q); !ok {
+			return nil, errf(codes.NotFound, "unknown action profile id %d", q)
+		}
+		return []uint32{q}, nil
+	}
+	var ids []uint32
+	for _, p := range s.schema.Info.GetActionProfiles() {
+		ids = append(ids, p.GetPreamble().GetId())
+	}
+	return ids, nil
+}
+
+func (s *tableStore) readMembers(q *p4v1.ActionProfileMember) ([]*p4v1.Entity, error) {
+	pids, err := s.profileIDs(q.GetActionProfileId())
+	if err != nil {
+		return nil, err
+	}
+	var out []*p4v1.Entity
+	for _, pid := range pids {
+		ids := make([]uint32, 0, len(s.members[pid]))
+		for id := range s.members[pid] {
+			if q.GetMemberId() == 0 || q.GetMemberId() == id {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: proto.Clone(s.members[pid][id]).(*p4v1.ActionProfileMember)}})
+		}
+	}
+	return out, nil
+}
+
+func (s *tableStore) readGroups(q *p4v1.ActionProfileGroup) ([]*p4v1.Entity, error) {
+	pids, err := s.profileIDs(q.GetActionProfileId())
+	if err != nil {
+		return nil, err
+	}
+	var out []*p4v1.Entity
+	for _, pid := range pids {
+		ids := make([]uint32, 0, len(s.groups[pid]))
+		for id := range s.groups[pid] {
+			if q.GetGroupId() == 0 || q.GetGroupId() == id {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileGroup{ActionProfileGroup: proto.Clone(s.groups[pid][id]).(*p4v1.ActionProfileGroup)}})
+		}
+	}
+	return out, nil
+}
+
+// count returns the number of entries in a table by name.
+func (s *tableStore) count(table string) int {
+	return len(s.entries[s.schema.TableID(table)])
+}

@@ -1,0 +1,316 @@
+package models
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+)
+
+// Member is an action-profile member of the route selector: "send out of Port".
+type Member struct {
+	ID   uint32 `json:"id"`
+	Port uint32 `json:"port"`
+}
+
+// GroupMember is one weighted member of a selector group (WCMP weight; 1 for ECMP).
+type GroupMember struct {
+	MemberID uint32 `json:"member_id"`
+	Weight   int32  `json:"weight"`
+}
+
+// Group is an action-selector group: the hash picks one member, in
+// proportion to the weights.
+type Group struct {
+	ID      uint32        `json:"id"`
+	Members []GroupMember `json:"members"`
+}
+
+// Route is an IPv4 LPM entry pointing at a selector member or a group
+// (exactly one of MemberID, GroupID is non-zero).
+type Route struct {
+	Prefix   netip.Prefix `json:"prefix"`
+	MemberID uint32       `json:"member_id,omitempty"`
+	GroupID  uint32       `json:"group_id,omitempty"`
+}
+
+// FlowKey identifies a RoCEv2 flow for pinning: IP pair plus UDP source
+// port, which carries RoCEv2's entropy (the destination port is always 4791).
+type FlowKey struct {
+	Src     netip.Addr `json:"src"`
+	Dst     netip.Addr `json:"dst"`
+	SrcPort uint16     `json:"src_port"`
+}
+
+func (k FlowKey) String() string { return fmt.Sprintf("%s:%d->%s", k.Src, k.SrcPort, k.Dst) }
+
+// FlowPin is an exact-match entry that pins one flow to an egress port,
+// overriding the LPM route.
+type FlowPin struct {
+	Key  FlowKey `json:"key"`
+	Port uint32  `json:"port"`
+}
+
+// ForwardingState is what one switch has (read back) or should have
+// (computed): the entries of accelnet.p4's tables, in P4-neutral terms.
+// Canonical form is sorted by key; Canonical() produces it.
+type ForwardingState struct {
+	Members  []Member  `json:"members"`
+	Groups   []Group   `json:"groups"`
+	Routes   []Route   `json:"routes"`
+	FlowPins []FlowPin `json:"flow_pins"`
+}
+
+// Len is the number of entities in the state.
+func (s ForwardingState) Len() int {
+	return len(s.Members) + len(s.Groups) + len(s.Routes) + len(s.FlowPins)
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Bits(), b.Bits())
+}
+
+func compareFlowKey(a, b FlowKey) int {
+	if c := a.Src.Compare(b.Src); c != 0 {
+		return c
+	}
+	if c := a.Dst.Compare(b.Dst); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.SrcPort, b.SrcPort)
+}
+
+// Canonical returns a copy sorted by key, with group members sorted by ID,
+// so that equal states compare equal.
+func (s ForwardingState) Canonical() ForwardingState {
+	out := ForwardingState{
+		Members:  slices.Clone(s.Members),
+		Routes:   slices.Clone(s.Routes),
+		FlowPins: slices.Clone(s.FlowPins),
+		Groups:   make([]Group, len(s.Groups)),
+	}
+	for i, g := range s.Groups {
+		g.Members = slices.Clone(g.Members)
+		slices.SortFunc(g.Members, func(a, b GroupMember) int { return cmp.Compare(a.MemberID, b.MemberID) })
+		out.Groups[i] = g
+	}
+	slices.SortFunc(out.Members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out.Groups, func(a, b Group) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out.Routes, func(a, b Route) int { return comparePrefix(a.Prefix, b.Prefix) })
+	slices.SortFunc(out.FlowPins, func(a, b FlowPin) int { return compareFlowKey(a.Key, b.Key) })
+	return out
+}
+
+// Validate checks the entries and that every reference resolves within the
+// state: routes to existing members or groups, groups to existing members.
+func (s ForwardingState) Validate() error {
+	members := make(map[uint32]bool, len(s.Members))
+	for _, m := range s.Members {
+		if m.ID == 0 {
+			return invalidf("member id must be non-zero")
+		}
+		if members[m.ID] {
+			return invalidf("member %d defined twice", m.ID)
+		}
+		if m.Port == 0 || m.Port > MaxPort {
+			return invalidf("member %d: port %d out of range", m.ID, m.Port)
+		}
+		members[m.ID] = true
+	}
+	groups := make(map[uint32]bool, len(s.Groups))
+	for _, g := range s.Groups {
+		if g.ID == 0 {
+			return invalidf("group id must be non-zero")
+		}
+		if groups[g.ID] {
+			return invalidf("group %d defined twice", g.ID)
+		}
+		if len(g.Members) == 0 {
+			return invalidf("group %d has no members", g.ID)
+		}
+		seen := make(map[uint32]bool, len(g.Members))
+		for _, gm := range g.Members {
+			if !members[gm.MemberID] {
+				return invalidf("group %d: unknown member %d", g.ID, gm.MemberID)
+			}
+			if seen[gm.MemberID] {
+				return invalidf("group %d: member %d listed twice", g.ID, gm.MemberID)
+			}
+			if gm.Weight < 1 {
+				return invalidf("group %d: member %d weight %d < 1", g.ID, gm.MemberID, gm.Weight)
+			}
+			seen[gm.MemberID] = true
+		}
+		groups[g.ID] = true
+	}
+	prefixes := make(map[netip.Prefix]bool, len(s.Routes))
+	for _, r := range s.Routes {
+		if !r.Prefix.IsValid() || !r.Prefix.Addr().Is4() || r.Prefix != r.Prefix.Masked() {
+			return invalidf("route %s: want a masked IPv4 prefix", r.Prefix)
+		}
+		if prefixes[r.Prefix] {
+			return invalidf("route %s defined twice", r.Prefix)
+		}
+		prefixes[r.Prefix] = true
+		switch {
+		case (r.MemberID == 0) == (r.GroupID == 0):
+			return invalidf("route %s: want exactly one of member_id, group_id", r.Prefix)
+		case r.MemberID != 0 && !members[r.MemberID]:
+			return invalidf("route %s: unknown member %d", r.Prefix, r.MemberID)
+		case r.GroupID != 0 && !groups[r.GroupID]:
+			return invalidf("route %s: unknown group %d", r.Prefix, r.GroupID)
+		}
+	}
+	pins := make(map[FlowKey]bool, len(s.FlowPins))
+	for _, p := range s.FlowPins {
+		if !p.Key.Src.Is4() || !p.Key.Dst.Is4() {
+			return invalidf("flow pin %s: want IPv4 addresses", p.Key)
+		}
+		if pins[p.Key] {
+			return invalidf("flow pin %s defined twice", p.Key)
+		}
+		pins[p.Key] = true
+		if p.Port == 0 || p.Port > MaxPort {
+			return invalidf("flow pin %s: port %d out of range", p.Key, p.Port)
+		}
+	}
+	return nil
+}
+
+// Diff is the change that turns an actual ForwardingState into a desired
+// one. Apply it in dependency order: members and groups are written before
+// the routes that use them and deleted after (see Phases).
+type Diff struct {
+	Insert ForwardingState `json:"insert"`
+	Modify ForwardingState `json:"modify"`
+	Delete ForwardingState `json:"delete"`
+}
+
+// Len is the number of writes the diff needs.
+func (d Diff) Len() int { return d.Insert.Len() + d.Modify.Len() + d.Delete.Len() }
+
+// Empty reports whether the diff needs no writes.
+func (d Diff) Empty() bool { return d.Len() == 0 }
+
+// Validate checks each part's entries (not cross-references, which may point
+// at entries the switch already has).
+func (d Diff) Validate() error {
+	for _, part := range []ForwardingState{d.Insert, d.Modify, d.Delete} {
+		if err := (ForwardingState{Members: part.Members}).Validate(); err != nil {
+			return err
+		}
+		for _, g := range part.Groups {
+			if g.ID == 0 {
+				return invalidf("group id must be non-zero")
+			}
+		}
+		for _, r := range part.Routes {
+			if !r.Prefix.IsValid() || !r.Prefix.Addr().Is4() {
+				return invalidf("route %s: want an IPv4 prefix", r.Prefix)
+			}
+		}
+	}
+	return nil
+}
+
+// Compute returns the minimal diff from actual to desired: entries only in
+// desired are inserted, entries in both that differ are modified, entries
+// only in actual are deleted. Entries are keyed by member ID, group ID,
+// route prefix and flow key.
+func Compute(desired, actual ForwardingState) Diff {
+	var d Diff
+	d.Insert.Members, d.Modify.Members, d.Delete.Members = diffBy(desired.Members, actual.Members,
+		func(m Member) uint32 { return m.ID }, func(a, b Member) bool { return a == b })
+	d.Insert.Groups, d.Modify.Groups, d.Delete.Groups = diffBy(desired.Groups, actual.Groups,
+		func(g Group) uint32 { return g.ID }, sameGroup)
+	d.Insert.Routes, d.Modify.Routes, d.Delete.Routes = diffBy(desired.Routes, actual.Routes,
+		func(r Route) netip.Prefix { return r.Prefix }, func(a, b Route) bool { return a == b })
+	d.Insert.FlowPins, d.Modify.FlowPins, d.Delete.FlowPins = diffBy(desired.FlowPins, actual.FlowPins,
+		func(p FlowPin) FlowKey { return p.Key }, func(a, b FlowPin) bool { return a == b })
+	return d
+}
+
+func sameGroup(a, b Group) bool {
+	if a.ID != b.ID || len(a.Members) != len(b.Members) {
+		return false
+	}
+	weights := make(map[uint32]int32, len(a.Members))
+	for _, m := range a.Members {
+		weights[m.MemberID] = m.Weight
+	}
+	for _, m := range b.Members {
+		if w, ok := weights[m.MemberID]; !ok || w != m.Weight {
+			return false
+		}
+	}
+	return true
+}
+
+func diffBy[T any, K comparable](desired, actual []T, key func(T) K, equal func(a, b T) bool) (ins, mod, del []T) {
+	have := make(map[K]T, len(actual))
+	for _, a := range actual {
+		have[key(a)] = a
+	}
+	want := make(map[K]bool, len(desired))
+	for _, d := range desired {
+		k := key(d)
+		want[k] = true
+		a, ok := have[k]
+		switch {
+		case !ok:
+			ins = append(ins, d)
+		case !equal(d, a):
+			mod = append(mod, d)
+		}
+	}
+	for _, a := range actual {
+		if !want[key(a)] {
+			del = append(del, a)
+		}
+	}
+	return ins, mod, del
+}
+
+// Phase is one step of applying a Diff: its updates have no dependencies on
+// each other and may be sent as one batch; each phase depends on the one
+// before it (P4Runtime does not order the updates of one WriteRequest).
+type Phase struct {
+	Name   string
+	Insert ForwardingState
+	Modify ForwardingState
+	Delete ForwardingState
+}
+
+// Len is the number of writes in the phase.
+func (p Phase) Len() int { return p.Insert.Len() + p.Modify.Len() + p.Delete.Len() }
+
+// Phases splits the diff into dependency-ordered batches: members, then
+// groups, then table entries (which may reference them), then group
+// deletions, then member deletions. Empty phases are left out.
+func (d Diff) Phases() []Phase {
+	all := []Phase{
+		{Name: "members", Insert: ForwardingState{Members: d.Insert.Members}, Modify: ForwardingState{Members: d.Modify.Members}},
+		{Name: "groups", Insert: ForwardingState{Groups: d.Insert.Groups}, Modify: ForwardingState{Groups: d.Modify.Groups}},
+		{Name: "entries",
+			Insert: ForwardingState{Routes: d.Insert.Routes, FlowPins: d.Insert.FlowPins},
+			Modify: ForwardingState{Routes: d.Modify.Routes, FlowPins: d.Modify.FlowPins},
+			Delete: ForwardingState{Routes: d.Delete.Routes, FlowPins: d.Delete.FlowPins}},
+		{Name: "group deletes", Delete: ForwardingState{Groups: d.Delete.Groups}},
+		{Name: "member deletes", Delete: ForwardingState{Members: d.Delete.Members}},
+	}
+	out := all[:0]
+	for _, p := range all {
+		if p.Len() > 0 {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Plan is pathcalc's output: the forwarding state every switch should have.
+type Plan struct {
+	Switches map[SwitchID]ForwardingState `json:"switches"`
+}

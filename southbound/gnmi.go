@@ -1,0 +1,138 @@
+package southbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// CounterSample is one interface's state at a switch-side timestamp.
+type CounterSample struct {
+	Switch    models.SwitchID
+	Port      uint32
+	Timestamp time.Time
+	// Exactly the fields the update carried are set; Has says which.
+	InOctets, OutOctets, OutDiscards uint64
+	OperUp                           bool
+	Has                              SampleFields
+}
+
+// SampleFields says which fields of a CounterSample an update carried.
+type SampleFields uint8
+
+const (
+	HasInOctets SampleFields = 1 << iota
+	HasOutOctets
+	HasOutDiscards
+	HasOperStatus
+)
+
+// counterPaths are what Subscribe asks for, relative to /interfaces/interface[name=*]/state.
+var counterPaths = [][]string{
+	{"counters", "in-octets"},
+	{"counters", "out-octets"},
+	{"counters", "out-discards"},
+	{"oper-status"},
+}
+
+// SubscribeCounters streams a switch's interface counters and oper-status
+// (gNMI Subscribe, STREAM mode, SAMPLE at interval) and calls fn for each
+// interface update until ctx ends or the stream breaks. synced is called
+// once the target sends sync_response.
+func SubscribeCounters(ctx context.Context, sw models.Switch, interval time.Duration, fn func(CounterSample), synced func()) error {
+	if sw.GNMIAddr == "" {
+		return fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, sw.Name)
+	}
+	cc, err := grpc.NewClient(sw.GNMIAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, sw.Name, err)
+	}
+	defer cc.Close()
+	sub := &gnmipb.SubscriptionList{
+		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
+		Mode:     gnmipb.SubscriptionList_STREAM,
+		Encoding: gnmipb.Encoding_PROTO,
+	}
+	for _, leaf := range counterPaths {
+		p := &gnmipb.Path{Elem: []*gnmipb.PathElem{
+			{Name: "interfaces"},
+			{Name: "interface", Key: map[string]string{"name": "*"}},
+			{Name: "state"},
+		}}
+		for _, l := range leaf {
+			p.Elem = append(p.Elem, &gnmipb.PathElem{Name: l})
+		}
+		sub.Subscription = append(sub.Subscription, &gnmipb.Subscription{
+			Path: p, Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: uint64(interval.Nanoseconds()),
+		})
+	}
+	stream, err := gnmipb.NewGNMIClient(cc).Subscribe(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: gnmi subscribe %s: %v", ErrUnavailable, sw.Name, err)
+	}
+	if err := stream.Send(&gnmipb.SubscribeRequest{Request: &gnmipb.SubscribeRequest_Subscribe{Subscribe: sub}}); err != nil {
+		return fmt.Errorf("%w: gnmi subscribe %s: %v", ErrUnavailable, sw.Name, err)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%w: gnmi stream %s: %v", ErrUnavailable, sw.Name, err)
+		}
+		if resp.GetSyncResponse() {
+			if synced != nil {
+				synced()
+			}
+			continue
+		}
+		n := resp.GetUpdate()
+		if n == nil {
+			continue
+		}
+		for _, u := range n.GetUpdate() {
+			s, ok := sampleOf(sw.Name, n, u)
+			if ok {
+				fn(s)
+			}
+		}
+	}
+}
+
+// sampleOf decodes one update of /interfaces/interface[name=ethN]/state/...
+func sampleOf(sw models.SwitchID, n *gnmipb.Notification, u *gnmipb.Update) (CounterSample, bool) {
+	elems := append(append([]*gnmipb.PathElem{}, n.GetPrefix().GetElem()...), u.GetPath().GetElem()...)
+	if len(elems) < 4 || elems[0].GetName() != "interfaces" || elems[1].GetName() != "interface" || elems[2].GetName() != "state" {
+		return CounterSample{}, false
+	}
+	port, ok := models.PortFromInterface(elems[1].GetKey()["name"])
+	if !ok {
+		return CounterSample{}, false
+	}
+	s := CounterSample{Switch: sw, Port: port, Timestamp: time.Unix(0, n.GetTimestamp())}
+	leaf := elems[len(elems)-1].GetName()
+	switch leaf {
+	case "in-octets":
+		s.InOctets, s.Has = u.GetVal().GetUintVal(), HasInOctets
+	case "out-octets":
+		s.OutOctets, s.Has = u.GetVal().GetUintVal(), HasOutOctets
+	case "out-discards":
+		s.OutDiscards, s.Has = u.GetVal().GetUintVal(), HasOutDiscards
+	case "oper-status":
+		s.OperUp, s.Has = u.GetVal().GetStringVal() == "UP", HasOperStatus
+	default:
+		return CounterSample{}, false
+	}
+	return s, true
+}
+
+// ErrStale is returned by readers of telemetry that has not been refreshed.
+var ErrStale = errors.New("southbound: telemetry is stale")

@@ -1,0 +1,308 @@
+/*
+ * accelnet.p4: the forwarding pipeline accelnet programs (P4_16, v1model).
+ *
+ * Ingress order for a RoCEv2 packet:
+ *   1. qos_classify  (exact DSCP)          -> traffic class (lossless RDMA queue)
+ *   2. flow_pin      (exact src, dst, udp src port) -> egress port; counted per entry
+ *   3. ipv4_lpm      (LPM dst) through ecmp_selector (crc16 over the 5-tuple,
+ *                    weighted members: WCMP)  -> egress port
+ * punt_table sends link-discovery probes to the controller (packet-in);
+ * packet-out from the controller goes straight to the port it names.
+ *
+ * Every object's ID is pinned with @id using the P4Runtime prefixes
+ * (actions 0x01, tables 0x02, controller headers 0x04, action profiles 0x11,
+ * counters 0x12, direct counters 0x13) so accelnet.p4info.txt, written by
+ * hand, matches what p4c-bm2-ss --p4runtime-files emits for this file.
+ */
+#include <core.p4>
+#include <v1model.p4>
+
+const bit<9>  CPU_PORT = 255;
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8>  PROTO_UDP = 17;
+const bit<16> ROCEV2_UDP_PORT = 4791;
+
+@controller_header("packet_in")
+@id(0x04000001)
+header packet_in_t {
+    bit<9> ingress_port;
+    bit<7> _pad;
+}
+
+@controller_header("packet_out")
+@id(0x04000002)
+header packet_out_t {
+    bit<9> egress_port;
+    bit<7> _pad;
+}
+
+header ethernet_t {
+    bit<48> dst_addr;
+    bit<48> src_addr;
+    bit<16> ether_type;
+}
+
+header ipv4_t {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<6>  dscp;
+    bit<2>  ecn;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> frag_offset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdr_checksum;
+    bit<32> src_addr;
+    bit<32> dst_addr;
+}
+
+header udp_t {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> len;
+    bit<16> checksum;
+}
+
+/* InfiniBand Base Transport Header, carried by RoCEv2 after UDP/4791. */
+header bth_t {
+    bit<8>  opcode;
+    bit<1>  solicited;
+    bit<1>  mig_req;
+    bit<2>  pad_count;
+    bit<4>  version;
+    bit<16> partition_key;
+    bit<8>  reserved0;
+    bit<24> dest_qp;
+    bit<1>  ack_req;
+    bit<7>  reserved1;
+    bit<24> psn;
+}
+
+struct headers_t {
+    packet_out_t packet_out;
+    packet_in_t  packet_in;
+    ethernet_t   ethernet;
+    ipv4_t       ipv4;
+    udp_t        udp;
+    bth_t        bth;
+}
+
+struct metadata_t {
+    bit<16> l4_src_port;
+    bit<16> l4_dst_port;
+}
+
+parser AccelParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t std_meta) {
+    state start {
+        transition select(std_meta.ingress_port) {
+            CPU_PORT: parse_packet_out;
+            default: parse_ethernet;
+        }
+    }
+    state parse_packet_out {
+        pkt.extract(hdr.packet_out);
+        transition parse_ethernet;
+    }
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.protocol) {
+            PROTO_UDP: parse_udp;
+            default: accept;
+        }
+    }
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        meta.l4_src_port = hdr.udp.src_port;
+        meta.l4_dst_port = hdr.udp.dst_port;
+        transition select(hdr.udp.dst_port) {
+            ROCEV2_UDP_PORT: parse_bth;
+            default: accept;
+        }
+    }
+    state parse_bth {
+        pkt.extract(hdr.bth);
+        transition accept;
+    }
+}
+
+control AccelVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply { }
+}
+
+control Ingress(inout headers_t hdr, inout metadata_t meta,
+                inout standard_metadata_t std_meta) {
+
+    @id(0x12000001)
+    counter(512, CounterType.packets_and_bytes) port_rx_counter;
+
+    @id(0x13000001)
+    direct_counter(CounterType.packets_and_bytes) flow_pin_counter;
+
+    @id(0x01000001)
+    action set_egress_port(bit<9> port) {
+        std_meta.egress_spec = port;
+    }
+
+    @id(0x01000002)
+    action drop() {
+        mark_to_drop(std_meta);
+    }
+
+    @id(0x01000003)
+    action nop() { }
+
+    @id(0x01000004)
+    action pin_egress_port(bit<9> port) {
+        std_meta.egress_spec = port;
+    }
+
+    @id(0x01000005)
+    action set_traffic_class(bit<3> tc) {
+        std_meta.priority = tc;
+    }
+
+    @id(0x01000006)
+    action send_to_cpu() {
+        std_meta.egress_spec = CPU_PORT;
+    }
+
+    @id(0x02000001)
+    table flow_pin {
+        key = {
+            hdr.ipv4.src_addr : exact @name("ipv4_src");
+            hdr.ipv4.dst_addr : exact @name("ipv4_dst");
+            meta.l4_src_port  : exact @name("udp_src_port");
+        }
+        actions = {
+            pin_egress_port;
+            @defaultonly nop;
+        }
+        const default_action = nop();
+        counters = flow_pin_counter;
+        size = 16384;
+    }
+
+    @id(0x11000001)
+    @max_group_size(64)
+    action_selector(HashAlgorithm.crc16, 32w4096, 32w16) ecmp_selector;
+
+    @id(0x02000002)
+    table ipv4_lpm {
+        key = {
+            hdr.ipv4.dst_addr : lpm @name("ipv4_dst");
+            hdr.ipv4.src_addr : selector;
+            hdr.ipv4.dst_addr : selector;
+            hdr.ipv4.protocol : selector;
+            meta.l4_src_port  : selector;
+            meta.l4_dst_port  : selector;
+        }
+        actions = {
+            set_egress_port;
+            drop;
+        }
+        default_action = drop();
+        implementation = ecmp_selector;
+        size = 4096;
+    }
+
+    @id(0x02000003)
+    table qos_classify {
+        key = {
+            hdr.ipv4.dscp : exact @name("dscp");
+        }
+        actions = {
+            set_traffic_class;
+            @defaultonly nop;
+        }
+        const default_action = nop();
+        size = 64;
+    }
+
+    @id(0x02000004)
+    table punt_table {
+        key = {
+            hdr.ethernet.ether_type : exact @name("ether_type");
+        }
+        actions = {
+            send_to_cpu;
+            @defaultonly nop;
+        }
+        const default_action = nop();
+        size = 16;
+    }
+
+    apply {
+        port_rx_counter.count((bit<32>) std_meta.ingress_port);
+        if (hdr.packet_out.isValid()) {
+            std_meta.egress_spec = hdr.packet_out.egress_port;
+            hdr.packet_out.setInvalid();
+            return;
+        }
+        if (punt_table.apply().hit) {
+            return;
+        }
+        if (!hdr.ipv4.isValid()) {
+            mark_to_drop(std_meta);
+            return;
+        }
+        if (hdr.ipv4.ttl <= 1) {
+            mark_to_drop(std_meta);
+            return;
+        }
+        qos_classify.apply();
+        if (!flow_pin.apply().hit) {
+            ipv4_lpm.apply();
+        }
+    }
+}
+
+control Egress(inout headers_t hdr, inout metadata_t meta,
+               inout standard_metadata_t std_meta) {
+
+    @id(0x12000002)
+    counter(512, CounterType.packets_and_bytes) port_tx_counter;
+
+    apply {
+        port_tx_counter.count((bit<32>) std_meta.egress_port);
+        if (std_meta.egress_port == CPU_PORT) {
+            hdr.packet_in.setValid();
+            hdr.packet_in.ingress_port = std_meta.ingress_port;
+        } else if (hdr.ipv4.isValid()) {
+            hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+        }
+    }
+}
+
+control AccelComputeChecksum(inout headers_t hdr, inout metadata_t meta) {
+    apply {
+        update_checksum(hdr.ipv4.isValid(),
+            { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+              hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags,
+              hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol,
+              hdr.ipv4.src_addr, hdr.ipv4.dst_addr },
+            hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
+    }
+}
+
+control AccelDeparser(packet_out pkt, in headers_t hdr) {
+    apply {
+        pkt.emit(hdr.packet_in);
+        pkt.emit(hdr.ethernet);
+        pkt.emit(hdr.ipv4);
+        pkt.emit(hdr.udp);
+        pkt.emit(hdr.bth);
+    }
+}
+
+V1Switch(AccelParser(), AccelVerifyChecksum(), Ingress(), Egress(),
+         AccelComputeChecksum(), AccelDeparser()) main;

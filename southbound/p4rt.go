@@ -1,0 +1,503 @@
+// Package southbound talks to switches: a P4Runtime driver that reads and
+// writes accelnet.p4's tables (through the P4Info's names), and a gNMI client
+// that streams interface counters.
+package southbound
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	p4client "github.com/antoninbas/p4runtime-go-client/pkg/client"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/genproto/googleapis/rpc/code"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound/p4"
+)
+
+var (
+	// ErrNotPrimary means the switch refused us as primary: another client
+	// holds a higher election ID. A controller that sees it must stop
+	// programming (a newer leader exists).
+	ErrNotPrimary = errors.New("southbound: not the primary controller for this switch")
+	// ErrUnavailable means the switch could not be reached.
+	ErrUnavailable = errors.New("southbound: switch unavailable")
+)
+
+// Resolver returns a switch's addresses and device ID.
+type Resolver func(models.SwitchID) (models.Switch, error)
+
+// P4RTOptions configure a P4RT driver.
+type P4RTOptions struct {
+	Resolve Resolver
+	// ElectionID is sent in arbitration and every write; the highest wins.
+	ElectionID uint64
+	// DeviceConfig is the target-specific binary pushed with the P4Info
+	// (BMv2 JSON for simple_switch_grpc); fabricsim ignores it.
+	DeviceConfig []byte
+	// MaxBatch caps updates per WriteRequest; default 1000.
+	MaxBatch int
+	// ArbitrationTimeout bounds the wait for the switch's answer; default 5s.
+	ArbitrationTimeout time.Duration
+	// OnDisconnect is called (from a driver goroutine) when a switch's
+	// stream ends, so the controller can resync it.
+	OnDisconnect func(models.SwitchID)
+	DialOptions  []grpc.DialOption
+	Logger       *slog.Logger
+}
+
+// P4RT is the P4Runtime driver: one connection and arbitration stream per
+// switch, opened on first use and reopened after it breaks.
+type P4RT struct {
+	opts   P4RTOptions
+	schema *p4.Schema
+	log    *slog.Logger
+
+	mu    sync.Mutex
+	conns map[models.SwitchID]*p4conn
+	wg    sync.WaitGroup
+}
+
+type p4conn struct {
+	cc       *grpc.ClientConn
+	client   *p4client.Client
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when the stream ends
+	deviceID uint64
+	addr     string
+}
+
+func (c *p4conn) alive() bool {
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// NewP4RT returns a driver; it connects lazily.
+func NewP4RT(schema *p4.Schema, opts P4RTOptions) *P4RT {
+	if opts.ElectionID == 0 {
+		opts.ElectionID = 1
+	}
+	if opts.MaxBatch <= 0 {
+		opts.MaxBatch = 1000
+	}
+	if opts.ArbitrationTimeout <= 0 {
+		opts.ArbitrationTimeout = 5 * time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(opts.DeviceConfig) == 0 {
+		opts.DeviceConfig = []byte("accelnet.p4")
+	}
+	return &P4RT{opts: opts, schema: schema, log: opts.Logger, conns: map[models.SwitchID]*p4conn{}}
+}
+
+// Close drops every connection and waits for the driver's goroutines.
+func (d *P4RT) Close() {
+	d.mu.Lock()
+	for id, c := range d.conns {
+		c.cancel()
+		c.cc.Close()
+		delete(d.conns, id)
+	}
+	d.mu.Unlock()
+	d.wg.Wait()
+}
+
+// Connected reports whether the driver holds a live primary stream to sw.
+func (d *P4RT) Connected(sw models.SwitchID) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := d.conns[sw]
+	return c != nil && c.alive()
+}
+
+func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
+	sw, err := d.opts.Resolve(id)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c := d.conns[id]; c != nil {
+		if c.alive() && c.addr == sw.P4RTAddr && c.deviceID == sw.DeviceID {
+			return c, nil
+		}
+		c.cancel()
+		c.cc.Close()
+		delete(d.conns, id)
+	}
+	if sw.P4RTAddr == "" {
+		return nil, fmt.Errorf("%w: %s has no P4Runtime address", ErrUnavailable, id)
+	}
+	c, err := d.dial(ctx, sw)
+	if err != nil {
+		return nil, err
+	}
+	d.conns[id] = c
+	return c, nil
+}
+
+// dial connects, arbitrates, and makes sure the switch runs accelnet.p4.
+// Called with d.mu held, which serializes connects (they are rare).
+func (d *P4RT) dial(ctx context.Context, sw models.Switch) (*p4conn, error) {
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, d.opts.DialOptions...)
+	cc, err := grpc.NewClient(sw.P4RTAddr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s at %s: %v", ErrUnavailable, sw.Name, sw.P4RTAddr, err)
+	}
+	election := &p4v1.Uint128{High: 0, Low: d.opts.ElectionID}
+	client := p4client.NewClient(p4v1.NewP4RuntimeClient(cc), sw.DeviceID, election)
+	streamCtx, cancel := context.WithCancel(context.Background())
+	c := &p4conn{cc: cc, client: client, cancel: cancel, done: make(chan struct{}), deviceID: sw.DeviceID, addr: sw.P4RTAddr}
+	fail := func(err error) (*p4conn, error) {
+		cancel()
+		cc.Close()
+		return nil, err
+	}
+	stream, err := client.StreamChannel(streamCtx)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %s: open stream: %v", ErrUnavailable, sw.Name, err))
+	}
+	if err := stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{
+		Arbitration: &p4v1.MasterArbitrationUpdate{DeviceId: sw.DeviceID, ElectionId: election},
+	}}); err != nil {
+		return fail(fmt.Errorf("%w: %s: send arbitration: %v", ErrUnavailable, sw.Name, err))
+	}
+	arb := make(chan error, 1)
+	d.wg.Go(func() {
+		defer close(c.done)
+		first := true
+		for {
+			msg, err := stream.Recv()
+			if err != nil {
+				if first {
+					arb <- fmt.Errorf("%w: %s: arbitration: %v", ErrUnavailable, sw.Name, err)
+				}
+				if streamCtx.Err() == nil && !errors.Is(err, io.EOF) {
+					d.log.Warn("p4runtime stream ended", "switch", sw.Name, "err", err)
+				}
+				if streamCtx.Err() == nil && d.opts.OnDisconnect != nil {
+					d.opts.OnDisconnect(sw.Name)
+				}
+				return
+			}
+			a := msg.GetArbitration()
+			if a == nil {
+				continue // packet-in and digests: not used yet
+			}
+			ok := a.GetStatus().GetCode() == int32(code.Code_OK)
+			if first {
+				first = false
+				if ok {
+					arb <- nil
+				} else {
+					arb <- fmt.Errorf("%w: %s answered %s: %s", ErrNotPrimary, sw.Name,
+						code.Code(a.GetStatus().GetCode()), a.GetStatus().GetMessage())
+				}
+				continue
+			}
+			if !ok {
+				d.log.Warn("lost primary role", "switch", sw.Name, "status", a.GetStatus().GetMessage())
+				cancel()
+			}
+		}
+	})
+	select {
+	case err := <-arb:
+		if err != nil {
+			return fail(err)
+		}
+	case <-time.After(d.opts.ArbitrationTimeout):
+		return fail(fmt.Errorf("%w: %s: no arbitration answer in %s", ErrUnavailable, sw.Name, d.opts.ArbitrationTimeout))
+	case <-ctx.Done():
+		return fail(ctx.Err())
+	}
+
+	cur, err := client.GetFwdPipe(ctx, p4client.GetFwdPipeP4InfoAndCookie)
+	if err != nil {
+		return fail(fmt.Errorf("%w: %s: get pipeline: %v", ErrUnavailable, sw.Name, err))
+	}
+	if cur == nil || cur.P4Info == nil || cur.Cookie != p4.Cookie() {
+		if _, err := client.SetFwdPipeFromBytes(ctx, d.opts.DeviceConfig, p4.P4InfoText, p4.Cookie()); err != nil {
+			return fail(mapStatus(fmt.Sprintf("%s: set pipeline", sw.Name), err))
+		}
+		d.log.Info("pipeline pushed", "switch", sw.Name, "cookie", fmt.Sprintf("%#x", p4.Cookie()))
+	}
+	return c, nil
+}
+
+func mapStatus(what string, err error) error {
+	switch status.Code(err) {
+	case codes.PermissionDenied:
+		return fmt.Errorf("%w: %s: %v", ErrNotPrimary, what, err)
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return fmt.Errorf("%w: %s: %v", ErrUnavailable, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Read returns what the switch has in the tables accelnet owns.
+func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingState, error) {
+	c, err := d.conn(ctx, id)
+	if err != nil {
+		return models.ForwardingState{}, err
+	}
+	s := d.schema
+	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{
+		{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{ActionProfileId: s.ProfileID(p4.ProfileECMP)}}},
+		{Entity: &p4v1.Entity_ActionProfileGroup{ActionProfileGroup: &p4v1.ActionProfileGroup{ActionProfileId: s.ProfileID(p4.ProfileECMP)}}},
+		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableIPv4LPM)}}},
+		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableFlowPin)}}},
+	}}
+	rs, err := c.client.Read(ctx, req)
+	if err != nil {
+		return models.ForwardingState{}, mapStatus("read "+string(id), err)
+	}
+	var st models.ForwardingState
+	for {
+		resp, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return models.ForwardingState{}, mapStatus("read "+string(id), err)
+		}
+		for _, e := range resp.GetEntities() {
+			d.decode(e, &st)
+		}
+	}
+	return st.Canonical(), nil
+}
+
+func uintOf(b []byte) uint64 {
+	var v uint64
+	for _, x := range b {
+		v = v<<8 | uint64(x)
+	}
+	return v
+}
+
+func addrOf(b []byte) netip.Addr {
+	var a [4]byte
+	binary.BigEndian.PutUint32(a[:], uint32(uintOf(b)))
+	return netip.AddrFrom4(a)
+}
+
+func (d *P4RT) portParam(a *p4v1.Action, action string) uint32 {
+	p, err := d.schema.Param(action, p4.ParamPort)
+	if err != nil || a.GetActionId() != d.schema.ActionID(action) {
+		return 0 // an action we do not program: decoded as port 0 so the diff replaces it
+	}
+	for _, x := range a.GetParams() {
+		if x.GetParamId() == p.GetId() {
+			return uint32(uintOf(x.GetValue()))
+		}
+	}
+	return 0
+}
+
+// decode turns a read-back entity into its models form.
+func (d *P4RT) decode(e *p4v1.Entity, st *models.ForwardingState) {
+	s := d.schema
+	switch x := e.GetEntity().(type) {
+	case *p4v1.Entity_ActionProfileMember:
+		m := x.ActionProfileMember
+		st.Members = append(st.Members, models.Member{ID: m.GetMemberId(), Port: d.portParam(m.GetAction(), p4.ActionSetEgress)})
+	case *p4v1.Entity_ActionProfileGroup:
+		g := models.Group{ID: x.ActionProfileGroup.GetGroupId()}
+		for _, gm := range x.ActionProfileGroup.GetMembers() {
+			g.Members = append(g.Members, models.GroupMember{MemberID: gm.GetMemberId(), Weight: gm.GetWeight()})
+		}
+		st.Groups = append(st.Groups, g)
+	case *p4v1.Entity_TableEntry:
+		t := x.TableEntry
+		switch t.GetTableId() {
+		case s.TableID(p4.TableIPv4LPM):
+			r := models.Route{MemberID: t.GetAction().GetActionProfileMemberId(), GroupID: t.GetAction().GetActionProfileGroupId()}
+			for _, m := range t.GetMatch() {
+				if m.GetFieldId() == s.MatchFieldID(p4.TableIPv4LPM, p4.FieldIPv4Dst) {
+					r.Prefix = netip.PrefixFrom(addrOf(m.GetLpm().GetValue()), int(m.GetLpm().GetPrefixLen()))
+				}
+			}
+			st.Routes = append(st.Routes, r)
+		case s.TableID(p4.TableFlowPin):
+			var p models.FlowPin
+			for _, m := range t.GetMatch() {
+				switch m.GetFieldId() {
+				case s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Src):
+					p.Key.Src = addrOf(m.GetExact().GetValue())
+				case s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Dst):
+					p.Key.Dst = addrOf(m.GetExact().GetValue())
+				case s.MatchFieldID(p4.TableFlowPin, p4.FieldUDPSrcPort):
+					p.Key.SrcPort = uint16(uintOf(m.GetExact().GetValue()))
+				}
+			}
+			p.Port = d.portParam(t.GetAction().GetAction(), p4.ActionPinEgress)
+			st.FlowPins = append(st.FlowPins, p)
+		}
+	}
+}
+
+func u32(v uint32, bytes int) []byte {
+	b := make([]byte, bytes)
+	for i := bytes - 1; i >= 0; i-- {
+		b[i] = byte(v)
+		v >>= 8
+	}
+	return b
+}
+
+func portBytes(port uint32) []byte { return u32(port, (p4.PortBits+7)/8) }
+
+// entities converts one part of a diff into P4Runtime entities, built with
+// the P4Runtime client's helpers.
+func (d *P4RT) entities(c *p4client.Client, fs models.ForwardingState, forDelete bool) []*p4v1.Entity {
+	var out []*p4v1.Entity
+	for _, m := range fs.Members {
+		var params [][]byte
+		if !forDelete {
+			params = [][]byte{portBytes(m.Port)}
+		}
+		mem := c.NewActionProfileMember(p4.ProfileECMP, m.ID, p4.ActionSetEgress, params)
+		if forDelete {
+			mem.Action = nil
+		}
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: mem}})
+	}
+	for _, g := range fs.Groups {
+		var members []*p4v1.ActionProfileGroup_Member
+		for _, gm := range g.Members {
+			members = append(members, &p4v1.ActionProfileGroup_Member{MemberId: gm.MemberID, Weight: gm.Weight})
+		}
+		grp := c.NewActionProfileGroup(p4.ProfileECMP, g.ID, members, 0)
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_ActionProfileGroup{ActionProfileGroup: grp}})
+	}
+	for _, r := range fs.Routes {
+		a4 := r.Prefix.Addr().As4()
+		mfs := map[string]p4client.MatchInterface{p4.FieldIPv4Dst: &p4client.LpmMatch{Value: a4[:], PLen: int32(r.Prefix.Bits())}}
+		var action *p4v1.TableAction
+		switch {
+		case forDelete:
+		case r.GroupID != 0:
+			action = c.NewTableActionGroup(r.GroupID)
+		default:
+			action = c.NewTableActionMember(r.MemberID)
+		}
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: c.NewTableEntry(p4.TableIPv4LPM, mfs, action, nil)}})
+	}
+	for _, p := range fs.FlowPins {
+		src, dst := p.Key.Src.As4(), p.Key.Dst.As4()
+		mfs := map[string]p4client.MatchInterface{
+			p4.FieldIPv4Src:    &p4client.ExactMatch{Value: src[:]},
+			p4.FieldIPv4Dst:    &p4client.ExactMatch{Value: dst[:]},
+			p4.FieldUDPSrcPort: &p4client.ExactMatch{Value: u32(uint32(p.Key.SrcPort), 2)},
+		}
+		var action *p4v1.TableAction
+		if !forDelete {
+			action = c.NewTableActionDirect(p4.ActionPinEgress, [][]byte{portBytes(p.Port)})
+		}
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: c.NewTableEntry(p4.TableFlowPin, mfs, action, nil)}})
+	}
+	return out
+}
+
+// Apply writes a diff in dependency order, one batched WriteRequest per
+// phase (split at MaxBatch updates). It stops at the first phase with a
+// failed update and reports which updates failed and why.
+func (d *P4RT) Apply(ctx context.Context, id models.SwitchID, diff models.Diff) error {
+	if diff.Empty() {
+		return nil
+	}
+	c, err := d.conn(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, ph := range diff.Phases() {
+		var updates []*p4v1.Update
+		add := func(t p4v1.Update_Type, fs models.ForwardingState) {
+			for _, e := range d.entities(c.client, fs, t == p4v1.Update_DELETE) {
+				updates = append(updates, &p4v1.Update{Type: t, Entity: e})
+			}
+		}
+		add(p4v1.Update_INSERT, ph.Insert)
+		add(p4v1.Update_MODIFY, ph.Modify)
+		add(p4v1.Update_DELETE, ph.Delete)
+		for len(updates) > 0 {
+			n := min(len(updates), d.opts.MaxBatch)
+			batch := updates[:n]
+			updates = updates[n:]
+			_, err := c.client.Write(ctx, &p4v1.WriteRequest{
+				DeviceId:   c.deviceID,
+				ElectionId: &p4v1.Uint128{Low: d.opts.ElectionID},
+				Updates:    batch,
+				Atomicity:  p4v1.WriteRequest_CONTINUE_ON_ERROR,
+			})
+			if err != nil {
+				return fmt.Errorf("apply %s (%d updates) to %s: %w", ph.Name, n, id, writeError(err))
+			}
+		}
+	}
+	return nil
+}
+
+// WriteError is a batch in which some updates failed.
+type WriteError struct {
+	Failed []UpdateError
+}
+
+// UpdateError is one failed update of a batch.
+type UpdateError struct {
+	Index   int
+	Code    codes.Code
+	Message string
+}
+
+func (e *WriteError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d updates failed", len(e.Failed))
+	for i, f := range e.Failed {
+		if i == 3 {
+			fmt.Fprintf(&b, "; …")
+			break
+		}
+		fmt.Fprintf(&b, "; #%d %s: %s", f.Index, f.Code, f.Message)
+	}
+	return b.String()
+}
+
+// writeError decodes P4Runtime's per-update errors from a Write status.
+func writeError(err error) error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	if len(st.Details()) == 0 {
+		return mapStatus("write", err)
+	}
+	we := &WriteError{}
+	for i, det := range st.Details() {
+		pe, ok := det.(*p4v1.Error)
+		if !ok || pe.GetCanonicalCode() == int32(code.Code_OK) {
+			continue
+		}
+		we.Failed = append(we.Failed, UpdateError{Index: i, Code: codes.Code(pe.GetCanonicalCode()), Message: pe.GetMessage()})
+	}
+	return we
+}

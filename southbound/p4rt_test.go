@@ -1,0 +1,201 @@
+package southbound_test
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"go.uber.org/goleak"
+
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound"
+	"github.com/accelnet/accelnet/southbound/p4"
+	"github.com/accelnet/accelnet/topology"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
+}
+
+// startFabric runs fabricsim on loopback for the test's lifetime.
+func startFabric(t *testing.T, topo models.Topology) *fabricsim.Fabric {
+	t.Helper()
+	f, err := fabricsim.New(fabricsim.Options{Topology: topo, CounterInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("fabric: %v", err)
+		}
+	})
+	return f
+}
+
+func resolver(topo models.Topology) southbound.Resolver {
+	return func(id models.SwitchID) (models.Switch, error) {
+		for _, s := range topo.Switches {
+			if s.Name == id {
+				return s, nil
+			}
+		}
+		return models.Switch{}, errors.New("unknown switch")
+	}
+}
+
+func newDriver(t *testing.T, f *fabricsim.Fabric, election uint64) *southbound.P4RT {
+	t.Helper()
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := southbound.NewP4RT(schema, southbound.P4RTOptions{Resolve: resolver(f.Topology()), ElectionID: election})
+	t.Cleanup(d.Close)
+	return d
+}
+
+func sampleState() models.ForwardingState {
+	return models.ForwardingState{
+		Members: []models.Member{{ID: 2, Port: 2}, {ID: 3, Port: 3}},
+		Groups:  []models.Group{{ID: 7, Members: []models.GroupMember{{MemberID: 2, Weight: 1}, {MemberID: 3, Weight: 3}}}},
+		Routes: []models.Route{
+			{Prefix: netip.MustParsePrefix("10.0.2.0/24"), GroupID: 7},
+			{Prefix: netip.MustParsePrefix("10.0.1.1/32"), MemberID: 2},
+		},
+		FlowPins: []models.FlowPin{{Key: models.FlowKey{Src: netip.MustParseAddr("10.0.1.1"), Dst: netip.MustParseAddr("10.0.2.1"), SrcPort: 49152}, Port: 3}},
+	}.Canonical()
+}
+
+// TestApplyThenReadBack writes a diff over real P4Runtime and checks that
+// reading back gives exactly what was written, and that the second
+// reconcile computes an empty diff and sends no Write.
+func TestApplyThenReadBack(t *testing.T) {
+	topo, err := topology.LeafSpine(2, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFabric(t, topo)
+	d := newDriver(t, f, 1)
+	ctx := context.Background()
+
+	got, err := d.Read(ctx, "leaf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Len() != 0 {
+		t.Fatalf("fresh switch has %d entries", got.Len())
+	}
+	want := sampleState()
+	if err := d.Apply(ctx, "leaf1", models.Compute(want, got)); err != nil {
+		t.Fatal(err)
+	}
+	got, err = d.Read(ctx, "leaf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); diff != "" {
+		t.Fatalf("read back (-want +got):\n%s", diff)
+	}
+	rpcs, _ := f.Switch("leaf1").WriteStats()
+	if diff := models.Compute(want, got); !diff.Empty() {
+		t.Fatalf("second reconcile wants %d writes", diff.Len())
+	}
+	if err := d.Apply(ctx, "leaf1", models.Compute(want, got)); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := f.Switch("leaf1").WriteStats(); again != rpcs {
+		t.Errorf("empty diff sent %d Write RPCs", again-rpcs)
+	}
+
+	// Remove everything: deletes must go routes first, then groups, then members.
+	if err := d.Apply(ctx, "leaf1", models.Compute(models.ForwardingState{}, got)); err != nil {
+		t.Fatal(err)
+	}
+	got, err = d.Read(ctx, "leaf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Len() != 0 {
+		t.Errorf("after deleting everything, %d entries remain", got.Len())
+	}
+}
+
+// TestSwitchRejectsBadWrites checks the per-update errors of a batch come
+// back decoded.
+func TestSwitchRejectsBadWrites(t *testing.T) {
+	topo, err := topology.LeafSpine(1, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFabric(t, topo)
+	d := newDriver(t, f, 1)
+	ctx := context.Background()
+	// A route to a group that does not exist.
+	bad := models.Diff{Insert: models.ForwardingState{Routes: []models.Route{{Prefix: netip.MustParsePrefix("10.9.0.0/16"), GroupID: 99}}}}
+	err = d.Apply(ctx, "leaf1", bad)
+	var we *southbound.WriteError
+	if !errors.As(err, &we) || len(we.Failed) != 1 || we.Failed[0].Code.String() != "NotFound" {
+		t.Fatalf("want one NotFound update error, got %v", err)
+	}
+	// Inserting the same member twice: ALREADY_EXISTS.
+	m := models.Diff{Insert: models.ForwardingState{Members: []models.Member{{ID: 1, Port: 1}}}}
+	if err := d.Apply(ctx, "leaf1", m); err != nil {
+		t.Fatal(err)
+	}
+	err = d.Apply(ctx, "leaf1", m)
+	if !errors.As(err, &we) || we.Failed[0].Code.String() != "AlreadyExists" {
+		t.Fatalf("want AlreadyExists, got %v", err)
+	}
+}
+
+// TestHigherElectionIDFencesOutTheOldPrimary: a second controller with a
+// higher election ID becomes primary; the first one's writes are refused
+// with ErrNotPrimary.
+func TestHigherElectionIDFencesOutTheOldPrimary(t *testing.T) {
+	topo, err := topology.LeafSpine(1, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFabric(t, topo)
+	ctx := context.Background()
+	old := newDriver(t, f, 5)
+	if _, err := old.Read(ctx, "leaf1"); err != nil {
+		t.Fatal(err)
+	}
+	m := models.Diff{Insert: models.ForwardingState{Members: []models.Member{{ID: 1, Port: 1}}}}
+	if err := old.Apply(ctx, "leaf1", m); err != nil {
+		t.Fatal(err)
+	}
+	newer := newDriver(t, f, 6)
+	if _, err := newer.Read(ctx, "leaf1"); err != nil {
+		t.Fatal(err)
+	}
+	m2 := models.Diff{Insert: models.ForwardingState{Members: []models.Member{{ID: 2, Port: 2}}}}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err = old.Apply(ctx, "leaf1", m2)
+		if errors.Is(err, southbound.ErrNotPrimary) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !errors.Is(err, southbound.ErrNotPrimary) {
+		t.Fatalf("old primary's write: want ErrNotPrimary, got %v", err)
+	}
+	if err := newer.Apply(ctx, "leaf1", m2); err != nil {
+		t.Fatalf("new primary's write: %v", err)
+	}
+	// A lower election ID cannot take over.
+	lower := newDriver(t, f, 3)
+	if _, err := lower.Read(ctx, "leaf1"); !errors.Is(err, southbound.ErrNotPrimary) {
+		t.Fatalf("lower election id: want ErrNotPrimary, got %v", err)
+	}
+}

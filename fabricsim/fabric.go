@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
 
 	"github.com/accelnet/accelnet/models"

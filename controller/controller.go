@@ -1,0 +1,461 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Driver programs switches. Read returns what a switch has in the tables
+// accelnet owns; Apply writes a diff in dependency order.
+type Driver interface {
+	Read(ctx context.Context, sw models.SwitchID) (models.ForwardingState, error)
+	Apply(ctx context.Context, sw models.SwitchID, d models.Diff) error
+}
+
+// Config configures a Controller.
+type Config struct {
+	Store  *Store
+	Driver Driver
+	Limits pathcalc.Limits
+	// Workers reconcile switches in parallel; default 4.
+	Workers int
+	// ResyncInterval re-reconciles every switch even without changes, to
+	// repair drift; default 30s.
+	ResyncInterval time.Duration
+	// ReconcileTimeout bounds one switch's reconcile; default 10s.
+	ReconcileTimeout time.Duration
+	// TelemetryInterval is the gNMI sample interval; default 1s. Zero
+	// telemetry is never disabled: link load is part of the topology view.
+	TelemetryInterval time.Duration
+	Logger            *slog.Logger
+	Registerer        prometheus.Registerer
+}
+
+func (c *Config) setDefaults() {
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.ResyncInterval <= 0 {
+		c.ResyncInterval = 30 * time.Second
+	}
+	if c.ReconcileTimeout <= 0 {
+		c.ReconcileTimeout = 10 * time.Second
+	}
+	if c.TelemetryInterval <= 0 {
+		c.TelemetryInterval = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports a config the controller cannot run with.
+func (c Config) Validate() error {
+	if c.Store == nil {
+		return errors.New("controller: config needs a Store")
+	}
+	if c.Driver == nil {
+		return errors.New("controller: config needs a Driver")
+	}
+	return nil
+}
+
+// SwitchStatus is the outcome of a switch's last reconcile.
+type SwitchStatus struct {
+	InSync        bool      `json:"in_sync"`
+	Entries       int       `json:"entries"`
+	LastWrites    int       `json:"last_writes"`
+	LastReconcile time.Time `json:"last_reconcile,omitzero"`
+	LastError     string    `json:"last_error,omitempty"`
+	Revision      int64     `json:"topology_revision"`
+}
+
+// fabricState is one topology revision and, computed on first use, its routes.
+type fabricState struct {
+	rev  int64
+	snap *topology.Snapshot
+	once sync.Once
+	plan pathcalc.Result
+	err  error
+}
+
+// Controller reconciles switches to the routes of the stored topology.
+type Controller struct {
+	cfg   Config
+	log   *slog.Logger
+	m     *metrics
+	queue *Queue
+	tele  *Telemetry
+	subs  *subscriptions
+
+	mu       sync.RWMutex
+	state    *fabricState
+	status   map[models.SwitchID]SwitchStatus
+	topoErr  error
+	watching bool
+}
+
+// New returns a controller; Run starts it.
+func New(cfg Config) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	tele := NewTelemetry(5 * cfg.TelemetryInterval)
+	c := &Controller{
+		cfg:    cfg,
+		log:    cfg.Logger,
+		m:      newMetrics(cfg.Registerer),
+		queue:  NewQueue(50*time.Millisecond, 30*time.Second),
+		tele:   tele,
+		status: map[models.SwitchID]SwitchStatus{},
+	}
+	c.subs = &subscriptions{log: cfg.Logger, tele: tele, interval: cfg.TelemetryInterval, active: map[models.SwitchID]*subscription{}}
+	return c, nil
+}
+
+// Enqueue asks for a switch to be reconciled (e.g. after its stream broke).
+func (c *Controller) Enqueue(sw models.SwitchID) { c.queue.Add(string(sw)) }
+
+func (c *Controller) enqueueAll() {
+	st := c.current()
+	if st == nil {
+		return
+	}
+	for _, sw := range st.snap.Switches() {
+		c.queue.Add(string(sw.Name))
+	}
+}
+
+func (c *Controller) current() *fabricState {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.state
+}
+
+// Snapshot returns the topology the controller acts on, and its revision;
+// nil before one is loaded.
+func (c *Controller) Snapshot() (*topology.Snapshot, int64) {
+	st := c.current()
+	if st == nil {
+		return nil, 0
+	}
+	return st.snap, st.rev
+}
+
+// Plan returns the routes for the current topology.
+func (c *Controller) Plan() (pathcalc.Result, error) {
+	st := c.current()
+	if st == nil {
+		return pathcalc.Result{}, ErrNoTopology
+	}
+	return c.planOf(st)
+}
+
+func (c *Controller) planOf(st *fabricState) (pathcalc.Result, error) {
+	st.once.Do(func() {
+		start := time.Now()
+		st.plan, st.err = pathcalc.Compute(context.Background(), st.snap, pathcalc.Request{Limits: c.cfg.Limits})
+		c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
+		for _, w := range st.plan.Warnings {
+			c.log.Warn("route compromise", "switch", w.Switch, "detail", w.Message)
+		}
+		if st.err != nil {
+			c.log.Error("route computation failed", "revision", st.rev, "err", st.err)
+		}
+	})
+	return st.plan, st.err
+}
+
+// Status returns every switch's last reconcile outcome.
+func (c *Controller) Status() map[models.SwitchID]SwitchStatus {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[models.SwitchID]SwitchStatus, len(c.status))
+	for k, v := range c.status {
+		out[k] = v
+	}
+	return out
+}
+
+// Ready is nil once a topology is loaded, etcd is watched and every switch
+// has been brought in sync at least once; otherwise it says what is missing.
+func (c *Controller) Ready() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.state == nil {
+		if c.topoErr != nil {
+			return fmt.Errorf("topology: %w", c.topoErr)
+		}
+		return ErrNoTopology
+	}
+	if !c.watching {
+		return errors.New("controller: not watching etcd")
+	}
+	pending := 0
+	for _, sw := range c.state.snap.Switches() {
+		if st, ok := c.status[sw.Name]; !ok || !st.InSync {
+			pending++
+		}
+	}
+	if pending > 0 {
+		return fmt.Errorf("controller: %d of %d switches not yet in sync", pending, len(c.state.snap.Switches()))
+	}
+	return nil
+}
+
+// PortLoad is a port's measured load.
+func (c *Controller) PortLoad(e models.Endpoint) (PortLoad, bool) { return c.tele.Port(e) }
+
+// LinkLoad is a link's measured load in both directions.
+type LinkLoad struct {
+	ABbps       float64 `json:"a_to_b_bps"`
+	BAbps       float64 `json:"b_to_a_bps"`
+	Utilization float64 `json:"utilization"` // busier direction over capacity
+	Up          bool    `json:"up"`
+	Measured    bool    `json:"measured"` // both ends reported
+	Stale       bool    `json:"stale"`
+}
+
+// LinkLoad returns the load of l from its two ends' counters.
+func (c *Controller) LinkLoad(l models.Link) LinkLoad {
+	a, okA := c.tele.Port(l.A)
+	b, okB := c.tele.Port(l.B)
+	ll := LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
+	if okA && !a.OperUp || okB && !b.OperUp {
+		ll.Up = false
+	}
+	if l.Gbps > 0 {
+		ll.Utilization = max(ll.ABbps, ll.BAbps) / (l.Gbps * 1e9)
+	}
+	return ll
+}
+
+// setTopology installs a new topology revision and queues every switch.
+func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int64) {
+	snap, err := topology.New(t)
+	if err != nil {
+		c.log.Error("stored topology is invalid; keeping the previous one", "revision", rev, "err", err)
+		c.mu.Lock()
+		c.topoErr = err
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	c.state = &fabricState{rev: rev, snap: snap}
+	c.topoErr = nil
+	c.mu.Unlock()
+	c.m.topologyRevision.Set(float64(rev))
+	c.log.Info("topology loaded", "revision", rev, "switches", len(t.Switches), "links", len(t.Links), "hosts", len(t.Hosts))
+	c.subs.sync(ctx, snap.Switches())
+	c.enqueueAll()
+}
+
+// Run reconciles until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() { c.worker(ctx) })
+	}
+	wg.Go(func() { c.housekeeping(ctx) })
+	err := c.watchTopology(ctx)
+	cancel()
+	c.queue.Close()
+	wg.Wait()
+	c.subs.stop()
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// watchTopology lists the topology then watches it from the next revision,
+// re-listing after compaction or a broken watch. It only loads state and
+// enqueues; reconciles do the work.
+func (c *Controller) watchTopology(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		t, modRev, rev, err := c.cfg.Store.Topology(ctx)
+		switch {
+		case errors.Is(err, ErrNoTopology):
+			c.log.Info("no topology in etcd yet; waiting for one", "key", KeyTopology)
+		case err != nil:
+			c.log.Warn("cannot read topology from etcd", "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		default:
+			if st := c.current(); st == nil || st.rev != modRev {
+				c.setTopology(ctx, t, modRev)
+			}
+		}
+		backoff = 100 * time.Millisecond
+		c.mu.Lock()
+		c.watching = true
+		c.mu.Unlock()
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		ch := c.cfg.Store.Client().Watch(wctx, KeyTopology, clientv3.WithRev(rev+1))
+		for resp := range ch {
+			if err := resp.Err(); err != nil {
+				c.log.Warn("topology watch ended; re-listing", "err", err)
+				break
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					c.log.Warn("topology deleted from etcd; keeping the last one programmed")
+					continue
+				}
+				var next models.Topology
+				if err := json.Unmarshal(ev.Kv.Value, &next); err != nil {
+					c.log.Error("undecodable topology in etcd", "revision", ev.Kv.ModRevision, "err", err)
+					continue
+				}
+				c.setTopology(ctx, next, ev.Kv.ModRevision)
+			}
+		}
+		wcancel()
+		c.mu.Lock()
+		c.watching = false
+		c.mu.Unlock()
+	}
+	return ctx.Err()
+}
+
+// housekeeping periodically resyncs every switch and exports link load.
+func (c *Controller) housekeeping(ctx context.Context) {
+	resync := time.NewTicker(c.cfg.ResyncInterval)
+	defer resync.Stop()
+	export := time.NewTicker(c.cfg.TelemetryInterval)
+	defer export.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-resync.C:
+			c.enqueueAll()
+		case <-export.C:
+			if snap, _ := c.Snapshot(); snap != nil {
+				for _, l := range snap.Links() {
+					c.m.linkUtilization.WithLabelValues(string(l.ID())).Set(c.LinkLoad(l).Utilization)
+				}
+			}
+		}
+	}
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for {
+		key, ok := c.queue.Get(ctx)
+		if !ok {
+			return
+		}
+		err := c.reconcileSafely(ctx, models.SwitchID(key))
+		switch {
+		case err == nil:
+			c.queue.Forget(key)
+		case ctx.Err() != nil:
+		default:
+			d := c.queue.Retry(key)
+			c.log.Warn("reconcile failed", "switch", key, "err", err, "retry_in", d)
+		}
+		c.queue.Done(key)
+	}
+}
+
+// reconcileSafely bounds a reconcile in time, turns a panic into an error,
+// and records metrics.
+func (c *Controller) reconcileSafely(ctx context.Context, sw models.SwitchID) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
+	defer cancel()
+	start := time.Now()
+	writes := 0
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reconcile %s panicked: %v\n%s", sw, r, debug.Stack())
+		}
+		result := "ok"
+		switch {
+		case err != nil:
+			result = "error"
+		case writes == 0:
+			result = "noop"
+		}
+		c.m.reconcileTotal.WithLabelValues("switch", result).Inc()
+		c.m.reconcileDuration.WithLabelValues("switch").Observe(time.Since(start).Seconds())
+	}()
+	writes, err = c.Reconcile(ctx, sw)
+	return err
+}
+
+// Reconcile makes one switch match the plan: read desired, read actual,
+// diff, write the minimal batch, record status. It returns the number of
+// updates written.
+func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, error) {
+	st := c.current()
+	if st == nil {
+		return 0, ErrNoTopology
+	}
+	record := func(s SwitchStatus) {
+		s.LastReconcile = time.Now()
+		s.Revision = st.rev
+		c.mu.Lock()
+		c.status[sw] = s
+		c.mu.Unlock()
+		v := 0.0
+		if s.InSync {
+			v = 1
+		}
+		c.m.switchInSync.WithLabelValues(string(sw)).Set(v)
+	}
+	plan, err := c.planOf(st)
+	if err != nil {
+		record(SwitchStatus{LastError: err.Error()})
+		return 0, err
+	}
+	desired, ok := plan.Plan.Switches[sw]
+	if !ok {
+		c.mu.Lock()
+		delete(c.status, sw)
+		c.mu.Unlock()
+		return 0, nil // no longer in the topology
+	}
+	actual, err := c.cfg.Driver.Read(ctx, sw)
+	if err != nil {
+		record(SwitchStatus{LastError: err.Error()})
+		return 0, fmt.Errorf("read %s: %w", sw, err)
+	}
+	diff := models.Compute(desired, actual)
+	if diff.Empty() {
+		record(SwitchStatus{InSync: true, Entries: desired.Len()})
+		return 0, nil
+	}
+	if err := c.cfg.Driver.Apply(ctx, sw, diff); err != nil {
+		record(SwitchStatus{LastError: err.Error(), Entries: actual.Len()})
+		return 0, err
+	}
+	c.m.writes.WithLabelValues("insert").Add(float64(diff.Insert.Len()))
+	c.m.writes.WithLabelValues("modify").Add(float64(diff.Modify.Len()))
+	c.m.writes.WithLabelValues("delete").Add(float64(diff.Delete.Len()))
+	c.log.Info("switch programmed", "switch", sw, "insert", diff.Insert.Len(), "modify", diff.Modify.Len(), "delete", diff.Delete.Len())
+	record(SwitchStatus{InSync: true, Entries: desired.Len(), LastWrites: diff.Len()})
+	return diff.Len(), nil
+}

@@ -1,0 +1,172 @@
+// Package controller keeps accelnet's desired state in etcd and makes the
+// switches match it: it watches the topology, computes routes with pathcalc,
+// reconciles each switch (read back, diff, minimal batched write), and
+// aggregates gNMI telemetry into per-link load.
+//
+// # Keys in etcd
+//
+// Everything lives under one versioned prefix, /accelnet/v1/:
+//
+//	/accelnet/v1/topology   JSON models.Topology: the whole fabric, replaced
+//	                        atomically (one key, so a reader never sees half
+//	                        a change; a k=16 fat-tree is about 400 KB, under
+//	                        etcd's default 1.5 MiB request limit)
+//
+// Keys and their JSON stay backward compatible once released: fields are
+// only added.
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// Prefix is the root of every accelnet key.
+const Prefix = "/accelnet/v1/"
+
+// KeyTopology holds the fabric's desired topology.
+const KeyTopology = Prefix + "topology"
+
+var (
+	// ErrNoTopology means etcd has no topology yet.
+	ErrNoTopology = errors.New("controller: no topology stored")
+	// ErrConflict means a write lost a race with another writer (revision check).
+	ErrConflict = errors.New("controller: concurrent update")
+	// ErrStoreUnavailable means etcd could not be reached in time.
+	ErrStoreUnavailable = errors.New("controller: etcd unavailable")
+)
+
+// Store is accelnet's view of etcd.
+type Store struct {
+	cli     *clientv3.Client
+	timeout time.Duration
+}
+
+// NewStore wraps an etcd client. Each call is bounded by timeout (default 5s).
+func NewStore(cli *clientv3.Client, timeout time.Duration) *Store {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return &Store{cli: cli, timeout: timeout}
+}
+
+// Client is the underlying etcd client.
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+func (s *Store) wrap(err error, what string) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: %s: %v", ErrStoreUnavailable, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Topology returns the stored topology with the key's mod revision (for
+// PutTopology's check) and the store revision it was read at (to watch from).
+func (s *Store) Topology(ctx context.Context) (t models.Topology, modRevision, revision int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, KeyTopology)
+	if err != nil {
+		return t, 0, 0, s.wrap(err, "get topology")
+	}
+	if len(resp.Kvs) == 0 {
+		return t, 0, resp.Header.Revision, ErrNoTopology
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
+		return t, 0, resp.Header.Revision, fmt.Errorf("decode stored topology: %w", err)
+	}
+	return t, resp.Kvs[0].ModRevision, resp.Header.Revision, nil
+}
+
+// PutTopology validates and stores a topology. If expectModRevision is not
+// negative, the write only happens if the key's mod revision still equals it
+// (0: the key must not exist); otherwise it returns ErrConflict.
+func (s *Store) PutTopology(ctx context.Context, t models.Topology, expectModRevision int64) (int64, error) {
+	if err := t.Validate(); err != nil {
+		return 0, err
+	}
+	data, err := json.Marshal(t)
+	if err != nil {
+		return 0, fmt.Errorf("encode topology: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	txn := s.cli.Txn(ctx)
+	if expectModRevision >= 0 {
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(KeyTopology), "=", expectModRevision))
+	}
+	resp, err := txn.Then(clientv3.OpPut(KeyTopology, string(data))).Commit()
+	if err != nil {
+		return 0, s.wrap(err, "put topology")
+	}
+	if !resp.Succeeded {
+		return 0, ErrConflict
+	}
+	return resp.Header.Revision, nil
+}
+
+// Embedded is an etcd server running inside this process.
+type Embedded struct {
+	etcd      *embed.Etcd
+	Endpoints []string
+}
+
+// StartEmbedded runs a single-member etcd in dir, listening on loopback
+// ports chosen by the kernel (clientAddr, e.g. "127.0.0.1:2379", fixes the
+// client port). It returns once etcd serves.
+func StartEmbedded(dir, clientAddr string) (*Embedded, error) {
+	if clientAddr == "" {
+		clientAddr = "127.0.0.1:0"
+	}
+	cfg := embed.NewConfig()
+	cfg.Dir = dir
+	cu, err := url.Parse("http://" + clientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client address %q: %w", clientAddr, err)
+	}
+	pu, _ := url.Parse("http://127.0.0.1:0")
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, errors.New("embedded etcd did not become ready in 60s")
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("embedded etcd: %w", err)
+	}
+	return &Embedded{etcd: e, Endpoints: []string{e.Clients[0].Addr().String()}}, nil
+}
+
+// Close stops the embedded etcd.
+func (e *Embedded) Close() { e.etcd.Close() }
+
+// Dial connects an etcd client to endpoints.
+func Dial(endpoints []string) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
+	}
+	return cli, nil
+}

@@ -1,0 +1,21 @@
+package fabricsim
+
+import (
+	"flag"
+	"fmt"
+	"os"
+)
+
+// SetLibraryLogDir sends the logs of the gnmi module's subscribe and cache
+// packages (which log through glog, one line per subscription) to files in
+// dir instead of the system temporary directory. glog is process-global, so
+// call it once, early.
+func SetLibraryLogDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("fabricsim: library log dir: %w", err)
+	}
+	if f := flag.Lookup("log_dir"); f == nil {
+		return fmt.Errorf("fabricsim: glog's log_dir flag is not registered")
+	}
+	return flag.Set("log_dir", dir)
+}

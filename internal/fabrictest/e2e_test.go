@@ -1,0 +1,217 @@
+package fabrictest_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/northbound"
+)
+
+func TestMain(m *testing.M) {
+	fabrictest.Main(m)
+}
+
+// allPairs offers one 1 Gb/s flow for every ordered pair of hosts.
+func allPairs(hosts []models.Host) []fabricsim.FlowSpec {
+	var specs []fabricsim.FlowSpec
+	for i, a := range hosts {
+		for j, b := range hosts {
+			if i != j {
+				specs = append(specs, fabricsim.FlowSpec{Src: a.IP, Dst: b.IP, SrcPort: uint16(49152 + i*64 + j), DemandGbps: 1})
+			}
+		}
+	}
+	return specs
+}
+
+// TestEndToEndLeafSpine is the walking skeleton's acceptance test: real etcd,
+// real gRPC to emulated switches, the real controller and real HTTP.
+func TestEndToEndLeafSpine(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 4, 4))
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+
+	snap, _ := h.Controller.Snapshot()
+	hosts := snap.Hosts()
+	if _, err := h.Fabric.AddFlows(allPairs(hosts)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every host pair's flow is delivered through the programmed tables,
+	// on a shortest path: leaf → spine → leaf, or the leaf alone.
+	flows := h.Fabric.Flows()
+	if len(flows) != len(hosts)*(len(hosts)-1) {
+		t.Fatalf("%d flows, want %d", len(flows), len(hosts)*(len(hosts)-1))
+	}
+	usedLinks := map[models.LinkID]bool{}
+	for _, f := range flows {
+		src, _ := snap.HostByIP(f.Spec.Src)
+		dst, _ := snap.HostByIP(f.Spec.Dst)
+		if !f.Delivered {
+			t.Errorf("%s → %s not delivered: %s (hops %v)", src.Name, dst.Name, f.Drop, f.Hops)
+			continue
+		}
+		wantHops := 3
+		if src.Attach.Switch == dst.Attach.Switch {
+			wantHops = 1
+		}
+		if len(f.Hops) != wantHops {
+			t.Errorf("%s → %s took %d hops, want %d: %v", src.Name, dst.Name, len(f.Hops), wantHops, f.Hops)
+			continue
+		}
+		if f.Hops[0].Switch != src.Attach.Switch || f.Hops[len(f.Hops)-1].Switch != dst.Attach.Switch {
+			t.Errorf("%s → %s path %v does not run from its leaf to the destination's", src.Name, dst.Name, f.Hops)
+		}
+		if f.Hops[len(f.Hops)-1].OutPort != dst.Attach.Port {
+			t.Errorf("%s → %s leaves on port %d, host is on %d", src.Name, dst.Name, f.Hops[len(f.Hops)-1].OutPort, dst.Attach.Port)
+		}
+		if wantHops == 3 {
+			if sw, _ := snap.Switch(f.Hops[1].Switch); sw.Role != models.RoleSpine {
+				t.Errorf("%s → %s middle hop %s is not a spine", src.Name, dst.Name, sw.Name)
+			}
+			l, _ := snap.LinkAt(models.Endpoint{Switch: f.Hops[0].Switch, Port: f.Hops[0].OutPort})
+			usedLinks[l.ID()] = true
+		}
+		if f.RateGbps <= 0 {
+			t.Errorf("%s → %s delivered at rate %v", src.Name, dst.Name, f.RateGbps)
+		}
+	}
+	if len(usedLinks) == 0 {
+		t.Fatal("no inter-leaf link carries traffic")
+	}
+
+	// The REST API, over real HTTP, shows load on the links the flows use.
+	h.Eventually(t, 20*time.Second, "utilization > 0 on every used link in /api/v1/topology", func() bool {
+		var v northbound.TopologyView
+		if code := h.GetJSON(t, "/api/v1/topology", &v); code != http.StatusOK {
+			return false
+		}
+		loaded := 0
+		for _, l := range v.Links {
+			if usedLinks[l.ID] && l.Load.Utilization > 0 {
+				loaded++
+			}
+		}
+		return loaded == len(usedLinks)
+	})
+
+	// Reconciling again writes nothing.
+	before := map[string]int64{}
+	for _, sw := range snap.Switches() {
+		rpcs, _ := h.Switch(string(sw.Name)).WriteStats()
+		before[string(sw.Name)] = rpcs
+	}
+	for _, sw := range snap.Switches() {
+		n, err := h.Controller.Reconcile(context.Background(), sw.Name)
+		if err != nil {
+			t.Fatalf("reconcile %s: %v", sw.Name, err)
+		}
+		if n != 0 {
+			t.Errorf("second reconcile of %s wrote %d updates", sw.Name, n)
+		}
+		if rpcs, _ := h.Switch(string(sw.Name)).WriteStats(); rpcs != before[string(sw.Name)] {
+			t.Errorf("second reconcile of %s sent %d Write RPCs", sw.Name, rpcs-before[string(sw.Name)])
+		}
+	}
+}
+
+// TestAPIEndpoints checks entries read-back, health, readiness, metrics and
+// errors for unknown switches.
+func TestAPIEndpoints(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 3, 2))
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+
+	var e northbound.EntriesView
+	if code := h.GetJSON(t, "/api/v1/switches/leaf1/entries", &e); code != http.StatusOK {
+		t.Fatalf("entries: HTTP %d", code)
+	}
+	// leaf1: a route to each of the 2 other leaves' prefixes through one
+	// ECMP group over both spines, and a /32 to each of its 2 hosts.
+	if e.Counts["routes"] != 4 || e.Counts["groups"] != 1 || e.Counts["members"] != 4 {
+		t.Errorf("leaf1 counts = %v, want 4 routes, 1 group, 4 members", e.Counts)
+	}
+	if len(e.Entries.Groups) == 1 && len(e.Entries.Groups[0].Members) != 2 {
+		t.Errorf("leaf1's ECMP group has %d members, want 2 (one per spine)", len(e.Entries.Groups[0].Members))
+	}
+	var spine northbound.EntriesView
+	h.GetJSON(t, "/api/v1/switches/spine1/entries", &spine)
+	if spine.Counts["routes"] != 3 || spine.Counts["groups"] != 0 {
+		t.Errorf("spine1 counts = %v, want 3 routes (one per leaf) and no groups", spine.Counts)
+	}
+
+	var p northbound.Problem
+	if code := h.GetJSON(t, "/api/v1/switches/nosuch/entries", &p); code != http.StatusNotFound || p.Status != 404 || !strings.Contains(p.Detail, "nosuch") {
+		t.Errorf("unknown switch: HTTP %d %+v", code, p)
+	}
+	if code := h.GetJSON(t, "/api/v1/switches/bad%20name/entries", &p); code != http.StatusBadRequest {
+		t.Errorf("invalid switch name: HTTP %d", code)
+	}
+	if code := h.GetJSON(t, "/healthz", nil); code != http.StatusOK {
+		t.Errorf("healthz: HTTP %d", code)
+	}
+	if code := h.GetJSON(t, "/readyz", nil); code != http.StatusOK {
+		t.Errorf("readyz: HTTP %d", code)
+	}
+	metrics := func() string {
+		resp, err := http.Get(h.API.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	for _, m := range []string{`accelnet_reconcile_total{controller="switch",result="ok"}`, "accelnet_pathcalc_solve_seconds", "accelnet_link_utilization_ratio"} {
+		h.Eventually(t, 10*time.Second, "/metrics to show "+m, func() bool { return strings.Contains(metrics(), m) })
+	}
+}
+
+// TestTopologyChangeInEtcdReprograms removes a link from the stored
+// topology; the controller, watching etcd, reroutes around it.
+func TestTopologyChangeInEtcdReprograms(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	ctx := context.Background()
+	topo, rev, _, err := h.Store.Topology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drop leaf1 <-> spine1: leaf1 now reaches leaf2 through spine2 only.
+	var kept []models.Link
+	for _, l := range topo.Links {
+		if !(l.A.Switch == "leaf1" && l.B.Switch == "spine1") {
+			kept = append(kept, l)
+		}
+	}
+	topo.Links = kept
+	if _, err := h.Store.PutTopology(ctx, topo, -1); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 20*time.Second, "leaf1 reprogrammed without its ECMP group", func() bool {
+		st, err := h.Driver.Read(ctx, "leaf1")
+		return err == nil && len(st.Groups) == 0 && len(st.Routes) == 2
+	})
+	if _, r := h.Controller.Snapshot(); r <= rev {
+		t.Errorf("controller still at revision %d", r)
+	}
+	h.Eventually(t, 20*time.Second, "convergence after the change", func() bool { return h.Converged() == nil })
+	ids, err := h.Fabric.AddFlows([]fabricsim.FlowSpec{{Src: topo.Hosts[0].IP, Dst: topo.Hosts[1].IP, SrcPort: 50000, DemandGbps: 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range h.Fabric.Flows() {
+		if f.ID == ids[0] && (!f.Delivered || f.Hops[1].Switch != "spine2") {
+			t.Errorf("flow after the change: delivered=%v drop=%q hops=%v", f.Delivered, f.Drop, f.Hops)
+		}
+	}
+	// A conflicting write with a stale revision is refused.
+	if _, err := h.Store.PutTopology(ctx, topo, rev); err == nil {
+		t.Error("write with a stale revision succeeded")
+	}
+}

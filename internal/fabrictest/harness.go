@@ -1,0 +1,146 @@
+// Package fabrictest is the in-process test harness: embedded etcd in a
+// temporary directory, fabricsim switches on 127.0.0.1:0 with real gRPC, the
+// real controller, and the REST API on a real loopback HTTP server.
+package fabrictest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Harness is a running accelnet against an emulated fabric.
+type Harness struct {
+	*stack.Stack
+	API *httptest.Server
+}
+
+// LeafSpine builds a leaf-spine of 100 Gb/s links for tests.
+func LeafSpine(spines, leaves, hostsPerLeaf int) models.Topology {
+	t, err := topology.LeafSpine(spines, leaves, hostsPerLeaf, 100)
+	if err != nil {
+		panic(err) // a test's fixed arguments are wrong
+	}
+	return t
+}
+
+// New starts everything for topo; it all stops in t.Cleanup.
+func New(t testing.TB, topo models.Topology) *Harness {
+	t.Helper()
+	var logger *slog.Logger
+	if os.Getenv("ACCELNET_TEST_LOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := stack.New(ctx, stack.Options{
+		Topology:          &topo,
+		Emulate:           true,
+		EtcdDir:           t.TempDir(),
+		CounterInterval:   100 * time.Millisecond,
+		TelemetryInterval: 100 * time.Millisecond,
+		Logger:            logger,
+	})
+	if err != nil {
+		cancel()
+		t.Fatalf("start stack: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	h := &Harness{Stack: s, API: httptest.NewServer(s.Handler)}
+	t.Cleanup(func() {
+		h.API.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("stack run: %v", err)
+		}
+		s.Close()
+	})
+	return h
+}
+
+// Switch returns an emulated switch by name.
+func (h *Harness) Switch(name string) *fabricsim.Switch {
+	return h.Fabric.Switch(models.SwitchID(name))
+}
+
+// Eventually polls cond every 20ms until it holds or timeout passes.
+func (h *Harness) Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		<-tick.C
+	}
+}
+
+// GetJSON fetches path from the API over HTTP and decodes the body into v;
+// it returns the status code.
+func (h *Harness) GetJSON(t testing.TB, path string, v any) int {
+	t.Helper()
+	resp, err := http.Get(h.API.URL + path)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: read body: %v", path, err)
+	}
+	if v != nil {
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("GET %s: %v\n%s", path, err, body)
+		}
+	}
+	return resp.StatusCode
+}
+
+// Converged reports whether every switch's last reconcile left it in sync.
+func (h *Harness) Converged() error { return h.Controller.Ready() }
+
+// Main runs a test binary's tests with the harness's process setup: library
+// logs go to a temporary directory that is removed afterwards, and leaked
+// goroutines fail the run (opts add goleak exceptions).
+func Main(m *testing.M, opts ...goleak.Option) {
+	dir, err := os.MkdirTemp("", "accelnet-test-logs-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	if err := fabricsim.SetLibraryLogDir(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	opts = append(opts,
+		goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"),
+		// etcd's embedded server leaves these behind until process exit.
+		goleak.IgnoreAnyFunction("go.etcd.io/etcd/pkg/v3/schedule.(*fifo).run"),
+		goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+	)
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(opts...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

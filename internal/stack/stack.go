@@ -1,0 +1,201 @@
+// Package stack wires accelnet's parts into one running system: etcd
+// (embedded or external), optionally an emulated fabric, the P4Runtime
+// driver, the controller and the REST API. `accelnet demo`, `accelnet serve`
+// and the test harness all build on it, so they run the same code.
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/northbound"
+	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/southbound"
+	"github.com/accelnet/accelnet/southbound/p4"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Options configure a Stack.
+type Options struct {
+	// Topology, if set, is written to etcd at start (replacing what is
+	// there). With Emulate it is the fabric fabricsim serves.
+	Topology *models.Topology
+	// Emulate runs fabricsim for Topology on loopback and programs it.
+	Emulate bool
+	// EtcdEndpoints selects an external etcd cluster; empty means embedded
+	// etcd in EtcdDir.
+	EtcdEndpoints []string
+	EtcdDir       string
+	// CounterInterval is fabricsim's counter tick; TelemetryInterval the
+	// controller's gNMI sample interval.
+	CounterInterval   time.Duration
+	TelemetryInterval time.Duration
+	ResyncInterval    time.Duration
+	ElectionID        uint64
+	Logger            *slog.Logger
+}
+
+// Validate reports unusable options.
+func (o Options) Validate() error {
+	if o.Emulate && o.Topology == nil {
+		return errors.New("stack: emulating a fabric needs a topology")
+	}
+	if len(o.EtcdEndpoints) == 0 && o.EtcdDir == "" {
+		return errors.New("stack: need etcd endpoints or a data directory for embedded etcd")
+	}
+	return nil
+}
+
+// Stack is a running accelnet.
+type Stack struct {
+	Embedded   *controller.Embedded // nil with an external etcd
+	Etcd       *clientv3.Client
+	Store      *controller.Store
+	Fabric     *fabricsim.Fabric // nil unless emulating
+	Driver     *southbound.P4RT
+	Controller *controller.Controller
+	Registry   *prometheus.Registry
+	Handler    http.Handler
+
+	log *slog.Logger
+}
+
+// New starts etcd (if embedded), binds the emulated switches (if any),
+// stores the topology, and builds the controller and API. Run starts them.
+// On error everything already started is closed.
+func New(ctx context.Context, opts Options) (_ *Stack, err error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry()}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
+	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	endpoints := opts.EtcdEndpoints
+	if len(endpoints) == 0 {
+		start := time.Now()
+		if s.Embedded, err = controller.StartEmbedded(opts.EtcdDir, ""); err != nil {
+			return nil, err
+		}
+		endpoints = s.Embedded.Endpoints
+		s.log.Info("embedded etcd ready", "dir", opts.EtcdDir, "endpoints", endpoints, "took", time.Since(start).Round(time.Millisecond))
+	}
+	if s.Etcd, err = controller.Dial(endpoints); err != nil {
+		return nil, err
+	}
+	s.Store = controller.NewStore(s.Etcd, 5*time.Second)
+
+	if opts.Emulate {
+		s.Fabric, err = fabricsim.New(fabricsim.Options{
+			Topology:        *opts.Topology,
+			CounterInterval: opts.CounterInterval,
+			Logger:          s.log.With("component", "fabricsim"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		t := s.Fabric.Topology()
+		opts.Topology = &t
+	}
+	if opts.Topology != nil {
+		if _, err = s.Store.PutTopology(ctx, *opts.Topology, -1); err != nil {
+			return nil, fmt.Errorf("store topology: %w", err)
+		}
+	}
+
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		return nil, err
+	}
+	var ctrl *controller.Controller
+	s.Driver = southbound.NewP4RT(schema, southbound.P4RTOptions{
+		Resolve: func(id models.SwitchID) (models.Switch, error) {
+			snap, _ := ctrl.Snapshot()
+			if snap == nil {
+				return models.Switch{}, controller.ErrNoTopology
+			}
+			return snap.Switch(id)
+		},
+		ElectionID:   opts.ElectionID,
+		OnDisconnect: func(id models.SwitchID) { ctrl.Enqueue(id) },
+		Logger:       s.log.With("component", "p4runtime"),
+	})
+	lim := schema.Limits()
+	ctrl, err = controller.New(controller.Config{
+		Store:             s.Store,
+		Driver:            s.Driver,
+		Limits:            pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize},
+		TelemetryInterval: opts.TelemetryInterval,
+		ResyncInterval:    opts.ResyncInterval,
+		Logger:            s.log.With("component", "controller"),
+		Registerer:        s.Registry,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.Controller = ctrl
+	mounts := map[string]http.Handler{}
+	if s.Fabric != nil {
+		mounts["/sim/v1/"] = s.Fabric.Handler()
+	}
+	s.Handler = northbound.New(northbound.Options{
+		Fabric:   ctrl,
+		Entries:  s.Driver,
+		Gatherer: s.Registry,
+		Mounts:   mounts,
+		Logger:   s.log.With("component", "api"),
+	})
+	return s, nil
+}
+
+// Run runs the emulated fabric (if any) and the controller until ctx ends.
+func (s *Stack) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	if s.Fabric != nil {
+		g.Go(func() error { return s.Fabric.Run(ctx) })
+	}
+	g.Go(func() error { return s.Controller.Run(ctx) })
+	return g.Wait()
+}
+
+// Close releases what New acquired. Call it after Run returns.
+func (s *Stack) Close() {
+	if s.Driver != nil {
+		s.Driver.Close()
+	}
+	if s.Etcd != nil {
+		s.Etcd.Close()
+	}
+	if s.Embedded != nil {
+		s.Embedded.Close()
+	}
+}
+
+// LoadTopology reads a topology from a file path or a builder spec
+// ("leafspine:LEAVESxHOSTSxSPINES", "fattree:K").
+func LoadTopology(arg string) (models.Topology, error) {
+	if strings.HasPrefix(arg, "leafspine:") || strings.HasPrefix(arg, "fattree:") {
+		return topology.ParseSpec(arg)
+	}
+	return topology.LoadFile(arg)
+}

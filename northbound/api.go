@@ -1,0 +1,195 @@
+// Package northbound is accelnet's REST API (gin): the fabric's topology with
+// live link load, what each switch has programmed, health, and metrics.
+package northbound
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Fabric is what the API needs from the controller.
+type Fabric interface {
+	Snapshot() (*topology.Snapshot, int64)
+	Status() map[models.SwitchID]controller.SwitchStatus
+	LinkLoad(models.Link) controller.LinkLoad
+	PortLoad(models.Endpoint) (controller.PortLoad, bool)
+	Ready() error
+}
+
+// EntryReader reads back what a switch has programmed.
+type EntryReader interface {
+	Read(ctx context.Context, sw models.SwitchID) (models.ForwardingState, error)
+}
+
+// Options configure the API.
+type Options struct {
+	Fabric   Fabric
+	Entries  EntryReader
+	Gatherer prometheus.Gatherer
+	// Mounts are extra handlers served under their path prefixes (for
+	// example fabricsim's control API under /sim/v1/).
+	Mounts map[string]http.Handler
+	Logger *slog.Logger
+	// ReadTimeout bounds a switch read-back; default 5s.
+	ReadTimeout time.Duration
+}
+
+// Problem is an RFC 9457 problem document.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func problem(c *gin.Context, status int, detail string) {
+	c.Header("Content-Type", "application/problem+json")
+	c.AbortWithStatusJSON(status, Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+}
+
+// New returns the API's HTTP handler.
+func New(opts Options) http.Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 5 * time.Second
+	}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
+		opts.Logger.Error("handler panicked", "path", c.Request.URL.Path, "err", err)
+		problem(c, http.StatusInternalServerError, "internal error")
+	}))
+	r.NoRoute(func(c *gin.Context) { problem(c, http.StatusNotFound, "no such endpoint: "+c.Request.URL.Path) })
+	r.HandleMethodNotAllowed = true
+	r.NoMethod(func(c *gin.Context) { problem(c, http.StatusMethodNotAllowed, c.Request.Method+" is not allowed here") })
+
+	a := &api{opts: opts}
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", a.ready)
+	if opts.Gatherer != nil {
+		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
+	}
+	v1 := r.Group("/api/v1")
+	v1.GET("/topology", a.topology)
+	v1.GET("/switches/:name/entries", a.entries)
+	for prefix, h := range opts.Mounts {
+		r.Any(prefix+"*rest", gin.WrapH(h))
+	}
+	return r
+}
+
+type api struct{ opts Options }
+
+func (a *api) ready(c *gin.Context) {
+	if err := a.opts.Fabric.Ready(); err != nil {
+		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "reason": err.Error()})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+// Topology response types.
+type (
+	TopologyView struct {
+		Name     string       `json:"name,omitempty"`
+		Revision int64        `json:"revision"`
+		Switches []SwitchView `json:"switches"`
+		Links    []LinkView   `json:"links"`
+		Hosts    []HostView   `json:"hosts"`
+	}
+	SwitchView struct {
+		models.Switch
+		Status *controller.SwitchStatus `json:"status,omitempty"`
+	}
+	LinkView struct {
+		ID   models.LinkID       `json:"id"`
+		A    models.Endpoint     `json:"a"`
+		B    models.Endpoint     `json:"b"`
+		Gbps float64             `json:"gbps"`
+		Load controller.LinkLoad `json:"load"`
+	}
+	HostView struct {
+		models.Host
+		TxBps float64 `json:"tx_bps"` // into the fabric (leaf port in)
+		RxBps float64 `json:"rx_bps"` // out of the fabric (leaf port out)
+	}
+)
+
+func (a *api) topology(c *gin.Context) {
+	snap, rev := a.opts.Fabric.Snapshot()
+	if snap == nil {
+		problem(c, http.StatusServiceUnavailable, "no topology loaded yet")
+		return
+	}
+	status := a.opts.Fabric.Status()
+	v := TopologyView{Name: snap.Name(), Revision: rev, Switches: []SwitchView{}, Links: []LinkView{}, Hosts: []HostView{}}
+	for _, sw := range snap.Switches() {
+		sv := SwitchView{Switch: sw}
+		if st, ok := status[sw.Name]; ok {
+			sv.Status = &st
+		}
+		v.Switches = append(v.Switches, sv)
+	}
+	for _, l := range snap.Links() {
+		v.Links = append(v.Links, LinkView{ID: l.ID(), A: l.A, B: l.B, Gbps: l.Gbps, Load: a.opts.Fabric.LinkLoad(l)})
+	}
+	for _, h := range snap.Hosts() {
+		hv := HostView{Host: h}
+		if pl, ok := a.opts.Fabric.PortLoad(h.Attach); ok {
+			hv.TxBps, hv.RxBps = pl.InBps, pl.OutBps
+		}
+		v.Hosts = append(v.Hosts, hv)
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+// EntriesView is a switch's programmed state as read back.
+type EntriesView struct {
+	Switch  models.SwitchID        `json:"switch"`
+	Entries models.ForwardingState `json:"entries"`
+	Counts  map[string]int         `json:"counts"`
+}
+
+func (a *api) entries(c *gin.Context) {
+	name := models.SwitchID(c.Param("name"))
+	if err := name.Validate(); err != nil {
+		problem(c, http.StatusBadRequest, err.Error())
+		return
+	}
+	snap, _ := a.opts.Fabric.Snapshot()
+	if snap == nil {
+		problem(c, http.StatusServiceUnavailable, "no topology loaded yet")
+		return
+	}
+	if _, err := snap.Switch(name); err != nil {
+		problem(c, http.StatusNotFound, err.Error())
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), a.opts.ReadTimeout)
+	defer cancel()
+	st, err := a.opts.Entries.Read(ctx, name)
+	if err != nil {
+		code := http.StatusBadGateway
+		if errors.Is(err, context.DeadlineExceeded) {
+			code = http.StatusGatewayTimeout
+		}
+		problem(c, code, "read back from "+string(name)+": "+err.Error())
+		return
+	}
+	c.JSON(http.StatusOK, EntriesView{Switch: name, Entries: st, Counts: map[string]int{
+		"members": len(st.Members), "groups": len(st.Groups), "routes": len(st.Routes), "flow_pins": len(st.FlowPins),
+	}})
+}

@@ -1,0 +1,264 @@
+// Command accelnet is the accelnet SDN controller.
+//
+//	accelnet demo    everything in one process: embedded etcd, an emulated
+//	                 fabric with a workload, the controller, REST on :8080
+//	accelnet serve   the controller for real switches listed in a topology file
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/stack"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// Config is everything accelnet's commands take.
+type Config struct {
+	HTTPAddr      string
+	DataDir       string
+	Topology      string
+	EtcdEndpoints []string
+	ElectionID    uint64
+	LogLevel      string
+
+	// demo only
+	Workload string
+	Gbps     float64
+	QPs      int
+	Seed     uint64
+}
+
+func defaultConfig() Config {
+	return Config{
+		HTTPAddr:   ":8080",
+		DataDir:    "accelnet-data",
+		ElectionID: 1,
+		LogLevel:   "info",
+		Topology:   "leafspine:8x8x4",
+		Workload:   "permutation",
+		Gbps:       400,
+		QPs:        1,
+		Seed:       1,
+	}
+}
+
+// Validate checks the config before anything starts.
+func (c Config) Validate(demo bool) error {
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return fmt.Errorf("--http-addr %q: %v", c.HTTPAddr, err)
+	}
+	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
+		return errors.New("--data-dir is required for embedded etcd (or give --etcd-endpoints)")
+	}
+	if c.ElectionID == 0 {
+		return errors.New("--election-id must be at least 1")
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if demo {
+		switch c.Workload {
+		case "permutation", "none":
+		default:
+			return fmt.Errorf("--workload %q: want permutation or none", c.Workload)
+		}
+		if !(c.Gbps > 0) {
+			return errors.New("--gbps must be positive")
+		}
+		if c.QPs < 1 {
+			return errors.New("--qps must be at least 1")
+		}
+	} else if c.Topology == "" && len(c.EtcdEndpoints) == 0 {
+		return errors.New("--topology is required (a file, or leafspine:…/fattree:…)")
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return l, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func main() {
+	if err := newRootCommand().Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+
+func newRootCommand() *cobra.Command {
+	cfg := defaultConfig()
+	root := &cobra.Command{
+		Use:           "accelnet",
+		Short:         "SDN controller for RDMA accelerator fabrics",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	root.PersistentFlags().StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "address of the REST API, dashboard and /metrics")
+	root.PersistentFlags().StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for embedded etcd's data and library logs")
+	root.PersistentFlags().StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	root.PersistentFlags().Uint64Var(&cfg.ElectionID, "election-id", cfg.ElectionID, "P4Runtime election ID (highest wins a switch)")
+
+	demo := &cobra.Command{
+		Use:   "demo",
+		Short: "Run embedded etcd, an emulated fabric with a workload, the controller and the API in one process",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return run(cmd.Context(), cfg, true)
+		},
+	}
+	demo.Flags().StringVar(&cfg.Topology, "topology", cfg.Topology, "fabric to emulate: a topology file, leafspine:LEAVESxHOSTSxSPINES or fattree:K")
+	demo.Flags().StringVar(&cfg.Workload, "workload", cfg.Workload, "background traffic: permutation or none")
+	demo.Flags().Float64Var(&cfg.Gbps, "gbps", cfg.Gbps, "link and NIC speed for generated fabrics, and each host's offered load")
+	demo.Flags().IntVar(&cfg.QPs, "qps", cfg.QPs, "queue pairs (UDP source ports) per host pair in the workload")
+	demo.Flags().Uint64Var(&cfg.Seed, "seed", cfg.Seed, "workload random seed")
+
+	// serve has no default fabric; its own variable keeps demo's default intact.
+	var serveTopology string
+	serve := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the controller for the switches of a topology file",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.Topology = serveTopology
+			return run(cmd.Context(), cfg, false)
+		},
+	}
+	serve.Flags().StringVar(&serveTopology, "topology", "", "topology file to store in etcd (optional with --etcd-endpoints: use the stored one)")
+	serve.Flags().StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "etcd cluster to join (host:port,…); empty runs an embedded etcd in --data-dir")
+
+	ver := &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "accelnet", version) },
+	}
+	root.AddCommand(demo, serve, ver)
+	return root
+}
+
+func run(parent context.Context, cfg Config, demo bool) error {
+	if err := cfg.Validate(demo); err != nil {
+		return err
+	}
+	level, _ := parseLevel(cfg.LogLevel)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+
+	if cfg.DataDir != "" {
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("data dir: %w", err)
+		}
+		if err := fabricsim.SetLibraryLogDir(filepath.Join(cfg.DataDir, "logs")); err != nil {
+			return err
+		}
+	}
+	opts := stack.Options{
+		EtcdEndpoints: cfg.EtcdEndpoints,
+		ElectionID:    cfg.ElectionID,
+		Emulate:       demo,
+		Logger:        log,
+	}
+	if len(cfg.EtcdEndpoints) == 0 {
+		opts.EtcdDir = filepath.Join(cfg.DataDir, "etcd")
+	}
+	if cfg.Topology != "" {
+		spec := cfg.Topology
+		if demo && !strings.Contains(spec, "@") && (strings.HasPrefix(spec, "leafspine:") || strings.HasPrefix(spec, "fattree:")) {
+			spec = fmt.Sprintf("%s@%g", spec, cfg.Gbps)
+		}
+		t, err := stack.LoadTopology(spec)
+		if err != nil {
+			return err
+		}
+		opts.Topology = &t
+	}
+	s, err := stack.New(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+
+	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: s.Handler, ReadHeaderTimeout: 10 * time.Second}
+	lis, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return s.Run(ctx) })
+	g.Go(func() error {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdownCtx)
+	})
+	g.Go(func() error { return announce(ctx, s, cfg, lis.Addr().String(), started, log) })
+	if demo && cfg.Workload == "permutation" {
+		specs, err := s.Fabric.Permutation(cfg.Seed, cfg.Gbps, cfg.QPs)
+		if err != nil {
+			return err
+		}
+		if _, err := s.Fabric.AddFlows(specs); err != nil {
+			return err
+		}
+		log.Info("workload started", "kind", "permutation", "flows", len(specs), "gbps_per_host", cfg.Gbps, "qps", cfg.QPs)
+	}
+	err = g.Wait()
+	log.Info("accelnet stopped", "ran_for", time.Since(started).Round(time.Millisecond))
+	return err
+}
+
+// announce logs once when every switch is programmed, with the start-up time.
+func announce(ctx context.Context, s *stack.Stack, cfg Config, addr string, started time.Time, log *slog.Logger) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if s.Controller.Ready() != nil {
+			continue
+		}
+		snap, _ := s.Controller.Snapshot()
+		url := "http://" + addr
+		if host, port, err := net.SplitHostPort(addr); err == nil && (host == "::" || host == "0.0.0.0" || host == "") {
+			url = "http://localhost:" + port
+		}
+		log.Info("accelnet ready: every switch programmed",
+			"startup", time.Since(started).Round(time.Millisecond),
+			"switches", len(snap.Switches()), "links", len(snap.Links()), "hosts", len(snap.Hosts()),
+			"api", url+"/api/v1/topology")
+		return nil
+	}
+}

@@ -1,0 +1,148 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound"
+)
+
+func TestQueueDeduplicates(t *testing.T) {
+	q := NewQueue(time.Millisecond, time.Second)
+	defer q.Close()
+	q.Add("a")
+	q.Add("b")
+	q.Add("a")
+	if q.Len() != 2 {
+		t.Fatalf("len = %d, want 2", q.Len())
+	}
+	ctx := context.Background()
+	k1, _ := q.Get(ctx)
+	k2, _ := q.Get(ctx)
+	if k1 != "a" || k2 != "b" {
+		t.Fatalf("got %s, %s; want FIFO a, b", k1, k2)
+	}
+}
+
+// TestQueueNeverHandsOutAKeyTwice: a key re-added while a worker holds it
+// waits until Done, then comes back once.
+func TestQueueNeverHandsOutAKeyTwice(t *testing.T) {
+	q := NewQueue(time.Millisecond, time.Second)
+	defer q.Close()
+	ctx := context.Background()
+	q.Add("sw")
+	k, _ := q.Get(ctx)
+	q.Add("sw")
+	q.Add("sw")
+	if q.Len() != 0 {
+		t.Fatalf("key queued while being processed")
+	}
+	q.Done(k)
+	if q.Len() != 1 {
+		t.Fatalf("re-added key not queued after Done (len %d)", q.Len())
+	}
+}
+
+func TestQueueConcurrentWorkers(t *testing.T) {
+	q := NewQueue(time.Millisecond, time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	inFlight := map[string]bool{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				k, ok := q.Get(ctx)
+				if !ok {
+					return
+				}
+				mu.Lock()
+				if inFlight[k] {
+					t.Errorf("%s handed to two workers", k)
+				}
+				inFlight[k] = true
+				mu.Unlock()
+				q.Add(k) // re-add while processing
+				mu.Lock()
+				inFlight[k] = false
+				mu.Unlock()
+				q.Done(k)
+			}
+		})
+	}
+	for i := range 200 {
+		q.Add(string(rune('a' + i%5)))
+	}
+	cancel()
+	q.Close()
+	wg.Wait()
+}
+
+func TestQueueBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewQueue(100*time.Millisecond, time.Second)
+		defer q.Close()
+		var delays []time.Duration
+		for range 6 {
+			delays = append(delays, q.Retry("sw"))
+		}
+		want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second, time.Second}
+		for i := range want {
+			if delays[i] != want[i] {
+				t.Fatalf("delays = %v, want %v", delays, want)
+			}
+		}
+		// The last Retry's timer decides: the key appears after 1s, not before.
+		time.Sleep(999 * time.Millisecond)
+		synctest.Wait()
+		if q.Len() != 0 {
+			t.Fatal("retried key queued before its backoff")
+		}
+		time.Sleep(2 * time.Millisecond)
+		synctest.Wait()
+		if q.Len() != 1 {
+			t.Fatal("retried key not queued after its backoff")
+		}
+		q.Forget("sw")
+		if d := q.Retry("sw"); d != 100*time.Millisecond {
+			t.Fatalf("after Forget the backoff should restart, got %v", d)
+		}
+	})
+}
+
+func TestTelemetryRates(t *testing.T) {
+	tele := NewTelemetry(time.Minute)
+	tele.Alpha = 1 // no smoothing: check the arithmetic
+	t0 := time.Unix(100, 0)
+	sample := func(ts time.Time, out uint64) southbound.CounterSample {
+		return southbound.CounterSample{Switch: "leaf1", Port: 3, Timestamp: ts, OutOctets: out, Has: southbound.HasOutOctets}
+	}
+	tele.Observe(sample(t0, 1000))
+	tele.Observe(sample(t0.Add(500*time.Millisecond), 1000+125_000_000)) // 1 Gbit in 0.5 s
+	l, ok := tele.Port(models.Endpoint{Switch: "leaf1", Port: 3})
+	if !ok || l.OutBps != 2e9 {
+		t.Fatalf("rate = %v, want 2e9", l.OutBps)
+	}
+	// An older or repeated sample changes nothing.
+	tele.Observe(sample(t0.Add(500*time.Millisecond), 1000+125_000_000))
+	if l, _ := tele.Port(models.Endpoint{Switch: "leaf1", Port: 3}); l.OutBps != 2e9 {
+		t.Fatalf("repeated sample changed the rate to %v", l.OutBps)
+	}
+	// A counter reset (switch restart) does not produce a huge negative rate.
+	tele.Observe(sample(t0.Add(time.Second), 10))
+	if l, _ := tele.Port(models.Endpoint{Switch: "leaf1", Port: 3}); l.OutBps != 0 {
+		t.Fatalf("after a counter reset rate = %v, want 0", l.OutBps)
+	}
+	tele.Observe(southbound.CounterSample{Switch: "leaf1", Port: 3, Timestamp: t0.Add(time.Second), Has: southbound.HasOperStatus, OperUp: false})
+	if l, _ := tele.Port(models.Endpoint{Switch: "leaf1", Port: 3}); l.OperUp {
+		t.Fatal("oper-status DOWN not recorded")
+	}
+	tele.MarkStale("leaf1")
+	if l, _ := tele.Port(models.Endpoint{Switch: "leaf1", Port: 3}); !l.Stale {
+		t.Fatal("MarkStale did not mark the port stale")
+	}
+}

@@ -97,12 +97,12 @@ func TestQueueBackoff(t *testing.T) {
 			}
 		}
 		// The last Retry's timer decides: the key appears after 1s, not before.
-		time.Sleep(999 * time.Millisecond)
+		<-time.After(999 * time.Millisecond) // virtual time inside the bubble
 		synctest.Wait()
 		if q.Len() != 0 {
 			t.Fatal("retried key queued before its backoff")
 		}
-		time.Sleep(2 * time.Millisecond)
+		<-time.After(2 * time.Millisecond)
 		synctest.Wait()
 		if q.Len() != 1 {
 			t.Fatal("retried key not queued after its backoff")

@@ -2,7 +2,6 @@ package southbound
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -133,6 +132,3 @@ func sampleOf(sw models.SwitchID, n *gnmipb.Notification, u *gnmipb.Update) (Cou
 	}
 	return s, true
 }
-
-// ErrStale is returned by readers of telemetry that has not been refreshed.
-var ErrStale = errors.New("southbound: telemetry is stale")

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
 )
@@ -213,5 +215,76 @@ func TestTopologyChangeInEtcdReprograms(t *testing.T) {
 	// A conflicting write with a stale revision is refused.
 	if _, err := h.Store.PutTopology(ctx, topo, rev); err == nil {
 		t.Error("write with a stale revision succeeded")
+	}
+}
+
+// TestServeAgainstSeparateFabric runs the controller the way `accelnet
+// serve` does: no emulation of its own, switches found at the addresses of
+// a topology, here a fabricsim started separately.
+func TestServeAgainstSeparateFabric(t *testing.T) {
+	f, err := fabricsim.New(fabricsim.Options{Topology: fabrictest.LeafSpine(2, 2, 2), CounterInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	topo := f.Topology()
+	h := fabrictest.NewServe(t, topo)
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	if got := f.Switch("leaf1").Entries("Ingress.ipv4_lpm"); got != 3 {
+		t.Errorf("leaf1 has %d routes, want 3", got)
+	}
+}
+
+// TestExternalEtcd runs the stack against an etcd it did not start (the
+// --etcd-endpoints path), here a separate etcd member on loopback.
+func TestExternalEtcd(t *testing.T) {
+	etcd, err := controller.StartEmbedded(t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(etcd.Close)
+	topo := fabrictest.LeafSpine(1, 2, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := stack.New(ctx, stack.Options{Topology: &topo, Emulate: true, EtcdEndpoints: etcd.Endpoints})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+		s.Close()
+	})
+	if s.Embedded != nil {
+		t.Fatal("stack started its own etcd despite endpoints")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for s.Controller.Ready() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %v", s.Controller.Ready())
+		}
+		<-time.After(20 * time.Millisecond)
+	}
+	// The topology is in the external etcd, where another replica would find it.
+	cli, err := controller.Dial(etcd.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	stored, _, _, err := controller.NewStore(cli, 0).Topology(ctx)
+	if err != nil || len(stored.Switches) != 3 {
+		t.Fatalf("stored topology: %d switches, %v", len(stored.Switches), err)
 	}
 }

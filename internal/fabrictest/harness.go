@@ -38,8 +38,21 @@ func LeafSpine(spines, leaves, hostsPerLeaf int) models.Topology {
 	return t
 }
 
-// New starts everything for topo; it all stops in t.Cleanup.
+// New starts everything for topo, emulating its switches; it all stops in
+// t.Cleanup.
 func New(t testing.TB, topo models.Topology) *Harness {
+	t.Helper()
+	return start(t, topo, true)
+}
+
+// NewServe starts accelnet for switches that already run at topo's
+// addresses, as `accelnet serve` does.
+func NewServe(t testing.TB, topo models.Topology) *Harness {
+	t.Helper()
+	return start(t, topo, false)
+}
+
+func start(t testing.TB, topo models.Topology, emulate bool) *Harness {
 	t.Helper()
 	var logger *slog.Logger
 	if os.Getenv("ACCELNET_TEST_LOG") != "" {
@@ -48,7 +61,7 @@ func New(t testing.TB, topo models.Topology) *Harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := stack.New(ctx, stack.Options{
 		Topology:          &topo,
-		Emulate:           true,
+		Emulate:           emulate,
 		EtcdDir:           t.TempDir(),
 		CounterInterval:   100 * time.Millisecond,
 		TelemetryInterval: 100 * time.Millisecond,

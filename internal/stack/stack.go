@@ -169,13 +169,25 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 }
 
 // Run runs the emulated fabric (if any) and the controller until ctx ends.
+// The controller stops first and drops its switch connections, so the
+// emulated switches going away is not mistaken for a failure.
 func (s *Stack) Run(ctx context.Context) error {
-	g, ctx := errgroup.WithContext(ctx)
+	fabricCtx, stopFabric := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopFabric()
+	g, gctx := errgroup.WithContext(fabricCtx)
 	if s.Fabric != nil {
-		g.Go(func() error { return s.Fabric.Run(ctx) })
+		g.Go(func() error { return s.Fabric.Run(gctx) })
 	}
-	g.Go(func() error { return s.Controller.Run(ctx) })
-	return g.Wait()
+	ctrlCtx, stopCtrl := context.WithCancel(ctx)
+	defer stopCtrl()
+	go func() {
+		<-gctx.Done() // the fabric failed: stop the controller too
+		stopCtrl()
+	}()
+	err := s.Controller.Run(ctrlCtx)
+	s.Driver.Close()
+	stopFabric()
+	return errors.Join(err, g.Wait())
 }
 
 // Close releases what New acquired. Call it after Run returns.

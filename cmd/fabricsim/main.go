@@ -1,0 +1,111 @@
+// Command fabricsim runs an emulated fabric on its own: every switch serves
+// P4Runtime and gNMI on a loopback port, and the control API (flows,
+// workloads, link faults) listens on --http-addr. It writes the topology,
+// with each switch's address filled in, to --out, ready for
+// `accelnet serve --topology`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Config is fabricsim's command line.
+type Config struct {
+	Topology   string
+	ListenHost string
+	HTTPAddr   string
+	Out        string
+	LogDir     string
+}
+
+// Validate checks the flags.
+func (c Config) Validate() error {
+	if c.Topology == "" {
+		return errors.New("-topology is required (a file, or leafspine:LEAVESxHOSTSxSPINES, fattree:K)")
+	}
+	if c.Out == "" {
+		return errors.New("-out is required")
+	}
+	return nil
+}
+
+func main() {
+	cfg := Config{ListenHost: "127.0.0.1", HTTPAddr: "127.0.0.1:8081", Out: "fabricsim-topology.yaml", LogDir: "fabricsim-logs"}
+	flag.StringVar(&cfg.Topology, "topology", "leafspine:8x8x4", "fabric: a topology file, leafspine:LEAVESxHOSTSxSPINES[@GBPS] or fattree:K[@GBPS]")
+	flag.StringVar(&cfg.ListenHost, "listen-host", cfg.ListenHost, "address the switches listen on (one port each)")
+	flag.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "control API address (/sim/v1/…)")
+	flag.StringVar(&cfg.Out, "out", cfg.Out, "where to write the topology with switch addresses")
+	flag.StringVar(&cfg.LogDir, "log-dir", cfg.LogDir, "directory for the gnmi library's logs")
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(cfg, log); err != nil {
+		log.Error("fabricsim failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg Config, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if err := fabricsim.SetLibraryLogDir(cfg.LogDir); err != nil {
+		return err
+	}
+	var topo models.Topology
+	var err error
+	if strings.HasPrefix(cfg.Topology, "leafspine:") || strings.HasPrefix(cfg.Topology, "fattree:") {
+		topo, err = topology.ParseSpec(cfg.Topology)
+	} else {
+		topo, err = topology.LoadFile(cfg.Topology)
+	}
+	if err != nil {
+		return err
+	}
+	f, err := fabricsim.New(fabricsim.Options{Topology: topo, ListenHost: cfg.ListenHost, Logger: log})
+	if err != nil {
+		return err
+	}
+	out := append([]byte("# Written by fabricsim: the emulated fabric with its switches' addresses.\n"), topology.Format(f.Topology())...)
+	if err := os.WriteFile(cfg.Out, out, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", cfg.Out, err)
+	}
+	abs, _ := filepath.Abs(cfg.Out)
+	log.Info("topology written", "file", abs, "switches", len(topo.Switches))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return f.Run(ctx) })
+	g.Go(func() error {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		return srv.Shutdown(c)
+	})
+	log.Info("control API up", "url", "http://"+cfg.HTTPAddr+"/sim/v1/switches")
+	return g.Wait()
+}

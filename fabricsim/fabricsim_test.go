@@ -100,6 +100,18 @@ func (c *client) arbitrate(t *testing.T, id uint64) code.Code {
 	return code.Code(resp.GetArbitration().GetStatus().GetCode())
 }
 
+// primary connects to sw as its primary client (election ID 1) and installs
+// accelnet.p4.
+func primary(t *testing.T, sw *Switch) (*client, *p4.Schema) {
+	t.Helper()
+	c := dial(t, sw)
+	if got := c.arbitrate(t, 1); got != code.Code_OK {
+		t.Fatalf("arbitration: %s", got)
+	}
+	c.setPipeline(t, 1)
+	return c, schema(t)
+}
+
 func (c *client) setPipeline(t *testing.T, id uint64) {
 	t.Helper()
 	info, err := p4.Load()
@@ -205,11 +217,7 @@ func TestArbitrationAndWriteRules(t *testing.T) {
 func TestWriteValidation(t *testing.T) {
 	topo, _ := topology.LeafSpine(1, 2, 1, 100)
 	f := run(t, topo)
-	sw := f.Switch("leaf1")
-	s := schema(t)
-	c := dial(t, sw)
-	c.arbitrate(t, 1)
-	c.setPipeline(t, 1)
+	c, s := primary(t, f.Switch("leaf1"))
 
 	if err := c.write(1, member(s, 1, 1), member(s, 2, 2)); err != nil {
 		t.Fatal(err)
@@ -261,7 +269,7 @@ func TestWriteValidation(t *testing.T) {
 	}
 
 	// Wildcard read returns what was written, canonical bytestrings.
-	rs, err := c.Read(context.Background(), &p4v1.ReadRequest{DeviceId: sw.deviceID, Entities: []*p4v1.Entity{{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{}}}}})
+	rs, err := c.Read(context.Background(), &p4v1.ReadRequest{DeviceId: c.device, Entities: []*p4v1.Entity{{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{}}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,11 +334,7 @@ func TestSelectorHonoursWeights(t *testing.T) {
 func TestGNMIServesCounters(t *testing.T) {
 	topo, _ := topology.LeafSpine(1, 1, 2, 100)
 	f := run(t, topo)
-	sw := f.Switch("leaf1")
-	s := schema(t)
-	c := dial(t, sw)
-	c.arbitrate(t, 1)
-	c.setPipeline(t, 1)
+	c, s := primary(t, f.Switch("leaf1"))
 	// h1 → h2 on the same leaf: a host route out of port 2.
 	h1, h2 := topo.Hosts[0], topo.Hosts[1]
 	if err := c.write(1, member(s, 2, 2)); err != nil {

@@ -9,37 +9,16 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	"go.uber.org/goleak"
 
 	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/southbound/p4"
 	"github.com/accelnet/accelnet/topology"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
-}
-
-// startFabric runs fabricsim on loopback for the test's lifetime.
-func startFabric(t *testing.T, topo models.Topology) *fabricsim.Fabric {
-	t.Helper()
-	f, err := fabricsim.New(fabricsim.Options{Topology: topo, CounterInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("fabric: %v", err)
-		}
-	})
-	return f
-}
+func TestMain(m *testing.M) { fabrictest.Main(m) }
 
 func resolver(topo models.Topology) southbound.Resolver {
 	return func(id models.SwitchID) (models.Switch, error) {
@@ -83,7 +62,7 @@ func TestApplyThenReadBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startFabric(t, topo)
+	f := fabrictest.StartFabric(t, topo)
 	d := newDriver(t, f, 1)
 	ctx := context.Background()
 
@@ -136,7 +115,7 @@ func TestSwitchRejectsBadWrites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startFabric(t, topo)
+	f := fabrictest.StartFabric(t, topo)
 	d := newDriver(t, f, 1)
 	ctx := context.Background()
 	// A route to a group that does not exist.
@@ -165,7 +144,7 @@ func TestHigherElectionIDFencesOutTheOldPrimary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startFabric(t, topo)
+	f := fabrictest.StartFabric(t, topo)
 	ctx := context.Background()
 	old := newDriver(t, f, 5)
 	if _, err := old.Read(ctx, "leaf1"); err != nil {

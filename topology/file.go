@@ -428,3 +428,12 @@ func ParseSpec(spec string) (models.Topology, error) {
 	}
 	return models.Topology{}, fmt.Errorf("%w: %q: want leafspine:LEAVESxHOSTSxSPINES or fattree:K", ErrBadSpec, spec)
 }
+
+// Load reads a fabric from a builder spec ("leafspine:…", "fattree:…") or,
+// failing that prefix, from a topology file.
+func Load(arg string) (models.Topology, error) {
+	if strings.HasPrefix(arg, "leafspine:") || strings.HasPrefix(arg, "fattree:") {
+		return ParseSpec(arg)
+	}
+	return LoadFile(arg)
+}

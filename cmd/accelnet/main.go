@@ -24,6 +24,7 @@ import (
 
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/topology"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -190,7 +191,7 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		if demo && !strings.Contains(spec, "@") && (strings.HasPrefix(spec, "leafspine:") || strings.HasPrefix(spec, "fattree:")) {
 			spec = fmt.Sprintf("%s@%g", spec, cfg.Gbps)
 		}
-		t, err := stack.LoadTopology(spec)
+		t, err := topology.Load(spec)
 		if err != nil {
 			return err
 		}
@@ -209,18 +210,7 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.Run(ctx) })
-	g.Go(func() error {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		return srv.Shutdown(shutdownCtx)
-	})
+	g.Go(func() error { return stack.ServeHTTP(ctx, srv, lis) })
 	g.Go(func() error { return announce(ctx, s, cfg, lis.Addr().String(), started, log) })
 	if demo && cfg.Workload == "permutation" {
 		specs, err := s.Fabric.Permutation(cfg.Seed, cfg.Gbps, cfg.QPs)

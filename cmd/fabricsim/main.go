@@ -11,18 +11,18 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/accelnet/accelnet/fabricsim"
-	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -68,13 +68,7 @@ func run(cfg Config, log *slog.Logger) error {
 	if err := fabricsim.SetLibraryLogDir(cfg.LogDir); err != nil {
 		return err
 	}
-	var topo models.Topology
-	var err error
-	if strings.HasPrefix(cfg.Topology, "leafspine:") || strings.HasPrefix(cfg.Topology, "fattree:") {
-		topo, err = topology.ParseSpec(cfg.Topology)
-	} else {
-		topo, err = topology.LoadFile(cfg.Topology)
-	}
+	topo, err := topology.Load(cfg.Topology)
 	if err != nil {
 		return err
 	}
@@ -91,21 +85,14 @@ func run(cfg Config, log *slog.Logger) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	lis, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: f.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return f.Run(ctx) })
-	g.Go(func() error {
-		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		return srv.Shutdown(c)
-	})
+	g.Go(func() error { return stack.ServeHTTP(ctx, srv, lis) })
 	log.Info("control API up", "url", "http://"+cfg.HTTPAddr+"/sim/v1/switches")
 	return g.Wait()
 }

@@ -222,19 +222,7 @@ func TestTopologyChangeInEtcdReprograms(t *testing.T) {
 // serve` does: no emulation of its own, switches found at the addresses of
 // a topology, here a fabricsim started separately.
 func TestServeAgainstSeparateFabric(t *testing.T) {
-	f, err := fabricsim.New(fabricsim.Options{Topology: fabrictest.LeafSpine(2, 2, 2), CounterInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
+	f := fabrictest.StartFabric(t, fabrictest.LeafSpine(2, 2, 2))
 	topo := f.Topology()
 	h := fabrictest.NewServe(t, topo)
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })

@@ -85,6 +85,26 @@ func start(t testing.TB, topo models.Topology, emulate bool) *Harness {
 	return h
 }
 
+// StartFabric runs fabricsim for topo on loopback, on its own (no etcd, no
+// controller), until the test ends.
+func StartFabric(t testing.TB, topo models.Topology) *fabricsim.Fabric {
+	t.Helper()
+	f, err := fabricsim.New(fabricsim.Options{Topology: topo, CounterInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("fabric: %v", err)
+		}
+	})
+	return f
+}
+
 // Switch returns an emulated switch by name.
 func (h *Harness) Switch(name string) *fabricsim.Switch {
 	return h.Fabric.Switch(models.SwitchID(name))

@@ -9,8 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +25,6 @@ import (
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/southbound/p4"
-	"github.com/accelnet/accelnet/topology"
 )
 
 // Options configure a Stack.
@@ -203,11 +202,21 @@ func (s *Stack) Close() {
 	}
 }
 
-// LoadTopology reads a topology from a file path or a builder spec
-// ("leafspine:LEAVESxHOSTSxSPINES", "fattree:K").
-func LoadTopology(arg string) (models.Topology, error) {
-	if strings.HasPrefix(arg, "leafspine:") || strings.HasPrefix(arg, "fattree:") {
-		return topology.ParseSpec(arg)
+// ServeHTTP serves srv on lis until ctx ends, then shuts it down, giving
+// requests in flight up to three seconds.
+func ServeHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
 	}
-	return topology.LoadFile(arg)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
+	return err
 }

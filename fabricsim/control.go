@@ -1,14 +1,19 @@
 package fabricsim
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strconv"
+	"time"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound/p4"
 )
 
 // ErrUnknown is returned for flows, hosts or links the fabric does not have.
@@ -16,7 +21,9 @@ var ErrUnknown = errors.New("fabricsim: unknown")
 
 // AddFlows offers flows to the dataplane and returns their IDs. Every flow
 // is checked first; on any error none is added.
-func (f *Fabric) AddFlows(specs []FlowSpec) ([]uint64, error) {
+func (f *Fabric) AddFlows(specs []FlowSpec) ([]uint64, error) { return f.addFlows(specs, "") }
+
+func (f *Fabric) addFlows(specs []FlowSpec, workload string) ([]uint64, error) {
 	for i, s := range specs {
 		if _, err := f.snap.HostByIP(s.Src); err != nil {
 			return nil, fmt.Errorf("flow %d: source %s: %w", i, s.Src, ErrUnknown)
@@ -27,8 +34,11 @@ func (f *Fabric) AddFlows(specs []FlowSpec) ([]uint64, error) {
 		if s.Src == s.Dst {
 			return nil, fmt.Errorf("%w: flow %d: source and destination are the same host", models.ErrInvalid, i)
 		}
-		if !(s.DemandGbps > 0) {
-			return nil, fmt.Errorf("%w: flow %d: demand_gbps must be positive", models.ErrInvalid, i)
+		if !(s.DemandGbps > 0) || s.DemandGbps > 1e6 {
+			return nil, fmt.Errorf("%w: flow %d: demand_gbps must be in (0, 1e6]", models.ErrInvalid, i)
+		}
+		if s.DestQP >= 1<<24 {
+			return nil, fmt.Errorf("%w: flow %d: dest_qp is a 24-bit number", models.ErrInvalid, i)
 		}
 	}
 	f.mu.Lock()
@@ -37,23 +47,24 @@ func (f *Fabric) AddFlows(specs []FlowSpec) ([]uint64, error) {
 	for i, s := range specs {
 		f.nextFlow++
 		ids[i] = f.nextFlow
-		f.flows[f.nextFlow] = &flowState{FlowStatus: FlowStatus{ID: f.nextFlow, Spec: s}}
+		f.flows[f.nextFlow] = &flowState{FlowStatus: FlowStatus{ID: f.nextFlow, Spec: s, Workload: workload}}
 	}
-	f.dirty.Store(true)
+	f.markDirty("", false, true)
 	return ids, nil
 }
 
-// RemoveFlows stops flows by ID; nil stops every flow.
+// RemoveFlows stops flows by ID; nil stops every flow (and workload).
 func (f *Fabric) RemoveFlows(ids []uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if ids == nil {
 		clear(f.flows)
+		clear(f.workloads)
 	}
 	for _, id := range ids {
 		delete(f.flows, id)
 	}
-	f.dirty.Store(true)
+	f.markDirty("", false, true)
 }
 
 // Flows returns every flow's current path and rate, by ID. Changes since the
@@ -61,20 +72,38 @@ func (f *Fabric) RemoveFlows(ids []uint64) {
 func (f *Fabric) Flows() []FlowStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.dirty.Swap(false) {
-		f.recomputeLocked()
-	}
+	f.recomputeLocked()
 	out := make([]FlowStatus, 0, len(f.flows))
 	for _, fl := range f.flows {
 		st := fl.FlowStatus
 		st.Hops = slices.Clone(st.Hops)
 		out = append(out, st)
 	}
-	slices.SortFunc(out, func(a, b FlowStatus) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(out, func(a, b FlowStatus) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
-// SetLinkUp takes a link down or brings it back.
+// Trace answers how the fabric forwards a flow right now: its hops, where
+// and why it would drop, and, if such a flow is running, its rate.
+func (f *Fabric) Trace(spec FlowSpec) FlowStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recomputeLocked()
+	st := FlowStatus{Spec: spec}
+	st.Hops, st.Drop, st.DropAt, _ = f.traceLocked(spec)
+	st.Delivered = st.Drop == ""
+	for _, fl := range f.flows {
+		if fl.Spec.Key() == spec.Key() {
+			st.ID, st.RateGbps, st.Workload = fl.ID, fl.RateGbps, fl.Workload
+			st.Spec.DemandGbps = fl.Spec.DemandGbps
+			break
+		}
+	}
+	return st
+}
+
+// SetLinkUp takes a link down or brings it back (an injected fault: both
+// ends' oper-status follow).
 func (f *Fabric) SetLinkUp(id models.LinkID, up bool) error {
 	if _, err := f.snap.Link(id); err != nil {
 		return fmt.Errorf("link %s: %w", id, ErrUnknown)
@@ -82,86 +111,72 @@ func (f *Fabric) SetLinkUp(id models.LinkID, up bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if up {
-		delete(f.linkDown, id)
+		delete(f.linkFault, id)
 	} else {
-		f.linkDown[id] = true
+		f.linkFault[id] = true
 	}
-	f.dirty.Store(true)
+	f.markDirty("", true, false)
 	return nil
 }
 
-// Permutation returns a random permutation workload: every host sends one
-// flow of demandGbps to a distinct host on another leaf, with qps flows
-// (queue pairs, each its own UDP source port) per host pair.
+// Permutation returns a random permutation workload's flows without
+// starting them: every host sends demandGbps to a distinct host on another
+// leaf, over qps flows (queue pairs, each its own UDP source port).
 func (f *Fabric) Permutation(seed uint64, demandGbps float64, qps int) ([]FlowSpec, error) {
 	hosts := f.snap.Hosts()
 	if qps < 1 {
 		qps = 1
 	}
-	leaves := map[models.SwitchID]bool{}
-	for _, h := range hosts {
-		leaves[h.Attach.Switch] = true
-	}
-	if len(leaves) < 2 {
-		return nil, fmt.Errorf("%w: a permutation needs hosts on at least two leaves", models.ErrInvalid)
-	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	// Shuffle until no host maps to its own leaf; retry a bounded number of
-	// times, then repair by swapping.
-	perm := rng.Perm(len(hosts))
-	for i := range perm {
-		for tries := 0; hosts[i].Attach.Switch == hosts[perm[i]].Attach.Switch && tries < 4*len(hosts); tries++ {
-			j := rng.IntN(len(hosts))
-			if hosts[j].Attach.Switch != hosts[perm[i]].Attach.Switch && hosts[i].Attach.Switch != hosts[perm[j]].Attach.Switch {
-				perm[i], perm[j] = perm[j], perm[i]
-			}
-		}
-	}
+	perm := derangementAcrossLeaves(hosts, rng)
 	var specs []FlowSpec
 	for i, j := range perm {
-		if hosts[i].Attach.Switch == hosts[j].Attach.Switch {
-			continue // could not be repaired (tiny fabrics); leave the host idle
+		if j < 0 {
+			continue
 		}
-		for q := 0; q < qps; q++ {
+		for range qps {
 			specs = append(specs, FlowSpec{
-				Src:        hosts[i].IP,
-				Dst:        hosts[j].IP,
+				Src: hosts[i].IP, Dst: hosts[j].IP,
 				SrcPort:    uint16(49152 + rng.IntN(16384)),
 				DestQP:     uint32(rng.IntN(1 << 24)),
 				DemandGbps: demandGbps / float64(qps),
 			})
 		}
 	}
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("%w: a permutation needs hosts on at least two leaves", models.ErrInvalid)
+	}
 	return specs, nil
+}
+
+// resolveHost accepts a host name or IP.
+func (f *Fabric) resolveHost(s string) (models.Host, error) {
+	if ip, err := netip.ParseAddr(s); err == nil {
+		return f.snap.HostByIP(ip)
+	}
+	return f.snap.Host(s)
 }
 
 // Handler is the control API, to mount under /sim/v1/:
 //
-//	GET    /sim/v1/switches               switches, addresses, entry counts, writes
-//	GET    /sim/v1/flows                  every flow's path, drop reason and rate
-//	POST   /sim/v1/flows                  {"flows":[FlowSpec...]} → {"ids":[...]}
-//	DELETE /sim/v1/flows                  stop every flow
-//	POST   /sim/v1/workloads/permutation  {"seed":1,"gbps":400,"qps":1} → {"ids":[...]}
-//	POST   /sim/v1/links                  {"link":"leaf1:9<->spine1:1","up":false}
+//	GET    /sim/v1/switches            switches, addresses, entry counts, writes, per-port counters
+//	GET    /sim/v1/flows               every flow's path, drop reason and rate
+//	POST   /sim/v1/flows               {"flows":[FlowSpec...]} → {"ids":[...]}
+//	DELETE /sim/v1/flows               stop every flow and workload
+//	POST   /sim/v1/workloads           WorkloadSpec → {"id": "w1"}
+//	GET    /sim/v1/workloads           running workloads' IDs
+//	GET    /sim/v1/workloads/{id}      WorkloadFigures
+//	DELETE /sim/v1/workloads/{id}      stop it
+//	POST   /sim/v1/workloads/permutation {"seed":1,"gbps":400,"qps":1} (shorthand)
+//	POST   /sim/v1/faults              FaultSpec
+//	GET    /sim/v1/faults              ActiveFaults
+//	POST   /sim/v1/links               {"link":"leaf1:9<->spine1:1","up":false}
+//	GET    /sim/v1/trace?src=HOST&dst=HOST[&sport=N]   hops and rate of that flow now
+//	GET    /sim/v1/stats               dataplane recompute figures
 func (f *Fabric) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /sim/v1/switches", func(w http.ResponseWriter, r *http.Request) {
-		type sw struct {
-			Name     models.SwitchID `json:"name"`
-			DeviceID uint64          `json:"device_id"`
-			Addr     string          `json:"addr"`
-			Routes   int             `json:"routes"`
-			FlowPins int             `json:"flow_pins"`
-			Writes   int64           `json:"write_rpcs"`
-			Updates  int64           `json:"write_updates"`
-		}
-		var out []sw
-		for _, s := range f.order {
-			rpcs, ups := s.WriteStats()
-			out = append(out, sw{Name: s.name, DeviceID: s.deviceID, Addr: s.Addr(),
-				Routes: s.Entries("Ingress.ipv4_lpm"), FlowPins: s.Entries("Ingress.flow_pin"), Writes: rpcs, Updates: ups})
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"switches": out})
+		writeJSON(w, http.StatusOK, map[string]any{"switches": f.SwitchReports()})
 	})
 	mux.HandleFunc("GET /sim/v1/flows", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"flows": f.Flows()})
@@ -184,6 +199,36 @@ func (f *Fabric) Handler() http.Handler {
 		f.RemoveFlows(nil)
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("POST /sim/v1/workloads", func(w http.ResponseWriter, r *http.Request) {
+		var spec WorkloadSpec
+		if !readJSON(w, r, &spec) {
+			return
+		}
+		id, err := f.StartWorkload(spec)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, map[string]any{"id": id})
+	})
+	mux.HandleFunc("GET /sim/v1/workloads", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"workloads": f.Workloads()})
+	})
+	mux.HandleFunc("GET /sim/v1/workloads/{id}", func(w http.ResponseWriter, r *http.Request) {
+		wf, err := f.WorkloadFigures(r.PathValue("id"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, wf)
+	})
+	mux.HandleFunc("DELETE /sim/v1/workloads/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if err := f.StopWorkload(r.PathValue("id")); err != nil {
+			writeError(w, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 	mux.HandleFunc("POST /sim/v1/workloads/permutation", func(w http.ResponseWriter, r *http.Request) {
 		req := struct {
 			Seed uint64  `json:"seed"`
@@ -193,26 +238,31 @@ func (f *Fabric) Handler() http.Handler {
 		if !readJSON(w, r, &req) {
 			return
 		}
-		if req.Gbps <= 0 {
-			writeError(w, fmt.Errorf("%w: gbps must be positive", models.ErrInvalid))
-			return
-		}
-		specs, err := f.Permutation(req.Seed, req.Gbps, req.QPs)
+		id, err := f.StartWorkload(WorkloadSpec{Pattern: PatternPermutation, Gbps: req.Gbps, QPsPerConnection: req.QPs, Seed: req.Seed})
 		if err != nil {
 			writeError(w, err)
 			return
 		}
-		ids, err := f.AddFlows(specs)
-		if err != nil {
+		writeJSON(w, http.StatusCreated, map[string]any{"id": id})
+	})
+	mux.HandleFunc("POST /sim/v1/faults", func(w http.ResponseWriter, r *http.Request) {
+		var spec FaultSpec
+		if !readJSON(w, r, &spec) {
+			return
+		}
+		if err := f.InjectFault(spec); err != nil {
 			writeError(w, err)
 			return
 		}
-		writeJSON(w, http.StatusCreated, map[string]any{"ids": ids})
+		writeJSON(w, http.StatusOK, f.Faults())
+	})
+	mux.HandleFunc("GET /sim/v1/faults", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, f.Faults())
 	})
 	mux.HandleFunc("POST /sim/v1/links", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
-			Link models.LinkID `json:"link"`
-			Up   *bool         `json:"up"`
+			Link string `json:"link"`
+			Up   *bool  `json:"up"`
 		}
 		if !readJSON(w, r, &req) {
 			return
@@ -221,13 +271,115 @@ func (f *Fabric) Handler() http.Handler {
 			writeError(w, fmt.Errorf("%w: \"up\" is required", models.ErrInvalid))
 			return
 		}
-		if err := f.SetLinkUp(req.Link, *req.Up); err != nil {
+		kind := FaultLinkDown
+		if *req.Up {
+			kind = FaultLinkUp
+		}
+		if err := f.InjectFault(FaultSpec{Kind: kind, Target: req.Link}); err != nil {
 			writeError(w, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
+	mux.HandleFunc("GET /sim/v1/trace", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		src, err := f.resolveHost(q.Get("src"))
+		if err != nil {
+			writeError(w, fmt.Errorf("src %q: %w", q.Get("src"), ErrUnknown))
+			return
+		}
+		dst, err := f.resolveHost(q.Get("dst"))
+		if err != nil {
+			writeError(w, fmt.Errorf("dst %q: %w", q.Get("dst"), ErrUnknown))
+			return
+		}
+		sport := uint64(49152)
+		if s := q.Get("sport"); s != "" {
+			if sport, err = strconv.ParseUint(s, 10, 16); err != nil {
+				writeError(w, fmt.Errorf("%w: sport %q is not a UDP port", models.ErrInvalid, s))
+				return
+			}
+		}
+		writeJSON(w, http.StatusOK, f.Trace(FlowSpec{Src: src.IP, Dst: dst.IP, SrcPort: uint16(sport)}))
+	})
+	mux.HandleFunc("GET /sim/v1/stats", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, f.Stats())
+	})
 	return mux
+}
+
+// Stats are dataplane figures.
+type Stats struct {
+	Flows             int     `json:"flows"`
+	Recomputes        int     `json:"recomputes"`
+	LastRecomputeMS   float64 `json:"last_recompute_ms"`
+	LastRetracedFlows int     `json:"last_retraced_flows"`
+}
+
+// Stats reports how much work the dataplane does.
+func (f *Fabric) Stats() Stats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Stats{Flows: len(f.flows), Recomputes: f.stats.recomputes,
+		LastRecomputeMS: float64(f.stats.lastRecompute.Microseconds()) / 1000, LastRetracedFlows: f.stats.lastRetraced}
+}
+
+// PortReport is one port's counters as the control API shows them.
+type PortReport struct {
+	Port             uint32             `json:"port"`
+	OperUp           bool               `json:"oper_up"`
+	InOctets         uint64             `json:"in_octets"`
+	OutOctets        uint64             `json:"out_octets"`
+	ECNMarkedOctets  uint64             `json:"ecn_marked_octets"`
+	InDiscardOctets  uint64             `json:"in_discard_octets"`
+	OutDiscardOctets uint64             `json:"out_discard_octets"`
+	DropsByReason    map[string]uint64  `json:"drops_by_reason,omitempty"`
+	RateBps          map[string]float64 `json:"rate_bps"`
+}
+
+// SwitchReport is one switch as the control API shows it.
+type SwitchReport struct {
+	Name     models.SwitchID `json:"name"`
+	DeviceID uint64          `json:"device_id"`
+	Addr     string          `json:"addr"`
+	Down     bool            `json:"down"`
+	Routes   int             `json:"routes"`
+	FlowPins int             `json:"flow_pins"`
+	Writes   int64           `json:"write_rpcs"`
+	Updates  int64           `json:"write_updates"`
+	Ports    []PortReport    `json:"ports"`
+}
+
+// SwitchReports describes every switch and its ports.
+func (f *Fabric) SwitchReports() []SwitchReport {
+	var out []SwitchReport
+	for _, s := range f.order {
+		rpcs, ups := s.WriteStats()
+		out = append(out, SwitchReport{Name: s.name, DeviceID: s.deviceID, Addr: s.Addr(), Down: s.down.Load(),
+			Routes: s.Entries(p4.TableIPv4LPM), FlowPins: s.Entries(p4.TableFlowPin), Writes: rpcs, Updates: ups})
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.advanceLocked(time.Now())
+	for i := range out {
+		for _, port := range f.snap.Ports(out[i].Name) {
+			e := models.Endpoint{Switch: out[i].Name, Port: port}
+			c := f.counters[e]
+			pr := PortReport{Port: port, OperUp: f.operUpLocked(e), InOctets: uint64(c.inOctets), OutOctets: uint64(c.outOctets),
+				ECNMarkedOctets: uint64(c.ecnOctets), InDiscardOctets: uint64(c.inDiscardOctets), OutDiscardOctets: uint64(c.outDiscardOctets)}
+			if len(c.drops) > 0 {
+				pr.DropsByReason = map[string]uint64{}
+				for k, v := range c.drops {
+					pr.DropsByReason[k] = uint64(v)
+				}
+			}
+			if r := f.portRate[e]; r != nil {
+				pr.RateBps = map[string]float64{"in": r.inBps, "out": r.outBps, "ecn": r.ecnBps}
+			}
+			out[i].Ports = append(out[i].Ports, pr)
+		}
+	}
+	return out
 }
 
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {

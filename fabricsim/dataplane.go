@@ -1,14 +1,8 @@
 package fabricsim
 
 import (
-	"cmp"
-	"encoding/binary"
 	"fmt"
-	"hash/crc32"
-	"math"
-	"math/big"
 	"net/netip"
-	"slices"
 	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
@@ -39,20 +33,38 @@ type FlowSpec struct {
 	DemandGbps float64    `json:"demand_gbps"`
 }
 
+// Key is the part of the spec the flow-pin table matches.
+func (s FlowSpec) Key() models.FlowKey {
+	return models.FlowKey{Src: s.Src, Dst: s.Dst, SrcPort: s.SrcPort}
+}
+
 // Hop is one switch on a flow's path.
 type Hop struct {
 	Switch  models.SwitchID `json:"switch"`
 	InPort  uint32          `json:"in_port"`
 	OutPort uint32          `json:"out_port"`
+	Pinned  bool            `json:"pinned,omitempty"` // a flow-pin entry chose the port
 }
+
+// Drop reasons.
+const (
+	DropNoRoute   = "no-route"
+	DropTTL       = "ttl-expired"
+	DropLinkDown  = "link-down"
+	DropSwitch    = "switch-down"
+	DropWrongHost = "wrong-host"
+	DropNoHost    = "unknown-host"
+)
 
 // FlowStatus is a flow as the dataplane currently forwards it.
 type FlowStatus struct {
 	ID        uint64   `json:"id"`
+	Workload  string   `json:"workload,omitempty"`
 	Spec      FlowSpec `json:"spec"`
 	Hops      []Hop    `json:"hops"`
 	Delivered bool     `json:"delivered"`
-	Drop      string   `json:"drop,omitempty"` // why it is not delivered
+	Drop      string   `json:"drop,omitempty"`        // reason, one of the Drop constants
+	DropAt    string   `json:"drop_detail,omitempty"` // where and what
 	RateGbps  float64  `json:"rate_gbps"`
 }
 
@@ -61,193 +73,78 @@ type flowState struct {
 	resources []string // capacity constraints the flow uses (directional links, NICs)
 }
 
+// portCounters are a port's cumulative counters.
 type portCounters struct {
-	inOctets, outOctets, dropOctets float64
+	inOctets, outOctets, ecnOctets float64
+	// drops by reason, at the port where the packet was dropped: ingress for
+	// no-route and TTL, egress for link down.
+	inDiscardOctets, outDiscardOctets float64
+	drops                             map[string]float64
 }
 
 type portRates struct {
-	inBps, outBps, dropBps float64
+	inBps, outBps, ecnBps, inDiscardBps, outDiscardBps float64
+	dropBps                                            map[string]float64
 }
 
-type lpmRoute struct {
-	prefix  netip.Prefix
-	members []weighted // one entry for a plain member
-}
-
-type weighted struct {
-	memberID uint32
-	port     uint32
-	weight   int32
-}
-
-// fib is a switch's tables decoded for lookups.
-type fib struct {
-	pins   map[models.FlowKey]uint32
-	routes []lpmRoute // longest prefix first
-	seed   uint32
-}
-
-func bytesToUint(b []byte) uint64 {
-	return new(big.Int).SetBytes(b).Uint64()
-}
-
-func addrFromBytes(b []byte) netip.Addr {
-	var a [4]byte
-	v := uint32(bytesToUint(b))
-	binary.BigEndian.PutUint32(a[:], v)
-	return netip.AddrFrom4(a)
-}
-
-func paramValue(a *p4v1.Action, id uint32) uint64 {
-	for _, p := range a.GetParams() {
-		if p.GetParamId() == id {
-			return bytesToUint(p.GetValue())
-		}
+func (f *Fabric) rate(e models.Endpoint) *portRates {
+	r := f.portRate[e]
+	if r == nil {
+		r = &portRates{dropBps: map[string]float64{}}
+		f.portRate[e] = r
 	}
-	return 0
+	return r
 }
 
-// compileFIB decodes the switch's installed entries. Callers hold sw.mu.
-func (sw *Switch) compileFIBLocked() fib {
-	f := fib{pins: map[models.FlowKey]uint32{}, seed: uint32(sw.deviceID)}
-	st := sw.store
-	if st == nil {
-		return f
+// linkUpLocked: a link carries traffic if no fault holds it down, both ends
+// are administratively enabled and both switches are up.
+func (f *Fabric) linkUpLocked(l models.Link) bool {
+	if f.linkFault[l.ID()] || f.adminDown[l.A] || f.adminDown[l.B] {
+		return false
 	}
-	s := st.schema
-	portParamSet, _ := s.Param(p4.ActionSetEgress, p4.ParamPort)
-	portParamPin, _ := s.Param(p4.ActionPinEgress, p4.ParamPort)
-	profID := s.ProfileID(p4.ProfileECMP)
-	memberPort := map[uint32]uint32{}
-	for id, m := range st.members[profID] {
-		if m.GetAction().GetActionId() == s.ActionID(p4.ActionSetEgress) {
-			memberPort[id] = uint32(paramValue(m.GetAction(), portParamSet.GetId()))
-		}
-	}
-	dstID := s.MatchFieldID(p4.TableIPv4LPM, p4.FieldIPv4Dst)
-	for _, e := range st.entries[s.TableID(p4.TableIPv4LPM)] {
-		var r lpmRoute
-		for _, m := range e.GetMatch() {
-			if m.GetFieldId() == dstID {
-				r.prefix = netip.PrefixFrom(addrFromBytes(m.GetLpm().GetValue()), int(m.GetLpm().GetPrefixLen()))
-			}
-		}
-		switch {
-		case e.GetAction().GetActionProfileMemberId() != 0:
-			id := e.GetAction().GetActionProfileMemberId()
-			if port, ok := memberPort[id]; ok {
-				r.members = []weighted{{memberID: id, port: port, weight: 1}}
-			}
-		case e.GetAction().GetActionProfileGroupId() != 0:
-			g := st.groups[profID][e.GetAction().GetActionProfileGroupId()]
-			for _, gm := range g.GetMembers() {
-				if port, ok := memberPort[gm.GetMemberId()]; ok {
-					r.members = append(r.members, weighted{memberID: gm.GetMemberId(), port: port, weight: gm.GetWeight()})
-				}
-			}
-			slices.SortFunc(r.members, func(a, b weighted) int { return cmp.Compare(a.memberID, b.memberID) })
-		}
-		f.routes = append(f.routes, r) // a route with no usable member drops, like a member whose action is drop
-	}
-	slices.SortFunc(f.routes, func(a, b lpmRoute) int { return cmp.Compare(b.prefix.Bits(), a.prefix.Bits()) })
-	srcID := s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Src)
-	pdstID := s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Dst)
-	sportID := s.MatchFieldID(p4.TableFlowPin, p4.FieldUDPSrcPort)
-	for _, e := range st.entries[s.TableID(p4.TableFlowPin)] {
-		var k models.FlowKey
-		for _, m := range e.GetMatch() {
-			switch m.GetFieldId() {
-			case srcID:
-				k.Src = addrFromBytes(m.GetExact().GetValue())
-			case pdstID:
-				k.Dst = addrFromBytes(m.GetExact().GetValue())
-			case sportID:
-				k.SrcPort = uint16(bytesToUint(m.GetExact().GetValue()))
-			}
-		}
-		f.pins[k] = uint32(paramValue(e.GetAction().GetAction(), portParamPin.GetId()))
-	}
-	return f
+	return !f.switches[l.A.Switch].down.Load() && !f.switches[l.B.Switch].down.Load()
 }
 
-// FlowHash is the selector hash fabricsim uses, documented so that results
-// can be reproduced: CRC-32 (IEEE) over the switch's seed (its device ID, 4
-// bytes big-endian), IPv4 source, IPv4 destination, protocol (17), UDP
-// source port and UDP destination port, all big-endian. The member is the
-// hash modulo the sum of weights, walking members in member-ID order.
-func FlowHash(seed uint32, src, dst netip.Addr, srcPort uint16) uint32 {
-	var b [4 + 4 + 4 + 1 + 2 + 2]byte
-	binary.BigEndian.PutUint32(b[0:], seed)
-	s4, d4 := src.As4(), dst.As4()
-	copy(b[4:], s4[:])
-	copy(b[8:], d4[:])
-	b[12] = 17
-	binary.BigEndian.PutUint16(b[13:], srcPort)
-	binary.BigEndian.PutUint16(b[15:], RoCEv2UDPPort)
-	return crc32.ChecksumIEEE(b[:])
-}
-
-// lookup returns the egress port for a flow, or 0 when the tables drop it.
-func (f fib) lookup(spec FlowSpec) uint32 {
-	if port, ok := f.pins[models.FlowKey{Src: spec.Src, Dst: spec.Dst, SrcPort: spec.SrcPort}]; ok {
-		return port
-	}
-	for _, r := range f.routes {
-		if !r.prefix.Contains(spec.Dst) {
-			continue
-		}
-		if len(r.members) == 0 {
-			return 0
-		}
-		total := int64(0)
-		for _, m := range r.members {
-			total += int64(m.weight)
-		}
-		pick := int64(FlowHash(f.seed, spec.Src, spec.Dst, spec.SrcPort)) % total
-		for _, m := range r.members {
-			if pick < int64(m.weight) {
-				return m.port
-			}
-			pick -= int64(m.weight)
-		}
-	}
-	return 0
-}
-
-// trace follows a flow hop by hop through the compiled tables.
-func (f *Fabric) traceLocked(fibs map[models.SwitchID]fib, spec FlowSpec) (hops []Hop, drop string, resources []string) {
+// traceLocked follows a flow hop by hop through the compiled tables.
+func (f *Fabric) traceLocked(spec FlowSpec) (hops []Hop, drop, detail string, resources []string) {
 	src, err := f.snap.HostByIP(spec.Src)
 	if err != nil {
-		return nil, "unknown source host", nil
+		return nil, DropNoHost, "unknown source " + spec.Src.String(), nil
 	}
 	dst, err := f.snap.HostByIP(spec.Dst)
 	if err != nil {
-		return nil, "unknown destination host", nil
+		return nil, DropNoHost, "unknown destination " + spec.Dst.String(), nil
 	}
 	resources = append(resources, "nic-tx:"+src.Name)
 	at := src.Attach
+	if f.adminDown[at] {
+		return nil, DropLinkDown, fmt.Sprintf("host port %s disabled", at), resources
+	}
 	for len(hops) < maxHops {
 		if f.switches[at.Switch].down.Load() {
-			return hops, "switch " + string(at.Switch) + " down", resources
+			return hops, DropSwitch, "switch " + string(at.Switch) + " down", resources
 		}
-		out := fibs[at.Switch].lookup(spec)
+		out, pinned := f.fibs[at.Switch].lookup(spec)
 		if out == 0 {
-			return append(hops, Hop{Switch: at.Switch, InPort: at.Port}), "no route at " + string(at.Switch), resources
+			return append(hops, Hop{Switch: at.Switch, InPort: at.Port}), DropNoRoute, "no route at " + string(at.Switch), resources
 		}
-		hops = append(hops, Hop{Switch: at.Switch, InPort: at.Port, OutPort: out})
+		hops = append(hops, Hop{Switch: at.Switch, InPort: at.Port, OutPort: out, Pinned: pinned})
 		egress := models.Endpoint{Switch: at.Switch, Port: out}
 		if h, ok := f.snap.HostAt(egress); ok {
-			if h.Name != dst.Name {
-				return hops, fmt.Sprintf("delivered to the wrong host %s", h.Name), resources
+			if f.adminDown[egress] {
+				return hops, DropLinkDown, fmt.Sprintf("host port %s disabled", egress), resources
 			}
-			return hops, "", append(resources, "nic-rx:"+dst.Name)
+			if h.Name != dst.Name {
+				return hops, DropWrongHost, fmt.Sprintf("delivered to %s instead of %s", h.Name, dst.Name), resources
+			}
+			return hops, "", "", append(resources, "nic-rx:"+dst.Name)
 		}
 		l, ok := f.snap.LinkAt(egress)
 		if !ok {
-			return hops, fmt.Sprintf("port %s is not connected", egress), resources
+			return hops, DropNoRoute, fmt.Sprintf("port %s is not connected", egress), resources
 		}
-		if f.linkDown[l.ID()] {
-			return hops, fmt.Sprintf("link %s down", l.ID()), resources
+		if !f.linkUpLocked(l) {
+			return hops, DropLinkDown, fmt.Sprintf("link %s down", l.ID()), resources
 		}
 		resources = append(resources, "link:"+egress.String())
 		if l.A == egress {
@@ -256,7 +153,7 @@ func (f *Fabric) traceLocked(fibs map[models.SwitchID]fib, spec FlowSpec) (hops 
 			at = l.A
 		}
 	}
-	return hops, "TTL expired (forwarding loop)", resources
+	return hops, DropTTL, "TTL expired after " + fmt.Sprint(maxHops) + " hops (forwarding loop)", resources
 }
 
 // capacityGbps of a resource named by traceLocked.
@@ -274,116 +171,113 @@ func (f *Fabric) capacityGbps(res string) float64 {
 	}
 }
 
-// maxMinFair assigns delivered flows their max-min fair rates (progressive
-// filling): all flows grow together; a flow stops growing when it reaches
-// its demand or when a resource it uses is full.
-func maxMinFair(flows []*flowState, capacity func(string) float64) {
-	remaining := map[string]float64{}
-	users := map[string][]*flowState{}
-	active := map[*flowState]bool{}
-	for _, fl := range flows {
-		fl.RateGbps = 0
-		if !fl.Delivered || fl.Spec.DemandGbps <= 0 {
-			continue
-		}
-		active[fl] = true
-		for _, r := range fl.resources {
-			if _, ok := remaining[r]; !ok {
-				remaining[r] = capacity(r)
-			}
-			users[r] = append(users[r], fl)
-		}
+// offeredGbps is what a flow's sender puts on the wire before congestion
+// control: its demand, capped by its NIC.
+func (f *Fabric) offeredGbps(spec FlowSpec) float64 {
+	src, err := f.snap.HostByIP(spec.Src)
+	if err != nil {
+		return 0
 	}
-	const eps = 1e-9
-	for len(active) > 0 {
-		inc := math.Inf(1)
-		for r, us := range users {
-			n := 0
-			for _, u := range us {
-				if active[u] {
-					n++
-				}
-			}
-			if n > 0 {
-				inc = min(inc, remaining[r]/float64(n))
-			}
-		}
-		for fl := range active {
-			inc = min(inc, fl.Spec.DemandGbps-fl.RateGbps)
-		}
-		if math.IsInf(inc, 1) {
-			break
-		}
-		for fl := range active {
-			fl.RateGbps += inc
-			for _, r := range fl.resources {
-				remaining[r] -= inc
-			}
-		}
-		for fl := range active {
-			if fl.Spec.DemandGbps-fl.RateGbps <= eps {
-				delete(active, fl)
-				continue
-			}
-			for _, r := range fl.resources {
-				if remaining[r] <= eps {
-					delete(active, fl)
-					break
-				}
-			}
-		}
-	}
+	return min(spec.DemandGbps, src.NICGbps)
 }
 
-// recomputeLocked re-traces every flow and reassigns rates and per-port rates.
+// recomputeLocked brings forwarding and rates up to date. Only switches
+// whose tables changed are recompiled, and only flows that are new or pass
+// through a changed switch are traced again (all of them after a link or
+// switch state change); rates are then shared out afresh.
 func (f *Fabric) recomputeLocked() {
-	fibs := make(map[models.SwitchID]fib, len(f.order))
+	changed := f.takeDirty()
+	if !changed.any() {
+		return
+	}
+	start := time.Now()
 	for _, sw := range f.order {
-		sw.mu.Lock()
-		fibs[sw.name] = sw.compileFIBLocked()
-		sw.mu.Unlock()
+		if changed.all || changed.switches[sw.name] || f.fibs[sw.name] == nil {
+			sw.mu.Lock()
+			fb := sw.compileFIBLocked()
+			sw.mu.Unlock()
+			f.fibs[sw.name] = &fb
+		}
 	}
 	all := make([]*flowState, 0, len(f.flows))
+	retraced := 0
 	for _, fl := range f.flows {
-		fl.Hops, fl.Drop, fl.resources = f.traceLocked(fibs, fl.Spec)
-		fl.Delivered = fl.Drop == ""
+		if changed.all || fl.resources == nil && fl.Drop == "" || passes(fl.Hops, changed.switches) {
+			fl.Hops, fl.Drop, fl.DropAt, fl.resources = f.traceLocked(fl.Spec)
+			fl.Delivered = fl.Drop == ""
+			retraced++
+		}
 		all = append(all, fl)
 	}
 	maxMinFair(all, f.capacityGbps)
-	for e := range f.portRate {
-		delete(f.portRate, e)
+	clear(f.portRate)
+	for sw := range f.pinRate {
+		clear(f.pinRate[sw])
 	}
-	rate := func(e models.Endpoint) *portRates {
-		r := f.portRate[e]
-		if r == nil {
-			r = &portRates{}
-			f.portRate[e] = r
-		}
-		return r
-	}
+	offered := map[models.Endpoint]float64{}
 	for _, fl := range all {
-		bps := fl.RateGbps * 1e9
 		if !fl.Delivered {
-			if len(fl.Hops) > 0 {
-				last := fl.Hops[len(fl.Hops)-1]
-				rate(models.Endpoint{Switch: last.Switch, Port: last.InPort}).dropBps += fl.Spec.DemandGbps * 1e9
+			// A dropped flow is counted where it dies at its offered rate;
+			// it is not modelled as using capacity before that point.
+			bps := f.offeredGbps(fl.Spec) * 1e9
+			if len(fl.Hops) == 0 {
+				continue
+			}
+			last := fl.Hops[len(fl.Hops)-1]
+			if fl.Drop == DropLinkDown && last.OutPort != 0 {
+				r := f.rate(models.Endpoint{Switch: last.Switch, Port: last.OutPort})
+				r.outDiscardBps += bps
+				r.dropBps[fl.Drop] += bps
+			} else {
+				r := f.rate(models.Endpoint{Switch: last.Switch, Port: last.InPort})
+				r.inDiscardBps += bps
+				r.dropBps[fl.Drop] += bps
 			}
 			continue
 		}
+		bps := fl.RateGbps * 1e9
 		for _, h := range fl.Hops {
-			rate(models.Endpoint{Switch: h.Switch, Port: h.InPort}).inBps += bps
-			rate(models.Endpoint{Switch: h.Switch, Port: h.OutPort}).outBps += bps
+			f.rate(models.Endpoint{Switch: h.Switch, Port: h.InPort}).inBps += bps
+			out := models.Endpoint{Switch: h.Switch, Port: h.OutPort}
+			f.rate(out).outBps += bps
+			offered[out] += f.offeredGbps(fl.Spec) * 1e9
+			if h.Pinned {
+				if f.pinRate[h.Switch] == nil {
+					f.pinRate[h.Switch] = map[models.FlowKey]float64{}
+				}
+				f.pinRate[h.Switch][fl.Spec.Key()] += bps
+			}
 		}
 	}
+	// ECN: where more is offered than the port can send, the switch marks
+	// the excess fraction of what it sends (DCQCN's steady state keeps the
+	// queue at the marking threshold).
+	for e, o := range offered {
+		capacity := f.snap.PortGbps(e) * 1e9
+		if o > capacity && capacity > 0 {
+			r := f.rate(e)
+			r.ecnBps = r.outBps * (o - capacity) / o
+		}
+	}
+	f.stats.recomputes++
+	f.stats.lastRecompute = time.Since(start)
+	f.stats.lastRetraced = retraced
 }
 
-// tick advances counters to now, recomputes forwarding if anything changed,
-// and publishes counters over gNMI.
-func (f *Fabric) tick(now time.Time) {
-	f.mu.Lock()
+func passes(hops []Hop, switches map[models.SwitchID]bool) bool {
+	for _, h := range hops {
+		if switches[h.Switch] {
+			return true
+		}
+	}
+	return false
+}
+
+// advanceLocked moves every counter forward to now at the current rates.
+func (f *Fabric) advanceLocked(now time.Time) {
 	dt := now.Sub(f.last).Seconds()
-	if dt < 0 {
-		dt = 0
+	if dt <= 0 {
+		return
 	}
 	f.last = now
 	for e, r := range f.portRate {
@@ -393,11 +287,32 @@ func (f *Fabric) tick(now time.Time) {
 		}
 		c.inOctets += r.inBps * dt / 8
 		c.outOctets += r.outBps * dt / 8
-		c.dropOctets += r.dropBps * dt / 8
+		c.ecnOctets += r.ecnBps * dt / 8
+		c.inDiscardOctets += r.inDiscardBps * dt / 8
+		c.outDiscardOctets += r.outDiscardBps * dt / 8
+		for reason, bps := range r.dropBps {
+			if c.drops == nil {
+				c.drops = map[string]float64{}
+			}
+			c.drops[reason] += bps * dt / 8
+		}
 	}
-	if f.dirty.Swap(false) {
-		f.recomputeLocked()
+	for sw, rates := range f.pinRate {
+		for k, bps := range rates {
+			if f.pinOctets[sw] == nil {
+				f.pinOctets[sw] = map[models.FlowKey]float64{}
+			}
+			f.pinOctets[sw][k] += bps * dt / 8
+		}
 	}
+}
+
+// tick advances counters to now, recomputes forwarding if anything changed,
+// and publishes counters over gNMI.
+func (f *Fabric) tick(now time.Time) {
+	f.mu.Lock()
+	f.advanceLocked(now)
+	f.recomputeLocked()
 	type pub struct {
 		port uint32
 		c    portCounters
@@ -405,13 +320,12 @@ func (f *Fabric) tick(now time.Time) {
 	}
 	snapshot := map[*Switch][]pub{}
 	for _, sw := range f.order {
+		if sw.down.Load() {
+			continue // a switch that is down publishes nothing
+		}
 		for _, port := range f.snap.Ports(sw.name) {
 			e := models.Endpoint{Switch: sw.name, Port: port}
-			up := !sw.down.Load()
-			if l, ok := f.snap.LinkAt(e); ok && f.linkDown[l.ID()] {
-				up = false
-			}
-			snapshot[sw] = append(snapshot[sw], pub{port: port, c: *f.counters[e], up: up})
+			snapshot[sw] = append(snapshot[sw], pub{port: port, c: *f.counters[e], up: f.operUpLocked(e)})
 		}
 	}
 	f.mu.Unlock()
@@ -422,8 +336,19 @@ func (f *Fabric) tick(now time.Time) {
 				f.log.Warn("publish counters", "switch", sw.name, "err", err)
 			}
 		}
-		sw.gnmi.sync()
 	}
+}
+
+// operUpLocked is a port's oper-status: up if enabled and whatever is
+// plugged into it works.
+func (f *Fabric) operUpLocked(e models.Endpoint) bool {
+	if f.adminDown[e] || f.switches[e.Switch].down.Load() {
+		return false
+	}
+	if l, ok := f.snap.LinkAt(e); ok {
+		return f.linkUpLocked(l)
+	}
+	return true
 }
 
 // readCounters answers P4Runtime reads of the per-port counters.
@@ -439,6 +364,7 @@ func (sw *Switch) readCounters(s *p4.Schema, q *p4v1.CounterEntry) ([]*p4v1.Enti
 	f := sw.fabric
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.advanceLocked(time.Now())
 	var out []*p4v1.Entity
 	for _, id := range ids {
 		for _, port := range f.snap.Ports(sw.name) {
@@ -458,4 +384,14 @@ func (sw *Switch) readCounters(s *p4.Schema, q *p4v1.CounterEntry) ([]*p4v1.Enti
 		}
 	}
 	return out, nil
+}
+
+// pinCounter is the direct counter of one flow-pin entry.
+func (sw *Switch) pinCounter(k models.FlowKey) *p4v1.CounterData {
+	f := sw.fabric
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.advanceLocked(time.Now())
+	octets := f.pinOctets[sw.name][k]
+	return &p4v1.CounterData{ByteCount: int64(octets), PacketCount: int64(octets / packetBytes)}
 }

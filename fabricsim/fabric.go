@@ -69,15 +69,62 @@ type Fabric struct {
 	switches map[models.SwitchID]*Switch
 	order    []*Switch
 
-	dirty atomic.Bool // tables, flows or links changed since the last recompute
+	dirtyMu sync.Mutex // guards dirty; taken alone, or inside mu or a switch's mu
+	dirty   changes
 
-	mu       sync.Mutex // guards the dataplane state below
-	flows    map[uint64]*flowState
-	nextFlow uint64
-	linkDown map[models.LinkID]bool
-	counters map[models.Endpoint]*portCounters
-	portRate map[models.Endpoint]*portRates
-	last     time.Time
+	mu        sync.Mutex // guards the dataplane state below
+	flows     map[uint64]*flowState
+	nextFlow  uint64
+	workloads map[string]*workload
+	nextWork  uint64
+	linkFault map[models.LinkID]bool   // injected link failures
+	adminDown map[models.Endpoint]bool // interfaces disabled over gNMI
+	fibs      map[models.SwitchID]*fib // compiled tables
+	counters  map[models.Endpoint]*portCounters
+	portRate  map[models.Endpoint]*portRates
+	pinRate   map[models.SwitchID]map[models.FlowKey]float64 // bits/s through each flow-pin entry
+	pinOctets map[models.SwitchID]map[models.FlowKey]float64
+	faultLog  []FaultRecord
+	stats     dataplaneStats
+	last      time.Time
+}
+
+// changes are what the next recompute must look at.
+type changes struct {
+	all      bool // links or switch states changed: trace every flow
+	flows    bool // flows were added or removed
+	switches map[models.SwitchID]bool
+}
+
+func (c changes) any() bool { return c.all || c.flows || len(c.switches) > 0 }
+
+type dataplaneStats struct {
+	recomputes    int
+	lastRecompute time.Duration
+	lastRetraced  int
+}
+
+// markDirty records a change for the next recompute. Callers may hold a
+// switch's mu or the fabric's mu.
+func (f *Fabric) markDirty(sw models.SwitchID, all, flows bool) {
+	f.dirtyMu.Lock()
+	defer f.dirtyMu.Unlock()
+	if f.dirty.switches == nil {
+		f.dirty.switches = map[models.SwitchID]bool{}
+	}
+	if sw != "" {
+		f.dirty.switches[sw] = true
+	}
+	f.dirty.all = f.dirty.all || all
+	f.dirty.flows = f.dirty.flows || flows
+}
+
+func (f *Fabric) takeDirty() changes {
+	f.dirtyMu.Lock()
+	defer f.dirtyMu.Unlock()
+	c := f.dirty
+	f.dirty = changes{}
+	return c
 }
 
 // New creates the fabric's switches and binds their listeners, so addresses
@@ -97,13 +144,18 @@ func New(opts Options) (*Fabric, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	f := &Fabric{
-		log:      opts.Logger,
-		interval: opts.CounterInterval,
-		switches: map[models.SwitchID]*Switch{},
-		flows:    map[uint64]*flowState{},
-		linkDown: map[models.LinkID]bool{},
-		counters: map[models.Endpoint]*portCounters{},
-		portRate: map[models.Endpoint]*portRates{},
+		log:       opts.Logger,
+		interval:  opts.CounterInterval,
+		switches:  map[models.SwitchID]*Switch{},
+		flows:     map[uint64]*flowState{},
+		workloads: map[string]*workload{},
+		linkFault: map[models.LinkID]bool{},
+		adminDown: map[models.Endpoint]bool{},
+		fibs:      map[models.SwitchID]*fib{},
+		counters:  map[models.Endpoint]*portCounters{},
+		portRate:  map[models.Endpoint]*portRates{},
+		pinRate:   map[models.SwitchID]map[models.FlowKey]float64{},
+		pinOctets: map[models.SwitchID]map[models.FlowKey]float64{},
 	}
 	spec := snap.Spec()
 	for i, s := range spec.Switches {
@@ -120,10 +172,7 @@ func New(opts Options) (*Fabric, error) {
 			streams:  map[*stream]struct{}{},
 			kill:     make(chan struct{}),
 		}
-		if sw.gnmi, err = newGNMIServer(sw); err != nil {
-			f.closeListeners()
-			return nil, fmt.Errorf("fabricsim: gnmi for %s: %w", s.Name, err)
-		}
+		sw.gnmi = newGNMIServer(sw, opts.CounterInterval)
 		sw.grpc = grpc.NewServer()
 		p4v1.RegisterP4RuntimeServer(sw.grpc, &p4rtServer{sw: sw})
 		gnmipb.RegisterGNMIServer(sw.grpc, sw.gnmi)
@@ -167,7 +216,7 @@ func (f *Fabric) Run(ctx context.Context) error {
 	f.mu.Lock()
 	f.last = time.Now()
 	f.mu.Unlock()
-	f.dirty.Store(true)
+	f.markDirty("", true, true)
 	f.tick(time.Now())
 	ticker := time.NewTicker(f.interval)
 	defer ticker.Stop()
@@ -185,13 +234,7 @@ loop:
 		}
 	}
 	for _, sw := range f.order {
-		sw.mu.Lock()
-		select {
-		case <-sw.kill:
-		default:
-			close(sw.kill)
-		}
-		sw.mu.Unlock()
+		sw.dropStreams()
 		sw.grpc.Stop()
 	}
 	wg.Wait()
@@ -226,6 +269,22 @@ func (sw *Switch) WriteStats() (rpcs, updates int64) {
 // SetWriteDelay makes every Write wait d before it is processed.
 func (sw *Switch) SetWriteDelay(d time.Duration) { sw.faults.writeDelayNanos.Store(int64(d)) }
 
-func (sw *Switch) tablesChanged() { sw.fabric.dirty.Store(true) }
+func (sw *Switch) tablesChanged() { sw.fabric.markDirty(sw.name, false, false) }
 
 func newTimer(nanos int64) *time.Timer { return time.NewTimer(time.Duration(nanos)) }
+
+// dropStreams ends every open StreamChannel (and gNMI Subscribe) of the
+// switch, as a gRPC disconnect or a reboot does.
+func (sw *Switch) dropStreams() {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	close(sw.kill)
+	sw.kill = make(chan struct{})
+}
+
+// killed returns the channel that closes when the switch drops its streams.
+func (sw *Switch) killed() <-chan struct{} {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.kill
+}

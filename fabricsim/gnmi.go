@@ -2,99 +2,100 @@ package fabricsim
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/openconfig/gnmi/cache"
 	"github.com/openconfig/gnmi/ctree"
+	"github.com/openconfig/gnmi/match"
 	gpath "github.com/openconfig/gnmi/path"
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
 	"github.com/openconfig/gnmi/subscribe"
+	"github.com/openconfig/ygot/ytypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/models/oc"
 )
 
-// gnmiServer serves one switch's OpenConfig interface state. Subscribe comes
-// from the gnmi module's subscribe server over a cache that the dataplane
-// refreshes every counter interval; Get answers from the same cache.
+// gnmiServer serves one switch's OpenConfig interfaces. State lives in a
+// gnmi cache (one target: the switch), refreshed every counter interval with
+// the leaves whose values changed; the cache's match index turns those
+// changes into ON_CHANGE updates. Subscribe is implemented here rather than
+// with the gnmi module's subscribe server, which streams every cache update
+// regardless of mode and ignores sample_interval and heartbeats.
 type gnmiServer struct {
-	*subscribe.Server
-	sw    *Switch
-	cache *cache.Cache
+	gnmipb.UnimplementedGNMIServer
+	sw        *Switch
+	cache     *cache.Cache
+	match     *match.Match
+	minSample time.Duration
+
+	mu        sync.Mutex
+	published map[string]string // leaf path → last published value
+	config    map[uint32]ifConfig
 }
 
-func newGNMIServer(sw *Switch) (*gnmiServer, error) {
-	c := cache.New([]string{string(sw.name)})
-	sub, err := subscribe.NewServer(c)
-	if err != nil {
-		return nil, err
+// ifConfig is an interface's configuration, settable over gNMI.
+type ifConfig struct {
+	Enabled     bool
+	MTU         uint16
+	Description string
+}
+
+func defaultConfig() ifConfig { return ifConfig{Enabled: true, MTU: 9100} }
+
+func newGNMIServer(sw *Switch, minSample time.Duration) *gnmiServer {
+	g := &gnmiServer{
+		sw:        sw,
+		cache:     cache.New([]string{string(sw.name)}),
+		match:     match.New(),
+		minSample: minSample,
+		published: map[string]string{},
+		config:    map[uint32]ifConfig{},
 	}
-	c.SetClient(sub.Update)
-	return &gnmiServer{Server: sub, sw: sw, cache: c}, nil
+	g.cache.SetClient(func(l *ctree.Leaf) {
+		if n, ok := l.Value().(*gnmipb.Notification); ok {
+			subscribe.UpdateNotification(g.match, l, n, gpath.ToStrings(n.GetPrefix(), true))
+		}
+	})
+	return g
+}
+
+func (g *gnmiServer) ifConfig(port uint32) ifConfig {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c, ok := g.config[port]; ok {
+		return c
+	}
+	return defaultConfig()
 }
 
 func (g *gnmiServer) Capabilities(context.Context, *gnmipb.CapabilityRequest) (*gnmipb.CapabilityResponse, error) {
 	return &gnmipb.CapabilityResponse{
 		SupportedModels: []*gnmipb.ModelData{
-			{Name: "openconfig-interfaces", Organization: "OpenConfig working group", Version: "3.0.0"},
+			{Name: "openconfig-interfaces", Organization: "OpenConfig working group", Version: "2.0.0"},
+			{Name: "openconfig-if-ethernet", Organization: "OpenConfig working group", Version: "2.0.0"},
 		},
-		SupportedEncodings: []gnmipb.Encoding{gnmipb.Encoding_JSON, gnmipb.Encoding_PROTO},
+		SupportedEncodings: []gnmipb.Encoding{gnmipb.Encoding_JSON, gnmipb.Encoding_JSON_IETF, gnmipb.Encoding_PROTO},
 		GNMIVersion:        "0.10.0",
 	}, nil
 }
 
-func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
-	if g.sw.down.Load() {
-		return status.Error(codes.Unavailable, "switch is down")
-	}
-	return g.Server.Subscribe(stream)
-}
-
-func (g *gnmiServer) Get(_ context.Context, req *gnmipb.GetRequest) (*gnmipb.GetResponse, error) {
-	if g.sw.down.Load() {
-		return nil, status.Error(codes.Unavailable, "switch is down")
-	}
-	if req.GetEncoding() != gnmipb.Encoding_JSON && req.GetEncoding() != gnmipb.Encoding_PROTO && req.GetEncoding() != gnmipb.Encoding_JSON_IETF {
-		return nil, status.Errorf(codes.Unimplemented, "encoding %s is not supported", req.GetEncoding())
-	}
-	target := req.GetPrefix().GetTarget()
-	if target != "" && target != string(g.sw.name) {
-		return nil, status.Errorf(codes.NotFound, "no such target %q", target)
-	}
-	resp := &gnmipb.GetResponse{}
-	for _, p := range req.GetPath() {
-		elems, err := gpath.CompletePath(req.GetPrefix(), p)
-		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "path: %v", err)
-		}
-		found := 0
-		err = g.cache.Query(string(g.sw.name), elems, func(_ []string, l *ctree.Leaf, v any) error {
-			n, ok := v.(*gnmipb.Notification)
-			if !ok {
-				return nil
-			}
-			found++
-			resp.Notification = append(resp.Notification, proto.Clone(n).(*gnmipb.Notification))
-			return nil
-		})
-		if err != nil {
-			return nil, status.Errorf(codes.Internal, "query: %v", err)
-		}
-		if found == 0 {
-			return nil, status.Errorf(codes.NotFound, "no data at %v", elems)
-		}
-	}
-	return resp, nil
-}
-
-// interfacePath is /interfaces/interface[name=N]/state/<leaf...>.
+// interfacePath is /interfaces/interface[name=N]/<leaf...>.
 func interfacePath(name string, leaf ...string) *gnmipb.Path {
 	p := &gnmipb.Path{Elem: []*gnmipb.PathElem{
 		{Name: "interfaces"},
 		{Name: "interface", Key: map[string]string{"name": name}},
-		{Name: "state"},
 	}}
 	for _, l := range leaf {
 		p.Elem = append(p.Elem, &gnmipb.PathElem{Name: l})
@@ -106,25 +107,61 @@ func uintVal(v uint64) *gnmipb.TypedValue {
 	return &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: v}}
 }
 
-// publish pushes one port's counters and status into the cache, which
-// forwards them to STREAM subscribers.
-func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, up bool) error {
-	oper := "UP"
-	if !up {
-		oper = "DOWN"
+func strVal(s string) *gnmipb.TypedValue {
+	return &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: s}}
+}
+
+func boolVal(b bool) *gnmipb.TypedValue {
+	return &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: b}}
+}
+
+func upDown(up bool) string {
+	if up {
+		return "UP"
 	}
+	return "DOWN"
+}
+
+// publish refreshes one port's leaves in the cache; only changed values are
+// written, so each cache update is a change.
+func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool) error {
+	cfg := g.ifConfig(port)
 	name := models.InterfaceName(port)
-	n := &gnmipb.Notification{
-		Timestamp: ts,
-		Prefix:    &gnmipb.Path{Target: string(g.sw.name)},
-		Update: []*gnmipb.Update{
-			{Path: interfacePath(name, "counters", "in-octets"), Val: uintVal(uint64(c.inOctets))},
-			{Path: interfacePath(name, "counters", "out-octets"), Val: uintVal(uint64(c.outOctets))},
-			{Path: interfacePath(name, "counters", "in-pkts"), Val: uintVal(uint64(c.inOctets / packetBytes))},
-			{Path: interfacePath(name, "counters", "out-pkts"), Val: uintVal(uint64(c.outOctets / packetBytes))},
-			{Path: interfacePath(name, "counters", "out-discards"), Val: uintVal(uint64(c.dropOctets / packetBytes))},
-			{Path: interfacePath(name, "oper-status"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: oper}}},
-		},
+	leaves := []struct {
+		path []string
+		val  *gnmipb.TypedValue
+	}{
+		{[]string{"state", "counters", "in-octets"}, uintVal(uint64(c.inOctets))},
+		{[]string{"state", "counters", "out-octets"}, uintVal(uint64(c.outOctets))},
+		{[]string{"state", "counters", "in-unicast-pkts"}, uintVal(uint64(c.inOctets / packetBytes))},
+		{[]string{"state", "counters", "out-unicast-pkts"}, uintVal(uint64(c.outOctets / packetBytes))},
+		{[]string{"state", "counters", "in-discards"}, uintVal(uint64(c.inDiscardOctets / packetBytes))},
+		{[]string{"state", "counters", "out-discards"}, uintVal(uint64(c.outDiscardOctets / packetBytes))},
+		{[]string{"state", "oper-status"}, strVal(upDown(operUp))},
+		{[]string{"state", "admin-status"}, strVal(upDown(cfg.Enabled))},
+		{[]string{"state", "name"}, strVal(name)},
+		{[]string{"state", "enabled"}, boolVal(cfg.Enabled)},
+		{[]string{"state", "mtu"}, uintVal(uint64(cfg.MTU))},
+		{[]string{"state", "description"}, strVal(cfg.Description)},
+		{[]string{"config", "name"}, strVal(name)},
+		{[]string{"config", "enabled"}, boolVal(cfg.Enabled)},
+		{[]string{"config", "mtu"}, uintVal(uint64(cfg.MTU))},
+		{[]string{"config", "description"}, strVal(cfg.Description)},
+	}
+	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)}}
+	g.mu.Lock()
+	for _, l := range leaves {
+		key := name + "/" + strings.Join(l.path, "/")
+		v := l.val.String()
+		if g.published[key] == v {
+			continue
+		}
+		g.published[key] = v
+		n.Update = append(n.Update, &gnmipb.Update{Path: interfacePath(name, l.path...), Val: l.val})
+	}
+	g.mu.Unlock()
+	if len(n.Update) == 0 {
+		return nil
 	}
 	if err := g.cache.GnmiUpdate(n); err != nil {
 		return fmt.Errorf("gnmi cache update for %s %s: %w", g.sw.name, name, err)
@@ -132,4 +169,539 @@ func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, up bool) err
 	return nil
 }
 
-func (g *gnmiServer) sync() { g.cache.Sync(string(g.sw.name)) }
+// query collects the cached notifications under a path (wildcards allowed).
+func (g *gnmiServer) query(elems []string) ([]*gnmipb.Notification, error) {
+	var out []*gnmipb.Notification
+	err := g.cache.Query(string(g.sw.name), elems, func(_ []string, _ *ctree.Leaf, v any) error {
+		if n, ok := v.(*gnmipb.Notification); ok {
+			out = append(out, n)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// encode converts a cached (PROTO-typed) notification to the requested encoding.
+func encode(n *gnmipb.Notification, enc gnmipb.Encoding) *gnmipb.Notification {
+	n = proto.Clone(n).(*gnmipb.Notification)
+	if enc != gnmipb.Encoding_JSON && enc != gnmipb.Encoding_JSON_IETF {
+		return n
+	}
+	for _, u := range n.Update {
+		var v any
+		switch x := u.GetVal().GetValue().(type) {
+		case *gnmipb.TypedValue_UintVal:
+			if enc == gnmipb.Encoding_JSON_IETF {
+				v = strconv.FormatUint(x.UintVal, 10) // RFC 7951: 64-bit integers are strings
+			} else {
+				v = x.UintVal
+			}
+		case *gnmipb.TypedValue_StringVal:
+			v = x.StringVal
+		case *gnmipb.TypedValue_BoolVal:
+			v = x.BoolVal
+		default:
+			continue
+		}
+		b, _ := json.Marshal(v)
+		if enc == gnmipb.Encoding_JSON_IETF {
+			u.Val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: b}}
+		} else {
+			u.Val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonVal{JsonVal: b}}
+		}
+	}
+	return n
+}
+
+func checkEncoding(enc gnmipb.Encoding) error {
+	switch enc {
+	case gnmipb.Encoding_JSON, gnmipb.Encoding_JSON_IETF, gnmipb.Encoding_PROTO:
+		return nil
+	}
+	return status.Errorf(codes.Unimplemented, "encoding %s is not supported (JSON, JSON_IETF, PROTO are)", enc)
+}
+
+func (g *gnmiServer) checkTarget(prefix *gnmipb.Path) error {
+	if t := prefix.GetTarget(); t != "" && t != string(g.sw.name) {
+		return status.Errorf(codes.NotFound, "no such target %q (this is %s)", t, g.sw.name)
+	}
+	return nil
+}
+
+func (g *gnmiServer) Get(_ context.Context, req *gnmipb.GetRequest) (*gnmipb.GetResponse, error) {
+	if g.sw.down.Load() {
+		return nil, status.Error(codes.Unavailable, "switch is down")
+	}
+	if err := checkEncoding(req.GetEncoding()); err != nil {
+		return nil, err
+	}
+	if err := g.checkTarget(req.GetPrefix()); err != nil {
+		return nil, err
+	}
+	resp := &gnmipb.GetResponse{}
+	for _, p := range req.GetPath() {
+		elems, err := gpath.CompletePath(req.GetPrefix(), p)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "path: %v", err)
+		}
+		ns, err := g.query(elems)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "query: %v", err)
+		}
+		found := 0
+		for _, n := range ns {
+			if !wantDataType(n, req.GetType()) {
+				continue
+			}
+			found++
+			resp.Notification = append(resp.Notification, encode(n, req.GetEncoding()))
+		}
+		if found == 0 {
+			return nil, status.Errorf(codes.NotFound, "no data at /%s", strings.Join(elems, "/"))
+		}
+	}
+	return resp, nil
+}
+
+// wantDataType filters Get results by their container: config or state.
+func wantDataType(n *gnmipb.Notification, t gnmipb.GetRequest_DataType) bool {
+	if t == gnmipb.GetRequest_ALL {
+		return true
+	}
+	inConfig := false
+	for _, u := range n.GetUpdate() {
+		for _, e := range u.GetPath().GetElem() {
+			if e.GetName() == "config" {
+				inConfig = true
+			}
+		}
+	}
+	if t == gnmipb.GetRequest_CONFIG {
+		return inConfig
+	}
+	return !inConfig // STATE and OPERATIONAL
+}
+
+// validateOC checks a path and value against the ygot-generated OpenConfig
+// schema, as a real target would before accepting or serving it.
+func validateOC(p *gnmipb.Path, v *gnmipb.TypedValue) error {
+	return ytypes.SetNode(oc.SchemaTree["Device"], &oc.Device{}, p, v, &ytypes.InitMissingElements{})
+}
+
+// Set changes interface configuration: /interfaces/interface[name=N]/config/
+// {enabled,mtu,description}, or the config container as JSON. The request
+// is applied whole or not at all; disabling an interface takes its link down.
+func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.SetResponse, error) {
+	if g.sw.down.Load() {
+		return nil, status.Error(codes.Unavailable, "switch is down")
+	}
+	if err := g.checkTarget(req.GetPrefix()); err != nil {
+		return nil, err
+	}
+	ports := map[string]uint32{}
+	for _, p := range g.sw.fabric.snap.Ports(g.sw.name) {
+		ports[models.InterfaceName(p)] = p
+	}
+	g.mu.Lock()
+	staged := map[uint32]ifConfig{}
+	for k, v := range g.config {
+		staged[k] = v
+	}
+	g.mu.Unlock()
+	get := func(port uint32) ifConfig {
+		if c, ok := staged[port]; ok {
+			return c
+		}
+		return defaultConfig()
+	}
+	resp := &gnmipb.SetResponse{Prefix: req.GetPrefix()}
+	// resolve returns the port and the config leaf ("" for the container).
+	resolve := func(p *gnmipb.Path) (uint32, string, *gnmipb.Path, error) {
+		full := &gnmipb.Path{Elem: append(slices.Clone(req.GetPrefix().GetElem()), p.GetElem()...)}
+		el := full.GetElem()
+		if len(el) < 3 || el[0].GetName() != "interfaces" || el[1].GetName() != "interface" || el[2].GetName() != "config" || len(el) > 4 {
+			return 0, "", nil, status.Errorf(codes.InvalidArgument, "path %v: only /interfaces/interface[name=…]/config[/enabled|mtu|description] can be set", full)
+		}
+		port, ok := ports[el[1].GetKey()["name"]]
+		if !ok {
+			return 0, "", nil, status.Errorf(codes.NotFound, "no interface %q on %s", el[1].GetKey()["name"], g.sw.name)
+		}
+		leaf := ""
+		if len(el) == 4 {
+			leaf = el[3].GetName()
+			switch leaf {
+			case "enabled", "mtu", "description":
+			default:
+				return 0, "", nil, status.Errorf(codes.InvalidArgument, "config leaf %q cannot be set (enabled, mtu, description can)", leaf)
+			}
+		}
+		return port, leaf, full, nil
+	}
+	apply := func(p *gnmipb.Path, v *gnmipb.TypedValue, replace bool) error {
+		port, leaf, full, err := resolve(p)
+		if err != nil {
+			return err
+		}
+		if err := validateOC(full, v); err != nil {
+			return status.Errorf(codes.InvalidArgument, "%v: %v", full, err)
+		}
+		cfg := get(port)
+		if replace && leaf == "" {
+			cfg = defaultConfig()
+		}
+		dev := &oc.Device{}
+		if err := ytypes.SetNode(oc.SchemaTree["Device"], dev, full, v, &ytypes.InitMissingElements{}); err != nil {
+			return status.Errorf(codes.InvalidArgument, "%v: %v", full, err)
+		}
+		intf := dev.GetInterface(models.InterfaceName(port))
+		if intf.Enabled != nil {
+			cfg.Enabled = *intf.Enabled
+		}
+		if intf.Mtu != nil {
+			if *intf.Mtu < 68 {
+				return status.Errorf(codes.InvalidArgument, "mtu %d is below the IPv4 minimum of 68", *intf.Mtu)
+			}
+			cfg.MTU = *intf.Mtu
+		}
+		if intf.Description != nil {
+			cfg.Description = *intf.Description
+		}
+		staged[port] = cfg
+		return nil
+	}
+	for _, d := range req.GetDelete() {
+		port, leaf, _, err := resolve(d)
+		if err != nil {
+			return nil, err
+		}
+		cfg, def := get(port), defaultConfig()
+		switch leaf {
+		case "":
+			cfg = def
+		case "enabled":
+			cfg.Enabled = def.Enabled
+		case "mtu":
+			cfg.MTU = def.MTU
+		case "description":
+			cfg.Description = def.Description
+		}
+		staged[port] = cfg
+		resp.Response = append(resp.Response, &gnmipb.UpdateResult{Path: d, Op: gnmipb.UpdateResult_DELETE})
+	}
+	for _, u := range req.GetReplace() {
+		if err := apply(u.GetPath(), u.GetVal(), true); err != nil {
+			return nil, err
+		}
+		resp.Response = append(resp.Response, &gnmipb.UpdateResult{Path: u.GetPath(), Op: gnmipb.UpdateResult_REPLACE})
+	}
+	for _, u := range req.GetUpdate() {
+		if err := apply(u.GetPath(), u.GetVal(), false); err != nil {
+			return nil, err
+		}
+		resp.Response = append(resp.Response, &gnmipb.UpdateResult{Path: u.GetPath(), Op: gnmipb.UpdateResult_UPDATE})
+	}
+	// Commit: configuration, then the dataplane, then the published state.
+	g.mu.Lock()
+	g.config = staged
+	g.mu.Unlock()
+	f := g.sw.fabric
+	f.mu.Lock()
+	for port, cfg := range staged {
+		e := models.Endpoint{Switch: g.sw.name, Port: port}
+		if cfg.Enabled {
+			delete(f.adminDown, e)
+		} else {
+			f.adminDown[e] = true
+		}
+	}
+	f.markDirty("", true, false)
+	f.mu.Unlock()
+	f.tick(time.Now())
+	resp.Timestamp = time.Now().UnixNano()
+	return resp, nil
+}
+
+// subscriber is one Subscribe RPC.
+type subscriber struct {
+	g      *gnmiServer
+	list   *gnmipb.SubscriptionList
+	out    chan *gnmipb.SubscribeResponse
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// send queues a response; a subscriber that cannot keep up is disconnected
+// rather than allowed to stall the switch.
+func (s *subscriber) send(r *gnmipb.SubscribeResponse) {
+	select {
+	case s.out <- r:
+	case <-s.ctx.Done():
+	default:
+		s.cancel()
+	}
+}
+
+func (s *subscriber) sendNotifications(ns []*gnmipb.Notification) {
+	for _, n := range ns {
+		s.send(&gnmipb.SubscribeResponse{Response: &gnmipb.SubscribeResponse_Update{Update: encode(n, s.list.GetEncoding())}})
+	}
+}
+
+func syncResponse() *gnmipb.SubscribeResponse {
+	return &gnmipb.SubscribeResponse{Response: &gnmipb.SubscribeResponse_SyncResponse{SyncResponse: true}}
+}
+
+// onChange is a match client: it forwards cache changes under its path.
+type onChange struct{ s *subscriber }
+
+func (c onChange) Update(v any) {
+	if l, ok := v.(*ctree.Leaf); ok {
+		if n, ok := l.Value().(*gnmipb.Notification); ok {
+			c.s.sendNotifications([]*gnmipb.Notification{n})
+		}
+	}
+}
+
+func (s *subscriber) snapshot(sub *gnmipb.Subscription) ([]*gnmipb.Notification, error) {
+	elems, err := gpath.CompletePath(s.list.GetPrefix(), sub.GetPath())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "path: %v", err)
+	}
+	return s.g.query(elems)
+}
+
+func (s *subscriber) snapshotAll() error {
+	for _, sub := range s.list.GetSubscription() {
+		ns, err := s.snapshot(sub)
+		if err != nil {
+			return err
+		}
+		s.sendNotifications(ns)
+	}
+	return nil
+}
+
+// isCounterPath tells TARGET_DEFINED what a path is: counters are sampled,
+// everything else (status, config) is sent on change.
+func isCounterPath(p *gnmipb.Path) bool {
+	for _, e := range p.GetElem() {
+		if e.GetName() == "counters" || strings.HasSuffix(e.GetName(), "-octets") || strings.HasSuffix(e.GetName(), "-pkts") || strings.HasSuffix(e.GetName(), "-discards") {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
+	if g.sw.down.Load() {
+		return status.Error(codes.Unavailable, "switch is down")
+	}
+	req, err := stream.Recv()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return err
+	}
+	list := req.GetSubscribe()
+	if list == nil {
+		return status.Error(codes.InvalidArgument, "the first request must be a SubscriptionList")
+	}
+	if err := g.checkTarget(list.GetPrefix()); err != nil {
+		return err
+	}
+	if err := checkEncoding(list.GetEncoding()); err != nil {
+		return err
+	}
+	if len(list.GetSubscription()) == 0 {
+		return status.Error(codes.InvalidArgument, "no subscriptions")
+	}
+	queries := make([][]string, len(list.GetSubscription()))
+	for i, sub := range list.GetSubscription() {
+		elems, err := gpath.CompletePath(list.GetPrefix(), sub.GetPath())
+		if err != nil {
+			return status.Errorf(codes.InvalidArgument, "subscription %d: path: %v", i, err)
+		}
+		queries[i] = append([]string{string(g.sw.name)}, elems...)
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	kill := g.sw.killed()
+	s := &subscriber{g: g, list: list, out: make(chan *gnmipb.SubscribeResponse, 65536), ctx: ctx, cancel: cancel}
+	sendErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				sendErr <- nil
+				return
+			case <-kill:
+				cancel()
+			case r, ok := <-s.out:
+				if !ok {
+					sendErr <- nil
+					return
+				}
+				if err := stream.Send(r); err != nil {
+					cancel()
+					sendErr <- err
+					return
+				}
+			}
+		}
+	})
+	finish := func(err error) error {
+		if err == nil {
+			close(s.out) // the sender drains what is queued, then stops
+			if e := <-sendErr; e != nil {
+				return e
+			}
+			return nil
+		}
+		cancel()
+		return err
+	}
+
+	switch list.GetMode() {
+	case gnmipb.SubscriptionList_ONCE:
+		if err := s.snapshotAll(); err != nil {
+			return finish(err)
+		}
+		s.send(syncResponse())
+		return finish(nil)
+
+	case gnmipb.SubscriptionList_POLL:
+		if err := s.snapshotAll(); err != nil {
+			return finish(err)
+		}
+		s.send(syncResponse())
+		for {
+			req, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return finish(nil)
+			}
+			if err != nil {
+				return finish(err)
+			}
+			if req.GetPoll() == nil {
+				return finish(status.Error(codes.InvalidArgument, "a POLL subscription takes only Poll requests"))
+			}
+			if err := s.snapshotAll(); err != nil {
+				return finish(err)
+			}
+			s.send(syncResponse())
+		}
+
+	case gnmipb.SubscriptionList_STREAM:
+		type sampler struct {
+			sub       *gnmipb.Subscription
+			interval  time.Duration
+			heartbeat time.Duration
+			suppress  bool
+		}
+		var samplers []sampler
+		for i, sub := range list.GetSubscription() {
+			mode := sub.GetMode()
+			if mode == gnmipb.SubscriptionMode_TARGET_DEFINED {
+				mode = gnmipb.SubscriptionMode_ON_CHANGE
+				if isCounterPath(sub.GetPath()) {
+					mode = gnmipb.SubscriptionMode_SAMPLE
+				}
+			}
+			hb := time.Duration(sub.GetHeartbeatInterval())
+			if hb != 0 && hb < time.Millisecond {
+				return finish(status.Errorf(codes.InvalidArgument, "heartbeat_interval %s is below 1ms", hb))
+			}
+			switch mode {
+			case gnmipb.SubscriptionMode_ON_CHANGE:
+				remove := g.match.AddQuery(queries[i], onChange{s})
+				defer remove()
+				if hb > 0 {
+					samplers = append(samplers, sampler{sub: sub, interval: hb})
+				}
+			case gnmipb.SubscriptionMode_SAMPLE:
+				iv := time.Duration(sub.GetSampleInterval())
+				if iv == 0 {
+					iv = g.minSample
+				}
+				if iv < time.Millisecond {
+					return finish(status.Errorf(codes.InvalidArgument, "sample_interval %s is below the 1ms this target supports", iv))
+				}
+				samplers = append(samplers, sampler{sub: sub, interval: iv, heartbeat: hb, suppress: sub.GetSuppressRedundant()})
+			default:
+				return finish(status.Errorf(codes.InvalidArgument, "subscription mode %s is not supported", sub.GetMode()))
+			}
+		}
+		if !list.GetUpdatesOnly() {
+			if err := s.snapshotAll(); err != nil {
+				return finish(err)
+			}
+		}
+		s.send(syncResponse())
+		for _, sm := range samplers {
+			wg.Go(func() { s.sample(sm.sub, sm.interval, sm.heartbeat, sm.suppress) })
+		}
+		go func() {
+			// Clients send nothing more on a STREAM subscription; a
+			// receive error means they went away.
+			for {
+				if _, err := stream.Recv(); err != nil {
+					if !errors.Is(err, io.EOF) {
+						cancel()
+					}
+					return
+				}
+			}
+		}()
+		<-ctx.Done()
+		if err := <-sendErr; err != nil {
+			return err
+		}
+		if stream.Context().Err() == nil {
+			return status.Error(codes.Unavailable, "stream closed by the switch")
+		}
+		return nil
+	}
+	return finish(status.Errorf(codes.InvalidArgument, "subscription list mode %s is not supported", list.GetMode()))
+}
+
+// sample sends a subscription's values every interval. With suppress, only
+// values that changed since they were last sent go out, unless a heartbeat
+// is due.
+func (s *subscriber) sample(sub *gnmipb.Subscription, interval, heartbeat time.Duration, suppress bool) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	last := map[string]string{}
+	lastBeat := time.Now()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ns, err := s.snapshot(sub)
+		if err != nil {
+			s.cancel()
+			return
+		}
+		beat := heartbeat > 0 && time.Since(lastBeat) >= heartbeat
+		if beat {
+			lastBeat = time.Now()
+		}
+		var send []*gnmipb.Notification
+		for _, n := range ns {
+			if suppress && !beat && len(n.GetUpdate()) == 1 {
+				key := gpath.ToStrings(n.GetUpdate()[0].GetPath(), false)
+				k, v := strings.Join(key, "/"), n.GetUpdate()[0].GetVal().String()
+				if last[k] == v {
+					continue
+				}
+				last[k] = v
+			}
+			send = append(send, n)
+		}
+		s.sendNotifications(send)
+	}
+}

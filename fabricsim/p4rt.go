@@ -127,11 +127,12 @@ func (s *p4rtServer) StreamChannel(ss p4v1.P4Runtime_StreamChannelServer) error 
 		}
 		sw.mu.Unlock()
 	}()
+	kill := sw.killed()
 	go func() {
-		// Switch-down and server shutdown end the stream.
+		// Switch-down, injected disconnects and shutdown end the stream.
 		select {
 		case <-ctx.Done():
-		case <-sw.kill:
+		case <-kill:
 			cancel()
 		}
 	}()
@@ -170,7 +171,9 @@ func (s *p4rtServer) StreamChannel(ss p4v1.P4Runtime_StreamChannelServer) error 
 				return err
 			}
 		case *p4v1.StreamMessageRequest_Packet:
-			sw.packetOuts.Add(1)
+			if err := sw.packetOut(st, u.Packet); err != nil {
+				sw.streamError(st, err, &p4v1.StreamOtherError{})
+			}
 		default:
 			// Digest acks and others: nothing to do in this pipeline.
 		}
@@ -261,6 +264,16 @@ func (s *p4rtServer) SetForwardingPipelineConfig(_ context.Context, req *p4v1.Se
 			return &p4v1.SetForwardingPipelineConfigResponse{}, nil
 		}
 		sw.commitLocked(cfg, schema)
+		return &p4v1.SetForwardingPipelineConfigResponse{}, nil
+	case p4v1.SetForwardingPipelineConfigRequest_RECONCILE_AND_COMMIT:
+		schema, err := verify()
+		if err != nil {
+			return nil, err
+		}
+		cfg := proto.Clone(req.GetConfig()).(*p4v1.ForwardingPipelineConfig)
+		if err := sw.reconcileLocked(cfg, schema); err != nil {
+			return nil, err
+		}
 		return &p4v1.SetForwardingPipelineConfigResponse{}, nil
 	case p4v1.SetForwardingPipelineConfigRequest_COMMIT:
 		if sw.saved == nil {
@@ -383,6 +396,9 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 	}
 	var out []*p4v1.Entity
 	var counterQueries []*p4v1.CounterEntry
+	var directQueries, withCounters []*p4v1.TableEntry
+	var pinSchema *p4.Schema
+	var pinTable uint32
 	var schema *p4.Schema
 	err := func() error {
 		sw.mu.Lock()
@@ -390,12 +406,19 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 		if sw.config == nil {
 			return status.Error(codes.FailedPrecondition, "no forwarding pipeline is set")
 		}
+		pinSchema = sw.store.schema
+		pinTable = pinSchema.TableID(p4.TableFlowPin)
 		for _, e := range req.GetEntities() {
 			var got []*p4v1.Entity
 			var err error
 			switch x := e.GetEntity().(type) {
 			case *p4v1.Entity_TableEntry:
 				got, err = sw.store.readTable(x.TableEntry)
+				if err == nil && x.TableEntry.GetCounterData() != nil {
+					for _, e := range got {
+						withCounters = append(withCounters, e.GetTableEntry())
+					}
+				}
 			case *p4v1.Entity_ActionProfileMember:
 				got, err = sw.store.readMembers(x.ActionProfileMember)
 			case *p4v1.Entity_ActionProfileGroup:
@@ -405,6 +428,25 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 				// before a switch's; read them after releasing sw.mu.
 				counterQueries = append(counterQueries, x.CounterEntry)
 				schema = sw.store.schema
+			case *p4v1.Entity_DirectCounterEntry:
+				q := x.DirectCounterEntry.GetTableEntry()
+				if q == nil {
+					err = errf(codes.InvalidArgument, "a direct counter read names its table entry")
+					break
+				}
+				if q.GetTableId() == 0 {
+					q = &p4v1.TableEntry{TableId: sw.store.schema.TableID(p4.TableFlowPin)}
+				}
+				if t, _ := sw.store.schema.TableByID(q.GetTableId()); len(t.GetDirectResourceIds()) == 0 {
+					err = errf(codes.InvalidArgument, "table %d has no direct counter", q.GetTableId())
+					break
+				}
+				var entries []*p4v1.Entity
+				if entries, err = sw.store.readTable(q); err == nil {
+					for _, e := range entries {
+						directQueries = append(directQueries, e.GetTableEntry())
+					}
+				}
 			default:
 				err = errf(codes.Unimplemented, "reading %T is not supported", x)
 			}
@@ -421,6 +463,16 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 	}()
 	if err != nil {
 		return err
+	}
+	for _, e := range withCounters {
+		if e.GetTableId() == pinTable {
+			e.CounterData = sw.pinCounter(flowKey(pinSchema, e))
+		}
+	}
+	for _, e := range directQueries {
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
+			TableEntry: e, Data: sw.pinCounter(flowKey(pinSchema, e)),
+		}}})
 	}
 	for _, q := range counterQueries {
 		got, err := sw.readCounters(schema, q)

@@ -1,0 +1,176 @@
+package fabricsim
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// Fault kinds.
+const (
+	FaultLinkDown   = "link-down"
+	FaultLinkUp     = "link-up"
+	FaultSwitchDown = "switch-down"
+	FaultSwitchUp   = "switch-up"
+	FaultDisconnect = "disconnect"  // drop the switch's gRPC streams; state is kept
+	FaultWriteError = "write-error" // fail every Write with Code until cleared with code "OK"
+	FaultSlowWrites = "slow-writes" // delay every Write by DelayMS (0 clears)
+)
+
+// FaultSpec is a fault to inject.
+type FaultSpec struct {
+	Kind string `json:"kind"`
+	// Target is a link ("leaf1:9<->spine1:1", either order) or a switch name.
+	Target  string `json:"target"`
+	Code    string `json:"code,omitempty"`     // write-error: a gRPC code name, e.g. UNAVAILABLE, RESOURCE_EXHAUSTED
+	DelayMS int    `json:"delay_ms,omitempty"` // slow-writes
+}
+
+// FaultRecord is an injected fault and when.
+type FaultRecord struct {
+	FaultSpec
+	At time.Time `json:"at"`
+}
+
+// ActiveFaults is the fabric's current fault state.
+type ActiveFaults struct {
+	LinksDown    []models.LinkID            `json:"links_down"`
+	SwitchesDown []models.SwitchID          `json:"switches_down"`
+	WriteErrors  map[models.SwitchID]string `json:"write_errors"`
+	SlowWritesMS map[models.SwitchID]int64  `json:"slow_writes_ms"`
+	Disabled     []string                   `json:"disabled_interfaces"` // switch:port set down over gNMI
+	History      []FaultRecord              `json:"history"`
+}
+
+func parseLinkID(s string) (models.LinkID, error) {
+	a, b, ok := strings.Cut(s, "<->")
+	if !ok {
+		return "", fmt.Errorf("%w: link %q: want \"switch:port<->switch:port\"", models.ErrInvalid, s)
+	}
+	ea, err := models.ParseEndpoint(a)
+	if err != nil {
+		return "", err
+	}
+	eb, err := models.ParseEndpoint(b)
+	if err != nil {
+		return "", err
+	}
+	return models.Link{A: ea, B: eb}.ID(), nil
+}
+
+func codeByName(name string) (codes.Code, error) {
+	if name == "" {
+		return codes.OK, nil
+	}
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if strings.EqualFold(strings.ReplaceAll(c.String(), "_", ""), strings.ReplaceAll(name, "_", "")) {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown gRPC code %q", models.ErrInvalid, name)
+}
+
+// InjectFault applies a fault.
+func (f *Fabric) InjectFault(spec FaultSpec) error {
+	switch spec.Kind {
+	case FaultLinkDown, FaultLinkUp:
+		id, err := parseLinkID(spec.Target)
+		if err != nil {
+			return err
+		}
+		if err := f.SetLinkUp(id, spec.Kind == FaultLinkUp); err != nil {
+			return err
+		}
+	case FaultSwitchDown, FaultSwitchUp, FaultDisconnect, FaultWriteError, FaultSlowWrites:
+		sw := f.switches[models.SwitchID(spec.Target)]
+		if sw == nil {
+			return fmt.Errorf("switch %q: %w", spec.Target, ErrUnknown)
+		}
+		switch spec.Kind {
+		case FaultSwitchDown:
+			f.setSwitchDown(sw)
+		case FaultSwitchUp:
+			f.setSwitchUp(sw)
+		case FaultDisconnect:
+			sw.dropStreams()
+		case FaultWriteError:
+			c, err := codeByName(spec.Code)
+			if err != nil {
+				return err
+			}
+			sw.faults.writeError.Store(int32(c))
+		case FaultSlowWrites:
+			if spec.DelayMS < 0 || spec.DelayMS > 60000 {
+				return fmt.Errorf("%w: delay_ms must be 0-60000", models.ErrInvalid)
+			}
+			sw.SetWriteDelay(time.Duration(spec.DelayMS) * time.Millisecond)
+		}
+	default:
+		return fmt.Errorf("%w: fault kind %q: want link-down, link-up, switch-down, switch-up, disconnect, write-error or slow-writes", models.ErrInvalid, spec.Kind)
+	}
+	f.mu.Lock()
+	f.faultLog = append(f.faultLog, FaultRecord{FaultSpec: spec, At: time.Now()})
+	if len(f.faultLog) > 1000 {
+		f.faultLog = f.faultLog[len(f.faultLog)-1000:]
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// setSwitchDown powers a switch off: its streams drop, its RPCs fail with
+// UNAVAILABLE, its links go down.
+func (f *Fabric) setSwitchDown(sw *Switch) {
+	sw.down.Store(true)
+	sw.dropStreams()
+	f.markDirty(sw.name, true, false)
+}
+
+// setSwitchUp boots a switch: like a real reboot it comes back with no
+// pipeline, empty tables and zeroed counters.
+func (f *Fabric) setSwitchUp(sw *Switch) {
+	sw.mu.Lock()
+	sw.config, sw.store, sw.saved, sw.savedSchema = nil, nil, nil, nil
+	sw.mu.Unlock()
+	f.mu.Lock()
+	for _, port := range f.snap.Ports(sw.name) {
+		f.counters[models.Endpoint{Switch: sw.name, Port: port}] = &portCounters{}
+	}
+	delete(f.pinOctets, sw.name)
+	f.mu.Unlock()
+	sw.down.Store(false)
+	f.markDirty(sw.name, true, false)
+}
+
+// Faults reports the current fault state and recent injections.
+func (f *Fabric) Faults() ActiveFaults {
+	out := ActiveFaults{WriteErrors: map[models.SwitchID]string{}, SlowWritesMS: map[models.SwitchID]int64{}}
+	for _, sw := range f.order {
+		if sw.down.Load() {
+			out.SwitchesDown = append(out.SwitchesDown, sw.name)
+		}
+		if c := codes.Code(sw.faults.writeError.Load()); c != codes.OK {
+			out.WriteErrors[sw.name] = c.String()
+		}
+		if d := sw.faults.writeDelayNanos.Load(); d > 0 {
+			out.SlowWritesMS[sw.name] = time.Duration(d).Milliseconds()
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.snap.Links() {
+		if f.linkFault[l.ID()] {
+			out.LinksDown = append(out.LinksDown, l.ID())
+		}
+	}
+	for e, down := range f.adminDown {
+		if down {
+			out.Disabled = append(out.Disabled, e.String())
+		}
+	}
+	out.History = append([]FaultRecord(nil), f.faultLog...)
+	return out
+}

@@ -1,0 +1,164 @@
+package fabricsim
+
+import (
+	"cmp"
+	"encoding/binary"
+	"hash/crc32"
+	"math/big"
+	"net/netip"
+	"slices"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound/p4"
+)
+
+type lpmRoute struct {
+	prefix  netip.Prefix
+	members []weighted // one entry for a plain member
+}
+
+type weighted struct {
+	memberID uint32
+	port     uint32
+	weight   int32
+}
+
+// fib is a switch's tables decoded for lookups.
+type fib struct {
+	pins   map[models.FlowKey]uint32
+	routes []lpmRoute // longest prefix first
+	seed   uint32
+}
+
+func bytesToUint(b []byte) uint64 {
+	return new(big.Int).SetBytes(b).Uint64()
+}
+
+func addrFromBytes(b []byte) netip.Addr {
+	var a [4]byte
+	v := uint32(bytesToUint(b))
+	binary.BigEndian.PutUint32(a[:], v)
+	return netip.AddrFrom4(a)
+}
+
+func paramValue(a *p4v1.Action, id uint32) uint64 {
+	for _, p := range a.GetParams() {
+		if p.GetParamId() == id {
+			return bytesToUint(p.GetValue())
+		}
+	}
+	return 0
+}
+
+// compileFIB decodes the switch's installed entries. Callers hold sw.mu.
+func (sw *Switch) compileFIBLocked() fib {
+	f := fib{pins: map[models.FlowKey]uint32{}, seed: uint32(sw.deviceID)}
+	st := sw.store
+	if st == nil {
+		return f
+	}
+	s := st.schema
+	portParamSet, _ := s.Param(p4.ActionSetEgress, p4.ParamPort)
+	portParamPin, _ := s.Param(p4.ActionPinEgress, p4.ParamPort)
+	profID := s.ProfileID(p4.ProfileECMP)
+	memberPort := map[uint32]uint32{}
+	for id, m := range st.members[profID] {
+		if m.GetAction().GetActionId() == s.ActionID(p4.ActionSetEgress) {
+			memberPort[id] = uint32(paramValue(m.GetAction(), portParamSet.GetId()))
+		}
+	}
+	dstID := s.MatchFieldID(p4.TableIPv4LPM, p4.FieldIPv4Dst)
+	for _, e := range st.entries[s.TableID(p4.TableIPv4LPM)] {
+		var r lpmRoute
+		for _, m := range e.GetMatch() {
+			if m.GetFieldId() == dstID {
+				r.prefix = netip.PrefixFrom(addrFromBytes(m.GetLpm().GetValue()), int(m.GetLpm().GetPrefixLen()))
+			}
+		}
+		switch {
+		case e.GetAction().GetActionProfileMemberId() != 0:
+			id := e.GetAction().GetActionProfileMemberId()
+			if port, ok := memberPort[id]; ok {
+				r.members = []weighted{{memberID: id, port: port, weight: 1}}
+			}
+		case e.GetAction().GetActionProfileGroupId() != 0:
+			g := st.groups[profID][e.GetAction().GetActionProfileGroupId()]
+			for _, gm := range g.GetMembers() {
+				if port, ok := memberPort[gm.GetMemberId()]; ok {
+					r.members = append(r.members, weighted{memberID: gm.GetMemberId(), port: port, weight: gm.GetWeight()})
+				}
+			}
+			slices.SortFunc(r.members, func(a, b weighted) int { return cmp.Compare(a.memberID, b.memberID) })
+		}
+		f.routes = append(f.routes, r) // a route with no usable member drops, like a member whose action is drop
+	}
+	slices.SortFunc(f.routes, func(a, b lpmRoute) int { return cmp.Compare(b.prefix.Bits(), a.prefix.Bits()) })
+	for _, e := range st.entries[s.TableID(p4.TableFlowPin)] {
+		f.pins[flowKey(s, e)] = uint32(paramValue(e.GetAction().GetAction(), portParamPin.GetId()))
+	}
+	return f
+}
+
+// FlowHash is the selector hash fabricsim uses, documented so that results
+// can be reproduced: CRC-32 (IEEE) over the switch's seed (its device ID, 4
+// bytes big-endian), IPv4 source, IPv4 destination, protocol (17), UDP
+// source port and UDP destination port, all big-endian. The member is the
+// hash modulo the sum of weights, walking members in member-ID order.
+func FlowHash(seed uint32, src, dst netip.Addr, srcPort uint16) uint32 {
+	var b [4 + 4 + 4 + 1 + 2 + 2]byte
+	binary.BigEndian.PutUint32(b[0:], seed)
+	s4, d4 := src.As4(), dst.As4()
+	copy(b[4:], s4[:])
+	copy(b[8:], d4[:])
+	b[12] = 17
+	binary.BigEndian.PutUint16(b[13:], srcPort)
+	binary.BigEndian.PutUint16(b[15:], RoCEv2UDPPort)
+	return crc32.ChecksumIEEE(b[:])
+}
+
+// lookup returns the egress port for a flow, or 0 when the tables drop it,
+// and whether a flow-pin entry decided.
+func (f fib) lookup(spec FlowSpec) (port uint32, pinned bool) {
+	if port, ok := f.pins[spec.Key()]; ok {
+		return port, true
+	}
+	for _, r := range f.routes {
+		if !r.prefix.Contains(spec.Dst) {
+			continue
+		}
+		if len(r.members) == 0 {
+			return 0, false
+		}
+		total := int64(0)
+		for _, m := range r.members {
+			total += int64(m.weight)
+		}
+		pick := int64(FlowHash(f.seed, spec.Src, spec.Dst, spec.SrcPort)) % total
+		for _, m := range r.members {
+			if pick < int64(m.weight) {
+				return m.port, false
+			}
+			pick -= int64(m.weight)
+		}
+	}
+	return 0, false
+}
+
+
+// flowKey decodes a flow_pin entry's match into the flow it pins.
+func flowKey(s *p4.Schema, e *p4v1.TableEntry) models.FlowKey {
+	var k models.FlowKey
+	for _, m := range e.GetMatch() {
+		switch m.GetFieldId() {
+		case s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Src):
+			k.Src = addrFromBytes(m.GetExact().GetValue())
+		case s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Dst):
+			k.Dst = addrFromBytes(m.GetExact().GetValue())
+		case s.MatchFieldID(p4.TableFlowPin, p4.FieldUDPSrcPort):
+			k.SrcPort = uint16(bytesToUint(m.GetExact().GetValue()))
+		}
+	}
+	return k
+}

@@ -399,11 +399,11 @@ func TestGNMIServesCounters(t *testing.T) {
 	if !synced || last <= first {
 		t.Fatalf("synced=%v out-octets %d → %d: counters did not advance", synced, first, last)
 	}
-	get, err := g.Get(ctx, &gnmipb.GetRequest{Prefix: &gnmipb.Path{Target: "leaf1"}, Path: []*gnmipb.Path{interfacePath("eth2", "oper-status")}})
+	get, err := g.Get(ctx, &gnmipb.GetRequest{Prefix: &gnmipb.Path{Target: "leaf1"}, Path: []*gnmipb.Path{interfacePath("eth2", "state", "oper-status")}})
 	if err != nil || len(get.GetNotification()) != 1 {
 		t.Fatalf("get oper-status: %v %v", get, err)
 	}
-	if _, err := g.Get(ctx, &gnmipb.GetRequest{Path: []*gnmipb.Path{interfacePath("eth99", "oper-status")}}); status.Code(err) != codes.NotFound {
+	if _, err := g.Get(ctx, &gnmipb.GetRequest{Path: []*gnmipb.Path{interfacePath("eth99", "state", "oper-status")}}); status.Code(err) != codes.NotFound {
 		t.Errorf("get of a missing interface: %v", err)
 	}
 }

@@ -203,6 +203,13 @@ func (f *Fabric) Topology() models.Topology { return f.snap.Spec() }
 
 // Run serves every switch and runs the dataplane until ctx ends.
 func (f *Fabric) Run(ctx context.Context) error {
+	// Publish the initial state before serving, so the first client sees
+	// every interface.
+	f.mu.Lock()
+	f.last = time.Now()
+	f.mu.Unlock()
+	f.markDirty("", true, true)
+	f.tick(time.Now())
 	var wg sync.WaitGroup
 	errs := make(chan error, len(f.order))
 	for _, sw := range f.order {
@@ -213,11 +220,6 @@ func (f *Fabric) Run(ctx context.Context) error {
 		})
 	}
 	f.log.Info("fabric up", "name", f.snap.Name(), "switches", len(f.order), "hosts", len(f.snap.Hosts()))
-	f.mu.Lock()
-	f.last = time.Now()
-	f.mu.Unlock()
-	f.markDirty("", true, true)
-	f.tick(time.Now())
 	ticker := time.NewTicker(f.interval)
 	defer ticker.Stop()
 	var runErr error

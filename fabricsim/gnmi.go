@@ -353,18 +353,18 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 		if err := ytypes.SetNode(oc.SchemaTree["Device"], dev, full, v, &ytypes.InitMissingElements{}); err != nil {
 			return status.Errorf(codes.InvalidArgument, "%v: %v", full, err)
 		}
-		intf := dev.GetInterface(models.InterfaceName(port))
-		if intf.Enabled != nil {
-			cfg.Enabled = *intf.Enabled
+		set := dev.GetInterfaces().GetInterface(models.InterfaceName(port)).GetConfig()
+		if set.Enabled != nil {
+			cfg.Enabled = *set.Enabled
 		}
-		if intf.Mtu != nil {
-			if *intf.Mtu < 68 {
-				return status.Errorf(codes.InvalidArgument, "mtu %d is below the IPv4 minimum of 68", *intf.Mtu)
+		if set.Mtu != nil {
+			if *set.Mtu < 68 {
+				return status.Errorf(codes.InvalidArgument, "mtu %d is below the IPv4 minimum of 68", *set.Mtu)
 			}
-			cfg.MTU = *intf.Mtu
+			cfg.MTU = *set.Mtu
 		}
-		if intf.Description != nil {
-			cfg.Description = *intf.Description
+		if set.Description != nil {
+			cfg.Description = *set.Description
 		}
 		staged[port] = cfg
 		return nil

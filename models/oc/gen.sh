@@ -5,7 +5,7 @@ set -e
 yang="$(go list -m -f '{{.Dir}}' github.com/openconfig/ygot)/demo/getting_started/yang"
 go run github.com/openconfig/ygot/generator@v0.36.0 \
   -path="$yang" -output_file=oc.go -package_name=oc \
-  -generate_fakeroot -fakeroot_name=device -compress_paths=true \
+  -generate_fakeroot -fakeroot_name=device -compress_paths=false \
   -shorten_enum_leaf_names -typedef_enum_with_defmod -exclude_modules=ietf-interfaces \
   -generate_getters -generate_simple_unions \
   "$yang/openconfig-interfaces.yang" "$yang/openconfig-if-ethernet.yang"

@@ -146,7 +146,6 @@ func (f fib) lookup(spec FlowSpec) (port uint32, pinned bool) {
 	return 0, false
 }
 
-
 // flowKey decodes a flow_pin entry's match into the flow it pins.
 func flowKey(s *p4.Schema, e *p4v1.TableEntry) models.FlowKey {
 	var k models.FlowKey

@@ -11,3 +11,4 @@ go run github.com/openconfig/ygot/generator@v0.36.0 \
   "$yang/openconfig-interfaces.yang" "$yang/openconfig-if-ethernet.yang"
 # The generator records the machine's paths in its header; keep them out.
 sed -i "s|$yang/|yang/|g; s|[^ ]*/genutil/names.go|github.com/openconfig/ygot/genutil|g" oc.go
+gofmt -w oc.go

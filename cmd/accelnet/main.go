@@ -76,9 +76,10 @@ func (c Config) Validate(demo bool) error {
 	}
 	if demo {
 		switch c.Workload {
-		case "permutation", "none":
+		case "none", fabricsim.PatternPermutation, fabricsim.PatternStride, fabricsim.PatternRing,
+			fabricsim.PatternAllToAll, fabricsim.PatternIncast, fabricsim.PatternMultiTenant:
 		default:
-			return fmt.Errorf("--workload %q: want permutation or none", c.Workload)
+			return fmt.Errorf("--workload %q: want none, permutation, stride, ring-allreduce, all-to-all, incast or multi-tenant", c.Workload)
 		}
 		if !(c.Gbps > 0) {
 			return errors.New("--gbps must be positive")
@@ -128,7 +129,7 @@ func newRootCommand() *cobra.Command {
 		},
 	}
 	demo.Flags().StringVar(&cfg.Topology, "topology", cfg.Topology, "fabric to emulate: a topology file, leafspine:LEAVESxHOSTSxSPINES or fattree:K")
-	demo.Flags().StringVar(&cfg.Workload, "workload", cfg.Workload, "background traffic: permutation or none")
+	demo.Flags().StringVar(&cfg.Workload, "workload", cfg.Workload, "background traffic: permutation, stride, ring-allreduce, all-to-all, incast, multi-tenant or none")
 	demo.Flags().Float64Var(&cfg.Gbps, "gbps", cfg.Gbps, "link and NIC speed for generated fabrics, and each host's offered load")
 	demo.Flags().IntVar(&cfg.QPs, "qps", cfg.QPs, "queue pairs (UDP source ports) per host pair in the workload")
 	demo.Flags().Uint64Var(&cfg.Seed, "seed", cfg.Seed, "workload random seed")
@@ -212,15 +213,13 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	g.Go(func() error { return s.Run(ctx) })
 	g.Go(func() error { return stack.ServeHTTP(ctx, srv, lis) })
 	g.Go(func() error { return announce(ctx, s, cfg, lis.Addr().String(), started, log) })
-	if demo && cfg.Workload == "permutation" {
-		specs, err := s.Fabric.Permutation(cfg.Seed, cfg.Gbps, cfg.QPs)
+	if demo && cfg.Workload != "none" {
+		id, err := s.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: cfg.Workload, Gbps: cfg.Gbps, QPsPerConnection: cfg.QPs, Seed: cfg.Seed})
 		if err != nil {
 			return err
 		}
-		if _, err := s.Fabric.AddFlows(specs); err != nil {
-			return err
-		}
-		log.Info("workload started", "kind", "permutation", "flows", len(specs), "gbps_per_host", cfg.Gbps, "qps", cfg.QPs)
+		log.Info("workload started", "id", id, "pattern", cfg.Workload, "gbps_per_host", cfg.Gbps, "qps", cfg.QPs,
+			"figures", "/sim/v1/workloads/"+id)
 	}
 	err = g.Wait()
 	log.Info("accelnet stopped", "ran_for", time.Since(started).Round(time.Millisecond))

@@ -192,7 +192,7 @@ func (f *Fabric) recomputeLocked() {
 	}
 	start := time.Now()
 	for _, sw := range f.order {
-		if changed.all || changed.switches[sw.name] || f.fibs[sw.name] == nil {
+		if changed.switches[sw.name] || f.fibs[sw.name] == nil {
 			sw.mu.Lock()
 			fb := sw.compileFIBLocked()
 			sw.mu.Unlock()

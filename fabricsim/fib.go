@@ -30,6 +30,23 @@ type fib struct {
 	pins   map[models.FlowKey]uint32
 	routes []lpmRoute // longest prefix first
 	seed   uint32
+	// byPrefix indexes routes for longest-prefix match: one map probe per
+	// prefix length in use, longest first.
+	byPrefix map[netip.Prefix]int
+	lengths  []int
+}
+
+// index builds byPrefix and lengths from routes.
+func (f *fib) index() {
+	f.byPrefix = make(map[netip.Prefix]int, len(f.routes))
+	f.lengths = f.lengths[:0]
+	for i, r := range f.routes {
+		f.byPrefix[r.prefix] = i
+		if !slices.Contains(f.lengths, r.prefix.Bits()) {
+			f.lengths = append(f.lengths, r.prefix.Bits())
+		}
+	}
+	slices.SortFunc(f.lengths, func(a, b int) int { return cmp.Compare(b, a) })
 }
 
 func bytesToUint(b []byte) uint64 {
@@ -95,6 +112,7 @@ func (sw *Switch) compileFIBLocked() fib {
 		f.routes = append(f.routes, r) // a route with no usable member drops, like a member whose action is drop
 	}
 	slices.SortFunc(f.routes, func(a, b lpmRoute) int { return cmp.Compare(b.prefix.Bits(), a.prefix.Bits()) })
+	f.index()
 	for _, e := range st.entries[s.TableID(p4.TableFlowPin)] {
 		f.pins[flowKey(s, e)] = uint32(paramValue(e.GetAction().GetAction(), portParamPin.GetId()))
 	}
@@ -136,10 +154,15 @@ func (f fib) lookup(spec FlowSpec) (port uint32, pinned bool) {
 	if port, ok := f.pins[spec.Key()]; ok {
 		return port, true
 	}
-	for _, r := range f.routes {
-		if !r.prefix.Contains(spec.Dst) {
+	if f.byPrefix == nil {
+		f.index()
+	}
+	for _, bits := range f.lengths {
+		i, ok := f.byPrefix[netip.PrefixFrom(spec.Dst, bits).Masked()]
+		if !ok {
 			continue
 		}
+		r := f.routes[i]
 		if len(r.members) == 0 {
 			return 0, false
 		}

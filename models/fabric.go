@@ -129,7 +129,7 @@ type Endpoint struct {
 	Port   uint32   `json:"port"`
 }
 
-func (e Endpoint) String() string { return fmt.Sprintf("%s:%d", e.Switch, e.Port) }
+func (e Endpoint) String() string { return string(e.Switch) + ":" + strconv.FormatUint(uint64(e.Port), 10) }
 
 // Validate checks the port is a usable front-panel port.
 func (e Endpoint) Validate() error {

@@ -147,7 +147,10 @@ func (f *Fabric) setSwitchUp(sw *Switch) {
 
 // Faults reports the current fault state and recent injections.
 func (f *Fabric) Faults() ActiveFaults {
-	out := ActiveFaults{WriteErrors: map[models.SwitchID]string{}, SlowWritesMS: map[models.SwitchID]int64{}}
+	out := ActiveFaults{
+		LinksDown: []models.LinkID{}, SwitchesDown: []models.SwitchID{}, Disabled: []string{},
+		WriteErrors: map[models.SwitchID]string{}, SlowWritesMS: map[models.SwitchID]int64{},
+	}
 	for _, sw := range f.order {
 		if sw.down.Load() {
 			out.SwitchesDown = append(out.SwitchesDown, sw.name)

@@ -276,3 +276,23 @@ func TestExternalEtcd(t *testing.T) {
 		t.Fatalf("stored topology: %d switches, %v", len(stored.Switches), err)
 	}
 }
+
+// TestSwitchRestartIsReprogrammed: a switch that reboots comes back with no
+// pipeline and empty tables; its broken stream makes the controller
+// reconnect, push the pipeline and reprogram it.
+func TestSwitchRestartIsReprogrammed(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	want := h.Switch("leaf1").Entries("Ingress.ipv4_lpm")
+	for _, kind := range []string{fabricsim.FaultSwitchDown, fabricsim.FaultSwitchUp} {
+		if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: kind, Target: "leaf1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := h.Switch("leaf1").Entries("Ingress.ipv4_lpm"); got != 0 {
+		t.Fatalf("a rebooted switch kept %d routes", got)
+	}
+	h.Eventually(t, 20*time.Second, "leaf1 reprogrammed after its restart", func() bool {
+		return h.Switch("leaf1").Entries("Ingress.ipv4_lpm") == want
+	})
+}

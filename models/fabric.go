@@ -129,7 +129,9 @@ type Endpoint struct {
 	Port   uint32   `json:"port"`
 }
 
-func (e Endpoint) String() string { return string(e.Switch) + ":" + strconv.FormatUint(uint64(e.Port), 10) }
+func (e Endpoint) String() string {
+	return string(e.Switch) + ":" + strconv.FormatUint(uint64(e.Port), 10)
+}
 
 // Validate checks the port is a usable front-panel port.
 func (e Endpoint) Validate() error {

@@ -685,3 +685,46 @@ func TestInteropGNMICLI(t *testing.T) {
 		t.Errorf("description after gnmi_cli set: %q", got)
 	}
 }
+
+func TestDisconnectAndSlowWrites(t *testing.T) {
+	topo, _ := topology.LeafSpine(1, 2, 1, 100)
+	f := run(t, topo)
+	sw := f.Switch("leaf1")
+	c, s := primary(t, sw)
+	if err := c.write(1, member(s, 1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// A disconnect drops the stream but keeps the switch's state.
+	if err := f.InjectFault(FaultSpec{Kind: FaultDisconnect, Target: "leaf1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.stream.Recv(); err == nil {
+		t.Fatal("stream survived a disconnect")
+	}
+	c2 := dial(t, sw)
+	if got := c2.arbitrate(t, 1); got != code.Code_OK {
+		t.Fatalf("reconnect: %s", got)
+	}
+	if got := sw.memberCount(s); got != 1 {
+		t.Fatalf("disconnect lost state: %d members", got)
+	}
+	// Slow writes: a client whose deadline is shorter than the delay times out.
+	if err := f.InjectFault(FaultSpec{Kind: FaultSlowWrites, Target: "leaf1", DelayMS: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := c2.Write(ctx, &p4v1.WriteRequest{DeviceId: c2.device, ElectionId: &p4v1.Uint128{Low: 1}, Updates: []*p4v1.Update{member(s, 2, 2)}})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("write to a slow switch with a short deadline: %v", err)
+	}
+	if got := f.Faults().SlowWritesMS["leaf1"]; got != 2000 {
+		t.Errorf("slow writes reported as %d ms", got)
+	}
+	if err := f.InjectFault(FaultSpec{Kind: FaultSlowWrites, Target: "leaf1", DelayMS: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.write(1, member(s, 2, 2)); err != nil {
+		t.Fatalf("after clearing slow writes: %v", err)
+	}
+}

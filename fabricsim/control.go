@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/southbound/p4"
 )
 
@@ -123,20 +124,19 @@ func (f *Fabric) SetLinkUp(id models.LinkID, up bool) error {
 // starting them: every host sends demandGbps to a distinct host on another
 // leaf, over qps flows (queue pairs, each its own UDP source port).
 func (f *Fabric) Permutation(seed uint64, demandGbps float64, qps int) ([]FlowSpec, error) {
-	hosts := f.snap.Hosts()
 	if qps < 1 {
 		qps = 1
 	}
+	cols, err := pathcalc.Traffic(f.snap, pathcalc.TrafficSpec{Pattern: pathcalc.PatternPermutation, Seed: seed})
+	if err != nil {
+		return nil, err
+	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	perm := derangementAcrossLeaves(hosts, rng)
 	var specs []FlowSpec
-	for i, j := range perm {
-		if j < 0 {
-			continue
-		}
+	for _, conn := range cols[0].Conns {
 		for range qps {
 			specs = append(specs, FlowSpec{
-				Src: hosts[i].IP, Dst: hosts[j].IP,
+				Src: conn.Src.IP, Dst: conn.Dst.IP,
 				SrcPort:    uint16(49152 + rng.IntN(16384)),
 				DestQP:     uint32(rng.IntN(1 << 24)),
 				DemandGbps: demandGbps / float64(qps),

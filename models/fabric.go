@@ -219,6 +219,9 @@ type Host struct {
 	IP      netip.Addr `json:"ip"`
 	Attach  Endpoint   `json:"attach"`
 	NICGbps float64    `json:"nic_gbps"`
+	// Rail is the GPU's local rank in a rail-optimized fabric (1-based;
+	// 0 when the fabric has no rails). Collectives run one ring per rail.
+	Rail int `json:"rail,omitempty"`
 }
 
 // Validate checks the host on its own.
@@ -234,6 +237,9 @@ func (h Host) Validate() error {
 	}
 	if !(h.NICGbps > 0) || h.NICGbps > 1e6 {
 		return invalidf("host %s: nic_gbps must be in (0, 1e6], got %v", h.Name, h.NICGbps)
+	}
+	if h.Rail < 0 {
+		return invalidf("host %s: rail must not be negative", h.Name)
 	}
 	return nil
 }

@@ -172,9 +172,22 @@ func Traffic(snap *topology.Snapshot, spec TrafficSpec) ([]Collective, error) {
 	return nil, fmt.Errorf("%w: pattern %q", models.ErrInvalid, spec.Pattern)
 }
 
-// hostsByRail returns, for rail r, the r-th host (in port order) of every
-// leaf, leaves in fabric order.
+// hostsByRail returns the hosts of each rail: by their Rail in a
+// rail-optimized fabric; otherwise rail r is the r-th host (in port order)
+// of every leaf, leaves in fabric order.
 func hostsByRail(hosts []models.Host, leaves []models.SwitchID) [][]models.Host {
+	if slices.ContainsFunc(hosts, func(h models.Host) bool { return h.Rail > 0 }) {
+		var rails [][]models.Host
+		for _, h := range hosts {
+			for len(rails) < h.Rail {
+				rails = append(rails, nil)
+			}
+			if h.Rail > 0 {
+				rails[h.Rail-1] = append(rails[h.Rail-1], h)
+			}
+		}
+		return rails
+	}
 	onLeaf := map[models.SwitchID][]models.Host{}
 	for _, h := range hosts {
 		onLeaf[h.Attach.Switch] = append(onLeaf[h.Attach.Switch], h)

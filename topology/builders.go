@@ -3,6 +3,8 @@ package topology
 import (
 	"fmt"
 	"net/netip"
+	"strconv"
+	"strings"
 
 	"github.com/accelnet/accelnet/models"
 )
@@ -126,6 +128,37 @@ func FatTree(k int, gbps float64) (models.Topology, error) {
 				})
 			}
 		}
+	}
+	return t, t.Validate()
+}
+
+// RailOptimized builds a rail-optimized two-tier fabric: servers with rails
+// GPUs each; GPU r of every server attaches to rail leaf r (port = server
+// number), and every rail leaf connects to every spine. Host s<S>-g<R> has
+// Rail R. Leaf r's hosts are in leaf r's /24.
+func RailOptimized(servers, rails, spines int, gbps float64) (models.Topology, error) {
+	t, err := LeafSpine(spines, rails, servers, gbps)
+	if err != nil {
+		return t, err
+	}
+	t.Name = fmt.Sprintf("rail-%dx%dx%d", servers, rails, spines)
+	for i := range t.Switches {
+		if t.Switches[i].Role == models.RoleLeaf {
+			t.Switches[i].Name = models.SwitchID(strings.Replace(string(t.Switches[i].Name), "leaf", "rail", 1))
+		}
+	}
+	rename := func(e *models.Endpoint) {
+		e.Switch = models.SwitchID(strings.Replace(string(e.Switch), "leaf", "rail", 1))
+	}
+	for i := range t.Links {
+		rename(&t.Links[i].A)
+	}
+	for i := range t.Hosts {
+		h := &t.Hosts[i]
+		rail, _ := strconv.Atoi(strings.TrimPrefix(string(h.Attach.Switch), "leaf"))
+		h.Name = fmt.Sprintf("s%d-g%d", h.Attach.Port, rail)
+		h.Rail = rail
+		rename(&h.Attach)
 	}
 	return t, t.Validate()
 }

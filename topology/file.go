@@ -319,7 +319,7 @@ func parseLink(n *yaml.Node, where string, defaultGbps float64) (models.Link, er
 
 func parseHost(n *yaml.Node, where string, defaultGbps float64) (models.Host, error) {
 	h := models.Host{NICGbps: defaultGbps}
-	m, err := mapping(n, where, "name", "ip", "attach", "gbps")
+	m, err := mapping(n, where, "name", "ip", "attach", "gbps", "rail")
 	if err != nil {
 		return h, err
 	}
@@ -352,6 +352,15 @@ func parseHost(n *yaml.Node, where string, defaultGbps float64) (models.Host, er
 	}
 	if h.NICGbps == 0 {
 		return h, fileErr(n, where+".gbps", "no NIC speed given and no defaults.nic_gbps")
+	}
+	if v := m["rail"]; v != nil {
+		s, err := scalar(v, where+".rail")
+		if err != nil {
+			return h, err
+		}
+		if h.Rail, err = strconv.Atoi(s); err != nil {
+			return h, fileErr(v, where+".rail", "%q is not an integer", s)
+		}
 	}
 	if err := h.Validate(); err != nil {
 		return h, &FileError{Line: n.Line, Field: where, Err: err}
@@ -388,7 +397,11 @@ func Format(t models.Topology) []byte {
 	}
 	b.WriteString("hosts:\n")
 	for _, h := range t.Hosts {
-		fmt.Fprintf(&b, "  - {name: %s, ip: %s, attach: \"%s\", gbps: %s}\n", h.Name, h.IP, h.Attach, strconv.FormatFloat(h.NICGbps, 'g', -1, 64))
+		rail := ""
+		if h.Rail > 0 {
+			rail = fmt.Sprintf(", rail: %d", h.Rail)
+		}
+		fmt.Fprintf(&b, "  - {name: %s, ip: %s, attach: \"%s\", gbps: %s%s}\n", h.Name, h.IP, h.Attach, strconv.FormatFloat(h.NICGbps, 'g', -1, 64), rail)
 	}
 	return b.Bytes()
 }
@@ -396,9 +409,11 @@ func Format(t models.Topology) []byte {
 // ErrBadSpec is returned by ParseSpec for builder strings it cannot read.
 var ErrBadSpec = errors.New("topology: bad fabric spec")
 
-// ParseSpec builds a fabric from a short spec: "leafspine:LEAVESxHOSTSxSPINES[@GBPS]"
-// (leaves × hosts per leaf × spines, the order pathcalc's evaluator uses) or
-// "fattree:K[@GBPS]"; the default speed is 400 Gb/s.
+// ParseSpec builds a fabric from a short spec, every link at GBPS (default
+// 400): "leafspine:LEAVESxHOSTSxSPINES[@GBPS]" (leaves × hosts per leaf ×
+// spines, the order pathcalc's evaluator uses), "oversub:…" (the same with
+// more hosts than spines), "fattree:K[@GBPS]" or
+// "rail:SERVERSxRAILSxSPINES[@GBPS]" (rail-optimized).
 func ParseSpec(spec string) (models.Topology, error) {
 	kind, rest, ok := strings.Cut(spec, ":")
 	if !ok {
@@ -423,17 +438,28 @@ func ParseSpec(spec string) (models.Topology, error) {
 	switch {
 	case kind == "leafspine" && len(nums) == 3:
 		return LeafSpine(nums[2], nums[0], nums[1], gbps)
+	case kind == "oversub" && len(nums) == 3:
+		if nums[1] <= nums[2] {
+			return models.Topology{}, fmt.Errorf("%w: %q: an oversubscribed leaf-spine has more hosts than spines per leaf", ErrBadSpec, spec)
+		}
+		t, err := LeafSpine(nums[2], nums[0], nums[1], gbps)
+		t.Name = fmt.Sprintf("oversub-%dx%dx%d", nums[0], nums[1], nums[2])
+		return t, err
 	case kind == "fattree" && len(nums) == 1:
 		return FatTree(nums[0], gbps)
+	case kind == "rail" && len(nums) == 3:
+		return RailOptimized(nums[0], nums[1], nums[2], gbps)
 	}
-	return models.Topology{}, fmt.Errorf("%w: %q: want leafspine:LEAVESxHOSTSxSPINES or fattree:K", ErrBadSpec, spec)
+	return models.Topology{}, fmt.Errorf("%w: %q: want leafspine:LEAVESxHOSTSxSPINES, oversub:LEAVESxHOSTSxSPINES, fattree:K or rail:SERVERSxRAILSxSPINES", ErrBadSpec, spec)
 }
 
 // Load reads a fabric from a builder spec ("leafspine:…", "fattree:…") or,
 // failing that prefix, from a topology file.
 func Load(arg string) (models.Topology, error) {
-	if strings.HasPrefix(arg, "leafspine:") || strings.HasPrefix(arg, "fattree:") {
-		return ParseSpec(arg)
+	for _, kind := range []string{"leafspine:", "oversub:", "fattree:", "rail:"} {
+		if strings.HasPrefix(arg, kind) {
+			return ParseSpec(arg)
+		}
 	}
 	return LoadFile(arg)
 }

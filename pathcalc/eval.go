@@ -1,0 +1,270 @@
+package pathcalc
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Evaluation methods.
+const (
+	MethodECMP     = "ecmp"     // hashing, one QP (UDP source port) per connection
+	MethodECMP4QP  = "ecmp-4qp" // hashing, each connection split over 4 QPs
+	MethodECMP8QP  = "ecmp-8qp"
+	MethodAccelnet = "accelnet" // Place
+)
+
+// Methods lists every evaluation method.
+var Methods = []string{MethodECMP, MethodECMP4QP, MethodECMP8QP, MethodAccelnet}
+
+// Failures an evaluation can apply.
+const (
+	FailNone  = ""
+	FailLink  = "link"  // the first leaf's first uplink
+	FailSpine = "spine" // every link of the first spine
+)
+
+// EvalCase is one cell of the evaluator's grid.
+type EvalCase struct {
+	Topology string // a topology.ParseSpec spec
+	Pattern  string
+	Method   string
+	Fail     string
+	Trials   int
+	Seed     uint64
+}
+
+// EvalResult is a cell's figures, averaged over its trials.
+type EvalResult struct {
+	Topology string `json:"topology"`
+	Pattern  string `json:"pattern"`
+	Method   string `json:"method"`
+	Fail     string `json:"fail,omitempty"`
+	Trials   int    `json:"trials"`
+	// MLU is the maximum utilization (offered load over capacity) over every
+	// link direction and NIC.
+	MLU float64 `json:"mlu"`
+	// MLUBoundRatio is MLU over a lower bound no routing can beat (see LowerBound).
+	MLUBoundRatio float64 `json:"mlu_bound_ratio"`
+	// ThroughputRatio is Σ rates / Σ demands under max-min fair sharing.
+	ThroughputRatio float64 `json:"throughput_ratio"`
+	// WorstThroughputRatio is the lowest trial's throughput ratio.
+	WorstThroughputRatio float64 `json:"worst_throughput_ratio"`
+	SolveMS              float64 `json:"solve_ms"`
+}
+
+// failedLinks picks the links a failure takes down.
+func failedLinks(snap *topology.Snapshot, fail string) (map[models.LinkID]bool, error) {
+	down := map[models.LinkID]bool{}
+	switch fail {
+	case FailNone:
+	case FailLink:
+		for _, sw := range snap.Switches() {
+			if sw.Role == models.RoleLeaf {
+				for _, a := range snap.Neighbors(sw.Name) {
+					down[a.Link] = true
+					return down, nil
+				}
+			}
+		}
+	case FailSpine:
+		for _, sw := range snap.Switches() {
+			if sw.Role == models.RoleSpine {
+				for _, a := range snap.Neighbors(sw.Name) {
+					down[a.Link] = true
+				}
+				return down, nil
+			}
+		}
+	default:
+		return nil, fmt.Errorf("%w: failure %q: want link or spine", models.ErrInvalid, fail)
+	}
+	return down, nil
+}
+
+// demandsOf turns a pattern into per-connection demands: every sending
+// host offers its NIC's line rate, shared equally over its connections.
+func demandsOf(cols []Collective) []Demand {
+	perHost := map[string]int{}
+	for _, c := range cols {
+		for _, conn := range c.Conns {
+			perHost[conn.Src.Name]++
+		}
+	}
+	var ds []Demand
+	for _, c := range cols {
+		for _, conn := range c.Conns {
+			ds = append(ds, Demand{Src: conn.Src, Dst: conn.Dst, Gbps: conn.Src.NICGbps / float64(perHost[conn.Src.Name])})
+		}
+	}
+	return ds
+}
+
+// LowerBound is a utilization no routing of the demands can go below: the
+// largest of every NIC's send and receive load, every leaf's traffic in or
+// out over its working uplinks, and every fat-tree pod's traffic in or out
+// over its working core links (cut bounds).
+func LowerBound(snap *topology.Snapshot, down map[models.LinkID]bool, demands []Demand) float64 {
+	bound := 0.0
+	out, in := map[string]float64{}, map[string]float64{}
+	leafOut, leafIn := map[models.SwitchID]float64{}, map[models.SwitchID]float64{}
+	podOut, podIn := map[int]float64{}, map[int]float64{}
+	pod := map[models.SwitchID]int{}
+	for _, sw := range snap.Switches() {
+		pod[sw.Name] = sw.Pod
+	}
+	for _, d := range demands {
+		out[d.Src.Name] += d.Gbps
+		in[d.Dst.Name] += d.Gbps
+		a, b := d.Src.Attach.Switch, d.Dst.Attach.Switch
+		if a != b {
+			leafOut[a] += d.Gbps
+			leafIn[b] += d.Gbps
+		}
+		if pa, pb := pod[a], pod[b]; pa != 0 && pa != pb {
+			podOut[pa] += d.Gbps
+			podIn[pb] += d.Gbps
+		}
+	}
+	for _, h := range snap.Hosts() {
+		bound = max(bound, out[h.Name]/h.NICGbps, in[h.Name]/h.NICGbps)
+	}
+	upCap := map[models.SwitchID]float64{}
+	podCap := map[int]float64{}
+	for _, l := range snap.Links() {
+		if down[l.ID()] {
+			continue
+		}
+		for _, end := range [2][2]models.Endpoint{{l.A, l.B}, {l.B, l.A}} {
+			sw, _ := snap.Switch(end[0].Switch)
+			peer, _ := snap.Switch(end[1].Switch)
+			if sw.Role == models.RoleLeaf {
+				upCap[sw.Name] += l.Gbps
+			}
+			if sw.Pod != 0 && peer.Pod != sw.Pod {
+				podCap[sw.Pod] += l.Gbps
+			}
+		}
+	}
+	for leaf, c := range upCap {
+		bound = max(bound, leafOut[leaf]/c, leafIn[leaf]/c)
+	}
+	for p, c := range podCap {
+		bound = max(bound, podOut[p]/c, podIn[p]/c)
+	}
+	return bound
+}
+
+// Evaluate runs one cell: it generates the pattern's traffic Trials times
+// (seeds Seed+1…), routes it with the method, and reports MLU against the
+// lower bound and max-min throughput.
+func Evaluate(ctx context.Context, c EvalCase) (EvalResult, error) {
+	topo, err := topology.ParseSpec(c.Topology)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	down, err := failedLinks(snap, c.Fail)
+	if err != nil {
+		return EvalResult{}, err
+	}
+	if c.Trials < 1 {
+		c.Trials = 1
+	}
+	qps := map[string]int{MethodECMP: 1, MethodECMP4QP: 4, MethodECMP8QP: 8, MethodAccelnet: 0}
+	k, ok := qps[c.Method]
+	if !ok {
+		return EvalResult{}, fmt.Errorf("%w: method %q: want ecmp, ecmp-4qp, ecmp-8qp or accelnet", models.ErrInvalid, c.Method)
+	}
+	res := EvalResult{Topology: c.Topology, Pattern: c.Pattern, Method: c.Method, Fail: c.Fail, Trials: c.Trials, WorstThroughputRatio: 1}
+	n := newNetwork(snap, down)
+	for trial := range c.Trials {
+		seed := c.Seed + uint64(trial) + 1
+		cols, err := Traffic(snap, TrafficSpec{Pattern: c.Pattern, Seed: seed})
+		if err != nil {
+			return EvalResult{}, err
+		}
+		demands := demandsOf(cols)
+		start := time.Now()
+		var flowDemand []float64
+		var routes [][]int
+		if k == 0 {
+			rs, _, _, err := n.place(ctx, demands, nil)
+			if err != nil {
+				return EvalResult{}, err
+			}
+			routes = rs
+			for _, d := range demands {
+				flowDemand = append(flowDemand, d.Gbps)
+			}
+		} else {
+			rng := rand.New(rand.NewPCG(seed, 0x51ed))
+			for _, d := range demands {
+				for range k {
+					sport := uint16(49152 + rng.IntN(16384))
+					path := n.ecmpPath(d.Src, d.Dst, sport)
+					if path == nil && d.Src.Attach.Switch != d.Dst.Attach.Switch {
+						return EvalResult{}, fmt.Errorf("%w from %s to %s", ErrNoPath, d.Src.Name, d.Dst.Name)
+					}
+					routes = append(routes, n.route(d.Src, d.Dst, path))
+					flowDemand = append(flowDemand, d.Gbps/float64(k))
+				}
+			}
+		}
+		res.SolveMS += float64(time.Since(start).Microseconds()) / 1000
+		load := make([]float64, len(n.capacity))
+		for i, r := range routes {
+			for _, x := range r {
+				load[x] += flowDemand[i]
+			}
+		}
+		mlu := 0.0
+		for r, l := range load {
+			mlu = max(mlu, l/n.capacity[r])
+		}
+		bound := LowerBound(snap, down, demands)
+		rates := MaxMinFair(n.capacity, flowDemand, routes)
+		sum, want := 0.0, 0.0
+		for i := range rates {
+			sum += rates[i]
+			want += flowDemand[i]
+		}
+		tr := sum / want
+		res.MLU += mlu
+		if bound > 0 {
+			res.MLUBoundRatio += mlu / bound
+		}
+		res.ThroughputRatio += tr
+		res.WorstThroughputRatio = min(res.WorstThroughputRatio, tr)
+	}
+	t := float64(c.Trials)
+	res.MLU /= t
+	res.MLUBoundRatio /= t
+	res.ThroughputRatio /= t
+	res.SolveMS /= t
+	return res, nil
+}
+
+// StandardGrid is the evaluator's default set of cases.
+func StandardGrid(trials int, seed uint64) []EvalCase {
+	topologies := []string{"leafspine:16x16x16", "leafspine:32x32x32", "fattree:8", "fattree:16", "rail:32x8x8", "oversub:16x16x8"}
+	var out []EvalCase
+	for _, topo := range topologies {
+		for _, fail := range []string{FailNone, FailLink, FailSpine} {
+			for _, pattern := range Patterns {
+				for _, method := range Methods {
+					out = append(out, EvalCase{Topology: topo, Pattern: pattern, Method: method, Fail: fail, Trials: trials, Seed: seed})
+				}
+			}
+		}
+	}
+	return slices.Clip(out)
+}

@@ -1,0 +1,154 @@
+package pathcalc
+
+import (
+	"slices"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// network indexes a fabric's capacity constraints for placement and
+// evaluation. Resources are directional: the egress of every switch port
+// (a link direction, or a leaf's port toward a host) and every host NIC's
+// transmit side.
+type network struct {
+	snap      *topology.Snapshot
+	down      map[models.LinkID]bool
+	capacity  []float64
+	egress    map[models.Endpoint]int // switch egress port → resource
+	nicTx     map[string]int          // host name → resource
+	resources []resourceName
+
+	// shortest paths between leaves, as lists of egress resources; nil
+	// entries are computed on first use.
+	paths map[[2]models.SwitchID][][]int
+	dists map[models.SwitchID]map[models.SwitchID]int
+	// seeds are the switches' hash seeds (device IDs), for ECMP emulation.
+	seeds map[models.SwitchID]uint32
+}
+
+type resourceName struct {
+	egress models.Endpoint
+	nic    string
+}
+
+func (r resourceName) String() string {
+	if r.nic != "" {
+		return "nic " + r.nic
+	}
+	return r.egress.String()
+}
+
+func newNetwork(snap *topology.Snapshot, down map[models.LinkID]bool) *network {
+	n := &network{
+		snap:   snap,
+		down:   down,
+		egress: map[models.Endpoint]int{},
+		nicTx:  map[string]int{},
+		paths:  map[[2]models.SwitchID][][]int{},
+		dists:  map[models.SwitchID]map[models.SwitchID]int{},
+		seeds:  map[models.SwitchID]uint32{},
+	}
+	add := func(name resourceName, gbps float64) int {
+		n.capacity = append(n.capacity, gbps)
+		n.resources = append(n.resources, name)
+		return len(n.capacity) - 1
+	}
+	for _, sw := range snap.Switches() {
+		n.seeds[sw.Name] = uint32(sw.DeviceID)
+		for _, port := range snap.Ports(sw.Name) {
+			e := models.Endpoint{Switch: sw.Name, Port: port}
+			n.egress[e] = add(resourceName{egress: e}, snap.PortGbps(e))
+		}
+	}
+	for _, h := range snap.Hosts() {
+		n.nicTx[h.Name] = add(resourceName{nic: h.Name}, h.NICGbps)
+	}
+	return n
+}
+
+// leafPaths returns every shortest path from leaf a to leaf b that avoids
+// down links, each as its egress resources (without the host ports).
+func (n *network) leafPaths(a, b models.SwitchID) [][]int {
+	key := [2]models.SwitchID{a, b}
+	if p, ok := n.paths[key]; ok {
+		return p
+	}
+	dist := n.distTo(b)
+	var out [][]int
+	var walk func(at models.SwitchID, acc []int)
+	walk = func(at models.SwitchID, acc []int) {
+		if at == b {
+			out = append(out, slices.Clone(acc))
+			return
+		}
+		for _, adj := range n.snap.Neighbors(at) {
+			if n.down[adj.Link] {
+				continue
+			}
+			if d, ok := dist[adj.Peer]; ok && d == dist[at]-1 {
+				walk(adj.Peer, append(acc, n.egress[models.Endpoint{Switch: at, Port: adj.LocalPort}]))
+			}
+		}
+	}
+	if _, ok := dist[a]; ok {
+		walk(a, nil)
+	}
+	n.paths[key] = out
+	return out
+}
+
+// route is the resources a connection uses along one path: the source NIC,
+// the inter-leaf path, and the destination leaf's port toward the host.
+func (n *network) route(src, dst models.Host, path []int) []int {
+	r := make([]int, 0, len(path)+2)
+	r = append(r, n.nicTx[src.Name])
+	r = append(r, path...)
+	return append(r, n.egress[dst.Attach])
+}
+
+// ecmpPath follows the ECMP plan the way a switch hashes: at each switch,
+// among the ports on shortest paths, the member FlowHash picks.
+func (n *network) ecmpPath(src, dst models.Host, srcPort uint16) []int {
+	a, b := src.Attach.Switch, dst.Attach.Switch
+	if a == b {
+		return nil
+	}
+	dist := n.distTo(b)
+	var out []int
+	at := a
+	for at != b {
+		var ports []uint32
+		for _, adj := range n.snap.Neighbors(at) {
+			if n.down[adj.Link] {
+				continue
+			}
+			if d, ok := dist[adj.Peer]; ok && d == dist[at]-1 {
+				ports = append(ports, adj.LocalPort)
+			}
+		}
+		if len(ports) == 0 {
+			return nil
+		}
+		h := FlowHash(n.seeds[at], src.IP, dst.IP, srcPort)
+		port := ports[h%uint32(len(ports))]
+		out = append(out, n.egress[models.Endpoint{Switch: at, Port: port}])
+		l, _ := n.snap.LinkAt(models.Endpoint{Switch: at, Port: port})
+		if l.A.Switch == at {
+			at = l.B.Switch
+		} else {
+			at = l.A.Switch
+		}
+	}
+	return out
+}
+
+// distTo is the hop distance of every switch to b, computed once per b.
+func (n *network) distTo(b models.SwitchID) map[models.SwitchID]int {
+	if d, ok := n.dists[b]; ok {
+		return d
+	}
+	d := distancesTo(n.snap, b, n.down)
+	n.dists[b] = d
+	return d
+}

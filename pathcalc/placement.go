@@ -1,0 +1,462 @@
+package pathcalc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// ErrNoPath means a demand's endpoints are not connected (down links).
+var ErrNoPath = errors.New("pathcalc: no path")
+
+// Demand is bandwidth to place from one host to another.
+type Demand struct {
+	Src, Dst models.Host
+	Gbps     float64
+}
+
+// PlaceRequest is what Place routes.
+type PlaceRequest struct {
+	Demands   []Demand
+	DownLinks map[models.LinkID]bool
+	// Previous, if set, holds each demand's current path (as Placement.Paths
+	// gives it); demands keep a still-usable path unless moving it lowers the
+	// maximum utilization, so small changes move few flows.
+	Previous [][]models.Endpoint
+}
+
+// Placement is a path per demand.
+type Placement struct {
+	// Paths[i] is demand i's route as the switch egress ports it leaves
+	// through, from its source leaf to its destination host's port.
+	Paths [][]models.Endpoint
+	// MLU is the maximum utilization over every link direction and NIC.
+	MLU float64
+	// Bottleneck names the resource at MLU.
+	Bottleneck string
+	// Moved counts demands whose path differs from Previous.
+	Moved int
+	// Method says how it was solved: "edge-coloring" or "greedy+local-search".
+	Method string
+}
+
+// Place assigns each demand a shortest path so that the maximum link
+// utilization is as low as it can find.
+//
+//   - On a two-tier Clos where every leaf pair has the same spines to choose
+//     from and demands are equal (a permutation, a stride, rings), it colours
+//     the bipartite multigraph of leaf-to-leaf demands with Δ colours
+//     (König's theorem; alternating-path recolouring) and sends colour c
+//     through spine c mod S: no link carries more than ⌈Δ/S⌉ demands, the
+//     optimum — MLU 1.0 for a permutation on a non-blocking leaf-spine.
+//   - Otherwise it places demands largest first on the path whose most
+//     loaded link stays least loaded (global first fit), then repeatedly
+//     moves a demand off the most utilized link while that lowers it.
+func Place(ctx context.Context, snap *topology.Snapshot, req PlaceRequest) (Placement, error) {
+	n := newNetwork(snap, req.DownLinks)
+	routes, method, moved, err := n.place(ctx, req.Demands, req.Previous)
+	if err != nil {
+		return Placement{}, err
+	}
+	p := Placement{Method: method, Moved: moved, Paths: make([][]models.Endpoint, len(routes))}
+	load := make([]float64, len(n.capacity))
+	for i, r := range routes {
+		for _, res := range r {
+			load[res] += req.Demands[i].Gbps
+		}
+		for _, res := range r[1:] { // skip the NIC: paths are switch egress ports
+			p.Paths[i] = append(p.Paths[i], n.resources[res].egress)
+		}
+	}
+	for r, l := range load {
+		if u := l / n.capacity[r]; u > p.MLU {
+			p.MLU, p.Bottleneck = u, n.resources[r].String()
+		}
+	}
+	return p, nil
+}
+
+// place returns each demand's resources (NIC, inter-leaf path, host port).
+func (n *network) place(ctx context.Context, demands []Demand, previous [][]models.Endpoint) ([][]int, string, int, error) {
+	candidates := make([][][]int, len(demands))
+	for i, d := range demands {
+		if d.Src.Attach.Switch == d.Dst.Attach.Switch {
+			candidates[i] = [][]int{nil}
+			continue
+		}
+		candidates[i] = n.leafPaths(d.Src.Attach.Switch, d.Dst.Attach.Switch)
+		if len(candidates[i]) == 0 {
+			return nil, "", 0, fmt.Errorf("%w from %s to %s", ErrNoPath, d.Src.Name, d.Dst.Name)
+		}
+	}
+	choice := make([]int, len(demands))
+	if previous == nil && equalDemands(demands) && n.colorClos(demands, candidates, choice) {
+		// Colouring is optimal when it leaves the hosts' own links as the
+		// bottleneck; otherwise (a shape it cannot fully exploit) the greedy
+		// search may still do better.
+		colored := n.mlu(demands, candidates, choice)
+		if colored <= n.hostBound(demands)+1e-9 {
+			return n.routes(demands, candidates, choice), "edge-coloring", 0, nil
+		}
+		greedy := make([]int, len(demands))
+		if err := n.greedy(ctx, demands, candidates, greedy, nil); err != nil {
+			return nil, "", 0, err
+		}
+		if colored <= n.mlu(demands, candidates, greedy) {
+			return n.routes(demands, candidates, choice), "edge-coloring", 0, nil
+		}
+		return n.routes(demands, candidates, greedy), "greedy+local-search", 0, nil
+	}
+	method := "greedy+local-search"
+	if err := n.greedy(ctx, demands, candidates, choice, previous); err != nil {
+		return nil, "", 0, err
+	}
+	routes := n.routes(demands, candidates, choice)
+	moved := 0
+	for i := range demands {
+		if previous != nil && i < len(previous) && !samePath(n, previous[i], routes[i]) {
+			moved++
+		}
+	}
+	return routes, method, moved, nil
+}
+
+func (n *network) routes(demands []Demand, candidates [][][]int, choice []int) [][]int {
+	out := make([][]int, len(demands))
+	for i, d := range demands {
+		out[i] = n.route(d.Src, d.Dst, candidates[i][choice[i]])
+	}
+	return out
+}
+
+// hostBound is the utilization of the hosts' own links (NIC out, leaf port
+// in), which no choice of paths changes.
+func (n *network) hostBound(demands []Demand) float64 {
+	load := map[int]float64{}
+	for _, d := range demands {
+		load[n.nicTx[d.Src.Name]] += d.Gbps
+		load[n.egress[d.Dst.Attach]] += d.Gbps
+	}
+	m := 0.0
+	for r, l := range load {
+		m = max(m, l/n.capacity[r])
+	}
+	return m
+}
+
+// mlu is the maximum utilization of a choice of paths.
+func (n *network) mlu(demands []Demand, candidates [][][]int, choice []int) float64 {
+	load := make([]float64, len(n.capacity))
+	for i, d := range demands {
+		for _, r := range n.route(d.Src, d.Dst, candidates[i][choice[i]]) {
+			load[r] += d.Gbps
+		}
+	}
+	m := 0.0
+	for r, l := range load {
+		m = max(m, l/n.capacity[r])
+	}
+	return m
+}
+
+func samePath(n *network, prev []models.Endpoint, route []int) bool {
+	if len(prev) != len(route)-1 {
+		return false
+	}
+	for i, e := range prev {
+		if n.resources[route[i+1]].egress != e {
+			return false
+		}
+	}
+	return true
+}
+
+// equalDemands reports whether every demand asks for the same bandwidth,
+// the case edge colouring solves exactly.
+func equalDemands(demands []Demand) bool {
+	for _, d := range demands {
+		if d.Gbps != demands[0].Gbps {
+			return false
+		}
+	}
+	return len(demands) > 0
+}
+
+// firstHopGroups splits a leaf pair's candidate paths by their first hop,
+// in port order: groups[g] lists the candidates leaving through the g-th
+// uplink, ordered by their second hop.
+func (n *network) firstHopGroups(paths [][]int) [][]int {
+	var groups [][]int
+	var firsts []int
+	for i, p := range paths {
+		g := slices.Index(firsts, p[0])
+		if g < 0 {
+			firsts = append(firsts, p[0])
+			groups = append(groups, nil)
+			g = len(groups) - 1
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// colorClos routes equal demands on a two- or three-tier Clos by bipartite
+// edge colouring, stage by stage: colour c of the (source leaf, destination
+// leaf) multigraph picks the c-th uplink (the c-th spine, or the c-th
+// aggregation switch of a fat-tree pod, which reaches the destination pod's
+// c-th aggregation switch); then, among demands of one colour leaving the
+// pod, colour j of the (source aggregation, destination aggregation)
+// multigraph picks the j-th core. Each stage puts at most ⌈Δ/width⌉
+// demands on a link. It reports false when the fabric is not shaped so.
+func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int) bool {
+	var idx []int
+	var groups [][][]int
+	for i, d := range demands {
+		if d.Src.Attach.Switch == d.Dst.Attach.Switch {
+			continue
+		}
+		g := n.firstHopGroups(candidates[i])
+		for _, grp := range g {
+			if len(grp) != len(g[0]) {
+				return false
+			}
+			for _, c := range grp {
+				if l := len(candidates[i][c]); l != 2 && l != 4 {
+					return false
+				}
+			}
+		}
+		idx = append(idx, i)
+		groups = append(groups, g)
+	}
+	if len(idx) == 0 {
+		return true
+	}
+	node := map[string]int{}
+	id := func(key string) int {
+		if v, ok := node[key]; ok {
+			return v
+		}
+		node[key] = len(node)
+		return node[key]
+	}
+	var edges [][2]int
+	for _, i := range idx {
+		edges = append(edges, [2]int{id("s:" + string(demands[i].Src.Attach.Switch)), id("d:" + string(demands[i].Dst.Attach.Switch))})
+	}
+	stage1 := colorBipartite(edges, len(node))
+	// Stage 2: per first-hop colour, the demands that go up to the core.
+	type second struct{ k, c int }
+	byColor := map[int][]second{}
+	for k, i := range idx {
+		g := groups[k]
+		c := stage1[k] % len(g)
+		if len(candidates[i][g[c][0]]) == 4 {
+			byColor[c] = append(byColor[c], second{k, c})
+		} else {
+			choice[i] = g[c][0]
+		}
+	}
+	for _, members := range byColor {
+		clear(node)
+		var e2 [][2]int
+		for _, m := range members {
+			i := idx[m.k]
+			p := candidates[i][groups[m.k][m.c][0]]
+			srcAgg := n.peerOf(n.resources[p[0]].egress) // after leaf → aggregation
+			dstAgg := n.resources[p[3]].egress.Switch    // aggregation → destination leaf
+			e2 = append(e2, [2]int{id("s:" + string(srcAgg)), id("d:" + string(dstAgg))})
+		}
+		stage2 := colorBipartite(e2, len(node))
+		for x, m := range members {
+			grp := groups[m.k][m.c]
+			choice[idx[m.k]] = grp[stage2[x]%len(grp)]
+		}
+	}
+	return true
+}
+
+// peerOf is the switch at the far end of an egress port.
+func (n *network) peerOf(e models.Endpoint) models.SwitchID {
+	l, _ := n.snap.LinkAt(e)
+	if l.A == e {
+		return l.B.Switch
+	}
+	return l.A.Switch
+}
+
+// colorBipartite properly colours the edges of a bipartite multigraph (left
+// and right node IDs share one numbering here but never one edge end) with
+// Δ colours, by König's alternating-path method, and returns each edge's
+// colour.
+func colorBipartite(edges [][2]int, nodes int) []int {
+	deg := make([]int, nodes)
+	for _, e := range edges {
+		deg[e[0]]++
+		deg[e[1]]++
+	}
+	delta := slices.Max(append(deg, 0))
+	color := slices.Repeat([]int{-1}, len(edges))
+	if delta == 0 {
+		return color
+	}
+	// at[node][c] = edge of colour c at node, or -1.
+	at := make([][]int, nodes)
+	for v := range at {
+		at[v] = slices.Repeat([]int{-1}, delta)
+	}
+	free := func(v int) int { return slices.Index(at[v], -1) }
+	for e, uv := range edges {
+		u, v := uv[0], uv[1]
+		a, b := free(u), free(v)
+		if at[v][a] >= 0 {
+			// Swap a and b along the a/b path from v; it cannot reach u
+			// (a is free at u), so a becomes free at v.
+			var path []int
+			node, want, other := v, a, b
+			for x := at[node][want]; x >= 0; x = at[node][want] {
+				path = append(path, x)
+				if edges[x][0] == node {
+					node = edges[x][1]
+				} else {
+					node = edges[x][0]
+				}
+				want, other = other, want
+			}
+			for _, x := range path {
+				at[edges[x][0]][color[x]] = -1
+				at[edges[x][1]][color[x]] = -1
+			}
+			for _, x := range path {
+				if color[x] == a {
+					color[x] = b
+				} else {
+					color[x] = a
+				}
+				at[edges[x][0]][color[x]] = x
+				at[edges[x][1]][color[x]] = x
+			}
+		}
+		color[e] = a
+		at[u][a] = e
+		at[v][a] = e
+	}
+	return color
+}
+
+// greedy places largest demands first on the path with the lowest
+// resulting bottleneck, then improves the most utilized link by moving
+// demands off it while that helps.
+func (n *network) greedy(ctx context.Context, demands []Demand, candidates [][][]int, choice []int, previous [][]models.Endpoint) error {
+	load := make([]float64, len(n.capacity))
+	users := make([][]int, len(n.capacity))
+	fixed := func(i int) []int {
+		d := demands[i]
+		return []int{n.nicTx[d.Src.Name], n.egress[d.Dst.Attach]}
+	}
+	add := func(i int, sign float64) {
+		for _, r := range candidates[i][choice[i]] {
+			load[r] += sign * demands[i].Gbps
+			if sign > 0 {
+				users[r] = append(users[r], i)
+			} else {
+				users[r] = slices.DeleteFunc(users[r], func(x int) bool { return x == i })
+			}
+		}
+	}
+	// worst is the highest utilization path p would have with demand i on it.
+	worst := func(i int, p []int) (float64, float64) {
+		m, sum := 0.0, 0.0
+		for _, r := range p {
+			u := (load[r] + demands[i].Gbps) / n.capacity[r]
+			m = max(m, u)
+			sum += u
+		}
+		return m, sum
+	}
+	best := func(i int) int {
+		bi, bm, bs := 0, 0.0, 0.0
+		for c, p := range candidates[i] {
+			m, s := worst(i, p)
+			if c == 0 || m < bm-1e-12 || (m < bm+1e-12 && s < bs) {
+				bi, bm, bs = c, m, s
+			}
+		}
+		return bi
+	}
+	order := make([]int, len(demands))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(demands[b].Gbps, demands[a].Gbps) })
+	placed := make([]bool, len(demands))
+	// Demands with a usable previous path keep it.
+	for i := range demands {
+		if previous == nil || i >= len(previous) {
+			continue
+		}
+		for c, p := range candidates[i] {
+			if samePath(n, previous[i], n.route(demands[i].Src, demands[i].Dst, p)) {
+				choice[i], placed[i] = c, true
+				add(i, 1)
+				break
+			}
+		}
+	}
+	for _, i := range order {
+		for _, r := range fixed(i) {
+			load[r] += demands[i].Gbps
+		}
+		if placed[i] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		choice[i] = best(i)
+		add(i, 1)
+	}
+	// Local search on the most utilized link of the switch fabric.
+	for round := 0; round < 4*len(demands)+100; round++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hot, hotU := -1, 0.0
+		for r, l := range load {
+			if len(users[r]) == 0 {
+				continue // NICs and host ports: nothing to move
+			}
+			if u := l / n.capacity[r]; u > hotU {
+				hot, hotU = r, u
+			}
+		}
+		if hot < 0 {
+			break
+		}
+		moved := false
+		us := slices.Clone(users[hot])
+		slices.SortFunc(us, func(a, b int) int { return cmp.Compare(demands[b].Gbps, demands[a].Gbps) })
+		for _, i := range us {
+			add(i, -1)
+			old := choice[i]
+			c := best(i)
+			if m, _ := worst(i, candidates[i][c]); c != old && m < hotU-1e-9 {
+				choice[i] = c
+				add(i, 1)
+				moved = true
+				break
+			}
+			choice[i] = old
+			add(i, 1)
+		}
+		if !moved {
+			break
+		}
+	}
+	return nil
+}

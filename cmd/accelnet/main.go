@@ -153,7 +153,7 @@ func newRootCommand() *cobra.Command {
 		Short: "Print the version",
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "accelnet", version) },
 	}
-	root.AddCommand(demo, serve, ver)
+	root.AddCommand(demo, serve, ver, newEvalCommand())
 	return root
 }
 

@@ -1,0 +1,274 @@
+package pathcalc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+func TestColorBipartiteIsProper(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for trial := range 50 {
+		left, right := 1+rng.IntN(8), 1+rng.IntN(8)
+		var edges [][2]int
+		for range rng.IntN(200) {
+			edges = append(edges, [2]int{rng.IntN(left), left + rng.IntN(right)})
+		}
+		colors := colorBipartite(edges, left+right)
+		deg := make([]int, left+right)
+		for _, e := range edges {
+			deg[e[0]]++
+			deg[e[1]]++
+		}
+		delta := 0
+		for _, d := range deg {
+			delta = max(delta, d)
+		}
+		seen := map[[2]int]bool{}
+		for i, e := range edges {
+			c := colors[i]
+			if c < 0 || c >= delta {
+				t.Fatalf("trial %d: colour %d outside [0,%d)", trial, c, delta)
+			}
+			for _, v := range e {
+				if seen[[2]int{v, c}] {
+					t.Fatalf("trial %d: node %d has two edges of colour %d", trial, v, c)
+				}
+				seen[[2]int{v, c}] = true
+			}
+		}
+	}
+}
+
+func permutationDemands(t *testing.T, snap *topology.Snapshot, seed uint64) []Demand {
+	t.Helper()
+	cols, err := Traffic(snap, TrafficSpec{Pattern: PatternPermutation, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return demandsOf(cols)
+}
+
+// checkPaths verifies every path leaves the source leaf, follows links, and
+// ends on the destination host's port, avoiding down links.
+func checkPaths(t *testing.T, snap *topology.Snapshot, demands []Demand, p Placement, down map[models.LinkID]bool) {
+	t.Helper()
+	for i, d := range demands {
+		path := p.Paths[i]
+		if len(path) == 0 || path[0].Switch != d.Src.Attach.Switch || path[len(path)-1] != d.Dst.Attach {
+			t.Fatalf("demand %d (%s→%s): path %v", i, d.Src.Name, d.Dst.Name, path)
+		}
+		for j := 0; j+1 < len(path); j++ {
+			l, ok := snap.LinkAt(path[j])
+			if !ok || down[l.ID()] {
+				t.Fatalf("demand %d: hop %v is not a working link", i, path[j])
+			}
+			next := l.B
+			if l.B == path[j] {
+				next = l.A
+			}
+			if next.Switch != path[j+1].Switch {
+				t.Fatalf("demand %d: path jumps from %v to %v", i, path[j], path[j+1])
+			}
+		}
+	}
+}
+
+func TestPlacePermutationAtTheBound(t *testing.T) {
+	for _, spec := range []string{"leafspine:8x8x8", "fattree:8", "rail:8x8x8", "oversub:8x8x4"} {
+		topo, _ := topology.ParseSpec(spec)
+		snap, _ := topology.New(topo)
+		for seed := range uint64(5) {
+			demands := permutationDemands(t, snap, seed)
+			p, err := Place(context.Background(), snap, PlaceRequest{Demands: demands})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkPaths(t, snap, demands, p, nil)
+			if bound := LowerBound(snap, nil, demands); p.MLU > bound+1e-9 || p.Method != "edge-coloring" {
+				t.Errorf("%s seed %d: MLU %v by %s, want the bound %v by edge-coloring (bottleneck %s)", spec, seed, p.MLU, p.Method, bound, p.Bottleneck)
+			}
+		}
+	}
+}
+
+func TestPlaceUnequalDemandsBeatsHashing(t *testing.T) {
+	topo, _ := topology.LeafSpine(4, 8, 4, 100)
+	snap, _ := topology.New(topo)
+	rng := rand.New(rand.NewPCG(7, 7))
+	hosts := snap.Hosts()
+	var demands []Demand
+	for range 40 {
+		a, b := hosts[rng.IntN(len(hosts))], hosts[rng.IntN(len(hosts))]
+		if a.Attach.Switch == b.Attach.Switch {
+			continue
+		}
+		demands = append(demands, Demand{Src: a, Dst: b, Gbps: float64(5 + rng.IntN(40))})
+	}
+	p, err := Place(context.Background(), snap, PlaceRequest{Demands: demands})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPaths(t, snap, demands, p, nil)
+	n := newNetwork(snap, nil)
+	load := make([]float64, len(n.capacity))
+	for i, d := range demands {
+		for _, r := range n.route(d.Src, d.Dst, n.ecmpPath(d.Src, d.Dst, uint16(i))) {
+			load[r] += d.Gbps
+		}
+	}
+	ecmp := 0.0
+	for r, l := range load {
+		ecmp = max(ecmp, l/n.capacity[r])
+	}
+	bound := LowerBound(snap, nil, demands)
+	if p.MLU > ecmp+1e-9 || p.MLU > 1.5*bound {
+		t.Errorf("placement MLU %.3f; hashing %.3f; bound %.3f", p.MLU, ecmp, bound)
+	}
+}
+
+// TestPlaceAfterLinkFailureMovesOnlyWhatMust: with the previous paths given,
+// only demands on the failed link (and few others) move.
+func TestPlaceAfterLinkFailureMovesOnlyWhatMust(t *testing.T) {
+	topo, _ := topology.LeafSpine(8, 8, 4, 100)
+	snap, _ := topology.New(topo)
+	demands := permutationDemands(t, snap, 3)
+	before, err := Place(context.Background(), snap, PlaceRequest{Demands: demands})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := before.Paths[0][0] // the first demand's uplink
+	l, _ := snap.LinkAt(failed)
+	down := map[models.LinkID]bool{l.ID(): true}
+	affected := 0
+	for _, p := range before.Paths {
+		for _, e := range p {
+			if e == l.A || e == l.B {
+				affected++
+				break
+			}
+		}
+	}
+	after, err := Place(context.Background(), snap, PlaceRequest{Demands: demands, DownLinks: down, Previous: before.Paths})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPaths(t, snap, demands, after, down)
+	if after.Moved < affected || after.Moved > affected+2 {
+		t.Errorf("moved %d demands; %d used the failed link", after.Moved, affected)
+	}
+	if after.MLU > 1+1e-9 {
+		t.Errorf("after the failure MLU %v: 8 hosts per leaf fit 7 working uplinks... of 8", after.MLU)
+	}
+}
+
+func TestAdmit(t *testing.T) {
+	topo, _ := topology.LeafSpine(2, 2, 2, 100)
+	snap, _ := topology.New(topo)
+	h := snap.Hosts()
+	ctx := context.Background()
+	first, err := Admit(ctx, snap, AdmitRequest{Demand: Demand{Src: h[0], Dst: h[2], Gbps: 90}, Headroom: 0.05})
+	if err != nil || !first.Fits {
+		t.Fatalf("first: %+v %v", first, err)
+	}
+	reserved := []Reservation{{Demand: Demand{Src: h[0], Dst: h[2], Gbps: 90}, Path: first.Path}}
+	// h1 → h4 goes the other way round: the other spine has room.
+	second, _ := Admit(ctx, snap, AdmitRequest{Reserved: reserved, Demand: Demand{Src: h[1], Dst: h[3], Gbps: 90}, Headroom: 0.05})
+	if !second.Fits || second.Path[0] == first.Path[0] {
+		t.Fatalf("second should take the other spine: %+v", second)
+	}
+	reserved = append(reserved, Reservation{Demand: Demand{Src: h[1], Dst: h[3], Gbps: 90}, Path: second.Path})
+	// A third 90G from leaf1 cannot fit: each uplink has 5G reservable left.
+	third, _ := Admit(ctx, snap, AdmitRequest{Reserved: reserved, Demand: Demand{Src: h[0], Dst: h[3], Gbps: 90}, Headroom: 0.05})
+	if third.Fits || third.FreeGbps > 5+1e-9 || third.Reason == "" {
+		t.Fatalf("third: %+v", third)
+	}
+	if _, err := Admit(ctx, snap, AdmitRequest{Demand: Demand{Src: h[0], Dst: h[2], Gbps: 1}, Headroom: 1}); !errors.Is(err, models.ErrInvalid) {
+		t.Errorf("headroom 1: %v", err)
+	}
+}
+
+func TestLowerBound(t *testing.T) {
+	topo, _ := topology.LeafSpine(4, 4, 4, 100)
+	snap, _ := topology.New(topo)
+	cols, _ := Traffic(snap, TrafficSpec{Pattern: PatternIncast, IncastSenders: 5, Seed: 1})
+	if b := LowerBound(snap, nil, demandsOf(cols)); b != 5 {
+		t.Errorf("incast of 5 at line rate: bound %v, want 5 (the receiver's NIC)", b)
+	}
+	if b := LowerBound(snap, nil, permutationDemands(t, snap, 1)); b != 1 {
+		t.Errorf("permutation: bound %v, want 1", b)
+	}
+}
+
+func TestEvaluateAcrossMethods(t *testing.T) {
+	ctx := context.Background()
+	results := map[string]EvalResult{}
+	for _, m := range Methods {
+		r, err := Evaluate(ctx, EvalCase{Topology: "leafspine:8x8x8", Pattern: PatternPermutation, Method: m, Trials: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		results[m] = r
+	}
+	if r := results[MethodAccelnet]; r.MLU != 1 || r.ThroughputRatio < 0.999 {
+		t.Errorf("accelnet: %+v", r)
+	}
+	if !(results[MethodECMP].ThroughputRatio < results[MethodECMP8QP].ThroughputRatio && results[MethodECMP8QP].ThroughputRatio < results[MethodAccelnet].ThroughputRatio) {
+		t.Errorf("expected ecmp < ecmp-8qp < accelnet: %+v", results)
+	}
+	if _, err := Evaluate(ctx, EvalCase{Topology: "leafspine:8x8x8", Pattern: PatternPermutation, Method: "magic"}); !errors.Is(err, models.ErrInvalid) {
+		t.Errorf("unknown method: %v", err)
+	}
+}
+
+// TestPlacementGolden pins a small placement; refresh with -update.
+func TestPlacementGolden(t *testing.T) {
+	topo, _ := topology.LeafSpine(2, 4, 2, 100)
+	snap, _ := topology.New(topo)
+	p, err := Place(context.Background(), snap, PlaceRequest{Demands: permutationDemands(t, snap, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.MarshalIndent(p, "", "  ")
+	path := filepath.Join("testdata", "placement-leafspine-2x4x2.golden.json")
+	if *update {
+		os.WriteFile(path, got, 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil || string(want) != string(got) {
+		t.Errorf("placement differs from %s (run go test ./pathcalc -update if intended)", path)
+	}
+}
+
+// FuzzPlace: any demand set on a valid fabric is placed or refused, never panics.
+func FuzzPlace(f *testing.F) {
+	f.Add(uint8(2), uint8(3), uint8(2), []byte{0, 1, 10, 2, 5, 100})
+	f.Fuzz(func(t *testing.T, spines, leaves, hosts uint8, raw []byte) {
+		topo, err := topology.LeafSpine(int(spines%6)+1, int(leaves%6)+1, int(hosts%4)+1, 100)
+		if err != nil {
+			return
+		}
+		snap, _ := topology.New(topo)
+		hs := snap.Hosts()
+		var demands []Demand
+		for i := 0; i+2 < len(raw) && len(demands) < 64; i += 3 {
+			a, b := hs[int(raw[i])%len(hs)], hs[int(raw[i+1])%len(hs)]
+			if a.Name == b.Name {
+				continue
+			}
+			demands = append(demands, Demand{Src: a, Dst: b, Gbps: float64(raw[i+2]%200) + 1})
+		}
+		p, err := Place(context.Background(), snap, PlaceRequest{Demands: demands})
+		if err != nil {
+			return
+		}
+		checkPaths(t, snap, demands, p, nil)
+	})
+}

@@ -4,13 +4,13 @@
 package pathcalc
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
@@ -59,69 +59,88 @@ type Result struct {
 // than Limits.MaxGroupSize keep the lowest-numbered ports and produce a
 // Warning: traffic still reaches its destination, on fewer paths.
 func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result, error) {
-	type dest struct {
-		leaf     models.SwitchID
-		prefixes []netip.Prefix
+	switches := snap.Switches()
+	index := make(map[models.SwitchID]int, len(switches))
+	for i, sw := range switches {
+		index[sw.Name] = i
 	}
-	var dests []dest
-	for _, sw := range snap.Switches() {
-		if sw.Role != models.RoleLeaf {
+	type hop struct {
+		peer int
+		port uint32
+	}
+	// adjacency over working links, by switch index
+	adj := make([][]hop, len(switches))
+	for i, sw := range switches {
+		for _, a := range snap.Neighbors(sw.Name) {
+			if !req.DownLinks[a.Link] {
+				adj[i] = append(adj[i], hop{peer: index[a.Peer], port: a.LocalPort})
+			}
+		}
+	}
+	// Per switch: interned egress-port sets and the routes using them.
+	tables := make([]routeTable, len(switches))
+	for i := range tables {
+		tables[i].byHash = map[uint64][]int{}
+	}
+	dist := make([]int32, len(switches))
+	queue := make([]int, 0, len(switches))
+	var ports []uint32
+	for d, leaf := range switches {
+		if leaf.Role != models.RoleLeaf {
 			continue
 		}
-		hosts := snap.HostsOn(sw.Name)
+		hosts := snap.HostsOn(leaf.Name)
 		if len(hosts) == 0 {
 			continue
 		}
-		d := dest{leaf: sw.Name}
-		if sw.Prefix.IsValid() {
-			d.prefixes = []netip.Prefix{sw.Prefix}
-		} else {
-			for _, h := range hosts {
-				d.prefixes = append(d.prefixes, netip.PrefixFrom(h.IP, 32))
-			}
-		}
-		dests = append(dests, d)
-	}
-
-	// routesTo[sw][prefix] = egress ports toward the prefix.
-	routesTo := make(map[models.SwitchID]map[netip.Prefix][]uint32, len(snap.Switches()))
-	for _, sw := range snap.Switches() {
-		routesTo[sw.Name] = map[netip.Prefix][]uint32{}
-	}
-	for _, d := range dests {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
 		}
-		dist := distancesTo(snap, d.leaf, req.DownLinks)
-		for sw, routes := range routesTo {
-			if sw == d.leaf {
-				continue
+		var prefixes []netip.Prefix
+		if leaf.Prefix.IsValid() {
+			prefixes = []netip.Prefix{leaf.Prefix}
+		} else {
+			for _, h := range hosts {
+				prefixes = append(prefixes, netip.PrefixFrom(h.IP, 32))
 			}
-			ds, ok := dist[sw]
-			if !ok {
+		}
+		for i := range dist {
+			dist[i] = -1
+		}
+		dist[d] = 0
+		queue = append(queue[:0], d)
+		for len(queue) > 0 {
+			cur := queue[0]
+			queue = queue[1:]
+			for _, h := range adj[cur] {
+				if dist[h.peer] < 0 {
+					dist[h.peer] = dist[cur] + 1
+					queue = append(queue, h.peer)
+				}
+			}
+		}
+		for s := range switches {
+			if s == d || dist[s] < 0 {
 				continue // unreachable: no route, packets drop at the default action
 			}
-			var ports []uint32
-			for _, a := range snap.Neighbors(sw) {
-				if req.DownLinks[a.Link] {
-					continue
-				}
-				if dp, ok := dist[a.Peer]; ok && dp == ds-1 {
-					ports = append(ports, a.LocalPort)
+			ports = ports[:0]
+			for _, h := range adj[s] {
+				if dist[h.peer] == dist[s]-1 {
+					ports = append(ports, h.port)
 				}
 			}
-			for _, p := range d.prefixes {
-				routes[p] = ports
+			set := tables[s].intern(ports)
+			for _, p := range prefixes {
+				tables[s].routes = append(tables[s].routes, prefixRoute{prefix: p, set: set})
 			}
 		}
-		for _, h := range snap.HostsOn(d.leaf) {
-			routesTo[d.leaf][netip.PrefixFrom(h.IP, 32)] = []uint32{h.Attach.Port}
+		for _, h := range hosts {
+			tables[d].routes = append(tables[d].routes, prefixRoute{prefix: netip.PrefixFrom(h.IP, 32), set: tables[d].intern([]uint32{h.Attach.Port})})
 		}
 	}
-
-	res := Result{Plan: models.Plan{Switches: make(map[models.SwitchID]models.ForwardingState, len(routesTo))}}
-	for _, sw := range snap.Switches() {
-		state, warnings, err := buildState(sw.Name, routesTo[sw.Name], req.Limits)
+	res := Result{Plan: models.Plan{Switches: make(map[models.SwitchID]models.ForwardingState, len(switches))}}
+	for i, sw := range switches {
+		state, warnings, err := buildState(sw.Name, &tables[i], req.Limits)
 		if err != nil {
 			return Result{}, err
 		}
@@ -129,6 +148,38 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 		res.Warnings = append(res.Warnings, warnings...)
 	}
 	return res, nil
+}
+
+// routeTable collects one switch's routes, each pointing at an interned set
+// of egress ports.
+type routeTable struct {
+	sets   [][]uint32
+	byHash map[uint64][]int
+	routes []prefixRoute
+}
+
+type prefixRoute struct {
+	prefix netip.Prefix
+	set    int
+}
+
+// intern returns the index of ports (sorted, deduplicated) among the
+// table's sets, adding it if new.
+func (t *routeTable) intern(ports []uint32) int {
+	slices.Sort(ports)
+	ports = slices.Compact(ports)
+	h := uint64(14695981039346656037)
+	for _, p := range ports {
+		h = (h ^ uint64(p)) * 1099511628211
+	}
+	for _, i := range t.byHash[h] {
+		if slices.Equal(t.sets[i], ports) {
+			return i
+		}
+	}
+	t.sets = append(t.sets, slices.Clone(ports))
+	t.byHash[h] = append(t.byHash[h], len(t.sets)-1)
+	return len(t.sets) - 1
 }
 
 // distancesTo is a BFS over switches from dst, in hops.
@@ -154,7 +205,8 @@ func distancesTo(snap *topology.Snapshot, dst models.SwitchID, down map[models.L
 func portSetKey(ports []uint32) string {
 	b := make([]byte, 0, 4*len(ports))
 	for _, p := range ports {
-		b = fmt.Appendf(b, "%d,", p)
+		b = strconv.AppendUint(b, uint64(p), 10)
+		b = append(b, ',')
 	}
 	return string(b)
 }
@@ -171,79 +223,73 @@ func groupID(key string, taken map[uint32]bool) uint32 {
 	return id
 }
 
-func buildState(sw models.SwitchID, routes map[netip.Prefix][]uint32, lim Limits) (models.ForwardingState, []Warning, error) {
+func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.ForwardingState, []Warning, error) {
 	var st models.ForwardingState
 	var warnings []Warning
-	if lim.RouteEntries > 0 && len(routes) > lim.RouteEntries {
-		return st, nil, fmt.Errorf("%w: %s needs %d routes, ipv4_lpm holds %d", ErrTableFull, sw, len(routes), lim.RouteEntries)
+	if lim.RouteEntries > 0 && len(t.routes) > lim.RouteEntries {
+		return st, nil, fmt.Errorf("%w: %s needs %d routes, ipv4_lpm holds %d", ErrTableFull, sw, len(t.routes), lim.RouteEntries)
 	}
-	prefixes := make([]netip.Prefix, 0, len(routes))
-	for p, ports := range routes {
-		if len(ports) > 0 {
-			prefixes = append(prefixes, p)
-		}
-	}
-	slices.SortFunc(prefixes, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Bits(), b.Bits())
-	})
-	members := map[uint32]bool{}
-	groupsByKey := map[string]models.Group{}
-	var keys []string
-	portsByKey := map[string][]uint32{}
-	routeKey := make(map[netip.Prefix]string, len(prefixes))
-	for _, p := range prefixes {
-		ports := slices.Clone(routes[p])
-		slices.Sort(ports)
-		ports = slices.Compact(ports)
+	// Trim sets over the selector's group limit, once per set.
+	sets := make([][]uint32, len(t.sets))
+	for i, ports := range t.sets {
 		if lim.MaxGroupSize > 0 && len(ports) > lim.MaxGroupSize {
 			warnings = append(warnings, Warning{Switch: sw, Message: fmt.Sprintf(
-				"route %s has %d equal-cost ports; the selector's max group size is %d, so only ports %d..%d are used",
-				p, len(ports), lim.MaxGroupSize, ports[0], ports[lim.MaxGroupSize-1])})
+				"%d equal-cost ports toward some prefixes; the selector's max group size is %d, so only ports %d..%d are used",
+				len(ports), lim.MaxGroupSize, ports[0], ports[lim.MaxGroupSize-1])})
 			ports = ports[:lim.MaxGroupSize]
 		}
-		for _, port := range ports {
-			members[port] = true
-		}
-		if len(ports) == 1 {
-			st.Routes = append(st.Routes, models.Route{Prefix: p, MemberID: ports[0]})
+		sets[i] = ports
+	}
+	members := map[uint32]bool{}
+	groupOf := make([]uint32, len(sets)) // set → group ID (0: single port)
+	used := make([]bool, len(sets))
+	for _, r := range t.routes {
+		used[r.set] = true
+	}
+	var keys []string
+	keySet := map[string]int{}
+	for i, ports := range sets {
+		if !used[i] {
 			continue
 		}
-		key := portSetKey(ports)
-		routeKey[p] = key
-		if _, ok := portsByKey[key]; !ok {
-			portsByKey[key] = ports
-			keys = append(keys, key)
+		for _, p := range ports {
+			members[p] = true
+		}
+		if len(ports) > 1 {
+			k := portSetKey(ports)
+			keySet[k] = i
+			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
 	taken := map[uint32]bool{}
-	for _, key := range keys {
-		id := groupID(key, taken)
+	for _, k := range keys {
+		i := keySet[k]
+		id := groupID(k, taken)
 		taken[id] = true
+		groupOf[i] = id
 		g := models.Group{ID: id}
-		for _, port := range portsByKey[key] {
-			g.Members = append(g.Members, models.GroupMember{MemberID: port, Weight: 1})
+		for _, p := range sets[i] {
+			g.Members = append(g.Members, models.GroupMember{MemberID: p, Weight: 1})
 		}
-		groupsByKey[key] = g
 		st.Groups = append(st.Groups, g)
 	}
-	for _, p := range prefixes {
-		if key, ok := routeKey[p]; ok {
-			st.Routes = append(st.Routes, models.Route{Prefix: p, GroupID: groupsByKey[key].ID})
+	for _, r := range t.routes {
+		if g := groupOf[r.set]; g != 0 {
+			st.Routes = append(st.Routes, models.Route{Prefix: r.prefix, GroupID: g})
+		} else if ports := sets[r.set]; len(ports) == 1 {
+			st.Routes = append(st.Routes, models.Route{Prefix: r.prefix, MemberID: ports[0]})
 		}
 	}
 	for port := range members {
 		st.Members = append(st.Members, models.Member{ID: port, Port: port})
 	}
-	used := len(st.Members)
+	usedEntries := len(st.Members)
 	for _, g := range st.Groups {
-		used += len(g.Members)
+		usedEntries += len(g.Members)
 	}
-	if lim.SelectorSize > 0 && used > lim.SelectorSize {
-		return st, nil, fmt.Errorf("%w: %s needs %d selector entries, the selector holds %d", ErrTableFull, sw, used, lim.SelectorSize)
+	if lim.SelectorSize > 0 && usedEntries > lim.SelectorSize {
+		return st, nil, fmt.Errorf("%w: %s needs %d selector entries, the selector holds %d", ErrTableFull, sw, usedEntries, lim.SelectorSize)
 	}
 	return st.Canonical(), warnings, nil
 }

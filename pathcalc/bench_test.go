@@ -1,0 +1,80 @@
+package pathcalc
+
+import (
+	"context"
+	"runtime"
+	"testing"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// BenchmarkPlacePermutation: a full placement of a line-rate permutation of
+// 1,024 hosts.
+//
+//	go test ./pathcalc -run '^$' -bench PlacePermutation -cpu 1
+func BenchmarkPlacePermutation(b *testing.B) {
+	for _, spec := range []string{"leafspine:32x32x32", "fattree:16"} {
+		b.Run(spec, func(b *testing.B) {
+			topo, _ := topology.ParseSpec(spec)
+			snap, _ := topology.New(topo)
+			cols, _ := Traffic(snap, TrafficSpec{Pattern: PatternPermutation, Seed: 1})
+			demands := demandsOf(cols)
+			for b.Loop() {
+				if _, err := Place(context.Background(), snap, PlaceRequest{Demands: demands}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReplaceAfterLinkFailure: re-placing a k=16 permutation after one
+// link fails, keeping every path that still works.
+//
+//	go test ./pathcalc -run '^$' -bench ReplaceAfterLinkFailure -cpu 1
+func BenchmarkReplaceAfterLinkFailure(b *testing.B) {
+	topo, _ := topology.FatTree(16, 400)
+	snap, _ := topology.New(topo)
+	cols, _ := Traffic(snap, TrafficSpec{Pattern: PatternPermutation, Seed: 1})
+	demands := demandsOf(cols)
+	before, err := Place(context.Background(), snap, PlaceRequest{Demands: demands})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l, _ := snap.LinkAt(before.Paths[0][0])
+	down := map[models.LinkID]bool{l.ID(): true}
+	moved := 0
+	for b.Loop() {
+		after, err := Place(context.Background(), snap, PlaceRequest{Demands: demands, DownLinks: down, Previous: before.Paths})
+		if err != nil {
+			b.Fatal(err)
+		}
+		moved = after.Moved
+	}
+	b.ReportMetric(float64(moved), "moved")
+}
+
+// BenchmarkComputeFatTree48: the full ECMP plan of a k=48 fat-tree (2,880
+// switches, 27,648 hosts), with the heap it leaves.
+//
+//	go test ./pathcalc -run '^$' -bench ComputeFatTree48 -cpu 1 -benchtime 3x
+func BenchmarkComputeFatTree48(b *testing.B) {
+	topo, _ := topology.FatTree(48, 400)
+	snap, err := topology.New(topo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var peak uint64
+	for b.Loop() {
+		res, err := Compute(context.Background(), snap, Request{Limits: Limits{MaxGroupSize: 64}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapInuse)
+		runtime.KeepAlive(res)
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "heap_MiB")
+}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -271,4 +272,45 @@ func FuzzPlace(f *testing.F) {
 		}
 		checkPaths(t, snap, demands, p, nil)
 	})
+}
+
+func TestPlacerIncremental(t *testing.T) {
+	topo, _ := topology.FatTree(8, 100)
+	snap, _ := topology.New(topo)
+	demands := permutationDemands(t, snap, 2)
+	p, err := NewPlacer(context.Background(), snap, demands, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := p.Placement()
+	if before.MLU > 1+1e-9 {
+		t.Fatalf("initial MLU %v", before.MLU)
+	}
+	l, _ := snap.LinkAt(before.Paths[0][1]) // the first demand's aggregation→core hop
+	affected := 0
+	for _, path := range before.Paths {
+		if slices.Contains(path, l.A) || slices.Contains(path, l.B) {
+			affected++
+		}
+	}
+	moved, err := p.FailLink(l.ID())
+	if err != nil || moved != affected {
+		t.Fatalf("moved %d, %d used the link (%v)", moved, affected, err)
+	}
+	after := p.Placement()
+	checkPaths(t, snap, demands, after, map[models.LinkID]bool{l.ID(): true})
+	for i := range demands {
+		if !slices.Contains(before.Paths[i], l.A) && !slices.Contains(before.Paths[i], l.B) && !slices.Equal(before.Paths[i], after.Paths[i]) {
+			t.Fatalf("demand %d moved without reason", i)
+		}
+	}
+	// Adding and removing a demand.
+	i, err := p.Add(Demand{Src: demands[0].Src, Dst: demands[1].Dst, Gbps: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Remove(i)
+	if got := p.Placement(); got.Paths[i] != nil {
+		t.Error("removed demand still has a path")
+	}
 }

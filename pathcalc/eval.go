@@ -251,7 +251,7 @@ func Evaluate(ctx context.Context, c EvalCase) (EvalResult, error) {
 
 // StandardGrid is the evaluator's default set of cases.
 func StandardGrid(trials int, seed uint64) []EvalCase {
-	topologies := []string{"leafspine:16x16x16", "leafspine:32x32x32", "fattree:8", "fattree:16", "rail:32x8x8", "oversub:16x16x8"}
+	topologies := []string{"leafspine:16x16x16", "leafspine:32x32x32", "fattree:8", "fattree:16", "rail:16x8x16", "oversub:16x16x8"}
 	var out []EvalCase
 	for _, topo := range topologies {
 		for _, fail := range []string{FailNone, FailLink, FailSpine} {

@@ -25,11 +25,7 @@ func startFabric(tb testing.TB, topo models.Topology) (*Fabric, time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	// Run publishes the initial state before it serves: a Get answering
-	// means the fabric is up.
-	for f.Stats().Recomputes == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-f.Ready()
 	took := time.Since(start)
 	tb.Cleanup(func() {
 		cancel()

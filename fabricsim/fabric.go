@@ -69,6 +69,8 @@ type Fabric struct {
 	switches map[models.SwitchID]*Switch
 	order    []*Switch
 
+	ready chan struct{} // closed once Run has published the initial state
+
 	dirtyMu sync.Mutex // guards dirty; taken alone, or inside mu or a switch's mu
 	dirty   changes
 
@@ -147,6 +149,7 @@ func New(opts Options) (*Fabric, error) {
 		log:       opts.Logger,
 		interval:  opts.CounterInterval,
 		switches:  map[models.SwitchID]*Switch{},
+		ready:     make(chan struct{}),
 		flows:     map[uint64]*flowState{},
 		workloads: map[string]*workload{},
 		linkFault: map[models.LinkID]bool{},
@@ -210,6 +213,7 @@ func (f *Fabric) Run(ctx context.Context) error {
 	f.mu.Unlock()
 	f.markDirty("", true, true)
 	f.tick(time.Now())
+	close(f.ready)
 	var wg sync.WaitGroup
 	errs := make(chan error, len(f.order))
 	for _, sw := range f.order {
@@ -242,6 +246,10 @@ loop:
 	wg.Wait()
 	return runErr
 }
+
+// Ready is closed once Run has published every switch's initial state and
+// is about to serve.
+func (f *Fabric) Ready() <-chan struct{} { return f.ready }
 
 // Switch returns the named switch, or nil.
 func (f *Fabric) Switch(name models.SwitchID) *Switch { return f.switches[name] }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -87,6 +89,9 @@ type SwitchStatus struct {
 type fabricState struct {
 	rev  int64
 	snap *topology.Snapshot
+	// down are the links gNMI reports down (either end's oper-status);
+	// routes avoid them.
+	down map[models.LinkID]bool
 	once sync.Once
 	plan pathcalc.Result
 	err  error
@@ -103,6 +108,7 @@ type Controller struct {
 
 	mu       sync.RWMutex
 	state    *fabricState
+	operDown map[models.Endpoint]bool // ports whose last oper-status was DOWN
 	status   map[models.SwitchID]SwitchStatus
 	topoErr  error
 	watching bool
@@ -116,14 +122,15 @@ func New(cfg Config) (*Controller, error) {
 	cfg.setDefaults()
 	tele := NewTelemetry(5 * cfg.TelemetryInterval)
 	c := &Controller{
-		cfg:    cfg,
-		log:    cfg.Logger,
-		m:      newMetrics(cfg.Registerer),
-		queue:  NewQueue(50*time.Millisecond, 30*time.Second),
-		tele:   tele,
-		status: map[models.SwitchID]SwitchStatus{},
+		cfg:      cfg,
+		log:      cfg.Logger,
+		m:        newMetrics(cfg.Registerer),
+		queue:    NewQueue(50*time.Millisecond, 30*time.Second),
+		tele:     tele,
+		status:   map[models.SwitchID]SwitchStatus{},
+		operDown: map[models.Endpoint]bool{},
 	}
-	c.subs = &subscriptions{log: cfg.Logger, tele: tele, interval: cfg.TelemetryInterval, active: map[models.SwitchID]*subscription{}}
+	c.subs = &subscriptions{log: cfg.Logger, tele: tele, interval: cfg.TelemetryInterval, active: map[models.SwitchID]*subscription{}, onSample: c.observeOperStatus}
 	return c, nil
 }
 
@@ -168,7 +175,7 @@ func (c *Controller) Plan() (pathcalc.Result, error) {
 func (c *Controller) planOf(st *fabricState) (pathcalc.Result, error) {
 	st.once.Do(func() {
 		start := time.Now()
-		st.plan, st.err = pathcalc.Compute(context.Background(), st.snap, pathcalc.Request{Limits: c.cfg.Limits})
+		st.plan, st.err = pathcalc.Compute(context.Background(), st.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down})
 		c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
 		for _, w := range st.plan.Warnings {
 			c.log.Warn("route compromise", "switch", w.Switch, "detail", w.Message)
@@ -255,13 +262,73 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 		return
 	}
 	c.mu.Lock()
-	c.state = &fabricState{rev: rev, snap: snap}
+	c.state = &fabricState{rev: rev, snap: snap, down: c.downLinksLocked(snap)}
 	c.topoErr = nil
 	c.mu.Unlock()
 	c.m.topologyRevision.Set(float64(rev))
 	c.log.Info("topology loaded", "revision", rev, "switches", len(t.Switches), "links", len(t.Links), "hosts", len(t.Hosts))
 	c.subs.sync(ctx, snap.Switches())
 	c.enqueueAll()
+}
+
+// downLinksLocked derives the links to route around from the ports' last
+// reported oper-status.
+func (c *Controller) downLinksLocked(snap *topology.Snapshot) map[models.LinkID]bool {
+	down := map[models.LinkID]bool{}
+	for e, isDown := range c.operDown {
+		if !isDown {
+			continue
+		}
+		if l, ok := snap.LinkAt(e); ok {
+			down[l.ID()] = true
+		}
+	}
+	return down
+}
+
+// observeOperStatus follows gNMI oper-status: when the set of down links
+// changes, the plan is recomputed around them (a new fabric state of the
+// same topology revision) and every switch is queued. It only records and
+// enqueues; reconciles do the work.
+func (c *Controller) observeOperStatus(s southbound.CounterSample) {
+	if s.Has != southbound.HasOperStatus {
+		return
+	}
+	e := models.Endpoint{Switch: s.Switch, Port: s.Port}
+	c.mu.Lock()
+	if c.operDown[e] == !s.OperUp {
+		c.mu.Unlock()
+		return
+	}
+	c.operDown[e] = !s.OperUp
+	st := c.state
+	if st == nil {
+		c.mu.Unlock()
+		return
+	}
+	if _, isLink := st.snap.LinkAt(e); !isLink {
+		c.mu.Unlock()
+		return // a host port: nothing to route around
+	}
+	down := c.downLinksLocked(st.snap)
+	if maps.Equal(down, st.down) {
+		c.mu.Unlock()
+		return
+	}
+	c.state = &fabricState{rev: st.rev, snap: st.snap, down: down}
+	c.mu.Unlock()
+	c.log.Info("link state changed; rerouting", "port", e.String(), "up", s.OperUp, "links_down", len(down))
+	c.m.linksDown.Set(float64(len(down)))
+	c.enqueueAll()
+}
+
+// DownLinks returns the links the current routes avoid.
+func (c *Controller) DownLinks() map[models.LinkID]bool {
+	st := c.current()
+	if st == nil {
+		return nil
+	}
+	return maps.Clone(st.down)
 }
 
 // Run reconciles until ctx ends.

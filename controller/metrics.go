@@ -12,6 +12,7 @@ type metrics struct {
 	switchInSync      *prometheus.GaugeVec
 	linkUtilization   *prometheus.GaugeVec
 	topologyRevision  prometheus.Gauge
+	linksDown         prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -46,10 +47,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "accelnet_topology_revision",
 			Help: "etcd revision of the topology the controller acts on.",
 		}),
+		linksDown: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "accelnet_links_down",
+			Help: "Links reported down over gNMI that routes avoid.",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
-			m.switchInSync, m.linkUtilization, m.topologyRevision)
+			m.switchInSync, m.linkUtilization, m.topologyRevision, m.linksDown)
 	}
 	return m
 }

@@ -4,7 +4,9 @@ package northbound
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
+	"github.com/accelnet/accelnet/web"
 )
 
 // Fabric is what the API needs from the controller.
@@ -43,6 +46,10 @@ type Options struct {
 	Logger *slog.Logger
 	// ReadTimeout bounds a switch read-back; default 5s.
 	ReadTimeout time.Duration
+	// StreamInterval is how often /api/v1/stream sends the topology; default 1s.
+	StreamInterval time.Duration
+	// Done, when closed, ends open streams (for a prompt shutdown).
+	Done <-chan struct{}
 }
 
 // Problem is an RFC 9457 problem document.
@@ -66,6 +73,9 @@ func New(opts Options) http.Handler {
 	if opts.ReadTimeout <= 0 {
 		opts.ReadTimeout = 5 * time.Second
 	}
+	if opts.StreamInterval <= 0 {
+		opts.StreamInterval = time.Second
+	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
@@ -76,7 +86,7 @@ func New(opts Options) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) { problem(c, http.StatusMethodNotAllowed, c.Request.Method+" is not allowed here") })
 
-	a := &api{opts: opts}
+	a := &api{opts: opts, done: opts.Done}
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", a.ready)
 	if opts.Gatherer != nil {
@@ -85,13 +95,21 @@ func New(opts Options) http.Handler {
 	v1 := r.Group("/api/v1")
 	v1.GET("/topology", a.topology)
 	v1.GET("/switches/:name/entries", a.entries)
+	v1.GET("/stream", a.stream)
+	dashboard := gin.WrapH(web.Handler())
+	for _, path := range []string{"/", "/index.html", "/app.js", "/style.css"} {
+		r.GET(path, dashboard)
+	}
 	for prefix, h := range opts.Mounts {
 		r.Any(prefix+"*rest", gin.WrapH(h))
 	}
 	return r
 }
 
-type api struct{ opts Options }
+type api struct {
+	opts Options
+	done <-chan struct{}
+}
 
 func (a *api) ready(c *gin.Context) {
 	if err := a.opts.Fabric.Ready(); err != nil {
@@ -129,10 +147,49 @@ type (
 )
 
 func (a *api) topology(c *gin.Context) {
-	snap, rev := a.opts.Fabric.Snapshot()
-	if snap == nil {
+	v, ok := a.view()
+	if !ok {
 		problem(c, http.StatusServiceUnavailable, "no topology loaded yet")
 		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+// stream sends the topology view as server-sent events ("topology"), at
+// once and then every StreamInterval, until the client goes away. The
+// dashboard follows it.
+func (a *api) stream(c *gin.Context) {
+	c.Header("Content-Type", "text/event-stream")
+	c.Header("Cache-Control", "no-cache")
+	c.Header("X-Accel-Buffering", "no")
+	tick := time.NewTicker(a.opts.StreamInterval)
+	defer tick.Stop()
+	for {
+		if v, ok := a.view(); ok {
+			data, err := json.Marshal(v)
+			if err != nil {
+				return
+			}
+			if _, err := fmt.Fprintf(c.Writer, "event: topology\ndata: %s\n\n", data); err != nil {
+				return
+			}
+			c.Writer.Flush()
+		}
+		select {
+		case <-c.Request.Context().Done():
+			return
+		case <-a.done:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// view assembles the topology with status and live load.
+func (a *api) view() (TopologyView, bool) {
+	snap, rev := a.opts.Fabric.Snapshot()
+	if snap == nil {
+		return TopologyView{}, false
 	}
 	status := a.opts.Fabric.Status()
 	v := TopologyView{Name: snap.Name(), Revision: rev, Switches: []SwitchView{}, Links: []LinkView{}, Hosts: []HostView{}}
@@ -153,7 +210,7 @@ func (a *api) topology(c *gin.Context) {
 		}
 		v.Hosts = append(v.Hosts, hv)
 	}
-	c.JSON(http.StatusOK, v)
+	return v, true
 }
 
 // EntriesView is a switch's programmed state as read back.

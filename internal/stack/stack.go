@@ -69,7 +69,8 @@ type Stack struct {
 	Registry   *prometheus.Registry
 	Handler    http.Handler
 
-	log *slog.Logger
+	log     *slog.Logger
+	stopAPI chan struct{} // closed when Run ends, to end the API's open streams
 }
 
 // New starts etcd (if embedded), binds the emulated switches (if any),
@@ -82,7 +83,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry()}
+	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry(), stopAPI: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -163,6 +164,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		Gatherer: s.Registry,
 		Mounts:   mounts,
 		Logger:   s.log.With("component", "api"),
+		Done:     s.stopAPI,
 	})
 	return s, nil
 }
@@ -184,6 +186,7 @@ func (s *Stack) Run(ctx context.Context) error {
 		stopCtrl()
 	}()
 	err := s.Controller.Run(ctrlCtx)
+	close(s.stopAPI)
 	s.Driver.Close()
 	stopFabric()
 	return errors.Join(err, g.Wait())

@@ -1,0 +1,156 @@
+package fabrictest_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/fabrictest"
+)
+
+// chromium finds the browser .ci/run installs.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium on PATH: .ci/run installs Debian's chromium")
+	}
+	t.Skip("no chromium on PATH (apt-get install -y chromium)")
+	return ""
+}
+
+// artifactDir is where screenshots go: $ACCELNET_ARTIFACTS, or artifacts/
+// at the repository root.
+func artifactDir(t *testing.T) string {
+	dir := os.Getenv("ACCELNET_ARTIFACTS")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "artifacts")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestDashboardInBrowser loads the dashboard in headless Chromium against a
+// running controller and emulated fabric: no console errors, every switch
+// drawn, a link shown down soon after fabricsim takes it down.
+func TestDashboardInBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	bin := chromium(t)
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 4, 4))
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	snap, _ := h.Controller.Snapshot()
+	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	defer cancelTimeout()
+
+	var mu sync.Mutex
+	var consoleErrors []string
+	if err := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, string(a.Value))
+				}
+				consoleErrors = append(consoleErrors, strings.Join(parts, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			consoleErrors = append(consoleErrors, e.ExceptionDetails.Text)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	poll := func(what, expr string, timeout time.Duration) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout))); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(h.API.URL+"/")); err != nil {
+		t.Fatalf("open dashboard: %v", err)
+	}
+	poll("the dashboard to draw", `window.accelnet && window.accelnet.ready && window.accelnet.drawn.length > 0`, 30*time.Second)
+	drawn, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.accelnet.drawn`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, sw := range snap.Switches() {
+		want = append(want, string(sw.Name))
+	}
+	slices.Sort(want)
+	slices.Sort(drawn)
+	if !slices.Equal(want, drawn) {
+		t.Errorf("drawn switches %v, want %v", drawn, want)
+	}
+	poll("the live indicator", `document.getElementById('status').textContent === 'live'`, 10*time.Second)
+
+	// Select a switch, let load show, and screenshot the fabric under load.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(window.accelnet.select('switch', 'leaf1'), true)`)); err != nil {
+		t.Fatal(err)
+	}
+	poll("leaf1's details", `document.getElementById('details').textContent.includes('leaf1')`, 10*time.Second)
+	poll("load on the links", `window.accelnet.maxUtilization() > 0`, 20*time.Second)
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(artifactDir(t), "dashboard.png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// A link goes down in the fabric; the page shows it within seconds.
+	down := snap.Links()[0].ID()
+	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkDown, Target: string(down)}); err != nil {
+		t.Fatal(err)
+	}
+	poll("link "+string(down)+" shown down", fmt.Sprintf(`window.accelnet.linkState(%q) === 'down'`, string(down)), 15*time.Second)
+	if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+		os.WriteFile(filepath.Join(artifactDir(t), "dashboard-link-down.png"), png, 0o644)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(consoleErrors) > 0 {
+		t.Errorf("console errors: %v", consoleErrors)
+	}
+}

@@ -1,0 +1,372 @@
+// accelnet dashboard: draws the fabric in tiers and follows the controller's
+// live stream (server-sent events). No build step, no dependencies.
+
+const canvas = document.getElementById('fabric');
+const ctx = canvas.getContext('2d');
+const tooltip = document.getElementById('tooltip');
+const statusEl = document.getElementById('status');
+const details = document.getElementById('details');
+const chart = document.getElementById('chart');
+const HISTORY_SECONDS = 300;
+const MAX_HOSTS_DRAWN = 256; // above this, hosts are drawn as one box per leaf
+
+const state = {
+  topo: null,
+  layoutKey: '',
+  pos: new Map(),       // switch name -> {x, y}
+  hostPos: new Map(),   // host name or "leaf:<name>" -> {x, y, n}
+  history: new Map(),   // "link:<id>" | "switch:<name>" -> [{t, v}]
+  selected: null,       // {kind: 'link'|'switch', id}
+  hover: null,
+};
+
+// Test and debugging hooks.
+window.accelnet = {
+  ready: false,
+  drawn: [],
+  linkState(id) {
+    const l = state.topo && state.topo.links.find((x) => x.id === id);
+    if (!l) return 'unknown';
+    return l.load.up ? 'up' : 'down';
+  },
+  select(kind, id) { select({ kind, id }); },
+  maxUtilization() { return state.topo ? Math.max(0, ...state.topo.links.map((l) => l.load.utilization)) : 0; },
+  get selected() { return state.selected; },
+};
+
+// Utilization colour: green (idle) through yellow to red (full and beyond).
+function utilColor(u) {
+  const x = Math.max(0, Math.min(1, u));
+  const hue = 120 - 120 * x;
+  return `hsl(${hue}, 80%, ${45 + 10 * (1 - x)}%)`;
+}
+
+function drawLegend() {
+  const legend = document.getElementById('legend');
+  const stops = [0, 0.25, 0.5, 0.75, 1];
+  legend.innerHTML = stops.map((u) => `<span><i style="background:${utilColor(u)}"></i>${Math.round(u * 100)}%</span>`).join('') +
+    '<span><i style="background:repeating-linear-gradient(90deg,#ff5c5c 0 4px,transparent 4px 7px)"></i>down</span>';
+}
+
+function tierOf(sw) {
+  switch (sw.role) {
+    case 'core': return 0;
+    case 'spine': return 1;
+    default: return 2;
+  }
+}
+
+// layout places switches in tiers; fat-tree pods side by side.
+function layout(topo) {
+  const key = topo.switches.map((s) => s.name).join(',') + '|' + topo.hosts.length;
+  const w = canvas.clientWidth, h = canvas.clientHeight;
+  const sizeKey = key + `|${w}x${h}`;
+  if (sizeKey === state.layoutKey) return;
+  state.layoutKey = sizeKey;
+  state.pos.clear();
+  state.hostPos.clear();
+  const hasCore = topo.switches.some((s) => s.role === 'core');
+  const tierY = hasCore ? [0.1, 0.36, 0.62] : [0.1, 0.2, 0.55];
+  const margin = 40;
+  const tiers = [[], [], []];
+  for (const sw of topo.switches) tiers[tierOf(sw)].push(sw);
+  const byPodName = (a, b) => (a.pod - b.pod) || a.name.localeCompare(b.name, undefined, { numeric: true });
+  tiers.forEach((list, t) => {
+    list.sort(byPodName);
+    const pods = [...new Set(list.map((s) => s.pod || 0))];
+    const gap = pods.length > 1 ? 24 : 0;
+    const usable = w - 2 * margin - gap * (pods.length - 1);
+    list.forEach((sw, i) => {
+      const podIdx = pods.indexOf(sw.pod || 0);
+      const x = margin + (list.length === 1 ? usable / 2 : (usable * i) / (list.length - 1)) + gap * podIdx;
+      state.pos.set(sw.name, { x, y: tierY[t] * h });
+    });
+  });
+  const aggregate = topo.hosts.length > MAX_HOSTS_DRAWN;
+  const onLeaf = new Map();
+  for (const host of topo.hosts) {
+    const leaf = host.attach.switch;
+    if (!onLeaf.has(leaf)) onLeaf.set(leaf, []);
+    onLeaf.get(leaf).push(host);
+  }
+  for (const [leaf, hosts] of onLeaf) {
+    const p = state.pos.get(leaf);
+    if (!p) continue;
+    if (aggregate) {
+      state.hostPos.set('leaf:' + leaf, { x: p.x, y: 0.85 * h, n: hosts.length, leaf });
+      continue;
+    }
+    const spread = Math.min(60, (w - 2 * margin) / Math.max(1, onLeaf.size) - 4);
+    hosts.forEach((host, i) => {
+      const dx = hosts.length === 1 ? 0 : -spread / 2 + (spread * i) / (hosts.length - 1);
+      state.hostPos.set(host.name, { x: p.x + dx, y: 0.85 * h, n: 1, host });
+    });
+  }
+}
+
+function resize() {
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = canvas.clientWidth * dpr;
+  canvas.height = canvas.clientHeight * dpr;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  state.layoutKey = '';
+  draw();
+}
+
+function fmtBps(bps) {
+  if (bps >= 1e9) return (bps / 1e9).toFixed(1) + ' Gb/s';
+  if (bps >= 1e6) return (bps / 1e6).toFixed(1) + ' Mb/s';
+  return Math.round(bps) + ' b/s';
+}
+
+function draw() {
+  const topo = state.topo;
+  ctx.clearRect(0, 0, canvas.clientWidth, canvas.clientHeight);
+  if (!topo) return;
+  layout(topo);
+  const drawn = [];
+  // Host links first, under everything.
+  ctx.lineWidth = 1;
+  for (const hp of state.hostPos.values()) {
+    const leaf = hp.host ? hp.host.attach.switch : hp.leaf;
+    const p = state.pos.get(leaf);
+    let u = 0;
+    if (hp.host) u = Math.max(hp.host.tx_bps, hp.host.rx_bps) / (hp.host.nic_gbps * 1e9);
+    ctx.strokeStyle = utilColor(u);
+    ctx.globalAlpha = 0.6;
+    ctx.beginPath(); ctx.moveTo(p.x, p.y); ctx.lineTo(hp.x, hp.y); ctx.stroke();
+    ctx.globalAlpha = 1;
+    ctx.fillStyle = '#8899aa';
+    if (hp.host) {
+      ctx.beginPath(); ctx.arc(hp.x, hp.y, 3, 0, 2 * Math.PI); ctx.fill();
+    } else {
+      ctx.fillRect(hp.x - 14, hp.y - 7, 28, 14);
+      ctx.fillStyle = '#0f1419'; ctx.font = '9px system-ui'; ctx.textAlign = 'center';
+      ctx.fillText(String(hp.n), hp.x, hp.y + 3);
+    }
+  }
+  const dense = topo.links.length > 600;
+  for (const l of topo.links) {
+    const a = state.pos.get(l.a.switch), b = state.pos.get(l.b.switch);
+    if (!a || !b) continue;
+    const sel = state.selected && state.selected.kind === 'link' && state.selected.id === l.id;
+    ctx.lineWidth = sel ? 4 : (dense ? 1 : 2);
+    if (!l.load.up) {
+      ctx.strokeStyle = '#ff5c5c';
+      ctx.setLineDash([5, 4]);
+    } else {
+      ctx.strokeStyle = utilColor(l.load.utilization);
+      ctx.setLineDash([]);
+    }
+    ctx.beginPath(); ctx.moveTo(a.x, a.y); ctx.lineTo(b.x, b.y); ctx.stroke();
+  }
+  ctx.setLineDash([]);
+  const small = topo.switches.length > 60;
+  for (const sw of topo.switches) {
+    const p = state.pos.get(sw.name);
+    const sel = state.selected && state.selected.kind === 'switch' && state.selected.id === sw.name;
+    const synced = sw.status && sw.status.in_sync;
+    const wbox = small ? 8 : 46, hbox = small ? 8 : 18;
+    ctx.fillStyle = synced ? '#2d5b8c' : '#7a5d12';
+    ctx.strokeStyle = sel ? '#ffffff' : '#0f1419';
+    ctx.lineWidth = sel ? 2 : 1;
+    ctx.fillRect(p.x - wbox / 2, p.y - hbox / 2, wbox, hbox);
+    ctx.strokeRect(p.x - wbox / 2, p.y - hbox / 2, wbox, hbox);
+    if (!small) {
+      ctx.fillStyle = '#ffffff'; ctx.font = '10px system-ui'; ctx.textAlign = 'center';
+      ctx.fillText(sw.name, p.x, p.y + 3);
+    }
+    drawn.push(sw.name);
+  }
+  window.accelnet.drawn = drawn;
+}
+
+function distToSegment(px, py, a, b) {
+  const dx = b.x - a.x, dy = b.y - a.y;
+  const len2 = dx * dx + dy * dy || 1;
+  const t = Math.max(0, Math.min(1, ((px - a.x) * dx + (py - a.y) * dy) / len2));
+  const x = a.x + t * dx, y = a.y + t * dy;
+  return Math.hypot(px - x, py - y);
+}
+
+function hit(px, py) {
+  if (!state.topo) return null;
+  for (const sw of state.topo.switches) {
+    const p = state.pos.get(sw.name);
+    if (p && Math.abs(px - p.x) <= 24 && Math.abs(py - p.y) <= 10) return { kind: 'switch', id: sw.name };
+  }
+  let best = null, bestD = 5;
+  for (const l of state.topo.links) {
+    const a = state.pos.get(l.a.switch), b = state.pos.get(l.b.switch);
+    if (!a || !b) continue;
+    const d = distToSegment(px, py, a, b);
+    if (d < bestD) { best = { kind: 'link', id: l.id }; bestD = d; }
+  }
+  return best;
+}
+
+function linkText(l) {
+  return `${l.id}\n${l.gbps} Gb/s  ${l.load.up ? 'up' : 'DOWN'}\n` +
+    `${l.a.switch}→${l.b.switch}: ${fmtBps(l.load.a_to_b_bps)}\n${l.b.switch}→${l.a.switch}: ${fmtBps(l.load.b_to_a_bps)}\n` +
+    `utilization ${(100 * l.load.utilization).toFixed(1)}%${l.load.stale ? ' (stale)' : ''}`;
+}
+
+canvas.addEventListener('mousemove', (e) => {
+  const r = canvas.getBoundingClientRect();
+  const h = hit(e.clientX - r.left, e.clientY - r.top);
+  if (!h) { tooltip.hidden = true; return; }
+  let text = h.id;
+  if (h.kind === 'link') text = linkText(state.topo.links.find((l) => l.id === h.id));
+  tooltip.textContent = text;
+  tooltip.style.left = (e.clientX - r.left + 12) + 'px';
+  tooltip.style.top = (e.clientY - r.top + 12) + 'px';
+  tooltip.hidden = false;
+});
+canvas.addEventListener('mouseleave', () => { tooltip.hidden = true; });
+canvas.addEventListener('click', (e) => {
+  const r = canvas.getBoundingClientRect();
+  const h = hit(e.clientX - r.left, e.clientY - r.top);
+  if (h) select(h);
+});
+
+function switchBps(name) {
+  let bps = 0;
+  for (const l of state.topo.links) {
+    if (l.a.switch === name) bps += l.load.a_to_b_bps;
+    if (l.b.switch === name) bps += l.load.b_to_a_bps;
+  }
+  return bps;
+}
+
+async function select(sel) {
+  state.selected = sel;
+  document.querySelectorAll('#switch-list button').forEach((b) => b.setAttribute('aria-pressed', String(sel.kind === 'switch' && b.dataset.name === sel.id)));
+  renderDetails();
+  draw();
+  if (sel.kind === 'switch') {
+    try {
+      const res = await fetch(`/api/v1/switches/${encodeURIComponent(sel.id)}/entries`);
+      const body = await res.json();
+      if (state.selected === sel) {
+        const el = document.getElementById('entry-counts');
+        if (el) el.textContent = res.ok ? Object.entries(body.counts).map(([k, v]) => `${k} ${v}`).join(', ') : (body.detail || res.statusText);
+      }
+    } catch (err) {
+      const el = document.getElementById('entry-counts');
+      if (el) el.textContent = 'unavailable';
+    }
+  }
+}
+
+function renderDetails() {
+  const sel = state.selected;
+  if (!sel || !state.topo) return;
+  if (sel.kind === 'link') {
+    const l = state.topo.links.find((x) => x.id === sel.id);
+    if (!l) return;
+    details.innerHTML = `<dl><dt>link</dt><dd>${l.id}</dd><dt>capacity</dt><dd>${l.gbps} Gb/s</dd>` +
+      `<dt>state</dt><dd class="${l.load.up ? '' : 'down'}">${l.load.up ? 'up' : 'down'}</dd>` +
+      `<dt>${l.a.switch}→</dt><dd>${fmtBps(l.load.a_to_b_bps)}</dd><dt>${l.b.switch}→</dt><dd>${fmtBps(l.load.b_to_a_bps)}</dd>` +
+      `<dt>utilization</dt><dd>${(100 * l.load.utilization).toFixed(1)}%</dd></dl>`;
+  } else {
+    const sw = state.topo.switches.find((x) => x.name === sel.id);
+    if (!sw) return;
+    const st = sw.status || {};
+    details.innerHTML = `<dl><dt>switch</dt><dd>${sw.name}</dd><dt>role</dt><dd>${sw.role}</dd><dt>device id</dt><dd>${sw.device_id}</dd>` +
+      `<dt>in sync</dt><dd>${st.in_sync ? 'yes' : 'no'}</dd><dt>entries</dt><dd id="entry-counts">${st.entries ?? '—'}</dd>` +
+      `<dt>traffic out</dt><dd>${fmtBps(switchBps(sw.name))}</dd>` +
+      (st.last_error ? `<dt>last error</dt><dd class="down">${st.last_error}</dd>` : '') + '</dl>';
+  }
+  drawChart();
+}
+
+function drawChart() {
+  const c = chart.getContext('2d');
+  c.clearRect(0, 0, chart.width, chart.height);
+  const sel = state.selected;
+  if (!sel) return;
+  const series = state.history.get(sel.kind + ':' + sel.id) || [];
+  const now = Date.now() / 1000;
+  const maxV = sel.kind === 'link' ? 1 : Math.max(1, ...series.map((p) => p.v));
+  c.strokeStyle = '#334'; c.strokeRect(0.5, 0.5, chart.width - 1, chart.height - 1);
+  c.fillStyle = '#9aa4ae'; c.font = '10px system-ui';
+  c.fillText(sel.kind === 'link' ? 'utilization, last 5 min' : 'traffic out, last 5 min', 6, 12);
+  c.strokeStyle = '#4ea1ff'; c.lineWidth = 1.5; c.beginPath();
+  series.forEach((p, i) => {
+    const x = chart.width * (1 - (now - p.t) / HISTORY_SECONDS);
+    const y = chart.height - 4 - (chart.height - 20) * Math.min(1, p.v / maxV);
+    if (i === 0) c.moveTo(x, y); else c.lineTo(x, y);
+  });
+  c.stroke();
+}
+
+function record(topo) {
+  const t = Date.now() / 1000;
+  const push = (key, v) => {
+    if (!state.history.has(key)) state.history.set(key, []);
+    const s = state.history.get(key);
+    s.push({ t, v });
+    while (s.length && t - s[0].t > HISTORY_SECONDS) s.shift();
+  };
+  for (const l of topo.links) push('link:' + l.id, l.load.utilization);
+  for (const sw of topo.switches) push('switch:' + sw.name, switchBps(sw.name));
+}
+
+function renderSummary(topo) {
+  const down = topo.links.filter((l) => !l.load.up).length;
+  const synced = topo.switches.filter((s) => s.status && s.status.in_sync).length;
+  const maxU = Math.max(0, ...topo.links.map((l) => l.load.utilization));
+  document.getElementById('summary').innerHTML = `<dl><dt>switches</dt><dd>${topo.switches.length} (${synced} in sync)</dd>` +
+    `<dt>links</dt><dd>${topo.links.length}${down ? ` <span class="down">(${down} down)</span>` : ''}</dd>` +
+    `<dt>hosts</dt><dd>${topo.hosts.length}</dd><dt>busiest link</dt><dd>${(100 * maxU).toFixed(1)}%</dd>` +
+    `<dt>revision</dt><dd>${topo.revision}</dd></dl>`;
+  document.getElementById('fabric-name').textContent = topo.name || '';
+  const list = document.getElementById('switch-list');
+  if (list.childElementCount !== topo.switches.length) {
+    list.innerHTML = '';
+    for (const sw of topo.switches) {
+      const li = document.createElement('li');
+      const b = document.createElement('button');
+      b.textContent = sw.name;
+      b.dataset.name = sw.name;
+      b.setAttribute('aria-pressed', 'false');
+      b.addEventListener('click', () => select({ kind: 'switch', id: sw.name }));
+      li.appendChild(b);
+      list.appendChild(li);
+    }
+  }
+  for (const b of list.querySelectorAll('button')) {
+    const sw = topo.switches.find((s) => s.name === b.dataset.name);
+    b.classList.toggle('unsynced', !(sw && sw.status && sw.status.in_sync));
+  }
+}
+
+function onTopology(topo) {
+  state.topo = topo;
+  record(topo);
+  draw();
+  renderSummary(topo);
+  renderDetails();
+  window.accelnet.ready = true;
+}
+
+function setStatus(kind, text) {
+  statusEl.className = 'status ' + kind;
+  statusEl.textContent = text;
+}
+
+function connect() {
+  const es = new EventSource('/api/v1/stream');
+  es.addEventListener('open', () => setStatus('live', 'live'));
+  es.addEventListener('topology', (e) => {
+    setStatus('live', 'live');
+    onTopology(JSON.parse(e.data));
+  });
+  // EventSource reconnects by itself; say so while it does.
+  es.addEventListener('error', () => setStatus('lost', 'connection to the controller lost — retrying'));
+}
+
+window.addEventListener('resize', resize);
+drawLegend();
+resize();
+connect();

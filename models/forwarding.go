@@ -195,27 +195,6 @@ func (d Diff) Len() int { return d.Insert.Len() + d.Modify.Len() + d.Delete.Len(
 // Empty reports whether the diff needs no writes.
 func (d Diff) Empty() bool { return d.Len() == 0 }
 
-// Validate checks each part's entries (not cross-references, which may point
-// at entries the switch already has).
-func (d Diff) Validate() error {
-	for _, part := range []ForwardingState{d.Insert, d.Modify, d.Delete} {
-		if err := (ForwardingState{Members: part.Members}).Validate(); err != nil {
-			return err
-		}
-		for _, g := range part.Groups {
-			if g.ID == 0 {
-				return invalidf("group id must be non-zero")
-			}
-		}
-		for _, r := range part.Routes {
-			if !r.Prefix.IsValid() || !r.Prefix.Addr().Is4() {
-				return invalidf("route %s: want an IPv4 prefix", r.Prefix)
-			}
-		}
-	}
-	return nil
-}
-
 // Compute returns the minimal diff from actual to desired: entries only in
 // desired are inserted, entries in both that differ are modified, entries
 // only in actual are deleted. Entries are keyed by member ID, group ID,

@@ -120,14 +120,6 @@ func (d *P4RT) Close() {
 	d.wg.Wait()
 }
 
-// Connected reports whether the driver holds a live primary stream to sw.
-func (d *P4RT) Connected(sw models.SwitchID) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	c := d.conns[sw]
-	return c != nil && c.alive()
-}
-
 func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 	sw, err := d.opts.Resolve(id)
 	if err != nil {

@@ -79,7 +79,6 @@ type Schema struct {
 	profilesByName map[string]*p4config.ActionProfile
 	profilesByID   map[uint32]*p4config.ActionProfile
 	countersByName map[string]*p4config.Counter
-	countersByID   map[uint32]*p4config.Counter
 }
 
 // NewSchema indexes info and checks that every name, ID and bit width the
@@ -94,7 +93,6 @@ func NewSchema(info *p4config.P4Info) (*Schema, error) {
 		profilesByName: map[string]*p4config.ActionProfile{},
 		profilesByID:   map[uint32]*p4config.ActionProfile{},
 		countersByName: map[string]*p4config.Counter{},
-		countersByID:   map[uint32]*p4config.Counter{},
 	}
 	for _, t := range info.GetTables() {
 		s.tablesByName[t.GetPreamble().GetName()] = t
@@ -110,7 +108,6 @@ func NewSchema(info *p4config.P4Info) (*Schema, error) {
 	}
 	for _, c := range info.GetCounters() {
 		s.countersByName[c.GetPreamble().GetName()] = c
-		s.countersByID[c.GetPreamble().GetId()] = c
 	}
 	if err := s.check(); err != nil {
 		return nil, err
@@ -295,12 +292,6 @@ func (s *Schema) ProfileByID(id uint32) (*p4config.ActionProfile, bool) {
 // ProfileID returns an action profile's ID, or 0.
 func (s *Schema) ProfileID(name string) uint32 {
 	return s.profilesByName[name].GetPreamble().GetId()
-}
-
-// CounterByID looks an indirect counter up by ID.
-func (s *Schema) CounterByID(id uint32) (*p4config.Counter, bool) {
-	c, ok := s.countersByID[id]
-	return c, ok
 }
 
 // CounterID returns an indirect counter's ID, or 0.

@@ -266,7 +266,7 @@ func StandardGrid(trials int, seed uint64) []EvalCase {
 }
 
 // placeSplit places demands whole and, while the result is more than 2%
-// above the lower bound, again with every demand split over 2, 4 and 8
+// above the lower bound, again with every demand split over 2, 4, … 32
 // queue pairs (each its own UDP source port, so each can take its own
 // path); it keeps the lowest MLU. Integral routing cannot always reach a
 // fractional bound (32 flows over 31 working uplinks need 2 on some link);
@@ -275,7 +275,7 @@ func (n *network) placeSplit(ctx context.Context, demands []Demand, bound float6
 	var bestRoutes [][]int
 	var bestDemand []float64
 	bestMLU := 0.0
-	for _, q := range []int{1, 2, 4, 8} {
+	for _, q := range []int{1, 2, 4, 8, 16, 32} {
 		split := make([]Demand, 0, q*len(demands))
 		for _, d := range demands {
 			for range q {

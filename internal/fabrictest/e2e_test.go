@@ -1,7 +1,9 @@
 package fabrictest_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -329,4 +331,43 @@ func TestLinkFailureIsRoutedAround(t *testing.T) {
 		st, err := h.Driver.Read(context.Background(), "leaf1")
 		return err == nil && len(h.Controller.DownLinks()) == 0 && len(st.Groups) == 1
 	})
+}
+
+// TestTopologyStream reads the dashboard's server-sent events over HTTP:
+// the topology arrives at once and again every interval.
+func TestTopologyStream(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(1, 2, 1))
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.API.URL+"/api/v1/stream", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("content type %q", ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	events := 0
+	for sc.Scan() && events < 2 {
+		line := sc.Text()
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		var v northbound.TopologyView
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			t.Fatalf("event data: %v", err)
+		}
+		if len(v.Switches) != 3 || len(v.Links) != 2 {
+			t.Fatalf("streamed topology: %d switches, %d links", len(v.Switches), len(v.Links))
+		}
+		events++
+	}
+	if events < 2 {
+		t.Fatalf("got %d events: %v", events, sc.Err())
+	}
 }

@@ -193,12 +193,13 @@ func Evaluate(ctx context.Context, c EvalCase) (EvalResult, error) {
 			return EvalResult{}, err
 		}
 		demands := demandsOf(cols)
+		bound := LowerBound(snap, down, demands)
 		start := time.Now()
 		var flowDemand []float64
 		var routes [][]int
 		if k == 0 {
 			var err error
-			if routes, flowDemand, err = n.placeSplit(ctx, demands, LowerBound(snap, down, demands)); err != nil {
+			if routes, flowDemand, err = n.placeSplit(ctx, demands, bound); err != nil {
 				return EvalResult{}, err
 			}
 		} else {
@@ -216,17 +217,7 @@ func Evaluate(ctx context.Context, c EvalCase) (EvalResult, error) {
 			}
 		}
 		res.SolveMS += float64(time.Since(start).Microseconds()) / 1000
-		load := make([]float64, len(n.capacity))
-		for i, r := range routes {
-			for _, x := range r {
-				load[x] += flowDemand[i]
-			}
-		}
-		mlu := 0.0
-		for r, l := range load {
-			mlu = max(mlu, l/n.capacity[r])
-		}
-		bound := LowerBound(snap, down, demands)
+		mlu, _ := n.maxUtilization(routes, func(i int) float64 { return flowDemand[i] })
 		rates := MaxMinFair(n.capacity, flowDemand, routes)
 		sum, want := 0.0, 0.0
 		for i := range rates {
@@ -286,16 +277,7 @@ func (n *network) placeSplit(ctx context.Context, demands []Demand, bound float6
 		if err != nil {
 			return nil, nil, err
 		}
-		load := make([]float64, len(n.capacity))
-		for i, r := range routes {
-			for _, x := range r {
-				load[x] += split[i].Gbps
-			}
-		}
-		mlu := 0.0
-		for r, l := range load {
-			mlu = max(mlu, l/n.capacity[r])
-		}
+		mlu, _ := n.maxUtilization(routes, func(i int) float64 { return split[i].Gbps })
 		if bestRoutes == nil || mlu < bestMLU-1e-9 {
 			bestRoutes, bestMLU = routes, mlu
 			bestDemand = bestDemand[:0]

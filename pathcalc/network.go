@@ -152,3 +152,21 @@ func (n *network) distTo(b models.SwitchID) map[models.SwitchID]int {
 	n.dists[b] = d
 	return d
 }
+
+// maxUtilization loads gbps(i) onto every resource of routes[i] and returns
+// the highest utilization and the resource at it (-1 when nothing is loaded).
+func (n *network) maxUtilization(routes [][]int, gbps func(i int) float64) (float64, int) {
+	load := make([]float64, len(n.capacity))
+	for i, r := range routes {
+		for _, x := range r {
+			load[x] += gbps(i)
+		}
+	}
+	m, at := 0.0, -1
+	for r, l := range load {
+		if u := l / n.capacity[r]; u > m {
+			m, at = u, r
+		}
+	}
+	return m, at
+}

@@ -64,19 +64,15 @@ func Place(ctx context.Context, snap *topology.Snapshot, req PlaceRequest) (Plac
 		return Placement{}, err
 	}
 	p := Placement{Method: method, Moved: moved, Paths: make([][]models.Endpoint, len(routes))}
-	load := make([]float64, len(n.capacity))
 	for i, r := range routes {
-		for _, res := range r {
-			load[res] += req.Demands[i].Gbps
-		}
 		for _, res := range r[1:] { // skip the NIC: paths are switch egress ports
 			p.Paths[i] = append(p.Paths[i], n.resources[res].egress)
 		}
 	}
-	for r, l := range load {
-		if u := l / n.capacity[r]; u > p.MLU {
-			p.MLU, p.Bottleneck = u, n.resources[r].String()
-		}
+	var at int
+	p.MLU, at = n.maxUtilization(routes, func(i int) float64 { return req.Demands[i].Gbps })
+	if at >= 0 {
+		p.Bottleneck = n.resources[at].String()
 	}
 	return p, nil
 }
@@ -137,30 +133,17 @@ func (n *network) routes(demands []Demand, candidates [][][]int, choice []int) [
 // hostBound is the utilization of the hosts' own links (NIC out, leaf port
 // in), which no choice of paths changes.
 func (n *network) hostBound(demands []Demand) float64 {
-	load := map[int]float64{}
-	for _, d := range demands {
-		load[n.nicTx[d.Src.Name]] += d.Gbps
-		load[n.egress[d.Dst.Attach]] += d.Gbps
+	fixed := make([][]int, len(demands))
+	for i, d := range demands {
+		fixed[i] = []int{n.nicTx[d.Src.Name], n.egress[d.Dst.Attach]}
 	}
-	m := 0.0
-	for r, l := range load {
-		m = max(m, l/n.capacity[r])
-	}
+	m, _ := n.maxUtilization(fixed, func(i int) float64 { return demands[i].Gbps })
 	return m
 }
 
 // mlu is the maximum utilization of a choice of paths.
 func (n *network) mlu(demands []Demand, candidates [][][]int, choice []int) float64 {
-	load := make([]float64, len(n.capacity))
-	for i, d := range demands {
-		for _, r := range n.route(d.Src, d.Dst, candidates[i][choice[i]]) {
-			load[r] += d.Gbps
-		}
-	}
-	m := 0.0
-	for r, l := range load {
-		m = max(m, l/n.capacity[r])
-	}
+	m, _ := n.maxUtilization(n.routes(demands, candidates, choice), func(i int) float64 { return demands[i].Gbps })
 	return m
 }
 

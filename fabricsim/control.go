@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/southbound/p4"
 )
 
@@ -118,35 +116,6 @@ func (f *Fabric) SetLinkUp(id models.LinkID, up bool) error {
 	}
 	f.markDirty("", true, false)
 	return nil
-}
-
-// Permutation returns a random permutation workload's flows without
-// starting them: every host sends demandGbps to a distinct host on another
-// leaf, over qps flows (queue pairs, each its own UDP source port).
-func (f *Fabric) Permutation(seed uint64, demandGbps float64, qps int) ([]FlowSpec, error) {
-	if qps < 1 {
-		qps = 1
-	}
-	cols, err := pathcalc.Traffic(f.snap, pathcalc.TrafficSpec{Pattern: pathcalc.PatternPermutation, Seed: seed})
-	if err != nil {
-		return nil, err
-	}
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	var specs []FlowSpec
-	for _, conn := range cols[0].Conns {
-		for range qps {
-			specs = append(specs, FlowSpec{
-				Src: conn.Src.IP, Dst: conn.Dst.IP,
-				SrcPort:    uint16(49152 + rng.IntN(16384)),
-				DestQP:     uint32(rng.IntN(1 << 24)),
-				DemandGbps: demandGbps / float64(qps),
-			})
-		}
-	}
-	if len(specs) == 0 {
-		return nil, fmt.Errorf("%w: a permutation needs hosts on at least two leaves", models.ErrInvalid)
-	}
-	return specs, nil
 }
 
 // resolveHost accepts a host name or IP.

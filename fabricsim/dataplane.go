@@ -216,10 +216,11 @@ func (f *Fabric) recomputeLocked() {
 	}
 	offered := map[models.Endpoint]float64{}
 	for _, fl := range all {
+		offeredBps := f.offeredGbps(fl.Spec) * 1e9
 		if !fl.Delivered {
 			// A dropped flow is counted where it dies at its offered rate;
 			// it is not modelled as using capacity before that point.
-			bps := f.offeredGbps(fl.Spec) * 1e9
+			bps := offeredBps
 			if len(fl.Hops) == 0 {
 				continue
 			}
@@ -240,7 +241,7 @@ func (f *Fabric) recomputeLocked() {
 			f.rate(models.Endpoint{Switch: h.Switch, Port: h.InPort}).inBps += bps
 			out := models.Endpoint{Switch: h.Switch, Port: h.OutPort}
 			f.rate(out).outBps += bps
-			offered[out] += f.offeredGbps(fl.Spec) * 1e9
+			offered[out] += offeredBps
 			if h.Pinned {
 				if f.pinRate[h.Switch] == nil {
 					f.pinRate[h.Switch] = map[models.FlowKey]float64{}

@@ -281,8 +281,6 @@ func (sw *Switch) SetWriteDelay(d time.Duration) { sw.faults.writeDelayNanos.Sto
 
 func (sw *Switch) tablesChanged() { sw.fabric.markDirty(sw.name, false, false) }
 
-func newTimer(nanos int64) *time.Timer { return time.NewTimer(time.Duration(nanos)) }
-
 // dropStreams ends every open StreamChannel (and gNMI Subscribe) of the
 // switch, as a gRPC disconnect or a reboot does.
 func (sw *Switch) dropStreams() {

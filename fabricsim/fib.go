@@ -119,12 +119,6 @@ func (sw *Switch) compileFIBLocked() fib {
 	return f
 }
 
-// FlowHash is the selector hash; see pathcalc.FlowHash, which defines it
-// for the simulator and the evaluator alike.
-func FlowHash(seed uint32, src, dst netip.Addr, srcPort uint16) uint32 {
-	return pathcalc.FlowHash(seed, src, dst, srcPort)
-}
-
 // lookup returns the egress port for a flow, or 0 when the tables drop it,
 // and whether a flow-pin entry decided.
 func (f fib) lookup(spec FlowSpec) (port uint32, pinned bool) {
@@ -147,7 +141,7 @@ func (f fib) lookup(spec FlowSpec) (port uint32, pinned bool) {
 		for _, m := range r.members {
 			total += int64(m.weight)
 		}
-		pick := int64(FlowHash(f.seed, spec.Src, spec.Dst, spec.SrcPort)) % total
+		pick := int64(pathcalc.FlowHash(f.seed, spec.Src, spec.Dst, spec.SrcPort)) % total
 		for _, m := range r.members {
 			if pick < int64(m.weight) {
 				return m.port, false

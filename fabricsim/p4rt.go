@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/genproto/googleapis/rpc/code"
@@ -504,7 +505,7 @@ type faults struct {
 
 func (f *faults) beforeWrite(ctx context.Context) error {
 	if d := f.writeDelayNanos.Load(); d > 0 {
-		t := newTimer(d)
+		t := time.NewTimer(time.Duration(d))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -456,10 +456,18 @@ func ParseSpec(spec string) (models.Topology, error) {
 // Load reads a fabric from a builder spec ("leafspine:…", "fattree:…") or,
 // failing that prefix, from a topology file.
 func Load(arg string) (models.Topology, error) {
-	for _, kind := range []string{"leafspine:", "oversub:", "fattree:", "rail:"} {
-		if strings.HasPrefix(arg, kind) {
-			return ParseSpec(arg)
-		}
+	if IsSpec(arg) {
+		return ParseSpec(arg)
 	}
 	return LoadFile(arg)
+}
+
+// IsSpec reports whether arg names a builder spec rather than a file.
+func IsSpec(arg string) bool {
+	for _, kind := range []string{"leafspine:", "oversub:", "fattree:", "rail:"} {
+		if strings.HasPrefix(arg, kind) {
+			return true
+		}
+	}
+	return false
 }

@@ -189,7 +189,7 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	}
 	if cfg.Topology != "" {
 		spec := cfg.Topology
-		if demo && !strings.Contains(spec, "@") && (strings.HasPrefix(spec, "leafspine:") || strings.HasPrefix(spec, "fattree:")) {
+		if demo && topology.IsSpec(spec) && !strings.Contains(spec, "@") {
 			spec = fmt.Sprintf("%s@%g", spec, cfg.Gbps)
 		}
 		t, err := topology.Load(spec)

@@ -23,6 +23,7 @@ type network struct {
 	// entries are computed on first use.
 	paths map[[2]models.SwitchID][][]int
 	dists map[models.SwitchID]map[models.SwitchID]int
+	hops  map[[2]models.SwitchID][]nextHop
 	// seeds are the switches' hash seeds (device IDs), for ECMP emulation.
 	seeds map[models.SwitchID]uint32
 }
@@ -47,6 +48,7 @@ func newNetwork(snap *topology.Snapshot, down map[models.LinkID]bool) *network {
 		nicTx:  map[string]int{},
 		paths:  map[[2]models.SwitchID][][]int{},
 		dists:  map[models.SwitchID]map[models.SwitchID]int{},
+		hops:   map[[2]models.SwitchID][]nextHop{},
 		seeds:  map[models.SwitchID]uint32{},
 	}
 	add := func(name resourceName, gbps float64) int {
@@ -67,6 +69,33 @@ func newNetwork(snap *topology.Snapshot, down map[models.LinkID]bool) *network {
 	return n
 }
 
+// nextHop is one way forward from a switch toward a destination leaf.
+type nextHop struct {
+	res  int // the egress resource
+	peer models.SwitchID
+}
+
+// nextHops are the working ports of switch at on shortest paths to leaf b,
+// in port order, computed once per (switch, destination).
+func (n *network) nextHops(at, b models.SwitchID) []nextHop {
+	key := [2]models.SwitchID{at, b}
+	if h, ok := n.hops[key]; ok {
+		return h
+	}
+	dist := n.distTo(b)
+	var out []nextHop
+	for _, adj := range n.snap.Neighbors(at) {
+		if n.down[adj.Link] {
+			continue
+		}
+		if d, ok := dist[adj.Peer]; ok && d == dist[at]-1 {
+			out = append(out, nextHop{res: n.egress[models.Endpoint{Switch: at, Port: adj.LocalPort}], peer: adj.Peer})
+		}
+	}
+	n.hops[key] = out
+	return out
+}
+
 // leafPaths returns every shortest path from leaf a to leaf b that avoids
 // down links, each as its egress resources (without the host ports).
 func (n *network) leafPaths(a, b models.SwitchID) [][]int {
@@ -74,7 +103,6 @@ func (n *network) leafPaths(a, b models.SwitchID) [][]int {
 	if p, ok := n.paths[key]; ok {
 		return p
 	}
-	dist := n.distTo(b)
 	var out [][]int
 	var walk func(at models.SwitchID, acc []int)
 	walk = func(at models.SwitchID, acc []int) {
@@ -82,16 +110,11 @@ func (n *network) leafPaths(a, b models.SwitchID) [][]int {
 			out = append(out, slices.Clone(acc))
 			return
 		}
-		for _, adj := range n.snap.Neighbors(at) {
-			if n.down[adj.Link] {
-				continue
-			}
-			if d, ok := dist[adj.Peer]; ok && d == dist[at]-1 {
-				walk(adj.Peer, append(acc, n.egress[models.Endpoint{Switch: at, Port: adj.LocalPort}]))
-			}
+		for _, h := range n.nextHops(at, b) {
+			walk(h.peer, append(acc, h.res))
 		}
 	}
-	if _, ok := dist[a]; ok {
+	if _, ok := n.distTo(b)[a]; ok {
 		walk(a, nil)
 	}
 	n.paths[key] = out
@@ -111,34 +134,15 @@ func (n *network) route(src, dst models.Host, path []int) []int {
 // among the ports on shortest paths, the member FlowHash picks.
 func (n *network) ecmpPath(src, dst models.Host, srcPort uint16) []int {
 	a, b := src.Attach.Switch, dst.Attach.Switch
-	if a == b {
-		return nil
-	}
-	dist := n.distTo(b)
 	var out []int
-	at := a
-	for at != b {
-		var ports []uint32
-		for _, adj := range n.snap.Neighbors(at) {
-			if n.down[adj.Link] {
-				continue
-			}
-			if d, ok := dist[adj.Peer]; ok && d == dist[at]-1 {
-				ports = append(ports, adj.LocalPort)
-			}
-		}
-		if len(ports) == 0 {
+	for at := a; at != b; {
+		hops := n.nextHops(at, b)
+		if len(hops) == 0 {
 			return nil
 		}
-		h := FlowHash(n.seeds[at], src.IP, dst.IP, srcPort)
-		port := ports[h%uint32(len(ports))]
-		out = append(out, n.egress[models.Endpoint{Switch: at, Port: port}])
-		l, _ := n.snap.LinkAt(models.Endpoint{Switch: at, Port: port})
-		if l.A.Switch == at {
-			at = l.B.Switch
-		} else {
-			at = l.A.Switch
-		}
+		h := hops[FlowHash(n.seeds[at], src.IP, dst.IP, srcPort)%uint32(len(hops))]
+		out = append(out, h.res)
+		at = h.peer
 	}
 	return out
 }

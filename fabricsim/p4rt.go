@@ -173,7 +173,7 @@ func (s *p4rtServer) StreamChannel(ss p4v1.P4Runtime_StreamChannelServer) error 
 			}
 		case *p4v1.StreamMessageRequest_Packet:
 			if err := sw.packetOut(st, u.Packet); err != nil {
-				sw.streamError(st, err, &p4v1.StreamOtherError{})
+				sw.packetOutError(st, err)
 			}
 		default:
 			// Digest acks and others: nothing to do in this pipeline.

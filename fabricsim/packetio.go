@@ -130,17 +130,15 @@ func u16(v uint16) []byte {
 	return []byte{byte(v >> 8), byte(v)}
 }
 
-// streamError reports a failed stream message back on that stream
-// (P4Runtime's StreamError), without ending the stream.
-func (sw *Switch) streamError(st *stream, err error, details any) {
+// packetOutError reports a failed packet-out back on its stream
+// (P4Runtime's StreamError with PacketOutError details), without ending it.
+func (sw *Switch) packetOutError(st *stream, err error) {
 	c, msg := codes.Unknown, err.Error()
 	if pe, ok := err.(*p4err); ok {
 		c, msg = pe.code, pe.msg
 	}
-	se := &p4v1.StreamError{CanonicalCode: int32(c), Message: msg, Space: "fabricsim"}
-	if _, ok := details.(*p4v1.StreamOtherError); ok {
-		se.Details = &p4v1.StreamError_PacketOut{PacketOut: &p4v1.PacketOutError{}}
-	}
+	se := &p4v1.StreamError{CanonicalCode: int32(c), Message: msg, Space: "fabricsim",
+		Details: &p4v1.StreamError_PacketOut{PacketOut: &p4v1.PacketOutError{}}}
 	select {
 	case st.out <- &p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Error{Error: se}}:
 	default:

@@ -180,6 +180,20 @@ func PortFromInterface(name string) (uint32, bool) {
 // directions of a cable have one ID.
 type LinkID string
 
+// Ends parses the ID back into its endpoints ("leaf1:5<->spine1:1").
+func (id LinkID) Ends() (Endpoint, Endpoint, error) {
+	a, b, ok := strings.Cut(string(id), "<->")
+	if !ok {
+		return Endpoint{}, Endpoint{}, invalidf("link %q: want switch:port<->switch:port", string(id))
+	}
+	ea, err := ParseEndpoint(a)
+	if err != nil {
+		return Endpoint{}, Endpoint{}, err
+	}
+	eb, err := ParseEndpoint(b)
+	return ea, eb, err
+}
+
 // Link is a full-duplex cable between two switch ports.
 type Link struct {
 	A    Endpoint `json:"a"`

@@ -1,0 +1,363 @@
+package models
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// FieldError is one problem with one field of a request.
+type FieldError struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ValidationError lists every field problem found, not just the first, so a
+// client can fix a request in one round trip. It matches ErrInvalid.
+type ValidationError struct {
+	Errors []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Errors))
+	for i, f := range e.Errors {
+		parts[i] = f.Field + ": " + f.Message
+	}
+	return "models: invalid: " + strings.Join(parts, "; ")
+}
+
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+func (e *ValidationError) add(field, format string, args ...any) {
+	e.Errors = append(e.Errors, FieldError{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (e *ValidationError) err() error {
+	if len(e.Errors) == 0 {
+		return nil
+	}
+	return e
+}
+
+// TenantName names a tenant; it is an etcd key segment.
+type TenantName string
+
+// Validate checks the name's shape.
+func (n TenantName) Validate() error {
+	if !nameRE.MatchString(string(n)) {
+		return invalidf("tenant name %q: want 1-63 characters of letters, digits, '.', '_' or '-'", string(n))
+	}
+	return nil
+}
+
+// Tenant is an organisation allowed to reserve bandwidth, with its quotas.
+type Tenant struct {
+	Name TenantName `json:"name"`
+	// MaxGbps caps the bandwidth the tenant's live intents reserve in total
+	// (a collective counts every one of its flows); 0 means no cap.
+	MaxGbps float64 `json:"max_gbps"`
+	// MaxIntents caps how many live intents the tenant holds; 0 means no cap.
+	MaxIntents int       `json:"max_intents"`
+	Created    time.Time `json:"created,omitzero"`
+}
+
+// Validate checks a tenant.
+func (t Tenant) Validate() error {
+	var v ValidationError
+	if err := t.Name.Validate(); err != nil {
+		v.add("name", "want 1-63 characters of letters, digits, '.', '_' or '-'")
+	}
+	if t.MaxGbps < 0 || t.MaxGbps != t.MaxGbps {
+		v.add("max_gbps", "must be zero (no cap) or positive")
+	}
+	if t.MaxIntents < 0 {
+		v.add("max_intents", "must be zero (no cap) or positive")
+	}
+	return v.err()
+}
+
+// Role is what a token may do.
+type TokenRole string
+
+const (
+	RoleOperator TokenRole = "operator" // everything, every tenant
+	RoleTenant   TokenRole = "tenant"   // its own tenant's intents only
+)
+
+// Token is a bearer credential as stored: its secret is kept only as a hash.
+type Token struct {
+	ID      string     `json:"id"`
+	Tenant  TenantName `json:"tenant,omitempty"`
+	Role    TokenRole  `json:"role"`
+	Created time.Time  `json:"created,omitzero"`
+}
+
+// Validate checks a token's role and tenant.
+func (t Token) Validate() error {
+	var v ValidationError
+	switch t.Role {
+	case RoleOperator:
+		if t.Tenant != "" {
+			if err := t.Tenant.Validate(); err != nil {
+				v.add("tenant", "%v", err)
+			}
+		}
+	case RoleTenant:
+		if err := t.Tenant.Validate(); err != nil {
+			v.add("tenant", "a tenant token needs its tenant's name")
+		}
+	default:
+		v.add("role", "want %q or %q", RoleTenant, RoleOperator)
+	}
+	return v.err()
+}
+
+// IntentState is where an intent is in its lifecycle.
+type IntentState string
+
+const (
+	// Pending: stored, waiting for a path or capacity (or preempted).
+	StatePending IntentState = "Pending"
+	// Admitted: bandwidth reserved on every flow's path.
+	StateAdmitted IntentState = "Admitted"
+	// Installed: every switch on every path confirmed its entries by read-back.
+	StateInstalled IntentState = "Installed"
+	// Degraded: a path was lost and no capacity was left to move it; the
+	// flows follow plain ECMP meanwhile.
+	StateDegraded IntentState = "Degraded"
+	// Failed: it was admitted or pending but cannot be served any more.
+	StateFailed IntentState = "Failed"
+	// Rejected: it never fitted (capacity or quota).
+	StateRejected IntentState = "Rejected"
+	// Deleted: the tenant deleted it; its entries are being removed.
+	StateDeleted IntentState = "Deleted"
+)
+
+// Live reports whether an intent in this state holds (or waits for) a
+// reservation and counts against its tenant's quota.
+func (s IntentState) Live() bool {
+	switch s {
+	case StatePending, StateAdmitted, StateInstalled, StateDegraded:
+		return true
+	}
+	return false
+}
+
+// ValidStates lists every state, for filters.
+var ValidStates = []IntentState{StatePending, StateAdmitted, StateInstalled, StateDegraded, StateFailed, StateRejected, StateDeleted}
+
+// TrafficClass selects the queue and drop behaviour of an intent's traffic.
+type TrafficClass string
+
+const (
+	ClassLosslessRDMA TrafficClass = "lossless-rdma" // PFC-protected RoCEv2 (DSCP 26)
+	ClassBestEffort   TrafficClass = "best-effort"
+)
+
+// PortRange is an inclusive range of UDP source ports. RoCEv2 NICs put each
+// queue pair's entropy in the UDP source port, so a range names the QPs of
+// a connection.
+type PortRange struct {
+	First uint16 `json:"first"`
+	Last  uint16 `json:"last"`
+}
+
+// Len is the number of ports in the range.
+func (r PortRange) Len() int { return int(r.Last) - int(r.First) + 1 }
+
+// Constraints restrict the paths an intent may take.
+type Constraints struct {
+	// MaxHops bounds the number of switches on each path (0: no bound).
+	MaxHops       int        `json:"max_hops,omitempty"`
+	AvoidSwitches []SwitchID `json:"avoid_switches,omitempty"`
+	AvoidLinks    []LinkID   `json:"avoid_links,omitempty"`
+	// DisjointFrom names another intent of the same tenant (by ID) whose
+	// inter-switch links this one must not share.
+	DisjointFrom string `json:"disjoint_from,omitempty"`
+}
+
+// Collective patterns.
+const (
+	PatternRingAllReduce = "ring-allreduce"
+	PatternAllToAll      = "all-to-all"
+)
+
+// Collective asks for every flow of a collective among GPU endpoints at
+// once: a ring all-reduce sends GbpsPerGPU from each endpoint to the next,
+// an all-to-all splits GbpsPerGPU evenly over every other endpoint.
+type Collective struct {
+	Pattern    string   `json:"pattern"`
+	Endpoints  []string `json:"endpoints"`
+	GbpsPerGPU float64  `json:"gbps_per_gpu"`
+}
+
+// MaxPortsPerIntent bounds an intent's source-port range: each port is one
+// flow-pin entry on every switch of its path.
+const MaxPortsPerIntent = 64
+
+// MaxCollectiveEndpoints bounds a collective's size (an all-to-all of n
+// endpoints has n(n-1) flows).
+const MaxCollectiveEndpoints = 64
+
+// IntentSpec is what a tenant asks for.
+type IntentSpec struct {
+	Name string `json:"name"`
+	// Src and Dst are host names or IPv4 addresses (unset for a collective).
+	Src  string  `json:"src,omitempty"`
+	Dst  string  `json:"dst,omitempty"`
+	Gbps float64 `json:"gbps,omitempty"`
+	// Class defaults to lossless RDMA.
+	Class TrafficClass `json:"class,omitempty"`
+	// SrcPorts identifies the flows: one flow per UDP source port, the
+	// bandwidth split evenly between them.
+	SrcPorts PortRange `json:"src_ports"`
+	// DstQPs would identify flows by RoCE destination queue pair; the
+	// pipeline matches UDP headers only, so it is refused with a reason.
+	DstQPs []uint32 `json:"dst_qps,omitempty"`
+	// Priority 0 (lowest) to 7; a higher one may preempt lower ones when the
+	// operator enables preemption.
+	Priority    int         `json:"priority"`
+	Constraints Constraints `json:"constraints,omitzero"`
+	Collective  *Collective `json:"collective,omitempty"`
+}
+
+var intentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 ._:/-]{0,127}$`)
+
+// Validate checks a spec on its own (not against a topology).
+func (s IntentSpec) Validate() error {
+	var v ValidationError
+	if !intentNameRE.MatchString(s.Name) {
+		v.add("name", "want 1-128 characters: letters, digits, space, '.', '_', ':', '/', '-'")
+	}
+	switch s.Class {
+	case "", ClassLosslessRDMA, ClassBestEffort:
+	default:
+		v.add("class", "want %q or %q", ClassLosslessRDMA, ClassBestEffort)
+	}
+	if s.SrcPorts.First == 0 && s.SrcPorts.Last == 0 {
+		v.add("src_ports", "required: accelnet pins flows by UDP source port (e.g. {\"first\":49152,\"last\":49155} for 4 QPs)")
+	} else if s.SrcPorts.Last < s.SrcPorts.First {
+		v.add("src_ports", "last (%d) is below first (%d)", s.SrcPorts.Last, s.SrcPorts.First)
+	} else if s.SrcPorts.Len() > MaxPortsPerIntent {
+		v.add("src_ports", "%d ports; at most %d per intent (each is a flow-pin entry on every switch of its path)", s.SrcPorts.Len(), MaxPortsPerIntent)
+	}
+	if len(s.DstQPs) > 0 {
+		v.add("dst_qps", "not supported: the pipeline matches UDP source ports, not the RoCE header; use src_ports")
+	}
+	if s.Priority < 0 || s.Priority > 7 {
+		v.add("priority", "want 0-7")
+	}
+	if s.Constraints.MaxHops < 0 {
+		v.add("constraints.max_hops", "must be zero (no bound) or positive")
+	}
+	for i, sw := range s.Constraints.AvoidSwitches {
+		if sw.Validate() != nil {
+			v.add(fmt.Sprintf("constraints.avoid_switches[%d]", i), "not a switch name: %q", string(sw))
+		}
+	}
+	for i, l := range s.Constraints.AvoidLinks {
+		if _, _, err := l.Ends(); err != nil {
+			v.add(fmt.Sprintf("constraints.avoid_links[%d]", i), "%v", err)
+		}
+	}
+	if c := s.Collective; c != nil {
+		if s.Src != "" || s.Dst != "" || s.Gbps != 0 {
+			v.add("collective", "a collective gives endpoints and gbps_per_gpu, not src, dst or gbps")
+		}
+		if c.Pattern != PatternRingAllReduce && c.Pattern != PatternAllToAll {
+			v.add("collective.pattern", "want %q or %q", PatternRingAllReduce, PatternAllToAll)
+		}
+		if len(c.Endpoints) < 2 || len(c.Endpoints) > MaxCollectiveEndpoints {
+			v.add("collective.endpoints", "want 2-%d endpoints, got %d", MaxCollectiveEndpoints, len(c.Endpoints))
+		}
+		seen := map[string]bool{}
+		for i, e := range c.Endpoints {
+			if e == "" {
+				v.add(fmt.Sprintf("collective.endpoints[%d]", i), "empty")
+			} else if seen[e] {
+				v.add(fmt.Sprintf("collective.endpoints[%d]", i), "%q appears twice", e)
+			}
+			seen[e] = true
+		}
+		if !(c.GbpsPerGPU > 0) || c.GbpsPerGPU > 1e5 {
+			v.add("collective.gbps_per_gpu", "want a positive rate up to 100000")
+		}
+	} else {
+		if s.Src == "" {
+			v.add("src", "required (a host name or IP)")
+		}
+		if s.Dst == "" {
+			v.add("dst", "required (a host name or IP)")
+		}
+		if s.Src != "" && s.Src == s.Dst {
+			v.add("dst", "same as src")
+		}
+		if !(s.Gbps > 0) || s.Gbps > 1e5 {
+			v.add("gbps", "want a positive rate up to 100000")
+		}
+	}
+	return v.err()
+}
+
+// FlowStatus is one flow of an intent and where it goes.
+type FlowStatus struct {
+	Src     string  `json:"src"`
+	Dst     string  `json:"dst"`
+	SrcPort uint16  `json:"src_port"`
+	Gbps    float64 `json:"gbps"`
+	// Path is the egress ports the flow leaves through, source leaf first;
+	// empty while the flow is not pinned (Pending, Degraded).
+	Path []Endpoint `json:"path,omitempty"`
+}
+
+// IntentEvent is one lifecycle step.
+type IntentEvent struct {
+	Time   time.Time   `json:"time"`
+	State  IntentState `json:"state"`
+	Reason string      `json:"reason"`
+}
+
+// MaxIntentEvents is how many recent events an intent keeps.
+const MaxIntentEvents = 16
+
+// IntentStatus is what the controller says about an intent.
+type IntentStatus struct {
+	State  IntentState  `json:"state"`
+	Reason string       `json:"reason"`
+	Flows  []FlowStatus `json:"flows,omitempty"`
+	// ReservedGbps is bandwidth reserved per link direction ("sw:port>").
+	ReservedGbps map[string]float64 `json:"reserved_gbps,omitempty"`
+	Events       []IntentEvent      `json:"events,omitempty"`
+	Updated      time.Time          `json:"updated,omitzero"`
+}
+
+// Intent is a tenant's request with its status, as stored in etcd.
+type Intent struct {
+	ID     string     `json:"id"`
+	Tenant TenantName `json:"tenant"`
+	// Revision is the etcd mod revision it was read at (an ETag).
+	Revision int64        `json:"revision"`
+	Created  time.Time    `json:"created,omitzero"`
+	Spec     IntentSpec   `json:"spec"`
+	Status   IntentStatus `json:"status"`
+}
+
+// SetState moves the intent to state with a reason, recording the event
+// and trimming old ones.
+func (in *Intent) SetState(state IntentState, reason string, now time.Time) {
+	in.Status.State, in.Status.Reason, in.Status.Updated = state, reason, now
+	in.Status.Events = append(in.Status.Events, IntentEvent{Time: now, State: state, Reason: reason})
+	if n := len(in.Status.Events); n > MaxIntentEvents {
+		in.Status.Events = append([]IntentEvent(nil), in.Status.Events[n-MaxIntentEvents:]...)
+	}
+}
+
+// TotalGbps is the bandwidth the intent reserves over all its flows.
+func (s IntentSpec) TotalGbps() float64 {
+	if c := s.Collective; c != nil {
+		return c.GbpsPerGPU * float64(len(c.Endpoints))
+	}
+	return s.Gbps
+}

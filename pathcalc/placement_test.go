@@ -170,29 +170,78 @@ func TestPlaceAfterLinkFailureMovesOnlyWhatMust(t *testing.T) {
 	}
 }
 
-func TestAdmit(t *testing.T) {
+func TestBookAdmitsUntilFull(t *testing.T) {
 	topo, _ := topology.LeafSpine(2, 2, 2, 100)
 	snap, _ := topology.New(topo)
 	h := snap.Hosts()
-	ctx := context.Background()
-	first, err := Admit(ctx, snap, AdmitRequest{Demand: Demand{Src: h[0], Dst: h[2], Gbps: 90}, Headroom: 0.05})
-	if err != nil || !first.Fits {
-		t.Fatalf("first: %+v %v", first, err)
+	book, err := NewBook(snap, nil, 0.05)
+	if err != nil {
+		t.Fatal(err)
 	}
-	reserved := []Reservation{{Demand: Demand{Src: h[0], Dst: h[2], Gbps: 90}, Path: first.Path}}
+	admit := func(src, dst models.Host, gbps float64) Fit {
+		t.Helper()
+		f := book.Fit([]Demand{{Src: src, Dst: dst, Gbps: gbps}}, PathConstraints{})
+		if f.Fits {
+			if err := book.Reserve(src, f.Paths[0], gbps); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return f
+	}
+	first := admit(h[0], h[2], 90)
+	if !first.Fits || len(first.Paths[0]) != 3 {
+		t.Fatalf("first: %+v", first)
+	}
 	// h1 → h4 goes the other way round: the other spine has room.
-	second, _ := Admit(ctx, snap, AdmitRequest{Reserved: reserved, Demand: Demand{Src: h[1], Dst: h[3], Gbps: 90}, Headroom: 0.05})
-	if !second.Fits || second.Path[0] == first.Path[0] {
+	second := admit(h[1], h[3], 90)
+	if !second.Fits || second.Paths[0][0] == first.Paths[0][0] {
 		t.Fatalf("second should take the other spine: %+v", second)
 	}
-	reserved = append(reserved, Reservation{Demand: Demand{Src: h[1], Dst: h[3], Gbps: 90}, Path: second.Path})
 	// A third 90G from leaf1 cannot fit: each uplink has 5G reservable left.
-	third, _ := Admit(ctx, snap, AdmitRequest{Reserved: reserved, Demand: Demand{Src: h[0], Dst: h[3], Gbps: 90}, Headroom: 0.05})
-	if third.Fits || third.FreeGbps > 5+1e-9 || third.Reason == "" {
+	third := admit(h[0], h[3], 90)
+	if third.Fits || third.FreeGbps > 5+1e-9 || third.Reason == "" || third.Bottleneck == "" {
 		t.Fatalf("third: %+v", third)
 	}
-	if _, err := Admit(ctx, snap, AdmitRequest{Demand: Demand{Src: h[0], Dst: h[2], Gbps: 1}, Headroom: 1}); !errors.Is(err, models.ErrInvalid) {
+	if free, at := book.Available(h[0], h[3]); free > 5+1e-9 || at == "" {
+		t.Errorf("available h1→h4: %v at %q, want at most 5", free, at)
+	}
+	// Releasing the first frees its spine again.
+	if err := book.Reserve(h[0], first.Paths[0], -90); err != nil {
+		t.Fatal(err)
+	}
+	if again := admit(h[0], h[2], 90); !again.Fits {
+		t.Errorf("after a release: %+v", again)
+	}
+	if _, err := NewBook(snap, nil, 1); !errors.Is(err, models.ErrInvalid) {
 		t.Errorf("headroom 1: %v", err)
+	}
+}
+
+func TestBookConstraintsAndCollectives(t *testing.T) {
+	topo, _ := topology.LeafSpine(2, 2, 2, 100)
+	snap, _ := topology.New(topo)
+	h := snap.Hosts()
+	book, _ := NewBook(snap, nil, 0)
+	spine1 := models.SwitchID("spine1")
+	f := book.Fit([]Demand{{Src: h[0], Dst: h[2], Gbps: 10}}, PathConstraints{AvoidSwitches: map[models.SwitchID]bool{spine1: true}})
+	if !f.Fits || f.Paths[0][1].Switch == spine1 {
+		t.Errorf("avoiding %s: %+v", spine1, f)
+	}
+	if f := book.Fit([]Demand{{Src: h[0], Dst: h[2], Gbps: 10}}, PathConstraints{MaxHops: 2}); f.Fits || f.Reason == "" {
+		t.Errorf("max 2 switches across a leaf-spine cannot fit: %+v", f)
+	}
+	// Two flows of 60G out of one leaf fit together only on different spines.
+	pair := book.Fit([]Demand{{Src: h[0], Dst: h[2], Gbps: 60}, {Src: h[1], Dst: h[3], Gbps: 60}}, PathConstraints{})
+	if !pair.Fits || pair.Paths[0][0] == pair.Paths[1][0] {
+		t.Errorf("a pair placed together shares an uplink: %+v", pair)
+	}
+	// Three cannot: 180G over two 100G uplinks.
+	three := book.Fit([]Demand{{Src: h[0], Dst: h[2], Gbps: 60}, {Src: h[1], Dst: h[3], Gbps: 60}, {Src: h[0], Dst: h[3], Gbps: 60}}, PathConstraints{})
+	if three.Fits || len(three.Paths) != 2 {
+		t.Errorf("three 60G flows out of one leaf fit: %+v", three)
+	}
+	if book.MLU() != 0 {
+		t.Errorf("Fit reserved something: MLU %v", book.MLU())
 	}
 }
 

@@ -1,0 +1,227 @@
+package pathcalc
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Book is the bandwidth reserved on every link direction and host NIC of a
+// fabric: the ledger admission control reads and writes. Reservations never
+// exceed a resource's capacity less the headroom. A Book is not safe for
+// concurrent use; its owner serializes admissions, which is what makes them
+// consistent.
+type Book struct {
+	n        *network
+	reserved []float64
+	headroom float64
+}
+
+// NewBook returns an empty book for snap with down links out of service;
+// headroom in [0, 1) is the fraction of every resource never reserved.
+func NewBook(snap *topology.Snapshot, down map[models.LinkID]bool, headroom float64) (*Book, error) {
+	if headroom < 0 || headroom >= 1 || math.IsNaN(headroom) {
+		return nil, fmt.Errorf("%w: headroom must be in [0, 1)", models.ErrInvalid)
+	}
+	n := newNetwork(snap, down)
+	return &Book{n: n, reserved: make([]float64, len(n.capacity)), headroom: headroom}, nil
+}
+
+// Snapshot is the fabric the book is for.
+func (b *Book) Snapshot() *topology.Snapshot { return b.n.snap }
+
+// Resources names the resources a flow on path uses: the source NIC and
+// each egress port, as the keys of an intent's reserved bandwidth.
+func (b *Book) Resources(src models.Host, path []models.Endpoint) []string {
+	out := []string{resourceName{nic: src.Name}.String()}
+	for _, e := range path {
+		out = append(out, resourceName{egress: e}.String())
+	}
+	return out
+}
+
+// resources maps a stored path to resource indices; ok is false when the
+// path crosses a link that is down or a port the fabric no longer has.
+func (b *Book) resources(src models.Host, path []models.Endpoint) ([]int, bool) {
+	nic, ok := b.n.nicTx[src.Name]
+	if !ok {
+		return nil, false
+	}
+	out := []int{nic}
+	for _, e := range path {
+		r, ok := b.n.egress[e]
+		if !ok {
+			return nil, false
+		}
+		if l, isLink := b.n.snap.LinkAt(e); isLink && b.n.down[l.ID()] {
+			return nil, false
+		}
+		out = append(out, r)
+	}
+	return out, true
+}
+
+// Usable reports whether a flow from src can still use path: every port
+// exists and no link on it is down.
+func (b *Book) Usable(src models.Host, path []models.Endpoint) bool {
+	_, ok := b.resources(src, path)
+	return ok
+}
+
+// Reserve books gbps on every resource of path (negative gbps releases).
+// A path that is no longer usable is refused with ErrNoPath.
+func (b *Book) Reserve(src models.Host, path []models.Endpoint, gbps float64) error {
+	rs, ok := b.resources(src, path)
+	if !ok {
+		return fmt.Errorf("%w: %s's path %v crosses a link that is down or gone", ErrNoPath, src.Name, path)
+	}
+	for _, r := range rs {
+		b.reserved[r] = math.Max(b.reserved[r]+gbps, 0)
+	}
+	return nil
+}
+
+// PathConstraints restrict which of the shortest paths a flow may take.
+type PathConstraints struct {
+	MaxHops       int // switches on the path; 0: any
+	AvoidSwitches map[models.SwitchID]bool
+	AvoidLinks    map[models.LinkID]bool
+}
+
+func (b *Book) allowed(path []int, dstLeaf models.SwitchID, c PathConstraints) bool {
+	if c.MaxHops > 0 && len(path)+1 > c.MaxHops {
+		return false
+	}
+	if c.AvoidSwitches[dstLeaf] {
+		return false
+	}
+	for _, r := range path {
+		e := b.n.resources[r].egress
+		if c.AvoidSwitches[e.Switch] {
+			return false
+		}
+		if len(c.AvoidLinks) > 0 {
+			if l, ok := b.n.snap.LinkAt(e); ok && c.AvoidLinks[l.ID()] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// Fit is where a set of flows would go and whether they all fit.
+type Fit struct {
+	Fits bool `json:"fits"`
+	// Paths[i] is flow i's path (egress ports, source leaf first), set
+	// for every flow placed before the first that did not fit.
+	Paths [][]models.Endpoint `json:"paths"`
+	// Bottleneck is the tightest resource of the first flow that did not
+	// fit (or, when all fit, of any flow), and FreeGbps what was left there.
+	Bottleneck string  `json:"bottleneck"`
+	FreeGbps   float64 `json:"free_gbps"`
+	// MLU is the highest reserved utilization over the fabric once the
+	// flows are added.
+	MLU    float64 `json:"mlu"`
+	Reason string  `json:"reason,omitempty"`
+}
+
+// Fit places flows together on top of what is reserved, each on the
+// allowed shortest path with the most reservable bandwidth left (the
+// flows placed before it counted), and says whether all fit. It reserves
+// nothing: a dry run is the same call, and so is the admission that then
+// Reserves the paths.
+func (b *Book) Fit(flows []Demand, c PathConstraints) Fit {
+	extra := map[int]float64{}
+	out := Fit{Fits: true, Paths: make([][]models.Endpoint, 0, len(flows)), FreeGbps: math.Inf(1)}
+	for _, d := range flows {
+		_, okS := b.n.nicTx[d.Src.Name]
+		_, okD := b.n.egress[d.Dst.Attach]
+		if !okS || !okD {
+			return b.refuse(out, fmt.Sprintf("%s or %s is not in the fabric", d.Src.Name, d.Dst.Name))
+		}
+		candidates := [][]int{nil}
+		if d.Src.Attach.Switch != d.Dst.Attach.Switch {
+			candidates = b.n.leafPaths(d.Src.Attach.Switch, d.Dst.Attach.Switch)
+		}
+		best, bestFree, bestAt := -1, math.Inf(-1), -1
+		for ci, p := range candidates {
+			if !b.allowed(p, d.Dst.Attach.Switch, c) {
+				continue
+			}
+			free, at := math.Inf(1), -1
+			for _, r := range b.n.route(d.Src, d.Dst, p) {
+				if f := b.n.capacity[r]*(1-b.headroom) - b.reserved[r] - extra[r]; f < free {
+					free, at = f, r
+				}
+			}
+			if free > bestFree {
+				best, bestFree, bestAt = ci, free, at
+			}
+		}
+		if best < 0 {
+			reason := fmt.Sprintf("no working path from %s to %s", d.Src.Name, d.Dst.Name)
+			if len(candidates) > 0 {
+				reason = fmt.Sprintf("no path from %s to %s satisfies the constraints", d.Src.Name, d.Dst.Name)
+			}
+			return b.refuse(out, reason)
+		}
+		if bestFree < out.FreeGbps || bestFree < d.Gbps-1e-9 {
+			out.FreeGbps, out.Bottleneck = math.Max(bestFree, 0), b.n.resources[bestAt].String()
+		}
+		if bestFree < d.Gbps-1e-9 {
+			out.Fits = false
+			out.Reason = fmt.Sprintf("%.1f Gb/s from %s to %s: at most %.1f Gb/s reservable on %s", d.Gbps, d.Src.Name, d.Dst.Name, out.FreeGbps, out.Bottleneck)
+			break
+		}
+		route := b.n.route(d.Src, d.Dst, candidates[best])
+		var path []models.Endpoint
+		for _, r := range route {
+			extra[r] += d.Gbps
+		}
+		for _, r := range route[1:] {
+			path = append(path, b.n.resources[r].egress)
+		}
+		out.Paths = append(out.Paths, path)
+		out.FreeGbps = math.Min(out.FreeGbps, bestFree-d.Gbps)
+	}
+	if math.IsInf(out.FreeGbps, 1) {
+		out.FreeGbps = 0
+	}
+	for r, c := range b.n.capacity {
+		out.MLU = math.Max(out.MLU, (b.reserved[r]+extra[r])/c)
+	}
+	return out
+}
+
+func (b *Book) refuse(f Fit, reason string) Fit {
+	f.Fits, f.Reason, f.FreeGbps = false, reason, 0
+	return f
+}
+
+// Available is the most bandwidth one more flow from src to dst could
+// reserve now on one path, and the resource that limits it.
+func (b *Book) Available(src, dst models.Host) (float64, string) {
+	f := b.Fit([]Demand{{Src: src, Dst: dst, Gbps: math.SmallestNonzeroFloat64}}, PathConstraints{})
+	if len(f.Paths) == 0 {
+		return 0, f.Reason
+	}
+	free, at := math.Inf(1), ""
+	rs, _ := b.resources(src, f.Paths[0])
+	for _, r := range rs {
+		if x := b.n.capacity[r]*(1-b.headroom) - b.reserved[r]; x < free {
+			free, at = x, b.n.resources[r].String()
+		}
+	}
+	return math.Max(free, 0), at
+}
+
+// MLU is the highest reserved utilization.
+func (b *Book) MLU() float64 {
+	m := 0.0
+	for r, c := range b.n.capacity {
+		m = math.Max(m, b.reserved[r]/c)
+	}
+	return m
+}

@@ -27,11 +27,24 @@ type Driver interface {
 	Apply(ctx context.Context, sw models.SwitchID, d models.Diff) error
 }
 
+// Overlay adds per-flow entries (the intents' flow pins) on top of the
+// routes, and learns of fabric changes and confirmed switches.
+type Overlay interface {
+	// PinsFor is the pins sw should have and the generation they are.
+	PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64)
+	// Synced says sw was read back (or written) matching generation gen.
+	Synced(sw models.SwitchID, gen uint64)
+	// SetFabric is told the topology and the links that are down.
+	SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool)
+}
+
 // Config configures a Controller.
 type Config struct {
 	Store  *Store
 	Driver Driver
 	Limits pathcalc.Limits
+	// Overlay, if set, adds flow pins to every switch's routes.
+	Overlay Overlay
 	// Workers reconcile switches in parallel; default 4.
 	Workers int
 	// ResyncInterval re-reconciles every switch even without changes, to
@@ -262,9 +275,13 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 		return
 	}
 	c.mu.Lock()
-	c.state = &fabricState{rev: rev, snap: snap, down: c.downLinksLocked(snap)}
+	st := &fabricState{rev: rev, snap: snap, down: c.downLinksLocked(snap)}
+	c.state = st
 	c.topoErr = nil
 	c.mu.Unlock()
+	if c.cfg.Overlay != nil {
+		c.cfg.Overlay.SetFabric(snap, st.down)
+	}
 	c.m.topologyRevision.Set(float64(rev))
 	c.log.Info("topology loaded", "revision", rev, "switches", len(t.Switches), "links", len(t.Links), "hosts", len(t.Hosts))
 	c.subs.sync(ctx, snap.Switches())
@@ -317,6 +334,9 @@ func (c *Controller) observeOperStatus(s southbound.CounterSample) {
 	}
 	c.state = &fabricState{rev: st.rev, snap: st.snap, down: down}
 	c.mu.Unlock()
+	if c.cfg.Overlay != nil {
+		c.cfg.Overlay.SetFabric(st.snap, down)
+	}
 	c.log.Info("link state changed; rerouting", "port", e.String(), "up", s.OperUp, "links_down", len(down))
 	c.m.linksDown.Set(float64(len(down)))
 	c.enqueueAll()
@@ -505,6 +525,15 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		c.mu.Unlock()
 		return 0, nil // no longer in the topology
 	}
+	var pinGen uint64
+	if c.cfg.Overlay != nil {
+		desired.FlowPins, pinGen = c.cfg.Overlay.PinsFor(sw)
+	}
+	synced := func() {
+		if c.cfg.Overlay != nil {
+			c.cfg.Overlay.Synced(sw, pinGen)
+		}
+	}
 	actual, err := c.cfg.Driver.Read(ctx, sw)
 	if err != nil {
 		record(SwitchStatus{LastError: err.Error()})
@@ -513,6 +542,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	diff := models.Compute(desired, actual)
 	if diff.Empty() {
 		record(SwitchStatus{InSync: true, Entries: desired.Len()})
+		synced()
 		return 0, nil
 	}
 	if err := c.cfg.Driver.Apply(ctx, sw, diff); err != nil {
@@ -524,5 +554,6 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	c.m.writes.WithLabelValues("delete").Add(float64(diff.Delete.Len()))
 	c.log.Info("switch programmed", "switch", sw, "insert", diff.Insert.Len(), "modify", diff.Modify.Len(), "delete", diff.Delete.Len())
 	record(SwitchStatus{InSync: true, Entries: desired.Len(), LastWrites: diff.Len()})
+	synced()
 	return diff.Len(), nil
 }

@@ -24,9 +24,12 @@ import (
 	"net/url"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/accelnet/accelnet/models"
 )
@@ -64,7 +67,8 @@ func NewStore(cli *clientv3.Client, timeout time.Duration) *Store {
 func (s *Store) Client() *clientv3.Client { return s.cli }
 
 func (s *Store) wrap(err error, what string) error {
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) ||
+		status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded {
 		return fmt.Errorf("%w: %s: %v", ErrStoreUnavailable, what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
@@ -115,6 +119,10 @@ func (s *Store) PutTopology(ctx context.Context, t models.Topology, expectModRev
 	return resp.Header.Revision, nil
 }
 
+// EmbeddedMaxTxnOps is the embedded etcd's --max-txn-ops: admissions
+// arriving together share one commit of up to this many operations.
+const EmbeddedMaxTxnOps = 2048
+
 // Embedded is an etcd server running inside this process.
 type Embedded struct {
 	etcd      *embed.Etcd
@@ -139,6 +147,7 @@ func StartEmbedded(dir, clientAddr string) (*Embedded, error) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cfg.MaxTxnOps = EmbeddedMaxTxnOps
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: %w", err)
@@ -169,4 +178,106 @@ func Dial(endpoints []string) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
 	}
 	return cli, nil
+}
+
+// kv is one key's value (or deletion) from a list or a watch.
+type kv struct {
+	key      string
+	value    []byte
+	revision int64
+	deleted  bool
+}
+
+// follow lists prefix and calls fn with everything (reset true), then
+// watches from the next revision and calls fn with each change, re-listing
+// after compaction or a broken watch, until ctx ends.
+func (s *Store) follow(ctx context.Context, prefix string, fn func(kvs []kv, reset bool)) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		lctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.cli.Get(lctx, prefix, clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		all := make([]kv, len(resp.Kvs))
+		for i, e := range resp.Kvs {
+			all[i] = kv{key: string(e.Key), value: e.Value, revision: e.ModRevision}
+		}
+		fn(all, true)
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for w := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+			if w.Err() != nil {
+				break
+			}
+			changes := make([]kv, len(w.Events))
+			for i, ev := range w.Events {
+				changes[i] = kv{key: string(ev.Kv.Key), value: ev.Kv.Value, revision: ev.Kv.ModRevision, deleted: ev.Type == clientv3.EventTypeDelete}
+			}
+			fn(changes, false)
+		}
+		wcancel()
+	}
+	return nil
+}
+
+// getJSON reads key into v; found is false when the key does not exist.
+func (s *Store) getJSON(ctx context.Context, key string, v any) (found bool, modRevision int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return false, 0, s.wrap(err, "get "+key)
+	}
+	if len(resp.Kvs) == 0 {
+		return false, 0, nil
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, v); err != nil {
+		return false, 0, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return true, resp.Kvs[0].ModRevision, nil
+}
+
+func (s *Store) putJSON(ctx context.Context, key string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.txn(ctx, nil, []clientv3.Op{clientv3.OpPut(key, string(data))})
+}
+
+// txn commits ops if every comparison holds, else returns ErrConflict.
+func (s *Store) txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) error {
+	_, err := s.commit(ctx, cmps, ops)
+	return err
+}
+
+// commit is txn returning the revision committed at.
+func (s *Store) commit(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return 0, s.wrap(err, "etcd transaction")
+	}
+	if !resp.Succeeded {
+		return 0, ErrConflict
+	}
+	return resp.Header.Revision, nil
+}
+
+func (s *Store) deletePrefix(ctx context.Context, prefix string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Delete(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, s.wrap(err, "delete "+prefix)
+	}
+	return resp.Deleted, nil
 }

@@ -1,0 +1,321 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+const (
+	// KeyTenants holds one models.Tenant per key: tenants/<name>.
+	KeyTenants = Prefix + "tenants/"
+	// KeyTokens holds one models.Token per key: tokens/<sha256 of the
+	// secret, hex>. The secret itself is never stored.
+	KeyTokens = Prefix + "tokens/"
+	// KeyBootstrap records that the first operator token was issued.
+	KeyBootstrap = Prefix + "bootstrap"
+)
+
+var (
+	// ErrNotFound means the named tenant, token or intent does not exist
+	// (or belongs to another tenant, which looks the same from outside).
+	ErrNotFound = errors.New("controller: not found")
+	// ErrUnauthenticated means a bearer token is missing or unknown.
+	ErrUnauthenticated = errors.New("controller: unknown token")
+	// ErrExists means a tenant of that name already exists.
+	ErrExists = errors.New("controller: already exists")
+)
+
+// tokenPrefix marks accelnet secrets so secret scanners can find leaked ones.
+const tokenPrefix = "anet_"
+
+func hashSecret(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+// Auth keeps tenants and tokens in etcd, with a write-through cache that a
+// watch keeps current when another replica changes them.
+type Auth struct {
+	store *Store
+	mu    sync.RWMutex
+	// tokens by secret hash; tenants by name.
+	tokens  map[string]models.Token
+	tenants map[models.TenantName]models.Tenant
+}
+
+// NewAuth returns an Auth over store; Run loads and follows etcd.
+func NewAuth(store *Store) *Auth {
+	return &Auth{store: store, tokens: map[string]models.Token{}, tenants: map[models.TenantName]models.Tenant{}}
+}
+
+// Run lists tenants and tokens, then follows changes until ctx ends.
+func (a *Auth) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return a.store.follow(ctx, KeyTokens, func(kvs []kv, reset bool) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if reset {
+				a.tokens = map[string]models.Token{}
+			}
+			for _, e := range kvs {
+				h := strings.TrimPrefix(e.key, KeyTokens)
+				var t models.Token
+				if e.deleted || json.Unmarshal(e.value, &t) != nil {
+					delete(a.tokens, h)
+				} else {
+					a.tokens[h] = t
+				}
+			}
+		})
+	})
+	g.Go(func() error {
+		return a.store.follow(ctx, KeyTenants, func(kvs []kv, reset bool) {
+			a.mu.Lock()
+			defer a.mu.Unlock()
+			if reset {
+				a.tenants = map[models.TenantName]models.Tenant{}
+			}
+			for _, e := range kvs {
+				name := models.TenantName(strings.TrimPrefix(e.key, KeyTenants))
+				var t models.Tenant
+				if e.deleted || json.Unmarshal(e.value, &t) != nil {
+					delete(a.tenants, name)
+				} else {
+					a.tenants[name] = t
+				}
+			}
+		})
+	})
+	return g.Wait()
+}
+
+// Authenticate maps a bearer secret to its token. A cache miss is checked
+// in etcd, so a token made on another replica works at once.
+func (a *Auth) Authenticate(ctx context.Context, secret string) (models.Token, error) {
+	if !strings.HasPrefix(secret, tokenPrefix) {
+		return models.Token{}, ErrUnauthenticated
+	}
+	h := hashSecret(secret)
+	a.mu.RLock()
+	t, ok := a.tokens[h]
+	a.mu.RUnlock()
+	if ok {
+		return t, nil
+	}
+	var stored models.Token
+	found, _, err := a.store.getJSON(ctx, KeyTokens+h, &stored)
+	if err != nil {
+		return models.Token{}, err
+	}
+	if !found {
+		return models.Token{}, ErrUnauthenticated
+	}
+	a.mu.Lock()
+	a.tokens[h] = stored
+	a.mu.Unlock()
+	return stored, nil
+}
+
+// Tenant returns a tenant by name.
+func (a *Auth) Tenant(ctx context.Context, name models.TenantName) (models.Tenant, error) {
+	a.mu.RLock()
+	t, ok := a.tenants[name]
+	a.mu.RUnlock()
+	if ok {
+		return t, nil
+	}
+	found, _, err := a.store.getJSON(ctx, KeyTenants+string(name), &t)
+	if err != nil {
+		return t, err
+	}
+	if !found {
+		return t, fmt.Errorf("%w: tenant %q", ErrNotFound, name)
+	}
+	return t, nil
+}
+
+// Tenants lists tenants by name.
+func (a *Auth) Tenants() []models.Tenant {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := make([]models.Tenant, 0, len(a.tenants))
+	for _, t := range a.tenants {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(x, y models.Tenant) int { return strings.Compare(string(x.Name), string(y.Name)) })
+	return out
+}
+
+// PutTenant creates a tenant or replaces its quotas.
+func (a *Auth) PutTenant(ctx context.Context, t models.Tenant) (models.Tenant, error) {
+	if err := t.Validate(); err != nil {
+		return t, err
+	}
+	if old, err := a.Tenant(ctx, t.Name); err == nil {
+		t.Created = old.Created
+	} else if !errors.Is(err, ErrNotFound) {
+		return t, err
+	}
+	if t.Created.IsZero() {
+		t.Created = time.Now().UTC()
+	}
+	if err := a.store.putJSON(ctx, KeyTenants+string(t.Name), t); err != nil {
+		return t, err
+	}
+	a.mu.Lock()
+	a.tenants[t.Name] = t
+	a.mu.Unlock()
+	return t, nil
+}
+
+// DeleteTenant removes a tenant and every token of it. Its intents stay
+// until deleted; new ones are refused.
+func (a *Auth) DeleteTenant(ctx context.Context, name models.TenantName) error {
+	if _, err := a.Tenant(ctx, name); err != nil {
+		return err
+	}
+	ops := []clientv3.Op{clientv3.OpDelete(KeyTenants + string(name))}
+	var hashes []string
+	a.mu.RLock()
+	for h, t := range a.tokens {
+		if t.Tenant == name {
+			ops = append(ops, clientv3.OpDelete(KeyTokens+h))
+			hashes = append(hashes, h)
+		}
+	}
+	a.mu.RUnlock()
+	if err := a.store.txn(ctx, nil, ops); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	delete(a.tenants, name)
+	for _, h := range hashes {
+		delete(a.tokens, h)
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+// CreateToken issues a token and returns it with its secret, which is not
+// kept anywhere: show it once.
+func (a *Auth) CreateToken(ctx context.Context, t models.Token) (models.Token, string, error) {
+	if err := t.Validate(); err != nil {
+		return t, "", err
+	}
+	if t.Tenant != "" {
+		if _, err := a.Tenant(ctx, t.Tenant); err != nil {
+			return t, "", err
+		}
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return t, "", err
+	}
+	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	h := hashSecret(secret)
+	t.ID, t.Created = h[:16], time.Now().UTC()
+	if err := a.store.putJSON(ctx, KeyTokens+h, t); err != nil {
+		return t, "", err
+	}
+	a.mu.Lock()
+	a.tokens[h] = t
+	a.mu.Unlock()
+	return t, secret, nil
+}
+
+// Tokens lists tokens (never their secrets), oldest first.
+func (a *Auth) Tokens() []models.Token {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	out := make([]models.Token, 0, len(a.tokens))
+	for _, t := range a.tokens {
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(x, y models.Token) int {
+		if c := x.Created.Compare(y.Created); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	return out
+}
+
+// DeleteToken revokes a token by ID (the first 16 hex digits of its hash,
+// so the key is found by prefix).
+func (a *Auth) DeleteToken(ctx context.Context, id string) error {
+	if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
+		return fmt.Errorf("%w: token %q", ErrNotFound, id)
+	}
+	n, err := a.store.deletePrefix(ctx, KeyTokens+id)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: token %q", ErrNotFound, id)
+	}
+	a.mu.Lock()
+	for h := range a.tokens {
+		if strings.HasPrefix(h, id) {
+			delete(a.tokens, h)
+		}
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+// BootstrapOperator issues the first operator token once per etcd: on the
+// first start it writes the secret to path (mode 0600) and returns it; on
+// later starts it returns "". Replicas starting together issue one token.
+func (a *Auth) BootstrapOperator(ctx context.Context, path string) (string, error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	h := hashSecret(secret)
+	t := models.Token{ID: h[:16], Role: models.RoleOperator, Created: time.Now().UTC()}
+	data, err := json.Marshal(t)
+	if err != nil {
+		return "", err
+	}
+	first := clientv3.Compare(clientv3.CreateRevision(KeyBootstrap), "=", 0)
+	err = a.store.txn(ctx, []clientv3.Cmp{first}, []clientv3.Op{
+		clientv3.OpPut(KeyBootstrap, t.ID), clientv3.OpPut(KeyTokens+h, string(data)),
+	})
+	if errors.Is(err, ErrConflict) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	a.mu.Lock()
+	a.tokens[h] = t
+	a.mu.Unlock()
+	if path != "" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return secret, err
+		}
+		if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+			return secret, fmt.Errorf("write operator token: %w", err)
+		}
+	}
+	return secret, nil
+}

@@ -1,0 +1,1388 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/topology"
+)
+
+const (
+	// KeyIntents holds one models.Intent (spec and status) per key:
+	// intents/<tenant>/<id>. The key's mod revision is the intent's ETag.
+	KeyIntents = Prefix + "intents/"
+	// KeyIdempotency maps a tenant's Idempotency-Key to the intent it
+	// created: idempotency/<tenant>/<sha256 of the key> → idemRecord.
+	KeyIdempotency = Prefix + "idempotency/"
+)
+
+var (
+	// ErrNoCapacity means an intent does not fit; the error says where.
+	ErrNoCapacity = errors.New("controller: not enough capacity")
+	// ErrQuota means the tenant's quota would be exceeded.
+	ErrQuota = errors.New("controller: tenant quota exceeded")
+	// ErrPrecondition means If-Match named a revision that is not current.
+	ErrPrecondition = errors.New("controller: revision mismatch")
+	// ErrIdempotencyReuse means an Idempotency-Key came back with a
+	// different request body.
+	ErrIdempotencyReuse = errors.New("controller: idempotency key reused with a different request")
+	// ErrFlowTaken means another live intent already pins one of the flows.
+	ErrFlowTaken = errors.New("controller: flow already pinned by another intent")
+	// ErrTableFull means a switch's flow-pin table cannot take the entries.
+	ErrTableFull = errors.New("controller: flow-pin table full")
+)
+
+// MaxFlowsPerIntent bounds the flows one intent expands to (pairs × ports).
+const MaxFlowsPerIntent = 4096
+
+// IntentsConfig configures the intent manager.
+type IntentsConfig struct {
+	Store *Store
+	Auth  *Auth
+	// Headroom is the fraction of every link never reserved; default 0.05.
+	Headroom float64
+	// Preemption lets a higher-priority intent displace lower ones.
+	Preemption bool
+	// PendingTimeout moves an intent that stayed Pending this long to
+	// Failed; default 60s.
+	PendingTimeout time.Duration
+	// MaxTxnOps bounds the etcd operations one commit carries (etcd's
+	// --max-txn-ops, 128 by default); admissions arriving together share
+	// a commit up to this.
+	MaxTxnOps int
+	// FlowPinEntries is the flow-pin table size per switch (0: unlimited).
+	FlowPinEntries int
+	// OnPins is told which switches' pins changed, to reconcile them.
+	OnPins     func([]models.SwitchID)
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Now        func() time.Time
+}
+
+// Scope is who is asking: an operator sees every tenant, a tenant only
+// itself.
+type Scope struct {
+	Tenant   models.TenantName
+	Operator bool
+}
+
+func (s Scope) sees(t models.TenantName) bool { return s.Operator || s.Tenant == t }
+
+// CreateRequest asks for a new intent.
+type CreateRequest struct {
+	Tenant         models.TenantName
+	Spec           models.IntentSpec
+	IdempotencyKey string
+	// BodyDigest identifies the request for idempotency checks.
+	BodyDigest string
+	DryRun     bool
+}
+
+// Outcome is an intent after a create or update, with where its flows
+// went (or would go, for a dry run).
+type Outcome struct {
+	Intent models.Intent
+	Fit    pathcalc.Fit
+	// Replayed is true when an Idempotency-Key matched an earlier create.
+	Replayed bool
+	// Preempts lists the intents a dry run would displace.
+	Preempts []string
+}
+
+// RefusedError carries why an intent was refused and, when the refusal
+// was stored (Rejected), the stored intent.
+type RefusedError struct {
+	Err    error
+	Fit    pathcalc.Fit
+	Intent *models.Intent
+}
+
+func (e *RefusedError) Error() string {
+	if e.Fit.Reason != "" {
+		return fmt.Sprintf("%v: %s", e.Err, e.Fit.Reason)
+	}
+	return e.Err.Error()
+}
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+type idemRecord struct {
+	ID     string `json:"id"`
+	Digest string `json:"digest"`
+}
+
+// flow is one pinned flow of an intent.
+type flow struct {
+	key  models.FlowKey
+	src  models.Host
+	dst  models.Host
+	gbps float64
+}
+
+type entry struct {
+	in    models.Intent
+	flows []flow
+	// gen is the pin generation that carries the intent's current pins:
+	// the intent is Installed once every switch on its paths has been
+	// reconciled at gen or later (and its entries are gone, if Deleted).
+	gen      uint64
+	switches []models.SwitchID
+	pinned   bool
+	since    time.Time // when it last entered Pending
+}
+
+type tenantUsage struct {
+	gbps    float64
+	intents int
+}
+
+// Intents admits, stores and follows tenants' intents: it keeps the
+// bandwidth ledger, turns admitted intents into flow-pin entries for the
+// reconcilers, and moves each intent through its lifecycle. Every change
+// goes through one loop that decides in memory and commits to etcd in
+// batches; a request is answered only after its commit.
+type Intents struct {
+	cfg  IntentsConfig
+	log  *slog.Logger
+	m    *intentMetrics
+	ops  chan *op
+	kick chan struct{}
+
+	mu        sync.RWMutex
+	snap      *topology.Snapshot
+	down      map[models.LinkID]bool
+	book      *pathcalc.Book
+	fabricGen uint64 // bumped by SetFabric; the loop replans when it moves
+	planned   uint64
+	all       map[string]*entry // by intent ID
+	flowOwner map[models.FlowKey]string
+	idem      map[string]idemRecord // "<tenant>/<key hash>"
+	usage     map[models.TenantName]*tenantUsage
+	pins      map[models.SwitchID]map[models.FlowKey]uint32
+	gen       uint64
+	synced    map[models.SwitchID]uint64
+	awaiting  map[string]bool // Admitted or Deleted, waiting for switches
+	retry     bool            // capacity was freed: retry Pending and Degraded
+	loaded    bool
+}
+
+// NewIntents returns the manager; Run loads intents from etcd and serves.
+func NewIntents(cfg IntentsConfig) (*Intents, error) {
+	if cfg.Store == nil || cfg.Auth == nil {
+		return nil, errors.New("controller: intents need a Store and an Auth")
+	}
+	if cfg.Headroom == 0 {
+		cfg.Headroom = 0.05
+	}
+	if cfg.Headroom < 0 || cfg.Headroom >= 1 {
+		return nil, fmt.Errorf("controller: headroom %v: want [0, 1)", cfg.Headroom)
+	}
+	if cfg.PendingTimeout <= 0 {
+		cfg.PendingTimeout = 60 * time.Second
+	}
+	if cfg.MaxTxnOps <= 0 {
+		cfg.MaxTxnOps = 128
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.OnPins == nil {
+		cfg.OnPins = func([]models.SwitchID) {}
+	}
+	m := &Intents{
+		cfg: cfg, log: cfg.Logger,
+		ops: make(chan *op, 4096), kick: make(chan struct{}, 1),
+		all: map[string]*entry{}, flowOwner: map[models.FlowKey]string{}, idem: map[string]idemRecord{},
+		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{},
+		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
+	}
+	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
+	return m, nil
+}
+
+// --- what the reconcilers see ---
+
+// PinsFor returns the flow pins switch sw should have and the generation
+// they belong to (for Synced).
+func (m *Intents) PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]models.FlowPin, 0, len(m.pins[sw]))
+	for k, port := range m.pins[sw] {
+		out = append(out, models.FlowPin{Key: k, Port: port})
+	}
+	return out, m.gen
+}
+
+// Synced records that sw was read back matching its pins of generation gen.
+func (m *Intents) Synced(sw models.SwitchID, gen uint64) {
+	m.mu.Lock()
+	if gen > m.synced[sw] {
+		m.synced[sw] = gen
+	}
+	wake := len(m.awaiting) > 0
+	m.mu.Unlock()
+	if wake {
+		m.wake()
+	}
+}
+
+// SetFabric gives the manager the topology and the links that are down;
+// intents on lost paths are moved or degraded, and degraded ones restored
+// when paths return.
+func (m *Intents) SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool) {
+	m.mu.Lock()
+	m.snap, m.down = snap, maps.Clone(down)
+	m.fabricGen++
+	m.mu.Unlock()
+	m.wake()
+}
+
+func (m *Intents) wake() {
+	select {
+	case m.kick <- struct{}{}:
+	default:
+	}
+}
+
+// --- reads ---
+
+// Get returns one intent the scope may see.
+func (m *Intents) Get(scope Scope, id string) (models.Intent, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e, ok := m.all[id]
+	if !ok || !scope.sees(e.in.Tenant) {
+		return models.Intent{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
+	}
+	return cloneIntent(e.in), nil
+}
+
+// ListOptions filter and page a listing.
+type ListOptions struct {
+	State models.IntentState
+	// After is the last ID of the previous page.
+	After string
+	Limit int
+}
+
+// List returns the scope's intents in ID (creation) order, and the ID to
+// pass as After for the next page ("" when this is the last).
+func (m *Intents) List(scope Scope, opts ListOptions) ([]models.Intent, string) {
+	if opts.Limit <= 0 || opts.Limit > 1000 {
+		opts.Limit = 100
+	}
+	m.mu.RLock()
+	ids := make([]string, 0, len(m.all))
+	for id, e := range m.all {
+		if id > opts.After && scope.sees(e.in.Tenant) && (opts.State == "" || e.in.Status.State == opts.State) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	next := ""
+	if len(ids) > opts.Limit {
+		ids = ids[:opts.Limit]
+		next = ids[len(ids)-1]
+	}
+	out := make([]models.Intent, len(ids))
+	for i, id := range ids {
+		out[i] = cloneIntent(m.all[id].in)
+	}
+	m.mu.RUnlock()
+	return out, next
+}
+
+// Capacity is the bandwidth one more flow from src to dst could reserve.
+type Capacity struct {
+	Src           string  `json:"src"`
+	Dst           string  `json:"dst"`
+	AvailableGbps float64 `json:"available_gbps"`
+	Bottleneck    string  `json:"bottleneck"`
+	Headroom      float64 `json:"headroom"`
+	ReservedMLU   float64 `json:"reserved_mlu"`
+}
+
+// Capacity answers how much src can reserve toward dst now.
+func (m *Intents) Capacity(src, dst string) (Capacity, error) {
+	m.mu.Lock() // the book caches paths as it goes: not a reader
+	defer m.mu.Unlock()
+	if m.book == nil {
+		return Capacity{}, ErrNoTopology
+	}
+	var v models.ValidationError
+	s, errS := resolveHost(m.snap, src)
+	d, errD := resolveHost(m.snap, dst)
+	if errS != nil {
+		v.Errors = append(v.Errors, models.FieldError{Field: "src", Message: errS.Error()})
+	}
+	if errD != nil {
+		v.Errors = append(v.Errors, models.FieldError{Field: "dst", Message: errD.Error()})
+	}
+	if len(v.Errors) > 0 {
+		return Capacity{}, &v
+	}
+	free, at := m.book.Available(s, d)
+	return Capacity{Src: s.Name, Dst: d.Name, AvailableGbps: free, Bottleneck: at, Headroom: m.cfg.Headroom, ReservedMLU: m.book.MLU()}, nil
+}
+
+// Usage is a tenant's live reservations.
+func (m *Intents) Usage(t models.TenantName) (gbps float64, intents int) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if u := m.usage[t]; u != nil {
+		return u.gbps, u.intents
+	}
+	return 0, 0
+}
+
+// Counts is how many intents are in each state.
+func (m *Intents) Counts() map[models.IntentState]int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := map[models.IntentState]int{}
+	for _, e := range m.all {
+		out[e.in.Status.State]++
+	}
+	return out
+}
+
+func cloneIntent(in models.Intent) models.Intent {
+	// Status slices and maps are replaced, never edited in place, so a
+	// shallow copy of the struct is safe to hand out.
+	return in
+}
+
+// --- writes ---
+
+// op is one change decided by the loop. decide runs with mu held and adds
+// etcd operations to the batch; done receives its outcome after commit.
+type op struct {
+	decide func(b *batch) (Outcome, error)
+	done   chan opResult
+	out    Outcome
+	err    error
+}
+
+type opResult struct {
+	out Outcome
+	err error
+}
+
+// batch collects one commit: etcd operations, how to undo the in-memory
+// changes if the commit fails, and what to finish once it succeeds.
+type batch struct {
+	m        *Intents
+	ops      []clientv3.Op
+	cmps     []clientv3.Cmp
+	undo     []func()
+	after    []func(rev int64)
+	touched  map[models.SwitchID]bool
+	bytes    int
+	maxOps   int
+	maxBytes int
+}
+
+type mark struct{ ops, cmps, undo, after int }
+
+func (b *batch) mark() mark { return mark{len(b.ops), len(b.cmps), len(b.undo), len(b.after)} }
+
+// rollback undoes what was decided since k: a failed op leaves the batch
+// as it found it.
+func (b *batch) rollback(k mark) {
+	for i := len(b.undo) - 1; i >= k.undo; i-- {
+		b.undo[i]()
+	}
+	b.ops, b.cmps, b.undo, b.after = b.ops[:k.ops], b.cmps[:k.cmps], b.undo[:k.undo], b.after[:k.after]
+}
+
+func (b *batch) full() bool { return len(b.ops) >= b.maxOps-2 || b.bytes >= b.maxBytes }
+
+// put stores e's intent and stamps its revision after the commit.
+func (b *batch) put(e *entry) {
+	data, err := json.Marshal(e.in)
+	if err != nil {
+		panic(err) // plain data: cannot fail
+	}
+	b.ops = append(b.ops, clientv3.OpPut(intentKey(e.in.Tenant, e.in.ID), string(data)))
+	b.bytes += len(data)
+	b.after = append(b.after, func(rev int64) { e.in.Revision = rev })
+}
+
+func intentKey(t models.TenantName, id string) string { return KeyIntents + string(t) + "/" + id }
+
+func (m *Intents) submit(ctx context.Context, decide func(b *batch) (Outcome, error)) (Outcome, error) {
+	o := &op{decide: decide, done: make(chan opResult, 1)}
+	select {
+	case m.ops <- o:
+	case <-ctx.Done():
+		return Outcome{}, fmt.Errorf("%w: %v", ErrStoreUnavailable, ctx.Err())
+	}
+	select {
+	case r := <-o.done:
+		return r.out, r.err
+	case <-ctx.Done():
+		// The decision may still commit; the client sees a timeout, as it
+		// would with any store.
+		return Outcome{}, fmt.Errorf("%w: %v", ErrStoreUnavailable, ctx.Err())
+	}
+}
+
+// Run loads the intents from etcd and then serves changes until ctx ends.
+func (m *Intents) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for {
+		err := m.load(ctx)
+		if err == nil {
+			break
+		}
+		m.log.Warn("cannot load intents from etcd", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			m.failQueued()
+			return nil
+		case o := <-m.ops:
+			m.runBatch(ctx, o, false)
+		case <-m.kick:
+			m.runBatch(ctx, nil, false)
+		case <-tick.C:
+			m.runBatch(ctx, nil, true)
+		}
+	}
+}
+
+func (m *Intents) failQueued() {
+	for {
+		select {
+		case o := <-m.ops:
+			o.done <- opResult{err: fmt.Errorf("%w: shutting down", ErrStoreUnavailable)}
+		default:
+			return
+		}
+	}
+}
+
+// load rebuilds the in-memory view from etcd: the intents with their
+// stored paths (re-reserved on the next SetFabric) and idempotency keys.
+func (m *Intents) load(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, m.cfg.Store.timeout)
+	defer cancel()
+	resp, err := m.cfg.Store.cli.Get(lctx, KeyIntents, clientv3.WithPrefix())
+	if err != nil {
+		return m.cfg.Store.wrap(err, "list intents")
+	}
+	idem, err := m.cfg.Store.cli.Get(lctx, KeyIdempotency, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision))
+	if err != nil {
+		return m.cfg.Store.wrap(err, "list idempotency keys")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, kv := range resp.Kvs {
+		var in models.Intent
+		if err := json.Unmarshal(kv.Value, &in); err != nil {
+			m.log.Error("undecodable intent in etcd; skipping", "key", string(kv.Key), "err", err)
+			continue
+		}
+		in.Revision = kv.ModRevision
+		m.all[in.ID] = &entry{in: in, since: in.Status.Updated}
+		if in.Status.State.Live() {
+			u := m.tenantUsage(in.Tenant)
+			u.gbps += in.Spec.TotalGbps()
+			u.intents++
+		}
+	}
+	for _, kv := range idem.Kvs {
+		var r idemRecord
+		if json.Unmarshal(kv.Value, &r) == nil {
+			m.idem[strings.TrimPrefix(string(kv.Key), KeyIdempotency)] = r
+		}
+	}
+	m.loaded = true
+	m.fabricGen++ // plan (re-reserve) once a fabric is known
+	m.log.Info("intents loaded", "intents", len(resp.Kvs))
+	return nil
+}
+
+func (m *Intents) tenantUsage(t models.TenantName) *tenantUsage {
+	u := m.usage[t]
+	if u == nil {
+		u = &tenantUsage{}
+		m.usage[t] = u
+	}
+	return u
+}
+
+// runBatch decides first and whatever else is queued (up to the commit's
+// budget), does the housekeeping that is due, commits once, and answers.
+func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
+	m.mu.Lock()
+	b := &batch{m: m, touched: map[models.SwitchID]bool{}, maxOps: m.cfg.MaxTxnOps, maxBytes: 1 << 20}
+	var decided []*op
+	run := func(o *op) {
+		k := b.mark()
+		o.out, o.err = o.decide(b)
+		var refused *RefusedError
+		if o.err != nil && !(errors.As(o.err, &refused) && refused.Intent != nil) {
+			b.rollback(k)
+		}
+		decided = append(decided, o)
+	}
+	if first != nil {
+		run(first)
+	drain:
+		for !b.full() {
+			select {
+			case o := <-m.ops:
+				run(o)
+			default:
+				break drain
+			}
+		}
+	}
+	m.housekeep(b, tick)
+	var err error
+	if len(b.ops) > 0 {
+		var rev int64
+		start := time.Now()
+		rev, err = m.cfg.Store.commit(ctx, b.cmps, b.ops)
+		m.m.commitSeconds.Observe(time.Since(start).Seconds())
+		m.m.commitOps.Observe(float64(len(b.ops)))
+		if err == nil {
+			for _, f := range b.after {
+				f(rev)
+			}
+			// Answer with the committed intents (revisions stamped).
+			for _, o := range decided {
+				if e, ok := m.all[o.out.Intent.ID]; ok {
+					o.out.Intent = e.in
+				}
+				var refused *RefusedError
+				if errors.As(o.err, &refused) && refused.Intent != nil {
+					if e, ok := m.all[refused.Intent.ID]; ok {
+						in := e.in
+						refused.Intent = &in
+					}
+				}
+			}
+		} else {
+			for i := len(b.undo) - 1; i >= 0; i-- {
+				b.undo[i]()
+			}
+			m.log.Warn("intent commit failed; nothing changed", "ops", len(b.ops), "err", err)
+		}
+	}
+	touched := slices.Collect(maps.Keys(b.touched))
+	m.mu.Unlock()
+	for _, o := range decided {
+		m.m.decisions.WithLabelValues(decisionResult(o.err, err)).Inc()
+		switch {
+		case err != nil && o.err == nil:
+			o.done <- opResult{err: err}
+		case err != nil:
+			var refused *RefusedError
+			if errors.As(o.err, &refused) && refused.Intent != nil {
+				o.done <- opResult{err: err} // the Rejected record did not commit either
+			} else {
+				o.done <- opResult{err: o.err}
+			}
+		default:
+			o.done <- opResult{out: o.out, err: o.err}
+		}
+	}
+	if err == nil && len(touched) > 0 {
+		m.cfg.OnPins(touched)
+	}
+}
+
+// Create admits a new intent (or, for a dry run, says whether it would be).
+func (m *Intents) Create(ctx context.Context, req CreateRequest) (Outcome, error) {
+	if err := req.Spec.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	if err := req.Tenant.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	if _, err := m.cfg.Auth.Tenant(ctx, req.Tenant); err != nil {
+		return Outcome{}, err
+	}
+	if req.DryRun {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		b := &batch{m: m, touched: map[models.SwitchID]bool{}}
+		out, err := m.decideCreate(b, req)
+		for i := len(b.undo) - 1; i >= 0; i-- {
+			b.undo[i]()
+		}
+		return out, err
+	}
+	return m.submit(ctx, func(b *batch) (Outcome, error) { return m.decideCreate(b, req) })
+}
+
+func newIntentID(now time.Time) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%011x%08x", uint64(now.UnixMilli()), binary.BigEndian.Uint32(r[:]))
+}
+
+func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
+	if !m.loaded || m.book == nil {
+		return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", ErrNoTopology)
+	}
+	idemKey := ""
+	if req.IdempotencyKey != "" {
+		sum := sha256.Sum256([]byte(req.IdempotencyKey))
+		idemKey = string(req.Tenant) + "/" + hex.EncodeToString(sum[:])
+		if r, ok := m.idem[idemKey]; ok {
+			if r.Digest != req.BodyDigest {
+				return Outcome{}, ErrIdempotencyReuse
+			}
+			if e, ok := m.all[r.ID]; ok {
+				return Outcome{Intent: cloneIntent(e.in), Replayed: true}, nil
+			}
+			return Outcome{}, fmt.Errorf("%w: the intent this Idempotency-Key created (%s) was deleted", ErrIdempotencyReuse, r.ID)
+		}
+	}
+	now := m.cfg.Now().UTC()
+	id := newIntentID(now)
+	for m.all[id] != nil {
+		id = newIntentID(now)
+	}
+	e := &entry{in: models.Intent{ID: id, Tenant: req.Tenant, Created: now, Spec: req.Spec}}
+	if e.in.Spec.Class == "" {
+		e.in.Spec.Class = models.ClassLosslessRDMA
+	}
+	out, err := m.admit(b, e, req.DryRun)
+	if req.DryRun {
+		return out, err
+	}
+	var refused *RefusedError
+	if err != nil && !(errors.As(err, &refused) && refused.Intent != nil) {
+		return Outcome{}, err
+	}
+	m.all[id] = e
+	b.undo = append(b.undo, func() { delete(m.all, id) })
+	b.put(e)
+	b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(e.in.Tenant, id)), "=", 0))
+	if idemKey != "" {
+		rec := idemRecord{ID: id, Digest: req.BodyDigest}
+		data, _ := json.Marshal(rec)
+		b.ops = append(b.ops, clientv3.OpPut(KeyIdempotency+idemKey, string(data)))
+		m.idem[idemKey] = rec
+		b.undo = append(b.undo, func() { delete(m.idem, idemKey) })
+	}
+	if err != nil {
+		refused.Intent = &e.in
+		return Outcome{}, err
+	}
+	return Outcome{Intent: e.in, Fit: out.Fit}, nil
+}
+
+// admit places e's flows and, unless dryRun, reserves them and moves e to
+// Admitted; a refusal moves it to Rejected (returned as a RefusedError
+// with Intent set, so the caller stores it) unless the request itself is
+// wrong (unknown hosts, taken flows, quota), which stores nothing.
+func (m *Intents) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
+	flows, err := m.resolve(e.in.Tenant, e.in.Spec)
+	if err != nil {
+		return Outcome{}, err
+	}
+	for _, f := range flows {
+		if owner, ok := m.flowOwner[f.key]; ok && owner != e.in.ID {
+			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by intent %s", ErrFlowTaken, f.key, owner)}
+		}
+	}
+	if t, err := m.cfg.Auth.Tenant(context.Background(), e.in.Tenant); err == nil {
+		u := m.usage[e.in.Tenant]
+		var gbps float64
+		var count int
+		if u != nil {
+			gbps, count = u.gbps, u.intents
+		}
+		if old, ok := m.all[e.in.ID]; ok && old.in.Status.State.Live() {
+			gbps -= old.in.Spec.TotalGbps()
+			count--
+		}
+		if t.MaxIntents > 0 && count+1 > t.MaxIntents {
+			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %d live intents of at most %d", ErrQuota, count, t.MaxIntents)}
+		}
+		if t.MaxGbps > 0 && gbps+e.in.Spec.TotalGbps() > t.MaxGbps+1e-9 {
+			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %.1f Gb/s reserved + %.1f asked > %.1f allowed", ErrQuota, gbps, e.in.Spec.TotalGbps(), t.MaxGbps)}
+		}
+	} else {
+		return Outcome{}, err
+	}
+	cons, err := m.constraints(e)
+	if err != nil {
+		return Outcome{}, err
+	}
+	demands := make([]pathcalc.Demand, len(flows))
+	for i, f := range flows {
+		demands[i] = pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}
+	}
+	fit := m.book.Fit(demands, cons)
+	var victims []*entry
+	if !fit.Fits && m.cfg.Preemption {
+		victims, fit = m.preempt(b, e, demands, cons, fit)
+	}
+	out := Outcome{Fit: fit}
+	for _, v := range victims {
+		out.Preempts = append(out.Preempts, v.in.ID)
+	}
+	if !fit.Fits {
+		if dryRun {
+			return out, nil
+		}
+		e.flows = flows
+		e.in.SetState(models.StateRejected, fit.Reason, m.cfg.Now().UTC())
+		return Outcome{}, &RefusedError{Err: ErrNoCapacity, Fit: fit, Intent: &e.in}
+	}
+	if err := m.checkTableRoom(e, flows, fit.Paths); err != nil {
+		return Outcome{}, &RefusedError{Err: err, Fit: fit}
+	}
+	if dryRun {
+		return out, nil
+	}
+	now := m.cfg.Now().UTC()
+	for _, v := range victims {
+		m.unpin(b, v)
+		m.setState(b, v, models.StatePending, fmt.Sprintf("preempted by %s/%s (priority %d)", e.in.Tenant, e.in.ID, e.in.Spec.Priority), now)
+	}
+	e.flows = flows
+	m.pin(b, e, fit.Paths)
+	reason := fmt.Sprintf("%d flows reserved; max reserved link utilization %.2f", len(flows), fit.MLU)
+	e.in.SetState(models.StateAdmitted, reason, now)
+	u := m.tenantUsage(e.in.Tenant)
+	u.gbps += e.in.Spec.TotalGbps()
+	u.intents++
+	b.undo = append(b.undo, func() { u.gbps -= e.in.Spec.TotalGbps(); u.intents-- })
+	return out, nil
+}
+
+// resolve expands a spec into flows: one per (pair, source port), the
+// pair's bandwidth split evenly over its ports.
+func (m *Intents) resolve(tenant models.TenantName, spec models.IntentSpec) ([]flow, error) {
+	var v models.ValidationError
+	type pair struct {
+		src, dst models.Host
+		gbps     float64
+	}
+	var pairs []pair
+	if c := spec.Collective; c != nil {
+		hosts := make([]models.Host, len(c.Endpoints))
+		for i, name := range c.Endpoints {
+			h, err := resolveHost(m.snap, name)
+			if err != nil {
+				v.Errors = append(v.Errors, models.FieldError{Field: fmt.Sprintf("collective.endpoints[%d]", i), Message: err.Error()})
+			}
+			hosts[i] = h
+		}
+		if len(v.Errors) > 0 {
+			return nil, &v
+		}
+		switch c.Pattern {
+		case models.PatternRingAllReduce:
+			for i := range hosts {
+				pairs = append(pairs, pair{hosts[i], hosts[(i+1)%len(hosts)], c.GbpsPerGPU})
+			}
+		case models.PatternAllToAll:
+			share := c.GbpsPerGPU / float64(len(hosts)-1)
+			for i := range hosts {
+				for j := range hosts {
+					if i != j {
+						pairs = append(pairs, pair{hosts[i], hosts[j], share})
+					}
+				}
+			}
+		}
+	} else {
+		s, errS := resolveHost(m.snap, spec.Src)
+		d, errD := resolveHost(m.snap, spec.Dst)
+		if errS != nil {
+			v.Errors = append(v.Errors, models.FieldError{Field: "src", Message: errS.Error()})
+		}
+		if errD != nil {
+			v.Errors = append(v.Errors, models.FieldError{Field: "dst", Message: errD.Error()})
+		}
+		if errS == nil && errD == nil && s.Name == d.Name {
+			v.Errors = append(v.Errors, models.FieldError{Field: "dst", Message: "same host as src"})
+		}
+		if len(v.Errors) > 0 {
+			return nil, &v
+		}
+		pairs = []pair{{s, d, spec.Gbps}}
+	}
+	ports := spec.SrcPorts.Len()
+	if n := len(pairs) * ports; n > MaxFlowsPerIntent {
+		return nil, &models.ValidationError{Errors: []models.FieldError{{Field: "src_ports", Message: fmt.Sprintf("%d pairs × %d ports = %d flows; at most %d per intent", len(pairs), ports, n, MaxFlowsPerIntent)}}}
+	}
+	flows := make([]flow, 0, len(pairs)*ports)
+	for _, p := range pairs {
+		for port := int(spec.SrcPorts.First); port <= int(spec.SrcPorts.Last); port++ {
+			flows = append(flows, flow{
+				key: models.FlowKey{Src: p.src.IP, Dst: p.dst.IP, SrcPort: uint16(port)},
+				src: p.src, dst: p.dst, gbps: p.gbps / float64(ports),
+			})
+		}
+	}
+	return flows, nil
+}
+
+func resolveHost(snap *topology.Snapshot, name string) (models.Host, error) {
+	if ip, err := netip.ParseAddr(name); err == nil {
+		h, err := snap.HostByIP(ip)
+		if err != nil {
+			return h, fmt.Errorf("no host has address %s", ip)
+		}
+		return h, nil
+	}
+	h, err := snap.Host(name)
+	if err != nil {
+		return h, fmt.Errorf("no host named %q in the fabric", name)
+	}
+	return h, nil
+}
+
+func (m *Intents) constraints(e *entry) (pathcalc.PathConstraints, error) {
+	c := e.in.Spec.Constraints
+	out := pathcalc.PathConstraints{MaxHops: c.MaxHops, AvoidSwitches: map[models.SwitchID]bool{}, AvoidLinks: map[models.LinkID]bool{}}
+	var v models.ValidationError
+	for i, sw := range c.AvoidSwitches {
+		if _, err := m.snap.Switch(sw); err != nil {
+			v.Errors = append(v.Errors, models.FieldError{Field: fmt.Sprintf("constraints.avoid_switches[%d]", i), Message: fmt.Sprintf("no switch %q in the fabric", sw)})
+		}
+		out.AvoidSwitches[sw] = true
+	}
+	for i, l := range c.AvoidLinks {
+		if _, err := m.snap.Link(l); err != nil {
+			v.Errors = append(v.Errors, models.FieldError{Field: fmt.Sprintf("constraints.avoid_links[%d]", i), Message: fmt.Sprintf("no link %q in the fabric", l)})
+		}
+		out.AvoidLinks[l] = true
+	}
+	if id := c.DisjointFrom; id != "" {
+		other, ok := m.all[id]
+		if !ok || other.in.Tenant != e.in.Tenant {
+			v.Errors = append(v.Errors, models.FieldError{Field: "constraints.disjoint_from", Message: fmt.Sprintf("tenant %s has no intent %q", e.in.Tenant, id)})
+		} else {
+			for _, f := range other.in.Status.Flows {
+				for _, p := range f.Path {
+					if l, ok := m.snap.LinkAt(p); ok {
+						out.AvoidLinks[l.ID()] = true
+					}
+				}
+			}
+		}
+	}
+	if len(v.Errors) > 0 {
+		return out, &v
+	}
+	return out, nil
+}
+
+// checkTableRoom refuses pins that would overflow a switch's flow-pin table.
+func (m *Intents) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoint) error {
+	if m.cfg.FlowPinEntries <= 0 {
+		return nil
+	}
+	add := map[models.SwitchID]int{}
+	for i, p := range paths {
+		for _, hop := range p {
+			if owner, ok := m.flowOwner[flows[i].key]; ok && owner == e.in.ID {
+				continue // replacing its own entry
+			}
+			add[hop.Switch]++
+		}
+	}
+	for sw, n := range add {
+		if have := len(m.pins[sw]); have+n > m.cfg.FlowPinEntries {
+			return fmt.Errorf("%w: %s has %d of %d entries; %d more needed", ErrTableFull, sw, have, m.cfg.FlowPinEntries, n)
+		}
+	}
+	return nil
+}
+
+// pin reserves e's flows on paths, installs their pins, and records the
+// paths in its status.
+func (m *Intents) pin(b *batch, e *entry, paths [][]models.Endpoint) {
+	m.gen++
+	e.gen, e.pinned = m.gen, true
+	e.in.Status.Flows = make([]models.FlowStatus, len(e.flows))
+	reserved := map[string]float64{}
+	seen := map[models.SwitchID]bool{}
+	e.switches = e.switches[:0]
+	for i, f := range e.flows {
+		path := paths[i]
+		e.in.Status.Flows[i] = models.FlowStatus{Src: f.src.Name, Dst: f.dst.Name, SrcPort: f.key.SrcPort, Gbps: f.gbps, Path: path}
+		_ = m.book.Reserve(f.src, path, f.gbps) // paths come from this book's Fit
+		for _, r := range m.book.Resources(f.src, path) {
+			reserved[r] += f.gbps
+		}
+		m.flowOwner[f.key] = e.in.ID
+		for _, hop := range path {
+			if m.pins[hop.Switch] == nil {
+				m.pins[hop.Switch] = map[models.FlowKey]uint32{}
+			}
+			m.pins[hop.Switch][f.key] = hop.Port
+			b.touched[hop.Switch] = true
+			if !seen[hop.Switch] {
+				seen[hop.Switch] = true
+				e.switches = append(e.switches, hop.Switch)
+			}
+		}
+	}
+	e.in.Status.ReservedGbps = reserved
+	m.awaiting[e.in.ID] = true
+	b.undo = append(b.undo, func() { m.unpinNow(e) })
+}
+
+// unpin releases e's reservation and removes its pins.
+func (m *Intents) unpin(b *batch, e *entry) {
+	if !e.pinned {
+		return
+	}
+	flows, status := e.flows, e.in.Status.Flows
+	for _, sw := range e.switches {
+		b.touched[sw] = true
+	}
+	m.unpinNow(e)
+	m.retry = true
+	b.undo = append(b.undo, func() { m.repin(e, flows, status) })
+}
+
+func (m *Intents) unpinNow(e *entry) {
+	if !e.pinned {
+		return
+	}
+	for i, f := range e.flows {
+		if i < len(e.in.Status.Flows) {
+			_ = m.book.Reserve(f.src, e.in.Status.Flows[i].Path, -f.gbps)
+		}
+		if m.flowOwner[f.key] == e.in.ID {
+			delete(m.flowOwner, f.key)
+		}
+		for _, sw := range e.switches {
+			if pins := m.pins[sw]; pins != nil {
+				delete(pins, f.key)
+			}
+		}
+	}
+	m.gen++
+	e.gen, e.pinned = m.gen, false
+}
+
+// repin restores pins exactly as they were (undo of unpin).
+func (m *Intents) repin(e *entry, flows []flow, status []models.FlowStatus) {
+	b := &batch{m: m, touched: map[models.SwitchID]bool{}}
+	e.flows = flows
+	paths := make([][]models.Endpoint, len(status))
+	for i, f := range status {
+		paths[i] = f.Path
+	}
+	m.pin(b, e, paths)
+	e.in.Status.Flows = status
+}
+
+// setState moves e to state and stores it.
+func (m *Intents) setState(b *batch, e *entry, state models.IntentState, reason string, now time.Time) {
+	prev := e.in
+	wasLive := prev.Status.State.Live()
+	e.in.SetState(state, reason, now)
+	if state == models.StatePending {
+		e.since = now
+	}
+	if isLive := state.Live(); isLive != wasLive {
+		u := m.tenantUsage(e.in.Tenant)
+		d := 1.0
+		if !isLive {
+			d = -1
+		}
+		u.gbps += d * e.in.Spec.TotalGbps()
+		u.intents += int(d)
+		b.undo = append(b.undo, func() { u.gbps -= d * e.in.Spec.TotalGbps(); u.intents -= int(d) })
+	}
+	b.undo = append(b.undo, func() { e.in.Status = prev.Status })
+	b.put(e)
+}
+
+// preempt frees capacity for e by displacing lower-priority intents on
+// the bottleneck, lowest priority (then newest) first. It returns the
+// victims and the fit with them gone; when even that does not fit it
+// puts everything back and returns the original fit.
+func (m *Intents) preempt(b *batch, e *entry, demands []pathcalc.Demand, cons pathcalc.PathConstraints, fit pathcalc.Fit) ([]*entry, pathcalc.Fit) {
+	var victims []*entry
+	type pinned struct {
+		flows  []flow
+		status []models.FlowStatus
+	}
+	var saved []pinned
+	restore := func() {
+		for i, v := range victims {
+			m.repin(v, saved[i].flows, saved[i].status)
+		}
+	}
+	for !fit.Fits && fit.Bottleneck != "" {
+		var cand *entry
+		for _, o := range m.all {
+			if !o.pinned || o.in.Spec.Priority >= e.in.Spec.Priority || o.in.ID == e.in.ID {
+				continue
+			}
+			if _, uses := o.in.Status.ReservedGbps[fit.Bottleneck]; !uses {
+				continue
+			}
+			if cand == nil || o.in.Spec.Priority < cand.in.Spec.Priority ||
+				(o.in.Spec.Priority == cand.in.Spec.Priority && o.in.ID > cand.in.ID) {
+				cand = o
+			}
+		}
+		if cand == nil {
+			break
+		}
+		saved = append(saved, pinned{cand.flows, cand.in.Status.Flows})
+		m.unpinNow(cand)
+		victims = append(victims, cand)
+		fit = m.book.Fit(demands, cons)
+	}
+	if !fit.Fits {
+		restore()
+		return nil, m.book.Fit(demands, cons)
+	}
+	// The victims are unpinned for real by admit (which records undo);
+	// put them back here so that happens in one place.
+	restore()
+	return victims, fit
+}
+
+// Update replaces an intent's spec if ifMatch is its current revision;
+// the new spec is admitted on its own terms (the old reservation is not
+// counted against it) or the update is refused and nothing changes.
+func (m *Intents) Update(ctx context.Context, scope Scope, id string, spec models.IntentSpec, ifMatch int64) (Outcome, error) {
+	if err := spec.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	return m.submit(ctx, func(b *batch) (Outcome, error) {
+		e, ok := m.all[id]
+		if !ok || !scope.sees(e.in.Tenant) {
+			return Outcome{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
+		}
+		if e.in.Revision != ifMatch {
+			return Outcome{}, fmt.Errorf("%w: intent %s is at revision %d, not %d", ErrPrecondition, id, e.in.Revision, ifMatch)
+		}
+		if e.in.Status.State == models.StateDeleted {
+			return Outcome{}, fmt.Errorf("%w: intent %q is being deleted", ErrNotFound, id)
+		}
+		if m.book == nil {
+			return Outcome{}, ErrNoTopology
+		}
+		prev, prevFlows := e.in, e.flows
+		b.undo = append(b.undo, func() { e.in, e.flows = prev, prevFlows })
+		m.unpin(b, e)
+		if prev.Status.State.Live() { // admit counts it afresh
+			u := m.tenantUsage(e.in.Tenant)
+			u.gbps -= prev.Spec.TotalGbps()
+			u.intents--
+			b.undo = append(b.undo, func() { u.gbps += prev.Spec.TotalGbps(); u.intents++ })
+		}
+		e.in.Spec = spec
+		if e.in.Spec.Class == "" {
+			e.in.Spec.Class = models.ClassLosslessRDMA
+		}
+		e.in.Status.State = "" // not live while it is re-admitted
+		out, err := m.admit(b, e, false)
+		if err != nil {
+			var refused *RefusedError
+			if errors.As(err, &refused) {
+				refused.Intent = nil // a refused update stores nothing; the batch rolls it back
+			}
+			return Outcome{}, err
+		}
+		last := &e.in.Status.Events[len(e.in.Status.Events)-1]
+		last.Reason = "updated: " + last.Reason
+		e.in.Status.Reason = last.Reason
+		b.put(e)
+		out.Intent = e.in
+		return out, nil
+	})
+}
+
+// Delete releases an intent and removes its entries from the switches;
+// the record goes away once the switches confirm.
+func (m *Intents) Delete(ctx context.Context, scope Scope, id string) (models.Intent, error) {
+	out, err := m.submit(ctx, func(b *batch) (Outcome, error) {
+		e, ok := m.all[id]
+		if !ok || !scope.sees(e.in.Tenant) {
+			return Outcome{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
+		}
+		if e.in.Status.State == models.StateDeleted {
+			return Outcome{Intent: e.in}, nil
+		}
+		now := m.cfg.Now().UTC()
+		if !e.pinned {
+			m.setState(b, e, models.StateDeleted, "deleted", now)
+			out := Outcome{Intent: e.in}
+			m.remove(b, e)
+			return out, nil
+		}
+		n := len(e.switches)
+		m.unpin(b, e)
+		m.setState(b, e, models.StateDeleted, fmt.Sprintf("deleted; removing its entries from %d switches", n), now)
+		m.awaiting[id] = true
+		return Outcome{Intent: e.in}, nil
+	})
+	return out.Intent, err
+}
+
+// housekeep does what is due in this batch, within its budget: restore or
+// move intents after a fabric change or freed capacity, promote intents
+// whose switches confirmed their entries, drop deleted ones whose entries
+// are gone, and fail intents pending too long.
+func (m *Intents) housekeep(b *batch, tick bool) {
+	if !m.loaded {
+		return
+	}
+	now := m.cfg.Now().UTC()
+	if m.fabricGen != m.planned && m.snap != nil && !b.full() {
+		prev := m.planned
+		m.planned = m.fabricGen
+		b.undo = append(b.undo, func() { m.planned = prev })
+		m.replan(b, now)
+	}
+	if m.retry && m.book != nil && !b.full() {
+		m.retry = false
+		m.retryWaiting(b, now)
+	}
+	for id := range m.awaiting {
+		if b.full() {
+			break
+		}
+		e := m.all[id]
+		if e == nil {
+			delete(m.awaiting, id)
+			continue
+		}
+		if !m.confirmed(e) {
+			continue
+		}
+		delete(m.awaiting, id)
+		b.undo = append(b.undo, func() { m.awaiting[id] = true })
+		switch e.in.Status.State {
+		case models.StateAdmitted:
+			m.setState(b, e, models.StateInstalled, fmt.Sprintf("entries confirmed by read-back on %d switches", len(e.switches)), now)
+		case models.StateDeleted:
+			m.remove(b, e)
+		}
+	}
+	if tick {
+		for _, e := range m.all {
+			if b.full() {
+				break
+			}
+			if e.in.Status.State == models.StatePending && now.Sub(e.since) > m.cfg.PendingTimeout {
+				m.setState(b, e, models.StateFailed, fmt.Sprintf("pending for over %s: %s", m.cfg.PendingTimeout, e.in.Status.Reason), now)
+			}
+		}
+	}
+}
+
+// remove deletes e's record; it must hold no reservation.
+func (m *Intents) remove(b *batch, e *entry) {
+	id := e.in.ID
+	b.ops = append(b.ops, clientv3.OpDelete(intentKey(e.in.Tenant, id)))
+	delete(m.all, id)
+	delete(m.awaiting, id)
+	b.undo = append(b.undo, func() { m.all[id] = e })
+}
+
+func (m *Intents) confirmed(e *entry) bool {
+	for _, sw := range e.switches {
+		if m.synced[sw] < e.gen {
+			return false
+		}
+	}
+	return true
+}
+
+// replan rebuilds the ledger for the current fabric: intents whose paths
+// still work keep them; the others are placed again or degraded.
+func (m *Intents) replan(b *batch, now time.Time) {
+	book, err := pathcalc.NewBook(m.snap, m.down, m.cfg.Headroom)
+	if err != nil {
+		m.log.Error("cannot build the bandwidth ledger", "err", err)
+		return
+	}
+	oldBook := m.book
+	m.book = book
+	b.undo = append(b.undo, func() { m.book = oldBook })
+	var moving []*entry
+	ids := slices.Sorted(maps.Keys(m.all))
+	for _, id := range ids {
+		e := m.all[id]
+		if e.in.Status.State == models.StateDeleted {
+			if !e.pinned && !m.awaiting[id] { // loaded after a restart: wait for one read-back
+				m.gen++
+				e.gen = m.gen
+				e.switches = e.switches[:0]
+				for _, f := range e.in.Status.Flows {
+					for _, hop := range f.Path {
+						if !slices.Contains(e.switches, hop.Switch) {
+							e.switches = append(e.switches, hop.Switch)
+						}
+					}
+				}
+				m.awaiting[id] = true
+			}
+			continue
+		}
+		if !e.in.Status.State.Live() {
+			continue
+		}
+		if e.flows == nil {
+			flows, err := m.resolve(e.in.Tenant, e.in.Spec)
+			if err != nil {
+				m.setState(b, e, models.StateFailed, "endpoints left the fabric: "+err.Error(), now)
+				continue
+			}
+			e.flows = flows
+		}
+		if len(e.in.Status.Flows) == 0 || e.in.Status.Flows[0].Path == nil {
+			continue // nothing reserved (Pending, Degraded)
+		}
+		ok := len(e.in.Status.Flows) == len(e.flows)
+		for i := range e.in.Status.Flows {
+			if !ok || !m.book.Usable(e.flows[i].src, e.in.Status.Flows[i].Path) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			paths := make([][]models.Endpoint, len(e.in.Status.Flows))
+			for i, f := range e.in.Status.Flows {
+				paths[i] = f.Path
+			}
+			if e.pinned {
+				// Same pins, new ledger: reserve without bumping the generation.
+				for i, f := range e.flows {
+					_ = m.book.Reserve(f.src, paths[i], f.gbps)
+				}
+			} else {
+				m.pin(b, e, paths) // after a restart: pins come back from etcd
+			}
+			continue
+		}
+		moving = append(moving, e)
+	}
+	// Highest priority first, then oldest.
+	slices.SortStableFunc(moving, func(x, y *entry) int { return y.in.Spec.Priority - x.in.Spec.Priority })
+	for _, e := range moving {
+		if b.full() {
+			m.fabricGen++ // finish next round
+			break
+		}
+		m.unpin(b, e)
+		m.place(b, e, now, "a link on its path went down")
+	}
+	m.retryWaiting(b, now)
+}
+
+// place tries to (re)reserve e's flows: Admitted on success, Degraded
+// (flows left to ECMP) when there is no room.
+func (m *Intents) place(b *batch, e *entry, now time.Time, why string) bool {
+	cons, err := m.constraints(e)
+	if err != nil {
+		m.setState(b, e, models.StateFailed, "constraints no longer valid: "+err.Error(), now)
+		return false
+	}
+	demands := make([]pathcalc.Demand, len(e.flows))
+	for i, f := range e.flows {
+		demands[i] = pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}
+	}
+	fit := m.book.Fit(demands, cons)
+	if !fit.Fits {
+		if e.in.Status.State != models.StateDegraded && e.in.Status.State != models.StatePending {
+			e.in.Status.Flows = clearPaths(e.in.Status.Flows)
+			e.in.Status.ReservedGbps = nil
+			m.setState(b, e, models.StateDegraded, why+"; no room elsewhere ("+fit.Reason+"); its flows follow ECMP", now)
+		}
+		return false
+	}
+	if err := m.checkTableRoom(e, e.flows, fit.Paths); err != nil {
+		return false
+	}
+	prev := e.in.Status.State
+	m.pin(b, e, fit.Paths)
+	reason := why + "; moved to a working path"
+	switch prev {
+	case models.StateDegraded:
+		reason = "restored: capacity is back"
+	case models.StatePending:
+		reason = "admitted after waiting"
+	}
+	m.setState(b, e, models.StateAdmitted, reason, now)
+	return true
+}
+
+func clearPaths(fs []models.FlowStatus) []models.FlowStatus {
+	out := slices.Clone(fs)
+	for i := range out {
+		out[i].Path = nil
+	}
+	return out
+}
+
+// retryWaiting tries Degraded and Pending intents again, highest priority
+// and then oldest first.
+func (m *Intents) retryWaiting(b *batch, now time.Time) {
+	var waiting []*entry
+	for _, e := range m.all {
+		if (e.in.Status.State == models.StateDegraded || e.in.Status.State == models.StatePending) && !e.pinned && e.flows != nil {
+			waiting = append(waiting, e)
+		}
+	}
+	slices.SortFunc(waiting, func(x, y *entry) int {
+		if d := y.in.Spec.Priority - x.in.Spec.Priority; d != 0 {
+			return d
+		}
+		return strings.Compare(x.in.ID, y.in.ID)
+	})
+	for _, e := range waiting {
+		if b.full() {
+			m.retry = true
+			return
+		}
+		if conflict := slices.ContainsFunc(e.flows, func(f flow) bool {
+			o, ok := m.flowOwner[f.key]
+			return ok && o != e.in.ID
+		}); conflict {
+			continue
+		}
+		m.place(b, e, now, "")
+	}
+}

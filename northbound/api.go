@@ -37,9 +37,15 @@ type EntryReader interface {
 
 // Options configure the API.
 type Options struct {
-	Fabric   Fabric
-	Entries  EntryReader
-	Gatherer prometheus.Gatherer
+	Fabric  Fabric
+	Auth    *controller.Auth
+	Intents *controller.Intents
+	Events  *controller.Events
+	// RateLimit is requests per second per token (burst twice that);
+	// default 2000, negative means unlimited.
+	RateLimit float64
+	Entries   EntryReader
+	Gatherer  prometheus.Gatherer
 	// Mounts are extra handlers served under their path prefixes (for
 	// example fabricsim's control API under /sim/v1/).
 	Mounts map[string]http.Handler
@@ -52,17 +58,36 @@ type Options struct {
 	Done <-chan struct{}
 }
 
-// Problem is an RFC 9457 problem document.
+// Problem is an RFC 9457 problem document, with accelnet's extension
+// members: field errors, and for a refused intent where it did not fit
+// (and the stored Rejected intent).
 type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail,omitempty"`
+	Type       string              `json:"type"`
+	Title      string              `json:"title"`
+	Status     int                 `json:"status"`
+	Detail     string              `json:"detail,omitempty"`
+	Errors     []models.FieldError `json:"errors,omitempty"`
+	Bottleneck string              `json:"bottleneck,omitempty"`
+	FreeGbps   *float64            `json:"free_gbps,omitempty"`
+	Intent     *models.Intent      `json:"intent,omitempty"`
 }
 
 func problem(c *gin.Context, status int, detail string) {
-	c.Header("Content-Type", "application/problem+json")
-	c.AbortWithStatusJSON(status, Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: detail})
+	writeProblem(c, Problem{Status: status, Detail: detail})
+}
+
+func writeProblem(c *gin.Context, p Problem) {
+	if p.Type == "" {
+		p.Type = "about:blank"
+	}
+	p.Title = http.StatusText(p.Status)
+	body, err := json.Marshal(p)
+	if err != nil {
+		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
+		p.Status = http.StatusInternalServerError
+	}
+	c.Abort()
+	c.Data(p.Status, "application/problem+json", body)
 }
 
 // New returns the API's HTTP handler.
@@ -76,6 +101,9 @@ func New(opts Options) http.Handler {
 	if opts.StreamInterval <= 0 {
 		opts.StreamInterval = time.Second
 	}
+	if opts.RateLimit == 0 {
+		opts.RateLimit = 2000
+	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
@@ -86,16 +114,37 @@ func New(opts Options) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) { problem(c, http.StatusMethodNotAllowed, c.Request.Method+" is not allowed here") })
 
-	a := &api{opts: opts, done: opts.Done}
+	a := &api{opts: opts, done: opts.Done, limiter: newLimiter(opts.RateLimit)}
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", a.ready)
 	if opts.Gatherer != nil {
 		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 	}
 	v1 := r.Group("/api/v1")
+	// The fabric's shape and load carry no tenant's data: readable
+	// without a token, as the dashboard does before anyone logs in.
 	v1.GET("/topology", a.topology)
-	v1.GET("/switches/:name/entries", a.entries)
 	v1.GET("/stream", a.stream)
+	v1.GET("/openapi.json", serveOpenAPI)
+	authed := v1.Group("", a.authenticate)
+	authed.GET("/whoami", a.whoami)
+	authed.POST("/intents", a.createIntent)
+	authed.GET("/intents", a.listIntents)
+	authed.GET("/intents/:id", a.getIntent)
+	authed.PUT("/intents/:id", a.putIntent)
+	authed.DELETE("/intents/:id", a.deleteIntent)
+	authed.GET("/capacity", a.capacity)
+	authed.GET("/events", a.events)
+	op := authed.Group("", operatorOnly)
+	// Entries name every tenant's flows: operators only.
+	op.GET("/switches/:name/entries", a.entries)
+	op.POST("/tenants", a.putTenant)
+	op.GET("/tenants", a.listTenants)
+	op.GET("/tenants/:name", a.getTenant)
+	op.DELETE("/tenants/:name", a.deleteTenant)
+	op.POST("/tokens", a.createToken)
+	op.GET("/tokens", a.listTokens)
+	op.DELETE("/tokens/:id", a.deleteToken)
 	dashboard := gin.WrapH(web.Handler())
 	for _, path := range []string{"/", "/index.html", "/app.js", "/style.css"} {
 		r.GET(path, dashboard)
@@ -107,8 +156,9 @@ func New(opts Options) http.Handler {
 }
 
 type api struct {
-	opts Options
-	done <-chan struct{}
+	opts    Options
+	done    <-chan struct{}
+	limiter *limiter
 }
 
 func (a *api) ready(c *gin.Context) {

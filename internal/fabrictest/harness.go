@@ -4,6 +4,7 @@
 package fabrictest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,31 +44,41 @@ func LeafSpine(spines, leaves, hostsPerLeaf int) models.Topology {
 // t.Cleanup.
 func New(t testing.TB, topo models.Topology) *Harness {
 	t.Helper()
-	return start(t, topo, true)
+	return start(t, topo, true, nil)
+}
+
+// NewWith is New with options adjusted by tune (preemption, rate limits...).
+func NewWith(t testing.TB, topo models.Topology, tune func(*stack.Options)) *Harness {
+	t.Helper()
+	return start(t, topo, true, tune)
 }
 
 // NewServe starts accelnet for switches that already run at topo's
 // addresses, as `accelnet serve` does.
 func NewServe(t testing.TB, topo models.Topology) *Harness {
 	t.Helper()
-	return start(t, topo, false)
+	return start(t, topo, false, nil)
 }
 
-func start(t testing.TB, topo models.Topology, emulate bool) *Harness {
+func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Options)) *Harness {
 	t.Helper()
 	var logger *slog.Logger
 	if os.Getenv("ACCELNET_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := stack.New(ctx, stack.Options{
+	opts := stack.Options{
 		Topology:          &topo,
 		Emulate:           emulate,
 		EtcdDir:           t.TempDir(),
 		CounterInterval:   100 * time.Millisecond,
 		TelemetryInterval: 100 * time.Millisecond,
 		Logger:            logger,
-	})
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	s, err := stack.New(ctx, opts)
 	if err != nil {
 		cancel()
 		t.Fatalf("start stack: %v", err)
@@ -124,25 +136,61 @@ func (h *Harness) Eventually(t testing.TB, timeout time.Duration, what string, c
 	}
 }
 
-// GetJSON fetches path from the API over HTTP and decodes the body into v;
-// it returns the status code.
+// GetJSON fetches path from the API over HTTP as the operator and decodes
+// the body into v; it returns the status code.
 func (h *Harness) GetJSON(t testing.TB, path string, v any) int {
 	t.Helper()
-	resp, err := http.Get(h.API.URL + path)
+	return h.Do(t, http.MethodGet, path, h.OperatorToken, nil, v).StatusCode
+}
+
+// Do sends a request to the API over HTTP with token (if not empty) as its
+// bearer and body (if not nil) as JSON, or as is when it is a []byte or a
+// string; the response body is decoded into v (if not nil). headers are
+// extra request headers, name then value.
+func (h *Harness) Do(t testing.TB, method, path, token string, body, v any, headers ...string) *http.Response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			t.Fatalf("%s %s: encode body: %v", method, path, err)
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, h.API.URL+path, rd)
 	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
+	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		t.Fatalf("GET %s: read body: %v", path, err)
+		t.Fatalf("%s %s: read body: %v", method, path, err)
 	}
 	if v != nil {
-		if err := json.Unmarshal(body, v); err != nil {
-			t.Fatalf("GET %s: %v\n%s", path, err, body)
+		if err := json.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s %s: HTTP %d: %v\n%s", method, path, resp.StatusCode, err, data)
 		}
 	}
-	return resp.StatusCode
+	return resp
 }
 
 // Converged reports whether every switch's last reconcile left it in sync.

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,7 +45,22 @@ type Options struct {
 	TelemetryInterval time.Duration
 	ResyncInterval    time.Duration
 	ElectionID        uint64
-	Logger            *slog.Logger
+	// Headroom is the fraction of every link intents may not reserve
+	// (default 0.05); Preemption lets higher-priority intents displace
+	// lower ones; PendingTimeout fails intents pending that long.
+	Headroom       float64
+	Preemption     bool
+	PendingTimeout time.Duration
+	// EtcdMaxTxnOps is the etcd cluster's --max-txn-ops (default 128 for
+	// an external cluster; the embedded one allows more).
+	EtcdMaxTxnOps int
+	// OperatorTokenFile is where the first operator token is written on
+	// the first start (mode 0600); empty: not written, only returned.
+	OperatorTokenFile string
+	// APIRateLimit is requests per second per token (burst twice that);
+	// 0 means the default, negative means unlimited.
+	APIRateLimit float64
+	Logger       *slog.Logger
 }
 
 // Validate reports unusable options.
@@ -66,8 +82,14 @@ type Stack struct {
 	Fabric     *fabricsim.Fabric // nil unless emulating
 	Driver     *southbound.P4RT
 	Controller *controller.Controller
-	Registry   *prometheus.Registry
-	Handler    http.Handler
+	Auth       *controller.Auth
+	Intents    *controller.Intents
+	Events     *controller.Events
+	// OperatorToken is the operator secret issued on this first start
+	// ("" on later starts): show it once.
+	OperatorToken string
+	Registry      *prometheus.Registry
+	Handler       http.Handler
 
 	log     *slog.Logger
 	stopAPI chan struct{} // closed when Run ends, to end the API's open streams
@@ -141,7 +163,36 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		Logger:       s.log.With("component", "p4runtime"),
 	})
 	lim := schema.Limits()
+	maxOps := opts.EtcdMaxTxnOps
+	if maxOps <= 0 && s.Embedded != nil {
+		maxOps = controller.EmbeddedMaxTxnOps
+	}
+	s.Auth = controller.NewAuth(s.Store)
+	s.Events = controller.NewEvents(s.Store)
+	s.Intents, err = controller.NewIntents(controller.IntentsConfig{
+		Store:          s.Store,
+		Auth:           s.Auth,
+		Headroom:       opts.Headroom,
+		Preemption:     opts.Preemption,
+		PendingTimeout: opts.PendingTimeout,
+		MaxTxnOps:      maxOps,
+		FlowPinEntries: lim.FlowPinEntries,
+		OnPins: func(sws []models.SwitchID) {
+			for _, sw := range sws {
+				ctrl.Enqueue(sw)
+			}
+		},
+		Logger:     s.log.With("component", "intents"),
+		Registerer: s.Registry,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.OperatorToken, err = s.Auth.BootstrapOperator(ctx, opts.OperatorTokenFile); err != nil {
+		return nil, fmt.Errorf("issue the first operator token: %w", err)
+	}
 	ctrl, err = controller.New(controller.Config{
+		Overlay:           s.Intents,
 		Store:             s.Store,
 		Driver:            s.Driver,
 		Limits:            pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize},
@@ -159,12 +210,16 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		mounts["/sim/v1/"] = s.Fabric.Handler()
 	}
 	s.Handler = northbound.New(northbound.Options{
-		Fabric:   ctrl,
-		Entries:  s.Driver,
-		Gatherer: s.Registry,
-		Mounts:   mounts,
-		Logger:   s.log.With("component", "api"),
-		Done:     s.stopAPI,
+		Fabric:    ctrl,
+		Auth:      s.Auth,
+		Intents:   s.Intents,
+		Events:    s.Events,
+		RateLimit: opts.APIRateLimit,
+		Entries:   s.Driver,
+		Gatherer:  s.Registry,
+		Mounts:    mounts,
+		Logger:    s.log.With("component", "api"),
+		Done:      s.stopAPI,
 	})
 	return s, nil
 }
@@ -185,7 +240,13 @@ func (s *Stack) Run(ctx context.Context) error {
 		<-gctx.Done() // the fabric failed: stop the controller too
 		stopCtrl()
 	}()
+	var side sync.WaitGroup
+	side.Go(func() { _ = s.Auth.Run(ctrlCtx) })
+	side.Go(func() { _ = s.Intents.Run(ctrlCtx) })
+	side.Go(func() { _ = s.Events.Run(ctrlCtx) })
 	err := s.Controller.Run(ctrlCtx)
+	stopCtrl()
+	side.Wait()
 	close(s.stopAPI)
 	s.Driver.Close()
 	stopFabric()

@@ -1,0 +1,537 @@
+package fabrictest_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/northbound"
+)
+
+// tenant creates a tenant with quotas and returns a token for it.
+func tenant(t *testing.T, h *fabrictest.Harness, name string, maxGbps float64, maxIntents int) string {
+	t.Helper()
+	if r := h.Do(t, "POST", "/api/v1/tenants", h.OperatorToken, models.Tenant{Name: models.TenantName(name), MaxGbps: maxGbps, MaxIntents: maxIntents}, nil); r.StatusCode != http.StatusCreated {
+		t.Fatalf("create tenant %s: HTTP %d", name, r.StatusCode)
+	}
+	var tok northbound.NewTokenView
+	if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, northbound.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); r.StatusCode != http.StatusCreated || tok.Secret == "" {
+		t.Fatalf("token for %s: HTTP %d %+v", name, r.StatusCode, tok)
+	}
+	return tok.Secret
+}
+
+func spec(name, src, dst string, gbps float64, firstPort, ports int) models.IntentSpec {
+	return models.IntentSpec{Name: name, Src: src, Dst: dst, Gbps: gbps,
+		SrcPorts: models.PortRange{First: uint16(firstPort), Last: uint16(firstPort + ports - 1)}}
+}
+
+func intentState(t *testing.T, h *fabrictest.Harness, token, id string) models.Intent {
+	t.Helper()
+	var in models.Intent
+	h.Do(t, "GET", "/api/v1/intents/"+id, token, nil, &in)
+	return in
+}
+
+func converged(t *testing.T, h *fabrictest.Harness) {
+	t.Helper()
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+}
+
+// TestIntentLifecycle: admitted with reserved paths, installed once the
+// switches confirm by read-back, traffic follows the pins, and deleting it
+// removes the entries and then the record.
+func TestIntentLifecycle(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	snap, _ := h.Controller.Snapshot()
+	hosts := snap.Hosts()
+	src, dst := hosts[0], hosts[2] // different leaves
+
+	var in models.Intent
+	r := h.Do(t, "POST", "/api/v1/intents", tok, spec("allreduce-a", src.Name, dst.IP.String(), 40, 49152, 4), &in)
+	if r.StatusCode != http.StatusCreated {
+		t.Fatalf("create: HTTP %d %+v", r.StatusCode, in)
+	}
+	if in.Status.State != models.StateAdmitted || in.Tenant != "ml" || len(in.Status.Flows) != 4 || in.Revision == 0 {
+		t.Fatalf("created intent: %+v", in)
+	}
+	if r.Header.Get("ETag") != fmt.Sprintf("%q", fmt.Sprint(in.Revision)) || r.Header.Get("Location") != "/api/v1/intents/"+in.ID {
+		t.Errorf("headers: ETag %q Location %q", r.Header.Get("ETag"), r.Header.Get("Location"))
+	}
+	for _, f := range in.Status.Flows {
+		if f.Gbps != 10 || len(f.Path) != 3 {
+			t.Errorf("flow %+v: want 10 Gb/s over leaf, spine, leaf", f)
+		}
+	}
+	h.Eventually(t, 10*time.Second, "intent Installed", func() bool {
+		return intentState(t, h, tok, in.ID).Status.State == models.StateInstalled
+	})
+	// Every flow is forwarded by its pins, on the path the intent reports.
+	for _, f := range in.Status.Flows {
+		tr := h.Fabric.Trace(fabricsim.FlowSpec{Src: src.IP, Dst: dst.IP, SrcPort: f.SrcPort, DemandGbps: 1})
+		if !tr.Delivered || len(tr.Hops) != len(f.Path) {
+			t.Fatalf("trace of port %d: %+v", f.SrcPort, tr)
+		}
+		for i, hop := range tr.Hops {
+			if !hop.Pinned || hop.Switch != f.Path[i].Switch || hop.OutPort != f.Path[i].Port {
+				t.Errorf("port %d hop %d: %+v, intent says %v", f.SrcPort, i, hop, f.Path[i])
+			}
+		}
+	}
+	var c controller.Capacity
+	h.Do(t, "GET", "/api/v1/capacity?src="+src.Name+"&dst="+dst.Name, tok, nil, &c)
+	if c.AvailableGbps > 95-40+1e-9 || c.Bottleneck == "" {
+		t.Errorf("capacity after reserving 40 of 95 reservable: %+v", c)
+	}
+
+	var del models.Intent
+	if r := h.Do(t, "DELETE", "/api/v1/intents/"+in.ID, tok, nil, &del); r.StatusCode != http.StatusOK || del.Status.State != models.StateDeleted {
+		t.Fatalf("delete: HTTP %d %+v", r.StatusCode, del)
+	}
+	h.Eventually(t, 10*time.Second, "deleted intent's record removed", func() bool {
+		return h.Do(t, "GET", "/api/v1/intents/"+in.ID, tok, nil, nil).StatusCode == http.StatusNotFound
+	})
+	for _, sw := range snap.Switches() {
+		st, err := h.Driver.Read(context.Background(), sw.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.FlowPins) != 0 {
+			t.Errorf("%s still has %d flow pins after the delete", sw.Name, len(st.FlowPins))
+		}
+	}
+	h.Do(t, "GET", "/api/v1/capacity?src="+src.Name+"&dst="+dst.Name, tok, nil, &c)
+	if c.AvailableGbps < 95-1e-9 {
+		t.Errorf("capacity after the delete: %+v, want 95 back", c)
+	}
+}
+
+// TestTenantIsolation: tenant B cannot list, read, modify, delete or watch
+// tenant A's intents, nor act as A or as an operator.
+func TestTenantIsolation(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	a := tenant(t, h, "team-a", 0, 0)
+	b := tenant(t, h, "team-b", 0, 0)
+	snap, _ := h.Controller.Snapshot()
+	hosts := snap.Hosts()
+
+	// B watches events from before A's intent exists.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", h.API.URL+"/api/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+b)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("events: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string, 256)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+
+	var ina models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", a, spec("a-job", hosts[0].Name, hosts[2].Name, 10, 50000, 1), &ina); r.StatusCode != http.StatusCreated {
+		t.Fatalf("A creates: HTTP %d", r.StatusCode)
+	}
+	var inb models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", b, spec("b-job", hosts[1].Name, hosts[3].Name, 10, 50000, 1), &inb); r.StatusCode != http.StatusCreated {
+		t.Fatalf("B creates: HTTP %d", r.StatusCode)
+	}
+	path := "/api/v1/intents/" + ina.ID
+	for _, c := range []struct {
+		name, method, path string
+		body               any
+		headers            []string
+		want               int
+	}{
+		{"read", "GET", path, nil, nil, http.StatusNotFound},
+		{"modify", "PUT", path, spec("mine", hosts[0].Name, hosts[2].Name, 1, 50000, 1), []string{"If-Match", fmt.Sprint(ina.Revision)}, http.StatusNotFound},
+		{"delete", "DELETE", path, nil, nil, http.StatusNotFound},
+		{"list A's", "GET", "/api/v1/intents?tenant=team-a", nil, nil, http.StatusForbidden},
+		{"create as A", "POST", "/api/v1/intents", northbound.IntentRequest{Tenant: "team-a", IntentSpec: spec("x", hosts[0].Name, hosts[2].Name, 1, 50001, 1)}, nil, http.StatusForbidden},
+		{"make tokens", "POST", "/api/v1/tokens", northbound.TokenRequest{Tenant: "team-a", Role: models.RoleTenant}, nil, http.StatusForbidden},
+		{"list tenants", "GET", "/api/v1/tenants", nil, nil, http.StatusForbidden},
+		{"read entries", "GET", "/api/v1/switches/leaf1/entries", nil, nil, http.StatusForbidden},
+	} {
+		var p northbound.Problem
+		if r := h.Do(t, c.method, c.path, b, c.body, &p, c.headers...); r.StatusCode != c.want || p.Status != c.want {
+			t.Errorf("B %s: HTTP %d (%+v), want %d", c.name, r.StatusCode, p, c.want)
+		}
+	}
+	var list northbound.IntentList
+	h.Do(t, "GET", "/api/v1/intents", b, nil, &list)
+	if len(list.Items) != 1 || list.Items[0].ID != inb.ID {
+		t.Errorf("B lists %+v, want only its own", list.Items)
+	}
+	if got := intentState(t, h, a, ina.ID); got.Status.State == "" || got.Spec.Name != "a-job" {
+		t.Errorf("A's intent changed: %+v", got)
+	}
+	h.Do(t, "GET", "/api/v1/intents", h.OperatorToken, nil, &list)
+	if len(list.Items) != 2 {
+		t.Errorf("the operator lists %d intents, want 2", len(list.Items))
+	}
+	// B's stream carries B's intent and never A's.
+	deadline := time.After(10 * time.Second)
+	sawB := false
+	for !sawB {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("event stream ended")
+			}
+			if strings.Contains(l, ina.ID) || strings.Contains(l, "team-a") {
+				t.Fatalf("B saw A's event: %s", l)
+			}
+			sawB = sawB || strings.Contains(l, inb.ID)
+		case <-deadline:
+			t.Fatal("B never saw its own intent's event")
+		}
+	}
+}
+
+// TestAdmissionRace: many tenants race for the last of a link's capacity;
+// exactly the requests that fit are admitted, never more.
+func TestAdmissionRace(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	snap, _ := h.Controller.Snapshot()
+	hosts := snap.Hosts()
+	dst := hosts[3].Name // its 100G port (95 reservable) is the bottleneck
+	tokens := []string{tenant(t, h, "red", 0, 0), tenant(t, h, "blue", 0, 0)}
+	const racers = 16
+	codes := make([]int, racers)
+	var wg sync.WaitGroup
+	for i := range racers {
+		wg.Go(func() {
+			src := hosts[i%3].Name
+			codes[i] = h.Do(t, "POST", "/api/v1/intents", tokens[i%2], spec(fmt.Sprint("racer-", i), src, dst, 60, 40000+i, 1), nil).StatusCode
+		})
+	}
+	wg.Wait()
+	won := 0
+	for i, c := range codes {
+		switch c {
+		case http.StatusCreated:
+			won++
+		case http.StatusConflict:
+		default:
+			t.Errorf("racer %d: HTTP %d", i, c)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d racers got 60 Gb/s of the 95 reservable toward %s, want exactly 1", won, dst)
+	}
+	var rejected northbound.IntentList
+	h.Do(t, "GET", "/api/v1/intents?state=Rejected", h.OperatorToken, nil, &rejected)
+	if len(rejected.Items) != racers-1 || !strings.Contains(rejected.Items[0].Status.Reason, "reservable") {
+		t.Errorf("%d rejected intents stored (want %d), first %+v", len(rejected.Items), racers-1, rejected.Items[0].Status)
+	}
+}
+
+// TestQuotaUnderConcurrency: a tenant's quotas hold when its requests race.
+func TestQuotaUnderConcurrency(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 4, 4))
+	converged(t, h)
+	tok := tenant(t, h, "capped", 1000, 5)
+	snap, _ := h.Controller.Snapshot()
+	hosts := snap.Hosts()
+	codes := make([]int, 20)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() {
+			codes[i] = h.Do(t, "POST", "/api/v1/intents", tok, spec(fmt.Sprint("q", i), hosts[i%8].Name, hosts[8+i%8].Name, 1, 30000+i, 1), nil).StatusCode
+		})
+	}
+	wg.Wait()
+	count := map[int]int{}
+	for _, c := range codes {
+		count[c]++
+	}
+	if count[http.StatusCreated] != 5 || count[http.StatusForbidden] != 15 {
+		t.Fatalf("outcomes %v, want 5 created and 15 refused by the 5-intent quota", count)
+	}
+	// The gigabit quota: 1000 allowed, 5 used, 996 more is over.
+	h.Do(t, "POST", "/api/v1/tenants", h.OperatorToken, models.Tenant{Name: "capped", MaxGbps: 20, MaxIntents: 100}, nil)
+	var p northbound.Problem
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("big", hosts[0].Name, hosts[9].Name, 16, 31000, 1), &p); r.StatusCode != http.StatusForbidden || !strings.Contains(p.Detail, "quota") {
+		t.Errorf("over the Gb/s quota: HTTP %d %+v", r.StatusCode, p)
+	}
+	var tv northbound.TenantView
+	h.Do(t, "GET", "/api/v1/tenants/capped", h.OperatorToken, nil, &tv)
+	if tv.LiveIntents != 5 || tv.ReservedGbps != 5 {
+		t.Errorf("tenant usage %+v, want 5 intents and 5 Gb/s", tv)
+	}
+}
+
+// TestIntentRequestsRefusedCleanly: bad requests get the right status, a
+// problem document naming the field, and change nothing.
+func TestIntentRequestsRefusedCleanly(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	good := spec("ok", "h1-1", "h2-1", 10, 49152, 1)
+	for _, c := range []struct {
+		name  string
+		token string
+		body  any
+		want  int
+		field string
+	}{
+		{"no token", "", good, http.StatusUnauthorized, ""},
+		{"unknown token", "anet_nope", good, http.StatusUnauthorized, ""},
+		{"malformed JSON", tok, `{"name": "x",`, http.StatusBadRequest, ""},
+		{"unknown field", tok, `{"name":"x","src":"h1-1","dst":"h2-1","gbps":1,"src_ports":{"first":1,"last":1},"colour":"red"}`, http.StatusBadRequest, ""},
+		{"wrong type", tok, `{"name":"x","src":"h1-1","dst":"h2-1","gbps":"lots","src_ports":{"first":1,"last":1}}`, http.StatusBadRequest, "gbps"},
+		{"trailing data", tok, `{"name":"x"} {}`, http.StatusBadRequest, ""},
+		{"no ports", tok, models.IntentSpec{Name: "x", Src: "h1-1", Dst: "h2-1", Gbps: 1}, http.StatusUnprocessableEntity, "src_ports"},
+		{"negative bandwidth", tok, spec("x", "h1-1", "h2-1", -5, 1, 1), http.StatusUnprocessableEntity, "gbps"},
+		{"unknown host", tok, spec("x", "h1-1", "nosuch", 1, 1, 1), http.StatusUnprocessableEntity, "dst"},
+		{"unknown switch", tok, func() models.IntentSpec {
+			s := spec("x", "h1-1", "h2-1", 1, 1, 1)
+			s.Constraints.AvoidSwitches = []models.SwitchID{"spine9"}
+			return s
+		}(), http.StatusUnprocessableEntity, "constraints.avoid_switches[0]"},
+		{"destination QPs", tok, func() models.IntentSpec { s := spec("x", "h1-1", "h2-1", 1, 1, 1); s.DstQPs = []uint32{7}; return s }(), http.StatusUnprocessableEntity, "dst_qps"},
+		{"impossible bandwidth", tok, spec("x", "h1-1", "h2-1", 500, 1, 1), http.StatusConflict, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var p northbound.Problem
+			r := h.Do(t, "POST", "/api/v1/intents", c.token, c.body, &p)
+			if r.StatusCode != c.want || p.Status != c.want || r.Header.Get("Content-Type") != "application/problem+json" {
+				t.Fatalf("HTTP %d %q %+v, want %d", r.StatusCode, r.Header.Get("Content-Type"), p, c.want)
+			}
+			if c.field != "" && (len(p.Errors) == 0 || p.Errors[0].Field != c.field) {
+				t.Errorf("errors %+v, want one for %q", p.Errors, c.field)
+			}
+		})
+	}
+	var list northbound.IntentList
+	h.Do(t, "GET", "/api/v1/intents", tok, nil, &list)
+	if len(list.Items) != 1 || list.Items[0].Status.State != models.StateRejected {
+		t.Errorf("stored %+v; want only the Rejected impossible one", list.Items)
+	}
+	if gbps, n := h.Intents.Usage("ml"); gbps != 0 || n != 0 {
+		t.Errorf("refused requests reserved %v Gb/s in %d intents", gbps, n)
+	}
+}
+
+// TestIdempotencyDryRunAndIfMatch: a retried create returns the first
+// result; a dry run answers without reserving; updates need the current
+// revision.
+func TestIdempotencyDryRunAndIfMatch(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	body := spec("retry-me", "h1-1", "h2-1", 30, 49152, 2)
+	var first, second models.Intent
+	r1 := h.Do(t, "POST", "/api/v1/intents", tok, body, &first, "Idempotency-Key", "k-1")
+	r2 := h.Do(t, "POST", "/api/v1/intents", tok, body, &second, "Idempotency-Key", "k-1")
+	if r1.StatusCode != 201 || r2.StatusCode != 201 || first.ID != second.ID || r2.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("retry: %d %d, ids %s %s", r1.StatusCode, r2.StatusCode, first.ID, second.ID)
+	}
+	var p northbound.Problem
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("other", "h1-1", "h2-1", 5, 50000, 1), &p, "Idempotency-Key", "k-1"); r.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("same key, other body: HTTP %d %+v", r.StatusCode, p)
+	}
+	if gbps, n := h.Intents.Usage("ml"); gbps != 30 || n != 1 {
+		t.Errorf("after a retried create: %v Gb/s in %d intents, want 30 in 1", gbps, n)
+	}
+
+	var dry northbound.DryRunView
+	if r := h.Do(t, "POST", "/api/v1/intents?dryRun=true", tok, spec("what-if", "h1-2", "h2-2", 50, 51000, 1), &dry); r.StatusCode != 200 || !dry.Fits || len(dry.Paths) != 1 || dry.MLU <= 0 {
+		t.Errorf("dry run: HTTP %d %+v", r.StatusCode, dry)
+	}
+	h.Do(t, "POST", "/api/v1/intents?dryRun=true", tok, spec("too-much", "h1-2", "h2-1", 90, 51000, 1), &dry)
+	if dry.Fits || dry.Bottleneck == "" || dry.Reason == "" {
+		t.Errorf("dry run over capacity: %+v", dry)
+	}
+	if gbps, n := h.Intents.Usage("ml"); gbps != 30 || n != 1 {
+		t.Errorf("dry runs reserved: %v Gb/s in %d intents", gbps, n)
+	}
+
+	path := "/api/v1/intents/" + first.ID
+	bigger := spec("retry-me", "h1-1", "h2-1", 60, 49152, 2)
+	if r := h.Do(t, "PUT", path, tok, bigger, &p); r.StatusCode != http.StatusPreconditionRequired {
+		t.Errorf("PUT without If-Match: HTTP %d", r.StatusCode)
+	}
+	if r := h.Do(t, "PUT", path, tok, bigger, &p, "If-Match", `"1"`); r.StatusCode != http.StatusPreconditionFailed {
+		t.Errorf("PUT with a stale If-Match: HTTP %d", r.StatusCode)
+	}
+	cur := intentState(t, h, tok, first.ID)
+	var updated models.Intent
+	if r := h.Do(t, "PUT", path, tok, bigger, &updated, "If-Match", fmt.Sprintf("%q", fmt.Sprint(cur.Revision))); r.StatusCode != 200 || updated.Spec.Gbps != 60 || updated.Revision <= cur.Revision {
+		t.Fatalf("PUT: HTTP %d %+v", r.StatusCode, updated)
+	}
+	if gbps, _ := h.Intents.Usage("ml"); gbps != 60 {
+		t.Errorf("after the update %v Gb/s reserved, want 60", gbps)
+	}
+	// An update that cannot fit is refused and the intent stays as it was.
+	// (Status changes move the revision too: read it once it is settled.)
+	h.Eventually(t, 10*time.Second, "updated intent installed", func() bool {
+		cur = intentState(t, h, tok, first.ID)
+		return cur.Status.State == models.StateInstalled
+	})
+	if r := h.Do(t, "PUT", path, tok, spec("retry-me", "h1-1", "h2-1", 200, 49152, 2), &p, "If-Match", fmt.Sprint(cur.Revision)); r.StatusCode != http.StatusConflict {
+		t.Errorf("PUT over capacity: HTTP %d %+v", r.StatusCode, p)
+	}
+	if got := intentState(t, h, tok, first.ID); got.Spec.Gbps != 60 || got.Revision != cur.Revision || !got.Status.State.Live() {
+		t.Errorf("a refused update changed the intent: %+v", got)
+	}
+}
+
+// TestIntentRerouteAndDegrade: when a link on an intent's path fails, it
+// moves to a working path if there is room, and goes Degraded with the
+// reason when there is none; when the link returns it is restored.
+func TestIntentRerouteAndDegrade(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	var a, b models.Intent
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 60, 49152, 1), &a)
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("b", "h1-2", "h2-2", 60, 49152, 1), &b)
+	if a.Status.Flows[0].Path[0] == b.Status.Flows[0].Path[0] {
+		t.Fatalf("two 60G intents share an uplink: %v %v", a.Status.Flows[0].Path, b.Status.Flows[0].Path)
+	}
+	snap, _ := h.Controller.Snapshot()
+	up, _ := snap.LinkAt(a.Status.Flows[0].Path[0])
+	if err := h.Fabric.SetLinkUp(up.ID(), false); err != nil {
+		t.Fatal(err)
+	}
+	// Only one of them fits on the remaining spine: the other degrades.
+	var states map[string]models.IntentState
+	h.Eventually(t, 10*time.Second, "one intent moved, one degraded", func() bool {
+		ga, gb := intentState(t, h, tok, a.ID), intentState(t, h, tok, b.ID)
+		states = map[string]models.IntentState{"a": ga.Status.State, "b": gb.Status.State}
+		return (ga.Status.State == models.StateDegraded) != (gb.Status.State == models.StateDegraded) &&
+			(ga.Status.State == models.StateInstalled || gb.Status.State == models.StateInstalled)
+	})
+	for _, id := range []string{a.ID, b.ID} {
+		in := intentState(t, h, tok, id)
+		if in.Status.State == models.StateDegraded && !strings.Contains(in.Status.Reason, "went down") {
+			t.Errorf("degraded reason: %q", in.Status.Reason)
+		}
+		for _, f := range in.Status.Flows {
+			for _, e := range f.Path {
+				if l, ok := snap.LinkAt(e); ok && l.ID() == up.ID() {
+					t.Errorf("%s still routed over the failed link: %v", id, f.Path)
+				}
+			}
+		}
+	}
+	if err := h.Fabric.SetLinkUp(up.ID(), true); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 10*time.Second, "both installed again", func() bool {
+		return intentState(t, h, tok, a.ID).Status.State == models.StateInstalled &&
+			intentState(t, h, tok, b.ID).Status.State == models.StateInstalled
+	})
+	_ = states
+}
+
+// TestPreemptionAndCollectives: a higher-priority collective displaces a
+// lower-priority intent when the operator allows it; the displaced one
+// waits in Pending with the reason.
+func TestPreemptionAndCollectives(t *testing.T) {
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Options) { o.Preemption = true })
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	var low models.Intent
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("low", "h1-1", "h2-1", 80, 49152, 1), &low)
+	ring := models.IntentSpec{Name: "ring", Priority: 5, SrcPorts: models.PortRange{First: 60000, Last: 60001},
+		Collective: &models.Collective{Pattern: models.PatternRingAllReduce, Endpoints: []string{"h1-1", "h2-1", "h1-2", "h2-2"}, GbpsPerGPU: 50}}
+	var dry northbound.DryRunView
+	h.Do(t, "POST", "/api/v1/intents?dryRun=true", tok, ring, &dry)
+	if !dry.Fits || len(dry.Preempts) != 1 || dry.Preempts[0] != low.ID {
+		t.Fatalf("dry run of the ring: %+v", dry)
+	}
+	var in models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, ring, &in); r.StatusCode != http.StatusCreated || len(in.Status.Flows) != 8 {
+		t.Fatalf("ring: HTTP %d %+v", r.StatusCode, in.Status)
+	}
+	got := intentState(t, h, tok, low.ID)
+	if got.Status.State != models.StatePending || !strings.Contains(got.Status.Reason, "preempted by ml/"+in.ID) {
+		t.Errorf("low-priority intent: %+v", got.Status)
+	}
+	// No resource carries more than it can: reservations add up per link.
+	load := map[string]float64{}
+	for _, f := range in.Status.Flows {
+		for _, e := range f.Path {
+			load[e.String()] += f.Gbps
+		}
+	}
+	for r, g := range load {
+		if g > 95+1e-9 {
+			t.Errorf("%s reserved %v Gb/s", r, g)
+		}
+	}
+	// Deleting the ring lets the pending one back in.
+	h.Do(t, "DELETE", "/api/v1/intents/"+in.ID, tok, nil, nil)
+	h.Eventually(t, 10*time.Second, "preempted intent admitted again", func() bool {
+		return intentState(t, h, tok, low.ID).Status.State == models.StateInstalled
+	})
+}
+
+// TestOperatorTokenBootstrap: the first start writes the operator token
+// (0600) once; a restart on the same etcd issues none.
+func TestOperatorTokenBootstrap(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "operator.token")
+	topo := fabrictest.LeafSpine(1, 2, 1)
+	for round := range 2 {
+		s, err := stack.New(context.Background(), stack.Options{Topology: &topo, EtcdDir: filepath.Join(dir, "etcd"), OperatorTokenFile: file})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			data, err := os.ReadFile(file)
+			fi, _ := os.Stat(file)
+			if err != nil || s.OperatorToken == "" || strings.TrimSpace(string(data)) != s.OperatorToken || fi.Mode().Perm() != 0o600 {
+				t.Errorf("first start: token %q, file %q %v mode %v", s.OperatorToken, data, err, fi.Mode())
+			}
+			tok, err := s.Auth.Authenticate(context.Background(), s.OperatorToken)
+			if err != nil || tok.Role != models.RoleOperator {
+				t.Errorf("bootstrap token: %+v %v", tok, err)
+			}
+		} else if s.OperatorToken != "" {
+			t.Errorf("second start issued another operator token")
+		}
+		s.Close()
+	}
+}
+
+// TestRateLimit: a token that sends too fast gets 429 with Retry-After.
+func TestRateLimit(t *testing.T) {
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Options) { o.APIRateLimit = 2 })
+	got429 := false
+	for range 10 {
+		r := h.Do(t, "GET", "/api/v1/whoami", h.OperatorToken, nil, nil)
+		if r.StatusCode == http.StatusTooManyRequests {
+			got429 = r.Header.Get("Retry-After") != ""
+			break
+		}
+	}
+	if !got429 {
+		t.Error("10 requests at once under a 2/s limit (burst 4) were never limited")
+	}
+}

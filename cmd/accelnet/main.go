@@ -38,6 +38,13 @@ type Config struct {
 	EtcdEndpoints []string
 	ElectionID    uint64
 	LogLevel      string
+	EtcdMaxTxnOps int
+
+	// intents
+	Headroom       float64
+	Preemption     bool
+	PendingTimeout time.Duration
+	APIRateLimit   float64
 
 	// demo only
 	Workload string
@@ -48,15 +55,18 @@ type Config struct {
 
 func defaultConfig() Config {
 	return Config{
-		HTTPAddr:   ":8080",
-		DataDir:    "accelnet-data",
-		ElectionID: 1,
-		LogLevel:   "info",
-		Topology:   "leafspine:8x8x4",
-		Workload:   "permutation",
-		Gbps:       400,
-		QPs:        1,
-		Seed:       1,
+		HTTPAddr:       ":8080",
+		DataDir:        "accelnet-data",
+		ElectionID:     1,
+		LogLevel:       "info",
+		Headroom:       0.05,
+		PendingTimeout: time.Minute,
+		APIRateLimit:   2000,
+		Topology:       "leafspine:8x8x4",
+		Workload:       "permutation",
+		Gbps:           400,
+		QPs:            1,
+		Seed:           1,
 	}
 }
 
@@ -73,6 +83,12 @@ func (c Config) Validate(demo bool) error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
+	}
+	if c.Headroom < 0 || c.Headroom >= 1 {
+		return fmt.Errorf("--headroom %v: want a fraction in [0, 1)", c.Headroom)
+	}
+	if c.PendingTimeout <= 0 {
+		return fmt.Errorf("--pending-timeout %v: must be positive", c.PendingTimeout)
 	}
 	if demo {
 		switch c.Workload {
@@ -119,6 +135,10 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for embedded etcd's data and library logs")
 	root.PersistentFlags().StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	root.PersistentFlags().Uint64Var(&cfg.ElectionID, "election-id", cfg.ElectionID, "P4Runtime election ID (highest wins a switch)")
+	root.PersistentFlags().Float64Var(&cfg.Headroom, "headroom", cfg.Headroom, "fraction of every link that intents may not reserve")
+	root.PersistentFlags().BoolVar(&cfg.Preemption, "preemption", cfg.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
+	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
+	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
 
 	demo := &cobra.Command{
 		Use:   "demo",
@@ -147,6 +167,7 @@ func newRootCommand() *cobra.Command {
 	}
 	serve.Flags().StringVar(&serveTopology, "topology", "", "topology file to store in etcd (optional with --etcd-endpoints: use the stored one)")
 	serve.Flags().StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "etcd cluster to join (host:port,…); empty runs an embedded etcd in --data-dir")
+	serve.Flags().IntVar(&cfg.EtcdMaxTxnOps, "etcd-max-txn-ops", 0, "the cluster's --max-txn-ops (default 128 for a cluster; admissions arriving together share one transaction up to it)")
 
 	ver := &cobra.Command{
 		Use:   "version",
@@ -179,10 +200,18 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 	}
 	opts := stack.Options{
-		EtcdEndpoints: cfg.EtcdEndpoints,
-		ElectionID:    cfg.ElectionID,
-		Emulate:       demo,
-		Logger:        log,
+		EtcdEndpoints:  cfg.EtcdEndpoints,
+		EtcdMaxTxnOps:  cfg.EtcdMaxTxnOps,
+		ElectionID:     cfg.ElectionID,
+		Emulate:        demo,
+		Headroom:       cfg.Headroom,
+		Preemption:     cfg.Preemption,
+		PendingTimeout: cfg.PendingTimeout,
+		APIRateLimit:   cfg.APIRateLimit,
+		Logger:         log,
+	}
+	if cfg.DataDir != "" {
+		opts.OperatorTokenFile = filepath.Join(cfg.DataDir, "operator.token")
 	}
 	if len(cfg.EtcdEndpoints) == 0 {
 		opts.EtcdDir = filepath.Join(cfg.DataDir, "etcd")
@@ -203,6 +232,13 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		return err
 	}
 	defer s.Close()
+	if s.OperatorToken != "" {
+		// Printed once, never logged: it is the key to everything.
+		fmt.Printf("\nFirst start: the operator token is\n\n  %s\n\n", s.OperatorToken)
+		if opts.OperatorTokenFile != "" {
+			fmt.Printf("It is also in %s (mode 0600). It will not be shown again.\n\n", opts.OperatorTokenFile)
+		}
+	}
 
 	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: s.Handler, ReadHeaderTimeout: 10 * time.Second}
 	lis, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -1,0 +1,694 @@
+// Command accelnetctl is the command-line client of accelnet's REST API:
+// tenants submit and follow bandwidth intents; operators also manage
+// tenants and tokens.
+//
+//	accelnetctl config set-context demo --server http://localhost:8080 --token anet_… --use
+//	accelnetctl intents create --name job1 --src h1-1 --dst h2-1 --gbps 100 --ports 49152-49155
+//	accelnetctl intents list
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/northbound"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := newRoot().ExecuteContext(ctx); err != nil {
+		os.Exit(1)
+	}
+}
+
+// globals are the flags every command takes.
+type globals struct {
+	server, token, context, output string
+}
+
+// client resolves the server and token: flags, then ACCELNET_SERVER and
+// ACCELNET_TOKEN, then the config file's current (or named) context.
+func (g *globals) client() (*client, error) {
+	f, _, err := loadFile()
+	if err != nil {
+		return nil, err
+	}
+	name := g.context
+	if name == "" {
+		name = f.Current
+	}
+	ctx := f.Contexts[name]
+	if g.context != "" && ctx.Server == "" {
+		return nil, fmt.Errorf("no context %q in the config file", g.context)
+	}
+	pick := func(flag, env, file string) string {
+		if flag != "" {
+			return flag
+		}
+		if v := os.Getenv(env); v != "" {
+			return v
+		}
+		return file
+	}
+	c := &client{server: pick(g.server, "ACCELNET_SERVER", ctx.Server), token: pick(g.token, "ACCELNET_TOKEN", ctx.Token), http: newHTTPClient()}
+	if c.server == "" {
+		c.server = "http://localhost:8080"
+	}
+	return c, nil
+}
+
+func (g *globals) json() bool { return g.output == "json" }
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newRoot() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "accelnetctl",
+		Short:         "Client for accelnet's REST API: intents, capacity, topology, tenants and tokens",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	root.PersistentFlags().StringVar(&g.server, "server", "", "API base URL (default: the context's, $ACCELNET_SERVER, or http://localhost:8080)")
+	root.PersistentFlags().StringVar(&g.token, "token", "", "bearer token (default: the context's or $ACCELNET_TOKEN)")
+	root.PersistentFlags().StringVar(&g.context, "context", "", "config-file context to use instead of the current one")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "table or json")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if g.output != "table" && g.output != "json" {
+			return fmt.Errorf("-o %q: want table or json", g.output)
+		}
+		return nil
+	}
+	root.AddCommand(configCommand(), intentsCommand(g), capacityCommand(g), topologyCommand(g),
+		tenantsCommand(g), tokensCommand(g), whoamiCommand(g))
+	return root
+}
+
+func configCommand() *cobra.Command {
+	cmd := &cobra.Command{Use: "config", Short: "Manage the contexts in the config file ($ACCELNET_CONFIG)"}
+	var server, token string
+	var use bool
+	set := &cobra.Command{
+		Use:   "set-context NAME",
+		Short: "Create or change a context",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, path, err := loadFile()
+			if err != nil {
+				return err
+			}
+			c := f.Contexts[args[0]]
+			if server != "" {
+				if _, err := url.ParseRequestURI(server); err != nil {
+					return fmt.Errorf("--server %q: %v", server, err)
+				}
+				c.Server = server
+			}
+			if token != "" {
+				c.Token = token
+			}
+			f.Contexts[args[0]] = c
+			if use || f.Current == "" {
+				f.Current = args[0]
+			}
+			if err := saveFile(f, path); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "context %s saved in %s\n", args[0], path)
+			return nil
+		},
+	}
+	set.Flags().StringVar(&server, "server", "", "API base URL")
+	set.Flags().StringVar(&token, "token", "", "bearer token")
+	set.Flags().BoolVar(&use, "use", false, "make it the current context")
+	useCmd := &cobra.Command{
+		Use:   "use-context NAME",
+		Short: "Switch the current context",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, path, err := loadFile()
+			if err != nil {
+				return err
+			}
+			if _, ok := f.Contexts[args[0]]; !ok {
+				return fmt.Errorf("no context %q", args[0])
+			}
+			f.Current = args[0]
+			return saveFile(f, path)
+		},
+	}
+	view := &cobra.Command{
+		Use:   "view",
+		Short: "Show the contexts (tokens shortened)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, _, err := loadFile()
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "CURRENT\tNAME\tSERVER\tTOKEN")
+			names := make([]string, 0, len(f.Contexts))
+			for n := range f.Contexts {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				c := f.Contexts[n]
+				mark := ""
+				if n == f.Current {
+					mark = "*"
+				}
+				tok := c.Token
+				if len(tok) > 9 {
+					tok = tok[:9] + "…"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", mark, n, c.Server, tok)
+			}
+			return w.Flush()
+		},
+	}
+	cmd.AddCommand(set, useCmd, view)
+	return cmd
+}
+
+// parsePorts reads "49152" or "49152-49155".
+func parsePorts(s string) (models.PortRange, error) {
+	a, b, isRange := strings.Cut(s, "-")
+	first, err := strconv.ParseUint(strings.TrimSpace(a), 10, 16)
+	if err != nil {
+		return models.PortRange{}, fmt.Errorf("--ports %q: want PORT or FIRST-LAST", s)
+	}
+	last := first
+	if isRange {
+		if last, err = strconv.ParseUint(strings.TrimSpace(b), 10, 16); err != nil {
+			return models.PortRange{}, fmt.Errorf("--ports %q: want PORT or FIRST-LAST", s)
+		}
+	}
+	return models.PortRange{First: uint16(first), Last: uint16(last)}, nil
+}
+
+func intentsCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "intents", Aliases: []string{"intent"}, Short: "Create, list, inspect, delete and watch bandwidth intents"}
+
+	var req northbound.IntentRequest
+	var ports, file, idemKey, pattern string
+	var endpoints []string
+	var gbpsPerGPU float64
+	var dryRun bool
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Ask for bandwidth between two hosts (or for a collective among GPUs)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file != "" {
+				data, err := readFileOrStdin(file)
+				if err != nil {
+					return err
+				}
+				req = northbound.IntentRequest{}
+				if err := json.Unmarshal(data, &req); err != nil {
+					return fmt.Errorf("%s: %w", file, err)
+				}
+			} else {
+				if ports != "" {
+					pr, err := parsePorts(ports)
+					if err != nil {
+						return err
+					}
+					req.SrcPorts = pr
+				}
+				if pattern != "" {
+					req.Collective = &models.Collective{Pattern: pattern, Endpoints: endpoints, GbpsPerGPU: gbpsPerGPU}
+				}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			path := "/api/v1/intents"
+			if dryRun {
+				var dry northbound.DryRunView
+				if _, err := c.do(cmd.Context(), "POST", path+"?dryRun=true", req, &dry); err != nil {
+					return err
+				}
+				if g.json() {
+					return printJSON(cmd.OutOrStdout(), dry)
+				}
+				w := cmd.OutOrStdout()
+				fmt.Fprintf(w, "fits: %v\nmax reserved link utilization: %.2f\n", dry.Fits, dry.MLU)
+				if dry.Bottleneck != "" {
+					fmt.Fprintf(w, "bottleneck: %s (%.1f Gb/s free)\n", dry.Bottleneck, dry.FreeGbps)
+				}
+				if dry.Reason != "" {
+					fmt.Fprintf(w, "reason: %s\n", dry.Reason)
+				}
+				for i, p := range dry.Paths {
+					fmt.Fprintf(w, "flow %d: %s\n", i, pathString(p))
+				}
+				if len(dry.Preempts) > 0 {
+					fmt.Fprintf(w, "would preempt: %s\n", strings.Join(dry.Preempts, ", "))
+				}
+				return nil
+			}
+			var in models.Intent
+			if _, err := c.do(cmd.Context(), "POST", path, req, &in, "Idempotency-Key", idemKey); err != nil {
+				return err
+			}
+			return printIntents(cmd.OutOrStdout(), g, []models.Intent{in}, in)
+		},
+	}
+	f := create.Flags()
+	f.StringVar(&req.Name, "name", "", "intent name")
+	f.StringVar((*string)(&req.Tenant), "tenant", "", "tenant (operators only; a tenant token implies its own)")
+	f.StringVar(&req.Src, "src", "", "source host name or IP")
+	f.StringVar(&req.Dst, "dst", "", "destination host name or IP")
+	f.Float64Var(&req.Gbps, "gbps", 0, "bandwidth in Gb/s, split evenly over the ports")
+	f.StringVar(&ports, "ports", "", "UDP source ports of the flows (one per QP): PORT or FIRST-LAST")
+	f.IntVar(&req.Priority, "priority", 0, "0 (lowest) to 7")
+	f.StringVar((*string)(&req.Class), "class", "", "lossless-rdma (default) or best-effort")
+	f.IntVar(&req.Constraints.MaxHops, "max-hops", 0, "most switches on a path (0: any)")
+	f.StringVar(&req.Constraints.DisjointFrom, "disjoint-from", "", "ID of your intent whose links this one must avoid")
+	f.StringVar(&pattern, "collective", "", "ring-allreduce or all-to-all (with --endpoints and --gbps-per-gpu)")
+	f.StringSliceVar(&endpoints, "endpoints", nil, "GPU hosts of a collective, in ring order")
+	f.Float64Var(&gbpsPerGPU, "gbps-per-gpu", 0, "a collective's rate per GPU")
+	f.StringVarP(&file, "file", "f", "", "read the intent as JSON from a file (- for stdin) instead of flags")
+	f.StringVar(&idemKey, "idempotency-key", "", "retry-safe key: the same key returns the first result")
+	f.BoolVar(&dryRun, "dry-run", false, "only say whether it would fit, where, and what the max link utilization would become")
+	var avoid []string
+	f.StringSliceVar(&avoid, "avoid", nil, "switches to keep off the paths")
+	create.PreRunE = func(*cobra.Command, []string) error {
+		for _, s := range avoid {
+			req.Constraints.AvoidSwitches = append(req.Constraints.AvoidSwitches, models.SwitchID(s))
+		}
+		return nil
+	}
+
+	var state, tenant string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List intents (every page)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var all []models.Intent
+			token := ""
+			for {
+				q := url.Values{"limit": {"1000"}}
+				for k, v := range map[string]string{"state": state, "tenant": tenant, "page_token": token} {
+					if v != "" {
+						q.Set(k, v)
+					}
+				}
+				var page northbound.IntentList
+				if _, err := c.do(cmd.Context(), "GET", "/api/v1/intents?"+q.Encode(), nil, &page); err != nil {
+					return err
+				}
+				all = append(all, page.Items...)
+				if token = page.NextPageToken; token == "" {
+					break
+				}
+			}
+			return printIntents(cmd.OutOrStdout(), g, all, nil)
+		},
+	}
+	list.Flags().StringVar(&state, "state", "", "only intents in this state")
+	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's (operators)")
+
+	get := &cobra.Command{
+		Use:   "get ID",
+		Short: "Show one intent with its flows and recent events",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var in models.Intent
+			if _, err := c.do(cmd.Context(), "GET", "/api/v1/intents/"+url.PathEscape(args[0]), nil, &in); err != nil {
+				return err
+			}
+			return printIntents(cmd.OutOrStdout(), g, []models.Intent{in}, in)
+		},
+	}
+	del := &cobra.Command{
+		Use:   "delete ID…",
+		Short: "Delete intents (their entries are removed from the switches)",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, id := range args {
+				var in models.Intent
+				if _, err := c.do(cmd.Context(), "DELETE", "/api/v1/intents/"+url.PathEscape(id), nil, &in); err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", id, err))
+					continue
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s: %s\n", in.ID, in.Status.State, in.Status.Reason)
+			}
+			return errors.Join(errs...)
+		},
+	}
+	watch := &cobra.Command{
+		Use:   "watch",
+		Short: "Follow intent and topology changes as they happen (Ctrl-C stops)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			return c.stream(cmd.Context(), "/api/v1/events", func(event, data string) error {
+				if g.json() {
+					_, err := fmt.Fprintln(out, data)
+					return err
+				}
+				var ev controller.Event
+				if err := json.Unmarshal([]byte(data), &ev); err != nil {
+					return err
+				}
+				now := time.Now().Format("15:04:05")
+				switch {
+				case ev.Intent != nil:
+					fmt.Fprintf(out, "%s  %s/%s  %-9s %s\n", now, ev.Intent.Tenant, ev.Intent.ID, ev.Intent.Status.State, ev.Intent.Status.Reason)
+				case ev.Type == "intent-removed":
+					fmt.Fprintf(out, "%s  %s/%s  removed\n", now, ev.Tenant, ev.ID)
+				default:
+					fmt.Fprintf(out, "%s  %s (revision %d)\n", now, ev.Type, ev.Revision)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.AddCommand(create, list, get, del, watch)
+	return cmd
+}
+
+func readFileOrStdin(name string) ([]byte, error) {
+	if name == "-" {
+		return io.ReadAll(os.Stdin)
+	}
+	return os.ReadFile(name)
+}
+
+func pathString(p []models.Endpoint) string {
+	parts := make([]string, len(p))
+	for i, e := range p {
+		parts[i] = e.String()
+	}
+	return strings.Join(parts, " → ")
+}
+
+// printIntents prints a table, or with detail set one intent in full.
+func printIntents(out io.Writer, g *globals, items []models.Intent, detail any) error {
+	if g.json() {
+		if detail != nil {
+			return printJSON(out, detail)
+		}
+		if items == nil {
+			items = []models.Intent{}
+		}
+		return printJSON(out, items)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tTENANT\tNAME\tSTATE\tGBPS\tFLOWS\tREASON")
+	for _, in := range items {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%g\t%d\t%s\n", in.ID, in.Tenant, in.Spec.Name, in.Status.State, in.Spec.TotalGbps(), len(in.Status.Flows), in.Status.Reason)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if in, ok := detail.(models.Intent); ok {
+		fmt.Fprintf(out, "\nrevision %d, created %s\n", in.Revision, in.Created.Format(time.RFC3339))
+		for _, f := range in.Status.Flows {
+			fmt.Fprintf(out, "  %s:%d → %s  %g Gb/s  %s\n", f.Src, f.SrcPort, f.Dst, f.Gbps, pathString(f.Path))
+		}
+		for _, ev := range in.Status.Events {
+			fmt.Fprintf(out, "  %s  %-9s %s\n", ev.Time.Format("15:04:05.000"), ev.State, ev.Reason)
+		}
+	}
+	return nil
+}
+
+func capacityCommand(g *globals) *cobra.Command {
+	var src, dst string
+	cmd := &cobra.Command{
+		Use:   "capacity",
+		Short: "Bandwidth one more flow between two hosts could reserve now",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var cap controller.Capacity
+			q := url.Values{"src": {src}, "dst": {dst}}
+			if _, err := c.do(cmd.Context(), "GET", "/api/v1/capacity?"+q.Encode(), nil, &cap); err != nil {
+				return err
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), cap)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s → %s: %.1f Gb/s reservable (bottleneck %s; %.0f%% headroom kept)\n",
+				cap.Src, cap.Dst, cap.AvailableGbps, cap.Bottleneck, 100*cap.Headroom)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&src, "src", "", "source host name or IP")
+	cmd.Flags().StringVar(&dst, "dst", "", "destination host name or IP")
+	return cmd
+}
+
+func topologyCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "topology",
+		Short: "Switches and links with their current load",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var v northbound.TopologyView
+			if _, err := c.do(cmd.Context(), "GET", "/api/v1/topology", nil, &v); err != nil {
+				return err
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), v)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "%s: %d switches, %d links, %d hosts (revision %d)\n\n", v.Name, len(v.Switches), len(v.Links), len(v.Hosts), v.Revision)
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "SWITCH\tROLE\tIN SYNC\tENTRIES")
+			for _, s := range v.Switches {
+				sync, n := "-", 0
+				if s.Status != nil {
+					sync, n = strconv.FormatBool(s.Status.InSync), s.Status.Entries
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\n", s.Name, s.Role, sync, n)
+			}
+			fmt.Fprintln(w, "\nLINK\tGBPS\tUTILIZATION\tSTATE")
+			for _, l := range v.Links {
+				state := "up"
+				switch {
+				case l.Load.Measured && !l.Load.Up:
+					state = "DOWN"
+				case l.Load.Stale:
+					state = "stale"
+				}
+				fmt.Fprintf(w, "%s\t%g\t%.0f%%\t%s\n", l.ID, l.Gbps, 100*l.Load.Utilization, state)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func tenantsCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "tenants", Short: "Manage tenants and their quotas (operators)"}
+	var maxGbps float64
+	var maxIntents int
+	create := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a tenant or change its quotas",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var t northbound.TenantView
+			if _, err := c.do(cmd.Context(), "POST", "/api/v1/tenants", models.Tenant{Name: models.TenantName(args[0]), MaxGbps: maxGbps, MaxIntents: maxIntents}, &t); err != nil {
+				return err
+			}
+			return printTenants(cmd.OutOrStdout(), g, []northbound.TenantView{t})
+		},
+	}
+	create.Flags().Float64Var(&maxGbps, "max-gbps", 0, "most bandwidth its live intents may reserve (0: no cap)")
+	create.Flags().IntVar(&maxIntents, "max-intents", 0, "most live intents (0: no cap)")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tenants with what they reserve",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var page struct {
+				Items []northbound.TenantView `json:"items"`
+			}
+			if _, err := c.do(cmd.Context(), "GET", "/api/v1/tenants", nil, &page); err != nil {
+				return err
+			}
+			return printTenants(cmd.OutOrStdout(), g, page.Items)
+		},
+	}
+	del := &cobra.Command{
+		Use:   "delete NAME",
+		Short: "Delete a tenant and revoke its tokens",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			_, err = c.do(cmd.Context(), "DELETE", "/api/v1/tenants/"+url.PathEscape(args[0]), nil, nil)
+			return err
+		},
+	}
+	cmd.AddCommand(create, list, del)
+	return cmd
+}
+
+func printTenants(out io.Writer, g *globals, ts []northbound.TenantView) error {
+	if g.json() {
+		if ts == nil {
+			ts = []northbound.TenantView{}
+		}
+		return printJSON(out, ts)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TENANT\tRESERVED GBPS\tMAX GBPS\tLIVE INTENTS\tMAX INTENTS")
+	for _, t := range ts {
+		fmt.Fprintf(w, "%s\t%g\t%g\t%d\t%d\n", t.Name, t.ReservedGbps, t.MaxGbps, t.LiveIntents, t.MaxIntents)
+	}
+	return w.Flush()
+}
+
+func tokensCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "tokens", Short: "Issue, list and revoke API tokens (operators)"}
+	var tenant, role string
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Issue a token; its secret is printed once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var tok northbound.NewTokenView
+			if _, err := c.do(cmd.Context(), "POST", "/api/v1/tokens", northbound.TokenRequest{Tenant: models.TenantName(tenant), Role: models.TokenRole(role)}, &tok); err != nil {
+				return err
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), tok)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "token %s (%s %s):\n%s\n", tok.ID, tok.Role, tok.Tenant, tok.Secret)
+			return nil
+		},
+	}
+	create.Flags().StringVar(&tenant, "tenant", "", "the tenant it acts for")
+	create.Flags().StringVar(&role, "role", "tenant", "tenant or operator")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List tokens (never their secrets)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var page struct {
+				Items []models.Token `json:"items"`
+			}
+			if _, err := c.do(cmd.Context(), "GET", "/api/v1/tokens", nil, &page); err != nil {
+				return err
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), page.Items)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tROLE\tTENANT\tCREATED")
+			for _, t := range page.Items {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.ID, t.Role, t.Tenant, t.Created.Format(time.RFC3339))
+			}
+			return w.Flush()
+		},
+	}
+	del := &cobra.Command{
+		Use:   "delete ID",
+		Short: "Revoke a token",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			_, err = c.do(cmd.Context(), "DELETE", "/api/v1/tokens/"+url.PathEscape(args[0]), nil, nil)
+			return err
+		},
+	}
+	cmd.AddCommand(create, list, del)
+	return cmd
+}
+
+func whoamiCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "whoami",
+		Short: "Show the token in use (role and tenant)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			var t models.Token
+			if _, err := c.do(cmd.Context(), "GET", "/api/v1/whoami", nil, &t); err != nil {
+				return err
+			}
+			if g.json() {
+				return printJSON(cmd.OutOrStdout(), t)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "token %s: %s %s at %s\n", t.ID, t.Role, t.Tenant, c.server)
+			return nil
+		},
+	}
+}

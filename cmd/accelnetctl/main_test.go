@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/northbound"
+)
+
+func TestMain(m *testing.M) { fabrictest.Main(m) }
+
+// ctl runs accelnetctl with args and returns what it printed.
+func ctl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := newRoot()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func mustCtl(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := ctl(t, args...)
+	if err != nil {
+		t.Fatalf("accelnetctl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// TestTenantSession is the README's session: an operator makes a tenant
+// and its token; the tenant asks what fits, reserves, lists, inspects
+// and deletes, against a running controller over HTTP.
+func TestTenantSession(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	h.Eventually(t, 20*time.Second, "fabric programmed", func() bool { return h.Converged() == nil })
+	t.Setenv("ACCELNET_CONFIG", filepath.Join(t.TempDir(), "config.yaml"))
+	t.Setenv("ACCELNET_SERVER", "")
+	t.Setenv("ACCELNET_TOKEN", "")
+
+	mustCtl(t, "config", "set-context", "ops", "--server", h.API.URL, "--token", h.OperatorToken, "--use")
+	if out := mustCtl(t, "whoami"); !strings.Contains(out, "operator") {
+		t.Errorf("whoami: %s", out)
+	}
+	mustCtl(t, "tenants", "create", "vision", "--max-gbps", "400", "--max-intents", "10")
+	var tok northbound.NewTokenView
+	if err := json.Unmarshal([]byte(mustCtl(t, "tokens", "create", "--tenant", "vision", "-o", "json")), &tok); err != nil || tok.Secret == "" {
+		t.Fatalf("token: %+v %v", tok, err)
+	}
+	mustCtl(t, "config", "set-context", "vision", "--server", h.API.URL, "--token", tok.Secret, "--use")
+
+	if out := mustCtl(t, "capacity", "--src", "h1-1", "--dst", "h2-1"); !strings.Contains(out, "95.0 Gb/s reservable") {
+		t.Errorf("capacity: %s", out)
+	}
+	if out := mustCtl(t, "intents", "create", "--name", "resnet", "--src", "h1-1", "--dst", "h2-1", "--gbps", "80", "--ports", "49152-49155", "--dry-run"); !strings.Contains(out, "fits: true") || !strings.Contains(out, "flow 3:") {
+		t.Errorf("dry run: %s", out)
+	}
+	var in models.Intent
+	if err := json.Unmarshal([]byte(mustCtl(t, "intents", "create", "--name", "resnet", "--src", "h1-1", "--dst", "h2-1", "--gbps", "80", "--ports", "49152-49155", "-o", "json")), &in); err != nil || in.Status.State != models.StateAdmitted {
+		t.Fatalf("create: %+v %v", in, err)
+	}
+	out, err := ctl(t, "intents", "create", "--name", "greedy", "--src", "h1-2", "--dst", "h2-1", "--gbps", "80", "--ports", "50000")
+	if err == nil || !strings.Contains(out, "409") || !strings.Contains(out, "bottleneck") {
+		t.Errorf("over capacity: err %v\n%s", err, out)
+	}
+	if out := mustCtl(t, "intents", "list"); !strings.Contains(out, in.ID) || !strings.Contains(out, "resnet") || !strings.Contains(out, "Rejected") {
+		t.Errorf("list: %s", out)
+	}
+	if out := mustCtl(t, "intents", "get", in.ID); !strings.Contains(out, "h1-1:49152 → h2-1") {
+		t.Errorf("get: %s", out)
+	}
+	if out := mustCtl(t, "intents", "delete", in.ID); !strings.Contains(out, "Deleted") {
+		t.Errorf("delete: %s", out)
+	}
+	if _, err := ctl(t, "tenants", "list"); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("a tenant listing tenants: %v", err)
+	}
+	if out := mustCtl(t, "--context", "ops", "tenants", "list"); !strings.Contains(out, "vision") {
+		t.Errorf("operator tenants list: %s", out)
+	}
+	if out := mustCtl(t, "topology"); !strings.Contains(out, "spine1") {
+		t.Errorf("topology: %s", out)
+	}
+}

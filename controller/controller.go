@@ -27,6 +27,40 @@ type Driver interface {
 	Apply(ctx context.Context, sw models.SwitchID, d models.Diff) error
 }
 
+// PinReader reads back chosen flow-pin entries; a Driver that has it lets
+// the controller confirm its writes without reading whole tables.
+type PinReader interface {
+	ReadPins(ctx context.Context, sw models.SwitchID, keys []models.FlowKey) ([]models.FlowPin, error)
+}
+
+// knownState is what a switch has: the routes part and the flow pins (a
+// map, updated in place by incremental reconciles of that switch only)
+// at an overlay generation.
+type knownState struct {
+	st     models.ForwardingState // without flow pins
+	pins   map[models.FlowKey]uint32
+	pinGen uint64
+}
+
+func (k knownState) full() models.ForwardingState {
+	st := k.st
+	st.FlowPins = make([]models.FlowPin, 0, len(k.pins))
+	for key, port := range k.pins {
+		st.FlowPins = append(st.FlowPins, models.FlowPin{Key: key, Port: port})
+	}
+	return st
+}
+
+// DeltaOverlay is an Overlay that can say which pins of a switch changed
+// since a generation, so reconciles need not compare whole tables.
+type DeltaOverlay interface {
+	Overlay
+	// PinsDelta returns each pin key of sw changed after generation since
+	// with its port now (0: removed), and the current generation; ok is
+	// false when since is too old to answer (then use PinsFor).
+	PinsDelta(sw models.SwitchID, since uint64) (changed map[models.FlowKey]uint32, gen uint64, ok bool)
+}
+
 // Overlay adds per-flow entries (the intents' flow pins) on top of the
 // routes, and learns of fabric changes and confirmed switches.
 type Overlay interface {
@@ -123,6 +157,11 @@ type Controller struct {
 	state    *fabricState
 	operDown map[models.Endpoint]bool // ports whose last oper-status was DOWN
 	status   map[models.SwitchID]SwitchStatus
+	// known is each switch's state as last read back in full or written
+	// and confirmed: reconciles diff against it instead of reading every
+	// table again. Disconnects, errors and the periodic resync drop it,
+	// so the next reconcile reads the switch in full (anti-entropy).
+	known    map[models.SwitchID]knownState
 	topoErr  error
 	watching bool
 }
@@ -141,6 +180,7 @@ func New(cfg Config) (*Controller, error) {
 		queue:    NewQueue(50*time.Millisecond, 30*time.Second),
 		tele:     tele,
 		status:   map[models.SwitchID]SwitchStatus{},
+		known:    map[models.SwitchID]knownState{},
 		operDown: map[models.Endpoint]bool{},
 	}
 	c.subs = &subscriptions{log: cfg.Logger, tele: tele, interval: cfg.TelemetryInterval, active: map[models.SwitchID]*subscription{}, onSample: c.observeOperStatus}
@@ -149,6 +189,16 @@ func New(cfg Config) (*Controller, error) {
 
 // Enqueue asks for a switch to be reconciled (e.g. after its stream broke).
 func (c *Controller) Enqueue(sw models.SwitchID) { c.queue.Add(string(sw)) }
+
+// Resync drops what the controller believes sw has and queues it, so its
+// next reconcile reads it back in full: for a switch that reconnected or
+// may have lost state.
+func (c *Controller) Resync(sw models.SwitchID) {
+	c.mu.Lock()
+	delete(c.known, sw)
+	c.mu.Unlock()
+	c.Enqueue(sw)
+}
 
 func (c *Controller) enqueueAll() {
 	st := c.current()
@@ -351,6 +401,49 @@ func (c *Controller) DownLinks() map[models.LinkID]bool {
 	return maps.Clone(st.down)
 }
 
+// confirm reads back the flow pins a diff wrote or removed and checks
+// the switch has exactly that: what makes an intent Installed or its
+// deletion done. Without a PinReader the next reconcile reads in full.
+func (c *Controller) confirm(ctx context.Context, sw models.SwitchID, diff models.Diff) error {
+	pr, ok := c.cfg.Driver.(PinReader)
+	if !ok {
+		c.mu.Lock()
+		delete(c.known, sw)
+		c.mu.Unlock()
+		return nil
+	}
+	want := map[models.FlowKey]uint32{}
+	var keys []models.FlowKey
+	for _, part := range []models.ForwardingState{diff.Insert, diff.Modify} {
+		for _, p := range part.FlowPins {
+			want[p.Key] = p.Port
+			keys = append(keys, p.Key)
+		}
+	}
+	for _, p := range diff.Delete.FlowPins {
+		keys = append(keys, p.Key)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	got, err := pr.ReadPins(ctx, sw, keys)
+	if err != nil {
+		return fmt.Errorf("confirm %d flow pins on %s: %w", len(keys), sw, err)
+	}
+	have := make(map[models.FlowKey]uint32, len(got))
+	for _, p := range got {
+		have[p.Key] = p.Port
+	}
+	for _, k := range keys {
+		w, wanted := want[k]
+		h, present := have[k]
+		if wanted != present || w != h {
+			return fmt.Errorf("read-back of %s on %s disagrees with the write (want present=%v port %d, have present=%v port %d)", k, sw, wanted, w, present, h)
+		}
+	}
+	return nil
+}
+
 // Run reconciles until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
@@ -438,6 +531,9 @@ func (c *Controller) housekeeping(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-resync.C:
+			c.mu.Lock()
+			clear(c.known)
+			c.mu.Unlock()
 			c.enqueueAll()
 		case <-export.C:
 			if snap, _ := c.Snapshot(); snap != nil {
@@ -525,35 +621,99 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		c.mu.Unlock()
 		return 0, nil // no longer in the topology
 	}
+	c.mu.RLock()
+	k, cached := c.known[sw]
+	c.mu.RUnlock()
+	var diff models.Diff
+	var pins map[models.FlowKey]uint32
 	var pinGen uint64
-	if c.cfg.Overlay != nil {
-		desired.FlowPins, pinGen = c.cfg.Overlay.PinsFor(sw)
+	incremental := false
+	if d, ok := c.cfg.Overlay.(DeltaOverlay); ok && cached && k.pins != nil {
+		// Only the pins changed since the known generation, and the routes
+		// (a few per destination leaf), are compared: O(change), not O(table).
+		var changed map[models.FlowKey]uint32
+		if changed, pinGen, incremental = d.PinsDelta(sw, k.pinGen); incremental {
+			diff = models.Compute(desired, k.st)
+			for key, port := range changed {
+				have, present := k.pins[key]
+				switch {
+				case port == 0 && present:
+					diff.Delete.FlowPins = append(diff.Delete.FlowPins, models.FlowPin{Key: key, Port: have})
+				case port != 0 && !present:
+					diff.Insert.FlowPins = append(diff.Insert.FlowPins, models.FlowPin{Key: key, Port: port})
+				case port != 0 && have != port:
+					diff.Modify.FlowPins = append(diff.Modify.FlowPins, models.FlowPin{Key: key, Port: port})
+				}
+			}
+			pins = k.pins
+			for key, port := range changed {
+				if port == 0 {
+					delete(pins, key)
+				} else {
+					pins[key] = port
+				}
+			}
+		}
 	}
-	synced := func() {
+	if !incremental {
+		if c.cfg.Overlay != nil {
+			desired.FlowPins, pinGen = c.cfg.Overlay.PinsFor(sw)
+		}
+		actual := k.full()
+		if !cached {
+			actual, err = c.cfg.Driver.Read(ctx, sw)
+			if err != nil {
+				record(SwitchStatus{LastError: err.Error()})
+				return 0, fmt.Errorf("read %s: %w", sw, err)
+			}
+			c.m.fullReads.Inc()
+		}
+		diff = models.Compute(desired, actual)
+		pins = make(map[models.FlowKey]uint32, len(desired.FlowPins))
+		for _, p := range desired.FlowPins {
+			pins[p.Key] = p.Port
+		}
+	}
+	entries := desired.Len() - len(desired.FlowPins) + len(pins)
+	remember := func() {
+		routes := desired
+		routes.FlowPins = nil
+		c.mu.Lock()
+		c.known[sw] = knownState{st: routes, pins: pins, pinGen: pinGen}
+		c.mu.Unlock()
 		if c.cfg.Overlay != nil {
 			c.cfg.Overlay.Synced(sw, pinGen)
 		}
 	}
-	actual, err := c.cfg.Driver.Read(ctx, sw)
-	if err != nil {
-		record(SwitchStatus{LastError: err.Error()})
-		return 0, fmt.Errorf("read %s: %w", sw, err)
+	forget := func() {
+		c.mu.Lock()
+		delete(c.known, sw)
+		c.mu.Unlock()
 	}
-	diff := models.Compute(desired, actual)
 	if diff.Empty() {
-		record(SwitchStatus{InSync: true, Entries: desired.Len()})
-		synced()
+		remember()
+		record(SwitchStatus{InSync: true, Entries: entries})
 		return 0, nil
 	}
 	if err := c.cfg.Driver.Apply(ctx, sw, diff); err != nil {
-		record(SwitchStatus{LastError: err.Error(), Entries: actual.Len()})
+		forget()
+		record(SwitchStatus{LastError: err.Error()})
 		return 0, err
 	}
+	if err := c.confirm(ctx, sw, diff); err != nil {
+		forget()
+		record(SwitchStatus{LastError: err.Error()})
+		return 0, err
+	}
+	remember()
 	c.m.writes.WithLabelValues("insert").Add(float64(diff.Insert.Len()))
 	c.m.writes.WithLabelValues("modify").Add(float64(diff.Modify.Len()))
 	c.m.writes.WithLabelValues("delete").Add(float64(diff.Delete.Len()))
-	c.log.Info("switch programmed", "switch", sw, "insert", diff.Insert.Len(), "modify", diff.Modify.Len(), "delete", diff.Delete.Len())
-	record(SwitchStatus{InSync: true, Entries: desired.Len(), LastWrites: diff.Len()})
-	synced()
+	level := slog.LevelInfo
+	if onlyPins := diff.Len() == len(diff.Insert.FlowPins)+len(diff.Modify.FlowPins)+len(diff.Delete.FlowPins); onlyPins {
+		level = slog.LevelDebug // intents come and go by the thousand
+	}
+	c.log.Log(ctx, level, "switch programmed", "switch", sw, "insert", diff.Insert.Len(), "modify", diff.Modify.Len(), "delete", diff.Delete.Len())
+	record(SwitchStatus{InSync: true, Entries: entries, LastWrites: diff.Len()})
 	return diff.Len(), nil
 }

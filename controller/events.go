@@ -89,6 +89,12 @@ func (e *Events) Run(ctx context.Context) error {
 				listed = true
 				return
 			}
+			e.mu.Lock()
+			idle := len(e.subs) == 0
+			e.mu.Unlock()
+			if idle {
+				return // nobody to tell: skip decoding
+			}
 			for _, c := range kvs {
 				rest := strings.TrimPrefix(c.key, KeyIntents)
 				tenant, id, _ := strings.Cut(rest, "/")

@@ -13,6 +13,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -177,10 +178,15 @@ type Intents struct {
 	usage     map[models.TenantName]*tenantUsage
 	pins      map[models.SwitchID]map[models.FlowKey]uint32
 	gen       uint64
-	synced    map[models.SwitchID]uint64
-	awaiting  map[string]bool // Admitted or Deleted, waiting for switches
-	retry     bool            // capacity was freed: retry Pending and Degraded
-	loaded    bool
+	// changes logs, per switch, which pin keys changed at which generation
+	// (for PinsDelta); entries at or below changesBase are trimmed once the
+	// switch confirmed them.
+	changes     map[models.SwitchID][]pinChange
+	changesBase map[models.SwitchID]uint64
+	synced      map[models.SwitchID]uint64
+	awaiting    map[string]bool // Admitted or Deleted, waiting for switches
+	retry       bool            // capacity was freed: retry Pending and Degraded
+	loaded      bool
 }
 
 // NewIntents returns the manager; Run loads intents from etcd and serves.
@@ -215,6 +221,7 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 		all: map[string]*entry{}, flowOwner: map[models.FlowKey]string{}, idem: map[string]idemRecord{},
 		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{},
 		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
+		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
 	return m, nil
@@ -234,11 +241,44 @@ func (m *Intents) PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64) {
 	return out, m.gen
 }
 
+type pinChange struct {
+	gen uint64
+	key models.FlowKey
+}
+
+// PinsDelta returns the pins of sw that changed after generation since.
+func (m *Intents) PinsDelta(sw models.SwitchID, since uint64) (map[models.FlowKey]uint32, uint64, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if since < m.changesBase[sw] {
+		return nil, m.gen, false
+	}
+	log := m.changes[sw]
+	i := sort.Search(len(log), func(i int) bool { return log[i].gen > since })
+	out := make(map[models.FlowKey]uint32, len(log)-i)
+	for _, c := range log[i:] {
+		out[c.key] = m.pins[sw][c.key] // 0 when gone
+	}
+	return out, m.gen, true
+}
+
+// logChange records that key changed on sw at the current generation.
+func (m *Intents) logChange(sw models.SwitchID, key models.FlowKey) {
+	m.changes[sw] = append(m.changes[sw], pinChange{gen: m.gen, key: key})
+}
+
 // Synced records that sw was read back matching its pins of generation gen.
 func (m *Intents) Synced(sw models.SwitchID, gen uint64) {
 	m.mu.Lock()
 	if gen > m.synced[sw] {
 		m.synced[sw] = gen
+	}
+	if gen > m.changesBase[sw] {
+		// The switch has everything up to gen: forget those changes.
+		log := m.changes[sw]
+		i := sort.Search(len(log), func(i int) bool { return log[i].gen > gen })
+		m.changes[sw] = append(log[:0:0], log[i:]...)
+		m.changesBase[sw] = gen
 	}
 	wake := len(m.awaiting) > 0
 	m.mu.Unlock()
@@ -952,6 +992,7 @@ func (m *Intents) pin(b *batch, e *entry, paths [][]models.Endpoint) {
 				m.pins[hop.Switch] = map[models.FlowKey]uint32{}
 			}
 			m.pins[hop.Switch][f.key] = hop.Port
+			m.logChange(hop.Switch, f.key)
 			b.touched[hop.Switch] = true
 			if !seen[hop.Switch] {
 				seen[hop.Switch] = true
@@ -982,6 +1023,8 @@ func (m *Intents) unpinNow(e *entry) {
 	if !e.pinned {
 		return
 	}
+	m.gen++
+	e.gen, e.pinned = m.gen, false
 	for i, f := range e.flows {
 		if i < len(e.in.Status.Flows) {
 			_ = m.book.Reserve(f.src, e.in.Status.Flows[i].Path, -f.gbps)
@@ -992,11 +1035,10 @@ func (m *Intents) unpinNow(e *entry) {
 		for _, sw := range e.switches {
 			if pins := m.pins[sw]; pins != nil {
 				delete(pins, f.key)
+				m.logChange(sw, f.key)
 			}
 		}
 	}
-	m.gen++
-	e.gen, e.pinned = m.gen, false
 }
 
 // repin restores pins exactly as they were (undo of unpin).

@@ -17,6 +17,7 @@ type metrics struct {
 	linkUtilization   *prometheus.GaugeVec
 	topologyRevision  prometheus.Gauge
 	linksDown         prometheus.Gauge
+	fullReads         prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,10 +56,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "accelnet_links_down",
 			Help: "Links reported down over gNMI that routes avoid.",
 		}),
+		fullReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "accelnet_reconcile_full_reads_total",
+			Help: "Reconciles that read a switch's tables in full (first contact, reconnect, error, periodic resync).",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
-			m.switchInSync, m.linkUtilization, m.topologyRevision, m.linksDown)
+			m.switchInSync, m.linkUtilization, m.topologyRevision, m.linksDown, m.fullReads)
 	}
 	return m
 }

@@ -2,8 +2,7 @@ package fabricsim
 
 import (
 	"cmp"
-	"encoding/binary"
-	"math/big"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -49,21 +48,10 @@ func (f *fib) index() {
 	slices.SortFunc(f.lengths, func(a, b int) int { return cmp.Compare(b, a) })
 }
 
-func bytesToUint(b []byte) uint64 {
-	return new(big.Int).SetBytes(b).Uint64()
-}
-
-func addrFromBytes(b []byte) netip.Addr {
-	var a [4]byte
-	v := uint32(bytesToUint(b))
-	binary.BigEndian.PutUint32(a[:], v)
-	return netip.AddrFrom4(a)
-}
-
 func paramValue(a *p4v1.Action, id uint32) uint64 {
 	for _, p := range a.GetParams() {
 		if p.GetParamId() == id {
-			return bytesToUint(p.GetValue())
+			return p4.Uint(p.GetValue())
 		}
 	}
 	return 0
@@ -78,7 +66,6 @@ func (sw *Switch) compileFIBLocked() fib {
 	}
 	s := st.schema
 	portParamSet, _ := s.Param(p4.ActionSetEgress, p4.ParamPort)
-	portParamPin, _ := s.Param(p4.ActionPinEgress, p4.ParamPort)
 	profID := s.ProfileID(p4.ProfileECMP)
 	memberPort := map[uint32]uint32{}
 	for id, m := range st.members[profID] {
@@ -91,7 +78,7 @@ func (sw *Switch) compileFIBLocked() fib {
 		var r lpmRoute
 		for _, m := range e.GetMatch() {
 			if m.GetFieldId() == dstID {
-				r.prefix = netip.PrefixFrom(addrFromBytes(m.GetLpm().GetValue()), int(m.GetLpm().GetPrefixLen()))
+				r.prefix = netip.PrefixFrom(p4.Addr(m.GetLpm().GetValue()), int(m.GetLpm().GetPrefixLen()))
 			}
 		}
 		switch {
@@ -113,9 +100,7 @@ func (sw *Switch) compileFIBLocked() fib {
 	}
 	slices.SortFunc(f.routes, func(a, b lpmRoute) int { return cmp.Compare(b.prefix.Bits(), a.prefix.Bits()) })
 	f.index()
-	for _, e := range st.entries[s.TableID(p4.TableFlowPin)] {
-		f.pins[flowKey(s, e)] = uint32(paramValue(e.GetAction().GetAction(), portParamPin.GetId()))
-	}
+	f.pins = maps.Clone(st.pins)
 	return f
 }
 
@@ -158,11 +143,11 @@ func flowKey(s *p4.Schema, e *p4v1.TableEntry) models.FlowKey {
 	for _, m := range e.GetMatch() {
 		switch m.GetFieldId() {
 		case s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Src):
-			k.Src = addrFromBytes(m.GetExact().GetValue())
+			k.Src = p4.Addr(m.GetExact().GetValue())
 		case s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Dst):
-			k.Dst = addrFromBytes(m.GetExact().GetValue())
+			k.Dst = p4.Addr(m.GetExact().GetValue())
 		case s.MatchFieldID(p4.TableFlowPin, p4.FieldUDPSrcPort):
-			k.SrcPort = uint16(bytesToUint(m.GetExact().GetValue()))
+			k.SrcPort = uint16(p4.Uint(m.GetExact().GetValue()))
 		}
 	}
 	return k

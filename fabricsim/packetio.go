@@ -53,7 +53,7 @@ func (sw *Switch) packetOut(from *stream, pkt *p4v1.PacketOut) error {
 			if err != nil {
 				return errf(codes.InvalidArgument, "packet_out egress_port: %v", err)
 			}
-			port, found = uint32(bytesToUint(v)), true
+			port, found = uint32(p4.Uint(v)), true
 		}
 	}
 	if !found {

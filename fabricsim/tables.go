@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound/p4"
 )
 
@@ -25,6 +26,9 @@ type tableStore struct {
 	entries map[uint32]map[string]*p4v1.TableEntry // table ID → match key → entry
 	members map[uint32]map[uint32]*p4v1.ActionProfileMember
 	groups  map[uint32]map[uint32]*p4v1.ActionProfileGroup
+	// pins is the flow-pin table decoded (key → egress port), kept as
+	// entries are written so the dataplane need not decode it again.
+	pins map[models.FlowKey]uint32
 }
 
 func newTableStore(schema *p4.Schema) *tableStore {
@@ -33,6 +37,7 @@ func newTableStore(schema *p4.Schema) *tableStore {
 		entries: map[uint32]map[string]*p4v1.TableEntry{},
 		members: map[uint32]map[uint32]*p4v1.ActionProfileMember{},
 		groups:  map[uint32]map[uint32]*p4v1.ActionProfileGroup{},
+		pins:    map[models.FlowKey]uint32{},
 	}
 }
 
@@ -272,6 +277,15 @@ func (s *tableStore) writeTableEntry(typ p4v1.Update_Type, e *p4v1.TableEntry) e
 		delete(tbl, key)
 	default:
 		return errf(codes.InvalidArgument, "update type %s", typ)
+	}
+	if norm.TableId == s.schema.TableID(p4.TableFlowPin) {
+		k := flowKey(s.schema, norm)
+		if typ == p4v1.Update_DELETE {
+			delete(s.pins, k)
+		} else {
+			portParam, _ := s.schema.Param(p4.ActionPinEgress, p4.ParamPort)
+			s.pins[k] = uint32(paramValue(norm.GetAction().GetAction(), portParam.GetId()))
+		}
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ package southbound
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -278,18 +277,40 @@ func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingS
 	return st.Canonical(), nil
 }
 
-func uintOf(b []byte) uint64 {
-	var v uint64
-	for _, x := range b {
-		v = v<<8 | uint64(x)
+// ReadPins reads back just the flow-pin entries with these keys, in one
+// request: how the controller confirms what it wrote without reading
+// whole tables. Keys the switch does not have are absent from the answer.
+func (d *P4RT) ReadPins(ctx context.Context, id models.SwitchID, keys []models.FlowKey) ([]models.FlowPin, error) {
+	if len(keys) == 0 {
+		return nil, nil
 	}
-	return v
-}
-
-func addrOf(b []byte) netip.Addr {
-	var a [4]byte
-	binary.BigEndian.PutUint32(a[:], uint32(uintOf(b)))
-	return netip.AddrFrom4(a)
+	c, err := d.conn(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pins := make([]models.FlowPin, len(keys))
+	for i, k := range keys {
+		pins[i].Key = k
+	}
+	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: d.entities(c.client, models.ForwardingState{FlowPins: pins}, true)}
+	rs, err := c.client.Read(ctx, req)
+	if err != nil {
+		return nil, mapStatus("read pins of "+string(id), err)
+	}
+	var st models.ForwardingState
+	for {
+		resp, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, mapStatus("read pins of "+string(id), err)
+		}
+		for _, e := range resp.GetEntities() {
+			d.decode(e, &st)
+		}
+	}
+	return st.FlowPins, nil
 }
 
 func (d *P4RT) portParam(a *p4v1.Action, action string) uint32 {
@@ -299,7 +320,7 @@ func (d *P4RT) portParam(a *p4v1.Action, action string) uint32 {
 	}
 	for _, x := range a.GetParams() {
 		if x.GetParamId() == p.GetId() {
-			return uint32(uintOf(x.GetValue()))
+			return uint32(p4.Uint(x.GetValue()))
 		}
 	}
 	return 0
@@ -325,7 +346,7 @@ func (d *P4RT) decode(e *p4v1.Entity, st *models.ForwardingState) {
 			r := models.Route{MemberID: t.GetAction().GetActionProfileMemberId(), GroupID: t.GetAction().GetActionProfileGroupId()}
 			for _, m := range t.GetMatch() {
 				if m.GetFieldId() == s.MatchFieldID(p4.TableIPv4LPM, p4.FieldIPv4Dst) {
-					r.Prefix = netip.PrefixFrom(addrOf(m.GetLpm().GetValue()), int(m.GetLpm().GetPrefixLen()))
+					r.Prefix = netip.PrefixFrom(p4.Addr(m.GetLpm().GetValue()), int(m.GetLpm().GetPrefixLen()))
 				}
 			}
 			st.Routes = append(st.Routes, r)
@@ -334,11 +355,11 @@ func (d *P4RT) decode(e *p4v1.Entity, st *models.ForwardingState) {
 			for _, m := range t.GetMatch() {
 				switch m.GetFieldId() {
 				case s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Src):
-					p.Key.Src = addrOf(m.GetExact().GetValue())
+					p.Key.Src = p4.Addr(m.GetExact().GetValue())
 				case s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Dst):
-					p.Key.Dst = addrOf(m.GetExact().GetValue())
+					p.Key.Dst = p4.Addr(m.GetExact().GetValue())
 				case s.MatchFieldID(p4.TableFlowPin, p4.FieldUDPSrcPort):
-					p.Key.SrcPort = uint16(uintOf(m.GetExact().GetValue()))
+					p.Key.SrcPort = uint16(p4.Uint(m.GetExact().GetValue()))
 				}
 			}
 			p.Port = d.portParam(t.GetAction().GetAction(), p4.ActionPinEgress)

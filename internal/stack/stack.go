@@ -159,7 +159,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return snap.Switch(id)
 		},
 		ElectionID:   opts.ElectionID,
-		OnDisconnect: func(id models.SwitchID) { ctrl.Enqueue(id) },
+		OnDisconnect: func(id models.SwitchID) { ctrl.Resync(id) },
 		Logger:       s.log.With("component", "p4runtime"),
 	})
 	lim := schema.Limits()

@@ -5,9 +5,11 @@ package p4
 
 import (
 	_ "embed"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 
 	p4config "github.com/p4lang/p4runtime/go/p4/config/v1"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -318,4 +320,21 @@ func (s *Schema) Limits() Limits {
 		SelectorSize:   int(prof.GetSize()),
 		MaxGroupSize:   int(prof.GetMaxGroupSize()),
 	}
+}
+
+// Uint reads a big-endian P4Runtime bytestring as a number (the low 64
+// bits of a longer one).
+func Uint(b []byte) uint64 {
+	var v uint64
+	for _, x := range b {
+		v = v<<8 | uint64(x)
+	}
+	return v
+}
+
+// Addr reads a 32-bit P4Runtime bytestring as an IPv4 address.
+func Addr(b []byte) netip.Addr {
+	var a [4]byte
+	binary.BigEndian.PutUint32(a[:], uint32(Uint(b)))
+	return netip.AddrFrom4(a)
 }

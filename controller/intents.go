@@ -187,6 +187,14 @@ type Intents struct {
 	awaiting    map[string]bool // Admitted or Deleted, waiting for switches
 	retry       bool            // capacity was freed: retry Pending and Degraded
 	loaded      bool
+	// needReload is set when a commit failed without saying whether it
+	// happened: memory is rebuilt from etcd before the next decision.
+	needReload bool
+
+	// observed is each intent's measured rate (Gb/s), kept apart from the
+	// stored status: it changes every second and is not worth an etcd write.
+	obsMu    sync.Mutex
+	observed map[string]float64
 }
 
 // NewIntents returns the manager; Run loads intents from etcd and serves.
@@ -222,6 +230,7 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{},
 		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
+		observed: map[string]float64{},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
 	return m, nil
@@ -315,7 +324,7 @@ func (m *Intents) Get(scope Scope, id string) (models.Intent, error) {
 	if !ok || !scope.sees(e.in.Tenant) {
 		return models.Intent{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
 	}
-	return cloneIntent(e.in), nil
+	return m.view(e.in), nil
 }
 
 // ListOptions filter and page a listing.
@@ -347,7 +356,7 @@ func (m *Intents) List(scope Scope, opts ListOptions) ([]models.Intent, string) 
 	}
 	out := make([]models.Intent, len(ids))
 	for i, id := range ids {
-		out[i] = cloneIntent(m.all[id].in)
+		out[i] = m.view(m.all[id].in)
 	}
 	m.mu.RUnlock()
 	return out, next
@@ -407,10 +416,90 @@ func (m *Intents) Counts() map[models.IntentState]int {
 	return out
 }
 
-func cloneIntent(in models.Intent) models.Intent {
-	// Status slices and maps are replaced, never edited in place, so a
-	// shallow copy of the struct is safe to hand out.
+// view is an intent as clients see it: the stored record plus its
+// observed rate. Status slices and maps are replaced, never edited in
+// place, so a shallow copy of the struct is safe to hand out.
+func (m *Intents) view(in models.Intent) models.Intent {
+	m.obsMu.Lock()
+	in.Status.ObservedGbps = m.observed[in.ID]
+	m.obsMu.Unlock()
 	return in
+}
+
+// PinCounterReader reads the byte counters of flow-pin entries.
+type PinCounterReader interface {
+	ReadPinCounters(ctx context.Context, sw models.SwitchID, keys []models.FlowKey) (map[models.FlowKey]uint64, error)
+}
+
+// Observe samples the counters of every installed intent's first-hop
+// pins each interval and keeps each intent's delivered rate, until ctx
+// ends. A switch that cannot be read leaves its intents' rates as they
+// were (the read is retried next interval).
+func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time.Duration) {
+	type sample struct {
+		bytes uint64
+		at    time.Time
+	}
+	last := map[models.FlowKey]sample{}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		owner := map[models.FlowKey]string{}
+		bySwitch := map[models.SwitchID][]models.FlowKey{}
+		m.mu.RLock()
+		for id, e := range m.all {
+			if e.in.Status.State != models.StateInstalled {
+				continue
+			}
+			for i, f := range e.flows { // Status.Flows[i] is flows[i]'s placement
+				if i < len(e.in.Status.Flows) && len(e.in.Status.Flows[i].Path) > 0 {
+					first := e.in.Status.Flows[i].Path[0].Switch
+					owner[f.key] = id
+					bySwitch[first] = append(bySwitch[first], f.key)
+				}
+			}
+		}
+		m.mu.RUnlock()
+		m.obsMu.Lock()
+		prev := m.observed
+		m.obsMu.Unlock()
+		rates := map[string]float64{}
+		seen := map[models.FlowKey]bool{}
+		for sw, keys := range bySwitch {
+			rctx, cancel := context.WithTimeout(ctx, interval)
+			got, err := r.ReadPinCounters(rctx, sw, keys)
+			cancel()
+			if err != nil {
+				m.log.Debug("cannot read intent counters", "switch", sw, "err", err)
+				for _, k := range keys {
+					seen[k] = true // keep its last sample for next time
+					rates[owner[k]] = prev[owner[k]]
+				}
+				continue
+			}
+			now := time.Now()
+			for k, b := range got {
+				seen[k] = true
+				if prev, ok := last[k]; ok && b >= prev.bytes && now.After(prev.at) {
+					rates[owner[k]] += float64(b-prev.bytes) * 8 / now.Sub(prev.at).Seconds() / 1e9
+				}
+				last[k] = sample{bytes: b, at: now}
+			}
+		}
+		for k := range last {
+			if !seen[k] {
+				delete(last, k)
+			}
+		}
+		m.obsMu.Lock()
+		m.observed = rates
+		m.obsMu.Unlock()
+	}
 }
 
 // --- writes ---
@@ -441,6 +530,26 @@ type batch struct {
 	bytes    int
 	maxOps   int
 	maxBytes int
+	// keyAt is the index in ops of each key's operation: etcd refuses a
+	// transaction that names a key twice, so a later change to a key
+	// replaces its earlier operation (the later state is the one to keep).
+	keyAt map[string]int
+}
+
+// setOp adds (or replaces) the operation on key.
+func (b *batch) setOp(key string, op clientv3.Op) {
+	if b.keyAt == nil {
+		b.keyAt = map[string]int{}
+	}
+	if i, ok := b.keyAt[key]; ok {
+		prev := b.ops[i]
+		b.ops[i] = op
+		b.undo = append(b.undo, func() { b.ops[i] = prev })
+		return
+	}
+	b.keyAt[key] = len(b.ops)
+	b.ops = append(b.ops, op)
+	b.undo = append(b.undo, func() { delete(b.keyAt, key) })
 }
 
 type mark struct{ ops, cmps, undo, after int }
@@ -458,14 +567,21 @@ func (b *batch) rollback(k mark) {
 
 func (b *batch) full() bool { return len(b.ops) >= b.maxOps-2 || b.bytes >= b.maxBytes }
 
-// put stores e's intent and stamps its revision after the commit.
+// put stores e's intent and stamps its revision after the commit; until
+// then its revision is 0, so no If-Match can match a change in flight.
 func (b *batch) put(e *entry) {
-	data, err := json.Marshal(e.in)
-	if err != nil {
-		panic(err) // plain data: cannot fail
+	in := e.in
+	in.Revision = 0
+	data, err := json.Marshal(in)
+	if err != nil { // plain data; only a non-finite number could do this
+		b.m.log.Error("cannot encode intent; not stored", "intent", e.in.ID, "err", err)
+		return
 	}
-	b.ops = append(b.ops, clientv3.OpPut(intentKey(e.in.Tenant, e.in.ID), string(data)))
+	b.setOp(intentKey(e.in.Tenant, e.in.ID), clientv3.OpPut(intentKey(e.in.Tenant, e.in.ID), string(data)))
 	b.bytes += len(data)
+	prev := e.in.Revision
+	e.in.Revision = 0
+	b.undo = append(b.undo, func() { e.in.Revision = prev })
 	b.after = append(b.after, func(rev int64) { e.in.Revision = rev })
 }
 
@@ -512,13 +628,36 @@ func (m *Intents) Run(ctx context.Context) error {
 			m.failQueued()
 			return nil
 		case o := <-m.ops:
+			if err := m.reloadIfNeeded(ctx); err != nil {
+				o.done <- opResult{err: err}
+				m.failQueued()
+				continue
+			}
 			m.runBatch(ctx, o, false)
 		case <-m.kick:
-			m.runBatch(ctx, nil, false)
+			if m.reloadIfNeeded(ctx) == nil {
+				m.runBatch(ctx, nil, false)
+			}
 		case <-tick.C:
-			m.runBatch(ctx, nil, true)
+			if m.reloadIfNeeded(ctx) == nil {
+				m.runBatch(ctx, nil, true)
+			}
 		}
 	}
+}
+
+func (m *Intents) reloadIfNeeded(ctx context.Context) error {
+	m.mu.RLock()
+	reload := m.needReload
+	m.mu.RUnlock()
+	if !reload {
+		return nil
+	}
+	if err := m.load(ctx); err != nil {
+		return err
+	}
+	m.log.Info("intents reloaded from etcd after an uncertain commit")
+	return nil
 }
 
 func (m *Intents) failQueued() {
@@ -547,6 +686,16 @@ func (m *Intents) load(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	// Start from etcd's truth: after a commit whose outcome is unknown,
+	// memory may disagree with it either way.
+	m.all, m.flowOwner, m.idem = map[string]*entry{}, map[models.FlowKey]string{}, map[string]idemRecord{}
+	m.usage, m.awaiting = map[models.TenantName]*tenantUsage{}, map[string]bool{}
+	m.gen++
+	for sw := range m.pins {
+		m.changes[sw], m.changesBase[sw] = nil, m.gen // reconcilers compare in full once
+	}
+	m.pins, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, nil
+	m.needReload = false
 	for _, kv := range resp.Kvs {
 		var in models.Intent
 		if err := json.Unmarshal(kv.Value, &in); err != nil {
@@ -588,6 +737,7 @@ func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
 	m.mu.Lock()
 	b := &batch{m: m, touched: map[models.SwitchID]bool{}, maxOps: m.cfg.MaxTxnOps, maxBytes: 1 << 20}
 	var decided []*op
+	m.replanIfDue(b)
 	run := func(o *op) {
 		k := b.mark()
 		o.out, o.err = o.decide(b)
@@ -638,7 +788,10 @@ func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
 			for i := len(b.undo) - 1; i >= 0; i-- {
 				b.undo[i]()
 			}
-			m.log.Warn("intent commit failed; nothing changed", "ops", len(b.ops), "err", err)
+			if !errors.Is(err, ErrConflict) {
+				m.needReload = true // it may have committed after all
+			}
+			m.log.Warn("intent commit failed; answered as not done", "ops", len(b.ops), "err", err)
 		}
 	}
 	touched := slices.Collect(maps.Keys(b.touched))
@@ -707,7 +860,7 @@ func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 				return Outcome{}, ErrIdempotencyReuse
 			}
 			if e, ok := m.all[r.ID]; ok {
-				return Outcome{Intent: cloneIntent(e.in), Replayed: true}, nil
+				return Outcome{Intent: e.in, Replayed: true}, nil
 			}
 			return Outcome{}, fmt.Errorf("%w: the intent this Idempotency-Key created (%s) was deleted", ErrIdempotencyReuse, r.ID)
 		}
@@ -736,7 +889,7 @@ func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 	if idemKey != "" {
 		rec := idemRecord{ID: id, Digest: req.BodyDigest}
 		data, _ := json.Marshal(rec)
-		b.ops = append(b.ops, clientv3.OpPut(KeyIdempotency+idemKey, string(data)))
+		b.setOp(KeyIdempotency+idemKey, clientv3.OpPut(KeyIdempotency+idemKey, string(data)))
 		m.idem[idemKey] = rec
 		b.undo = append(b.undo, func() { delete(m.idem, idemKey) })
 	}
@@ -1138,6 +1291,8 @@ func (m *Intents) Update(ctx context.Context, scope Scope, id string, spec model
 		if e.in.Revision != ifMatch {
 			return Outcome{}, fmt.Errorf("%w: intent %s is at revision %d, not %d", ErrPrecondition, id, e.in.Revision, ifMatch)
 		}
+		// etcd checks it too, so a write by another replica is not lost.
+		b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(intentKey(e.in.Tenant, id)), "=", ifMatch))
 		if e.in.Status.State == models.StateDeleted {
 			return Outcome{}, fmt.Errorf("%w: intent %q is being deleted", ErrNotFound, id)
 		}
@@ -1211,12 +1366,6 @@ func (m *Intents) housekeep(b *batch, tick bool) {
 		return
 	}
 	now := m.cfg.Now().UTC()
-	if m.fabricGen != m.planned && m.snap != nil && !b.full() {
-		prev := m.planned
-		m.planned = m.fabricGen
-		b.undo = append(b.undo, func() { m.planned = prev })
-		m.replan(b, now)
-	}
 	if m.retry && m.book != nil && !b.full() {
 		m.retry = false
 		m.retryWaiting(b, now)
@@ -1257,10 +1406,22 @@ func (m *Intents) housekeep(b *batch, tick bool) {
 // remove deletes e's record; it must hold no reservation.
 func (m *Intents) remove(b *batch, e *entry) {
 	id := e.in.ID
-	b.ops = append(b.ops, clientv3.OpDelete(intentKey(e.in.Tenant, id)))
+	b.setOp(intentKey(e.in.Tenant, id), clientv3.OpDelete(intentKey(e.in.Tenant, id)))
 	delete(m.all, id)
 	delete(m.awaiting, id)
 	b.undo = append(b.undo, func() { m.all[id] = e })
+}
+
+// replanIfDue rebuilds the ledger when the fabric changed (or intents
+// were reloaded), before this batch's decisions see it.
+func (m *Intents) replanIfDue(b *batch) {
+	if !m.loaded || m.fabricGen == m.planned || m.snap == nil {
+		return
+	}
+	prev := m.planned
+	m.planned = m.fabricGen
+	b.undo = append(b.undo, func() { m.planned = prev })
+	m.replan(b, m.cfg.Now().UTC())
 }
 
 func (m *Intents) confirmed(e *entry) bool {

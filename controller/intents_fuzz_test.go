@@ -30,7 +30,7 @@ func dryRunManager(t testing.TB) *Intents {
 	m.loaded = true
 	m.SetFabric(snap, nil)
 	m.mu.Lock()
-	m.housekeep(&batch{m: m, touched: map[models.SwitchID]bool{}, maxOps: 1 << 20, maxBytes: 1 << 30}, false)
+	m.replanIfDue(&batch{m: m, touched: map[models.SwitchID]bool{}, maxOps: 1 << 20, maxBytes: 1 << 30})
 	m.mu.Unlock()
 	return m
 }

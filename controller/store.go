@@ -167,6 +167,9 @@ func StartEmbedded(dir, clientAddr string) (*Embedded, error) {
 // Close stops the embedded etcd.
 func (e *Embedded) Close() { e.etcd.Close() }
 
+// Dir is the data directory, to start it again on the same data.
+func (e *Embedded) Dir() string { return e.etcd.Config().Dir }
+
 // Dial connects an etcd client to endpoints.
 func Dial(endpoints []string) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{

@@ -329,8 +329,11 @@ type IntentStatus struct {
 	Flows  []FlowStatus `json:"flows,omitempty"`
 	// ReservedGbps is bandwidth reserved per link direction ("sw:port>").
 	ReservedGbps map[string]float64 `json:"reserved_gbps,omitempty"`
-	Events       []IntentEvent      `json:"events,omitempty"`
-	Updated      time.Time          `json:"updated,omitzero"`
+	// ObservedGbps is what the flows carry now, from the direct counters
+	// of their first-hop flow-pin entries (telemetry: not stored).
+	ObservedGbps float64       `json:"observed_gbps"`
+	Events       []IntentEvent `json:"events,omitempty"`
+	Updated      time.Time     `json:"updated,omitzero"`
 }
 
 // Intent is a tenant's request with its status, as stored in etcd.

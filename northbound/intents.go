@@ -132,7 +132,7 @@ func fail(c *gin.Context, err error) {
 		}
 		writeProblem(c, p)
 	case errors.Is(err, controller.ErrNoTopology), errors.Is(err, controller.ErrStoreUnavailable),
-		errors.Is(err, context.DeadlineExceeded):
+		errors.Is(err, controller.ErrConflict), errors.Is(err, context.DeadlineExceeded):
 		c.Header("Retry-After", "2")
 		writeProblem(c, Problem{Status: http.StatusServiceUnavailable, Detail: "the controller cannot serve this now: " + err.Error()})
 	default:

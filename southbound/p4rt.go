@@ -313,6 +313,51 @@ func (d *P4RT) ReadPins(ctx context.Context, id models.SwitchID, keys []models.F
 	return st.FlowPins, nil
 }
 
+// ReadPinCounters reads the direct counters (bytes) of the flow-pin
+// entries with these keys; keys the switch does not have are absent.
+func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []models.FlowKey) (map[models.FlowKey]uint64, error) {
+	out := map[models.FlowKey]uint64{}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	c, err := d.conn(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	pins := make([]models.FlowPin, len(keys))
+	for i, k := range keys {
+		pins[i].Key = k
+	}
+	var entities []*p4v1.Entity
+	for _, e := range d.entities(c.client, models.ForwardingState{FlowPins: pins}, true) {
+		entities = append(entities, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{TableEntry: e.GetTableEntry()}}})
+	}
+	rs, err := c.client.Read(ctx, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entities})
+	if err != nil {
+		return nil, mapStatus("read pin counters of "+string(id), err)
+	}
+	for {
+		resp, err := rs.Recv()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, mapStatus("read pin counters of "+string(id), err)
+		}
+		for _, e := range resp.GetEntities() {
+			dc := e.GetDirectCounterEntry()
+			if dc == nil {
+				continue
+			}
+			var st models.ForwardingState
+			d.decode(&p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: dc.GetTableEntry()}}, &st)
+			if len(st.FlowPins) == 1 {
+				out[st.FlowPins[0].Key] = uint64(dc.GetData().GetByteCount())
+			}
+		}
+	}
+}
+
 func (d *P4RT) portParam(a *p4v1.Action, action string) uint32 {
 	p, err := d.schema.Param(action, p4.ParamPort)
 	if err != nil || a.GetActionId() != d.schema.ActionID(action) {

@@ -91,8 +91,9 @@ type Stack struct {
 	Registry      *prometheus.Registry
 	Handler       http.Handler
 
-	log     *slog.Logger
-	stopAPI chan struct{} // closed when Run ends, to end the API's open streams
+	log               *slog.Logger
+	telemetryInterval time.Duration
+	stopAPI           chan struct{} // closed when Run ends, to end the API's open streams
 }
 
 // New starts etcd (if embedded), binds the emulated switches (if any),
@@ -105,7 +106,10 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry(), stopAPI: make(chan struct{})}
+	if opts.TelemetryInterval <= 0 {
+		opts.TelemetryInterval = time.Second
+	}
+	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry(), stopAPI: make(chan struct{}), telemetryInterval: opts.TelemetryInterval}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -244,6 +248,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	side.Go(func() { _ = s.Auth.Run(ctrlCtx) })
 	side.Go(func() { _ = s.Intents.Run(ctrlCtx) })
 	side.Go(func() { _ = s.Events.Run(ctrlCtx) })
+	side.Go(func() { s.Intents.Observe(ctrlCtx, s.Driver, s.telemetryInterval) })
 	err := s.Controller.Run(ctrlCtx)
 	stopCtrl()
 	side.Wait()

@@ -145,19 +145,26 @@ func (b *Book) Fit(flows []Demand, c PathConstraints) Fit {
 		if d.Src.Attach.Switch != d.Dst.Attach.Switch {
 			candidates = b.n.leafPaths(d.Src.Attach.Switch, d.Dst.Attach.Switch)
 		}
-		best, bestFree, bestAt := -1, math.Inf(-1), -1
+		// The path with the most reservable bandwidth left; among equals
+		// (the hosts' own NIC or port is the limit on every path) the one
+		// whose fabric links have the most left, so a connection's flows
+		// spread over the spines instead of stacking on the first.
+		best, bestFree, bestAt, bestInner := -1, math.Inf(-1), -1, math.Inf(-1)
 		for ci, p := range candidates {
 			if !b.allowed(p, d.Dst.Attach.Switch, c) {
 				continue
 			}
-			free, at := math.Inf(1), -1
+			free, at, inner := math.Inf(1), -1, math.Inf(1)
 			for _, r := range b.n.route(d.Src, d.Dst, p) {
 				if f := b.n.capacity[r]*(1-b.headroom) - b.reserved[r] - extra[r]; f < free {
 					free, at = f, r
 				}
 			}
-			if free > bestFree {
-				best, bestFree, bestAt = ci, free, at
+			for _, r := range p {
+				inner = math.Min(inner, b.n.capacity[r]*(1-b.headroom)-b.reserved[r]-extra[r])
+			}
+			if free > bestFree+1e-9 || (free > bestFree-1e-9 && inner > bestInner+1e-9) {
+				best, bestFree, bestAt, bestInner = ci, free, at, inner
 			}
 		}
 		if best < 0 {

@@ -363,3 +363,24 @@ func TestPlacerIncremental(t *testing.T) {
 		t.Error("removed demand still has a path")
 	}
 }
+
+// TestBookSpreadsAConnection: when the hosts' NICs are the limit on every
+// path, a connection's flows still spread over the spines.
+func TestBookSpreadsAConnection(t *testing.T) {
+	topo, _ := topology.LeafSpine(4, 2, 1, 100)
+	snap, _ := topology.New(topo)
+	h := snap.Hosts()
+	book, _ := NewBook(snap, nil, 0)
+	var flows []Demand
+	for range 4 {
+		flows = append(flows, Demand{Src: h[0], Dst: h[1], Gbps: 25})
+	}
+	f := book.Fit(flows, PathConstraints{})
+	spines := map[models.SwitchID]bool{}
+	for _, p := range f.Paths {
+		spines[p[1].Switch] = true
+	}
+	if !f.Fits || len(spines) != 4 {
+		t.Errorf("4 flows of one connection used %d spines: %+v", len(spines), f.Paths)
+	}
+}

@@ -313,6 +313,10 @@ func (d *P4RT) ReadPins(ctx context.Context, id models.SwitchID, keys []models.F
 	return st.FlowPins, nil
 }
 
+// wildcardCounterRead is how many keys make ReadPinCounters read the
+// whole table's counters instead of naming each entry.
+const wildcardCounterRead = 256
+
 // ReadPinCounters reads the direct counters (bytes) of the flow-pin
 // entries with these keys; keys the switch does not have are absent.
 func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []models.FlowKey) (map[models.FlowKey]uint64, error) {
@@ -329,8 +333,18 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 		pins[i].Key = k
 	}
 	var entities []*p4v1.Entity
-	for _, e := range d.entities(c.client, models.ForwardingState{FlowPins: pins}, true) {
-		entities = append(entities, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{TableEntry: e.GetTableEntry()}}})
+	if len(keys) > wildcardCounterRead {
+		// One wildcard read of the table's counters beats naming thousands.
+		entities = []*p4v1.Entity{{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
+			TableEntry: &p4v1.TableEntry{TableId: d.schema.TableID(p4.TableFlowPin)}}}}}
+	} else {
+		for _, e := range d.entities(c.client, models.ForwardingState{FlowPins: pins}, true) {
+			entities = append(entities, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{TableEntry: e.GetTableEntry()}}})
+		}
+	}
+	wanted := make(map[models.FlowKey]bool, len(keys))
+	for _, k := range keys {
+		wanted[k] = true
 	}
 	rs, err := c.client.Read(ctx, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entities})
 	if err != nil {
@@ -351,7 +365,7 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 			}
 			var st models.ForwardingState
 			d.decode(&p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: dc.GetTableEntry()}}, &st)
-			if len(st.FlowPins) == 1 {
+			if len(st.FlowPins) == 1 && wanted[st.FlowPins[0].Key] {
 				out[st.FlowPins[0].Key] = uint64(dc.GetData().GetByteCount())
 			}
 		}

@@ -57,6 +57,9 @@ type Options struct {
 	// OperatorTokenFile is where the first operator token is written on
 	// the first start (mode 0600); empty: not written, only returned.
 	OperatorTokenFile string
+	// ObserveInterval is how often installed intents' pin counters are
+	// read for their observed rate; default 1s.
+	ObserveInterval time.Duration
 	// APIRateLimit is requests per second per token (burst twice that);
 	// 0 means the default, negative means unlimited.
 	APIRateLimit float64
@@ -91,9 +94,9 @@ type Stack struct {
 	Registry      *prometheus.Registry
 	Handler       http.Handler
 
-	log               *slog.Logger
-	telemetryInterval time.Duration
-	stopAPI           chan struct{} // closed when Run ends, to end the API's open streams
+	log             *slog.Logger
+	observeInterval time.Duration
+	stopAPI         chan struct{} // closed when Run ends, to end the API's open streams
 }
 
 // New starts etcd (if embedded), binds the emulated switches (if any),
@@ -106,10 +109,10 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.TelemetryInterval <= 0 {
-		opts.TelemetryInterval = time.Second
+	if opts.ObserveInterval <= 0 {
+		opts.ObserveInterval = time.Second
 	}
-	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry(), stopAPI: make(chan struct{}), telemetryInterval: opts.TelemetryInterval}
+	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry(), stopAPI: make(chan struct{}), observeInterval: opts.ObserveInterval}
 	defer func() {
 		if err != nil {
 			s.Close()
@@ -248,7 +251,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	side.Go(func() { _ = s.Auth.Run(ctrlCtx) })
 	side.Go(func() { _ = s.Intents.Run(ctrlCtx) })
 	side.Go(func() { _ = s.Events.Run(ctrlCtx) })
-	side.Go(func() { s.Intents.Observe(ctrlCtx, s.Driver, s.telemetryInterval) })
+	side.Go(func() { s.Intents.Observe(ctrlCtx, s.Driver, s.observeInterval) })
 	err := s.Controller.Run(ctrlCtx)
 	stopCtrl()
 	side.Wait()

@@ -175,6 +175,7 @@ type Intents struct {
 	all       map[string]*entry // by intent ID
 	flowOwner map[models.FlowKey]string
 	idem      map[string]idemRecord // "<tenant>/<key hash>"
+	idemOf    map[string]string     // intent ID → its idem key, to delete them together
 	usage     map[models.TenantName]*tenantUsage
 	pins      map[models.SwitchID]map[models.FlowKey]uint32
 	gen       uint64
@@ -226,7 +227,7 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 	m := &Intents{
 		cfg: cfg, log: cfg.Logger,
 		ops: make(chan *op, 4096), kick: make(chan struct{}, 1),
-		all: map[string]*entry{}, flowOwner: map[models.FlowKey]string{}, idem: map[string]idemRecord{},
+		all: map[string]*entry{}, flowOwner: map[models.FlowKey]string{}, idem: map[string]idemRecord{}, idemOf: map[string]string{},
 		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{},
 		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
@@ -688,7 +689,7 @@ func (m *Intents) load(ctx context.Context) error {
 	defer m.mu.Unlock()
 	// Start from etcd's truth: after a commit whose outcome is unknown,
 	// memory may disagree with it either way.
-	m.all, m.flowOwner, m.idem = map[string]*entry{}, map[models.FlowKey]string{}, map[string]idemRecord{}
+	m.all, m.flowOwner, m.idem, m.idemOf = map[string]*entry{}, map[models.FlowKey]string{}, map[string]idemRecord{}, map[string]string{}
 	m.usage, m.awaiting = map[models.TenantName]*tenantUsage{}, map[string]bool{}
 	m.gen++
 	for sw := range m.pins {
@@ -713,7 +714,8 @@ func (m *Intents) load(ctx context.Context) error {
 	for _, kv := range idem.Kvs {
 		var r idemRecord
 		if json.Unmarshal(kv.Value, &r) == nil {
-			m.idem[strings.TrimPrefix(string(kv.Key), KeyIdempotency)] = r
+			k := strings.TrimPrefix(string(kv.Key), KeyIdempotency)
+			m.idem[k], m.idemOf[r.ID] = r, k
 		}
 	}
 	m.loaded = true
@@ -862,7 +864,8 @@ func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 			if e, ok := m.all[r.ID]; ok {
 				return Outcome{Intent: e.in, Replayed: true}, nil
 			}
-			return Outcome{}, fmt.Errorf("%w: the intent this Idempotency-Key created (%s) was deleted", ErrIdempotencyReuse, r.ID)
+			// Deleted in this very batch: its record goes with it.
+			return Outcome{}, fmt.Errorf("%w: the intent this Idempotency-Key created (%s) is being deleted", ErrIdempotencyReuse, r.ID)
 		}
 	}
 	now := m.cfg.Now().UTC()
@@ -890,8 +893,8 @@ func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 		rec := idemRecord{ID: id, Digest: req.BodyDigest}
 		data, _ := json.Marshal(rec)
 		b.setOp(KeyIdempotency+idemKey, clientv3.OpPut(KeyIdempotency+idemKey, string(data)))
-		m.idem[idemKey] = rec
-		b.undo = append(b.undo, func() { delete(m.idem, idemKey) })
+		m.idem[idemKey], m.idemOf[id] = rec, idemKey
+		b.undo = append(b.undo, func() { delete(m.idem, idemKey); delete(m.idemOf, id) })
 	}
 	if err != nil {
 		refused.Intent = &e.in
@@ -1410,6 +1413,13 @@ func (m *Intents) remove(b *batch, e *entry) {
 	delete(m.all, id)
 	delete(m.awaiting, id)
 	b.undo = append(b.undo, func() { m.all[id] = e })
+	if k, ok := m.idemOf[id]; ok {
+		rec := m.idem[k]
+		b.setOp(KeyIdempotency+k, clientv3.OpDelete(KeyIdempotency+k))
+		delete(m.idem, k)
+		delete(m.idemOf, id)
+		b.undo = append(b.undo, func() { m.idem[k], m.idemOf[id] = rec, k })
+	}
 }
 
 // replanIfDue rebuilds the ledger when the fabric changed (or intents

@@ -412,6 +412,15 @@ func TestIdempotencyDryRunAndIfMatch(t *testing.T) {
 	if got := intentState(t, h, tok, first.ID); got.Spec.Gbps != 60 || got.Revision != cur.Revision || !got.Status.State.Live() {
 		t.Errorf("a refused update changed the intent: %+v", got)
 	}
+	// The key lives as long as its intent.
+	h.Do(t, "DELETE", path, tok, nil, nil)
+	h.Eventually(t, 10*time.Second, "deleted intent gone", func() bool {
+		return h.Do(t, "GET", path, tok, nil, nil).StatusCode == http.StatusNotFound
+	})
+	var again models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, body, &again, "Idempotency-Key", "k-1"); r.StatusCode != 201 || again.ID == first.ID || r.Header.Get("Idempotent-Replayed") != "" {
+		t.Errorf("the key after its intent was deleted: HTTP %d, id %s (first %s)", r.StatusCode, again.ID, first.ID)
+	}
 }
 
 // TestIntentRerouteAndDegrade: when a link on an intent's path fails, it

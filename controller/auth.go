@@ -45,6 +45,16 @@ var (
 // tokenPrefix marks accelnet secrets so secret scanners can find leaked ones.
 const tokenPrefix = "anet_"
 
+// newSecret makes a token secret (256 random bits) and its hash.
+func newSecret() (secret, hash string, err error) {
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", "", err
+	}
+	secret = tokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	return secret, hashSecret(secret), nil
+}
+
 func hashSecret(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
 	return hex.EncodeToString(sum[:])
@@ -225,12 +235,10 @@ func (a *Auth) CreateToken(ctx context.Context, t models.Token) (models.Token, s
 			return t, "", err
 		}
 	}
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
+	secret, h, err := newSecret()
+	if err != nil {
 		return t, "", err
 	}
-	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	h := hashSecret(secret)
 	t.ID, t.Created = h[:16], time.Now().UTC()
 	if err := a.store.putJSON(ctx, KeyTokens+h, t); err != nil {
 		return t, "", err
@@ -285,12 +293,10 @@ func (a *Auth) DeleteToken(ctx context.Context, id string) error {
 // first start it writes the secret to path (mode 0600) and returns it; on
 // later starts it returns "". Replicas starting together issue one token.
 func (a *Auth) BootstrapOperator(ctx context.Context, path string) (string, error) {
-	var raw [32]byte
-	if _, err := rand.Read(raw[:]); err != nil {
+	secret, h, err := newSecret()
+	if err != nil {
 		return "", err
 	}
-	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
-	h := hashSecret(secret)
 	t := models.Token{ID: h[:16], Role: models.RoleOperator, Created: time.Now().UTC()}
 	data, err := json.Marshal(t)
 	if err != nil {

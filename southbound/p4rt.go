@@ -257,24 +257,45 @@ func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingS
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableIPv4LPM)}}},
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableFlowPin)}}},
 	}}
+	var st models.ForwardingState
+	if err := readAll(ctx, c, req, "read "+string(id), func(e *p4v1.Entity) { d.decode(e, &st) }); err != nil {
+		return models.ForwardingState{}, err
+	}
+	return st.Canonical(), nil
+}
+
+// readAll sends one ReadRequest and hands every entity of the answer to fn.
+func readAll(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, what string, fn func(*p4v1.Entity)) error {
 	rs, err := c.client.Read(ctx, req)
 	if err != nil {
-		return models.ForwardingState{}, mapStatus("read "+string(id), err)
+		return mapStatus(what, err)
 	}
-	var st models.ForwardingState
 	for {
 		resp, err := rs.Recv()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
-			return models.ForwardingState{}, mapStatus("read "+string(id), err)
+			return mapStatus(what, err)
 		}
 		for _, e := range resp.GetEntities() {
-			d.decode(e, &st)
+			fn(e)
 		}
 	}
-	return st.Canonical(), nil
+}
+
+// pinEntries connects to a switch and names the flow-pin entries of keys
+// (match only), for reads.
+func (d *P4RT) pinEntries(ctx context.Context, id models.SwitchID, keys []models.FlowKey) (*p4conn, []*p4v1.Entity, error) {
+	c, err := d.conn(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	pins := make([]models.FlowPin, len(keys))
+	for i, k := range keys {
+		pins[i].Key = k
+	}
+	return c, d.entities(c.client, models.ForwardingState{FlowPins: pins}, true), nil
 }
 
 // ReadPins reads back just the flow-pin entries with these keys, in one
@@ -284,31 +305,14 @@ func (d *P4RT) ReadPins(ctx context.Context, id models.SwitchID, keys []models.F
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	c, err := d.conn(ctx, id)
+	c, entries, err := d.pinEntries(ctx, id, keys)
 	if err != nil {
 		return nil, err
 	}
-	pins := make([]models.FlowPin, len(keys))
-	for i, k := range keys {
-		pins[i].Key = k
-	}
-	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: d.entities(c.client, models.ForwardingState{FlowPins: pins}, true)}
-	rs, err := c.client.Read(ctx, req)
-	if err != nil {
-		return nil, mapStatus("read pins of "+string(id), err)
-	}
+	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entries}
 	var st models.ForwardingState
-	for {
-		resp, err := rs.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, mapStatus("read pins of "+string(id), err)
-		}
-		for _, e := range resp.GetEntities() {
-			d.decode(e, &st)
-		}
+	if err := readAll(ctx, c, req, "read pins of "+string(id), func(e *p4v1.Entity) { d.decode(e, &st) }); err != nil {
+		return nil, err
 	}
 	return st.FlowPins, nil
 }
@@ -324,13 +328,9 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 	if len(keys) == 0 {
 		return out, nil
 	}
-	c, err := d.conn(ctx, id)
+	c, entries, err := d.pinEntries(ctx, id, keys)
 	if err != nil {
 		return nil, err
-	}
-	pins := make([]models.FlowPin, len(keys))
-	for i, k := range keys {
-		pins[i].Key = k
 	}
 	var entities []*p4v1.Entity
 	if len(keys) > wildcardCounterRead {
@@ -338,7 +338,7 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 		entities = []*p4v1.Entity{{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
 			TableEntry: &p4v1.TableEntry{TableId: d.schema.TableID(p4.TableFlowPin)}}}}}
 	} else {
-		for _, e := range d.entities(c.client, models.ForwardingState{FlowPins: pins}, true) {
+		for _, e := range entries {
 			entities = append(entities, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{TableEntry: e.GetTableEntry()}}})
 		}
 	}
@@ -346,30 +346,21 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 	for _, k := range keys {
 		wanted[k] = true
 	}
-	rs, err := c.client.Read(ctx, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entities})
+	err = readAll(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entities}, "read pin counters of "+string(id), func(e *p4v1.Entity) {
+		dc := e.GetDirectCounterEntry()
+		if dc == nil {
+			return
+		}
+		var st models.ForwardingState
+		d.decode(&p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: dc.GetTableEntry()}}, &st)
+		if len(st.FlowPins) == 1 && wanted[st.FlowPins[0].Key] {
+			out[st.FlowPins[0].Key] = uint64(dc.GetData().GetByteCount())
+		}
+	})
 	if err != nil {
-		return nil, mapStatus("read pin counters of "+string(id), err)
+		return nil, err
 	}
-	for {
-		resp, err := rs.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, mapStatus("read pin counters of "+string(id), err)
-		}
-		for _, e := range resp.GetEntities() {
-			dc := e.GetDirectCounterEntry()
-			if dc == nil {
-				continue
-			}
-			var st models.ForwardingState
-			d.decode(&p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: dc.GetTableEntry()}}, &st)
-			if len(st.FlowPins) == 1 && wanted[st.FlowPins[0].Key] {
-				out[st.FlowPins[0].Key] = uint64(dc.GetData().GetByteCount())
-			}
-		}
-	}
+	return out, nil
 }
 
 func (d *P4RT) portParam(a *p4v1.Action, action string) uint32 {

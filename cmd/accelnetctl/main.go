@@ -75,6 +75,16 @@ func (g *globals) client() (*client, error) {
 
 func (g *globals) json() bool { return g.output == "json" }
 
+// call resolves the client and sends one request (see client.do).
+func (g *globals) call(cmd *cobra.Command, method, path string, body, out any, headers ...string) error {
+	c, err := g.client()
+	if err != nil {
+		return err
+	}
+	_, err = c.do(cmd.Context(), method, path, body, out, headers...)
+	return err
+}
+
 func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -343,12 +353,8 @@ func intentsCommand(g *globals) *cobra.Command {
 		Short: "Show one intent with its flows and recent events",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
 			var in models.Intent
-			if _, err := c.do(cmd.Context(), "GET", "/api/v1/intents/"+url.PathEscape(args[0]), nil, &in); err != nil {
+			if err := g.call(cmd, "GET", "/api/v1/intents/"+url.PathEscape(args[0]), nil, &in); err != nil {
 				return err
 			}
 			return printIntents(cmd.OutOrStdout(), g, []models.Intent{in}, in)
@@ -464,13 +470,9 @@ func capacityCommand(g *globals) *cobra.Command {
 		Short: "Bandwidth one more flow between two hosts could reserve now",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
 			var cap controller.Capacity
 			q := url.Values{"src": {src}, "dst": {dst}}
-			if _, err := c.do(cmd.Context(), "GET", "/api/v1/capacity?"+q.Encode(), nil, &cap); err != nil {
+			if err := g.call(cmd, "GET", "/api/v1/capacity?"+q.Encode(), nil, &cap); err != nil {
 				return err
 			}
 			if g.json() {
@@ -492,12 +494,8 @@ func topologyCommand(g *globals) *cobra.Command {
 		Short: "Switches and links with their current load",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
 			var v northbound.TopologyView
-			if _, err := c.do(cmd.Context(), "GET", "/api/v1/topology", nil, &v); err != nil {
+			if err := g.call(cmd, "GET", "/api/v1/topology", nil, &v); err != nil {
 				return err
 			}
 			if g.json() {
@@ -539,12 +537,8 @@ func tenantsCommand(g *globals) *cobra.Command {
 		Short: "Create a tenant or change its quotas",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
 			var t northbound.TenantView
-			if _, err := c.do(cmd.Context(), "POST", "/api/v1/tenants", models.Tenant{Name: models.TenantName(args[0]), MaxGbps: maxGbps, MaxIntents: maxIntents}, &t); err != nil {
+			if err := g.call(cmd, "POST", "/api/v1/tenants", models.Tenant{Name: models.TenantName(args[0]), MaxGbps: maxGbps, MaxIntents: maxIntents}, &t); err != nil {
 				return err
 			}
 			return printTenants(cmd.OutOrStdout(), g, []northbound.TenantView{t})
@@ -557,14 +551,10 @@ func tenantsCommand(g *globals) *cobra.Command {
 		Short: "List tenants with what they reserve",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
 			var page struct {
 				Items []northbound.TenantView `json:"items"`
 			}
-			if _, err := c.do(cmd.Context(), "GET", "/api/v1/tenants", nil, &page); err != nil {
+			if err := g.call(cmd, "GET", "/api/v1/tenants", nil, &page); err != nil {
 				return err
 			}
 			return printTenants(cmd.OutOrStdout(), g, page.Items)
@@ -575,12 +565,7 @@ func tenantsCommand(g *globals) *cobra.Command {
 		Short: "Delete a tenant and revoke its tokens",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			_, err = c.do(cmd.Context(), "DELETE", "/api/v1/tenants/"+url.PathEscape(args[0]), nil, nil)
-			return err
+			return g.call(cmd, "DELETE", "/api/v1/tenants/"+url.PathEscape(args[0]), nil, nil)
 		},
 	}
 	cmd.AddCommand(create, list, del)
@@ -610,12 +595,8 @@ func tokensCommand(g *globals) *cobra.Command {
 		Short: "Issue a token; its secret is printed once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
 			var tok northbound.NewTokenView
-			if _, err := c.do(cmd.Context(), "POST", "/api/v1/tokens", northbound.TokenRequest{Tenant: models.TenantName(tenant), Role: models.TokenRole(role)}, &tok); err != nil {
+			if err := g.call(cmd, "POST", "/api/v1/tokens", northbound.TokenRequest{Tenant: models.TenantName(tenant), Role: models.TokenRole(role)}, &tok); err != nil {
 				return err
 			}
 			if g.json() {
@@ -632,14 +613,10 @@ func tokensCommand(g *globals) *cobra.Command {
 		Short: "List tokens (never their secrets)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
 			var page struct {
 				Items []models.Token `json:"items"`
 			}
-			if _, err := c.do(cmd.Context(), "GET", "/api/v1/tokens", nil, &page); err != nil {
+			if err := g.call(cmd, "GET", "/api/v1/tokens", nil, &page); err != nil {
 				return err
 			}
 			if g.json() {
@@ -658,12 +635,7 @@ func tokensCommand(g *globals) *cobra.Command {
 		Short: "Revoke a token",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
-			_, err = c.do(cmd.Context(), "DELETE", "/api/v1/tokens/"+url.PathEscape(args[0]), nil, nil)
-			return err
+			return g.call(cmd, "DELETE", "/api/v1/tokens/"+url.PathEscape(args[0]), nil, nil)
 		},
 	}
 	cmd.AddCommand(create, list, del)
@@ -676,18 +648,14 @@ func whoamiCommand(g *globals) *cobra.Command {
 		Short: "Show the token in use (role and tenant)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.client()
-			if err != nil {
-				return err
-			}
 			var t models.Token
-			if _, err := c.do(cmd.Context(), "GET", "/api/v1/whoami", nil, &t); err != nil {
+			if err := g.call(cmd, "GET", "/api/v1/whoami", nil, &t); err != nil {
 				return err
 			}
 			if g.json() {
 				return printJSON(cmd.OutOrStdout(), t)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "token %s: %s %s at %s\n", t.ID, t.Role, t.Tenant, c.server)
+			fmt.Fprintf(cmd.OutOrStdout(), "token %s: %s %s\n", t.ID, t.Role, t.Tenant)
 			return nil
 		},
 	}

@@ -258,8 +258,11 @@ func TestAdmissionRace(t *testing.T) {
 	}
 	var rejected northbound.IntentList
 	h.Do(t, "GET", "/api/v1/intents?state=Rejected", h.OperatorToken, nil, &rejected)
-	if len(rejected.Items) != racers-1 || !strings.Contains(rejected.Items[0].Status.Reason, "reservable") {
-		t.Errorf("%d rejected intents stored (want %d), first %+v", len(rejected.Items), racers-1, rejected.Items[0].Status)
+	if len(rejected.Items) != racers-1 {
+		t.Fatalf("%d rejected intents stored, want %d", len(rejected.Items), racers-1)
+	}
+	if !strings.Contains(rejected.Items[0].Status.Reason, "reservable") {
+		t.Errorf("rejection reason %q does not say what is reservable", rejected.Items[0].Status.Reason)
 	}
 }
 

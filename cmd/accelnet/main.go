@@ -45,6 +45,7 @@ type Config struct {
 	Preemption     bool
 	PendingTimeout time.Duration
 	APIRateLimit   float64
+	ObserveEvery   time.Duration
 
 	// demo only
 	Workload string
@@ -62,6 +63,7 @@ func defaultConfig() Config {
 		Headroom:       0.05,
 		PendingTimeout: time.Minute,
 		APIRateLimit:   2000,
+		ObserveEvery:   5 * time.Second,
 		Topology:       "leafspine:8x8x4",
 		Workload:       "permutation",
 		Gbps:           400,
@@ -138,6 +140,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().Float64Var(&cfg.Headroom, "headroom", cfg.Headroom, "fraction of every link that intents may not reserve")
 	root.PersistentFlags().BoolVar(&cfg.Preemption, "preemption", cfg.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
 	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
+	root.PersistentFlags().DurationVar(&cfg.ObserveEvery, "observe-interval", cfg.ObserveEvery, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
 
 	demo := &cobra.Command{
@@ -200,15 +203,16 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 	}
 	opts := stack.Options{
-		EtcdEndpoints:  cfg.EtcdEndpoints,
-		EtcdMaxTxnOps:  cfg.EtcdMaxTxnOps,
-		ElectionID:     cfg.ElectionID,
-		Emulate:        demo,
-		Headroom:       cfg.Headroom,
-		Preemption:     cfg.Preemption,
-		PendingTimeout: cfg.PendingTimeout,
-		APIRateLimit:   cfg.APIRateLimit,
-		Logger:         log,
+		EtcdEndpoints:   cfg.EtcdEndpoints,
+		EtcdMaxTxnOps:   cfg.EtcdMaxTxnOps,
+		ElectionID:      cfg.ElectionID,
+		Emulate:         demo,
+		Headroom:        cfg.Headroom,
+		Preemption:      cfg.Preemption,
+		PendingTimeout:  cfg.PendingTimeout,
+		APIRateLimit:    cfg.APIRateLimit,
+		ObserveInterval: cfg.ObserveEvery,
+		Logger:          log,
 	}
 	if cfg.DataDir != "" {
 		opts.OperatorTokenFile = filepath.Join(cfg.DataDir, "operator.token")

@@ -30,7 +30,10 @@ func BenchmarkAdmission(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := fabrictest.NewWith(b, topo, func(o *stack.Options) { o.APIRateLimit = -1 })
+	h := fabrictest.NewWith(b, topo, func(o *stack.Options) {
+		// The harness samples fast for tests; measure at the defaults.
+		o.APIRateLimit, o.TelemetryInterval, o.CounterInterval, o.ObserveInterval = -1, 0, 0, 0
+	})
 	h.Eventually(b, 30*time.Second, "fabric programmed", func() bool { return h.Converged() == nil })
 	const clients = 64
 	tokens := make([]string, clients)

@@ -73,6 +73,7 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Op
 		EtcdDir:           t.TempDir(),
 		CounterInterval:   100 * time.Millisecond,
 		TelemetryInterval: 100 * time.Millisecond,
+		ObserveInterval:   250 * time.Millisecond,
 		Logger:            logger,
 	}
 	if tune != nil {

@@ -58,7 +58,9 @@ type Options struct {
 	// the first start (mode 0600); empty: not written, only returned.
 	OperatorTokenFile string
 	// ObserveInterval is how often installed intents' pin counters are
-	// read for their observed rate; default 1s.
+	// read for their observed rate; default 5s (a read per source leaf of
+	// every installed intent's counters: at tens of thousands of intents,
+	// reading each second would cost more than admitting them).
 	ObserveInterval time.Duration
 	// APIRateLimit is requests per second per token (burst twice that);
 	// 0 means the default, negative means unlimited.
@@ -110,7 +112,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.ObserveInterval <= 0 {
-		opts.ObserveInterval = time.Second
+		opts.ObserveInterval = 5 * time.Second
 	}
 	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry(), stopAPI: make(chan struct{}), observeInterval: opts.ObserveInterval}
 	defer func() {

@@ -292,8 +292,12 @@ func (c *Controller) PortLoad(e models.Endpoint) (PortLoad, bool) { return c.tel
 
 // LinkLoad is a link's measured load in both directions.
 type LinkLoad struct {
-	ABbps       float64 `json:"a_to_b_bps"`
-	BAbps       float64 `json:"b_to_a_bps"`
+	ABbps float64 `json:"a_to_b_bps"`
+	BAbps float64 `json:"b_to_a_bps"`
+	// Drops are what each end's egress discards (gNMI out-discards), in
+	// bit/s of the dropped packets.
+	ABDropBps   float64 `json:"a_to_b_drop_bps"`
+	BADropBps   float64 `json:"b_to_a_drop_bps"`
 	Utilization float64 `json:"utilization"` // busier direction over capacity
 	Up          bool    `json:"up"`
 	Measured    bool    `json:"measured"` // both ends reported
@@ -304,7 +308,7 @@ type LinkLoad struct {
 func (c *Controller) LinkLoad(l models.Link) LinkLoad {
 	a, okA := c.tele.Port(l.A)
 	b, okB := c.tele.Port(l.B)
-	ll := LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
+	ll := LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, ABDropBps: a.DropBps, BADropBps: b.DropBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
 	if okA && !a.OperUp || okB && !b.OperUp {
 		ll.Up = false
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/models"
 )
 
 // chromium finds the browser .ci/run installs.
@@ -137,6 +138,55 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if err := os.WriteFile(filepath.Join(artifactDir(t), "dashboard.png"), png, 0o644); err != nil {
 		t.Fatal(err)
+	}
+
+	// A tenant signs in: it sees its own intent (not another tenant's),
+	// and selecting it highlights exactly its paths.
+	tok := tenant(t, h, "vision", 0, 0)
+	other := tenant(t, h, "speech", 0, 0)
+	var mine, theirs models.Intent
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("resnet", "h1-1", "h3-2", 60, 49152, 2), &mine)
+	h.Do(t, "POST", "/api/v1/intents", other, spec("whisper", "h2-1", "h4-1", 10, 49152, 1), &theirs)
+	if mine.ID == "" || theirs.ID == "" {
+		t.Fatal("intents not created")
+	}
+	if _, err := chromedp.Run(ctx, chromedp.SendKeys(chromedp.CSS("#token"), tok)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("#login button"))); err != nil {
+		t.Fatal(err)
+	}
+	poll("the tenant's intent listed", fmt.Sprintf(`window.accelnet.intents.some((i) => i.id === %q && i.state === 'Installed')`, mine.ID), 15*time.Second)
+	if ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.accelnet.intents.map((i) => i.tenant)`)); err != nil || slices.Contains(ids, "speech") {
+		t.Errorf("the tenant's dashboard lists %v (%v)", ids, err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#intent-list button[data-id=%q]`, mine.ID)))); err != nil {
+		t.Fatal(err)
+	}
+	wantLit := []string{"host:h1-1"}
+	for _, f := range mine.Status.Flows {
+		for _, e := range f.Path {
+			id := "host:h3-2"
+			if l, ok := snap.LinkAt(e); ok {
+				id = string(l.ID())
+			}
+			if !slices.Contains(wantLit, id) {
+				wantLit = append(wantLit, id)
+			}
+		}
+	}
+	slices.Sort(wantLit)
+	poll("the intent's paths highlighted", `window.accelnet.highlighted.length > 0`, 5*time.Second)
+	lit, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.accelnet.highlighted`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(lit)
+	if !slices.Equal(lit, wantLit) {
+		t.Errorf("highlighted %v, want the intent's links %v", lit, wantLit)
+	}
+	if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+		os.WriteFile(filepath.Join(artifactDir(t), "dashboard-intent.png"), png, 0o644)
 	}
 
 	// A link goes down in the fabric; the page shows it within seconds.

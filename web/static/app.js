@@ -18,6 +18,11 @@ const state = {
   history: new Map(),   // "link:<id>" | "switch:<name>" -> [{t, v}]
   selected: null,       // {kind: 'link'|'switch', id}
   hover: null,
+  token: sessionStorage.getItem('accelnet-token') || '',
+  intents: new Map(),   // id -> intent, as the API returns it
+  intent: null,         // the selected intent's id
+  highlighted: [],      // link ids and "host:<name>" of the selected intent's paths
+  events: null,         // AbortController of the intent event stream
 };
 
 // Test and debugging hooks.
@@ -32,6 +37,9 @@ window.accelnet = {
   select(kind, id) { select({ kind, id }); },
   maxUtilization() { return state.topo ? Math.max(0, ...state.topo.links.map((l) => l.load.utilization)) : 0; },
   get selected() { return state.selected; },
+  get intents() { return [...state.intents.values()].map((i) => ({ id: i.id, tenant: i.tenant, name: i.spec.name, state: i.status.state })); },
+  selectIntent(id) { selectIntent(id); },
+  get highlighted() { return state.highlighted.slice(); },
 };
 
 // Utilization colour: green (idle) through yellow to red (full and beyond).
@@ -161,6 +169,7 @@ function draw() {
     ctx.beginPath(); ctx.moveTo(a.x, a.y); ctx.lineTo(b.x, b.y); ctx.stroke();
   }
   ctx.setLineDash([]);
+  drawHighlight();
   const small = topo.switches.length > 60;
   for (const sw of topo.switches) {
     const p = state.pos.get(sw.name);
@@ -179,6 +188,50 @@ function draw() {
     drawn.push(sw.name);
   }
   window.accelnet.drawn = drawn;
+}
+
+// The selected intent's paths, drawn over the links: every link a flow
+// leaves a switch by, and the last hop down to the destination host.
+function drawHighlight() {
+  const hl = [];
+  const inn = state.intent && state.intents.get(state.intent);
+  if (inn && state.topo) {
+    const byEnd = new Map();
+    for (const l of state.topo.links) {
+      byEnd.set(`${l.a.switch}:${l.a.port}`, l);
+      byEnd.set(`${l.b.switch}:${l.b.port}`, l);
+    }
+    const hostAt = new Map(state.topo.hosts.map((h) => [`${h.attach.switch}:${h.attach.port}`, h]));
+    ctx.strokeStyle = '#4ea1ff';
+    ctx.lineWidth = 5;
+    ctx.globalAlpha = 0.85;
+    for (const f of inn.status.flows || []) {
+      const src = state.hostPos.get(f.src);
+      if (src && f.path && f.path.length) {
+        const leaf = state.pos.get(f.path[0].switch);
+        if (leaf) {
+          ctx.beginPath(); ctx.moveTo(src.x, src.y); ctx.lineTo(leaf.x, leaf.y); ctx.stroke();
+          if (!hl.includes('host:' + f.src)) hl.push('host:' + f.src);
+        }
+      }
+      for (const e of f.path || []) {
+        const key = `${e.switch}:${e.port}`;
+        const l = byEnd.get(key);
+        let a, b, id;
+        if (l) {
+          a = state.pos.get(l.a.switch); b = state.pos.get(l.b.switch); id = l.id;
+        } else if (hostAt.has(key)) {
+          const h = hostAt.get(key);
+          a = state.pos.get(e.switch); b = state.hostPos.get(h.name) || state.hostPos.get('leaf:' + e.switch); id = 'host:' + h.name;
+        }
+        if (!a || !b) continue;
+        ctx.beginPath(); ctx.moveTo(a.x, a.y); ctx.lineTo(b.x, b.y); ctx.stroke();
+        if (!hl.includes(id)) hl.push(id);
+      }
+    }
+    ctx.globalAlpha = 1;
+  }
+  state.highlighted = hl;
 }
 
 function distToSegment(px, py, a, b) {
@@ -208,7 +261,8 @@ function hit(px, py) {
 function linkText(l) {
   return `${l.id}\n${l.gbps} Gb/s  ${l.load.up ? 'up' : 'DOWN'}\n` +
     `${l.a.switch}→${l.b.switch}: ${fmtBps(l.load.a_to_b_bps)}\n${l.b.switch}→${l.a.switch}: ${fmtBps(l.load.b_to_a_bps)}\n` +
-    `utilization ${(100 * l.load.utilization).toFixed(1)}%${l.load.stale ? ' (stale)' : ''}`;
+    `utilization ${(100 * l.load.utilization).toFixed(1)}%${l.load.stale ? ' (stale)' : ''}` +
+    (l.load.a_to_b_drop_bps || l.load.b_to_a_drop_bps ? `\ndrops ${fmtBps(l.load.a_to_b_drop_bps)} / ${fmtBps(l.load.b_to_a_drop_bps)}` : '');
 }
 
 canvas.addEventListener('mousemove', (e) => {
@@ -245,7 +299,7 @@ async function select(sel) {
   draw();
   if (sel.kind === 'switch') {
     try {
-      const res = await fetch(`/api/v1/switches/${encodeURIComponent(sel.id)}/entries`);
+      const res = await authFetch(`/api/v1/switches/${encodeURIComponent(sel.id)}/entries`);
       const body = await res.json();
       if (state.selected === sel) {
         const el = document.getElementById('entry-counts');
@@ -267,7 +321,8 @@ function renderDetails() {
     details.innerHTML = `<dl><dt>link</dt><dd>${l.id}</dd><dt>capacity</dt><dd>${l.gbps} Gb/s</dd>` +
       `<dt>state</dt><dd class="${l.load.up ? '' : 'down'}">${l.load.up ? 'up' : 'down'}</dd>` +
       `<dt>${l.a.switch}→</dt><dd>${fmtBps(l.load.a_to_b_bps)}</dd><dt>${l.b.switch}→</dt><dd>${fmtBps(l.load.b_to_a_bps)}</dd>` +
-      `<dt>utilization</dt><dd>${(100 * l.load.utilization).toFixed(1)}%</dd></dl>`;
+      `<dt>utilization</dt><dd>${(100 * l.load.utilization).toFixed(1)}%</dd>` +
+      `<dt>drops</dt><dd>${fmtBps(l.load.a_to_b_drop_bps)} / ${fmtBps(l.load.b_to_a_drop_bps)}</dd></dl>`;
   } else {
     const sw = state.topo.switches.find((x) => x.name === sel.id);
     if (!sw) return;
@@ -366,7 +421,156 @@ function connect() {
   es.addEventListener('error', () => setStatus('lost', 'connection to the controller lost — retrying'));
 }
 
+// --- intents: sign in with a token, list them, follow their events ---
+
+function authFetch(url, opts = {}) {
+  const headers = Object.assign({}, opts.headers || {});
+  if (state.token) headers.Authorization = 'Bearer ' + state.token;
+  return fetch(url, Object.assign({}, opts, { headers }));
+}
+
+function escapeHTML(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
+}
+
+function renderIntents() {
+  const el = document.getElementById('intents');
+  if (!state.token) {
+    el.innerHTML = '<p class="hint">Sign in with a token to see intents (a tenant sees its own).</p>';
+    return;
+  }
+  const items = [...state.intents.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
+  if (!items.length) {
+    el.innerHTML = '<p class="hint">No intents.</p>';
+    return;
+  }
+  el.innerHTML = '<ul id="intent-list"></ul>';
+  const list = el.firstChild;
+  for (const i of items) {
+    const li = document.createElement('li');
+    const b = document.createElement('button');
+    b.dataset.id = i.id;
+    b.setAttribute('aria-pressed', String(state.intent === i.id));
+    const gbps = i.spec.collective ? i.spec.collective.gbps_per_gpu * i.spec.collective.endpoints.length : i.spec.gbps;
+    b.innerHTML = `<span class="state state-${escapeHTML(i.status.state)}">${escapeHTML(i.status.state)}</span> ` +
+      `${escapeHTML(i.spec.name)} · ${gbps} Gb/s · ${escapeHTML(i.tenant)}` +
+      `<span class="reason">${escapeHTML(i.status.reason)}</span>`;
+    b.addEventListener('click', () => selectIntent(state.intent === i.id ? null : i.id));
+    li.appendChild(b);
+    list.appendChild(li);
+  }
+}
+
+function selectIntent(id) {
+  state.intent = id;
+  renderIntents();
+  draw();
+}
+
+async function loadIntents() {
+  const all = new Map();
+  let page = '';
+  for (;;) {
+    const res = await authFetch('/api/v1/intents?limit=1000' + (page ? '&page_token=' + encodeURIComponent(page) : ''));
+    if (!res.ok) throw new Error('intents: HTTP ' + res.status);
+    const body = await res.json();
+    for (const i of body.items) all.set(i.id, i);
+    if (!body.next_page_token) break;
+    page = body.next_page_token;
+  }
+  state.intents = all;
+  renderIntents();
+  draw();
+}
+
+function onEvent(name, data) {
+  const ev = JSON.parse(data);
+  if (ev.type === 'intent' && ev.intent) state.intents.set(ev.intent.id, ev.intent);
+  else if (ev.type === 'intent-removed') state.intents.delete(ev.id);
+  else if (ev.type === 'resync') { loadIntents().catch(() => {}); return; }
+  else return;
+  renderIntents();
+  draw();
+}
+
+// followEvents reads /api/v1/events with the token (EventSource cannot
+// send an Authorization header), reconnecting until signed out.
+async function followEvents(abort) {
+  while (!abort.signal.aborted) {
+    try {
+      const res = await authFetch('/api/v1/events', { signal: abort.signal });
+      if (res.status === 401) { signOut('that token was not accepted'); return; }
+      if (!res.ok) throw new Error('events: HTTP ' + res.status);
+      await loadIntents(); // after subscribing, so nothing falls between
+      const reader = res.body.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          let name = 'message', data = '';
+          for (const line of block.split('\n')) {
+            if (line.startsWith('event: ')) name = line.slice(7);
+            else if (line.startsWith('data: ')) data += line.slice(6);
+          }
+          if (data) onEvent(name, data);
+        }
+      }
+    } catch (err) {
+      if (abort.signal.aborted) return;
+    }
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
+async function signIn(token) {
+  state.token = token;
+  const res = await authFetch('/api/v1/whoami');
+  if (!res.ok) { signOut('that token was not accepted'); return; }
+  const who = await res.json();
+  sessionStorage.setItem('accelnet-token', token);
+  document.getElementById('login').hidden = true;
+  const whoEl = document.getElementById('who');
+  whoEl.textContent = who.role === 'operator' ? 'operator' : 'tenant ' + who.tenant;
+  whoEl.hidden = false;
+  document.getElementById('logout').hidden = false;
+  if (state.events) state.events.abort();
+  state.events = new AbortController();
+  followEvents(state.events);
+  if (state.selected) select(state.selected); // entry counts need the token
+}
+
+function signOut(why) {
+  if (state.events) state.events.abort();
+  state.events = null;
+  state.token = '';
+  state.intents = new Map();
+  state.intent = null;
+  sessionStorage.removeItem('accelnet-token');
+  document.getElementById('login').hidden = false;
+  document.getElementById('who').hidden = true;
+  document.getElementById('logout').hidden = true;
+  const input = document.getElementById('token');
+  input.value = '';
+  input.placeholder = why || 'API token';
+  renderIntents();
+  draw();
+}
+
+document.getElementById('login').addEventListener('submit', (e) => {
+  e.preventDefault();
+  const t = document.getElementById('token').value.trim();
+  if (t) signIn(t);
+});
+document.getElementById('logout').addEventListener('click', () => signOut());
+
 window.addEventListener('resize', resize);
 drawLegend();
 resize();
 connect();
+if (state.token) signIn(state.token);

@@ -606,3 +606,89 @@ func TestEtcdDown(t *testing.T) {
 		t.Errorf("%d intents after etcd returned, want 2 (before and after; the refused one stored nothing)", len(list.Items))
 	}
 }
+
+// TestIntentConstraints: avoid a switch, stay disjoint from another
+// intent, bound the hops; an all-to-all collective is placed whole.
+func TestIntentConstraints(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	snap, _ := h.Controller.Snapshot()
+	linksOf := func(in models.Intent) map[models.LinkID]bool {
+		out := map[models.LinkID]bool{}
+		for _, f := range in.Status.Flows {
+			for _, e := range f.Path {
+				if l, ok := snap.LinkAt(e); ok {
+					out[l.ID()] = true
+				}
+			}
+		}
+		return out
+	}
+	avoid := spec("avoid", "h1-1", "h2-1", 10, 49152, 2)
+	avoid.Constraints.AvoidSwitches = []models.SwitchID{"spine1"}
+	var a models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, avoid, &a); r.StatusCode != http.StatusCreated {
+		t.Fatalf("avoid spine1: HTTP %d", r.StatusCode)
+	}
+	for _, f := range a.Status.Flows {
+		if f.Path[1].Switch == "spine1" {
+			t.Errorf("flow crosses the avoided spine1: %v", f.Path)
+		}
+	}
+	disjoint := spec("disjoint", "h1-2", "h2-2", 10, 49152, 1)
+	disjoint.Constraints.DisjointFrom = a.ID
+	var d models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, disjoint, &d); r.StatusCode != http.StatusCreated {
+		t.Fatalf("disjoint: HTTP %d", r.StatusCode)
+	}
+	for l := range linksOf(d) {
+		if linksOf(a)[l] {
+			t.Errorf("disjoint intent shares %s with %s", l, a.ID)
+		}
+	}
+	short := spec("short", "h1-1", "h2-2", 1, 50000, 1)
+	short.Constraints.MaxHops = 2
+	var p northbound.Problem
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, short, &p); r.StatusCode != http.StatusConflict || !strings.Contains(p.Detail, "constraints") {
+		t.Errorf("2 switches across leaves: HTTP %d %+v", r.StatusCode, p)
+	}
+	a2a := models.IntentSpec{Name: "a2a", SrcPorts: models.PortRange{First: 51000, Last: 51000},
+		Collective: &models.Collective{Pattern: models.PatternAllToAll, Endpoints: []string{"h1-1", "h1-2", "h2-1", "h2-2"}, GbpsPerGPU: 30}}
+	var c models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, a2a, &c); r.StatusCode != http.StatusCreated || len(c.Status.Flows) != 12 {
+		t.Fatalf("all-to-all of 4: HTTP %d, %d flows", r.StatusCode, len(c.Status.Flows))
+	}
+	for _, f := range c.Status.Flows {
+		if f.Gbps != 10 {
+			t.Errorf("all-to-all flow %s→%s: %v Gb/s, want 30/3", f.Src, f.Dst, f.Gbps)
+		}
+	}
+}
+
+// TestPendingTimesOut: an intent preempted with nowhere to go waits in
+// Pending, then fails with the reason when the timeout passes.
+func TestPendingTimesOut(t *testing.T) {
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Options) {
+		o.Preemption, o.PendingTimeout = true, 500*time.Millisecond
+	})
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	var low, high models.Intent
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("low", "h1-1", "h2-1", 80, 49152, 1), &low)
+	high7 := spec("high", "h1-1", "h2-1", 80, 49153, 1)
+	high7.Priority = 7
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, high7, &high); r.StatusCode != http.StatusCreated {
+		t.Fatalf("high priority: HTTP %d", r.StatusCode)
+	}
+	h.Eventually(t, 10*time.Second, "the preempted intent failed", func() bool {
+		return intentState(t, h, tok, low.ID).Status.State == models.StateFailed
+	})
+	got := intentState(t, h, tok, low.ID)
+	if !strings.Contains(got.Status.Reason, "pending for over") || !strings.Contains(got.Status.Reason, "preempted by") {
+		t.Errorf("reason %q", got.Status.Reason)
+	}
+	if gbps, n := h.Intents.Usage("ml"); gbps != 80 || n != 1 {
+		t.Errorf("after the failure %v Gb/s in %d intents, want only the high one", gbps, n)
+	}
+}

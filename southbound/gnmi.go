@@ -7,7 +7,9 @@ import (
 
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/accelnet/accelnet/models"
 )
@@ -41,10 +43,13 @@ var counterPaths = [][]string{
 	{"oper-status"},
 }
 
-// SubscribeCounters streams a switch's interface counters and oper-status
-// (gNMI Subscribe, STREAM mode, SAMPLE at interval) and calls fn for each
-// interface update until ctx ends or the stream breaks. synced is called
-// once the target sends sync_response.
+// SubscribeCounters streams a switch's interface counters (SAMPLE at
+// interval) and oper-status (ON_CHANGE, so a failed link is reported at
+// once rather than at the next sample) and calls fn for each interface
+// update until ctx ends or the stream breaks. A target that refuses
+// ON_CHANGE (Unimplemented or InvalidArgument before its first answer) is
+// subscribed again with SAMPLE for everything. synced is called once the
+// target sends sync_response.
 func SubscribeCounters(ctx context.Context, sw models.Switch, interval time.Duration, fn func(CounterSample), synced func()) error {
 	if sw.GNMIAddr == "" {
 		return fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, sw.Name)
@@ -54,6 +59,16 @@ func SubscribeCounters(ctx context.Context, sw models.Switch, interval time.Dura
 		return fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, sw.Name, err)
 	}
 	defer cc.Close()
+	answered, err := subscribe(ctx, cc, sw, interval, gnmipb.SubscriptionMode_ON_CHANGE, fn, synced)
+	if code := status.Code(err); !answered && (code == codes.Unimplemented || code == codes.InvalidArgument) && ctx.Err() == nil {
+		_, err = subscribe(ctx, cc, sw, interval, gnmipb.SubscriptionMode_SAMPLE, fn, synced)
+	}
+	return err
+}
+
+// subscribe runs one Subscribe stream with operMode for oper-status;
+// answered says whether the target sent anything before the stream ended.
+func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, interval time.Duration, operMode gnmipb.SubscriptionMode, fn func(CounterSample), synced func()) (answered bool, _ error) {
 	sub := &gnmipb.SubscriptionList{
 		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 		Mode:     gnmipb.SubscriptionList_STREAM,
@@ -68,25 +83,28 @@ func SubscribeCounters(ctx context.Context, sw models.Switch, interval time.Dura
 		for _, l := range leaf {
 			p.Elem = append(p.Elem, &gnmipb.PathElem{Name: l})
 		}
-		sub.Subscription = append(sub.Subscription, &gnmipb.Subscription{
-			Path: p, Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: uint64(interval.Nanoseconds()),
-		})
+		s := &gnmipb.Subscription{Path: p, Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: uint64(interval.Nanoseconds())}
+		if leaf[len(leaf)-1] == "oper-status" && operMode == gnmipb.SubscriptionMode_ON_CHANGE {
+			s.Mode, s.SampleInterval = operMode, 0
+		}
+		sub.Subscription = append(sub.Subscription, s)
 	}
 	stream, err := gnmipb.NewGNMIClient(cc).Subscribe(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: gnmi subscribe %s: %v", ErrUnavailable, sw.Name, err)
+		return false, fmt.Errorf("%w: gnmi subscribe %s: %w", ErrUnavailable, sw.Name, err)
 	}
 	if err := stream.Send(&gnmipb.SubscribeRequest{Request: &gnmipb.SubscribeRequest_Subscribe{Subscribe: sub}}); err != nil {
-		return fmt.Errorf("%w: gnmi subscribe %s: %v", ErrUnavailable, sw.Name, err)
+		return false, fmt.Errorf("%w: gnmi subscribe %s: %w", ErrUnavailable, sw.Name, err)
 	}
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return answered, ctx.Err()
 			}
-			return fmt.Errorf("%w: gnmi stream %s: %v", ErrUnavailable, sw.Name, err)
+			return answered, fmt.Errorf("%w: gnmi stream %s: %w", ErrUnavailable, sw.Name, err)
 		}
+		answered = true
 		if resp.GetSyncResponse() {
 			if synced != nil {
 				synced()

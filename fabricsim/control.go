@@ -107,15 +107,42 @@ func (f *Fabric) SetLinkUp(id models.LinkID, up bool) error {
 	if _, err := f.snap.Link(id); err != nil {
 		return fmt.Errorf("link %s: %w", id, ErrUnknown)
 	}
+	l, _ := f.snap.Link(id)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if up {
 		delete(f.linkFault, id)
 	} else {
 		f.linkFault[id] = true
 	}
 	f.markDirty("", true, false)
+	f.mu.Unlock()
+	f.publishOperStatus(l.A, l.B)
 	return nil
+}
+
+// publishOperStatus sends the oper-status of ports at once, as a switch
+// reports a link change when it happens rather than at its next counter
+// sample (gNMI ON_CHANGE subscribers see it immediately).
+func (f *Fabric) publishOperStatus(ends ...models.Endpoint) {
+	type pub struct {
+		sw   *Switch
+		port uint32
+		up   bool
+	}
+	var pubs []pub
+	f.mu.Lock()
+	for _, e := range ends {
+		if sw := f.switches[e.Switch]; sw != nil && !sw.down.Load() {
+			pubs = append(pubs, pub{sw, e.Port, f.operUpLocked(e)})
+		}
+	}
+	f.mu.Unlock()
+	ts := time.Now().UnixNano()
+	for _, p := range pubs {
+		if err := p.sw.gnmi.publishOper(ts, p.port, p.up); err != nil {
+			f.log.Warn("publish oper-status", "switch", p.sw.name, "err", err)
+		}
+	}
 }
 
 // resolveHost accepts a host name or IP.

@@ -57,6 +57,7 @@ type Switch struct {
 	down         atomic.Bool
 	writeRPCs    atomic.Int64
 	writeUpdates atomic.Int64
+	lastWrite    atomic.Int64 // unix nanoseconds of the last Write that changed a table
 	packetOuts   atomic.Int64
 	faults       faults
 }
@@ -274,6 +275,15 @@ func (sw *Switch) Entries(table string) int {
 // updates they applied since the switch started.
 func (sw *Switch) WriteStats() (rpcs, updates int64) {
 	return sw.writeRPCs.Load(), sw.writeUpdates.Load()
+}
+
+// LastWrite is when a Write last changed this switch's tables (zero if
+// never): reaction-time benchmarks measure against it.
+func (sw *Switch) LastWrite() time.Time {
+	if n := sw.lastWrite.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // SetWriteDelay makes every Write wait d before it is processed.

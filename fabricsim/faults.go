@@ -127,6 +127,16 @@ func (f *Fabric) setSwitchDown(sw *Switch) {
 	sw.down.Store(true)
 	sw.dropStreams()
 	f.markDirty(sw.name, true, false)
+	f.publishOperStatus(f.peerPorts(sw.name)...)
+}
+
+// peerPorts are the ports at the far end of a switch's links.
+func (f *Fabric) peerPorts(name models.SwitchID) []models.Endpoint {
+	var out []models.Endpoint
+	for _, a := range f.snap.Neighbors(name) {
+		out = append(out, models.Endpoint{Switch: a.Peer, Port: a.PeerPort})
+	}
+	return out
 }
 
 // setSwitchUp boots a switch: like a real reboot it comes back with no
@@ -143,6 +153,7 @@ func (f *Fabric) setSwitchUp(sw *Switch) {
 	f.mu.Unlock()
 	sw.down.Store(false)
 	f.markDirty(sw.name, true, false)
+	f.publishOperStatus(f.peerPorts(sw.name)...)
 }
 
 // Faults reports the current fault state and recent injections.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,6 +125,31 @@ func upDown(up bool) string {
 
 // publish refreshes one port's leaves in the cache; only changed values are
 // written, so each cache update is a change.
+// publishOper publishes one port's oper-status alone, if it changed.
+func (g *gnmiServer) publishOper(ts int64, port uint32, operUp bool) error {
+	name := models.InterfaceName(port)
+	path := []string{"state", "oper-status"}
+	val := strVal(upDown(operUp))
+	key := name + "/" + strings.Join(path, "/")
+	g.mu.Lock()
+	prev := g.published[key]
+	if prev == val.String() {
+		g.mu.Unlock()
+		return nil
+	}
+	g.published[key] = val.String()
+	g.mu.Unlock()
+	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)},
+		Update: []*gnmipb.Update{{Path: interfacePath(name, path...), Val: val}}}
+	if err := g.cache.GnmiUpdate(n); err != nil {
+		g.mu.Lock()
+		g.published[key] = prev
+		g.mu.Unlock()
+		return fmt.Errorf("gnmi cache update for %s %s: %w", g.sw.name, name, err)
+	}
+	return nil
+}
+
 func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool) error {
 	cfg := g.ifConfig(port)
 	name := models.InterfaceName(port)
@@ -149,6 +175,7 @@ func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool)
 		{[]string{"config", "description"}, strVal(cfg.Description)},
 	}
 	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)}}
+	prev := map[string]string{}
 	g.mu.Lock()
 	for _, l := range leaves {
 		key := name + "/" + strings.Join(l.path, "/")
@@ -156,6 +183,7 @@ func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool)
 		if g.published[key] == v {
 			continue
 		}
+		prev[key] = g.published[key]
 		g.published[key] = v
 		n.Update = append(n.Update, &gnmipb.Update{Path: interfacePath(name, l.path...), Val: l.val})
 	}
@@ -164,6 +192,11 @@ func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool)
 		return nil
 	}
 	if err := g.cache.GnmiUpdate(n); err != nil {
+		// Not published (an oper-status change overtook this sample):
+		// forget it, so the next sample sends these values again.
+		g.mu.Lock()
+		maps.Copy(g.published, prev)
+		g.mu.Unlock()
 		return fmt.Errorf("gnmi cache update for %s %s: %w", g.sw.name, name, err)
 	}
 	return nil

@@ -354,6 +354,7 @@ func (s *p4rtServer) Write(ctx context.Context, req *p4v1.WriteRequest) (*p4v1.W
 		sw.writeUpdates.Add(1)
 	}
 	if len(req.GetUpdates()) > failed {
+		sw.lastWrite.Store(time.Now().UnixNano())
 		sw.tablesChanged()
 	}
 	if failed == 0 {

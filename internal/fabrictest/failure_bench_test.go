@@ -1,0 +1,98 @@
+package fabrictest_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// BenchmarkFailureReaction measures, on a k=16 fat-tree (320 switches,
+// 1,024 hosts) carrying a multi-tenant workload, the time from a link
+// failing in fabricsim to the last switch whose tables change being
+// written: gNMI reports the oper-status change, the controller recomputes
+// the routes around the link and reprograms the switches that need it.
+// Each iteration fails a different inter-switch link, waits for the
+// fabric to settle, and restores it. It reports p50 and p99 (the largest,
+// with 20 iterations) in milliseconds.
+//
+//	go test ./internal/fabrictest -run '^$' -bench FailureReaction -benchtime 20x -timeout 30m
+func BenchmarkFailureReaction(b *testing.B) {
+	topo, err := topology.FatTree(16, 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := fabrictest.NewWith(b, topo, func(o *stack.Options) {
+		o.TelemetryInterval, o.CounterInterval, o.ObserveInterval = 0, 0, 0 // the defaults
+	})
+	h.Eventually(b, 120*time.Second, "k=16 fabric programmed", func() bool { return h.Converged() == nil })
+	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternMultiTenant, Gbps: 100, Tenants: 64, Seed: 1}); err != nil {
+		b.Fatal(err)
+	}
+	snap, _ := h.Controller.Snapshot()
+	var links []models.Link
+	for _, l := range snap.Links() {
+		if _, isHost := snap.HostAt(l.A); !isHost {
+			links = append(links, l)
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rng.Shuffle(len(links), func(i, j int) { links[i], links[j] = links[j], links[i] })
+	switches := snap.Switches()
+	lastWrite := func() time.Time {
+		var t time.Time
+		for _, sw := range switches {
+			if w := h.Switch(string(sw.Name)).LastWrite(); w.After(t) {
+				t = w
+			}
+		}
+		return t
+	}
+	// settled waits until the controller routes around (or over) link id
+	// and has reconciled every switch since, all in sync.
+	settled := func(id models.LinkID, down bool, since time.Time) {
+		h.Eventually(b, 60*time.Second, fmt.Sprintf("controller to see %s down=%v", id, down), func() bool { return h.Controller.DownLinks()[id] == down })
+		h.Eventually(b, 60*time.Second, "every switch reconciled since", func() bool {
+			st := h.Controller.Status()
+			for _, sw := range switches {
+				if s, ok := st[sw.Name]; !ok || !s.InSync || !s.LastReconcile.After(since) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	var took []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		l := links[i%len(links)]
+		t0 := time.Now()
+		if err := h.Fabric.SetLinkUp(l.ID(), false); err != nil {
+			b.Fatal(err)
+		}
+		settled(l.ID(), true, t0)
+		if w := lastWrite(); w.After(t0) {
+			took = append(took, w.Sub(t0))
+		}
+		t1 := time.Now()
+		if err := h.Fabric.SetLinkUp(l.ID(), true); err != nil {
+			b.Fatal(err)
+		}
+		settled(l.ID(), false, t1)
+	}
+	b.StopTimer()
+	if len(took) == 0 {
+		b.Fatal("no failure caused a write")
+	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50_ms")
+	b.ReportMetric(float64(took[(len(took)*99)/100].Microseconds())/1000, "p99_ms")
+	b.ReportMetric(float64(len(took)), "failures")
+}

@@ -162,6 +162,7 @@ type Controller struct {
 	// table again. Disconnects, errors and the periodic resync drop it,
 	// so the next reconcile reads the switch in full (anti-entropy).
 	known    map[models.SwitchID]knownState
+	drains   map[string]models.Drain // operators' drains, by ID
 	topoErr  error
 	watching bool
 }
@@ -346,6 +347,9 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 // reported oper-status.
 func (c *Controller) downLinksLocked(snap *topology.Snapshot) map[models.LinkID]bool {
 	down := map[models.LinkID]bool{}
+	for id := range drainedLinks(snap, c.drains) { // routed around like failed ones
+		down[id] = true
+	}
 	for e, isDown := range c.operDown {
 		if !isDown {
 			continue
@@ -393,6 +397,30 @@ func (c *Controller) observeOperStatus(s southbound.CounterSample) {
 	}
 	c.log.Info("link state changed; rerouting", "port", e.String(), "up", s.OperUp, "links_down", len(down))
 	c.m.linksDown.Set(float64(len(down)))
+	c.enqueueAll()
+}
+
+// SetDrains sets the operators' drains: routes and intents move off the
+// drained switches and links as off failed ones.
+func (c *Controller) SetDrains(drains map[string]models.Drain) {
+	c.mu.Lock()
+	c.drains = maps.Clone(drains)
+	st := c.state
+	if st == nil {
+		c.mu.Unlock()
+		return
+	}
+	down := c.downLinksLocked(st.snap)
+	if maps.Equal(down, st.down) {
+		c.mu.Unlock()
+		return
+	}
+	c.state = &fabricState{rev: st.rev, snap: st.snap, down: down}
+	c.mu.Unlock()
+	if c.cfg.Overlay != nil {
+		c.cfg.Overlay.SetFabric(st.snap, down)
+	}
+	c.log.Info("drains changed; rerouting", "drains", len(drains), "links_avoided", len(down))
 	c.enqueueAll()
 }
 

@@ -180,7 +180,9 @@ func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool)
 	for _, l := range leaves {
 		key := name + "/" + strings.Join(l.path, "/")
 		v := l.val.String()
-		if g.published[key] == v {
+		// Counters go out at every sample, changed or not: an idle port's
+		// fresh timestamp is what tells a collector its rate fell to zero.
+		if g.published[key] == v && l.path[1] != "counters" {
 			continue
 		}
 		prev[key] = g.published[key]

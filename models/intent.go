@@ -364,3 +364,39 @@ func (s IntentSpec) TotalGbps() float64 {
 	}
 	return s.Gbps
 }
+
+// Drain takes a switch or a link out of service for maintenance: traffic
+// and intents move off it; removing the drain lets them back.
+type Drain struct {
+	ID     string   `json:"id"`
+	Switch SwitchID `json:"switch,omitempty"`
+	Link   LinkID   `json:"link,omitempty"`
+	Reason string   `json:"reason,omitempty"`
+	// Force allows a drain that cuts hosts off the fabric (a leaf's
+	// hosts have no other way in).
+	Force   bool      `json:"force,omitempty"`
+	Created time.Time `json:"created,omitzero"`
+}
+
+// Validate checks that exactly one of switch and link is named.
+func (d Drain) Validate() error {
+	var v ValidationError
+	switch {
+	case d.Switch == "" && d.Link == "":
+		v.add("switch", "name a switch or a link to drain")
+	case d.Switch != "" && d.Link != "":
+		v.add("link", "name a switch or a link, not both")
+	case d.Switch != "":
+		if d.Switch.Validate() != nil {
+			v.add("switch", "not a switch name: %q", string(d.Switch))
+		}
+	default:
+		if _, _, err := d.Link.Ends(); err != nil {
+			v.add("link", "%v", err)
+		}
+	}
+	if len(d.Reason) > 256 {
+		v.add("reason", "at most 256 characters")
+	}
+	return v.err()
+}

@@ -41,6 +41,7 @@ type Options struct {
 	Auth    *controller.Auth
 	Intents *controller.Intents
 	Events  *controller.Events
+	Drains  *controller.Drains
 	// RateLimit is requests per second per token (burst twice that);
 	// default 2000, negative means unlimited.
 	RateLimit float64
@@ -145,6 +146,10 @@ func New(opts Options) http.Handler {
 	op.POST("/tokens", a.createToken)
 	op.GET("/tokens", a.listTokens)
 	op.DELETE("/tokens/:id", a.deleteToken)
+	op.POST("/drains", a.createDrain)
+	op.GET("/drains", a.listDrains)
+	op.GET("/drains/:id", a.getDrain)
+	op.DELETE("/drains/:id", a.deleteDrain)
 	dashboard := gin.WrapH(web.Handler())
 	for _, path := range []string{"/", "/index.html", "/app.js", "/style.css"} {
 		r.GET(path, dashboard)

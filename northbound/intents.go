@@ -519,3 +519,61 @@ func (a *api) whoami(c *gin.Context) {
 	t, _ := c.Get(tokenKey)
 	c.JSON(http.StatusOK, t)
 }
+
+func (a *api) createDrain(c *gin.Context) {
+	var d models.Drain
+	if _, ok := decodeStrict(c, &d); !ok {
+		return
+	}
+	d.ID, d.Created = "", time.Time{}
+	dry, err := boolQuery(c, "dryRun")
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if dry {
+		p, err := a.opts.Drains.Preview(d)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		if p.Degraded == nil {
+			p.Degraded = []string{}
+		}
+		c.JSON(http.StatusOK, p)
+		return
+	}
+	saved, err := a.opts.Drains.Create(c.Request.Context(), d)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	v, err := a.opts.Drains.Get(saved.ID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Header("Location", "/api/v1/drains/"+saved.ID)
+	c.JSON(http.StatusCreated, v)
+}
+
+func (a *api) listDrains(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"items": a.opts.Drains.List()})
+}
+
+func (a *api) getDrain(c *gin.Context) {
+	v, err := a.opts.Drains.Get(c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+func (a *api) deleteDrain(c *gin.Context) {
+	if err := a.opts.Drains.Delete(c.Request.Context(), c.Param("id")); err != nil {
+		fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}

@@ -116,6 +116,17 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	call("DELETE", "/api/v1/tenants/other", h.OperatorToken, nil)
 	call("DELETE", "/api/v1/tenants/other", h.OperatorToken, nil)
 	call("DELETE", "/api/v1/intents/"+in.ID, tok, nil)
+	call("POST", "/api/v1/drains?dryRun=true", h.OperatorToken, models.Drain{Switch: "spine1"})
+	call("POST", "/api/v1/drains", h.OperatorToken, models.Drain{Switch: "leaf1"})
+	call("POST", "/api/v1/drains", h.OperatorToken, `{"switch":"spine1","colour":"red"}`)
+	var dr struct {
+		ID string `json:"id"`
+	}
+	json.Unmarshal(call("POST", "/api/v1/drains", h.OperatorToken, models.Drain{Link: "leaf1:3<->spine1:1", Reason: "test"}), &dr)
+	call("GET", "/api/v1/drains", h.OperatorToken, nil)
+	call("GET", "/api/v1/drains/"+dr.ID, h.OperatorToken, nil)
+	call("DELETE", "/api/v1/drains/"+dr.ID, h.OperatorToken, nil)
+	call("GET", "/api/v1/drains/"+dr.ID, h.OperatorToken, nil)
 	if len(checked) < 25 {
 		t.Errorf("only %d distinct (method, path, status) checked: %v", len(checked), checked)
 	}

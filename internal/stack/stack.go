@@ -90,6 +90,7 @@ type Stack struct {
 	Auth       *controller.Auth
 	Intents    *controller.Intents
 	Events     *controller.Events
+	Drains     *controller.Drains
 	// OperatorToken is the operator secret issued on this first start
 	// ("" on later starts): show it once.
 	OperatorToken string
@@ -214,6 +215,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.Controller = ctrl
+	s.Drains = controller.NewDrains(s.Store, ctrl, s.Intents)
 	mounts := map[string]http.Handler{}
 	if s.Fabric != nil {
 		mounts["/sim/v1/"] = s.Fabric.Handler()
@@ -223,6 +225,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		Auth:      s.Auth,
 		Intents:   s.Intents,
 		Events:    s.Events,
+		Drains:    s.Drains,
 		RateLimit: opts.APIRateLimit,
 		Entries:   s.Driver,
 		Gatherer:  s.Registry,
@@ -253,6 +256,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	side.Go(func() { _ = s.Auth.Run(ctrlCtx) })
 	side.Go(func() { _ = s.Intents.Run(ctrlCtx) })
 	side.Go(func() { _ = s.Events.Run(ctrlCtx) })
+	side.Go(func() { _ = s.Drains.Run(ctrlCtx) })
 	side.Go(func() { s.Intents.Observe(ctrlCtx, s.Driver, s.observeInterval) })
 	err := s.Controller.Run(ctrlCtx)
 	stopCtrl()

@@ -1,0 +1,301 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// KeyDrains holds one models.Drain per key: drains/<id>.
+const KeyDrains = Prefix + "drains/"
+
+// drainedBelowBps is the traffic under which a drained link counts as
+// empty (telemetry never reads exactly zero while counters settle).
+const drainedBelowBps = 1e6
+
+// Drains keeps operators' drains in etcd and tells the controller which
+// links to keep traffic off.
+type Drains struct {
+	store   *Store
+	ctrl    *Controller
+	intents *Intents
+	mu      sync.RWMutex
+	all     map[string]models.Drain
+}
+
+// NewDrains returns the drain manager; Run follows etcd.
+func NewDrains(store *Store, ctrl *Controller, intents *Intents) *Drains {
+	return &Drains{store: store, ctrl: ctrl, intents: intents, all: map[string]models.Drain{}}
+}
+
+// Run follows the drains in etcd (so every replica applies them) until
+// ctx ends.
+func (d *Drains) Run(ctx context.Context) error {
+	return d.store.follow(ctx, KeyDrains, func(kvs []kv, reset bool) {
+		d.mu.Lock()
+		if reset {
+			d.all = map[string]models.Drain{}
+		}
+		for _, e := range kvs {
+			id := strings.TrimPrefix(e.key, KeyDrains)
+			var dr models.Drain
+			if e.deleted || json.Unmarshal(e.value, &dr) != nil {
+				delete(d.all, id)
+			} else {
+				d.all[id] = dr
+			}
+		}
+		d.mu.Unlock()
+		d.apply()
+	})
+}
+
+// apply hands the drains to the controller.
+func (d *Drains) apply() {
+	d.mu.RLock()
+	all := maps.Clone(d.all)
+	d.mu.RUnlock()
+	d.ctrl.SetDrains(all)
+}
+
+// drainedLinks are the links of drained switches and the drained links.
+func drainedLinks(snap *topology.Snapshot, drains map[string]models.Drain) map[models.LinkID]bool {
+	out := map[models.LinkID]bool{}
+	for _, dr := range drains {
+		if dr.Link != "" {
+			out[dr.Link] = true
+			continue
+		}
+		for _, a := range snap.Neighbors(dr.Switch) {
+			out[a.Link] = true
+		}
+	}
+	return out
+}
+
+// DrainPreview is what a drain would do.
+type DrainPreview struct {
+	Links int `json:"links"`
+	// ReservedMLU is the highest reserved utilization once intents on the
+	// drained links moved; Degraded the intents that would find no room.
+	ReservedMLU float64  `json:"reserved_mlu"`
+	Degraded    []string `json:"degraded_intents"`
+	Moved       int      `json:"moved_intents"`
+	// HostsCutOff are hosts whose only link would be drained.
+	HostsCutOff []string `json:"hosts_cut_off,omitempty"`
+	// TrafficGbps is what the drained links carry now (it will move).
+	TrafficGbps float64 `json:"traffic_gbps"`
+}
+
+// DrainView is a drain with where it stands.
+type DrainView struct {
+	models.Drain
+	// State is "draining" while its links still carry traffic, "drained"
+	// once they are empty.
+	State       string  `json:"state"`
+	TrafficGbps float64 `json:"traffic_gbps"`
+}
+
+func (d *Drains) check(dr models.Drain) (*topology.Snapshot, error) {
+	if err := dr.Validate(); err != nil {
+		return nil, err
+	}
+	snap, _ := d.ctrl.Snapshot()
+	if snap == nil {
+		return nil, ErrNoTopology
+	}
+	if dr.Switch != "" {
+		if _, err := snap.Switch(dr.Switch); err != nil {
+			return nil, &models.ValidationError{Errors: []models.FieldError{{Field: "switch", Message: fmt.Sprintf("no switch %q in the fabric", dr.Switch)}}}
+		}
+	} else if _, err := snap.Link(dr.Link); err != nil {
+		return nil, &models.ValidationError{Errors: []models.FieldError{{Field: "link", Message: fmt.Sprintf("no link %q in the fabric", dr.Link)}}}
+	}
+	return snap, nil
+}
+
+// Preview says what draining dr on top of the current drains and failures
+// would do, changing nothing.
+func (d *Drains) Preview(dr models.Drain) (DrainPreview, error) {
+	snap, err := d.check(dr)
+	if err != nil {
+		return DrainPreview{}, err
+	}
+	extra := drainedLinks(snap, map[string]models.Drain{"new": dr})
+	down := d.ctrl.DownLinks()
+	for id := range extra {
+		down[id] = true
+	}
+	p := DrainPreview{Links: len(extra)}
+	for id := range extra {
+		l, _ := snap.Link(id)
+		load := d.ctrl.LinkLoad(l)
+		p.TrafficGbps += (load.ABbps + load.BAbps) / 1e9
+	}
+	if dr.Switch != "" {
+		for _, h := range snap.HostsOn(dr.Switch) {
+			p.HostsCutOff = append(p.HostsCutOff, h.Name)
+		}
+	}
+	p.ReservedMLU, p.Moved, p.Degraded, err = d.intents.Preview(down)
+	return p, err
+}
+
+// Create stores a drain; traffic moves off as the controller applies it.
+// A drain that would cut hosts off needs Force.
+func (d *Drains) Create(ctx context.Context, dr models.Drain) (models.Drain, error) {
+	snap, err := d.check(dr)
+	if err != nil {
+		return dr, err
+	}
+	if dr.Switch != "" && len(snap.HostsOn(dr.Switch)) > 0 && !dr.Force {
+		return dr, &models.ValidationError{Errors: []models.FieldError{{Field: "force",
+			Message: fmt.Sprintf("draining %s cuts off its %d hosts; set force to do it anyway", dr.Switch, len(snap.HostsOn(dr.Switch)))}}}
+	}
+	dr.ID, dr.Created = newIntentID(time.Now()), time.Now().UTC()
+	if err := d.store.putJSON(ctx, KeyDrains+dr.ID, dr); err != nil {
+		return dr, err
+	}
+	d.mu.Lock()
+	d.all[dr.ID] = dr
+	d.mu.Unlock()
+	d.apply()
+	return dr, nil
+}
+
+// List returns the drains with their progress, oldest first.
+func (d *Drains) List() []DrainView {
+	snap, _ := d.ctrl.Snapshot()
+	d.mu.RLock()
+	out := make([]DrainView, 0, len(d.all))
+	for _, dr := range d.all {
+		out = append(out, d.view(snap, dr))
+	}
+	d.mu.RUnlock()
+	slices.SortFunc(out, func(a, b DrainView) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Get returns one drain.
+func (d *Drains) Get(id string) (DrainView, error) {
+	snap, _ := d.ctrl.Snapshot()
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	dr, ok := d.all[id]
+	if !ok {
+		return DrainView{}, fmt.Errorf("%w: drain %q", ErrNotFound, id)
+	}
+	return d.view(snap, dr), nil
+}
+
+func (d *Drains) view(snap *topology.Snapshot, dr models.Drain) DrainView {
+	v := DrainView{Drain: dr, State: "drained"}
+	// Drained means: every switch was reprogrammed since the drain began,
+	// telemetry has had time to measure after that, and it reads empty.
+	settled := time.Since(dr.Created) > 3*d.ctrl.cfg.TelemetryInterval
+	for _, st := range d.ctrl.Status() {
+		settled = settled && st.InSync && st.LastReconcile.After(dr.Created)
+	}
+	if snap == nil || !settled {
+		v.State = "draining"
+	}
+	if snap == nil {
+		return v
+	}
+	for id := range drainedLinks(snap, map[string]models.Drain{dr.ID: dr}) {
+		l, err := snap.Link(id)
+		if err != nil {
+			continue
+		}
+		load := d.ctrl.LinkLoad(l)
+		v.TrafficGbps += (load.ABbps + load.BAbps) / 1e9
+		if !load.Measured || math.Max(load.ABbps, load.BAbps) > drainedBelowBps {
+			v.State = "draining"
+		}
+	}
+	return v
+}
+
+// Delete removes a drain: traffic may use the switch or link again.
+func (d *Drains) Delete(ctx context.Context, id string) error {
+	d.mu.RLock()
+	_, ok := d.all[id]
+	d.mu.RUnlock()
+	if !ok {
+		return fmt.Errorf("%w: drain %q", ErrNotFound, id)
+	}
+	if err := d.store.txn(ctx, nil, []clientv3.Op{clientv3.OpDelete(KeyDrains + id)}); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	delete(d.all, id)
+	d.mu.Unlock()
+	d.apply()
+	return nil
+}
+
+// Preview re-places the live intents for a fabric with down links,
+// changing nothing: the reserved MLU after, how many would move, and which
+// would find no room.
+func (m *Intents) Preview(down map[models.LinkID]bool) (mlu float64, moved int, degraded []string, err error) {
+	m.mu.Lock() // books cache paths as they go
+	defer m.mu.Unlock()
+	if m.snap == nil {
+		return 0, 0, nil, ErrNoTopology
+	}
+	book, err := pathcalc.NewBook(m.snap, down, m.cfg.Headroom)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	var moving []*entry
+	for _, id := range slices.Sorted(maps.Keys(m.all)) {
+		e := m.all[id]
+		if !e.pinned {
+			continue
+		}
+		ok := true
+		for i, f := range e.flows {
+			if i >= len(e.in.Status.Flows) || !book.Usable(f.src, e.in.Status.Flows[i].Path) {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			moving = append(moving, e)
+			continue
+		}
+		for i, f := range e.flows {
+			_ = book.Reserve(f.src, e.in.Status.Flows[i].Path, f.gbps)
+		}
+	}
+	slices.SortStableFunc(moving, func(x, y *entry) int { return y.in.Spec.Priority - x.in.Spec.Priority })
+	for _, e := range moving {
+		cons, err := m.constraints(e)
+		demands := make([]pathcalc.Demand, len(e.flows))
+		for i, f := range e.flows {
+			demands[i] = pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}
+		}
+		fit := book.Fit(demands, cons)
+		if err != nil || !fit.Fits {
+			degraded = append(degraded, e.in.ID)
+			continue
+		}
+		for i, p := range fit.Paths {
+			_ = book.Reserve(e.flows[i].src, p, e.flows[i].gbps)
+		}
+		moved++
+	}
+	return book.MLU(), moved, degraded, nil
+}

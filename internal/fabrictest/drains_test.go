@@ -1,0 +1,100 @@
+package fabrictest_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/northbound"
+)
+
+// TestDrainSpine: a dry run says which intents would move or degrade;
+// draining a spine moves intents and ECMP traffic off it until it is
+// empty; undraining lets traffic back. A leaf with hosts needs force.
+func TestDrainSpine(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	op := h.OperatorToken
+	var a, b models.Intent
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 60, 49152, 1), &a)
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("b", "h1-2", "h2-2", 60, 49152, 1), &b)
+	onSpine1 := a
+	if a.Status.Flows[0].Path[1].Switch != "spine1" {
+		onSpine1 = b
+	}
+	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternAllToAll, Gbps: 20, QPsPerConnection: 4, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := h.Controller.Snapshot()
+	h.Eventually(t, 10*time.Second, "traffic measured on spine1", func() bool {
+		for _, a := range snap.Neighbors("spine1") {
+			l, _ := snap.Link(a.Link)
+			if h.Controller.LinkLoad(l).Utilization > 0.01 {
+				return true
+			}
+		}
+		return false
+	})
+
+	var preview controller.DrainPreview
+	if r := h.Do(t, "POST", "/api/v1/drains?dryRun=true", op, models.Drain{Switch: "spine1"}, &preview); r.StatusCode != http.StatusOK {
+		t.Fatalf("dry run: HTTP %d", r.StatusCode)
+	}
+	// Both 60G intents cannot share spine2's uplinks (95 reservable).
+	if preview.Links != 2 || len(preview.Degraded) != 1 || preview.Degraded[0] != onSpine1.ID || len(preview.HostsCutOff) != 0 {
+		t.Errorf("preview %+v: want spine1's 2 links and %s degraded", preview, onSpine1.ID)
+	}
+	var drains northbound.IntentList
+	h.Do(t, "GET", "/api/v1/drains", op, nil, &drains)
+	if len(drains.Items) != 0 {
+		t.Fatalf("a dry run stored a drain")
+	}
+
+	var p northbound.Problem
+	if r := h.Do(t, "POST", "/api/v1/drains", op, models.Drain{Switch: "leaf1"}, &p); r.StatusCode != http.StatusUnprocessableEntity || len(p.Errors) == 0 || p.Errors[0].Field != "force" {
+		t.Errorf("draining a leaf with hosts without force: HTTP %d %+v", r.StatusCode, p)
+	}
+	if r := h.Do(t, "POST", "/api/v1/drains", tok, models.Drain{Switch: "spine1"}, &p); r.StatusCode != http.StatusForbidden {
+		t.Errorf("a tenant drained a spine: HTTP %d", r.StatusCode)
+	}
+	var d controller.DrainView
+	if r := h.Do(t, "POST", "/api/v1/drains", op, models.Drain{Switch: "spine1", Reason: "optics swap"}, &d); r.StatusCode != http.StatusCreated {
+		t.Fatalf("drain: HTTP %d", r.StatusCode)
+	}
+	h.Eventually(t, 20*time.Second, "spine1 drained", func() bool {
+		var v controller.DrainView
+		h.Do(t, "GET", "/api/v1/drains/"+d.ID, op, nil, &v)
+		return v.State == "drained" && v.TrafficGbps < 0.01
+	})
+	for _, f := range h.Fabric.Flows() {
+		for _, hop := range f.Hops {
+			if hop.Switch == "spine1" {
+				t.Fatalf("flow %v still crosses drained spine1", f.Spec)
+			}
+		}
+	}
+	if got := intentState(t, h, tok, onSpine1.ID); got.Status.State != models.StateDegraded {
+		t.Errorf("intent on spine1 after the drain: %s %q", got.Status.State, got.Status.Reason)
+	}
+
+	if r := h.Do(t, "DELETE", "/api/v1/drains/"+d.ID, op, nil, nil); r.StatusCode != http.StatusNoContent {
+		t.Fatalf("undrain: HTTP %d", r.StatusCode)
+	}
+	h.Eventually(t, 20*time.Second, "traffic back on spine1 and the intent restored", func() bool {
+		crosses := false
+		for _, f := range h.Fabric.Flows() {
+			for _, hop := range f.Hops {
+				crosses = crosses || hop.Switch == "spine1"
+			}
+		}
+		return crosses && intentState(t, h, tok, onSpine1.ID).Status.State == models.StateInstalled
+	})
+	if r := h.Do(t, "DELETE", "/api/v1/drains/"+d.ID, op, nil, nil); r.StatusCode != http.StatusNotFound {
+		t.Errorf("second undrain: HTTP %d", r.StatusCode)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -47,17 +48,25 @@ type Result struct {
 	Warnings []Warning
 }
 
-// Compute returns shortest-path ECMP forwarding state for every switch:
+// Compute returns shortest-path WCMP forwarding state for every switch:
 //   - at a leaf, a /32 route per attached host to its port;
 //   - at every other switch, for every leaf with hosts, a route to the leaf's
 //     prefix (or to each of its hosts' /32 when it has no prefix) through a
-//     group of all ports on shortest paths toward that leaf, equal weights.
+//     group of all ports on shortest paths toward that leaf.
+//
+// Group members are weighted by what each next hop can carry onward (see
+// the WCMP comment inside): equal on a symmetric fabric, so plain ECMP,
+// and skewed away from next hops with less capacity left beyond them after
+// failures or with mixed link speeds. Weights are reduced to small
+// integers summing to at most the selector's max group size, with each
+// member's share of traffic off by at most WeightTolerance (else a
+// Warning says by how much).
 //
 // Selector members are one per egress port (member ID = port number). Groups
-// are shared by routes with the same port set; a group's ID is derived from
-// its port set so it stays the same across recomputations. Groups larger
-// than Limits.MaxGroupSize keep the lowest-numbered ports and produce a
-// Warning: traffic still reaches its destination, on fewer paths.
+// are shared by routes with the same weighted port set; a group's ID is
+// derived from that set so it stays the same across recomputations. Groups
+// larger than Limits.MaxGroupSize keep the lowest-numbered ports and produce
+// a Warning: traffic still reaches its destination, on fewer paths.
 func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result, error) {
 	switches := snap.Switches()
 	index := make(map[models.SwitchID]int, len(switches))
@@ -67,13 +76,14 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 	type hop struct {
 		peer int
 		port uint32
+		gbps float64
 	}
 	// adjacency over working links, by switch index
 	adj := make([][]hop, len(switches))
 	for i, sw := range switches {
 		for _, a := range snap.Neighbors(sw.Name) {
 			if !req.DownLinks[a.Link] {
-				adj[i] = append(adj[i], hop{peer: index[a.Peer], port: a.LocalPort})
+				adj[i] = append(adj[i], hop{peer: index[a.Peer], port: a.LocalPort, gbps: a.Gbps})
 			}
 		}
 	}
@@ -83,8 +93,11 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 		tables[i].byHash = map[uint64][]int{}
 	}
 	dist := make([]int32, len(switches))
+	capTo := make([]float64, len(switches))
+	fanIn := make([]int, len(switches))
 	queue := make([]int, 0, len(switches))
 	var ports []uint32
+	var weights []float64
 	for d, leaf := range switches {
 		if leaf.Role != models.RoleLeaf {
 			continue
@@ -109,9 +122,8 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 		}
 		dist[d] = 0
 		queue = append(queue[:0], d)
-		for len(queue) > 0 {
-			cur := queue[0]
-			queue = queue[1:]
+		for head := 0; head < len(queue); head++ { // queue keeps the BFS order
+			cur := queue[head]
 			for _, h := range adj[cur] {
 				if dist[h.peer] < 0 {
 					dist[h.peer] = dist[cur] + 1
@@ -119,17 +131,41 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 				}
 			}
 		}
-		for s := range switches {
-			if s == d || dist[s] < 0 {
-				continue // unreachable: no route, packets drop at the default action
+		// WCMP: each next hop is weighted by what it can carry onward for
+		// this switch — its link, or its own capacity toward the leaf
+		// shared among the switches that send to it, whichever is less —
+		// computed nearest switches first. On a symmetric Clos every
+		// weight is equal (plain ECMP); after a failure, switches send
+		// less toward next hops with less left beyond them.
+		for _, s := range queue {
+			fanIn[s] = 0
+		}
+		for _, s := range queue[1:] {
+			for _, h := range adj[s] {
+				if dist[h.peer] == dist[s]-1 {
+					fanIn[h.peer]++
+				}
 			}
-			ports = ports[:0]
+		}
+		capTo[d] = math.Inf(1)
+		share := func(h hop) float64 { return math.Min(h.gbps, capTo[h.peer]/float64(fanIn[h.peer])) }
+		for _, s := range queue[1:] {
+			capTo[s] = 0
+			for _, h := range adj[s] {
+				if dist[h.peer] == dist[s]-1 {
+					capTo[s] += share(h)
+				}
+			}
+		}
+		for _, s := range queue[1:] {
+			ports, weights = ports[:0], weights[:0]
 			for _, h := range adj[s] {
 				if dist[h.peer] == dist[s]-1 {
 					ports = append(ports, h.port)
+					weights = append(weights, share(h))
 				}
 			}
-			set := tables[s].intern(ports)
+			set := tables[s].internWeighted(ports, weights)
 			for _, p := range prefixes {
 				tables[s].routes = append(tables[s].routes, prefixRoute{prefix: p, set: set})
 			}
@@ -151,11 +187,12 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 }
 
 // routeTable collects one switch's routes, each pointing at an interned set
-// of egress ports.
+// of egress ports with their capacity toward the destination.
 type routeTable struct {
-	sets   [][]uint32
-	byHash map[uint64][]int
-	routes []prefixRoute
+	sets    [][]uint32
+	weights [][]float64 // nil: equal
+	byHash  map[uint64][]int
+	routes  []prefixRoute
 }
 
 type prefixRoute struct {
@@ -165,21 +202,97 @@ type prefixRoute struct {
 
 // intern returns the index of ports (sorted, deduplicated) among the
 // table's sets, adding it if new.
-func (t *routeTable) intern(ports []uint32) int {
-	slices.Sort(ports)
-	ports = slices.Compact(ports)
+func (t *routeTable) intern(ports []uint32) int { return t.internWeighted(ports, nil) }
+
+// internWeighted is intern for ports with capacities (parallel slices):
+// equal capacities intern as a plain port set.
+func (t *routeTable) internWeighted(ports []uint32, caps []float64) int {
+	type pc struct {
+		port uint32
+		cap  float64
+	}
+	pairs := make([]pc, len(ports))
+	for i, p := range ports {
+		pairs[i] = pc{p, 1}
+		if caps != nil {
+			pairs[i].cap = caps[i]
+		}
+	}
+	slices.SortFunc(pairs, func(a, b pc) int { return int(a.port) - int(b.port) })
+	pairs = slices.CompactFunc(pairs, func(a, b pc) bool { return a.port == b.port })
+	sorted := make([]uint32, len(pairs))
+	var w []float64
+	for i, x := range pairs {
+		sorted[i] = x.port
+		if x.cap != pairs[0].cap {
+			w = make([]float64, len(pairs))
+		}
+	}
+	if w != nil {
+		for i, x := range pairs {
+			w[i] = x.cap
+		}
+	}
 	h := uint64(14695981039346656037)
-	for _, p := range ports {
+	for i, p := range sorted {
 		h = (h ^ uint64(p)) * 1099511628211
+		if w != nil {
+			h = (h ^ math.Float64bits(w[i])) * 1099511628211
+		}
 	}
 	for _, i := range t.byHash[h] {
-		if slices.Equal(t.sets[i], ports) {
+		if slices.Equal(t.sets[i], sorted) && slices.Equal(t.weights[i], w) {
 			return i
 		}
 	}
-	t.sets = append(t.sets, slices.Clone(ports))
+	t.sets = append(t.sets, sorted)
+	t.weights = append(t.weights, w)
 	t.byHash[h] = append(t.byHash[h], len(t.sets)-1)
 	return len(t.sets) - 1
+}
+
+// MaxWeightTotal bounds the sum of a WCMP group's member weights: targets
+// that implement weights by replicating members need that many slots, so
+// it is kept to the selector's max group size (64 in accelnet.p4).
+const defaultMaxWeightTotal = 64
+
+// WeightTolerance is the largest relative error in any member's share of
+// traffic that weight reduction accepts without a warning.
+const WeightTolerance = 0.05
+
+// reduceWeights turns capacities into small integer weights whose sum is at
+// most maxTotal, choosing the smallest total whose worst relative error in
+// any member's share is within WeightTolerance (else the best within
+// maxTotal); it returns the weights and that error.
+func reduceWeights(caps []float64, maxTotal int) ([]int32, float64) {
+	sum := 0.0
+	for _, c := range caps {
+		sum += c
+	}
+	best, bestErr := []int32(nil), math.Inf(1)
+	for total := len(caps); total <= max(maxTotal, len(caps)); total++ {
+		w := make([]int32, len(caps))
+		got := 0
+		for i, c := range caps {
+			w[i] = int32(max(1, math.Round(float64(total)*c/sum)))
+			got += int(w[i])
+		}
+		if got > max(maxTotal, len(caps)) {
+			continue
+		}
+		worst := 0.0
+		for i, c := range caps {
+			want := c / sum
+			worst = math.Max(worst, math.Abs(float64(w[i])/float64(got)-want)/want)
+		}
+		if worst < bestErr-1e-12 {
+			best, bestErr = w, worst
+		}
+		if worst <= WeightTolerance {
+			break
+		}
+	}
+	return best, bestErr
 }
 
 // distancesTo is a BFS over switches from dst, in hops.
@@ -202,10 +315,16 @@ func distancesTo(snap *topology.Snapshot, dst models.SwitchID, down map[models.L
 	return dist
 }
 
-func portSetKey(ports []uint32) string {
+// portSetKey names a group by its ports (and weights, when not equal), so
+// its ID is the same whenever the plan is recomputed.
+func portSetKey(ports []uint32, weights []int32) string {
 	b := make([]byte, 0, 4*len(ports))
-	for _, p := range ports {
+	for i, p := range ports {
 		b = strconv.AppendUint(b, uint64(p), 10)
+		if weights != nil {
+			b = append(b, '*')
+			b = strconv.AppendInt(b, int64(weights[i]), 10)
+		}
 		b = append(b, ',')
 	}
 	return string(b)
@@ -229,16 +348,34 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 	if lim.RouteEntries > 0 && len(t.routes) > lim.RouteEntries {
 		return st, nil, fmt.Errorf("%w: %s needs %d routes, ipv4_lpm holds %d", ErrTableFull, sw, len(t.routes), lim.RouteEntries)
 	}
-	// Trim sets over the selector's group limit, once per set.
+	// Trim sets over the selector's group limit, once per set, and turn
+	// capacities into integer weights.
 	sets := make([][]uint32, len(t.sets))
+	weights := make([][]int32, len(t.sets))
+	maxTotal := lim.MaxGroupSize
+	if maxTotal <= 0 {
+		maxTotal = defaultMaxWeightTotal
+	}
 	for i, ports := range t.sets {
+		caps := t.weights[i]
 		if lim.MaxGroupSize > 0 && len(ports) > lim.MaxGroupSize {
 			warnings = append(warnings, Warning{Switch: sw, Message: fmt.Sprintf(
 				"%d equal-cost ports toward some prefixes; the selector's max group size is %d, so only ports %d..%d are used",
 				len(ports), lim.MaxGroupSize, ports[0], ports[lim.MaxGroupSize-1])})
 			ports = ports[:lim.MaxGroupSize]
+			if caps != nil {
+				caps = caps[:lim.MaxGroupSize]
+			}
 		}
 		sets[i] = ports
+		if caps != nil {
+			w, e := reduceWeights(caps, maxTotal)
+			if e > WeightTolerance {
+				warnings = append(warnings, Warning{Switch: sw, Message: fmt.Sprintf(
+					"WCMP weights for ports %v within a total of %d are off by up to %.0f%% of a member's share", ports, maxTotal, 100*e)})
+			}
+			weights[i] = w
+		}
 	}
 	members := map[uint32]bool{}
 	groupOf := make([]uint32, len(sets)) // set → group ID (0: single port)
@@ -256,7 +393,7 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 			members[p] = true
 		}
 		if len(ports) > 1 {
-			k := portSetKey(ports)
+			k := portSetKey(ports, weights[i])
 			keySet[k] = i
 			keys = append(keys, k)
 		}
@@ -269,8 +406,12 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 		taken[id] = true
 		groupOf[i] = id
 		g := models.Group{ID: id}
-		for _, p := range sets[i] {
-			g.Members = append(g.Members, models.GroupMember{MemberID: p, Weight: 1})
+		for j, p := range sets[i] {
+			w := int32(1)
+			if weights[i] != nil {
+				w = weights[i][j]
+			}
+			g.Members = append(g.Members, models.GroupMember{MemberID: p, Weight: w})
 		}
 		st.Groups = append(st.Groups, g)
 	}

@@ -1,0 +1,175 @@
+package pathcalc
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// fluidLoad spreads one unit from every leaf to every other leaf over the
+// plan's groups in proportion to their weights and returns the load on
+// each link direction (by egress endpoint).
+func fluidLoad(t *testing.T, snap *topology.Snapshot, plan models.Plan) map[models.Endpoint]float64 {
+	t.Helper()
+	load := map[models.Endpoint]float64{}
+	var leaves []models.Switch
+	for _, sw := range snap.Switches() {
+		if sw.Role == models.RoleLeaf && sw.Prefix.IsValid() {
+			leaves = append(leaves, sw)
+		}
+	}
+	var send func(at models.SwitchID, dst models.Switch, amount float64, depth int)
+	send = func(at models.SwitchID, dst models.Switch, amount float64, depth int) {
+		if at == dst.Name || depth > 8 {
+			return
+		}
+		st := plan.Switches[at]
+		var route *models.Route
+		for i, r := range st.Routes {
+			if r.Prefix == dst.Prefix {
+				route = &st.Routes[i]
+			}
+		}
+		if route == nil {
+			t.Fatalf("%s has no route to %s", at, dst.Prefix)
+		}
+		members := []models.GroupMember{{MemberID: route.MemberID, Weight: 1}}
+		for _, g := range st.Groups {
+			if route.GroupID != 0 && g.ID == route.GroupID {
+				members = g.Members
+			}
+		}
+		total := 0.0
+		for _, m := range members {
+			total += float64(m.Weight)
+		}
+		for _, m := range members {
+			e := models.Endpoint{Switch: at, Port: m.MemberID}
+			part := amount * float64(m.Weight) / total
+			load[e] += part
+			l, _ := snap.LinkAt(e)
+			next := l.B.Switch
+			if l.B == e {
+				next = l.A.Switch
+			}
+			send(next, dst, part, depth+1)
+		}
+	}
+	for _, a := range leaves {
+		for _, b := range leaves {
+			if a.Name != b.Name {
+				send(a.Name, b, 1, 0)
+			}
+		}
+	}
+	return load
+}
+
+func maxLoad(m map[models.Endpoint]float64) float64 {
+	out := 0.0
+	for _, v := range m {
+		out = math.Max(out, v)
+	}
+	return out
+}
+
+// TestWCMPAfterAFailure: with one aggregation–core link down in a k=4
+// fat-tree, equal weights overload the surviving core path into that pod;
+// WCMP weights (1:2 at the other pods' edges) spread it evenly.
+func TestWCMPAfterAFailure(t *testing.T) {
+	topo, _ := topology.FatTree(4, 100)
+	snap, _ := topology.New(topo)
+	var failed models.LinkID
+	for _, l := range snap.Links() {
+		a, _ := snap.Switch(l.A.Switch)
+		b, _ := snap.Switch(l.B.Switch)
+		if a.Role == models.RoleCore || b.Role == models.RoleCore {
+			failed = l.ID()
+			break
+		}
+	}
+	ctx := context.Background()
+	sym, err := Compute(ctx, snap, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sw, st := range sym.Plan.Switches {
+		for _, g := range st.Groups {
+			for _, m := range g.Members {
+				if m.Weight != 1 {
+					t.Fatalf("symmetric fabric: %s group %d has weight %d", sw, g.ID, m.Weight)
+				}
+			}
+		}
+	}
+	down := map[models.LinkID]bool{failed: true}
+	wcmp, err := Compute(ctx, snap, Request{DownLinks: down})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skewed := 0
+	equal := Result{Plan: models.Plan{Switches: map[models.SwitchID]models.ForwardingState{}}}
+	for sw, st := range wcmp.Plan.Switches {
+		flat := st
+		flat.Groups = nil
+		for _, g := range st.Groups {
+			fg := models.Group{ID: g.ID}
+			for _, m := range g.Members {
+				if m.Weight != g.Members[0].Weight {
+					skewed++
+				}
+				fg.Members = append(fg.Members, models.GroupMember{MemberID: m.MemberID, Weight: 1})
+			}
+			flat.Groups = append(flat.Groups, fg)
+		}
+		equal.Plan.Switches[sw] = flat
+	}
+	if skewed == 0 {
+		t.Fatalf("no group has unequal weights after %s failed", failed)
+	}
+	w, e := maxLoad(fluidLoad(t, snap, wcmp.Plan)), maxLoad(fluidLoad(t, snap, equal.Plan))
+	if !(w < e-1e-9) {
+		t.Errorf("busiest link under an all-to-all: WCMP %.3f, equal weights %.3f; WCMP should be lower", w, e)
+	}
+	t.Logf("after %s failed, busiest link: WCMP %.3f vs equal weights %.3f", failed, w, e)
+}
+
+func TestReduceWeights(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		caps []float64
+		max  int
+		want []int32
+	}{
+		{"one to two", []float64{100, 200}, 64, []int32{1, 2}},
+		{"thirds", []float64{33.3, 66.7, 100}, 64, []int32{1, 2, 3}},
+		{"within tolerance stays small", []float64{100, 105}, 64, []int32{1, 1}},
+		{"fine ratio needs more slots", []float64{100, 120}, 64, []int32{4, 5}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, e := reduceWeights(c.caps, c.max)
+			sum := int32(0)
+			for _, x := range w {
+				sum += x
+			}
+			if e > WeightTolerance || int(sum) > c.max {
+				t.Fatalf("weights %v: error %.3f, total %d", w, e, sum)
+			}
+			if c.want != nil && len(w) == len(c.want) {
+				for i := range w {
+					if w[i] != c.want[i] {
+						t.Errorf("weights %v, want %v", w, c.want)
+						break
+					}
+				}
+			}
+		})
+	}
+	// A ratio no small total can match is reported, not hidden.
+	if _, e := reduceWeights([]float64{1, 1000}, 8); e <= WeightTolerance {
+		t.Errorf("1:1000 in 8 slots reported error %.3f", e)
+	}
+}

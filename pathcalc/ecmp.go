@@ -95,6 +95,8 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 	dist := make([]int32, len(switches))
 	capTo := make([]float64, len(switches))
 	fanIn := make([]int, len(switches))
+	from, to := make([]int, len(switches)), make([]int, len(switches))
+	var next []hop
 	queue := make([]int, 0, len(switches))
 	var ports []uint32
 	var weights []float64
@@ -137,33 +139,35 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 		// computed nearest switches first. On a symmetric Clos every
 		// weight is equal (plain ECMP); after a failure, switches send
 		// less toward next hops with less left beyond them.
+		// Next hops of every switch, gathered once for the passes below.
+		next = next[:0]
 		for _, s := range queue {
 			fanIn[s] = 0
-		}
-		for _, s := range queue[1:] {
-			for _, h := range adj[s] {
-				if dist[h.peer] == dist[s]-1 {
-					fanIn[h.peer]++
+			from[s] = len(next)
+			if s != d {
+				for _, h := range adj[s] {
+					if dist[h.peer] == dist[s]-1 {
+						next = append(next, h)
+					}
 				}
 			}
+			to[s] = len(next)
+		}
+		for _, h := range next {
+			fanIn[h.peer]++
 		}
 		capTo[d] = math.Inf(1)
-		share := func(h hop) float64 { return math.Min(h.gbps, capTo[h.peer]/float64(fanIn[h.peer])) }
-		for _, s := range queue[1:] {
-			capTo[s] = 0
-			for _, h := range adj[s] {
-				if dist[h.peer] == dist[s]-1 {
-					capTo[s] += share(h)
-				}
-			}
-		}
-		for _, s := range queue[1:] {
+		for _, s := range queue[1:] { // nearest first: every next hop's capTo is known
 			ports, weights = ports[:0], weights[:0]
-			for _, h := range adj[s] {
-				if dist[h.peer] == dist[s]-1 {
-					ports = append(ports, h.port)
-					weights = append(weights, share(h))
+			capTo[s] = 0
+			for _, h := range next[from[s]:to[s]] {
+				w := capTo[h.peer] / float64(fanIn[h.peer])
+				if h.gbps < w {
+					w = h.gbps
 				}
+				capTo[s] += w
+				ports = append(ports, h.port)
+				weights = append(weights, w)
 			}
 			set := tables[s].internWeighted(ports, weights)
 			for _, p := range prefixes {
@@ -205,47 +209,45 @@ type prefixRoute struct {
 func (t *routeTable) intern(ports []uint32) int { return t.internWeighted(ports, nil) }
 
 // internWeighted is intern for ports with capacities (parallel slices):
-// equal capacities intern as a plain port set.
+// equal capacities intern as a plain port set. It allocates only for a
+// set it has not seen.
 func (t *routeTable) internWeighted(ports []uint32, caps []float64) int {
-	type pc struct {
-		port uint32
-		cap  float64
+	equal := true
+	for _, c := range caps {
+		equal = equal && c == caps[0]
 	}
-	pairs := make([]pc, len(ports))
-	for i, p := range ports {
-		pairs[i] = pc{p, 1}
-		if caps != nil {
-			pairs[i].cap = caps[i]
-		}
-	}
-	slices.SortFunc(pairs, func(a, b pc) int { return int(a.port) - int(b.port) })
-	pairs = slices.CompactFunc(pairs, func(a, b pc) bool { return a.port == b.port })
-	sorted := make([]uint32, len(pairs))
 	var w []float64
-	for i, x := range pairs {
-		sorted[i] = x.port
-		if x.cap != pairs[0].cap {
-			w = make([]float64, len(pairs))
+	if equal {
+		slices.Sort(ports)
+		ports = slices.Compact(ports)
+	} else {
+		idx := make([]int, len(ports))
+		for i := range idx {
+			idx[i] = i
 		}
-	}
-	if w != nil {
-		for i, x := range pairs {
-			w[i] = x.cap
+		slices.SortFunc(idx, func(a, b int) int { return int(ports[a]) - int(ports[b]) })
+		sorted := make([]uint32, 0, len(ports))
+		for _, i := range idx {
+			if len(sorted) == 0 || sorted[len(sorted)-1] != ports[i] {
+				sorted = append(sorted, ports[i])
+				w = append(w, caps[i])
+			}
 		}
+		ports = sorted
 	}
 	h := uint64(14695981039346656037)
-	for i, p := range sorted {
+	for i, p := range ports {
 		h = (h ^ uint64(p)) * 1099511628211
 		if w != nil {
 			h = (h ^ math.Float64bits(w[i])) * 1099511628211
 		}
 	}
 	for _, i := range t.byHash[h] {
-		if slices.Equal(t.sets[i], sorted) && slices.Equal(t.weights[i], w) {
+		if slices.Equal(t.sets[i], ports) && slices.Equal(t.weights[i], w) {
 			return i
 		}
 	}
-	t.sets = append(t.sets, sorted)
+	t.sets = append(t.sets, slices.Clone(ports))
 	t.weights = append(t.weights, w)
 	t.byHash[h] = append(t.byHash[h], len(t.sets)-1)
 	return len(t.sets) - 1

@@ -84,6 +84,9 @@ type Config struct {
 	// ResyncInterval re-reconciles every switch even without changes, to
 	// repair drift; default 30s.
 	ResyncInterval time.Duration
+	// FlapHalfLife is how fast a flapping link's penalty decays; default
+	// 10s. See flapDamper.
+	FlapHalfLife time.Duration
 	// ReconcileTimeout bounds one switch's reconcile; default 10s.
 	ReconcileTimeout time.Duration
 	// TelemetryInterval is the gNMI sample interval; default 1s. Zero
@@ -99,6 +102,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ResyncInterval <= 0 {
 		c.ResyncInterval = 30 * time.Second
+	}
+	if c.FlapHalfLife <= 0 {
+		c.FlapHalfLife = 10 * time.Second
 	}
 	if c.ReconcileTimeout <= 0 {
 		c.ReconcileTimeout = 10 * time.Second
@@ -163,6 +169,7 @@ type Controller struct {
 	// so the next reconcile reads the switch in full (anti-entropy).
 	known    map[models.SwitchID]knownState
 	drains   map[string]models.Drain // operators' drains, by ID
+	flaps    *flapDamper
 	topoErr  error
 	watching bool
 }
@@ -182,6 +189,7 @@ func New(cfg Config) (*Controller, error) {
 		tele:     tele,
 		status:   map[models.SwitchID]SwitchStatus{},
 		known:    map[models.SwitchID]knownState{},
+		flaps:    newFlapDamper(cfg.FlapHalfLife),
 		operDown: map[models.Endpoint]bool{},
 	}
 	c.subs = &subscriptions{log: cfg.Logger, tele: tele, interval: cfg.TelemetryInterval, active: map[models.SwitchID]*subscription{}, onSample: c.observeOperStatus}
@@ -358,6 +366,11 @@ func (c *Controller) downLinksLocked(snap *topology.Snapshot) map[models.LinkID]
 			down[l.ID()] = true
 		}
 	}
+	for _, id := range c.flaps.suppressed(time.Now()) { // flapping: kept out until it settles
+		if _, err := snap.Link(id); err == nil {
+			down[id] = true
+		}
+	}
 	return down
 }
 
@@ -375,15 +388,28 @@ func (c *Controller) observeOperStatus(s southbound.CounterSample) {
 		c.mu.Unlock()
 		return
 	}
+	var l models.Link
+	isLink := false
+	if st := c.state; st != nil {
+		l, isLink = st.snap.LinkAt(e)
+	}
+	wasDown := isLink && (c.operDown[l.A] || c.operDown[l.B])
 	c.operDown[e] = !s.OperUp
+	if isLink && !wasDown && !s.OperUp {
+		c.flaps.failed(l.ID(), time.Now()) // once per failure, not once per end
+	}
+	c.mu.Unlock()
+	c.refreshDown("link state changed", "port", e.String(), "up", s.OperUp)
+}
+
+// refreshDown recomputes the links to route around (failed, drained,
+// dampened) and, if they changed, replans and queues every switch.
+func (c *Controller) refreshDown(why string, args ...any) {
+	c.mu.Lock()
 	st := c.state
 	if st == nil {
 		c.mu.Unlock()
 		return
-	}
-	if _, isLink := st.snap.LinkAt(e); !isLink {
-		c.mu.Unlock()
-		return // a host port: nothing to route around
 	}
 	down := c.downLinksLocked(st.snap)
 	if maps.Equal(down, st.down) {
@@ -395,7 +421,7 @@ func (c *Controller) observeOperStatus(s southbound.CounterSample) {
 	if c.cfg.Overlay != nil {
 		c.cfg.Overlay.SetFabric(st.snap, down)
 	}
-	c.log.Info("link state changed; rerouting", "port", e.String(), "up", s.OperUp, "links_down", len(down))
+	c.log.Info(why+"; rerouting", append(args, "links_avoided", len(down))...)
 	c.m.linksDown.Set(float64(len(down)))
 	c.enqueueAll()
 }
@@ -405,23 +431,8 @@ func (c *Controller) observeOperStatus(s southbound.CounterSample) {
 func (c *Controller) SetDrains(drains map[string]models.Drain) {
 	c.mu.Lock()
 	c.drains = maps.Clone(drains)
-	st := c.state
-	if st == nil {
-		c.mu.Unlock()
-		return
-	}
-	down := c.downLinksLocked(st.snap)
-	if maps.Equal(down, st.down) {
-		c.mu.Unlock()
-		return
-	}
-	c.state = &fabricState{rev: st.rev, snap: st.snap, down: down}
 	c.mu.Unlock()
-	if c.cfg.Overlay != nil {
-		c.cfg.Overlay.SetFabric(st.snap, down)
-	}
-	c.log.Info("drains changed; rerouting", "drains", len(drains), "links_avoided", len(down))
-	c.enqueueAll()
+	c.refreshDown("drains changed", "drains", len(drains))
 }
 
 // DownLinks returns the links the current routes avoid.
@@ -558,10 +569,14 @@ func (c *Controller) housekeeping(ctx context.Context) {
 	defer resync.Stop()
 	export := time.NewTicker(c.cfg.TelemetryInterval)
 	defer export.Stop()
+	damp := time.NewTicker(c.cfg.FlapHalfLife / 4)
+	defer damp.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-damp.C:
+			c.refreshDown("flap dampening changed")
 		case <-resync.C:
 			c.mu.Lock()
 			clear(c.known)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -28,6 +29,8 @@ type Fabric interface {
 	LinkLoad(models.Link) controller.LinkLoad
 	PortLoad(models.Endpoint) (controller.PortLoad, bool)
 	Ready() error
+	Drained() ([]models.SwitchID, map[models.LinkID]bool)
+	Dampened() []models.LinkID
 }
 
 // EntryReader reads back what a switch has programmed.
@@ -185,7 +188,8 @@ type (
 	}
 	SwitchView struct {
 		models.Switch
-		Status *controller.SwitchStatus `json:"status,omitempty"`
+		Status  *controller.SwitchStatus `json:"status,omitempty"`
+		Drained bool                     `json:"drained,omitempty"`
 	}
 	LinkView struct {
 		ID   models.LinkID       `json:"id"`
@@ -193,6 +197,10 @@ type (
 		B    models.Endpoint     `json:"b"`
 		Gbps float64             `json:"gbps"`
 		Load controller.LinkLoad `json:"load"`
+		// Drained: an operator took it out of service; Dampened: it
+		// flapped and is kept out of routes until it settles.
+		Drained  bool `json:"drained,omitempty"`
+		Dampened bool `json:"dampened,omitempty"`
 	}
 	HostView struct {
 		models.Host
@@ -247,16 +255,19 @@ func (a *api) view() (TopologyView, bool) {
 		return TopologyView{}, false
 	}
 	status := a.opts.Fabric.Status()
+	drainedSw, drainedLinks := a.opts.Fabric.Drained()
+	dampened := a.opts.Fabric.Dampened()
 	v := TopologyView{Name: snap.Name(), Revision: rev, Switches: []SwitchView{}, Links: []LinkView{}, Hosts: []HostView{}}
 	for _, sw := range snap.Switches() {
-		sv := SwitchView{Switch: sw}
+		sv := SwitchView{Switch: sw, Drained: slices.Contains(drainedSw, sw.Name)}
 		if st, ok := status[sw.Name]; ok {
 			sv.Status = &st
 		}
 		v.Switches = append(v.Switches, sv)
 	}
 	for _, l := range snap.Links() {
-		v.Links = append(v.Links, LinkView{ID: l.ID(), A: l.A, B: l.B, Gbps: l.Gbps, Load: a.opts.Fabric.LinkLoad(l)})
+		v.Links = append(v.Links, LinkView{ID: l.ID(), A: l.A, B: l.B, Gbps: l.Gbps, Load: a.opts.Fabric.LinkLoad(l),
+			Drained: drainedLinks[l.ID()], Dampened: slices.Contains(dampened, l.ID())})
 	}
 	for _, h := range snap.Hosts() {
 		hv := HostView{Host: h}

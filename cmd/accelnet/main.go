@@ -46,6 +46,7 @@ type Config struct {
 	PendingTimeout time.Duration
 	APIRateLimit   float64
 	ObserveEvery   time.Duration
+	FlapHalfLife   time.Duration
 
 	// demo only
 	Workload string
@@ -64,6 +65,7 @@ func defaultConfig() Config {
 		PendingTimeout: time.Minute,
 		APIRateLimit:   2000,
 		ObserveEvery:   5 * time.Second,
+		FlapHalfLife:   10 * time.Second,
 		Topology:       "leafspine:8x8x4",
 		Workload:       "permutation",
 		Gbps:           400,
@@ -140,6 +142,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().Float64Var(&cfg.Headroom, "headroom", cfg.Headroom, "fraction of every link that intents may not reserve")
 	root.PersistentFlags().BoolVar(&cfg.Preemption, "preemption", cfg.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
 	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
+	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
 	root.PersistentFlags().DurationVar(&cfg.ObserveEvery, "observe-interval", cfg.ObserveEvery, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
 
@@ -212,6 +215,7 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		PendingTimeout:  cfg.PendingTimeout,
 		APIRateLimit:    cfg.APIRateLimit,
 		ObserveInterval: cfg.ObserveEvery,
+		FlapHalfLife:    cfg.FlapHalfLife,
 		Logger:          log,
 	}
 	if cfg.DataDir != "" {

@@ -189,6 +189,21 @@ func TestDashboardInBrowser(t *testing.T) {
 		os.WriteFile(filepath.Join(artifactDir(t), "dashboard-intent.png"), png, 0o644)
 	}
 
+	// An operator drains spine2: the page marks it and its links.
+	var drain struct {
+		ID string `json:"id"`
+	}
+	if r := h.Do(t, "POST", "/api/v1/drains", h.OperatorToken, models.Drain{Switch: "spine2", Reason: "browser test"}, &drain); r.StatusCode != 201 {
+		t.Fatalf("drain spine2: HTTP %d", r.StatusCode)
+	}
+	var spine2Link string
+	for _, a := range snap.Neighbors("spine2") {
+		spine2Link = string(a.Link)
+	}
+	poll("spine2 shown drained", fmt.Sprintf(`window.accelnet.switchDrained('spine2') && window.accelnet.linkState(%q) === 'drained'`, spine2Link), 15*time.Second)
+	h.Do(t, "DELETE", "/api/v1/drains/"+drain.ID, h.OperatorToken, nil, nil)
+	poll("spine2 back in service", `!window.accelnet.switchDrained('spine2')`, 15*time.Second)
+
 	// A link goes down in the fabric; the page shows it within seconds.
 	down := snap.Links()[0].ID()
 	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkDown, Target: string(down)}); err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -418,4 +419,35 @@ func TestControllerRestartWritesNothing(t *testing.T) {
 	if again := writes(); again != first {
 		t.Errorf("the restarted controller sent %d Write RPCs to switches that were already right", again-first)
 	}
+}
+
+// TestFlapDampening: one failure reroutes and the link is used again as
+// soon as it is back; a second failure soon after keeps it out of routes
+// even while up, until it has been stable for a while.
+func TestFlapDampening(t *testing.T) {
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(o *stack.Options) { o.FlapHalfLife = time.Second })
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	snap, _ := h.Controller.Snapshot()
+	var l models.Link
+	for _, x := range snap.Links() {
+		if _, isHost := snap.HostAt(x.A); !isHost {
+			l = x
+			break
+		}
+	}
+	avoided := func() bool { return h.Controller.DownLinks()[l.ID()] }
+	flap := func() {
+		t.Helper()
+		h.Fabric.SetLinkUp(l.ID(), false)
+		h.Eventually(t, 5*time.Second, "failure seen", avoided)
+		h.Fabric.SetLinkUp(l.ID(), true)
+	}
+	flap()
+	h.Eventually(t, 5*time.Second, "link used again after one failure", func() bool { return !avoided() })
+	flap()
+	h.Eventually(t, 5*time.Second, "flapping link dampened", func() bool { return slices.Contains(h.Controller.Dampened(), l.ID()) })
+	if !avoided() {
+		t.Fatalf("a dampened link is still in the routes")
+	}
+	h.Eventually(t, 10*time.Second, "link back once stable", func() bool { return !avoided() && len(h.Controller.Dampened()) == 0 })
 }

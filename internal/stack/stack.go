@@ -57,6 +57,10 @@ type Options struct {
 	// OperatorTokenFile is where the first operator token is written on
 	// the first start (mode 0600); empty: not written, only returned.
 	OperatorTokenFile string
+	// FlapHalfLife is how fast a flapping link's penalty decays (default
+	// 10s): two failures close together keep a link out of routes until
+	// it has been stable for about a half-life and a half.
+	FlapHalfLife time.Duration
 	// ObserveInterval is how often installed intents' pin counters are
 	// read for their observed rate; default 5s (a read per source leaf of
 	// every installed intent's counters: at tens of thousands of intents,
@@ -208,6 +212,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		Limits:            pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize},
 		TelemetryInterval: opts.TelemetryInterval,
 		ResyncInterval:    opts.ResyncInterval,
+		FlapHalfLife:      opts.FlapHalfLife,
 		Logger:            s.log.With("component", "controller"),
 		Registerer:        s.Registry,
 	})

@@ -32,7 +32,14 @@ window.accelnet = {
   linkState(id) {
     const l = state.topo && state.topo.links.find((x) => x.id === id);
     if (!l) return 'unknown';
-    return l.load.up ? 'up' : 'down';
+    if (!l.load.up) return 'down';
+    if (l.drained) return 'drained';
+    if (l.dampened) return 'dampened';
+    return 'up';
+  },
+  switchDrained(name) {
+    const sw = state.topo && state.topo.switches.find((x) => x.name === name);
+    return !!(sw && sw.drained);
   },
   select(kind, id) { select({ kind, id }); },
   maxUtilization() { return state.topo ? Math.max(0, ...state.topo.links.map((l) => l.load.utilization)) : 0; },
@@ -53,7 +60,9 @@ function drawLegend() {
   const legend = document.getElementById('legend');
   const stops = [0, 0.25, 0.5, 0.75, 1];
   legend.innerHTML = stops.map((u) => `<span><i style="background:${utilColor(u)}"></i>${Math.round(u * 100)}%</span>`).join('') +
-    '<span><i style="background:repeating-linear-gradient(90deg,#ff5c5c 0 4px,transparent 4px 7px)"></i>down</span>';
+    '<span><i style="background:repeating-linear-gradient(90deg,#ff5c5c 0 4px,transparent 4px 7px)"></i>down</span>' +
+    '<span><i style="background:repeating-linear-gradient(90deg,#8a94a0 0 2px,transparent 2px 6px)"></i>drained</span>' +
+    '<span><i style="background:repeating-linear-gradient(90deg,#e0a030 0 2px,transparent 2px 6px)"></i>flapping</span>';
 }
 
 function tierOf(sw) {
@@ -162,6 +171,9 @@ function draw() {
     if (!l.load.up) {
       ctx.strokeStyle = '#ff5c5c';
       ctx.setLineDash([5, 4]);
+    } else if (l.drained || l.dampened) {
+      ctx.strokeStyle = l.drained ? '#8a94a0' : '#e0a030';
+      ctx.setLineDash([2, 4]);
     } else {
       ctx.strokeStyle = utilColor(l.load.utilization);
       ctx.setLineDash([]);
@@ -176,7 +188,7 @@ function draw() {
     const sel = state.selected && state.selected.kind === 'switch' && state.selected.id === sw.name;
     const synced = sw.status && sw.status.in_sync;
     const wbox = small ? 8 : 46, hbox = small ? 8 : 18;
-    ctx.fillStyle = synced ? '#2d5b8c' : '#7a5d12';
+    ctx.fillStyle = sw.drained ? '#4a525c' : (synced ? '#2d5b8c' : '#7a5d12');
     ctx.strokeStyle = sel ? '#ffffff' : '#0f1419';
     ctx.lineWidth = sel ? 2 : 1;
     ctx.fillRect(p.x - wbox / 2, p.y - hbox / 2, wbox, hbox);
@@ -259,7 +271,8 @@ function hit(px, py) {
 }
 
 function linkText(l) {
-  return `${l.id}\n${l.gbps} Gb/s  ${l.load.up ? 'up' : 'DOWN'}\n` +
+  const st = !l.load.up ? 'DOWN' : l.drained ? 'up, drained' : l.dampened ? 'up, dampened (flapping)' : 'up';
+  return `${l.id}\n${l.gbps} Gb/s  ${st}\n` +
     `${l.a.switch}→${l.b.switch}: ${fmtBps(l.load.a_to_b_bps)}\n${l.b.switch}→${l.a.switch}: ${fmtBps(l.load.b_to_a_bps)}\n` +
     `utilization ${(100 * l.load.utilization).toFixed(1)}%${l.load.stale ? ' (stale)' : ''}` +
     (l.load.a_to_b_drop_bps || l.load.b_to_a_drop_bps ? `\ndrops ${fmtBps(l.load.a_to_b_drop_bps)} / ${fmtBps(l.load.b_to_a_drop_bps)}` : '');
@@ -328,6 +341,7 @@ function renderDetails() {
     if (!sw) return;
     const st = sw.status || {};
     details.innerHTML = `<dl><dt>switch</dt><dd>${sw.name}</dd><dt>role</dt><dd>${sw.role}</dd><dt>device id</dt><dd>${sw.device_id}</dd>` +
+      (sw.drained ? '<dt>drained</dt><dd class="down">yes (maintenance)</dd>' : '') +
       `<dt>in sync</dt><dd>${st.in_sync ? 'yes' : 'no'}</dd><dt>entries</dt><dd id="entry-counts">${st.entries ?? '—'}</dd>` +
       `<dt>traffic out</dt><dd>${fmtBps(switchBps(sw.name))}</dd>` +
       (st.last_error ? `<dt>last error</dt><dd class="down">${st.last_error}</dd>` : '') + '</dl>';

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,12 @@ import (
 type Driver interface {
 	Read(ctx context.Context, sw models.SwitchID) (models.ForwardingState, error)
 	Apply(ctx context.Context, sw models.SwitchID, d models.Diff) error
+}
+
+// ConfigDriver reads and writes switches' interface configuration (gNMI).
+type ConfigDriver interface {
+	GetConfig(ctx context.Context, sw models.SwitchID) (map[uint32]models.InterfaceConfig, error)
+	SetConfig(ctx context.Context, sw models.SwitchID, ports map[uint32]models.InterfaceConfig) error
 }
 
 // PinReader reads back chosen flow-pin entries; a Driver that has it lets
@@ -79,6 +86,12 @@ type Config struct {
 	Limits pathcalc.Limits
 	// Overlay, if set, adds flow pins to every switch's routes.
 	Overlay Overlay
+	// Config, if set, keeps every port's interface configuration (enabled,
+	// MTU, description) as the fabric profile says, over gNMI.
+	Config ConfigDriver
+	// MTU is the fabric profile's interface MTU; default 4200 (a 4096-byte
+	// RoCE payload with its headers).
+	MTU uint16
 	// Workers reconcile switches in parallel; default 4.
 	Workers int
 	// ResyncInterval re-reconciles every switch even without changes, to
@@ -102,6 +115,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ResyncInterval <= 0 {
 		c.ResyncInterval = 30 * time.Second
+	}
+	if c.MTU == 0 {
+		c.MTU = 4200
 	}
 	if c.FlapHalfLife <= 0 {
 		c.FlapHalfLife = 10 * time.Second
@@ -135,7 +151,11 @@ type SwitchStatus struct {
 	LastWrites    int       `json:"last_writes"`
 	LastReconcile time.Time `json:"last_reconcile,omitzero"`
 	LastError     string    `json:"last_error,omitempty"`
-	Revision      int64     `json:"topology_revision"`
+	// ConfigInSync says the ports' interface configuration was last read
+	// back as the fabric profile wants; ConfigError why not.
+	ConfigInSync bool   `json:"config_in_sync"`
+	ConfigError  string `json:"config_error,omitempty"`
+	Revision     int64  `json:"topology_revision"`
 }
 
 // fabricState is one topology revision and, computed on first use, its routes.
@@ -207,6 +227,9 @@ func (c *Controller) Resync(sw models.SwitchID) {
 	delete(c.known, sw)
 	c.mu.Unlock()
 	c.Enqueue(sw)
+	if c.cfg.Config != nil {
+		c.queue.Add(configKey(sw))
+	}
 }
 
 func (c *Controller) enqueueAll() {
@@ -216,6 +239,22 @@ func (c *Controller) enqueueAll() {
 	}
 	for _, sw := range st.snap.Switches() {
 		c.queue.Add(string(sw.Name))
+	}
+}
+
+// configKey is the work-queue key of a switch's interface configuration,
+// reconciled apart from its tables (it changes rarely and costs a gNMI
+// Get, while tables change with every intent).
+func configKey(sw models.SwitchID) string { return "config/" + string(sw) }
+
+// enqueueConfig queues every switch's configuration.
+func (c *Controller) enqueueConfig() {
+	st := c.current()
+	if st == nil || c.cfg.Config == nil {
+		return
+	}
+	for _, sw := range st.snap.Switches() {
+		c.queue.Add(configKey(sw.Name))
 	}
 }
 
@@ -349,6 +388,7 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 	c.log.Info("topology loaded", "revision", rev, "switches", len(t.Switches), "links", len(t.Links), "hosts", len(t.Hosts))
 	c.subs.sync(ctx, snap.Switches())
 	c.enqueueAll()
+	c.enqueueConfig()
 }
 
 // downLinksLocked derives the links to route around from the ports' last
@@ -582,6 +622,7 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			clear(c.known)
 			c.mu.Unlock()
 			c.enqueueAll()
+			c.enqueueConfig()
 		case <-export.C:
 			if snap, _ := c.Snapshot(); snap != nil {
 				for _, l := range snap.Links() {
@@ -598,7 +639,12 @@ func (c *Controller) worker(ctx context.Context) {
 		if !ok {
 			return
 		}
-		err := c.reconcileSafely(ctx, models.SwitchID(key))
+		var err error
+		if sw, isConfig := strings.CutPrefix(key, "config/"); isConfig {
+			err = c.reconcileConfigSafely(ctx, models.SwitchID(sw))
+		} else {
+			err = c.reconcileSafely(ctx, models.SwitchID(key))
+		}
 		switch {
 		case err == nil:
 			c.queue.Forget(key)
@@ -648,6 +694,8 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		s.LastReconcile = time.Now()
 		s.Revision = st.rev
 		c.mu.Lock()
+		prev := c.status[sw] // the config reconciler's part stays
+		s.ConfigInSync, s.ConfigError = prev.ConfigInSync, prev.ConfigError
 		c.status[sw] = s
 		c.mu.Unlock()
 		v := 0.0

@@ -360,3 +360,11 @@ func (t Topology) Validate() error {
 	}
 	return nil
 }
+
+// InterfaceConfig is the part of a port's OpenConfig configuration the
+// controller manages (/interfaces/interface/config).
+type InterfaceConfig struct {
+	Enabled     bool   `json:"enabled"`
+	MTU         uint16 `json:"mtu"`
+	Description string `json:"description"`
+}

@@ -47,6 +47,7 @@ type Config struct {
 	APIRateLimit   float64
 	ObserveEvery   time.Duration
 	FlapHalfLife   time.Duration
+	MTU            uint16
 
 	// demo only
 	Workload string
@@ -66,6 +67,7 @@ func defaultConfig() Config {
 		APIRateLimit:   2000,
 		ObserveEvery:   5 * time.Second,
 		FlapHalfLife:   10 * time.Second,
+		MTU:            4200,
 		Topology:       "leafspine:8x8x4",
 		Workload:       "permutation",
 		Gbps:           400,
@@ -90,6 +92,9 @@ func (c Config) Validate(demo bool) error {
 	}
 	if c.Headroom < 0 || c.Headroom >= 1 {
 		return fmt.Errorf("--headroom %v: want a fraction in [0, 1)", c.Headroom)
+	}
+	if c.MTU < 68 {
+		return fmt.Errorf("--mtu %d: below the IPv4 minimum of 68", c.MTU)
 	}
 	if c.PendingTimeout <= 0 {
 		return fmt.Errorf("--pending-timeout %v: must be positive", c.PendingTimeout)
@@ -142,6 +147,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().Float64Var(&cfg.Headroom, "headroom", cfg.Headroom, "fraction of every link that intents may not reserve")
 	root.PersistentFlags().BoolVar(&cfg.Preemption, "preemption", cfg.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
 	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
+	root.PersistentFlags().Uint16Var(&cfg.MTU, "mtu", cfg.MTU, "interface MTU of the fabric profile, pushed to every port over gNMI (4200 fits a 4096-byte RoCE payload)")
 	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
 	root.PersistentFlags().DurationVar(&cfg.ObserveEvery, "observe-interval", cfg.ObserveEvery, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
@@ -216,6 +222,7 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		APIRateLimit:    cfg.APIRateLimit,
 		ObserveInterval: cfg.ObserveEvery,
 		FlapHalfLife:    cfg.FlapHalfLife,
+		MTU:             cfg.MTU,
 		Logger:          log,
 	}
 	if cfg.DataDir != "" {

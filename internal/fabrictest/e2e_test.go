@@ -17,6 +17,7 @@ import (
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
+	"github.com/accelnet/accelnet/southbound"
 )
 
 func TestMain(m *testing.M) {
@@ -450,4 +451,30 @@ func TestFlapDampening(t *testing.T) {
 		t.Fatalf("a dampened link is still in the routes")
 	}
 	h.Eventually(t, 10*time.Second, "link back once stable", func() bool { return !avoided() && len(h.Controller.Dampened()) == 0 })
+}
+
+// TestInterfaceConfigPushed: every port gets the fabric profile (enabled,
+// MTU, a description of its peer) over gNMI Set, verified by Get; a change
+// made behind the controller's back is put right by the next resync.
+func TestInterfaceConfigPushed(t *testing.T) {
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(o *stack.Options) { o.ResyncInterval = 300 * time.Millisecond })
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	snap, _ := h.Controller.Snapshot()
+	gc := &southbound.GNMIConfig{Resolve: snap.Switch}
+	ctx := context.Background()
+	h.Eventually(t, 10*time.Second, "leaf1's ports configured", func() bool {
+		got, err := gc.GetConfig(ctx, "leaf1")
+		return err == nil && got[2].MTU == 4200 && got[2].Description == "link to spine1:1" && got[1].Description == "host h1-1"
+	})
+	// Someone changes spine1 port 1 by hand; the controller repairs it.
+	if err := gc.SetConfig(ctx, "spine1", map[uint32]models.InterfaceConfig{1: {Enabled: true, MTU: 1500, Description: "hand-edited"}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 10*time.Second, "drift repaired", func() bool {
+		got, err := gc.GetConfig(ctx, "spine1")
+		return err == nil && got[1].MTU == 4200 && got[1].Description == "link to leaf1:2"
+	})
+	if st := h.Controller.Status()["spine1"]; !st.ConfigInSync {
+		t.Errorf("spine1 status %+v", st)
+	}
 }

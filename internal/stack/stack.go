@@ -57,6 +57,8 @@ type Options struct {
 	// OperatorTokenFile is where the first operator token is written on
 	// the first start (mode 0600); empty: not written, only returned.
 	OperatorTokenFile string
+	// MTU is the fabric profile's interface MTU pushed over gNMI; default 4200.
+	MTU uint16
 	// FlapHalfLife is how fast a flapping link's penalty decays (default
 	// 10s): two failures close together keep a link out of routes until
 	// it has been stable for about a half-life and a half.
@@ -206,7 +208,15 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("issue the first operator token: %w", err)
 	}
 	ctrl, err = controller.New(controller.Config{
-		Overlay:           s.Intents,
+		Overlay: s.Intents,
+		Config: &southbound.GNMIConfig{Resolve: func(id models.SwitchID) (models.Switch, error) {
+			snap, _ := ctrl.Snapshot()
+			if snap == nil {
+				return models.Switch{}, controller.ErrNoTopology
+			}
+			return snap.Switch(id)
+		}},
+		MTU:               opts.MTU,
 		Store:             s.Store,
 		Driver:            s.Driver,
 		Limits:            pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize},

@@ -1,0 +1,110 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// desiredConfig is the fabric profile for a switch's ports: enabled, the
+// profile MTU, and a description naming what is at the other end.
+func (c *Controller) desiredConfig(snap *topology.Snapshot, sw models.SwitchID) map[uint32]models.InterfaceConfig {
+	out := map[uint32]models.InterfaceConfig{}
+	for _, port := range snap.Ports(sw) {
+		e := models.Endpoint{Switch: sw, Port: port}
+		desc := "unused"
+		if l, ok := snap.LinkAt(e); ok {
+			peer := l.B
+			if l.B == e {
+				peer = l.A
+			}
+			desc = "link to " + peer.String()
+		} else if h, ok := snap.HostAt(e); ok {
+			desc = "host " + h.Name
+		}
+		out[port] = models.InterfaceConfig{Enabled: true, MTU: c.cfg.MTU, Description: desc}
+	}
+	return out
+}
+
+func (c *Controller) reconcileConfigSafely(ctx context.Context, sw models.SwitchID) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
+	defer cancel()
+	start := time.Now()
+	writes := 0
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("config reconcile %s panicked: %v\n%s", sw, r, debug.Stack())
+		}
+		result := "ok"
+		switch {
+		case err != nil:
+			result = "error"
+		case writes == 0:
+			result = "noop"
+		}
+		c.m.reconcileTotal.WithLabelValues("config", result).Inc()
+		c.m.reconcileDuration.WithLabelValues("config").Observe(time.Since(start).Seconds())
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.state == nil {
+			return
+		}
+		if _, gone := c.state.snap.Switch(sw); gone != nil {
+			return
+		}
+		st := c.status[sw]
+		st.ConfigInSync, st.ConfigError = err == nil, ""
+		if err != nil {
+			st.ConfigError = err.Error()
+		}
+		c.status[sw] = st
+	}()
+	writes, err = c.ReconcileConfig(ctx, sw)
+	return err
+}
+
+// ReconcileConfig makes a switch's interface configuration match the
+// fabric profile: Get, Set what differs, Get again to verify. It returns
+// how many ports it changed.
+func (c *Controller) ReconcileConfig(ctx context.Context, sw models.SwitchID) (int, error) {
+	st := c.current()
+	if st == nil || c.cfg.Config == nil {
+		return 0, nil
+	}
+	if _, err := st.snap.Switch(sw); err != nil {
+		return 0, nil // gone from the topology
+	}
+	want := c.desiredConfig(st.snap, sw)
+	have, err := c.cfg.Config.GetConfig(ctx, sw)
+	if err != nil {
+		return 0, fmt.Errorf("read config of %s: %w", sw, err)
+	}
+	change := map[uint32]models.InterfaceConfig{}
+	for port, w := range want {
+		if have[port] != w {
+			change[port] = w
+		}
+	}
+	if len(change) == 0 {
+		return 0, nil
+	}
+	if err := c.cfg.Config.SetConfig(ctx, sw, change); err != nil {
+		return 0, fmt.Errorf("write config of %s: %w", sw, err)
+	}
+	after, err := c.cfg.Config.GetConfig(ctx, sw)
+	if err != nil {
+		return 0, fmt.Errorf("verify config of %s: %w", sw, err)
+	}
+	for port := range change {
+		if after[port] != want[port] {
+			return 0, fmt.Errorf("config of %s port %d reads back %+v after setting %+v", sw, port, after[port], want[port])
+		}
+	}
+	c.log.Info("interface config applied", "switch", sw, "ports", len(change), "mtu", c.cfg.MTU)
+	return len(change), nil
+}

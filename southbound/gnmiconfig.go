@@ -1,0 +1,116 @@
+package southbound
+
+import (
+	"context"
+	"fmt"
+
+	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// GNMIConfig reads and writes interface configuration over gNMI Get and
+// Set (OpenConfig /interfaces/interface[name]/config), one short-lived
+// connection per call: configuration changes rarely.
+type GNMIConfig struct {
+	// Resolve finds a switch's gNMI address.
+	Resolve func(models.SwitchID) (models.Switch, error)
+}
+
+func (g *GNMIConfig) dial(id models.SwitchID) (*grpc.ClientConn, models.Switch, error) {
+	sw, err := g.Resolve(id)
+	if err != nil {
+		return nil, sw, err
+	}
+	if sw.GNMIAddr == "" {
+		return nil, sw, fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, id)
+	}
+	cc, err := grpc.NewClient(sw.GNMIAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, sw, fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, id, err)
+	}
+	return cc, sw, nil
+}
+
+// GetConfig returns every interface's managed configuration by port.
+func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uint32]models.InterfaceConfig, error) {
+	cc, sw, err := g.dial(id)
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	resp, err := gnmipb.NewGNMIClient(cc).Get(ctx, &gnmipb.GetRequest{
+		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
+		Path:     []*gnmipb.Path{interfaceConfigPath("*", "")},
+		Type:     gnmipb.GetRequest_CONFIG,
+		Encoding: gnmipb.Encoding_PROTO,
+	})
+	if err != nil {
+		return nil, mapStatus("gnmi get config of "+string(id), err)
+	}
+	out := map[uint32]models.InterfaceConfig{}
+	for _, n := range resp.GetNotification() {
+		for _, u := range n.GetUpdate() {
+			elems := append(append([]*gnmipb.PathElem{}, n.GetPrefix().GetElem()...), u.GetPath().GetElem()...)
+			if len(elems) != 4 || elems[1].GetName() != "interface" || elems[2].GetName() != "config" {
+				continue
+			}
+			port, ok := models.PortFromInterface(elems[1].GetKey()["name"])
+			if !ok {
+				continue
+			}
+			c := out[port]
+			switch elems[3].GetName() {
+			case "enabled":
+				c.Enabled = u.GetVal().GetBoolVal()
+			case "mtu":
+				c.MTU = uint16(u.GetVal().GetUintVal())
+			case "description":
+				c.Description = u.GetVal().GetStringVal()
+			}
+			out[port] = c
+		}
+	}
+	return out, nil
+}
+
+// SetConfig writes the given ports' configuration in one Set (the target
+// applies it all or nothing).
+func (g *GNMIConfig) SetConfig(ctx context.Context, id models.SwitchID, ports map[uint32]models.InterfaceConfig) error {
+	if len(ports) == 0 {
+		return nil
+	}
+	cc, sw, err := g.dial(id)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	req := &gnmipb.SetRequest{Prefix: &gnmipb.Path{Target: string(sw.Name)}}
+	for port, c := range ports {
+		name := models.InterfaceName(port)
+		req.Update = append(req.Update,
+			&gnmipb.Update{Path: interfaceConfigPath(name, "enabled"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: c.Enabled}}},
+			&gnmipb.Update{Path: interfaceConfigPath(name, "mtu"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: uint64(c.MTU)}}},
+			&gnmipb.Update{Path: interfaceConfigPath(name, "description"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: c.Description}}},
+		)
+	}
+	if _, err := gnmipb.NewGNMIClient(cc).Set(ctx, req); err != nil {
+		return mapStatus("gnmi set config of "+string(id), err)
+	}
+	return nil
+}
+
+// interfaceConfigPath is /interfaces/interface[name]/config[/leaf].
+func interfaceConfigPath(name, leaf string) *gnmipb.Path {
+	p := &gnmipb.Path{Elem: []*gnmipb.PathElem{
+		{Name: "interfaces"},
+		{Name: "interface", Key: map[string]string{"name": name}},
+		{Name: "config"},
+	}}
+	if leaf != "" {
+		p.Elem = append(p.Elem, &gnmipb.PathElem{Name: leaf})
+	}
+	return p
+}

@@ -13,18 +13,29 @@ import (
 // 1,024 hosts.
 //
 //	go test ./pathcalc -run '^$' -bench PlacePermutation -cpu 1
-func BenchmarkPlacePermutation(b *testing.B) {
+func BenchmarkPlacePermutation(b *testing.B) { benchmarkPlace(b, PatternPermutation) }
+
+// BenchmarkPlaceAllToAll: a full placement of an all-to-all of 1,024 hosts
+// (1,047,552 demands).
+//
+//	go test ./pathcalc -run '^$' -bench PlaceAllToAll -cpu 1
+func BenchmarkPlaceAllToAll(b *testing.B) { benchmarkPlace(b, PatternAllToAll) }
+
+func benchmarkPlace(b *testing.B, pattern string) {
 	for _, spec := range []string{"leafspine:32x32x32", "fattree:16"} {
 		b.Run(spec, func(b *testing.B) {
 			topo, _ := topology.ParseSpec(spec)
 			snap, _ := topology.New(topo)
-			cols, _ := Traffic(snap, TrafficSpec{Pattern: PatternPermutation, Seed: 1})
+			cols, _ := Traffic(snap, TrafficSpec{Pattern: pattern, Seed: 1})
 			demands := demandsOf(cols)
+			var p Placement
 			for b.Loop() {
-				if _, err := Place(context.Background(), snap, PlaceRequest{Demands: demands}); err != nil {
+				var err error
+				if p, err = Place(context.Background(), snap, PlaceRequest{Demands: demands}); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric(p.MLU, "mlu")
 		})
 	}
 }

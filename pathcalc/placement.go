@@ -199,20 +199,28 @@ func (n *network) firstHopGroups(paths [][]int) [][]int {
 func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int) bool {
 	var idx []int
 	var groups [][][]int
+	// Candidates are shared per leaf pair: split them once per pair.
+	type pair [2]models.SwitchID
+	split := map[pair][][]int{}
 	for i, d := range demands {
 		if d.Src.Attach.Switch == d.Dst.Attach.Switch {
 			continue
 		}
-		g := n.firstHopGroups(candidates[i])
-		for _, grp := range g {
-			if len(grp) != len(g[0]) {
-				return false
-			}
-			for _, c := range grp {
-				if l := len(candidates[i][c]); l != 2 && l != 4 {
+		key := pair{d.Src.Attach.Switch, d.Dst.Attach.Switch}
+		g, seen := split[key]
+		if !seen {
+			g = n.firstHopGroups(candidates[i])
+			for _, grp := range g {
+				if len(grp) != len(g[0]) {
 					return false
 				}
+				for _, c := range grp {
+					if l := len(candidates[i][c]); l != 2 && l != 4 {
+						return false
+					}
+				}
 			}
+			split[key] = g
 		}
 		idx = append(idx, i)
 		groups = append(groups, g)
@@ -228,11 +236,23 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 		node[key] = len(node)
 		return node[key]
 	}
-	var edges [][2]int
+	edges := make([][2]int, 0, len(idx))
+	srcID, dstID := map[models.SwitchID]int{}, map[models.SwitchID]int{}
 	for _, i := range idx {
-		edges = append(edges, [2]int{id("s:" + string(demands[i].Src.Attach.Switch)), id("d:" + string(demands[i].Dst.Attach.Switch))})
+		s, ok := srcID[demands[i].Src.Attach.Switch]
+		if !ok {
+			s = id("s:" + string(demands[i].Src.Attach.Switch))
+			srcID[demands[i].Src.Attach.Switch] = s
+		}
+		d, ok := dstID[demands[i].Dst.Attach.Switch]
+		if !ok {
+			d = id("d:" + string(demands[i].Dst.Attach.Switch))
+			dstID[demands[i].Dst.Attach.Switch] = d
+		}
+		edges = append(edges, [2]int{s, d})
 	}
-	stage1 := colorBipartite(edges, len(node))
+	width := func(k int) int { return len(groups[k]) }
+	stage1 := colorsFor(edges, len(node), len(idx), width)
 	// Stage 2: per first-hop colour, the demands that go up to the core.
 	type second struct{ k, c int }
 	byColor := map[int][]second{}
@@ -255,7 +275,7 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 			dstAgg := n.resources[p[3]].egress.Switch    // aggregation → destination leaf
 			e2 = append(e2, [2]int{id("s:" + string(srcAgg)), id("d:" + string(dstAgg))})
 		}
-		stage2 := colorBipartite(e2, len(node))
+		stage2 := colorsFor(e2, len(node), len(members), func(x int) int { return len(groups[members[x].k][members[x].c]) })
 		for x, m := range members {
 			grp := groups[m.k][m.c]
 			choice[idx[m.k]] = grp[stage2[x]%len(grp)]
@@ -277,6 +297,119 @@ func (n *network) peerOf(e models.Endpoint) models.SwitchID {
 // and right node IDs share one numbering here but never one edge end) with
 // Δ colours, by König's alternating-path method, and returns each edge's
 // colour.
+// colorsFor colours a bipartite multigraph's edges for spreading over
+// width(e) choices each: when every edge has the same width and it is a
+// power of two, by repeated Euler splits (each node's edges end up within
+// one of ⌈deg/width⌉ per colour, in O(E log width)); otherwise by a proper
+// Δ-colouring, whose colours the caller takes modulo the width.
+func colorsFor(edges [][2]int, nodes, count int, width func(int) int) []int {
+	w := 0
+	for e := range count {
+		if e == 0 {
+			w = width(0)
+		} else if width(e) != w {
+			w = 0
+			break
+		}
+	}
+	if w > 0 && w&(w-1) == 0 {
+		return equitableColors(edges, nodes, w)
+	}
+	return colorBipartite(edges, nodes)
+}
+
+// equitableColors splits the edges into w colour classes (w a power of
+// two) so that at every node each class has ⌊deg/w⌋ or ⌈deg/w⌉ edges.
+func equitableColors(edges [][2]int, nodes, w int) []int {
+	color := make([]int, len(edges))
+	all := make([]int, len(edges))
+	for i := range all {
+		all[i] = i
+	}
+	var split func(ids []int, base, w int)
+	split = func(ids []int, base, w int) {
+		if w == 1 || len(ids) == 0 {
+			for _, e := range ids {
+				color[e] = base
+			}
+			return
+		}
+		a, b := eulerSplit(edges, nodes, ids)
+		split(a, base, w/2)
+		split(b, base+w/2, w/2)
+	}
+	split(all, 0, w)
+	return color
+}
+
+// eulerSplit halves a multigraph's edges so every node's degree splits as
+// evenly as possible: odd-degree nodes are joined to a dummy node, each
+// component's edges are walked as one closed trail (Hierholzer), and
+// consecutive edges go to alternate halves. A trail passing through a node
+// enters and leaves it by edges of different halves; a trail is odd only
+// if it uses the dummy node, and then it starts there.
+func eulerSplit(edges [][2]int, nodes int, ids []int) (a, b []int) {
+	type arc struct{ to, e int }
+	dummy := nodes
+	adj := make([][]arc, nodes+1)
+	for i, id := range ids {
+		u, v := edges[id][0], edges[id][1]
+		adj[u] = append(adj[u], arc{v, i})
+		adj[v] = append(adj[v], arc{u, i})
+	}
+	n := len(ids)
+	for v := range nodes {
+		if len(adj[v])%2 == 1 {
+			adj[v] = append(adj[v], arc{dummy, n})
+			adj[dummy] = append(adj[dummy], arc{v, n})
+			n++
+		}
+	}
+	used := make([]bool, n)
+	next := make([]int, nodes+1)
+	type step struct{ node, e int }
+	var stack []step
+	var trail []int
+	walk := func(start int) {
+		trail = trail[:0]
+		stack = append(stack[:0], step{start, -1})
+		for len(stack) > 0 {
+			top := stack[len(stack)-1]
+			v := top.node
+			for next[v] < len(adj[v]) && used[adj[v][next[v]].e] {
+				next[v]++
+			}
+			if next[v] == len(adj[v]) {
+				if top.e >= 0 {
+					trail = append(trail, top.e)
+				}
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			x := adj[v][next[v]]
+			used[x.e] = true
+			stack = append(stack, step{x.to, x.e})
+		}
+		for i, e := range trail {
+			if e >= len(ids) {
+				continue // a dummy edge
+			}
+			if i%2 == 0 {
+				a = append(a, ids[e])
+			} else {
+				b = append(b, ids[e])
+			}
+		}
+	}
+	walk(dummy)
+	for v := range nodes {
+		if next[v] < len(adj[v]) {
+			walk(v)
+		}
+	}
+	return a, b
+}
+
 func colorBipartite(edges [][2]int, nodes int) []int {
 	deg := make([]int, nodes)
 	for _, e := range edges {
@@ -293,14 +426,30 @@ func colorBipartite(edges [][2]int, nodes int) []int {
 	for v := range at {
 		at[v] = slices.Repeat([]int{-1}, delta)
 	}
-	free := func(v int) int { return slices.Index(at[v], -1) }
+	// lowest[v] is at or below v's lowest free colour: scanning from it
+	// keeps free() amortized constant instead of O(Δ) per edge.
+	lowest := make([]int, nodes)
+	free := func(v int) int {
+		for lowest[v] < delta && at[v][lowest[v]] >= 0 {
+			lowest[v]++
+		}
+		if lowest[v] == delta {
+			return -1
+		}
+		return lowest[v]
+	}
+	release := func(v, c int) {
+		at[v][c] = -1
+		lowest[v] = min(lowest[v], c)
+	}
+	var path []int
 	for e, uv := range edges {
 		u, v := uv[0], uv[1]
 		a, b := free(u), free(v)
 		if at[v][a] >= 0 {
 			// Swap a and b along the a/b path from v; it cannot reach u
 			// (a is free at u), so a becomes free at v.
-			var path []int
+			path = path[:0]
 			node, want, other := v, a, b
 			for x := at[node][want]; x >= 0; x = at[node][want] {
 				path = append(path, x)
@@ -312,8 +461,8 @@ func colorBipartite(edges [][2]int, nodes int) []int {
 				want, other = other, want
 			}
 			for _, x := range path {
-				at[edges[x][0]][color[x]] = -1
-				at[edges[x][1]][color[x]] = -1
+				release(edges[x][0], color[x])
+				release(edges[x][1], color[x])
 			}
 			for _, x := range path {
 				if color[x] == a {

@@ -77,6 +77,8 @@ type Overlay interface {
 	Synced(sw models.SwitchID, gen uint64)
 	// SetFabric is told the topology and the links that are down.
 	SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool)
+	// ProgramFailed says writing sw failed (it will be retried).
+	ProgramFailed(sw models.SwitchID, err error)
 }
 
 // Config configures a Controller.
@@ -793,6 +795,9 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	if err := c.cfg.Driver.Apply(ctx, sw, diff); err != nil {
 		forget()
 		record(SwitchStatus{LastError: err.Error()})
+		if c.cfg.Overlay != nil {
+			c.cfg.Overlay.ProgramFailed(sw, err)
+		}
 		return 0, err
 	}
 	if err := c.confirm(ctx, sw, diff); err != nil {

@@ -179,6 +179,9 @@ type Intents struct {
 	usage     map[models.TenantName]*tenantUsage
 	pins      map[models.SwitchID]map[models.FlowKey]uint32
 	gen       uint64
+	// failures is each switch's last programming error, cleared once it
+	// is synced again.
+	failures map[models.SwitchID]string
 	// changes logs, per switch, which pin keys changed at which generation
 	// (for PinsDelta); entries at or below changesBase are trimmed once the
 	// switch confirmed them.
@@ -231,7 +234,7 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{},
 		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
-		observed: map[string]float64{},
+		observed: map[string]float64{}, failures: map[models.SwitchID]string{},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
 	return m, nil
@@ -283,6 +286,7 @@ func (m *Intents) Synced(sw models.SwitchID, gen uint64) {
 	if gen > m.synced[sw] {
 		m.synced[sw] = gen
 	}
+	delete(m.failures, sw)
 	if gen > m.changesBase[sw] {
 		// The switch has everything up to gen: forget those changes.
 		log := m.changes[sw]
@@ -295,6 +299,15 @@ func (m *Intents) Synced(sw models.SwitchID, gen uint64) {
 	if wake {
 		m.wake()
 	}
+}
+
+// ProgramFailed records that writing a switch failed; intents waiting for
+// it say so in their reason until it succeeds.
+func (m *Intents) ProgramFailed(sw models.SwitchID, err error) {
+	defer m.wake()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failures[sw] = err.Error()
 }
 
 // SetFabric gives the manager the topology and the links that are down;
@@ -1383,6 +1396,7 @@ func (m *Intents) housekeep(b *batch, tick bool) {
 			continue
 		}
 		if !m.confirmed(e) {
+			m.reportFailure(b, e, now)
 			continue
 		}
 		delete(m.awaiting, id)
@@ -1432,6 +1446,25 @@ func (m *Intents) replanIfDue(b *batch) {
 	m.planned = m.fabricGen
 	b.undo = append(b.undo, func() { m.planned = prev })
 	m.replan(b, m.cfg.Now().UTC())
+}
+
+// reportFailure updates an Admitted intent's reason when a switch on its
+// paths failed to take its entries (once per distinct error).
+func (m *Intents) reportFailure(b *batch, e *entry, now time.Time) {
+	if e.in.Status.State != models.StateAdmitted {
+		return
+	}
+	for _, sw := range e.switches {
+		msg, failed := m.failures[sw]
+		if !failed || m.synced[sw] >= e.gen {
+			continue
+		}
+		reason := fmt.Sprintf("programming %s failed (%s); retrying", sw, msg)
+		if e.in.Status.Reason != reason {
+			m.setState(b, e, models.StateAdmitted, reason, now)
+		}
+		return
+	}
 }
 
 func (m *Intents) confirmed(e *entry) bool {

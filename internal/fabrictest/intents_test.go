@@ -692,3 +692,28 @@ func TestPendingTimesOut(t *testing.T) {
 		t.Errorf("after the failure %v Gb/s in %d intents, want only the high one", gbps, n)
 	}
 }
+
+// TestProgrammingFailureReported: while a switch on its path refuses
+// writes, an intent stays Admitted with the reason; it is Installed once
+// the switch takes them.
+func TestProgrammingFailureReported(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultWriteError, Target: "leaf2", Code: "RESOURCE_EXHAUSTED"}); err != nil {
+		t.Fatal(err)
+	}
+	var in models.Intent
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("blocked", "h1-1", "h2-1", 10, 49152, 1), &in)
+	h.Eventually(t, 10*time.Second, "the failure in the intent's reason", func() bool {
+		got := intentState(t, h, tok, in.ID)
+		return got.Status.State == models.StateAdmitted && strings.Contains(got.Status.Reason, "programming leaf2 failed") &&
+			strings.Contains(got.Status.Reason, "ResourceExhausted")
+	})
+	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultWriteError, Target: "leaf2", Code: ""}); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 30*time.Second, "installed once leaf2 takes the entries", func() bool {
+		return intentState(t, h, tok, in.ID).Status.State == models.StateInstalled
+	})
+}

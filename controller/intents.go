@@ -72,10 +72,17 @@ type IntentsConfig struct {
 	// FlowPinEntries is the flow-pin table size per switch (0: unlimited).
 	FlowPinEntries int
 	// OnPins is told which switches' pins changed, to reconcile them.
-	OnPins     func([]models.SwitchID)
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
-	Now        func() time.Time
+	OnPins func([]models.SwitchID)
+	// Utilization, if set, is the measured load of the link direction
+	// leaving through a port (from telemetry), and whether it is known:
+	// installed intents on hot links move to cooler paths (see adapt).
+	Utilization func(models.Endpoint) (float64, bool)
+	// AdaptInterval is how often intents are checked against measured
+	// load; default 5s.
+	AdaptInterval time.Duration
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
+	Now           func() time.Time
 }
 
 // Scope is who is asking: an operator sees every tenant, a tenant only
@@ -191,6 +198,11 @@ type Intents struct {
 	awaiting    map[string]bool // Admitted or Deleted, waiting for switches
 	retry       bool            // capacity was freed: retry Pending and Degraded
 	loaded      bool
+	// movedAt is the adapt round each intent last moved in (hold-down);
+	// round counts adapt rounds.
+	movedAt  map[string]int
+	round    int
+	adaptDue bool
 	// needReload is set when a commit failed without saying whether it
 	// happened: memory is rebuilt from etcd before the next decision.
 	needReload bool
@@ -218,6 +230,9 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 	if cfg.MaxTxnOps <= 0 {
 		cfg.MaxTxnOps = 128
 	}
+	if cfg.AdaptInterval <= 0 {
+		cfg.AdaptInterval = 5 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -235,6 +250,7 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
 		observed: map[string]float64{}, failures: map[models.SwitchID]string{},
+		movedAt: map[string]int{},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
 	return m, nil
@@ -636,11 +652,20 @@ func (m *Intents) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	adapt := time.NewTicker(m.cfg.AdaptInterval)
+	defer adapt.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			m.failQueued()
 			return nil
+		case <-adapt.C:
+			if m.cfg.Utilization != nil && m.reloadIfNeeded(ctx) == nil {
+				m.mu.Lock()
+				m.adaptDue = true
+				m.mu.Unlock()
+				m.runBatch(ctx, nil, false)
+			}
 		case o := <-m.ops:
 			if err := m.reloadIfNeeded(ctx); err != nil {
 				o.done <- opResult{err: err}
@@ -1382,6 +1407,10 @@ func (m *Intents) housekeep(b *batch, tick bool) {
 		return
 	}
 	now := m.cfg.Now().UTC()
+	if m.adaptDue && m.book != nil && !b.full() {
+		m.adaptDue = false
+		m.adapt(b, now)
+	}
 	if m.retry && m.book != nil && !b.full() {
 		m.retry = false
 		m.retryWaiting(b, now)
@@ -1630,5 +1659,118 @@ func (m *Intents) retryWaiting(b *batch, now time.Time) {
 			continue
 		}
 		m.place(b, e, now, "")
+	}
+}
+
+// Adaptive re-placement: installed intents whose flows cross a link that
+// telemetry measures hot move to a cooler allowed path. Damped three ways
+// so two intents cannot trade places forever: a move must lower the
+// hottest link the flow would see by adaptMargin (its own rate counted on
+// the new path), at most adaptMaxMoves intents move per round, and an
+// intent that moved sits out adaptHoldRounds rounds.
+const (
+	adaptHot        = 0.9
+	adaptMargin     = 0.1
+	adaptMaxMoves   = 4
+	adaptHoldRounds = 3
+)
+
+func (m *Intents) adapt(b *batch, now time.Time) {
+	m.round++
+	util := func(e models.Endpoint) float64 {
+		u, ok := m.cfg.Utilization(e)
+		if !ok {
+			return 0
+		}
+		return u
+	}
+	type hot struct {
+		e     *entry
+		worst float64
+	}
+	var hots []hot
+	for id, e := range m.all {
+		if e.in.Status.State != models.StateInstalled || !e.pinned || m.round-m.movedAt[id] <= adaptHoldRounds && m.movedAt[id] > 0 {
+			continue
+		}
+		worst := 0.0
+		for _, f := range e.in.Status.Flows {
+			for _, hop := range f.Path[:max(len(f.Path)-1, 0)] { // fabric links, not the host's own port
+				worst = max(worst, util(hop))
+			}
+		}
+		if worst >= adaptHot {
+			hots = append(hots, hot{e, worst})
+		}
+	}
+	slices.SortFunc(hots, func(x, y hot) int {
+		if x.worst != y.worst {
+			if x.worst > y.worst {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.e.in.ID, y.e.in.ID)
+	})
+	moves := 0
+	for _, h := range hots {
+		if moves == adaptMaxMoves || b.full() {
+			break
+		}
+		e := h.e
+		cons, err := m.constraints(e)
+		if err != nil {
+			continue
+		}
+		m.obsMu.Lock()
+		observed := m.observed[e.in.ID]
+		m.obsMu.Unlock()
+		perFlow := observed / float64(max(len(e.flows), 1))
+		flows, status := e.flows, e.in.Status.Flows
+		m.unpinNow(e)
+		newPaths := make([][]models.Endpoint, len(flows))
+		better := false
+		for i, f := range flows {
+			cur := status[i].Path
+			curWorst := 0.0
+			for _, hop := range cur[:len(cur)-1] {
+				curWorst = max(curWorst, util(hop))
+			}
+			best, bestWorst := cur, curWorst
+			for _, p := range m.book.Candidates(f.src, f.dst, cons) {
+				if m.book.Room(f.src, p) < f.gbps-1e-9 {
+					continue
+				}
+				w := 0.0
+				for _, hop := range p[:len(p)-1] {
+					u := util(hop)
+					if c := m.book.Capacity(hop); c > 0 && !slices.Contains(cur, hop) {
+						u += perFlow / c // our own traffic would arrive there
+					}
+					w = max(w, u)
+				}
+				if w < bestWorst-adaptMargin {
+					best, bestWorst = p, w
+				}
+			}
+			if !slices.Equal(best, cur) {
+				better = true
+			}
+			newPaths[i] = best
+		}
+		m.repin(e, flows, status) // back as it was; the move goes through the batch
+		if !better {
+			continue
+		}
+		m.unpin(b, e)
+		e.flows = flows
+		m.pin(b, e, newPaths)
+		for _, sw := range e.switches {
+			b.touched[sw] = true
+		}
+		m.movedAt[e.in.ID] = m.round
+		moves++
+		m.setState(b, e, models.StateAdmitted, fmt.Sprintf("moved off a link measured at %.0f%% to a cooler path", 100*h.worst), now)
+		b.undo = append(b.undo, func() { delete(m.movedAt, e.in.ID) })
 	}
 }

@@ -232,3 +232,45 @@ func (b *Book) MLU() float64 {
 	}
 	return m
 }
+
+// Candidates lists the allowed shortest paths for a flow from src to dst
+// (egress ports, source leaf first, ending at dst's port).
+func (b *Book) Candidates(src, dst models.Host, c PathConstraints) [][]models.Endpoint {
+	paths := [][]int{nil}
+	if src.Attach.Switch != dst.Attach.Switch {
+		paths = b.n.leafPaths(src.Attach.Switch, dst.Attach.Switch)
+	}
+	var out [][]models.Endpoint
+	for _, p := range paths {
+		if !b.allowed(p, dst.Attach.Switch, c) {
+			continue
+		}
+		var path []models.Endpoint
+		for _, r := range b.n.route(src, dst, p)[1:] {
+			path = append(path, b.n.resources[r].egress)
+		}
+		out = append(out, path)
+	}
+	return out
+}
+
+// Room is the bandwidth still reservable along a path for a flow from src.
+func (b *Book) Room(src models.Host, path []models.Endpoint) float64 {
+	rs, ok := b.resources(src, path)
+	if !ok {
+		return 0
+	}
+	free := math.Inf(1)
+	for _, r := range rs {
+		free = math.Min(free, b.n.capacity[r]*(1-b.headroom)-b.reserved[r])
+	}
+	return math.Max(free, 0)
+}
+
+// Capacity is the capacity of the link direction leaving through e.
+func (b *Book) Capacity(e models.Endpoint) float64 {
+	if r, ok := b.n.egress[e]; ok {
+		return b.n.capacity[r]
+	}
+	return 0
+}

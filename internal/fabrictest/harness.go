@@ -74,6 +74,7 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Op
 		CounterInterval:   100 * time.Millisecond,
 		TelemetryInterval: 100 * time.Millisecond,
 		ObserveInterval:   250 * time.Millisecond,
+		AdaptInterval:     500 * time.Millisecond,
 		Logger:            logger,
 	}
 	if tune != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -716,4 +717,58 @@ func TestProgrammingFailureReported(t *testing.T) {
 	h.Eventually(t, 30*time.Second, "installed once leaf2 takes the entries", func() bool {
 		return intentState(t, h, tok, in.ID).Status.State == models.StateInstalled
 	})
+}
+
+// TestIntentMovesOffHotLink: when other traffic makes an installed
+// intent's link hot, the intent moves to the cooler spine, gets its rate,
+// and then stays put (no ping-pong).
+func TestIntentMovesOffHotLink(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	snap, _ := h.Controller.Snapshot()
+	src, dst := snap.Hosts()[0], snap.Hosts()[2] // h1-1 → h2-1
+	var a models.Intent
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("a", src.Name, dst.Name, 40, 49152, 1), &a)
+	h.Eventually(t, 10*time.Second, "installed", func() bool { return intentState(t, h, tok, a.ID).Status.State == models.StateInstalled })
+	uplink := a.Status.Flows[0].Path[0]
+	first := a.Status.Flows[0].Path[1].Switch
+	// Background traffic between the other hosts, hashed onto the same uplink.
+	bgSrc, bgDst := snap.Hosts()[1], snap.Hosts()[3]
+	var bg fabricsim.FlowSpec
+	for port := uint16(50000); port < 50200; port++ {
+		s := fabricsim.FlowSpec{Src: bgSrc.IP, Dst: bgDst.IP, SrcPort: port, DemandGbps: 90}
+		if tr := h.Fabric.Trace(s); len(tr.Hops) > 0 && tr.Hops[0].OutPort == uplink.Port {
+			bg = s
+			break
+		}
+	}
+	if bg.SrcPort == 0 {
+		t.Fatal("no source port hashes onto the intent's uplink")
+	}
+	if _, err := h.Fabric.AddFlows([]fabricsim.FlowSpec{bg, {Src: src.IP, Dst: dst.IP, SrcPort: 49152, DemandGbps: 40}}); err != nil {
+		t.Fatal(err)
+	}
+	var moved models.Intent
+	h.Eventually(t, 20*time.Second, "the intent moved to the other spine and installed", func() bool {
+		moved = intentState(t, h, tok, a.ID)
+		return moved.Status.State == models.StateInstalled && moved.Status.Flows[0].Path[1].Switch != first
+	})
+	if !slices.ContainsFunc(moved.Status.Events, func(e models.IntentEvent) bool { return strings.Contains(e.Reason, "cooler path") }) {
+		t.Errorf("events do not say why it moved: %+v", moved.Status.Events)
+	}
+	h.Eventually(t, 10*time.Second, "the intent gets its 40 Gb/s", func() bool {
+		return intentState(t, h, tok, a.ID).Status.ObservedGbps > 36
+	})
+	// Several adapt rounds later it has not moved back.
+	events := len(intentState(t, h, tok, a.ID).Status.Events)
+	samples := time.NewTicker(250 * time.Millisecond) // 3 s: six adapt rounds
+	defer samples.Stop()
+	for range 12 {
+		<-samples.C
+		got := intentState(t, h, tok, a.ID)
+		if got.Status.Flows[0].Path[1].Switch == first || len(got.Status.Events) != events {
+			t.Fatalf("the intent moved again: %+v", got.Status.Events)
+		}
+	}
 }

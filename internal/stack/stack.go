@@ -63,6 +63,9 @@ type Options struct {
 	// 10s): two failures close together keep a link out of routes until
 	// it has been stable for about a half-life and a half.
 	FlapHalfLife time.Duration
+	// AdaptInterval is how often installed intents are checked against
+	// measured link load and moved off hot links; default 5s.
+	AdaptInterval time.Duration
 	// ObserveInterval is how often installed intents' pin counters are
 	// read for their observed rate; default 5s (a read per source leaf of
 	// every installed intent's counters: at tens of thousands of intents,
@@ -198,8 +201,17 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 				ctrl.Enqueue(sw)
 			}
 		},
-		Logger:     s.log.With("component", "intents"),
-		Registerer: s.Registry,
+		Utilization: func(e models.Endpoint) (float64, bool) {
+			snap, _ := ctrl.Snapshot()
+			pl, ok := ctrl.PortLoad(e)
+			if snap == nil || !ok || pl.Stale || snap.PortGbps(e) <= 0 {
+				return 0, false
+			}
+			return pl.OutBps / (snap.PortGbps(e) * 1e9), true
+		},
+		AdaptInterval: opts.AdaptInterval,
+		Logger:        s.log.With("component", "intents"),
+		Registerer:    s.Registry,
 	})
 	if err != nil {
 		return nil, err

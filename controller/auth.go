@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,42 +79,8 @@ func NewAuth(store *Store) *Auth {
 // Run lists tenants and tokens, then follows changes until ctx ends.
 func (a *Auth) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return a.store.follow(ctx, KeyTokens, func(kvs []kv, reset bool) {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			if reset {
-				a.tokens = map[string]models.Token{}
-			}
-			for _, e := range kvs {
-				h := strings.TrimPrefix(e.key, KeyTokens)
-				var t models.Token
-				if e.deleted || json.Unmarshal(e.value, &t) != nil {
-					delete(a.tokens, h)
-				} else {
-					a.tokens[h] = t
-				}
-			}
-		})
-	})
-	g.Go(func() error {
-		return a.store.follow(ctx, KeyTenants, func(kvs []kv, reset bool) {
-			a.mu.Lock()
-			defer a.mu.Unlock()
-			if reset {
-				a.tenants = map[models.TenantName]models.Tenant{}
-			}
-			for _, e := range kvs {
-				name := models.TenantName(strings.TrimPrefix(e.key, KeyTenants))
-				var t models.Tenant
-				if e.deleted || json.Unmarshal(e.value, &t) != nil {
-					delete(a.tenants, name)
-				} else {
-					a.tenants[name] = t
-				}
-			}
-		})
-	})
+	g.Go(func() error { return followJSON(ctx, a.store, KeyTokens, &a.mu, &a.tokens, nil) })
+	g.Go(func() error { return followJSON(ctx, a.store, KeyTenants, &a.mu, &a.tenants, nil) })
 	return g.Wait()
 }
 
@@ -166,12 +133,7 @@ func (a *Auth) Tenant(ctx context.Context, name models.TenantName) (models.Tenan
 func (a *Auth) Tenants() []models.Tenant {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	out := make([]models.Tenant, 0, len(a.tenants))
-	for _, t := range a.tenants {
-		out = append(out, t)
-	}
-	slices.SortFunc(out, func(x, y models.Tenant) int { return strings.Compare(string(x.Name), string(y.Name)) })
-	return out
+	return slices.SortedFunc(maps.Values(a.tenants), func(x, y models.Tenant) int { return strings.Compare(string(x.Name), string(y.Name)) })
 }
 
 // PutTenant creates a tenant or replaces its quotas.
@@ -253,17 +215,12 @@ func (a *Auth) CreateToken(ctx context.Context, t models.Token) (models.Token, s
 func (a *Auth) Tokens() []models.Token {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	out := make([]models.Token, 0, len(a.tokens))
-	for _, t := range a.tokens {
-		out = append(out, t)
-	}
-	slices.SortFunc(out, func(x, y models.Token) int {
+	return slices.SortedFunc(maps.Values(a.tokens), func(x, y models.Token) int {
 		if c := x.Created.Compare(y.Created); c != 0 {
 			return c
 		}
 		return strings.Compare(x.ID, y.ID)
 	})
-	return out
 }
 
 // DeleteToken revokes a token by ID (the first 16 hex digits of its hash,

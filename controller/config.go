@@ -3,8 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
-	"time"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
@@ -31,40 +29,24 @@ func (c *Controller) desiredConfig(snap *topology.Snapshot, sw models.SwitchID) 
 	return out
 }
 
-func (c *Controller) reconcileConfigSafely(ctx context.Context, sw models.SwitchID) (err error) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
-	defer cancel()
-	start := time.Now()
-	writes := 0
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("config reconcile %s panicked: %v\n%s", sw, r, debug.Stack())
-		}
-		result := "ok"
-		switch {
-		case err != nil:
-			result = "error"
-		case writes == 0:
-			result = "noop"
-		}
-		c.m.reconcileTotal.WithLabelValues("config", result).Inc()
-		c.m.reconcileDuration.WithLabelValues("config").Observe(time.Since(start).Seconds())
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.state == nil {
-			return
-		}
-		if _, gone := c.state.snap.Switch(sw); gone != nil {
-			return
-		}
-		st := c.status[sw]
-		st.ConfigInSync, st.ConfigError = err == nil, ""
-		if err != nil {
-			st.ConfigError = err.Error()
-		}
-		c.status[sw] = st
-	}()
-	writes, err = c.ReconcileConfig(ctx, sw)
+// reconcileConfigSafely reconciles a switch's interface config and
+// records the outcome in its status.
+func (c *Controller) reconcileConfigSafely(ctx context.Context, sw models.SwitchID) error {
+	err := c.safely(ctx, "config", sw, c.ReconcileConfig)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state == nil {
+		return err
+	}
+	if _, gone := c.state.snap.Switch(sw); gone != nil {
+		return err
+	}
+	st := c.status[sw]
+	st.ConfigInSync, st.ConfigError = err == nil, ""
+	if err != nil {
+		st.ConfigError = err.Error()
+	}
+	c.status[sw] = st
 	return err
 }
 

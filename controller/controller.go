@@ -659,16 +659,22 @@ func (c *Controller) worker(ctx context.Context) {
 	}
 }
 
-// reconcileSafely bounds a reconcile in time, turns a panic into an error,
-// and records metrics.
-func (c *Controller) reconcileSafely(ctx context.Context, sw models.SwitchID) (err error) {
+// reconcileSafely bounds a switch's table reconcile in time, turns a
+// panic into an error, and records metrics.
+func (c *Controller) reconcileSafely(ctx context.Context, sw models.SwitchID) error {
+	return c.safely(ctx, "switch", sw, c.Reconcile)
+}
+
+// safely runs one reconcile of kind ("switch", "config") with a timeout,
+// a panic turned into an error, and metrics.
+func (c *Controller) safely(ctx context.Context, kind string, sw models.SwitchID, reconcile func(context.Context, models.SwitchID) (int, error)) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
 	defer cancel()
 	start := time.Now()
 	writes := 0
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("reconcile %s panicked: %v\n%s", sw, r, debug.Stack())
+			err = fmt.Errorf("%s reconcile of %s panicked: %v\n%s", kind, sw, r, debug.Stack())
 		}
 		result := "ok"
 		switch {
@@ -677,10 +683,10 @@ func (c *Controller) reconcileSafely(ctx context.Context, sw models.SwitchID) (e
 		case writes == 0:
 			result = "noop"
 		}
-		c.m.reconcileTotal.WithLabelValues("switch", result).Inc()
-		c.m.reconcileDuration.WithLabelValues("switch").Observe(time.Since(start).Seconds())
+		c.m.reconcileTotal.WithLabelValues(kind, result).Inc()
+		c.m.reconcileDuration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	}()
-	writes, err = c.Reconcile(ctx, sw)
+	writes, err = reconcile(ctx, sw)
 	return err
 }
 

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -43,23 +42,7 @@ func NewDrains(store *Store, ctrl *Controller, intents *Intents) *Drains {
 // Run follows the drains in etcd (so every replica applies them) until
 // ctx ends.
 func (d *Drains) Run(ctx context.Context) error {
-	return d.store.follow(ctx, KeyDrains, func(kvs []kv, reset bool) {
-		d.mu.Lock()
-		if reset {
-			d.all = map[string]models.Drain{}
-		}
-		for _, e := range kvs {
-			id := strings.TrimPrefix(e.key, KeyDrains)
-			var dr models.Drain
-			if e.deleted || json.Unmarshal(e.value, &dr) != nil {
-				delete(d.all, id)
-			} else {
-				d.all[id] = dr
-			}
-		}
-		d.mu.Unlock()
-		d.apply()
-	})
+	return followJSON(ctx, d.store, KeyDrains, &d.mu, &d.all, d.apply)
 }
 
 // apply hands the drains to the controller.

@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -283,4 +285,29 @@ func (s *Store) deletePrefix(ctx context.Context, prefix string) (int64, error) 
 		return 0, s.wrap(err, "delete "+prefix)
 	}
 	return resp.Deleted, nil
+}
+
+// followJSON keeps *m (key after prefix → decoded value) in step with
+// etcd under mu, calling changed (if set) after every update; values that
+// do not decode are dropped.
+func followJSON[K ~string, V any](ctx context.Context, s *Store, prefix string, mu sync.Locker, m *map[K]V, changed func()) error {
+	return s.follow(ctx, prefix, func(kvs []kv, reset bool) {
+		mu.Lock()
+		if reset {
+			*m = map[K]V{}
+		}
+		for _, e := range kvs {
+			k := K(strings.TrimPrefix(e.key, prefix))
+			var v V
+			if e.deleted || json.Unmarshal(e.value, &v) != nil {
+				delete(*m, k)
+			} else {
+				(*m)[k] = v
+			}
+		}
+		mu.Unlock()
+		if changed != nil {
+			changed()
+		}
+	})
 }

@@ -1774,3 +1774,99 @@ func (m *Intents) adapt(b *batch, now time.Time) {
 		b.undo = append(b.undo, func() { delete(m.movedAt, e.in.ID) })
 	}
 }
+
+// CreateBatch admits a set of point-to-point intents for one tenant
+// together, all or none: their flows are placed jointly (a full set of
+// line-rate flows can need that, where one at a time would strand the
+// last ones). It is for declaring a job's flows at once; constraints and
+// preemption are not considered.
+func (m *Intents) CreateBatch(ctx context.Context, tenant models.TenantName, specs []models.IntentSpec) ([]models.Intent, error) {
+	if err := tenant.Validate(); err != nil {
+		return nil, err
+	}
+	for _, s := range specs {
+		if err := s.Validate(); err != nil {
+			return nil, err
+		}
+		if s.Collective != nil || !s.Constraints.IsZero() {
+			return nil, fmt.Errorf("%w: a batch takes point-to-point intents without constraints", models.ErrInvalid)
+		}
+	}
+	t, err := m.cfg.Auth.Tenant(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var created []*entry
+	_, err = m.submit(ctx, func(b *batch) (Outcome, error) {
+		created = created[:0]
+		if !m.loaded || m.book == nil {
+			return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", ErrNoTopology)
+		}
+		now := m.cfg.Now().UTC()
+		var demands []pathcalc.Demand
+		var total float64
+		taken := map[models.FlowKey]bool{}
+		for _, spec := range specs {
+			e := &entry{in: models.Intent{ID: newIntentID(now), Tenant: tenant, Created: now, Spec: spec}}
+			if e.in.Spec.Class == "" {
+				e.in.Spec.Class = models.ClassLosslessRDMA
+			}
+			flows, err := m.resolve(tenant, spec)
+			if err != nil {
+				return Outcome{}, err
+			}
+			for _, f := range flows {
+				if owner, ok := m.flowOwner[f.key]; ok || taken[f.key] {
+					return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by intent %s (or twice in the batch)", ErrFlowTaken, f.key, owner)}
+				}
+				taken[f.key] = true
+				demands = append(demands, pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps})
+			}
+			e.flows = flows
+			total += spec.TotalGbps()
+			created = append(created, e)
+		}
+		u := m.usage[tenant]
+		if u == nil {
+			u = &tenantUsage{}
+		}
+		if t.MaxIntents > 0 && u.intents+len(specs) > t.MaxIntents || t.MaxGbps > 0 && u.gbps+total > t.MaxGbps+1e-9 {
+			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %d intents, %.1f Gb/s asked on top of %d, %.1f", ErrQuota, len(specs), total, u.intents, u.gbps)}
+		}
+		fit := m.book.Fit(demands, pathcalc.PathConstraints{})
+		if !fit.Fits {
+			return Outcome{}, &RefusedError{Err: ErrNoCapacity, Fit: fit}
+		}
+		at := 0
+		for _, e := range created {
+			paths := fit.Paths[at : at+len(e.flows)]
+			at += len(e.flows)
+			if err := m.checkTableRoom(e, e.flows, paths); err != nil {
+				return Outcome{}, &RefusedError{Err: err, Fit: fit}
+			}
+			m.pin(b, e, paths)
+			e.in.SetState(models.StateAdmitted, fmt.Sprintf("admitted with a batch of %d; %d flows reserved", len(specs), len(e.flows)), now)
+			id := e.in.ID
+			m.all[id] = e
+			b.undo = append(b.undo, func() { delete(m.all, id) })
+			b.put(e)
+			b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(tenant, id)), "=", 0))
+			tu := m.tenantUsage(tenant)
+			gbps := e.in.Spec.TotalGbps()
+			tu.gbps += gbps
+			tu.intents++
+			b.undo = append(b.undo, func() { tu.gbps -= gbps; tu.intents-- })
+		}
+		return Outcome{}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]models.Intent, len(created))
+	for i, e := range created {
+		out[i] = e.in
+	}
+	return out, nil
+}

@@ -178,6 +178,11 @@ type Constraints struct {
 	DisjointFrom string `json:"disjoint_from,omitempty"`
 }
 
+// IsZero reports whether no constraint is set.
+func (c Constraints) IsZero() bool {
+	return c.MaxHops == 0 && len(c.AvoidSwitches) == 0 && len(c.AvoidLinks) == 0 && c.DisjointFrom == ""
+}
+
 // Collective patterns.
 const (
 	PatternRingAllReduce = "ring-allreduce"

@@ -1,6 +1,7 @@
 package pathcalc
 
 import (
+	"context"
 	"fmt"
 	"math"
 
@@ -133,6 +134,60 @@ type Fit struct {
 // nothing: a dry run is the same call, and so is the admission that then
 // Reserves the paths.
 func (b *Book) Fit(flows []Demand, c PathConstraints) Fit {
+	f := b.fitGreedy(flows, c)
+	if f.Fits || len(flows) < 2 || len(c.AvoidSwitches)+len(c.AvoidLinks) > 0 || c.MaxHops > 0 {
+		return f
+	}
+	// One at a time can strand the last flows of a full set (a line-rate
+	// permutation needs every spine exactly once per leaf); place the set
+	// together on what is left, as Place does, before saying no.
+	if joint, ok := b.fitJoint(flows); ok {
+		return joint
+	}
+	return f
+}
+
+// fitJoint places flows together (edge colouring or greedy with local
+// search) against the residual reservable capacity.
+func (b *Book) fitJoint(flows []Demand) (Fit, bool) {
+	res := *b.n
+	res.capacity = make([]float64, len(b.n.capacity))
+	for r, c := range b.n.capacity {
+		res.capacity[r] = math.Max(c*(1-b.headroom)-b.reserved[r], 1e-9)
+	}
+	routes, _, _, err := res.place(context.Background(), flows, nil)
+	if err != nil {
+		return Fit{}, false
+	}
+	load := make([]float64, len(res.capacity))
+	for i, r := range routes {
+		for _, x := range r {
+			load[x] += flows[i].Gbps
+		}
+	}
+	out := Fit{Fits: true, FreeGbps: math.Inf(1)}
+	for r, l := range load {
+		if l > res.capacity[r]+1e-9 {
+			return Fit{}, false
+		}
+		if l > 0 && res.capacity[r]-l < out.FreeGbps {
+			out.FreeGbps, out.Bottleneck = res.capacity[r]-l, b.n.resources[r].String()
+		}
+	}
+	for _, r := range routes {
+		var path []models.Endpoint
+		for _, x := range r[1:] {
+			path = append(path, b.n.resources[x].egress)
+		}
+		out.Paths = append(out.Paths, path)
+	}
+	for r, c := range b.n.capacity {
+		out.MLU = math.Max(out.MLU, (b.reserved[r]+load[r])/c)
+	}
+	return out, true
+}
+
+func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {
 	extra := map[int]float64{}
 	out := Fit{Fits: true, Paths: make([][]models.Endpoint, 0, len(flows)), FreeGbps: math.Inf(1)}
 	for _, d := range flows {

@@ -51,9 +51,11 @@ type Config struct {
 
 	// demo only
 	Workload string
-	Gbps     float64
-	QPs      int
-	Seed     uint64
+	// Intents declares the workload's flows as intents once it runs.
+	Intents bool
+	Gbps    float64
+	QPs     int
+	Seed    uint64
 }
 
 func defaultConfig() Config {
@@ -165,6 +167,7 @@ func newRootCommand() *cobra.Command {
 	demo.Flags().Float64Var(&cfg.Gbps, "gbps", cfg.Gbps, "link and NIC speed for generated fabrics, and each host's offered load")
 	demo.Flags().IntVar(&cfg.QPs, "qps", cfg.QPs, "queue pairs (UDP source ports) per host pair in the workload")
 	demo.Flags().Uint64Var(&cfg.Seed, "seed", cfg.Seed, "workload random seed")
+	demo.Flags().BoolVar(&cfg.Intents, "intents", cfg.Intents, "after the workload starts on ECMP, declare its flows as intents (tenant \"jobs\") and log the throughput before and after")
 
 	// serve has no default fabric; its own variable keeps demo's default intact.
 	var serveTopology string
@@ -271,10 +274,58 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 		log.Info("workload started", "id", id, "pattern", cfg.Workload, "gbps_per_host", cfg.Gbps, "qps", cfg.QPs,
 			"figures", "/sim/v1/workloads/"+id)
+		if cfg.Intents {
+			g.Go(func() error { return reserveWorkload(ctx, s, id, cfg.Headroom, log) })
+		}
 	}
 	err = g.Wait()
 	log.Info("accelnet stopped", "ran_for", time.Since(started).Round(time.Millisecond))
 	return err
+}
+
+// reserveWorkload waits for the fabric, lets the workload run on ECMP for
+// a few seconds, declares its flows as intents and logs how the throughput
+// ratio changes and how long it took to reach 0.95.
+func reserveWorkload(ctx context.Context, s *stack.Stack, id string, headroom float64, log *slog.Logger) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	ratio := func() float64 {
+		f, err := s.Fabric.WorkloadFigures(id)
+		if err != nil {
+			return 0
+		}
+		return f.ThroughputRatio
+	}
+	settle := time.After(3 * time.Second)
+	for waiting := true; waiting; {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-settle:
+			waiting = s.Controller.Ready() != nil
+		case <-tick.C:
+		}
+	}
+	before := ratio()
+	start := time.Now()
+	n, err := s.ReserveWorkload(ctx, id, "jobs", headroom)
+	if err != nil {
+		log.Warn("not every workload flow could be reserved", "admitted", n, "err", err)
+	}
+	deadline := time.After(60 * time.Second)
+	for ratio() < 0.95 {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-deadline:
+			log.Warn("throughput ratio did not reach 0.95 in 60 s", "before", before, "now", ratio())
+			return nil
+		case <-tick.C:
+		}
+	}
+	log.Info("workload flows placed as intents", "intents", n, "throughput_ratio_before", fmt.Sprintf("%.3f", before),
+		"throughput_ratio_after", fmt.Sprintf("%.3f", ratio()), "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // announce logs once when every switch is programmed, with the start-up time.

@@ -325,3 +325,42 @@ func ServeHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {
 	}
 	return err
 }
+
+// ReserveWorkload turns every flow of an emulated workload into an intent
+// of tenant (created if needed), reserving its demand less the headroom:
+// what a job launcher that declares its collectives' flows does. It
+// returns how many intents were admitted. Flows start on ECMP; the intents
+// pin them to placed paths.
+func (s *Stack) ReserveWorkload(ctx context.Context, workload string, tenant models.TenantName, headroom float64) (int, error) {
+	if s.Fabric == nil {
+		return 0, errors.New("stack: no emulated fabric")
+	}
+	if headroom <= 0 {
+		headroom = 0.05
+	}
+	if _, err := s.Auth.PutTenant(ctx, models.Tenant{Name: tenant}); err != nil {
+		return 0, err
+	}
+	snap, _ := s.Controller.Snapshot()
+	if snap == nil {
+		return 0, controller.ErrNoTopology
+	}
+	var specs []models.IntentSpec
+	for _, f := range s.Fabric.Flows() {
+		if f.Workload != workload {
+			continue
+		}
+		src, errS := snap.HostByIP(f.Spec.Src)
+		dst, errD := snap.HostByIP(f.Spec.Dst)
+		if errS != nil || errD != nil || src.Attach.Switch == dst.Attach.Switch {
+			continue // within a leaf nothing to place
+		}
+		specs = append(specs, models.IntentSpec{
+			Name: fmt.Sprintf("%s flow %d", workload, f.ID), Src: src.Name, Dst: dst.Name,
+			Gbps:     f.Spec.DemandGbps * (1 - headroom),
+			SrcPorts: models.PortRange{First: f.Spec.SrcPort, Last: f.Spec.SrcPort},
+		})
+	}
+	created, err := s.Intents.CreateBatch(ctx, tenant, specs)
+	return len(created), err
+}

@@ -1,0 +1,57 @@
+package fabrictest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// BenchmarkWorkloadAsIntents: a line-rate permutation on a non-blocking
+// 8×8×8 leaf-spine starts on ECMP hashing (elephants collide); then every
+// flow is declared as an intent and the controller places and pins them.
+// It reports the workload's throughput ratio before and after, and the
+// time from declaring the intents to the ratio reaching 0.95.
+//
+//	go test ./internal/fabrictest -run '^$' -bench WorkloadAsIntents -benchtime 3x
+func BenchmarkWorkloadAsIntents(b *testing.B) {
+	topo, err := topology.Load("leafspine:8x8x8@100")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var before, after, took float64
+	for i := range b.N {
+		b.StopTimer()
+		h := fabrictest.NewWith(b, topo, func(o *stack.Options) { o.APIRateLimit = -1 })
+		h.Eventually(b, 30*time.Second, "fabric programmed", func() bool { return h.Converged() == nil })
+		id, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: uint64(i + 1)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ratio := func() float64 {
+			f, err := h.Fabric.WorkloadFigures(id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f.ThroughputRatio
+		}
+		before += ratio()
+		b.StartTimer()
+		start := time.Now()
+		if _, err := h.ReserveWorkload(context.Background(), id, "jobs", 0); err != nil {
+			b.Fatal(err)
+		}
+		h.Eventually(b, 60*time.Second, "throughput ratio 0.95", func() bool { return ratio() >= 0.95 })
+		took += time.Since(start).Seconds()
+		b.StopTimer()
+		after += ratio()
+	}
+	n := float64(b.N)
+	b.ReportMetric(before/n, "ratio_before")
+	b.ReportMetric(after/n, "ratio_after")
+	b.ReportMetric(took/n*1000, "ms_to_0.95")
+}

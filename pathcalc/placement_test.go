@@ -384,3 +384,33 @@ func TestBookSpreadsAConnection(t *testing.T) {
 		t.Errorf("4 flows of one connection used %d spines: %+v", len(spines), f.Paths)
 	}
 }
+
+// TestBookFitsAFullPermutation: a line-rate permutation at 95% of every
+// link fits exactly one flow per link; placed as one set it must fit.
+func TestBookFitsAFullPermutation(t *testing.T) {
+	topo, _ := topology.LeafSpine(4, 4, 4, 100)
+	snap, _ := topology.New(topo)
+	book, _ := NewBook(snap, nil, 0.05)
+	var flows []Demand
+	for _, c := range permutationDemands(t, snap, 1) {
+		flows = append(flows, Demand{Src: c.Src, Dst: c.Dst, Gbps: 95})
+	}
+	if book.fitGreedy(flows, PathConstraints{}).Fits {
+		t.Fatal("this permutation was chosen because one flow at a time strands the last ones")
+	}
+	f := book.Fit(flows, PathConstraints{})
+	if !f.Fits || len(f.Paths) != len(flows) {
+		t.Fatalf("a permutation at 95%% does not fit: %+v", f.Reason)
+	}
+	load := map[models.Endpoint]float64{}
+	for i, p := range f.Paths {
+		for _, e := range p {
+			load[e] += flows[i].Gbps
+		}
+	}
+	for e, l := range load {
+		if l > 95+1e-9 {
+			t.Errorf("%s carries %v Gb/s of 95 reservable", e, l)
+		}
+	}
+}

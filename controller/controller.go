@@ -170,6 +170,12 @@ type fabricState struct {
 	once sync.Once
 	plan pathcalc.Result
 	err  error
+	// ro, when set, rolls the change from the state it replaced out in
+	// stages (make-before-break); see rollout.go.
+	ro *rollout
+	// planned marks the avoided links that are avoided by choice (drained,
+	// dampened) rather than because they failed.
+	planned map[models.LinkID]bool
 }
 
 // Controller reconciles switches to the routes of the stored topology.
@@ -458,14 +464,56 @@ func (c *Controller) refreshDown(why string, args ...any) {
 		c.mu.Unlock()
 		return
 	}
-	c.state = &fabricState{rev: st.rev, snap: st.snap, down: down}
+	// A link that failed is routed around at once: its old routes lose
+	// traffic already, and waiting for stages would only prolong that.
+	// Planned changes (drains, dampening) and links coming back roll out
+	// in stages, so nothing that works is disturbed on the way.
+	failed := false
+	operDown := func(id models.LinkID) bool {
+		l, err := st.snap.Link(id)
+		return err == nil && (c.operDown[l.A] || c.operDown[l.B])
+	}
+	for id := range down {
+		if !st.down[id] && operDown(id) {
+			failed = true // a link failed
+		}
+	}
+	for id := range st.down {
+		if !down[id] && !st.planned[id] {
+			failed = true // a failed link came back: routed over at once too
+		}
+	}
+	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}}
+	for id := range down {
+		next.planned[id] = !operDown(id) // avoided by a drain or dampening, not a failure
+	}
+	if !failed {
+		next.ro = newRollout(st)
+	}
+	c.state = next
 	c.mu.Unlock()
 	if c.cfg.Overlay != nil {
 		c.cfg.Overlay.SetFabric(st.snap, down)
 	}
-	c.log.Info(why+"; rerouting", append(args, "links_avoided", len(down))...)
+	c.log.Info(why+"; rerouting", append(args, "links_avoided", len(down), "staged", !failed)...)
 	c.m.linksDown.Set(float64(len(down)))
-	c.enqueueAll()
+	if failed {
+		c.enqueueAll()
+		return
+	}
+	// Plan now, so only the switches whose routes change are programmed,
+	// stage by stage; the pins of intents moved off the links follow.
+	oldPlan, errOld := c.planOf(st)
+	newPlan, errNew := c.planOf(next)
+	if errOld != nil || errNew != nil {
+		next.ro.abandon()
+		c.enqueueAll()
+		return
+	}
+	next.ro.prepare(next, oldPlan.Plan, newPlan.Plan)
+	for _, sw := range next.ro.begin() {
+		c.Enqueue(sw)
+	}
 }
 
 // SetDrains sets the operators' drains: routes and intents move off the
@@ -619,6 +667,14 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			return
 		case <-damp.C:
 			c.refreshDown("flap dampening changed")
+			if st := c.current(); st != nil && st.ro != nil {
+				if next := st.ro.stuck(st.snap.Switches()); next != nil {
+					c.log.Warn("rollout stage timed out; moving on", "stage", st.ro.stageNow())
+					for _, sw := range next {
+						c.Enqueue(sw)
+					}
+				}
+			}
 		case <-resync.C:
 			c.mu.Lock()
 			clear(c.known)
@@ -724,6 +780,30 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		c.mu.Unlock()
 		return 0, nil // no longer in the topology
 	}
+	stage := 0
+	if st.ro != nil {
+		if stage = st.ro.stageNow(); stage > 0 {
+			if prev := st.ro.previous(); prev != nil {
+				if old, err := c.planOf(prev); err == nil {
+					dist := st.ro.prepare(st, old.Plan, plan.Plan)
+					desired = staged(sw, stage, old.Plan.Switches[sw], desired, dist)
+				}
+			}
+		}
+	}
+	defer func() {
+		if stage == 0 {
+			return
+		}
+		c.mu.RLock()
+		inSync := c.status[sw].InSync
+		c.mu.RUnlock()
+		if inSync {
+			for _, next := range st.ro.confirmed(sw, stage, st.snap.Switches()) {
+				c.Enqueue(next) // the next stage's switches
+			}
+		}
+	}()
 	c.mu.RLock()
 	k, cached := c.known[sw]
 	c.mu.RUnlock()

@@ -185,11 +185,14 @@ func (d *Drains) Get(id string) (DrainView, error) {
 
 func (d *Drains) view(snap *topology.Snapshot, dr models.Drain) DrainView {
 	v := DrainView{Drain: dr, State: "drained"}
-	// Drained means: every switch was reprogrammed since the drain began,
-	// telemetry has had time to measure after that, and it reads empty.
-	settled := time.Since(dr.Created) > 3*d.ctrl.cfg.TelemetryInterval
-	for _, st := range d.ctrl.Status() {
-		settled = settled && st.InSync && st.LastReconcile.After(dr.Created)
+	// Drained means: the routes avoid it, the rollout that moved them is
+	// over, telemetry has had time to measure since, and it reads empty.
+	settled := time.Since(dr.Created) > 3*d.ctrl.cfg.TelemetryInterval && d.ctrl.Settled()
+	avoided := d.ctrl.DownLinks()
+	if snap != nil {
+		for id := range drainedLinks(snap, map[string]models.Drain{dr.ID: dr}) {
+			settled = settled && avoided[id]
+		}
 	}
 	if snap == nil || !settled {
 		v.State = "draining"

@@ -404,3 +404,51 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
 }
+
+// OnWrite registers fn to be called after every Write that changed a
+// switch's tables (outside the fabric's locks), so a test can inspect each
+// intermediate state of an update.
+func (f *Fabric) OnWrite(fn func(models.SwitchID)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onWrite = fn
+}
+
+// Audit is how a set of flows would be forwarded right now.
+type Audit struct {
+	Flows     int `json:"flows"`
+	Delivered int `json:"delivered"`
+	// Loops are flows that would circle until their TTL ran out; NoRoute
+	// flows that a switch has no entry for; LinkDown flows sent into a
+	// link that is down.
+	Loops    int      `json:"loops"`
+	NoRoute  int      `json:"no_route"`
+	LinkDown int      `json:"link_down"`
+	Examples []string `json:"examples,omitempty"`
+}
+
+// AuditFlows traces specs through the tables as they are at this instant.
+func (f *Fabric) AuditFlows(specs []FlowSpec) Audit {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.recomputeLocked()
+	a := Audit{Flows: len(specs)}
+	for _, s := range specs {
+		_, drop, detail, _ := f.traceLocked(s)
+		switch drop {
+		case "":
+			a.Delivered++
+			continue
+		case DropTTL:
+			a.Loops++
+		case DropNoRoute:
+			a.NoRoute++
+		case DropLinkDown:
+			a.LinkDown++
+		}
+		if len(a.Examples) < 5 {
+			a.Examples = append(a.Examples, fmt.Sprintf("%s:%d->%s %s (%s)", s.Src, s.SrcPort, s.Dst, drop, detail))
+		}
+	}
+	return a
+}

@@ -1,8 +1,11 @@
 package fabricsim
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
@@ -334,7 +337,13 @@ func (f *Fabric) tick(now time.Time) {
 	for sw, ps := range snapshot {
 		for _, p := range ps {
 			if err := sw.gnmi.publish(ts, p.port, p.c, p.up); err != nil {
-				f.log.Warn("publish counters", "switch", sw.name, "err", err)
+				// A sample overtaken by an oper-status change is refused
+				// as stale and sent again next tick: not worth a warning.
+				level := slog.LevelWarn
+				if strings.Contains(err.Error(), "stale") {
+					level = slog.LevelDebug
+				}
+				f.log.Log(context.Background(), level, "publish counters", "switch", sw.name, "err", err)
 			}
 		}
 	}

@@ -69,6 +69,7 @@ type Fabric struct {
 	interval time.Duration
 	switches map[models.SwitchID]*Switch
 	order    []*Switch
+	onWrite  func(models.SwitchID) // test hook, see OnWrite; under mu
 
 	ready chan struct{} // closed once Run has published the initial state
 
@@ -198,6 +199,15 @@ func New(opts Options) (*Fabric, error) {
 func (f *Fabric) closeListeners() {
 	for _, sw := range f.order {
 		sw.lis.Close()
+	}
+}
+
+func (f *Fabric) notifyWrite(name models.SwitchID) {
+	f.mu.Lock()
+	fn := f.onWrite
+	f.mu.Unlock()
+	if fn != nil {
+		fn(name)
 	}
 }
 

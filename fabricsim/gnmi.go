@@ -440,6 +440,12 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 	g.config = staged
 	g.mu.Unlock()
 	f := g.sw.fabric
+	type pub struct {
+		port uint32
+		c    portCounters
+		up   bool
+	}
+	var pubs []pub
 	f.mu.Lock()
 	for port, cfg := range staged {
 		e := models.Endpoint{Switch: g.sw.name, Port: port}
@@ -448,10 +454,24 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 		} else {
 			f.adminDown[e] = true
 		}
+		pubs = append(pubs, pub{port, *f.counters[e], f.operUpLocked(e)})
 	}
 	f.markDirty("", true, false)
 	f.mu.Unlock()
-	f.tick(time.Now())
+	// Publish the new config (and any oper-status it changed) now; the
+	// dataplane catches up at its next tick. A full tick here would cost a
+	// whole-fabric recompute per Set.
+	ts := time.Now().UnixNano()
+	var peers []models.Endpoint
+	for _, p := range pubs {
+		if err := g.publish(ts, p.port, p.c, p.up); err != nil {
+			return nil, status.Errorf(codes.Internal, "publish: %v", err)
+		}
+		if l, ok := f.snap.LinkAt(models.Endpoint{Switch: g.sw.name, Port: p.port}); ok {
+			peers = append(peers, l.A, l.B) // the far end sees the link go down too
+		}
+	}
+	f.publishOperStatus(peers...)
 	resp.Timestamp = time.Now().UnixNano()
 	return resp, nil
 }

@@ -334,6 +334,12 @@ func (s *p4rtServer) Write(ctx context.Context, req *p4v1.WriteRequest) (*p4v1.W
 	if err := sw.faults.beforeWrite(ctx); err != nil {
 		return nil, err
 	}
+	changed := false
+	defer func() { // after sw.mu is released (deferred below, so it runs first)
+		if changed {
+			sw.fabric.notifyWrite(sw.name)
+		}
+	}()
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	if err := sw.checkPrimaryLocked(req.GetElectionId()); err != nil {
@@ -356,6 +362,7 @@ func (s *p4rtServer) Write(ctx context.Context, req *p4v1.WriteRequest) (*p4v1.W
 	if len(req.GetUpdates()) > failed {
 		sw.lastWrite.Store(time.Now().UnixNano())
 		sw.tablesChanged()
+		changed = true
 	}
 	if failed == 0 {
 		return &p4v1.WriteResponse{}, nil

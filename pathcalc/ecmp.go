@@ -436,3 +436,9 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 	}
 	return st.Canonical(), warnings, nil
 }
+
+// Distances is every switch's hop distance to switch dst over the links
+// that are not down (switches that cannot reach it are absent).
+func Distances(snap *topology.Snapshot, dst models.SwitchID, down map[models.LinkID]bool) map[models.SwitchID]int {
+	return distancesTo(snap, dst, down)
+}

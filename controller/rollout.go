@@ -1,0 +1,291 @@
+package controller
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+)
+
+// Make-before-break. When the links to route around change for a planned
+// reason (a drain or undrain, dampening), switches do not all take their
+// new routes at once (a failure, and a failed link's return, are routed at
+// once: old routes over a dead link lose traffic already, and a returning
+// link is best used soon):
+// the change rolls out in stages by distance to each destination. At stage
+// k a switch uses the new route toward a destination only if its new
+// distance to it is at most k, so a switch on a new route always forwards
+// to switches that are on the new route too, down to the destination; a
+// switch still on the old route forwards along the old, consistent routes
+// until it reaches one that moved. No mix of old and new can loop, and a
+// drained link keeps carrying what is still routed over it until nothing
+// is. Each stage waits until every switch confirmed it (or stageTimeout,
+// for a switch that cannot be reached).
+
+// stageTimeout bounds how long a rollout waits for one stage.
+const stageTimeout = 2 * time.Second
+
+type rollout struct {
+	prev *fabricState // the state being replaced
+	mu   sync.Mutex
+	// stage is the current stage (1..last); done once past last.
+	stage, last int
+	started     time.Time
+	synced      map[models.SwitchID]int // stage each switch last confirmed
+	dist        map[netip.Prefix]map[models.SwitchID]int
+	affected    []map[models.SwitchID]bool // by stage: switches whose routes change then
+	changed     map[models.SwitchID]bool   // switches whose state changes at all
+	once        sync.Once
+}
+
+// prepare computes, once, every switch's new distance toward each
+// destination prefix and, per stage, the switches whose routes change at
+// it: only those are waited for.
+func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan) map[netip.Prefix]map[models.SwitchID]int {
+	r.once.Do(func() {
+		dist, last := map[netip.Prefix]map[models.SwitchID]int{}, 0
+		for _, sw := range st.snap.Switches() {
+			hosts := st.snap.HostsOn(sw.Name)
+			if sw.Role != models.RoleLeaf || len(hosts) == 0 {
+				continue
+			}
+			d := pathcalc.Distances(st.snap, sw.Name, st.down)
+			for _, v := range d {
+				last = max(last, v)
+			}
+			if sw.Prefix.IsValid() {
+				dist[sw.Prefix] = d
+			}
+			for _, h := range hosts {
+				dist[netip.PrefixFrom(h.IP, 32)] = d
+			}
+		}
+		affected := make([]map[models.SwitchID]bool, last+1)
+		for i := range affected {
+			affected[i] = map[models.SwitchID]bool{}
+		}
+		changed := map[models.SwitchID]bool{}
+		for sw, newSt := range newPlan.Switches {
+			oldSt := oldPlan.Switches[sw]
+			if !reflect.DeepEqual(oldSt.Canonical(), newSt.Canonical()) {
+				changed[sw] = true
+			}
+			for _, p := range changedPrefixes(oldSt, newSt) {
+				if d, ok := dist[p][sw]; ok && d <= last {
+					affected[d][sw] = true
+				}
+			}
+		}
+		r.mu.Lock()
+		r.dist, r.last, r.affected, r.changed = dist, last, affected, changed
+		r.mu.Unlock()
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dist
+}
+
+// changedPrefixes lists the prefixes whose route (or its group's members)
+// differs between two states of a switch.
+func changedPrefixes(oldSt, newSt models.ForwardingState) []netip.Prefix {
+	members := func(st models.ForwardingState, r models.Route) any {
+		if r.GroupID == 0 {
+			return r.MemberID
+		}
+		for _, g := range st.Groups {
+			if g.ID == r.GroupID {
+				return fmt.Sprint(g.Members)
+			}
+		}
+		return nil
+	}
+	old := map[netip.Prefix]any{}
+	for _, r := range oldSt.Routes {
+		old[r.Prefix] = members(oldSt, r)
+	}
+	var out []netip.Prefix
+	for _, r := range newSt.Routes {
+		if o, ok := old[r.Prefix]; !ok || o != members(newSt, r) {
+			out = append(out, r.Prefix)
+		}
+	}
+	return out
+}
+
+// previous is the state being replaced, nil once the rollout is over.
+func (r *rollout) previous() *fabricState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.prev
+}
+
+// stageNow is the stage to program, or 0 when the rollout is over.
+func (r *rollout) stageNow() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stage > r.last {
+		return 0
+	}
+	return r.stage
+}
+
+// confirmed records that sw was programmed at stage. When that completes
+// the stage (every switch whose routes change at it confirmed), the
+// rollout moves to the next stage with changes; it returns the switches to
+// program then (nil if the stage is not complete), or all of them once the
+// rollout is over, for the routes the new plan drops.
+func (r *rollout) confirmed(sw models.SwitchID, stage int, all []models.Switch) []models.SwitchID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if stage != r.stage || r.stage > r.last || r.affected == nil {
+		return nil
+	}
+	r.synced[sw] = stage
+	for s := range r.affected[r.stage] {
+		if r.synced[s] < r.stage && time.Since(r.started) < stageTimeout {
+			return nil
+		}
+	}
+	return r.nextLocked(all)
+}
+
+// abandon ends a rollout that cannot be planned: switches take the new
+// state at once.
+func (r *rollout) abandon() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.last, r.stage, r.prev = 0, 1, nil
+}
+
+// begin returns the switches to program first: the first stage with
+// changes (or, if no route changes, whatever else changed).
+func (r *rollout) begin() []models.SwitchID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.affected == nil {
+		return nil
+	}
+	r.stage-- // nextLocked moves to the first stage with changes
+	return r.nextLocked(nil)
+}
+
+// nextLocked advances past the current stage and any without changes.
+func (r *rollout) nextLocked(_ []models.Switch) []models.SwitchID {
+	r.advanceLocked()
+	for r.stage <= r.last && len(r.affected[r.stage]) == 0 {
+		r.advanceLocked()
+	}
+	var out []models.SwitchID
+	if r.stage > r.last { // done: what the stages left (dropped routes, unused groups)
+		for s := range r.changed {
+			out = append(out, s)
+		}
+		return out
+	}
+	for s := range r.affected[r.stage] {
+		out = append(out, s)
+	}
+	return out
+}
+
+func (r *rollout) advanceLocked() {
+	r.stage++
+	r.started = time.Now()
+	if r.stage > r.last {
+		r.prev = nil // done: let the old plan go
+	}
+}
+
+// stuck moves a rollout past a stage that waited too long, returning the
+// switches to program next.
+func (r *rollout) stuck(all []models.Switch) []models.SwitchID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stage > r.last || r.affected == nil || time.Since(r.started) < stageTimeout {
+		return nil
+	}
+	return r.nextLocked(all)
+}
+
+func newRollout(prev *fabricState) *rollout {
+	return &rollout{prev: prev, stage: 1, last: 1 << 30, started: time.Now(), synced: map[models.SwitchID]int{}}
+}
+
+// staged is what sw should have at stage: per destination prefix, the new
+// route where the switch's new distance is within the stage, else the old
+// one, with the groups and members those routes use. A switch whose old
+// and new groups disagree under one ID gets the new state whole.
+func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, dist map[netip.Prefix]map[models.SwitchID]int) models.ForwardingState {
+	oldGroups := map[uint32]models.Group{}
+	for _, g := range oldSt.Groups {
+		oldGroups[g.ID] = g
+	}
+	newGroups := map[uint32]models.Group{}
+	for _, g := range newSt.Groups {
+		newGroups[g.ID] = g
+		if o, ok := oldGroups[g.ID]; ok && !slices.Equal(o.Members, g.Members) {
+			return newSt
+		}
+	}
+	oldRoutes := map[netip.Prefix]models.Route{}
+	for _, r := range oldSt.Routes {
+		oldRoutes[r.Prefix] = r
+	}
+	out := models.ForwardingState{FlowPins: newSt.FlowPins}
+	use := func(r models.Route, groups map[uint32]models.Group) {
+		out.Routes = append(out.Routes, r)
+		if r.GroupID != 0 {
+			if !slices.ContainsFunc(out.Groups, func(g models.Group) bool { return g.ID == r.GroupID }) {
+				out.Groups = append(out.Groups, groups[r.GroupID])
+			}
+		}
+	}
+	seen := map[netip.Prefix]bool{}
+	for _, r := range newSt.Routes {
+		seen[r.Prefix] = true
+		old, hadOld := oldRoutes[r.Prefix]
+		d, reaches := dist[r.Prefix][sw]
+		if hadOld && reaches && d > stage {
+			use(old, oldGroups)
+		} else {
+			use(r, newGroups)
+		}
+	}
+	for _, r := range oldSt.Routes { // routes the new plan drops go last
+		if !seen[r.Prefix] {
+			use(r, oldGroups)
+		}
+	}
+	ports := map[uint32]bool{}
+	for _, r := range out.Routes {
+		if r.MemberID != 0 {
+			ports[r.MemberID] = true
+		}
+	}
+	for _, g := range out.Groups {
+		for _, m := range g.Members {
+			ports[m.MemberID] = true
+		}
+	}
+	for _, m := range append(slices.Clone(newSt.Members), oldSt.Members...) {
+		if ports[m.ID] && !slices.ContainsFunc(out.Members, func(x models.Member) bool { return x.ID == m.ID }) {
+			out.Members = append(out.Members, m)
+		}
+	}
+	return out.Canonical()
+}
+
+// Settled reports whether the current routes are fully rolled out and
+// every switch is in sync with them.
+func (c *Controller) Settled() bool {
+	st := c.current()
+	if st == nil || c.Ready() != nil {
+		return false
+	}
+	return st.ro == nil || st.ro.stageNow() == 0
+}

@@ -32,7 +32,17 @@ func BenchmarkFailureReaction(b *testing.B) {
 	h := fabrictest.NewWith(b, topo, func(o *stack.Options) {
 		o.TelemetryInterval, o.CounterInterval, o.ObserveInterval = 0, 0, 0 // the defaults
 	})
-	h.Eventually(b, 120*time.Second, "k=16 fabric programmed", func() bool { return h.Converged() == nil })
+	h.Eventually(b, 120*time.Second, "k=16 fabric programmed and configured", func() bool {
+		if h.Converged() != nil {
+			return false
+		}
+		for _, st := range h.Controller.Status() {
+			if !st.ConfigInSync {
+				return false
+			}
+		}
+		return true
+	})
 	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternMultiTenant, Gbps: 100, Tenants: 64, Seed: 1}); err != nil {
 		b.Fatal(err)
 	}

@@ -11,6 +11,13 @@
 //	                        atomically (one key, so a reader never sees half
 //	                        a change; a k=16 fat-tree is about 400 KB, under
 //	                        etcd's default 1.5 MiB request limit)
+//	intents/<tenant>/<id>   JSON models.Intent, spec and status; its mod
+//	                        revision is the API's ETag
+//	idempotency/<tenant>/<sha256 of key>  which intent an Idempotency-Key made
+//	tenants/<name>          JSON models.Tenant with its quotas
+//	tokens/<sha256 of secret>  JSON models.Token (never the secret)
+//	drains/<id>             JSON models.Drain
+//	bootstrap               set once with the first operator token
 //
 // Keys and their JSON stay backward compatible once released: fields are
 // only added.

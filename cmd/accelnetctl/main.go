@@ -110,7 +110,7 @@ func newRoot() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(configCommand(), intentsCommand(g), capacityCommand(g), topologyCommand(g),
-		tenantsCommand(g), tokensCommand(g), whoamiCommand(g))
+		tenantsCommand(g), tokensCommand(g), drainsCommand(g), whoamiCommand(g))
 	return root
 }
 
@@ -640,6 +640,88 @@ func tokensCommand(g *globals) *cobra.Command {
 	}
 	cmd.AddCommand(create, list, del)
 	return cmd
+}
+
+func drainsCommand(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "drains", Short: "Take switches and links out of service for maintenance (operators)"}
+	var d models.Drain
+	var dryRun bool
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Drain a switch (--switch) or a link (--link); --dry-run says what it would do",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
+			if dryRun {
+				var p controller.DrainPreview
+				if err := g.call(cmd, "POST", "/api/v1/drains?dryRun=true", d, &p); err != nil {
+					return err
+				}
+				if g.json() {
+					return printJSON(out, p)
+				}
+				fmt.Fprintf(out, "links drained: %d\ntraffic on them now: %.1f Gb/s\nreserved utilization after: %.2f\nintents moved: %d\n",
+					p.Links, p.TrafficGbps, p.ReservedMLU, p.Moved)
+				if len(p.Degraded) > 0 {
+					fmt.Fprintf(out, "intents that would degrade: %s\n", strings.Join(p.Degraded, ", "))
+				}
+				if len(p.HostsCutOff) > 0 {
+					fmt.Fprintf(out, "hosts cut off: %s\n", strings.Join(p.HostsCutOff, ", "))
+				}
+				return nil
+			}
+			var v controller.DrainView
+			if err := g.call(cmd, "POST", "/api/v1/drains", d, &v); err != nil {
+				return err
+			}
+			return printDrains(out, g, []controller.DrainView{v})
+		},
+	}
+	f := create.Flags()
+	f.StringVar((*string)(&d.Switch), "switch", "", "switch to drain")
+	f.StringVar((*string)(&d.Link), "link", "", "link to drain, as switch:port<->switch:port")
+	f.StringVar(&d.Reason, "reason", "", "why (shown with the drain)")
+	f.BoolVar(&d.Force, "force", false, "drain even if it cuts hosts off")
+	f.BoolVar(&dryRun, "dry-run", false, "only say what the drain would do")
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "Drains and whether traffic is off them yet",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var page struct {
+				Items []controller.DrainView `json:"items"`
+			}
+			if err := g.call(cmd, "GET", "/api/v1/drains", nil, &page); err != nil {
+				return err
+			}
+			return printDrains(cmd.OutOrStdout(), g, page.Items)
+		},
+	}
+	del := &cobra.Command{
+		Use:   "delete ID",
+		Short: "Undrain: traffic may return",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.call(cmd, "DELETE", "/api/v1/drains/"+url.PathEscape(args[0]), nil, nil)
+		},
+	}
+	cmd.AddCommand(create, list, del)
+	return cmd
+}
+
+func printDrains(out io.Writer, g *globals, ds []controller.DrainView) error {
+	if g.json() {
+		if ds == nil {
+			ds = []controller.DrainView{}
+		}
+		return printJSON(out, ds)
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tSWITCH\tLINK\tSTATE\tTRAFFIC GBPS\tREASON")
+	for _, d := range ds {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%.1f\t%s\n", d.ID, d.Switch, d.Link, d.State, d.TrafficGbps, d.Reason)
+	}
+	return w.Flush()
 }
 
 func whoamiCommand(g *globals) *cobra.Command {

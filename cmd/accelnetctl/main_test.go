@@ -90,4 +90,21 @@ func TestTenantSession(t *testing.T) {
 	if out := mustCtl(t, "topology"); !strings.Contains(out, "spine1") {
 		t.Errorf("topology: %s", out)
 	}
+	if out := mustCtl(t, "--context", "ops", "drains", "create", "--switch", "spine2", "--dry-run"); !strings.Contains(out, "links drained: 2") {
+		t.Errorf("drain dry run: %s", out)
+	}
+	out = mustCtl(t, "--context", "ops", "drains", "create", "--switch", "spine2", "--reason", "optics", "-o", "json")
+	var drains []struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(out), &drains); err != nil || len(drains) != 1 {
+		t.Fatalf("drain: %v\n%s", err, out)
+	}
+	if out := mustCtl(t, "--context", "ops", "drains", "list"); !strings.Contains(out, drains[0].ID) || !strings.Contains(out, "optics") {
+		t.Errorf("drains list: %s", out)
+	}
+	mustCtl(t, "--context", "ops", "drains", "delete", drains[0].ID)
+	if _, err := ctl(t, "drains", "list"); err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("a tenant listing drains: %v", err)
+	}
 }

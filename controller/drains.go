@@ -147,6 +147,10 @@ func (d *Drains) Create(ctx context.Context, dr models.Drain) (models.Drain, err
 		return dr, &models.ValidationError{Errors: []models.FieldError{{Field: "force",
 			Message: fmt.Sprintf("draining %s cuts off its %d hosts; set force to do it anyway", dr.Switch, len(snap.HostsOn(dr.Switch)))}}}
 	}
+	if cut := d.partitions(snap, dr); cut != "" && !dr.Force {
+		return dr, &models.ValidationError{Errors: []models.FieldError{{Field: "force",
+			Message: fmt.Sprintf("with this drain and the links already avoided, %s; set force to do it anyway", cut)}}}
+	}
 	dr.ID, dr.Created = newIntentID(time.Now()), time.Now().UTC()
 	if err := d.store.putJSON(ctx, KeyDrains+dr.ID, dr); err != nil {
 		return dr, err
@@ -156,6 +160,31 @@ func (d *Drains) Create(ctx context.Context, dr models.Drain) (models.Drain, err
 	d.mu.Unlock()
 	d.apply()
 	return dr, nil
+}
+
+// partitions says which leaves with hosts could no longer reach each other
+// if dr were added to what is avoided now ("" if all still can).
+func (d *Drains) partitions(snap *topology.Snapshot, dr models.Drain) string {
+	down := d.ctrl.DownLinks()
+	for id := range drainedLinks(snap, map[string]models.Drain{"new": dr}) {
+		down[id] = true
+	}
+	var leaves []models.SwitchID
+	for _, sw := range snap.Switches() {
+		if sw.Role == models.RoleLeaf && len(snap.HostsOn(sw.Name)) > 0 && sw.Name != dr.Switch {
+			leaves = append(leaves, sw.Name)
+		}
+	}
+	if len(leaves) < 2 {
+		return ""
+	}
+	reach := pathcalc.Distances(snap, leaves[0], down)
+	for _, l := range leaves[1:] {
+		if _, ok := reach[l]; !ok {
+			return fmt.Sprintf("%s could no longer reach %s", leaves[0], l)
+		}
+	}
+	return ""
 }
 
 // List returns the drains with their progress, oldest first.

@@ -397,7 +397,12 @@ func TestIdempotencyDryRunAndIfMatch(t *testing.T) {
 	if r := h.Do(t, "PUT", path, tok, bigger, &p, "If-Match", `"1"`); r.StatusCode != http.StatusPreconditionFailed {
 		t.Errorf("PUT with a stale If-Match: HTTP %d", r.StatusCode)
 	}
-	cur := intentState(t, h, tok, first.ID)
+	// Status changes move the revision too: read it once the intent settled.
+	var cur models.Intent
+	h.Eventually(t, 10*time.Second, "intent installed", func() bool {
+		cur = intentState(t, h, tok, first.ID)
+		return cur.Status.State == models.StateInstalled
+	})
 	var updated models.Intent
 	if r := h.Do(t, "PUT", path, tok, bigger, &updated, "If-Match", fmt.Sprintf("%q", fmt.Sprint(cur.Revision))); r.StatusCode != 200 || updated.Spec.Gbps != 60 || updated.Revision <= cur.Revision {
 		t.Fatalf("PUT: HTTP %d %+v", r.StatusCode, updated)
@@ -406,7 +411,6 @@ func TestIdempotencyDryRunAndIfMatch(t *testing.T) {
 		t.Errorf("after the update %v Gb/s reserved, want 60", gbps)
 	}
 	// An update that cannot fit is refused and the intent stays as it was.
-	// (Status changes move the revision too: read it once it is settled.)
 	h.Eventually(t, 10*time.Second, "updated intent installed", func() bool {
 		cur = intentState(t, h, tok, first.ID)
 		return cur.Status.State == models.StateInstalled

@@ -762,6 +762,36 @@ func (m *Intents) load(ctx context.Context) error {
 	return nil
 }
 
+// addUsage changes a tenant's live reservations by gbps over n intents,
+// undone with the batch if it does not commit.
+func (m *Intents) addUsage(b *batch, t models.TenantName, gbps float64, n int) {
+	u := m.tenantUsage(t)
+	u.gbps += gbps
+	u.intents += n
+	b.undo = append(b.undo, func() { u.gbps -= gbps; u.intents -= n })
+}
+
+// checkQuota refuses n more intents of gbps in total for tenant t, on top
+// of what it holds now less the intent except (one being replaced).
+func (m *Intents) checkQuota(t models.Tenant, gbps float64, n int, except string) error {
+	var held float64
+	count := 0
+	if u := m.usage[t.Name]; u != nil {
+		held, count = u.gbps, u.intents
+	}
+	if old, ok := m.all[except]; ok && old.in.Status.State.Live() {
+		held -= old.in.Spec.TotalGbps()
+		count--
+	}
+	if t.MaxIntents > 0 && count+n > t.MaxIntents {
+		return &RefusedError{Err: fmt.Errorf("%w: %d live intents + %d asked > %d allowed", ErrQuota, count, n, t.MaxIntents)}
+	}
+	if t.MaxGbps > 0 && held+gbps > t.MaxGbps+1e-9 {
+		return &RefusedError{Err: fmt.Errorf("%w: %.1f Gb/s reserved + %.1f asked > %.1f allowed", ErrQuota, held, gbps, t.MaxGbps)}
+	}
+	return nil
+}
+
 func (m *Intents) tenantUsage(t models.TenantName) *tenantUsage {
 	u := m.usage[t]
 	if u == nil {
@@ -955,24 +985,11 @@ func (m *Intents) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by intent %s", ErrFlowTaken, f.key, owner)}
 		}
 	}
-	if t, err := m.cfg.Auth.Tenant(context.Background(), e.in.Tenant); err == nil {
-		u := m.usage[e.in.Tenant]
-		var gbps float64
-		var count int
-		if u != nil {
-			gbps, count = u.gbps, u.intents
-		}
-		if old, ok := m.all[e.in.ID]; ok && old.in.Status.State.Live() {
-			gbps -= old.in.Spec.TotalGbps()
-			count--
-		}
-		if t.MaxIntents > 0 && count+1 > t.MaxIntents {
-			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %d live intents of at most %d", ErrQuota, count, t.MaxIntents)}
-		}
-		if t.MaxGbps > 0 && gbps+e.in.Spec.TotalGbps() > t.MaxGbps+1e-9 {
-			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %.1f Gb/s reserved + %.1f asked > %.1f allowed", ErrQuota, gbps, e.in.Spec.TotalGbps(), t.MaxGbps)}
-		}
-	} else {
+	t, err := m.cfg.Auth.Tenant(context.Background(), e.in.Tenant)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if err := m.checkQuota(t, e.in.Spec.TotalGbps(), 1, e.in.ID); err != nil {
 		return Outcome{}, err
 	}
 	cons, err := m.constraints(e)
@@ -1015,10 +1032,7 @@ func (m *Intents) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 	m.pin(b, e, fit.Paths)
 	reason := fmt.Sprintf("%d flows reserved; max reserved link utilization %.2f", len(flows), fit.MLU)
 	e.in.SetState(models.StateAdmitted, reason, now)
-	u := m.tenantUsage(e.in.Tenant)
-	u.gbps += e.in.Spec.TotalGbps()
-	u.intents++
-	b.undo = append(b.undo, func() { u.gbps -= e.in.Spec.TotalGbps(); u.intents-- })
+	m.addUsage(b, e.in.Tenant, e.in.Spec.TotalGbps(), 1)
 	return out, nil
 }
 
@@ -1255,15 +1269,11 @@ func (m *Intents) setState(b *batch, e *entry, state models.IntentState, reason 
 	if state == models.StatePending {
 		e.since = now
 	}
-	if isLive := state.Live(); isLive != wasLive {
-		u := m.tenantUsage(e.in.Tenant)
-		d := 1.0
-		if !isLive {
-			d = -1
-		}
-		u.gbps += d * e.in.Spec.TotalGbps()
-		u.intents += int(d)
-		b.undo = append(b.undo, func() { u.gbps -= d * e.in.Spec.TotalGbps(); u.intents -= int(d) })
+	switch isLive := state.Live(); {
+	case isLive && !wasLive:
+		m.addUsage(b, e.in.Tenant, e.in.Spec.TotalGbps(), 1)
+	case !isLive && wasLive:
+		m.addUsage(b, e.in.Tenant, -e.in.Spec.TotalGbps(), -1)
 	}
 	b.undo = append(b.undo, func() { e.in.Status = prev.Status })
 	b.put(e)
@@ -1344,10 +1354,7 @@ func (m *Intents) Update(ctx context.Context, scope Scope, id string, spec model
 		b.undo = append(b.undo, func() { e.in, e.flows = prev, prevFlows })
 		m.unpin(b, e)
 		if prev.Status.State.Live() { // admit counts it afresh
-			u := m.tenantUsage(e.in.Tenant)
-			u.gbps -= prev.Spec.TotalGbps()
-			u.intents--
-			b.undo = append(b.undo, func() { u.gbps += prev.Spec.TotalGbps(); u.intents++ })
+			m.addUsage(b, e.in.Tenant, -prev.Spec.TotalGbps(), -1)
 		}
 		e.in.Spec = spec
 		if e.in.Spec.Class == "" {
@@ -1826,12 +1833,8 @@ func (m *Intents) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 			total += spec.TotalGbps()
 			created = append(created, e)
 		}
-		u := m.usage[tenant]
-		if u == nil {
-			u = &tenantUsage{}
-		}
-		if t.MaxIntents > 0 && u.intents+len(specs) > t.MaxIntents || t.MaxGbps > 0 && u.gbps+total > t.MaxGbps+1e-9 {
-			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %d intents, %.1f Gb/s asked on top of %d, %.1f", ErrQuota, len(specs), total, u.intents, u.gbps)}
+		if err := m.checkQuota(t, total, len(specs), ""); err != nil {
+			return Outcome{}, err
 		}
 		fit := m.book.Fit(demands, pathcalc.PathConstraints{})
 		if !fit.Fits {
@@ -1851,11 +1854,7 @@ func (m *Intents) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 			b.undo = append(b.undo, func() { delete(m.all, id) })
 			b.put(e)
 			b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(tenant, id)), "=", 0))
-			tu := m.tenantUsage(tenant)
-			gbps := e.in.Spec.TotalGbps()
-			tu.gbps += gbps
-			tu.intents++
-			b.undo = append(b.undo, func() { tu.gbps -= gbps; tu.intents-- })
+			m.addUsage(b, tenant, e.in.Spec.TotalGbps(), 1)
 		}
 		return Outcome{}, nil
 	})

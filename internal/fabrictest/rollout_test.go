@@ -25,32 +25,12 @@ func TestDrainIsMakeBeforeBreak(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(2, 3, 2))
 	converged(t, h)
 	snap, _ := h.Controller.Snapshot()
-	var specs []fabricsim.FlowSpec
-	for _, a := range snap.Hosts() {
-		for _, b := range snap.Hosts() {
-			if a.Attach.Switch != b.Attach.Switch {
-				for p := range 8 {
-					specs = append(specs, fabricsim.FlowSpec{Src: a.IP, Dst: b.IP, SrcPort: uint16(50000 + p), DemandGbps: 1})
-				}
-			}
-		}
-	}
+	specs := interLeafFlows(snap, 8)
 	// The leaves that must stop using spine1 first are slow to program.
 	for _, leaf := range []string{"leaf2", "leaf3"} {
 		h.Switch(leaf).SetWriteDelay(300 * time.Millisecond)
 	}
-	var mu sync.Mutex
-	var worst fabricsim.Audit
-	states := 0
-	h.Fabric.OnWrite(func(models.SwitchID) {
-		a := h.Fabric.AuditFlows(specs)
-		mu.Lock()
-		defer mu.Unlock()
-		states++
-		if a.Loops+a.NoRoute+a.LinkDown > worst.Loops+worst.NoRoute+worst.LinkDown {
-			worst = a
-		}
-	})
+	audit := auditEveryWrite(h, specs)
 	var link models.LinkID
 	for _, a := range snap.Neighbors("spine1") {
 		if a.Peer == "leaf1" {
@@ -63,9 +43,7 @@ func TestDrainIsMakeBeforeBreak(t *testing.T) {
 	h.Eventually(t, 20*time.Second, "rollout finished", func() bool {
 		return h.Converged() == nil && h.Fabric.AuditFlows(specs).Delivered == len(specs) && spine1Detours(h, specs)
 	})
-	h.Fabric.OnWrite(nil)
-	mu.Lock()
-	defer mu.Unlock()
+	worst, states := audit()
 	if states < 3 {
 		t.Fatalf("only %d intermediate states seen", states)
 	}
@@ -101,16 +79,7 @@ func TestRandomDrainsNeverLoseTraffic(t *testing.T) {
 	h := fabrictest.New(t, topo)
 	converged(t, h)
 	snap, _ := h.Controller.Snapshot()
-	var specs []fabricsim.FlowSpec
-	for _, a := range snap.Hosts() {
-		for _, b := range snap.Hosts() {
-			if a.Attach.Switch != b.Attach.Switch {
-				for p := range 4 {
-					specs = append(specs, fabricsim.FlowSpec{Src: a.IP, Dst: b.IP, SrcPort: uint16(51000 + p), DemandGbps: 1})
-				}
-			}
-		}
-	}
+	specs := interLeafFlows(snap, 4)
 	var fabricLinks []models.LinkID
 	for _, l := range snap.Links() {
 		if _, isHost := snap.HostAt(l.A); !isHost {
@@ -119,19 +88,7 @@ func TestRandomDrainsNeverLoseTraffic(t *testing.T) {
 			}
 		}
 	}
-	var mu sync.Mutex
-	var worst fabricsim.Audit
-	writes := 0
-	h.Fabric.OnWrite(func(models.SwitchID) {
-		a := h.Fabric.AuditFlows(specs)
-		mu.Lock()
-		defer mu.Unlock()
-		writes++
-		if a.Loops+a.NoRoute+a.LinkDown > worst.Loops+worst.NoRoute+worst.LinkDown {
-			worst = a
-		}
-	})
-	defer h.Fabric.OnWrite(nil)
+	audit := auditEveryWrite(h, specs)
 	changes := 16
 	if os.Getenv("ACCELNET_LONG") != "" {
 		changes = 300
@@ -166,8 +123,7 @@ func TestRandomDrainsNeverLoseTraffic(t *testing.T) {
 		}
 		h.Eventually(t, 20*time.Second, fmt.Sprintf("change %d rolled out", i), h.Controller.Settled)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	worst, writes := audit()
 	if writes < changes {
 		t.Fatalf("only %d writes for %d changes: the audit saw too little", writes, changes)
 	}
@@ -175,4 +131,45 @@ func TestRandomDrainsNeverLoseTraffic(t *testing.T) {
 		t.Errorf("an intermediate state lost traffic: %+v", worst)
 	}
 	t.Logf("%d changes, %d writes audited, %d flows each", changes, writes, len(specs))
+}
+
+// interLeafFlows is one 1 Gb/s flow per source port (ports per pair) for
+// every pair of hosts on different leaves.
+func interLeafFlows(snap *topology.Snapshot, ports int) []fabricsim.FlowSpec {
+	var specs []fabricsim.FlowSpec
+	for _, a := range snap.Hosts() {
+		for _, b := range snap.Hosts() {
+			if a.Attach.Switch != b.Attach.Switch {
+				for p := range ports {
+					specs = append(specs, fabricsim.FlowSpec{Src: a.IP, Dst: b.IP, SrcPort: uint16(50000 + p), DemandGbps: 1})
+				}
+			}
+		}
+	}
+	return specs
+}
+
+// auditEveryWrite traces specs after every write any switch receives; the
+// returned function stops auditing and reports the worst state seen (most
+// flows looping or dropped) and how many states were audited.
+func auditEveryWrite(h *fabrictest.Harness, specs []fabricsim.FlowSpec) func() (fabricsim.Audit, int) {
+	var mu sync.Mutex
+	var worst fabricsim.Audit
+	states := 0
+	lost := func(a fabricsim.Audit) int { return a.Loops + a.NoRoute + a.LinkDown }
+	h.Fabric.OnWrite(func(models.SwitchID) {
+		a := h.Fabric.AuditFlows(specs)
+		mu.Lock()
+		defer mu.Unlock()
+		states++
+		if lost(a) > lost(worst) {
+			worst = a
+		}
+	})
+	return func() (fabricsim.Audit, int) {
+		h.Fabric.OnWrite(nil)
+		mu.Lock()
+		defer mu.Unlock()
+		return worst, states
+	}
 }

@@ -88,6 +88,11 @@ type Config struct {
 	Limits pathcalc.Limits
 	// Overlay, if set, adds flow pins to every switch's routes.
 	Overlay Overlay
+	// Leadership, if set, limits programming to this replica's terms as
+	// leader: followers keep the topology, plan and telemetry warm and
+	// write nothing; a new term reads every switch back and writes only
+	// what differs. Nil: always program (a single controller).
+	Leadership Leader
 	// Config, if set, keeps every port's interface configuration (enabled,
 	// MTU, description) as the fabric profile says, over gNMI.
 	Config ConfigDriver
@@ -224,6 +229,65 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
+// ElectionSetter is a Driver that arbitrates with a changeable election
+// ID (the leader's term).
+type ElectionSetter interface {
+	SetElectionID(id uint64)
+}
+
+// term returns the context programming runs in: the current term's, or
+// ctx itself without leader election; ok is false while following.
+func (c *Controller) term(ctx context.Context) (context.Context, bool) {
+	if c.cfg.Leadership == nil {
+		return ctx, true
+	}
+	t := c.cfg.Leadership.Term()
+	if t == nil {
+		return nil, false
+	}
+	if es, ok := c.cfg.Driver.(ElectionSetter); ok {
+		es.SetElectionID(t.ID) // before any write of the term (a no-op once set)
+	}
+	return t.Context(), true
+}
+
+// followLeadership hands the driver each term's election ID and, when a
+// term begins, forgets what the switches were believed to hold and
+// queues them all: the new leader reads each one back and writes only
+// what differs (nothing, if the previous leader left them correct).
+func (c *Controller) followLeadership(ctx context.Context) {
+	var last *Term
+	for {
+		changed := c.cfg.Leadership.Changed()
+		t := c.cfg.Leadership.Term()
+		if t != last {
+			last = t
+			if es, ok := c.cfg.Driver.(ElectionSetter); ok && t == nil {
+				es.SetElectionID(0) // followers arbitrate with nothing
+			}
+			c.mu.Lock()
+			clear(c.known)
+			c.mu.Unlock()
+			if t != nil {
+				c.log.Info("taking over the switches", "election_id", t.ID)
+				c.enqueueAll()
+				c.enqueueConfig()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
+
+// Leading says whether this replica programs switches now.
+func (c *Controller) Leading() bool {
+	_, ok := c.term(context.Background())
+	return ok
+}
+
 // Enqueue asks for a switch to be reconciled (e.g. after its stream broke).
 func (c *Controller) Enqueue(sw models.SwitchID) { c.queue.Add(string(sw)) }
 
@@ -330,6 +394,14 @@ func (c *Controller) Ready() error {
 	}
 	if !c.watching {
 		return errors.New("controller: not watching etcd")
+	}
+	if c.cfg.Leadership != nil && c.cfg.Leadership.Term() == nil {
+		// A follower serves reads and forwards writes, once it knows
+		// where to.
+		if url, _ := c.cfg.Leadership.Leader(); url == "" {
+			return errors.New("controller: following, and no leader is known yet")
+		}
+		return nil
 	}
 	pending := 0
 	for _, sw := range c.state.snap.Switches() {
@@ -586,6 +658,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		wg.Go(func() { c.worker(ctx) })
 	}
 	wg.Go(func() { c.housekeeping(ctx) })
+	if c.cfg.Leadership != nil {
+		wg.Go(func() { c.followLeadership(ctx) })
+	}
 	err := c.watchTopology(ctx)
 	cancel()
 	c.queue.Close()
@@ -697,16 +772,28 @@ func (c *Controller) worker(ctx context.Context) {
 		if !ok {
 			return
 		}
+		tctx, leading := c.term(ctx)
+		if !leading {
+			// Followers write nothing; a new term queues every switch.
+			c.queue.Forget(key)
+			c.queue.Done(key)
+			continue
+		}
 		var err error
 		if sw, isConfig := strings.CutPrefix(key, "config/"); isConfig {
-			err = c.reconcileConfigSafely(ctx, models.SwitchID(sw))
+			err = c.reconcileConfigSafely(tctx, models.SwitchID(sw))
 		} else {
-			err = c.reconcileSafely(ctx, models.SwitchID(key))
+			err = c.reconcileSafely(tctx, models.SwitchID(key))
 		}
 		switch {
 		case err == nil:
 			c.queue.Forget(key)
-		case ctx.Err() != nil:
+		case tctx.Err() != nil:
+			c.queue.Forget(key) // the term or the controller ended
+		case errors.Is(err, southbound.ErrNotPrimary) && c.cfg.Leadership != nil:
+			// A switch knows a newer leader: stop, don't retry.
+			c.queue.Forget(key)
+			c.cfg.Leadership.StepDown(fmt.Sprintf("%s refused our election ID: %v", key, err))
 		default:
 			d := c.queue.Retry(key)
 			c.log.Warn("reconcile failed", "switch", key, "err", err, "retry_in", d)

@@ -80,9 +80,14 @@ type IntentsConfig struct {
 	// AdaptInterval is how often intents are checked against measured
 	// load; default 5s.
 	AdaptInterval time.Duration
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
-	Now           func() time.Time
+	// Leadership, if set, makes this manager decide only while its
+	// replica leads, with every commit fenced on the term; a follower
+	// keeps the intents' records current from etcd for reads and refuses
+	// decisions with ErrNotLeader. Nil: always decide (one controller).
+	Leadership Leader
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	Now        func() time.Time
 }
 
 // Scope is who is asking: an operator sees every tenant, a tenant only
@@ -206,6 +211,9 @@ type Intents struct {
 	// needReload is set when a commit failed without saying whether it
 	// happened: memory is rebuilt from etcd before the next decision.
 	needReload bool
+	// term is the leader term decisions are made in (nil without leader
+	// election); every commit carries its fence.
+	term *Term
 
 	// observed is each intent's measured rate (Gb/s), kept apart from the
 	// stored status: it changes every second and is not worth an etcd write.
@@ -478,6 +486,9 @@ func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			if !m.Leading() {
+				continue // the leader reads the switches
+			}
 		}
 		owner := map[models.FlowKey]string{}
 		bySwitch := map[models.SwitchID][]models.FlowKey{}
@@ -618,6 +629,9 @@ func (b *batch) put(e *entry) {
 func intentKey(t models.TenantName, id string) string { return KeyIntents + string(t) + "/" + id }
 
 func (m *Intents) submit(ctx context.Context, decide func(b *batch) (Outcome, error)) (Outcome, error) {
+	if !m.Leading() {
+		return Outcome{}, ErrNotLeader
+	}
 	o := &op{decide: decide, done: make(chan opResult, 1)}
 	select {
 	case m.ops <- o:
@@ -635,7 +649,99 @@ func (m *Intents) submit(ctx context.Context, decide func(b *batch) (Outcome, er
 }
 
 // Run loads the intents from etcd and then serves changes until ctx ends.
+// With leader election it decides only during this replica's terms, and
+// follows etcd in between.
 func (m *Intents) Run(ctx context.Context) error {
+	if m.cfg.Leadership == nil {
+		m.lead(ctx, nil)
+		return nil
+	}
+	for ctx.Err() == nil {
+		changed := m.cfg.Leadership.Changed()
+		if t := m.cfg.Leadership.Term(); t != nil {
+			m.lead(t.Context(), t)
+			continue
+		}
+		m.follow(ctx, changed)
+	}
+	return nil
+}
+
+// Leading says whether this manager decides now.
+func (m *Intents) Leading() bool {
+	return m.cfg.Leadership == nil || m.cfg.Leadership.Term() != nil
+}
+
+// follow keeps the intents' records current from etcd (for reads) until
+// ctx ends or the role changes, answering decisions with ErrNotLeader.
+func (m *Intents) follow(ctx context.Context, changed <-chan struct{}) {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.cfg.Store.follow(fctx, KeyIntents, m.applyFollowed)
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case o := <-m.ops:
+			o.done <- opResult{err: ErrNotLeader}
+			continue
+		}
+		break
+	}
+	cancel()
+	<-done
+}
+
+// applyFollowed applies intents listed or watched in etcd to a follower's
+// records. The ledger is not kept: a new term rebuilds it (load).
+func (m *Intents) applyFollowed(kvs []kv, reset bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if reset {
+		m.all = map[string]*entry{}
+	}
+	for _, kv := range kvs {
+		if kv.deleted {
+			if i := strings.LastIndexByte(kv.key, '/'); i >= 0 {
+				delete(m.all, kv.key[i+1:])
+			}
+			continue
+		}
+		in, ok := m.decode(kv.key, kv.value, kv.revision)
+		if ok {
+			m.all[in.ID] = &entry{in: in, since: in.Status.Updated}
+		}
+	}
+	m.loaded = false // decisions need a full load first
+}
+
+// decode reads a stored intent, stamping its revision.
+func (m *Intents) decode(key string, value []byte, rev int64) (models.Intent, bool) {
+	var in models.Intent
+	if err := json.Unmarshal(value, &in); err != nil {
+		m.log.Error("undecodable intent in etcd; skipping", "key", key, "err", err)
+		return in, false
+	}
+	in.Revision = rev
+	return in, true
+}
+
+// lead decides until ctx ends (the term, or everything); t is the term
+// (nil without leader election).
+func (m *Intents) lead(ctx context.Context, t *Term) {
+	m.mu.Lock()
+	m.term = t
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.term = nil
+		m.mu.Unlock()
+		m.failQueued()
+	}()
 	backoff := 100 * time.Millisecond
 	for {
 		err := m.load(ctx)
@@ -645,7 +751,7 @@ func (m *Intents) Run(ctx context.Context) error {
 		m.log.Warn("cannot load intents from etcd", "err", err, "retry_in", backoff)
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
@@ -657,8 +763,7 @@ func (m *Intents) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			m.failQueued()
-			return nil
+			return
 		case <-adapt.C:
 			if m.cfg.Utilization != nil && m.reloadIfNeeded(ctx) == nil {
 				m.mu.Lock()
@@ -700,10 +805,14 @@ func (m *Intents) reloadIfNeeded(ctx context.Context) error {
 }
 
 func (m *Intents) failQueued() {
+	err := fmt.Errorf("%w: shutting down", ErrStoreUnavailable)
+	if m.cfg.Leadership != nil {
+		err = ErrNotLeader // the term ended; the next leader decides
+	}
 	for {
 		select {
 		case o := <-m.ops:
-			o.done <- opResult{err: fmt.Errorf("%w: shutting down", ErrStoreUnavailable)}
+			o.done <- opResult{err: err}
 		default:
 			return
 		}
@@ -736,12 +845,10 @@ func (m *Intents) load(ctx context.Context) error {
 	m.pins, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, nil
 	m.needReload = false
 	for _, kv := range resp.Kvs {
-		var in models.Intent
-		if err := json.Unmarshal(kv.Value, &in); err != nil {
-			m.log.Error("undecodable intent in etcd; skipping", "key", string(kv.Key), "err", err)
+		in, ok := m.decode(string(kv.Key), kv.Value, kv.ModRevision)
+		if !ok {
 			continue
 		}
-		in.Revision = kv.ModRevision
 		m.all[in.ID] = &entry{in: in, since: in.Status.Updated}
 		if in.Status.State.Live() {
 			u := m.tenantUsage(in.Tenant)
@@ -801,6 +908,15 @@ func (m *Intents) tenantUsage(t models.TenantName) *tenantUsage {
 	return u
 }
 
+// holds says whether etcd still has term t's election key (a failed
+// fence, rather than a lost race on an intent's revision).
+func (m *Intents) holds(ctx context.Context, t *Term) bool {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Store.timeout)
+	defer cancel()
+	resp, err := m.cfg.Store.cli.Get(ctx, t.Key)
+	return err != nil || (len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == t.Rev)
+}
+
 // runBatch decides first and whatever else is queued (up to the commit's
 // budget), does the housekeeping that is due, commits once, and answers.
 func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
@@ -834,7 +950,17 @@ func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
 	if len(b.ops) > 0 {
 		var rev int64
 		start := time.Now()
-		rev, err = m.cfg.Store.commit(ctx, b.cmps, b.ops)
+		cmps := b.cmps
+		if m.term != nil {
+			cmps = append(slices.Clip(cmps), m.term.Fence())
+		}
+		rev, err = m.cfg.Store.commit(ctx, cmps, b.ops)
+		switch {
+		case errors.Is(err, ErrConflict) && m.term != nil && !m.holds(ctx, m.term):
+			err = ErrNotLeader // deposed: a newer leader decides from etcd
+		case err != nil && ctx.Err() != nil && !errors.Is(err, ErrStoreUnavailable):
+			err = fmt.Errorf("%w: leadership ended during the commit (etcd unreachable?): its outcome is unknown; retry with the same Idempotency-Key", ErrStoreUnavailable)
+		}
 		m.m.commitSeconds.Observe(time.Since(start).Seconds())
 		m.m.commitOps.Observe(float64(len(b.ops)))
 		if err == nil {

@@ -136,6 +136,7 @@ const EmbeddedMaxTxnOps = 2048
 type Embedded struct {
 	etcd      *embed.Etcd
 	Endpoints []string
+	closeOnce sync.Once
 }
 
 // StartEmbedded runs a single-member etcd in dir, listening on loopback
@@ -157,6 +158,10 @@ func StartEmbedded(dir, clientAddr string) (*Embedded, error) {
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.MaxTxnOps = EmbeddedMaxTxnOps
+	// A 500 ms election timeout makes etcd's minimum lease 1 s (1.5
+	// election timeouts, rounded up), so a dead leader's lease can expire
+	// in a second; etcd's default of 1000 ms would make it 2 s.
+	cfg.TickMs, cfg.ElectionMs = 100, 500
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: %w", err)
@@ -174,7 +179,7 @@ func StartEmbedded(dir, clientAddr string) (*Embedded, error) {
 }
 
 // Close stops the embedded etcd.
-func (e *Embedded) Close() { e.etcd.Close() }
+func (e *Embedded) Close() { e.closeOnce.Do(e.etcd.Close) }
 
 // Dir is the data directory, to start it again on the same data.
 func (e *Embedded) Dir() string { return e.etcd.Config().Dir }

@@ -265,6 +265,15 @@ func (f *Fabric) Ready() <-chan struct{} { return f.ready }
 // Switch returns the named switch, or nil.
 func (f *Fabric) Switch(name models.SwitchID) *Switch { return f.switches[name] }
 
+// WriteRPCs is the number of Write RPCs every switch accepted so far.
+func (f *Fabric) WriteRPCs() (n int64) {
+	for _, sw := range f.switches {
+		rpcs, _ := sw.WriteStats()
+		n += rpcs
+	}
+	return n
+}
+
 // Name is the switch's name.
 func (sw *Switch) Name() models.SwitchID { return sw.name }
 

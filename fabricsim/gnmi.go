@@ -18,6 +18,7 @@ import (
 	"github.com/openconfig/gnmi/match"
 	gpath "github.com/openconfig/gnmi/path"
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
+	"github.com/openconfig/gnmi/proto/gnmi_ext"
 	"github.com/openconfig/gnmi/subscribe"
 	"github.com/openconfig/ygot/ytypes"
 	"google.golang.org/grpc/codes"
@@ -44,6 +45,31 @@ type gnmiServer struct {
 	mu        sync.Mutex
 	published map[string]string // leaf path → last published value
 	config    map[uint32]ifConfig
+	// master is the highest master-arbitration election ID a Set carried:
+	// Sets with a lower one are refused, fencing out a deposed controller.
+	master *gnmi_ext.Uint128
+}
+
+// arbitrate applies gNMI master arbitration (the gnmi_ext extension) to
+// a Set: a lower election ID than the highest seen is PERMISSION_DENIED.
+func (g *gnmiServer) arbitrate(exts []*gnmi_ext.Extension) error {
+	for _, e := range exts {
+		ma := e.GetMasterArbitration()
+		if ma == nil {
+			continue
+		}
+		id := ma.GetElectionId()
+		if id == nil {
+			return status.Error(codes.InvalidArgument, "master arbitration without an election_id")
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.master != nil && (id.GetHigh() < g.master.GetHigh() || id.GetHigh() == g.master.GetHigh() && id.GetLow() < g.master.GetLow()) {
+			return status.Errorf(codes.PermissionDenied, "election id %d is lower than the master's %d", id.GetLow(), g.master.GetLow())
+		}
+		g.master = &gnmi_ext.Uint128{High: id.GetHigh(), Low: id.GetLow()}
+	}
+	return nil
 }
 
 // ifConfig is an interface's configuration, settable over gNMI.
@@ -331,6 +357,9 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 		return nil, status.Error(codes.Unavailable, "switch is down")
 	}
 	if err := g.checkTarget(req.GetPrefix()); err != nil {
+		return nil, err
+	}
+	if err := g.arbitrate(req.GetExtension()); err != nil {
 		return nil, err
 	}
 	ports := map[string]uint32{}

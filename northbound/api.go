@@ -60,6 +60,11 @@ type Options struct {
 	StreamInterval time.Duration
 	// Done, when closed, ends open streams (for a prompt shutdown).
 	Done <-chan struct{}
+	// Leader, if set, says who leads: a follower passes requests only
+	// the leader can serve (decisions, capacity, tenants' usage, switch
+	// read-backs) to it, over ForwardTransport (nil: the default).
+	Leader           LeaderInfo
+	ForwardTransport http.RoundTripper
 }
 
 // Problem is an RFC 9457 problem document, with accelnet's extension
@@ -124,7 +129,7 @@ func New(opts Options) http.Handler {
 	if opts.Gatherer != nil {
 		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 	}
-	v1 := r.Group("/api/v1")
+	v1 := r.Group("/api/v1", a.forward)
 	// The fabric's shape and load carry no tenant's data: readable
 	// without a token, as the dashboard does before anyone logs in.
 	v1.GET("/topology", a.topology)

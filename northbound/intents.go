@@ -131,6 +131,9 @@ func fail(c *gin.Context, err error) {
 			p.Bottleneck, p.FreeGbps = refused.Fit.Bottleneck, &refused.Fit.FreeGbps
 		}
 		writeProblem(c, p)
+	case errors.Is(err, controller.ErrNotLeader):
+		c.Header("Retry-After", "1")
+		writeProblem(c, Problem{Status: http.StatusServiceUnavailable, Detail: "this replica stopped leading while the request waited (a failover): nothing was done; retry in a second"})
 	case errors.Is(err, controller.ErrNoTopology), errors.Is(err, controller.ErrStoreUnavailable),
 		errors.Is(err, controller.ErrConflict), errors.Is(err, context.DeadlineExceeded):
 		c.Header("Retry-After", "2")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
+	"github.com/openconfig/gnmi/proto/gnmi_ext"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -17,6 +18,12 @@ import (
 type GNMIConfig struct {
 	// Resolve finds a switch's gNMI address.
 	Resolve func(models.SwitchID) (models.Switch, error)
+	// ElectionID, if set, is sent with every Set as gNMI master
+	// arbitration, so a target refuses a deposed leader's writes. Zero
+	// means this replica does not lead: Set is refused locally.
+	ElectionID func() uint64
+	// DialOptions add to (or replace) the plaintext default, e.g. TLS.
+	DialOptions []grpc.DialOption
 }
 
 func (g *GNMIConfig) dial(id models.SwitchID) (*grpc.ClientConn, models.Switch, error) {
@@ -27,7 +34,7 @@ func (g *GNMIConfig) dial(id models.SwitchID) (*grpc.ClientConn, models.Switch, 
 	if sw.GNMIAddr == "" {
 		return nil, sw, fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, id)
 	}
-	cc, err := grpc.NewClient(sw.GNMIAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(sw.GNMIAddr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, g.DialOptions...)...)
 	if err != nil {
 		return nil, sw, fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, id, err)
 	}
@@ -82,12 +89,22 @@ func (g *GNMIConfig) SetConfig(ctx context.Context, id models.SwitchID, ports ma
 	if len(ports) == 0 {
 		return nil
 	}
+	var ext []*gnmi_ext.Extension
+	if g.ElectionID != nil {
+		eid := g.ElectionID()
+		if eid == 0 {
+			return fmt.Errorf("%w: gnmi set config of %s: this replica is not the leader", ErrNotPrimary, id)
+		}
+		ext = append(ext, &gnmi_ext.Extension{Ext: &gnmi_ext.Extension_MasterArbitration{MasterArbitration: &gnmi_ext.MasterArbitration{
+			Role: &gnmi_ext.Role{Id: "accelnet"}, ElectionId: &gnmi_ext.Uint128{Low: eid},
+		}}})
+	}
 	cc, sw, err := g.dial(id)
 	if err != nil {
 		return err
 	}
 	defer cc.Close()
-	req := &gnmipb.SetRequest{Prefix: &gnmipb.Path{Target: string(sw.Name)}}
+	req := &gnmipb.SetRequest{Prefix: &gnmipb.Path{Target: string(sw.Name)}, Extension: ext}
 	for port, c := range ports {
 		name := models.InterfaceName(port)
 		req.Update = append(req.Update,

@@ -64,9 +64,10 @@ type P4RT struct {
 	schema *p4.Schema
 	log    *slog.Logger
 
-	mu    sync.Mutex
-	conns map[models.SwitchID]*p4conn
-	wg    sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[models.SwitchID]*p4conn
+	election uint64 // 0: not leading, connect to nothing
+	wg       sync.WaitGroup
 }
 
 type p4conn struct {
@@ -76,6 +77,7 @@ type p4conn struct {
 	done     chan struct{} // closed when the stream ends
 	deviceID uint64
 	addr     string
+	election uint64 // the election ID it arbitrated with
 }
 
 func (c *p4conn) alive() bool {
@@ -104,17 +106,42 @@ func NewP4RT(schema *p4.Schema, opts P4RTOptions) *P4RT {
 	if len(opts.DeviceConfig) == 0 {
 		opts.DeviceConfig = []byte("accelnet.p4")
 	}
-	return &P4RT{opts: opts, schema: schema, log: opts.Logger, conns: map[models.SwitchID]*p4conn{}}
+	return &P4RT{opts: opts, schema: schema, log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, election: opts.ElectionID}
 }
 
-// Close drops every connection and waits for the driver's goroutines.
-func (d *P4RT) Close() {
+// SetElectionID changes the election ID the driver arbitrates and writes
+// with (a new leader's term) and drops every connection, so each switch
+// is arbitrated again on next use. Zero stops the driver from connecting
+// at all: a replica that does not lead must not arbitrate.
+func (d *P4RT) SetElectionID(id uint64) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	if id == d.election {
+		return
+	}
+	d.election = id
+	d.dropLocked()
+}
+
+// ElectionID is the election ID the driver arbitrates with (0: none).
+func (d *P4RT) ElectionID() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.election
+}
+
+func (d *P4RT) dropLocked() {
 	for id, c := range d.conns {
 		c.cancel()
 		c.cc.Close()
 		delete(d.conns, id)
 	}
+}
+
+// Close drops every connection and waits for the driver's goroutines.
+func (d *P4RT) Close() {
+	d.mu.Lock()
+	d.dropLocked()
 	d.mu.Unlock()
 	d.wg.Wait()
 }
@@ -137,6 +164,9 @@ func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 	if sw.P4RTAddr == "" {
 		return nil, fmt.Errorf("%w: %s has no P4Runtime address", ErrUnavailable, id)
 	}
+	if d.election == 0 {
+		return nil, fmt.Errorf("%w: %s: this replica is not the leader", ErrNotPrimary, id)
+	}
 	c, err := d.dial(ctx, sw)
 	if err != nil {
 		return nil, err
@@ -153,10 +183,10 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch) (*p4conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s at %s: %v", ErrUnavailable, sw.Name, sw.P4RTAddr, err)
 	}
-	election := &p4v1.Uint128{High: 0, Low: d.opts.ElectionID}
+	election := &p4v1.Uint128{High: 0, Low: d.election}
 	client := p4client.NewClient(p4v1.NewP4RuntimeClient(cc), sw.DeviceID, election)
 	streamCtx, cancel := context.WithCancel(context.Background())
-	c := &p4conn{cc: cc, client: client, cancel: cancel, done: make(chan struct{}), deviceID: sw.DeviceID, addr: sw.P4RTAddr}
+	c := &p4conn{cc: cc, client: client, cancel: cancel, done: make(chan struct{}), deviceID: sw.DeviceID, addr: sw.P4RTAddr, election: d.election}
 	fail := func(err error) (*p4conn, error) {
 		cancel()
 		cc.Close()
@@ -508,7 +538,7 @@ func (d *P4RT) Apply(ctx context.Context, id models.SwitchID, diff models.Diff) 
 			updates = updates[n:]
 			_, err := c.client.Write(ctx, &p4v1.WriteRequest{
 				DeviceId:   c.deviceID,
-				ElectionId: &p4v1.Uint128{Low: d.opts.ElectionID},
+				ElectionId: &p4v1.Uint128{Low: c.election},
 				Updates:    batch,
 				Atomicity:  p4v1.WriteRequest_CONTINUE_ON_ERROR,
 			})

@@ -36,7 +36,8 @@ type Config struct {
 	DataDir       string
 	Topology      string
 	EtcdEndpoints []string
-	ElectionID    uint64
+	AdvertiseURL  string
+	ElectionTTL   time.Duration
 	LogLevel      string
 	EtcdMaxTxnOps int
 
@@ -62,7 +63,7 @@ func defaultConfig() Config {
 	return Config{
 		HTTPAddr:       ":8080",
 		DataDir:        "accelnet-data",
-		ElectionID:     1,
+		ElectionTTL:    time.Second,
 		LogLevel:       "info",
 		Headroom:       0.05,
 		PendingTimeout: time.Minute,
@@ -86,8 +87,8 @@ func (c Config) Validate(demo bool) error {
 	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
 		return errors.New("--data-dir is required for embedded etcd (or give --etcd-endpoints)")
 	}
-	if c.ElectionID == 0 {
-		return errors.New("--election-id must be at least 1")
+	if c.ElectionTTL < time.Second {
+		return fmt.Errorf("--election-ttl %v: etcd leases last whole seconds; at least 1s", c.ElectionTTL)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
@@ -145,7 +146,8 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "address of the REST API, dashboard and /metrics")
 	root.PersistentFlags().StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for embedded etcd's data and library logs")
 	root.PersistentFlags().StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
-	root.PersistentFlags().Uint64Var(&cfg.ElectionID, "election-id", cfg.ElectionID, "P4Runtime election ID (highest wins a switch)")
+	root.PersistentFlags().DurationVar(&cfg.ElectionTTL, "election-ttl", cfg.ElectionTTL, "leader lease: a leader that dies without resigning is replaced once it expires (etcd raises it to 1.5 of its election timeouts: 2s with etcd's defaults)")
+	root.PersistentFlags().StringVar(&cfg.AdvertiseURL, "advertise-url", "", "this replica's API URL as the other replicas reach it (followers forward writes to the leader there); default http://<hostname>:<port of --http-addr>")
 	root.PersistentFlags().Float64Var(&cfg.Headroom, "headroom", cfg.Headroom, "fraction of every link that intents may not reserve")
 	root.PersistentFlags().BoolVar(&cfg.Preemption, "preemption", cfg.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
 	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
@@ -217,7 +219,8 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	opts := stack.Options{
 		EtcdEndpoints:   cfg.EtcdEndpoints,
 		EtcdMaxTxnOps:   cfg.EtcdMaxTxnOps,
-		ElectionID:      cfg.ElectionID,
+		ElectionTTL:     cfg.ElectionTTL,
+		AdvertiseURL:    cfg.AdvertiseURL,
 		Emulate:         demo,
 		Headroom:        cfg.Headroom,
 		Preemption:      cfg.Preemption,
@@ -262,6 +265,9 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	lis, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+	}
+	if cfg.AdvertiseURL == "" {
+		s.Advertise(advertiseURL(lis.Addr().String()))
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.Run(ctx) })
@@ -328,6 +334,23 @@ func reserveWorkload(ctx context.Context, s *stack.Stack, id string, headroom fl
 	return nil
 }
 
+// advertiseURL is where other replicas reach an API listening on addr:
+// the host's name when it listens on every address.
+func advertiseURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if name, err := os.Hostname(); err == nil {
+			host = name
+		} else {
+			host = "localhost"
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
 // announce logs once when every switch is programmed, with the start-up time.
 func announce(ctx context.Context, s *stack.Stack, cfg Config, addr string, started time.Time, log *slog.Logger) error {
 	tick := time.NewTicker(50 * time.Millisecond)
@@ -345,6 +368,12 @@ func announce(ctx context.Context, s *stack.Stack, cfg Config, addr string, star
 		url := "http://" + addr
 		if host, port, err := net.SplitHostPort(addr); err == nil && (host == "::" || host == "0.0.0.0" || host == "") {
 			url = "http://localhost:" + port
+		}
+		if !s.Controller.Leading() {
+			leader, _ := s.Leadership.Leader()
+			log.Info("accelnet ready as a follower: serving reads, forwarding writes to the leader", "leader", leader,
+				"startup", time.Since(started).Round(time.Millisecond), "api", url+"/api/v1/topology")
+			return nil
 		}
 		log.Info("accelnet ready: every switch programmed",
 			"startup", time.Since(started).Round(time.Millisecond),

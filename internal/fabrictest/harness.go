@@ -80,14 +80,19 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Op
 	if tune != nil {
 		tune(&opts)
 	}
+	api := httptest.NewUnstartedServer(nil)
+	opts.AdvertiseURL = "http://" + api.Listener.Addr().String()
 	s, err := stack.New(ctx, opts)
 	if err != nil {
 		cancel()
+		api.Close()
 		t.Fatalf("start stack: %v", err)
 	}
+	api.Config.Handler = s.Handler
+	api.Start()
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	h := &Harness{Stack: s, API: httptest.NewServer(s.Handler)}
+	h := &Harness{Stack: s, API: api}
 	t.Cleanup(func() {
 		h.API.Close()
 		cancel()

@@ -44,7 +44,17 @@ type Options struct {
 	CounterInterval   time.Duration
 	TelemetryInterval time.Duration
 	ResyncInterval    time.Duration
-	ElectionID        uint64
+	// AdvertiseURL is this replica's API as other replicas reach it: the
+	// value it campaigns with, where followers forward writes. Set it
+	// here or with Stack.Advertise before Run.
+	AdvertiseURL string
+	// ElectionTTL is the leader's etcd lease: when a leader dies without
+	// resigning, a follower takes over once it expires. Default 1s; etcd
+	// raises it to its minimum (see controller.NewLeadership).
+	ElectionTTL time.Duration
+	// ForwardTransport carries forwarded requests to the leader (TLS);
+	// nil: http.DefaultTransport.
+	ForwardTransport http.RoundTripper
 	// Headroom is the fraction of every link intents may not reserve
 	// (default 0.05); Preemption lets higher-priority intents displace
 	// lower ones; PendingTimeout fails intents pending that long.
@@ -100,6 +110,7 @@ type Stack struct {
 	Intents    *controller.Intents
 	Events     *controller.Events
 	Drains     *controller.Drains
+	Leadership *controller.Leadership
 	// OperatorToken is the operator secret issued on this first start
 	// ("" on later starts): show it once.
 	OperatorToken string
@@ -145,6 +156,10 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	s.Store = controller.NewStore(s.Etcd, 5*time.Second)
+	if opts.ElectionTTL <= 0 {
+		opts.ElectionTTL = time.Second
+	}
+	s.Leadership = controller.NewLeadership(s.Etcd, opts.AdvertiseURL, opts.ElectionTTL, s.log.With("component", "leader"), s.Registry)
 
 	if opts.Emulate {
 		s.Fabric, err = fabricsim.New(fabricsim.Options{
@@ -177,10 +192,10 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 			}
 			return snap.Switch(id)
 		},
-		ElectionID:   opts.ElectionID,
 		OnDisconnect: func(id models.SwitchID) { ctrl.Resync(id) },
 		Logger:       s.log.With("component", "p4runtime"),
 	})
+	s.Driver.SetElectionID(0) // until this replica leads
 	lim := schema.Limits()
 	maxOps := opts.EtcdMaxTxnOps
 	if maxOps <= 0 && s.Embedded != nil {
@@ -210,6 +225,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return pl.OutBps / (snap.PortGbps(e) * 1e9), true
 		},
 		AdaptInterval: opts.AdaptInterval,
+		Leadership:    s.Leadership,
 		Logger:        s.log.With("component", "intents"),
 		Registerer:    s.Registry,
 	})
@@ -227,7 +243,13 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 				return models.Switch{}, controller.ErrNoTopology
 			}
 			return snap.Switch(id)
+		}, ElectionID: func() uint64 {
+			if t := s.Leadership.Term(); t != nil {
+				return t.ID
+			}
+			return 0
 		}},
+		Leadership:        s.Leadership,
 		MTU:               opts.MTU,
 		Store:             s.Store,
 		Driver:            s.Driver,
@@ -259,6 +281,9 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		Mounts:    mounts,
 		Logger:    s.log.With("component", "api"),
 		Done:      s.stopAPI,
+		Leader:    s.Leadership,
+
+		ForwardTransport: opts.ForwardTransport,
 	})
 	return s, nil
 }
@@ -280,6 +305,7 @@ func (s *Stack) Run(ctx context.Context) error {
 		stopCtrl()
 	}()
 	var side sync.WaitGroup
+	side.Go(func() { _ = s.Leadership.Run(ctrlCtx) })
 	side.Go(func() { _ = s.Auth.Run(ctrlCtx) })
 	side.Go(func() { _ = s.Intents.Run(ctrlCtx) })
 	side.Go(func() { _ = s.Events.Run(ctrlCtx) })
@@ -293,6 +319,9 @@ func (s *Stack) Run(ctx context.Context) error {
 	stopFabric()
 	return errors.Join(err, g.Wait())
 }
+
+// Advertise sets the API URL this replica campaigns with (before Run).
+func (s *Stack) Advertise(url string) { s.Leadership.SetSelf(url) }
 
 // Close releases what New acquired. Call it after Run returns.
 func (s *Stack) Close() {

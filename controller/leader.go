@@ -1,0 +1,321 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// KeyElection is the prefix replicas campaign under: each candidate's key
+// is KeyElection/<lease ID in hex>, bound to its session's lease, with the
+// replica's API URL as its value. The oldest key leads.
+const KeyElection = Prefix + "leader"
+
+// ErrNotLeader means this replica does not lead (or stopped leading while
+// the request waited): only the leader decides admissions and programs
+// switches.
+var ErrNotLeader = errors.New("controller: this replica is not the leader")
+
+// Term is one tenure as leader. Its ID, the create revision of the
+// leader's election key, is the P4Runtime election_id (and the gNMI
+// master-arbitration ID): etcd revisions only grow, so every new leader
+// outranks every earlier one at the switches, which refuse a deposed
+// leader's writes even if it has not noticed yet.
+type Term struct {
+	ID     uint64
+	Key    string
+	Rev    int64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// Context ends when the term does.
+func (t *Term) Context() context.Context { return t.ctx }
+
+// Fence is the etcd condition that the term still holds: leader-only
+// writes carry it, so a leader whose lease expired cannot commit.
+func (t *Term) Fence() clientv3.Cmp {
+	return clientv3.Compare(clientv3.CreateRevision(t.Key), "=", t.Rev)
+}
+
+// Leader is what the parts that act only on the leader need to know.
+type Leader interface {
+	// Term is the current term, nil while following.
+	Term() *Term
+	// Changed is closed at the next change of role.
+	Changed() <-chan struct{}
+	// Leader is the leader's advertised API URL ("" if unknown) and
+	// whether it is this replica.
+	Leader() (url string, self bool)
+	// StepDown gives up the term (a switch refused our election ID: a
+	// newer leader exists); the replica campaigns again after a pause.
+	StepDown(reason string)
+}
+
+// Leadership campaigns for this replica with etcd's election recipe and
+// follows who leads.
+type Leadership struct {
+	cli  *clientv3.Client
+	self string
+	ttl  int
+	log  *slog.Logger
+
+	leading  prometheus.Gauge
+	terms    prometheus.Counter
+	termID   prometheus.Gauge
+	stepDown chan string
+
+	mu      sync.Mutex
+	term    *Term
+	leader  string // the leader's advertised URL, as observed
+	lastErr error  // why the last campaign failed
+	changed chan struct{}
+}
+
+// NewLeadership returns a campaigner for the replica whose API is at
+// self. ttl is the session lease: a leader that dies without resigning
+// (kill -9, lost network) is replaced once it expires. etcd rounds it up
+// to whole seconds and to its own minimum (1.5 election timeouts: 2 s
+// with etcd's defaults, 1 s with --election-timeout=500).
+func NewLeadership(cli *clientv3.Client, self string, ttl time.Duration, log *slog.Logger, reg prometheus.Registerer) *Leadership {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	secs := max(1, int(math.Ceil(ttl.Seconds())))
+	l := &Leadership{
+		cli: cli, self: self, ttl: secs, log: log, changed: make(chan struct{}), stepDown: make(chan string, 1),
+		leading: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "accelnet_leader",
+			Help: "1 while this replica leads (programs switches and decides admissions).",
+		}),
+		terms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "accelnet_leader_terms_total",
+			Help: "Terms this replica began as leader.",
+		}),
+		termID: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "accelnet_leader_election_id",
+			Help: "The P4Runtime election_id of this replica's current term (0 while following).",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(l.leading, l.terms, l.termID)
+	}
+	return l
+}
+
+// SetSelf sets the URL this replica campaigns with; call it before Run.
+func (l *Leadership) SetSelf(url string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.self = url
+}
+
+// Term returns the current term, nil while following.
+func (l *Leadership) Term() *Term {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.term
+}
+
+// Changed is closed at the next change of term or of the observed leader.
+func (l *Leadership) Changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.changed
+}
+
+// Leader returns the leader's advertised API URL ("" if unknown) and
+// whether this replica is it.
+func (l *Leadership) Leader() (url string, self bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.term != nil {
+		return l.self, true
+	}
+	if l.leader == l.self {
+		return "", false // our own term just ended; who leads next is not known yet
+	}
+	return l.leader, false
+}
+
+// NoLeaderReason says why this replica knows no leader now: its last
+// campaign's error (etcd unreachable, …), or that a failover is under way.
+func (l *Leadership) NoLeaderReason() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lastErr != nil {
+		return fmt.Sprintf("this replica cannot take part in the leader election: %v", l.lastErr)
+	}
+	return "a failover is in progress"
+}
+
+// StepDown ends the current term, if any.
+func (l *Leadership) StepDown(reason string) {
+	select {
+	case l.stepDown <- reason:
+	default: // one is pending already
+	}
+}
+
+// setTerm records the start (t) or end (nil) of a term.
+func (l *Leadership) setTerm(t *Term) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t == l.term {
+		return
+	}
+	l.term = t
+	if t != nil {
+		l.leader = l.self
+		l.leading.Set(1)
+		l.termID.Set(float64(t.ID))
+		l.terms.Inc()
+	} else {
+		l.leading.Set(0)
+		l.termID.Set(0)
+	}
+	l.changedLocked()
+}
+
+// setLeader records the leader observed in etcd.
+func (l *Leadership) setLeader(url string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if url != l.leader {
+		l.leader = url
+		l.changedLocked()
+	}
+}
+
+func (l *Leadership) changedLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// Run campaigns until ctx ends. On the way out it resigns, so a follower
+// takes over at once rather than after the lease expires.
+func (l *Leadership) Run(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := l.campaign(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		l.mu.Lock()
+		l.lastErr = err
+		if errors.Is(err, errSteppedDown) {
+			l.lastErr = nil
+		}
+		l.mu.Unlock()
+		wait := backoff
+		if errors.Is(err, errSteppedDown) {
+			wait = time.Second // let a newer leader's switches settle first
+		} else if err != nil {
+			l.log.Warn("leader election: retrying", "err", err, "retry_in", backoff)
+			backoff = min(2*backoff, 5*time.Second)
+		} else {
+			backoff = 100 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+	}
+	l.setTerm(nil)
+	return nil
+}
+
+var errSteppedDown = errors.New("stepped down")
+
+// campaign runs one session: wait to lead, lead until the session or the
+// term ends.
+func (l *Leadership) campaign(ctx context.Context) error {
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	lease, err := l.cli.Grant(gctx, int64(l.ttl))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%w: grant the election lease: %v", ErrStoreUnavailable, err)
+	}
+	sess, err := concurrency.NewSession(l.cli, concurrency.WithLease(lease.ID), concurrency.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("%w: open an etcd session: %v", ErrStoreUnavailable, err)
+	}
+	defer func() {
+		// Revoking the lease deletes our key: the next candidate leads now.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if _, err := l.cli.Revoke(cctx, sess.Lease()); err != nil {
+			l.log.Debug("revoke election lease", "err", err)
+		}
+		sess.Orphan()
+	}()
+	e := concurrency.NewElection(sess, KeyElection)
+
+	// Follow who leads while campaigning, for the API to forward to.
+	octx, stopObserving := context.WithCancel(ctx)
+	defer stopObserving()
+	go func() {
+		for resp := range e.Observe(octx) {
+			if len(resp.Kvs) > 0 {
+				l.setLeader(string(resp.Kvs[0].Value))
+			}
+		}
+	}()
+
+	cctx, stopCampaign := context.WithCancel(ctx)
+	defer stopCampaign()
+	go func() {
+		select {
+		case <-sess.Done(): // lease lost while waiting
+			stopCampaign()
+		case <-cctx.Done():
+		}
+	}()
+	// Drop step-downs asked for before this term.
+	select {
+	case <-l.stepDown:
+	default:
+	}
+	l.mu.Lock()
+	self := l.self
+	l.mu.Unlock()
+	if err := e.Campaign(cctx, self); err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	// Campaign returns once every older key is gone; make sure ours still
+	// exists (the session may have expired meanwhile).
+	resp, err := l.cli.Get(ctx, e.Key())
+	if err != nil {
+		return fmt.Errorf("check election key: %w", err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != e.Rev() {
+		return errors.New("election key vanished while campaigning")
+	}
+
+	tctx, end := context.WithCancelCause(ctx)
+	t := &Term{ID: uint64(e.Rev()), Key: e.Key(), Rev: e.Rev(), ctx: tctx, cancel: end}
+	l.log.Info("leading", "election_id", t.ID, "lease_ttl_s", l.ttl)
+	l.setTerm(t)
+	defer func() {
+		end(errors.New("term over"))
+		l.setTerm(nil)
+	}()
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-sess.Done():
+		l.log.Warn("lost leadership: etcd session expired", "election_id", t.ID)
+		return fmt.Errorf("%w: the leader's etcd session expired", ErrStoreUnavailable)
+	case reason := <-l.stepDown:
+		l.log.Warn("stepping down", "election_id", t.ID, "reason", reason)
+		return errSteppedDown
+	}
+}

@@ -79,6 +79,9 @@ type Overlay interface {
 	SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool)
 	// ProgramFailed says writing sw failed (it will be retried).
 	ProgramFailed(sw models.SwitchID, err error)
+	// PinsReady says the pins are known; until then switches are left
+	// alone, and the overlay queues them all (OnPins) once it is.
+	PinsReady() bool
 }
 
 // Config configures a Controller.
@@ -854,6 +857,9 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 			v = 1
 		}
 		c.m.switchInSync.WithLabelValues(string(sw)).Set(v)
+	}
+	if c.cfg.Overlay != nil && !c.cfg.Overlay.PinsReady() {
+		return 0, nil // queued again once the intents are placed
 	}
 	plan, err := c.planOf(st)
 	if err != nil {

@@ -214,6 +214,12 @@ type Intents struct {
 	// term is the leader term decisions are made in (nil without leader
 	// election); every commit carries its fence.
 	term *Term
+	// pinsReady: see PinsReady.
+	pinsReady bool
+	// followed is the highest revision a follower applied; followedCh is
+	// closed (and replaced) whenever it grows.
+	followed   int64
+	followedCh chan struct{}
 
 	// observed is each intent's measured rate (Gb/s), kept apart from the
 	// stored status: it changes every second and is not worth an etcd write.
@@ -265,6 +271,17 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 }
 
 // --- what the reconcilers see ---
+
+// PinsReady says the pins are known: the intents were loaded (for this
+// term) and placed on the current fabric at least once. Until then a
+// switch's pins must not be compared with anything: they would read as
+// "none", and the reconciler would delete every installed intent's
+// entries only to put them back a moment later.
+func (m *Intents) PinsReady() bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.pinsReady
+}
 
 // PinsFor returns the flow pins switch sw should have and the generation
 // they belong to (for Synced).
@@ -716,7 +733,38 @@ func (m *Intents) applyFollowed(kvs []kv, reset bool) {
 			m.all[in.ID] = &entry{in: in, since: in.Status.Updated}
 		}
 	}
+	for _, kv := range kvs {
+		m.followed = max(m.followed, kv.revision)
+	}
+	if m.followedCh != nil {
+		close(m.followedCh)
+		m.followedCh = nil
+	}
 	m.loaded = false // decisions need a full load first
+	m.pinsReady = false
+}
+
+// WaitFollowed waits (until ctx ends) for a follower's records to
+// include etcd revision rev: a write it forwarded to the leader is then
+// visible in its own reads. On the leader it returns at once.
+func (m *Intents) WaitFollowed(ctx context.Context, rev int64) {
+	for {
+		m.mu.Lock()
+		if m.term != nil || m.cfg.Leadership == nil || m.followed >= rev {
+			m.mu.Unlock()
+			return
+		}
+		if m.followedCh == nil {
+			m.followedCh = make(chan struct{})
+		}
+		ch := m.followedCh
+		m.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
 }
 
 // decode reads a stored intent, stamping its revision.
@@ -739,6 +787,7 @@ func (m *Intents) lead(ctx context.Context, t *Term) {
 	defer func() {
 		m.mu.Lock()
 		m.term = nil
+		m.pinsReady = false
 		m.mu.Unlock()
 		m.failQueued()
 	}()
@@ -756,6 +805,7 @@ func (m *Intents) lead(ctx context.Context, t *Term) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+	m.runBatch(ctx, nil, false) // place what was loaded now, not at the next tick
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	adapt := time.NewTicker(m.cfg.AdaptInterval)
@@ -844,6 +894,7 @@ func (m *Intents) load(ctx context.Context) error {
 	}
 	m.pins, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, nil
 	m.needReload = false
+	m.pinsReady = false
 	for _, kv := range resp.Kvs {
 		in, ok := m.decode(string(kv.Key), kv.Value, kv.ModRevision)
 		if !ok {
@@ -991,6 +1042,13 @@ func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
 		}
 	}
 	touched := slices.Collect(maps.Keys(b.touched))
+	if err == nil && !m.pinsReady && m.loaded && m.snap != nil && m.planned == m.fabricGen {
+		m.pinsReady = true // every switch may be compared now, pins or not
+		touched = touched[:0]
+		for _, sw := range m.snap.Switches() {
+			touched = append(touched, sw.Name)
+		}
+	}
 	m.mu.Unlock()
 	for _, o := range decided {
 		m.m.decisions.WithLabelValues(decisionResult(o.err, err)).Inc()

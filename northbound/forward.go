@@ -1,12 +1,15 @@
 package northbound
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -70,6 +73,17 @@ func (a *api) forward(c *gin.Context) {
 			r.Out.Header.Set(ForwardedHeader, "follower")
 		},
 		Transport: a.opts.ForwardTransport,
+		ModifyResponse: func(resp *http.Response) error {
+			// Read your writes: answer once this replica's own view has
+			// the revision the leader committed.
+			rev, err := strconv.ParseInt(strings.Trim(resp.Header.Get("ETag"), `"`), 10, 64)
+			if err == nil && resp.StatusCode < 300 && a.opts.Intents != nil {
+				ctx, cancel := context.WithTimeout(resp.Request.Context(), 2*time.Second)
+				a.opts.Intents.WaitFollowed(ctx, rev)
+				cancel()
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			// Nothing reached the leader, or its answer was lost: the
 			// client retries (with its Idempotency-Key, a create is safe).

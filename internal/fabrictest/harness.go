@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +30,11 @@ import (
 type Harness struct {
 	*stack.Stack
 	API *httptest.Server
+
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	t      testing.TB
 }
 
 // LeafSpine builds a leaf-spine of 100 Gb/s links for tests.
@@ -58,6 +64,46 @@ func NewWith(t testing.TB, topo models.Topology, tune func(*stack.Options)) *Har
 func NewServe(t testing.TB, topo models.Topology) *Harness {
 	t.Helper()
 	return start(t, topo, false, nil)
+}
+
+// Join starts another replica against h's etcd (as `accelnet serve
+// --etcd-endpoints` does): it follows the stored topology and competes
+// for leadership. It stops in t.Cleanup, or with Stop or Crash.
+func Join(t testing.TB, h *Harness) *Harness {
+	t.Helper()
+	r := start(t, models.Topology{}, false, func(o *stack.Options) {
+		o.Topology = nil
+		o.EtcdDir = ""
+		o.EtcdEndpoints = h.Embedded.Endpoints
+	})
+	r.OperatorToken = h.OperatorToken // issued once, by the first
+	return r
+}
+
+// Stop shuts the replica down as SIGTERM does: it resigns, so another
+// replica leads at once.
+func (h *Harness) Stop() {
+	h.once.Do(func() {
+		h.API.Close()
+		h.cancel()
+		if err := <-h.done; err != nil {
+			h.t.Errorf("stack run: %v", err)
+		}
+	})
+	h.Stack.Close() // also after a Crash: the embedded etcd outlives it
+}
+
+// Crash ends the replica as kill -9 would, as far as the others can
+// tell: its etcd connection goes first, so its lease is not revoked and
+// expires on its own; its switch connections drop; nothing resigns.
+func (h *Harness) Crash() {
+	h.once.Do(func() {
+		h.API.Close()
+		h.Etcd.Close()
+		h.Driver.Close()
+		h.cancel()
+		<-h.done // errors are expected: etcd went away under it
+	})
 }
 
 func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Options)) *Harness {
@@ -92,15 +138,8 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Op
 	api.Start()
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	h := &Harness{Stack: s, API: api}
-	t.Cleanup(func() {
-		h.API.Close()
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("stack run: %v", err)
-		}
-		s.Close()
-	})
+	h := &Harness{Stack: s, API: api, cancel: cancel, done: done, t: t}
+	t.Cleanup(h.Stop)
 	return h
 }
 

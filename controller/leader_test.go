@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// waitFor polls cond every 10ms for up to 15s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(15 * time.Second)
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+// TestLeadership: one of two candidates leads; the other knows where it
+// is; the leader's fence holds in etcd only during its term. Resigning
+// hands over at once, to a term with a higher election ID; stepping down
+// comes back later with a higher one still.
+func TestLeadership(t *testing.T) {
+	e, err := StartEmbedded(t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cli, err := Dial(e.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+
+	run := func(l *Leadership) (stop func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = l.Run(ctx) }()
+		return func() { cancel(); <-done }
+	}
+	a := NewLeadership(cli, "http://a", time.Second, nil, nil)
+	stopA := run(a)
+	waitFor(t, "a leads", func() bool { return a.Term() != nil })
+	b := NewLeadership(cli, "http://b", time.Second, nil, nil)
+	stopB := run(b)
+	defer stopB()
+	waitFor(t, "b sees a lead", func() bool { url, self := b.Leader(); return url == "http://a" && !self })
+	if b.Term() != nil {
+		t.Fatal("two leaders")
+	}
+	termA := a.Term()
+	fenced := func(term *Term) bool {
+		resp, err := cli.Txn(context.Background()).If(term.Fence()).Then(clientv3.OpPut(Prefix+"probe", "x")).Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Succeeded
+	}
+	if !fenced(termA) {
+		t.Fatal("the leader's fence fails during its term")
+	}
+
+	stopA() // resigns
+	waitFor(t, "b leads after a resigned", func() bool { return b.Term() != nil })
+	termB := b.Term()
+	if termB.ID <= termA.ID {
+		t.Errorf("b's election ID %d not above a's %d", termB.ID, termA.ID)
+	}
+	if fenced(termA) {
+		t.Error("a deposed leader's fence still holds")
+	}
+	if termA.Context().Err() == nil {
+		t.Error("a's term context outlived its term")
+	}
+
+	b.StepDown("test")
+	waitFor(t, "b's term ends", func() bool { return termB.Context().Err() != nil })
+	waitFor(t, "b leads again (alone)", func() bool { return b.Term() != nil })
+	if b.Term().ID <= termB.ID {
+		t.Errorf("re-elected with election ID %d, not above %d", b.Term().ID, termB.ID)
+	}
+}

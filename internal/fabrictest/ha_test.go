@@ -1,0 +1,113 @@
+package fabrictest_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/northbound"
+)
+
+// TestFailover: two replicas on one etcd. The follower serves reads from
+// etcd and forwards writes to the leader. When the leader dies without
+// resigning, the follower takes over once the lease expires, with a
+// higher election ID; it reads every switch back and writes nothing (they
+// are correct), loses no acknowledged intent, and admits new ones. A
+// replica that is stopped cleanly resigns and hands over at once.
+func TestFailover(t *testing.T) {
+	f := fabrictest.StartFabric(t, fabrictest.LeafSpine(2, 2, 2))
+	a := fabrictest.NewServe(t, f.Topology())
+	converged(t, a)
+	b := fabrictest.Join(t, a)
+	converged(t, b)
+	if !a.Controller.Leading() || b.Controller.Leading() {
+		t.Fatalf("leading: first replica %v, second %v; want the first only", a.Controller.Leading(), b.Controller.Leading())
+	}
+	firstTerm := a.Leadership.Term().ID
+
+	tok := tenant(t, b, "ml", 0, 0) // operator writes through the follower
+	var ids []string
+	for i := range 4 {
+		var in models.Intent
+		r := b.Do(t, "POST", "/api/v1/intents", tok, spec(fmt.Sprintf("i%d", i), "h1-1", "h2-1", 10, 49152+i, 1), &in)
+		if r.StatusCode != http.StatusCreated {
+			t.Fatalf("create %d through the follower: HTTP %d", i, r.StatusCode)
+		}
+		ids = append(ids, in.ID)
+	}
+	b.Eventually(t, 10*time.Second, "the follower reads every intent Installed", func() bool {
+		for _, id := range ids {
+			if intentState(t, b, tok, id).Status.State != models.StateInstalled {
+				return false
+			}
+		}
+		return true
+	})
+	writes := f.WriteRPCs()
+
+	a.Crash()
+	b.Eventually(t, 15*time.Second, "the follower leads and has read every switch back", func() bool {
+		return b.Controller.Leading() && b.Converged() == nil
+	})
+	if got := b.Leadership.Term().ID; got <= firstTerm {
+		t.Errorf("new term's election ID %d is not above the old leader's %d", got, firstTerm)
+	}
+	if w := f.WriteRPCs(); w != writes {
+		t.Errorf("takeover of correct switches wrote %d times", w-writes)
+	}
+	var list northbound.IntentList
+	b.Do(t, "GET", "/api/v1/intents", tok, nil, &list)
+	if len(list.Items) != len(ids) {
+		t.Errorf("%d intents after failover, want the %d acknowledged", len(list.Items), len(ids))
+	}
+	for _, in := range list.Items {
+		if in.Status.State != models.StateInstalled {
+			t.Errorf("intent %s is %s after failover", in.ID, in.Status.State)
+		}
+	}
+	var in models.Intent
+	if r := b.Do(t, "POST", "/api/v1/intents", tok, spec("after", "h1-2", "h2-2", 10, 49152, 1), &in); r.StatusCode != http.StatusCreated {
+		t.Fatalf("create after failover: HTTP %d", r.StatusCode)
+	}
+	b.Eventually(t, 10*time.Second, "the new leader installs a new intent", func() bool {
+		return intentState(t, b, tok, in.ID).Status.State == models.StateInstalled
+	})
+
+	// A clean stop resigns: the next replica leads without waiting for
+	// the lease.
+	c := fabrictest.Join(t, a)
+	converged(t, c)
+	writes = f.WriteRPCs()
+	b.Stop()
+	c.Eventually(t, 15*time.Second, "the third replica leads", func() bool {
+		return c.Controller.Leading() && c.Converged() == nil
+	})
+	if w := f.WriteRPCs(); w != writes {
+		t.Errorf("handover of correct switches wrote %d times", w-writes)
+	}
+}
+
+// TestFollowerWithoutLeader: with no leader reachable, a follower answers
+// writes 503 with Retry-After and a reason, and still serves reads.
+func TestFollowerWithoutLeader(t *testing.T) {
+	f := fabrictest.StartFabric(t, fabrictest.LeafSpine(1, 2, 1))
+	a := fabrictest.NewServe(t, f.Topology())
+	converged(t, a)
+	b := fabrictest.Join(t, a)
+	converged(t, b)
+	tok := tenant(t, a, "ml", 0, 0)
+	// The leader's API goes away but it keeps its term: forwarding fails.
+	a.API.Close()
+	var p northbound.Problem
+	r := b.Do(t, "POST", "/api/v1/intents", tok, spec("x", "h1-1", "h2-1", 10, 49152, 1), &p)
+	if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || p.Detail == "" {
+		t.Fatalf("write with the leader unreachable: HTTP %d %+v", r.StatusCode, p)
+	}
+	var list northbound.IntentList
+	if r := b.Do(t, "GET", "/api/v1/intents", tok, nil, &list); r.StatusCode != http.StatusOK {
+		t.Errorf("read from the follower: HTTP %d", r.StatusCode)
+	}
+}

@@ -177,4 +177,37 @@ func TestHigherElectionIDFencesOutTheOldPrimary(t *testing.T) {
 	if _, err := lower.Read(ctx, "leaf1"); !errors.Is(err, southbound.ErrNotPrimary) {
 		t.Fatalf("lower election id: want ErrNotPrimary, got %v", err)
 	}
+	// A driver told it does not lead connects to nothing.
+	newer.SetElectionID(0)
+	if _, err := newer.Read(ctx, "leaf1"); !errors.Is(err, southbound.ErrNotPrimary) {
+		t.Fatalf("election ID 0: want ErrNotPrimary, got %v", err)
+	}
+}
+
+// TestGNMIMasterArbitration: gNMI Set carries the election ID; once a
+// higher one has written, a lower one is refused, and a replica that does
+// not lead does not write at all.
+func TestGNMIMasterArbitration(t *testing.T) {
+	topo, err := topology.LeafSpine(1, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fabrictest.StartFabric(t, topo)
+	ctx := context.Background()
+	cfg := func(id uint64) *southbound.GNMIConfig {
+		return &southbound.GNMIConfig{Resolve: resolver(f.Topology()), ElectionID: func() uint64 { return id }}
+	}
+	port := map[uint32]models.InterfaceConfig{1: {Enabled: true, MTU: 4200, Description: "to h1"}}
+	if err := cfg(6).SetConfig(ctx, "leaf1", port); err != nil {
+		t.Fatalf("set with election ID 6: %v", err)
+	}
+	if err := cfg(5).SetConfig(ctx, "leaf1", port); !errors.Is(err, southbound.ErrNotPrimary) {
+		t.Fatalf("set with a lower election ID: want ErrNotPrimary, got %v", err)
+	}
+	if err := cfg(0).SetConfig(ctx, "leaf1", port); !errors.Is(err, southbound.ErrNotPrimary) {
+		t.Fatalf("set while not leading: want ErrNotPrimary, got %v", err)
+	}
+	if err := cfg(7).SetConfig(ctx, "leaf1", port); err != nil {
+		t.Fatalf("set with a higher election ID: %v", err)
+	}
 }

@@ -237,7 +237,7 @@ var errSteppedDown = errors.New("stepped down")
 
 // campaign runs one session: wait to lead, lead until the session or the
 // term ends.
-func (l *Leadership) campaign(ctx context.Context) error {
+func (l *Leadership) campaign(ctx context.Context) (err error) {
 	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	lease, err := l.cli.Grant(gctx, int64(l.ttl))
 	cancel()
@@ -306,6 +306,11 @@ func (l *Leadership) campaign(ctx context.Context) error {
 	l.setTerm(t)
 	defer func() {
 		end(errors.New("term over"))
+		l.mu.Lock()
+		if !errors.Is(err, errSteppedDown) {
+			l.lastErr = err // before the term ends, so no one reads a stale reason
+		}
+		l.mu.Unlock()
 		l.setTerm(nil)
 	}()
 	select {

@@ -146,16 +146,42 @@ func StartEmbedded(dir, clientAddr string) (*Embedded, error) {
 	if clientAddr == "" {
 		clientAddr = "127.0.0.1:0"
 	}
+	return StartEmbeddedMember(EmbeddedMember{Dir: dir, ClientAddr: clientAddr, PeerAddr: "127.0.0.1:0"})
+}
+
+// EmbeddedMember configures one member of an embedded etcd cluster.
+type EmbeddedMember struct {
+	Name       string // default "default"
+	Dir        string
+	ClientAddr string // host:port
+	PeerAddr   string // host:port
+	// InitialCluster is "name=http://peer,…" for every member; empty for
+	// a single member.
+	InitialCluster string
+}
+
+// StartEmbeddedMember runs one etcd member. Members of a new cluster must
+// start together: each returns once the cluster has a quorum.
+func StartEmbeddedMember(m EmbeddedMember) (*Embedded, error) {
 	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	cu, err := url.Parse("http://" + clientAddr)
-	if err != nil {
-		return nil, fmt.Errorf("etcd client address %q: %w", clientAddr, err)
+	cfg.Dir = m.Dir
+	if m.Name != "" {
+		cfg.Name = m.Name
 	}
-	pu, _ := url.Parse("http://127.0.0.1:0")
+	cu, err := url.Parse("http://" + m.ClientAddr)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client address %q: %w", m.ClientAddr, err)
+	}
+	pu, err := url.Parse("http://" + m.PeerAddr)
+	if err != nil {
+		return nil, fmt.Errorf("etcd peer address %q: %w", m.PeerAddr, err)
+	}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	if m.InitialCluster != "" {
+		cfg.InitialCluster = m.InitialCluster
+	}
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.MaxTxnOps = EmbeddedMaxTxnOps
 	// A 500 ms election timeout makes etcd's minimum lease 1 s (1.5
@@ -180,6 +206,9 @@ func StartEmbedded(dir, clientAddr string) (*Embedded, error) {
 
 // Close stops the embedded etcd.
 func (e *Embedded) Close() { e.closeOnce.Do(e.etcd.Close) }
+
+// IsLeader says whether this member leads its etcd cluster's raft group.
+func (e *Embedded) IsLeader() bool { return e.etcd.Server.Leader() == e.etcd.Server.MemberID() }
 
 // Dir is the data directory, to start it again on the same data.
 func (e *Embedded) Dir() string { return e.etcd.Config().Dir }

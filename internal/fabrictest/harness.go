@@ -66,6 +66,13 @@ func NewServe(t testing.TB, topo models.Topology) *Harness {
 	return start(t, topo, false, nil)
 }
 
+// NewServeWith is NewServe with options adjusted by tune (an external
+// etcd cluster, …).
+func NewServeWith(t testing.TB, topo models.Topology, tune func(*stack.Options)) *Harness {
+	t.Helper()
+	return start(t, topo, false, tune)
+}
+
 // Join starts another replica against h's etcd (as `accelnet serve
 // --etcd-endpoints` does): it follows the stored topology and competes
 // for leadership. It stops in t.Cleanup, or with Stop or Crash.
@@ -74,7 +81,7 @@ func Join(t testing.TB, h *Harness) *Harness {
 	r := start(t, models.Topology{}, false, func(o *stack.Options) {
 		o.Topology = nil
 		o.EtcdDir = ""
-		o.EtcdEndpoints = h.Embedded.Endpoints
+		o.EtcdEndpoints = h.Etcd.Endpoints()
 	})
 	r.OperatorToken = h.OperatorToken // issued once, by the first
 	return r
@@ -263,7 +270,14 @@ func Main(m *testing.M, opts ...goleak.Option) {
 	)
 	code := m.Run()
 	if code == 0 {
-		if err := goleak.Find(opts...); err != nil {
+		// etcd members of a cluster leave peer connections that end only
+		// when their read timeout (5s) passes: wait that long for them.
+		err := goleak.Find(opts...)
+		for deadline := time.Now().Add(15 * time.Second); err != nil && time.Now().Before(deadline); {
+			<-time.After(500 * time.Millisecond)
+			err = goleak.Find(opts...)
+		}
+		if err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
 			code = 1
 		}

@@ -174,12 +174,24 @@ type api struct {
 	limiter *limiter
 }
 
+// ready answers 200 once this replica can serve: as leader, every switch
+// in sync; as follower, the state followed and a leader known. It says
+// which role the replica has and who leads.
 func (a *api) ready(c *gin.Context) {
-	if err := a.opts.Fabric.Ready(); err != nil {
-		c.JSON(http.StatusServiceUnavailable, gin.H{"status": "not ready", "reason": err.Error()})
-		return
+	body := gin.H{"status": "ready"}
+	if a.opts.Leader != nil {
+		leader, self := a.opts.Leader.Leader()
+		body["role"], body["leader"] = "follower", leader
+		if self {
+			body["role"] = "leader"
+		}
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	code := http.StatusOK
+	if err := a.opts.Fabric.Ready(); err != nil {
+		body["status"], body["reason"] = "not ready", err.Error()
+		code = http.StatusServiceUnavailable
+	}
+	c.JSON(code, body)
 }
 
 // Topology response types.

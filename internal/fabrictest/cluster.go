@@ -27,7 +27,7 @@ func NewCluster(t testing.TB, n int) *Cluster {
 	for i := range n {
 		m := controller.EmbeddedMember{
 			Name: fmt.Sprintf("etcd%d", i+1), Dir: t.TempDir(),
-			ClientAddr: freeAddr(t), PeerAddr: freeAddr(t),
+			ClientAddr: FreeAddr(t), PeerAddr: FreeAddr(t),
 		}
 		initial = append(initial, m.Name+"=http://"+m.PeerAddr)
 		c.members = append(c.members, m)
@@ -48,7 +48,8 @@ func NewCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
-func freeAddr(t testing.TB) string {
+// FreeAddr is a loopback address with a port nobody listens on (now).
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

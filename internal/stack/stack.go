@@ -5,7 +5,9 @@
 package stack
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -174,8 +176,16 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		opts.Topology = &t
 	}
 	if opts.Topology != nil {
-		if _, err = s.Store.PutTopology(ctx, *opts.Topology, -1); err != nil {
-			return nil, fmt.Errorf("store topology: %w", err)
+		// Replicas started with the same file store it once: rewriting an
+		// identical topology would only make the leader replan.
+		stored, _, _, err := s.Store.Topology(ctx)
+		if err != nil && !errors.Is(err, controller.ErrNoTopology) {
+			return nil, fmt.Errorf("read stored topology: %w", err)
+		}
+		if err != nil || !sameJSON(stored, *opts.Topology) {
+			if _, err = s.Store.PutTopology(ctx, *opts.Topology, -1); err != nil {
+				return nil, fmt.Errorf("store topology: %w", err)
+			}
 		}
 	}
 
@@ -318,6 +328,12 @@ func (s *Stack) Run(ctx context.Context) error {
 	s.Driver.Close()
 	stopFabric()
 	return errors.Join(err, g.Wait())
+}
+
+func sameJSON(a, b any) bool {
+	x, errX := json.Marshal(a)
+	y, errY := json.Marshal(b)
+	return errX == nil && errY == nil && bytes.Equal(x, y)
 }
 
 // Advertise sets the API URL this replica campaigns with (before Run).

@@ -1,0 +1,338 @@
+package proctest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/proctest"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/northbound"
+)
+
+func TestMain(m *testing.M) {
+	defer proctest.Cleanup()
+	fabrictest.Main(m)
+}
+
+// deployment is fabricsim and accelnet replicas as separate processes on a
+// 3-member etcd cluster (embedded in the test, on loopback).
+type deployment struct {
+	t        testing.TB
+	etcd     []string
+	simAPI   string
+	topoFile string
+	replicas []*replica
+	token    string
+}
+
+type replica struct {
+	name, addr, dataDir string
+	proc                *proctest.Proc
+}
+
+func (r *replica) url() string { return "http://" + r.addr }
+
+func deploy(t testing.TB, fabric string, replicas int) *deployment {
+	t.Helper()
+	c := fabrictest.NewCluster(t, 3)
+	d := &deployment{t: t, etcd: c.Endpoints(), simAPI: fabrictest.FreeAddr(t), topoFile: filepath.Join(t.TempDir(), "fabric.yaml")}
+	dir := t.TempDir()
+	proctest.Start(t, "fabricsim", proctest.Bin(t, "fabricsim"), "-topology", fabric, "-http-addr", d.simAPI,
+		"-out", d.topoFile, "-log-dir", filepath.Join(dir, "logs"))
+	proctest.Wait(t, 30*time.Second, "fabricsim's control API", func() error {
+		_, err := proctest.Call(context.Background(), "GET", "http://"+d.simAPI+"/sim/v1/switches", "", nil, nil)
+		return err
+	})
+	for i := range replicas {
+		r := &replica{name: fmt.Sprintf("accelnet-%d", i+1), addr: fabrictest.FreeAddr(t), dataDir: filepath.Join(dir, fmt.Sprintf("replica%d", i+1))}
+		d.replicas = append(d.replicas, r)
+		d.start(r)
+		if i == 0 { // the first one leads and issues the operator token
+			d.waitRole(r, "leader", 30*time.Second)
+			data, err := os.ReadFile(filepath.Join(r.dataDir, "operator.token"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d.token = strings.TrimSpace(string(data))
+		}
+	}
+	for _, r := range d.replicas[1:] {
+		d.waitRole(r, "follower", 30*time.Second)
+	}
+	return d
+}
+
+func (d *deployment) start(r *replica) {
+	r.proc = proctest.Start(d.t, r.name, proctest.Bin(d.t, "accelnet"), "serve",
+		"--etcd-endpoints", strings.Join(d.etcd, ","), "--topology", d.topoFile,
+		"--http-addr", r.addr, "--advertise-url", r.url(), "--data-dir", r.dataDir, "--election-ttl", "1s")
+}
+
+type readiness struct {
+	Status string `json:"status"`
+	Role   string `json:"role"`
+	Leader string `json:"leader"`
+	Reason string `json:"reason"`
+}
+
+func (d *deployment) ready(r *replica) (readiness, error) {
+	var v readiness
+	code, err := proctest.Call(context.Background(), "GET", r.url()+"/readyz", "", nil, &v)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("HTTP %d: %s", code, v.Reason)
+	}
+	return v, err
+}
+
+// waitRole waits until r is ready in role; it returns how long that took.
+func (d *deployment) waitRole(r *replica, role string, timeout time.Duration) time.Duration {
+	d.t.Helper()
+	return proctest.Wait(d.t, timeout, r.name+" ready as "+role, func() error {
+		v, err := d.ready(r)
+		if err != nil {
+			return err
+		}
+		if v.Role != role {
+			return fmt.Errorf("role %s", v.Role)
+		}
+		return nil
+	})
+}
+
+// leader returns the replica that leads, and a follower.
+func (d *deployment) leader() (lead, follow *replica) {
+	for _, r := range d.replicas {
+		if r.proc.Exited() {
+			continue
+		}
+		if v, err := d.ready(r); err == nil && v.Role == "leader" {
+			lead = r
+		} else if err == nil {
+			follow = r
+		}
+	}
+	if lead == nil || follow == nil {
+		d.t.Fatalf("want a leader and a follower ready")
+	}
+	return lead, follow
+}
+
+// switchWrites is the Write RPCs every emulated switch accepted so far.
+func (d *deployment) switchWrites() int64 {
+	var v struct {
+		Switches []struct {
+			Writes int64 `json:"write_rpcs"`
+		} `json:"switches"`
+	}
+	if _, err := proctest.Call(context.Background(), "GET", "http://"+d.simAPI+"/sim/v1/switches", "", nil, &v); err != nil {
+		d.t.Fatal(err)
+	}
+	var n int64
+	for _, s := range v.Switches {
+		n += s.Writes
+	}
+	return n
+}
+
+// tenantToken makes a tenant and returns a token for it.
+func (d *deployment) tenantToken(via *replica, name string) string {
+	d.t.Helper()
+	ctx := context.Background()
+	if code, err := proctest.Call(ctx, "POST", via.url()+"/api/v1/tenants", d.token, models.Tenant{Name: models.TenantName(name)}, nil); err != nil || code != http.StatusCreated {
+		d.t.Fatalf("create tenant: HTTP %d %v", code, err)
+	}
+	var tok northbound.NewTokenView
+	if code, err := proctest.Call(ctx, "POST", via.url()+"/api/v1/tokens", d.token, northbound.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); err != nil || code != http.StatusCreated {
+		d.t.Fatalf("create token: HTTP %d %v", code, err)
+	}
+	return tok.Secret
+}
+
+// create admits one intent through via, retrying what a client retries
+// (503: failover, etcd) with the same Idempotency-Key; it returns the
+// intent's ID.
+func create(ctx context.Context, via *replica, token string, spec models.IntentSpec) (string, error) {
+	for {
+		var in models.Intent
+		code, err := proctest.Call(ctx, "POST", via.url()+"/api/v1/intents", token, spec, &in, "Idempotency-Key", spec.Name)
+		switch {
+		case err == nil && (code == http.StatusCreated || code == http.StatusOK):
+			return in.ID, nil
+		case ctx.Err() != nil:
+			return "", ctx.Err()
+		case err != nil || code == http.StatusServiceUnavailable:
+			select { // retry after a beat
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(50 * time.Millisecond):
+			}
+		default:
+			return "", fmt.Errorf("create %s: HTTP %d", spec.Name, code)
+		}
+	}
+}
+
+func intentSpec(name, src, dst string, port int) models.IntentSpec {
+	return models.IntentSpec{Name: name, Src: src, Dst: dst, Gbps: 0.1, SrcPorts: models.PortRange{First: uint16(port), Last: uint16(port)}}
+}
+
+// installed lists the intents via r and says whether every ID in ids is
+// there and Installed.
+func installed(via *replica, token string, ids []string) error {
+	var list northbound.IntentList
+	if _, err := proctest.Call(context.Background(), "GET", via.url()+"/api/v1/intents?limit=1000", token, nil, &list); err != nil {
+		return err
+	}
+	state := map[string]models.IntentState{}
+	for _, in := range list.Items {
+		state[in.ID] = in.Status.State
+	}
+	for _, id := range ids {
+		if s, ok := state[id]; !ok {
+			return fmt.Errorf("acknowledged intent %s is gone", id)
+		} else if s != models.StateInstalled {
+			return fmt.Errorf("intent %s is %s", id, s)
+		}
+	}
+	return nil
+}
+
+// TestKill9Failover: two `accelnet serve` processes on a 3-member etcd
+// cluster and a fabricsim process. The leader is killed with SIGKILL: the
+// follower takes over once the lease expires, reads every switch back and
+// writes nothing (they are correct), loses no acknowledged intent, and
+// admits new ones. The killed replica comes back as a follower.
+func TestKill9Failover(t *testing.T) {
+	d := deploy(t, "leafspine:2x2x2@100", 2)
+	lead, follow := d.leader()
+	tok := d.tenantToken(follow, "ml")
+	var ids []string
+	for i := range 6 {
+		id, err := create(context.Background(), follow, tok, intentSpec(fmt.Sprintf("before-%d", i), "h1-1", "h2-1", 49152+i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	proctest.Wait(t, 20*time.Second, "intents installed", func() error { return installed(follow, tok, ids) })
+	writes := d.switchWrites()
+
+	lead.proc.Kill()
+	took := d.waitRole(follow, "leader", 20*time.Second)
+	t.Logf("SIGKILL → the follower leads with every switch read back in %v (lease TTL 1s)", took.Round(time.Millisecond))
+	if w := d.switchWrites(); w != writes {
+		t.Errorf("takeover of correct switches wrote %d times", w-writes)
+	}
+	if err := installed(follow, tok, ids); err != nil {
+		t.Errorf("after failover: %v", err)
+	}
+	id, err := create(context.Background(), follow, tok, intentSpec("after", "h1-2", "h2-2", 50000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, id)
+	proctest.Wait(t, 20*time.Second, "the new leader installs", func() error { return installed(follow, tok, ids) })
+
+	d.start(lead) // the same data directory and address
+	d.waitRole(lead, "follower", 30*time.Second)
+	if err := installed(lead, tok, ids); err != nil {
+		t.Errorf("read from the returned replica: %v", err)
+	}
+}
+
+// BenchmarkFailover kills the leader with SIGKILL under a steady stream
+// of intent creations (through the follower, retried on 503 with their
+// Idempotency-Key) on a k=8 fat-tree, b.N times, and reports how long
+// until the new leader has read every switch back (takeover_ms) and
+// until the first intent was acknowledged after the kill (first_ack_ms).
+// No acknowledged intent may be lost. Run:
+//
+//	go test ./internal/proctest -run '^$' -bench Failover -benchtime 10x
+func BenchmarkFailover(b *testing.B) {
+	d := deploy(b, "fattree:8@100", 2)
+	_, follow := d.leader()
+	tok := d.tenantToken(follow, "bench")
+	var takeovers, firstAcks []time.Duration
+	var mu sync.Mutex
+	var acked []string
+	seq := 0
+	for i := 0; b.Loop(); i++ {
+		lead, follow := d.leader()
+		ctx, stopLoad := context.WithCancel(context.Background())
+		killed := make(chan time.Time, 1)
+		var firstAck time.Duration
+		var load sync.WaitGroup
+		load.Go(func() {
+			var killedAt time.Time
+			for ctx.Err() == nil {
+				seq++
+				// Spread over the fat-tree's 128 hosts: pod, edge, host.
+				pod, edge, host := seq%8, seq/8%4+1, seq/32%4+1
+				src, dst := fmt.Sprintf("h%d-%d-%d", pod+1, edge, host), fmt.Sprintf("h%d-%d-%d", (pod+1)%8+1, edge, host)
+				id, err := create(ctx, follow, tok, intentSpec(fmt.Sprintf("bench-%d", seq), src, dst, 1024+seq%60000))
+				if err != nil {
+					if !errors.Is(err, context.Canceled) {
+						b.Error(err)
+					}
+					return
+				}
+				select {
+				case killedAt = <-killed:
+				default:
+				}
+				mu.Lock()
+				acked = append(acked, id)
+				if !killedAt.IsZero() && firstAck == 0 {
+					firstAck = time.Since(killedAt)
+				}
+				mu.Unlock()
+			}
+		})
+		proctest.Wait(b, 10*time.Second, "load running", func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(acked) < 5*(i+1) {
+				return errors.New("few intents yet")
+			}
+			return nil
+		})
+		t0 := time.Now()
+		lead.proc.Kill()
+		killed <- t0
+		takeovers = append(takeovers, d.waitRole(follow, "leader", 20*time.Second))
+		proctest.Wait(b, 20*time.Second, "an intent acknowledged after the kill", func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if firstAck == 0 {
+				return errors.New("none yet")
+			}
+			return nil
+		})
+		stopLoad()
+		load.Wait()
+		firstAcks = append(firstAcks, firstAck)
+		d.start(lead)
+		d.waitRole(lead, "follower", 30*time.Second)
+	}
+	b.StopTimer()
+	_, follow = d.leader()
+	proctest.Wait(b, 60*time.Second, "every acknowledged intent installed", func() error { return installed(follow, tok, acked) })
+	slices.Sort(takeovers)
+	slices.Sort(firstAcks)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(takeovers[len(takeovers)/2]), "takeover_p50_ms")
+	b.ReportMetric(ms(takeovers[len(takeovers)-1]), "takeover_max_ms")
+	b.ReportMetric(ms(firstAcks[len(firstAcks)/2]), "first_ack_p50_ms")
+	b.ReportMetric(ms(firstAcks[len(firstAcks)-1]), "first_ack_max_ms")
+	b.ReportMetric(float64(len(acked)), "intents_acked")
+}

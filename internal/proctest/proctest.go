@@ -1,0 +1,195 @@
+// Package proctest runs accelnet's binaries as separate processes, for
+// tests that need real process boundaries: a leader killed with SIGKILL,
+// and the deploy files' commands run as plain processes.
+package proctest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// Bin returns the path of one of the module's commands (accelnet,
+// fabricsim, accelnetctl), built once per test binary.
+func Bin(t testing.TB, name string) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "accelnet-bin-")
+		if buildErr != nil {
+			return
+		}
+		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator),
+			"github.com/accelnet/accelnet/cmd/accelnet", "github.com/accelnet/accelnet/cmd/fabricsim", "github.com/accelnet/accelnet/cmd/accelnetctl")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return filepath.Join(binDir, name)
+}
+
+// Cleanup removes the built binaries; call it from TestMain after m.Run.
+func Cleanup() {
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+}
+
+// Proc is a running process whose output goes to a log file.
+type Proc struct {
+	Name string
+	Args []string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{}
+	err  error
+}
+
+// Start runs bin with args; the process is killed when the test ends.
+func Start(t testing.TB, name, bin string, args ...string) *Proc {
+	t.Helper()
+	logFile := filepath.Join(t.TempDir(), name+".log")
+	f, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Proc{Name: name, Args: args, log: logFile, done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			t.Logf("--- %s log (%s):\n%s", name, strings.Join(args, " "), p.Log())
+		}
+	})
+	return p
+}
+
+// Log is what the process printed so far.
+func (p *Proc) Log() string {
+	data, _ := os.ReadFile(p.log)
+	return string(data)
+}
+
+// Exited says whether the process ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Kill sends SIGKILL and waits: nothing of the process runs after it.
+func (p *Proc) Kill() {
+	if !p.Exited() {
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+// Stop sends SIGTERM and waits up to 10s, then kills.
+func (p *Proc) Stop() {
+	if p.Exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.Kill()
+	}
+}
+
+// Wait polls cond every 10ms until it holds (nil) or timeout passes, and
+// returns how long it took.
+func Wait(t testing.TB, timeout time.Duration, what string, cond func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := cond()
+		if err == nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
+		}
+		<-tick.C
+	}
+}
+
+var client = &http.Client{Timeout: 5 * time.Second}
+
+// Call sends a JSON request (body nil for none) with an optional bearer
+// token and decodes the answer into out (if not nil); it returns the
+// status code.
+func Call(ctx context.Context, method, url, token string, body, out any, headers ...string) (int, error) {
+	var rd io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		if err != nil {
+			return 0, err
+		}
+		rd = bytes.NewReader(data)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("HTTP %d: %v: %s", resp.StatusCode, err, data)
+		}
+	}
+	return resp.StatusCode, nil
+}

@@ -115,8 +115,10 @@ type Config struct {
 	// TelemetryInterval is the gNMI sample interval; default 1s. Zero
 	// telemetry is never disabled: link load is part of the topology view.
 	TelemetryInterval time.Duration
-	Logger            *slog.Logger
-	Registerer        prometheus.Registerer
+	// Dialer is how telemetry streams reach switches (TLS, RPC metrics).
+	Dialer     *southbound.Dialer
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -228,7 +230,7 @@ func New(cfg Config) (*Controller, error) {
 		flaps:    newFlapDamper(cfg.FlapHalfLife),
 		operDown: map[models.Endpoint]bool{},
 	}
-	c.subs = &subscriptions{log: cfg.Logger, tele: tele, interval: cfg.TelemetryInterval, active: map[models.SwitchID]*subscription{}, onSample: c.observeOperStatus}
+	c.subs = &subscriptions{log: cfg.Logger, tele: tele, interval: cfg.TelemetryInterval, active: map[models.SwitchID]*subscription{}, onSample: c.observeOperStatus, dialer: cfg.Dialer}
 	return c, nil
 }
 

@@ -125,6 +125,7 @@ type subscriptions struct {
 	tele     *Telemetry
 	interval time.Duration
 	onSample func(southbound.CounterSample)
+	dialer   *southbound.Dialer
 
 	mu     sync.Mutex
 	active map[models.SwitchID]*subscription
@@ -163,7 +164,7 @@ func (s *subscriptions) sync(ctx context.Context, switches []models.Switch) {
 func (s *subscriptions) run(ctx context.Context, sw models.Switch) {
 	backoff := 100 * time.Millisecond
 	for {
-		err := southbound.SubscribeCounters(ctx, sw, s.interval, func(cs southbound.CounterSample) {
+		err := southbound.SubscribeCounters(ctx, s.dialer, sw, s.interval, func(cs southbound.CounterSample) {
 			s.tele.Observe(cs)
 			if s.onSample != nil {
 				s.onSample(cs)

@@ -7,6 +7,7 @@ package fabricsim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -18,6 +19,7 @@ import (
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound/p4"
@@ -34,7 +36,10 @@ type Options struct {
 	// CounterInterval is how often counters advance and are published over
 	// gNMI; default 500ms.
 	CounterInterval time.Duration
-	Logger          *slog.Logger
+	// TLS, if set, makes every switch serve P4Runtime and gNMI over TLS
+	// (with ClientCAs: mutual TLS, client certificates required).
+	TLS    *tls.Config
+	Logger *slog.Logger
 }
 
 // Switch is one emulated switch.
@@ -178,7 +183,11 @@ func New(opts Options) (*Fabric, error) {
 			kill:     make(chan struct{}),
 		}
 		sw.gnmi = newGNMIServer(sw, opts.CounterInterval)
-		sw.grpc = grpc.NewServer()
+		var serverOpts []grpc.ServerOption
+		if opts.TLS != nil {
+			serverOpts = append(serverOpts, grpc.Creds(credentials.NewTLS(opts.TLS)))
+		}
+		sw.grpc = grpc.NewServer(serverOpts...)
 		p4v1.RegisterP4RuntimeServer(sw.grpc, &p4rtServer{sw: sw})
 		gnmipb.RegisterGNMIServer(sw.grpc, sw.gnmi)
 		f.switches[s.Name] = sw

@@ -8,7 +8,6 @@ import (
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/accelnet/accelnet/models"
@@ -50,11 +49,11 @@ var counterPaths = [][]string{
 // ON_CHANGE (Unimplemented or InvalidArgument before its first answer) is
 // subscribed again with SAMPLE for everything. synced is called once the
 // target sends sync_response.
-func SubscribeCounters(ctx context.Context, sw models.Switch, interval time.Duration, fn func(CounterSample), synced func()) error {
+func SubscribeCounters(ctx context.Context, dialer *Dialer, sw models.Switch, interval time.Duration, fn func(CounterSample), synced func()) error {
 	if sw.GNMIAddr == "" {
 		return fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, sw.Name)
 	}
-	cc, err := grpc.NewClient(sw.GNMIAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(sw.GNMIAddr, dialer.Options("gnmi")...)
 	if err != nil {
 		return fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, sw.Name, err)
 	}

@@ -65,7 +65,7 @@ func TestSubscribeFallsBackToSample(t *testing.T) {
 	synced := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- SubscribeCounters(ctx, models.Switch{Name: "leaf1", GNMIAddr: lis.Addr().String()}, time.Second,
+		done <- SubscribeCounters(ctx, nil, models.Switch{Name: "leaf1", GNMIAddr: lis.Addr().String()}, time.Second,
 			func(s CounterSample) { got <- s }, func() { synced <- struct{}{} })
 	}()
 	select {

@@ -7,7 +7,6 @@ import (
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
 	"github.com/openconfig/gnmi/proto/gnmi_ext"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/accelnet/accelnet/models"
 )
@@ -22,8 +21,8 @@ type GNMIConfig struct {
 	// arbitration, so a target refuses a deposed leader's writes. Zero
 	// means this replica does not lead: Set is refused locally.
 	ElectionID func() uint64
-	// DialOptions add to (or replace) the plaintext default, e.g. TLS.
-	DialOptions []grpc.DialOption
+	// Dialer sets TLS and RPC metrics; nil: plaintext, no metrics.
+	Dialer *Dialer
 }
 
 func (g *GNMIConfig) dial(id models.SwitchID) (*grpc.ClientConn, models.Switch, error) {
@@ -34,7 +33,7 @@ func (g *GNMIConfig) dial(id models.SwitchID) (*grpc.ClientConn, models.Switch, 
 	if sw.GNMIAddr == "" {
 		return nil, sw, fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, id)
 	}
-	cc, err := grpc.NewClient(sw.GNMIAddr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, g.DialOptions...)...)
+	cc, err := grpc.NewClient(sw.GNMIAddr, g.Dialer.Options("gnmi")...)
 	if err != nil {
 		return nil, sw, fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, id, err)
 	}

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/accelnet/accelnet/models"
@@ -53,8 +52,10 @@ type P4RTOptions struct {
 	// OnDisconnect is called (from a driver goroutine) when a switch's
 	// stream ends, so the controller can resync it.
 	OnDisconnect func(models.SwitchID)
-	DialOptions  []grpc.DialOption
-	Logger       *slog.Logger
+	// Dialer sets TLS and RPC metrics; nil: plaintext, no metrics.
+	Dialer      *Dialer
+	DialOptions []grpc.DialOption
+	Logger      *slog.Logger
 }
 
 // P4RT is the P4Runtime driver: one connection and arbitration stream per
@@ -178,8 +179,7 @@ func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 // dial connects, arbitrates, and makes sure the switch runs accelnet.p4.
 // Called with d.mu held, which serializes connects (they are rare).
 func (d *P4RT) dial(ctx context.Context, sw models.Switch) (*p4conn, error) {
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, d.opts.DialOptions...)
-	cc, err := grpc.NewClient(sw.P4RTAddr, opts...)
+	cc, err := grpc.NewClient(sw.P4RTAddr, append(d.opts.Dialer.Options("p4runtime"), d.opts.DialOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s at %s: %v", ErrUnavailable, sw.Name, sw.P4RTAddr, err)
 	}

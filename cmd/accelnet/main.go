@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -40,6 +42,12 @@ type Config struct {
 	ElectionTTL   time.Duration
 	LogLevel      string
 	EtcdMaxTxnOps int
+
+	// TLS: the API over HTTPS (with TLSClientCA, mutual TLS); TLSCA
+	// verifies other replicas when forwarding to the leader; Southbound
+	// secures P4Runtime and gNMI.
+	TLSCert, TLSKey, TLSClientCA, TLSCA string
+	Southbound                          southbound.TLSFiles
 
 	// intents
 	Headroom       float64
@@ -96,6 +104,15 @@ func (c Config) Validate(demo bool) error {
 	if c.Headroom < 0 || c.Headroom >= 1 {
 		return fmt.Errorf("--headroom %v: want a fraction in [0, 1)", c.Headroom)
 	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if c.TLSClientCA != "" && c.TLSCert == "" {
+		return errors.New("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is on top of HTTPS)")
+	}
+	if (c.Southbound.Cert == "") != (c.Southbound.Key == "") {
+		return errors.New("--southbound-tls-cert and --southbound-tls-key go together")
+	}
 	if c.MTU < 68 {
 		return fmt.Errorf("--mtu %d: below the IPv4 minimum of 68", c.MTU)
 	}
@@ -137,9 +154,16 @@ func main() {
 
 func newRootCommand() *cobra.Command {
 	cfg := defaultConfig()
+	var configFile string
 	root := &cobra.Command{
-		Use:           "accelnet",
-		Short:         "SDN controller for RDMA accelerator fabrics",
+		Use:   "accelnet",
+		Short: "SDN controller for RDMA accelerator fabrics",
+		Long: `accelnet: SDN controller for RDMA accelerator fabrics.
+
+Every flag can also come from the environment, as ACCELNET_ and the flag's
+name in capitals with dashes as underscores (ACCELNET_ETCD_ENDPOINTS=a:2379,b:2379),
+or from a YAML file given with --config whose keys are flag names. The command
+line wins over the environment, which wins over the file.`,
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
@@ -155,6 +179,18 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
 	root.PersistentFlags().DurationVar(&cfg.ObserveEvery, "observe-interval", cfg.ObserveEvery, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
+	root.PersistentFlags().StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate: serve the API, dashboard and /metrics over HTTPS (with --tls-key)")
+	root.PersistentFlags().StringVar(&cfg.TLSKey, "tls-key", "", "PEM key of --tls-cert")
+	root.PersistentFlags().StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "PEM CA bundle: require API clients (and forwarding replicas) to present a certificate it signed (mutual TLS)")
+	root.PersistentFlags().StringVar(&cfg.TLSCA, "tls-ca", "", "PEM CA bundle that verifies the leader's HTTPS certificate when a follower forwards to it (default: the system's roots); with --tls-client-ca the follower presents --tls-cert")
+	root.PersistentFlags().StringVar(&cfg.Southbound.CA, "southbound-tls-ca", "", "PEM CA bundle that verifies the switches' P4Runtime/gNMI certificates; setting any southbound-tls flag turns TLS on")
+	root.PersistentFlags().StringVar(&cfg.Southbound.Cert, "southbound-tls-cert", "", "PEM client certificate presented to the switches (mutual TLS)")
+	root.PersistentFlags().StringVar(&cfg.Southbound.Key, "southbound-tls-key", "", "PEM key of --southbound-tls-cert")
+	root.PersistentFlags().StringVar(&cfg.Southbound.ServerName, "southbound-tls-server-name", "", "name to verify in every switch's certificate (default: the host it is dialled at)")
+	root.PersistentFlags().StringVar(&configFile, "config", "", "YAML file of flag values (keys are flag names: http-addr: \":8080\", etcd-endpoints: [a:2379, b:2379]); flags given on the command line and ACCELNET_* environment variables win over it")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		return applyConfig(cmd.Flags(), configFile, os.LookupEnv)
+	}
 
 	demo := &cobra.Command{
 		Use:   "demo",
@@ -248,6 +284,12 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 		opts.Topology = &t
 	}
+	serverTLS, forward, err := apiTLS(cfg)
+	if err != nil {
+		return err
+	}
+	opts.ForwardTransport = forward
+	opts.SouthboundTLS = cfg.Southbound
 	s, err := stack.New(ctx, opts)
 	if err != nil {
 		return err
@@ -261,13 +303,13 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 	}
 
-	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: s.Handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: s.Handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLS}
 	lis, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
 	if cfg.AdvertiseURL == "" {
-		s.Advertise(advertiseURL(lis.Addr().String()))
+		s.Advertise(advertiseURL(lis.Addr().String(), serverTLS != nil))
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.Run(ctx) })
@@ -336,10 +378,14 @@ func reserveWorkload(ctx context.Context, s *stack.Stack, id string, headroom fl
 
 // advertiseURL is where other replicas reach an API listening on addr:
 // the host's name when it listens on every address.
-func advertiseURL(addr string) string {
+func advertiseURL(addr string, https bool) string {
+	scheme := "http://"
+	if https {
+		scheme = "https://"
+	}
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "http://" + addr
+		return scheme + addr
 	}
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		if name, err := os.Hostname(); err == nil {
@@ -348,7 +394,30 @@ func advertiseURL(addr string) string {
 			host = "localhost"
 		}
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme + net.JoinHostPort(host, port)
+}
+
+// apiTLS builds the API's server TLS (nil: plain HTTP) and the transport
+// a follower forwards to the leader with (nil: the default).
+func apiTLS(cfg Config) (*tls.Config, http.RoundTripper, error) {
+	if cfg.TLSCert == "" {
+		return nil, nil, nil
+	}
+	server, err := southbound.TLSFiles{CA: cfg.TLSClientCA, Cert: cfg.TLSCert, Key: cfg.TLSKey}.ServerConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("API %w", err)
+	}
+	client := southbound.TLSFiles{CA: cfg.TLSCA}
+	if cfg.TLSClientCA != "" { // the leader wants a certificate from us too
+		client.Cert, client.Key = cfg.TLSCert, cfg.TLSKey
+	}
+	clientTLS, err := client.ClientConfig()
+	if err != nil {
+		return nil, nil, fmt.Errorf("forwarding %w", err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = clientTLS
+	return server, tr, nil
 }
 
 // announce logs once when every switch is programmed, with the start-up time.
@@ -365,10 +434,7 @@ func announce(ctx context.Context, s *stack.Stack, cfg Config, addr string, star
 			continue
 		}
 		snap, _ := s.Controller.Snapshot()
-		url := "http://" + addr
-		if host, port, err := net.SplitHostPort(addr); err == nil && (host == "::" || host == "0.0.0.0" || host == "") {
-			url = "http://localhost:" + port
-		}
+		url := advertiseURL(addr, cfg.TLSCert != "")
 		if !s.Controller.Leading() {
 			leader, _ := s.Leadership.Leader()
 			log.Info("accelnet ready as a follower: serving reads, forwarding writes to the leader", "leader", leader,

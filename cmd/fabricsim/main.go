@@ -23,6 +23,7 @@ import (
 
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -33,6 +34,9 @@ type Config struct {
 	HTTPAddr   string
 	Out        string
 	LogDir     string
+	// TLS for the switches' P4Runtime and gNMI: certificate and key, and
+	// a CA to require client certificates from (mutual TLS).
+	TLS southbound.TLSFiles
 }
 
 // Validate checks the flags.
@@ -53,6 +57,9 @@ func main() {
 	flag.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "control API address (/sim/v1/…)")
 	flag.StringVar(&cfg.Out, "out", cfg.Out, "where to write the topology with switch addresses")
 	flag.StringVar(&cfg.LogDir, "log-dir", cfg.LogDir, "directory for the gnmi library's logs")
+	flag.StringVar(&cfg.TLS.Cert, "tls-cert", "", "PEM certificate: the switches serve P4Runtime and gNMI over TLS (with -tls-key)")
+	flag.StringVar(&cfg.TLS.Key, "tls-key", "", "PEM key of -tls-cert")
+	flag.StringVar(&cfg.TLS.CA, "tls-client-ca", "", "PEM CA bundle: require controllers to present a certificate it signed (mutual TLS)")
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := run(cfg, log); err != nil {
@@ -72,7 +79,13 @@ func run(cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	f, err := fabricsim.New(fabricsim.Options{Topology: topo, ListenHost: cfg.ListenHost, Logger: log})
+	opts := fabricsim.Options{Topology: topo, ListenHost: cfg.ListenHost, Logger: log}
+	if cfg.TLS.Enabled() {
+		if opts.TLS, err = cfg.TLS.ServerConfig(); err != nil {
+			return err
+		}
+	}
+	f, err := fabricsim.New(opts)
 	if err != nil {
 		return err
 	}

@@ -154,7 +154,17 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Op
 // controller), until the test ends.
 func StartFabric(t testing.TB, topo models.Topology) *fabricsim.Fabric {
 	t.Helper()
-	f, err := fabricsim.New(fabricsim.Options{Topology: topo, CounterInterval: 50 * time.Millisecond})
+	return StartFabricWith(t, topo, nil)
+}
+
+// StartFabricWith is StartFabric with options adjusted by tune (TLS, …).
+func StartFabricWith(t testing.TB, topo models.Topology, tune func(*fabricsim.Options)) *fabricsim.Fabric {
+	t.Helper()
+	opts := fabricsim.Options{Topology: topo, CounterInterval: 50 * time.Millisecond}
+	if tune != nil {
+		tune(&opts)
+	}
+	f, err := fabricsim.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

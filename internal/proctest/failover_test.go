@@ -33,28 +33,49 @@ type deployment struct {
 	topoFile string
 	replicas []*replica
 	token    string
+	setup    setup
+}
+
+// setup adjusts a deployment: extra arguments for fabricsim and the
+// replicas, their environment, and the API's scheme and client.
+type setup struct {
+	simArgs, replicaArgs []string
+	env                  []string
+	https                bool
+	client               *http.Client
 }
 
 type replica struct {
 	name, addr, dataDir string
 	proc                *proctest.Proc
+	https               bool
 }
 
-func (r *replica) url() string { return "http://" + r.addr }
+func (r *replica) url() string {
+	if r.https {
+		return "https://" + r.addr
+	}
+	return "http://" + r.addr
+}
 
 func deploy(t testing.TB, fabric string, replicas int) *deployment {
 	t.Helper()
+	return deployWith(t, fabric, replicas, setup{})
+}
+
+func deployWith(t testing.TB, fabric string, replicas int, s setup) *deployment {
+	t.Helper()
 	c := fabrictest.NewCluster(t, 3)
-	d := &deployment{t: t, etcd: c.Endpoints(), simAPI: fabrictest.FreeAddr(t), topoFile: filepath.Join(t.TempDir(), "fabric.yaml")}
+	d := &deployment{t: t, etcd: c.Endpoints(), simAPI: fabrictest.FreeAddr(t), topoFile: filepath.Join(t.TempDir(), "fabric.yaml"), setup: s}
 	dir := t.TempDir()
-	proctest.Start(t, "fabricsim", proctest.Bin(t, "fabricsim"), "-topology", fabric, "-http-addr", d.simAPI,
-		"-out", d.topoFile, "-log-dir", filepath.Join(dir, "logs"))
+	proctest.Start(t, "fabricsim", proctest.Bin(t, "fabricsim"), append([]string{"-topology", fabric, "-http-addr", d.simAPI,
+		"-out", d.topoFile, "-log-dir", filepath.Join(dir, "logs")}, s.simArgs...)...)
 	proctest.Wait(t, 30*time.Second, "fabricsim's control API", func() error {
-		_, err := proctest.Call(context.Background(), "GET", "http://"+d.simAPI+"/sim/v1/switches", "", nil, nil)
+		_, err := proctest.Call(context.Background(), nil, "GET", "http://"+d.simAPI+"/sim/v1/switches", "", nil, nil)
 		return err
 	})
 	for i := range replicas {
-		r := &replica{name: fmt.Sprintf("accelnet-%d", i+1), addr: fabrictest.FreeAddr(t), dataDir: filepath.Join(dir, fmt.Sprintf("replica%d", i+1))}
+		r := &replica{name: fmt.Sprintf("accelnet-%d", i+1), addr: fabrictest.FreeAddr(t), dataDir: filepath.Join(dir, fmt.Sprintf("replica%d", i+1)), https: s.https}
 		d.replicas = append(d.replicas, r)
 		d.start(r)
 		if i == 0 { // the first one leads and issues the operator token
@@ -73,9 +94,10 @@ func deploy(t testing.TB, fabric string, replicas int) *deployment {
 }
 
 func (d *deployment) start(r *replica) {
-	r.proc = proctest.Start(d.t, r.name, proctest.Bin(d.t, "accelnet"), "serve",
+	args := append([]string{"serve",
 		"--etcd-endpoints", strings.Join(d.etcd, ","), "--topology", d.topoFile,
-		"--http-addr", r.addr, "--advertise-url", r.url(), "--data-dir", r.dataDir, "--election-ttl", "1s")
+		"--http-addr", r.addr, "--advertise-url", r.url(), "--data-dir", r.dataDir}, d.setup.replicaArgs...)
+	r.proc = proctest.StartEnv(d.t, r.name, d.setup.env, proctest.Bin(d.t, "accelnet"), args...)
 }
 
 type readiness struct {
@@ -87,7 +109,7 @@ type readiness struct {
 
 func (d *deployment) ready(r *replica) (readiness, error) {
 	var v readiness
-	code, err := proctest.Call(context.Background(), "GET", r.url()+"/readyz", "", nil, &v)
+	code, err := proctest.Call(context.Background(), d.setup.client, "GET", r.url()+"/readyz", "", nil, &v)
 	if err == nil && code != http.StatusOK {
 		err = fmt.Errorf("HTTP %d: %s", code, v.Reason)
 	}
@@ -134,7 +156,7 @@ func (d *deployment) switchWrites() int64 {
 			Writes int64 `json:"write_rpcs"`
 		} `json:"switches"`
 	}
-	if _, err := proctest.Call(context.Background(), "GET", "http://"+d.simAPI+"/sim/v1/switches", "", nil, &v); err != nil {
+	if _, err := proctest.Call(context.Background(), nil, "GET", "http://"+d.simAPI+"/sim/v1/switches", "", nil, &v); err != nil {
 		d.t.Fatal(err)
 	}
 	var n int64
@@ -148,11 +170,11 @@ func (d *deployment) switchWrites() int64 {
 func (d *deployment) tenantToken(via *replica, name string) string {
 	d.t.Helper()
 	ctx := context.Background()
-	if code, err := proctest.Call(ctx, "POST", via.url()+"/api/v1/tenants", d.token, models.Tenant{Name: models.TenantName(name)}, nil); err != nil || code != http.StatusCreated {
+	if code, err := proctest.Call(ctx, d.setup.client, "POST", via.url()+"/api/v1/tenants", d.token, models.Tenant{Name: models.TenantName(name)}, nil); err != nil || code != http.StatusCreated {
 		d.t.Fatalf("create tenant: HTTP %d %v", code, err)
 	}
 	var tok northbound.NewTokenView
-	if code, err := proctest.Call(ctx, "POST", via.url()+"/api/v1/tokens", d.token, northbound.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); err != nil || code != http.StatusCreated {
+	if code, err := proctest.Call(ctx, d.setup.client, "POST", via.url()+"/api/v1/tokens", d.token, northbound.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); err != nil || code != http.StatusCreated {
 		d.t.Fatalf("create token: HTTP %d %v", code, err)
 	}
 	return tok.Secret
@@ -161,10 +183,10 @@ func (d *deployment) tenantToken(via *replica, name string) string {
 // create admits one intent through via, retrying what a client retries
 // (503: failover, etcd) with the same Idempotency-Key; it returns the
 // intent's ID.
-func create(ctx context.Context, via *replica, token string, spec models.IntentSpec) (string, error) {
+func (d *deployment) create(ctx context.Context, via *replica, token string, spec models.IntentSpec) (string, error) {
 	for {
 		var in models.Intent
-		code, err := proctest.Call(ctx, "POST", via.url()+"/api/v1/intents", token, spec, &in, "Idempotency-Key", spec.Name)
+		code, err := proctest.Call(ctx, d.setup.client, "POST", via.url()+"/api/v1/intents", token, spec, &in, "Idempotency-Key", spec.Name)
 		switch {
 		case err == nil && (code == http.StatusCreated || code == http.StatusOK):
 			return in.ID, nil
@@ -188,9 +210,9 @@ func intentSpec(name, src, dst string, port int) models.IntentSpec {
 
 // installed lists the intents via r and says whether every ID in ids is
 // there and Installed.
-func installed(via *replica, token string, ids []string) error {
+func (d *deployment) installed(via *replica, token string, ids []string) error {
 	var list northbound.IntentList
-	if _, err := proctest.Call(context.Background(), "GET", via.url()+"/api/v1/intents?limit=1000", token, nil, &list); err != nil {
+	if _, err := proctest.Call(context.Background(), d.setup.client, "GET", via.url()+"/api/v1/intents?limit=1000", token, nil, &list); err != nil {
 		return err
 	}
 	state := map[string]models.IntentState{}
@@ -218,13 +240,13 @@ func TestKill9Failover(t *testing.T) {
 	tok := d.tenantToken(follow, "ml")
 	var ids []string
 	for i := range 6 {
-		id, err := create(context.Background(), follow, tok, intentSpec(fmt.Sprintf("before-%d", i), "h1-1", "h2-1", 49152+i))
+		id, err := d.create(context.Background(), follow, tok, intentSpec(fmt.Sprintf("before-%d", i), "h1-1", "h2-1", 49152+i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, id)
 	}
-	proctest.Wait(t, 20*time.Second, "intents installed", func() error { return installed(follow, tok, ids) })
+	proctest.Wait(t, 20*time.Second, "intents installed", func() error { return d.installed(follow, tok, ids) })
 	writes := d.switchWrites()
 
 	lead.proc.Kill()
@@ -233,19 +255,19 @@ func TestKill9Failover(t *testing.T) {
 	if w := d.switchWrites(); w != writes {
 		t.Errorf("takeover of correct switches wrote %d times", w-writes)
 	}
-	if err := installed(follow, tok, ids); err != nil {
+	if err := d.installed(follow, tok, ids); err != nil {
 		t.Errorf("after failover: %v", err)
 	}
-	id, err := create(context.Background(), follow, tok, intentSpec("after", "h1-2", "h2-2", 50000))
+	id, err := d.create(context.Background(), follow, tok, intentSpec("after", "h1-2", "h2-2", 50000))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ids = append(ids, id)
-	proctest.Wait(t, 20*time.Second, "the new leader installs", func() error { return installed(follow, tok, ids) })
+	proctest.Wait(t, 20*time.Second, "the new leader installs", func() error { return d.installed(follow, tok, ids) })
 
 	d.start(lead) // the same data directory and address
 	d.waitRole(lead, "follower", 30*time.Second)
-	if err := installed(lead, tok, ids); err != nil {
+	if err := d.installed(lead, tok, ids); err != nil {
 		t.Errorf("read from the returned replica: %v", err)
 	}
 }
@@ -279,7 +301,7 @@ func BenchmarkFailover(b *testing.B) {
 				// Spread over the fat-tree's 128 hosts: pod, edge, host.
 				pod, edge, host := seq%8, seq/8%4+1, seq/32%4+1
 				src, dst := fmt.Sprintf("h%d-%d-%d", pod+1, edge, host), fmt.Sprintf("h%d-%d-%d", (pod+1)%8+1, edge, host)
-				id, err := create(ctx, follow, tok, intentSpec(fmt.Sprintf("bench-%d", seq), src, dst, 1024+seq%60000))
+				id, err := d.create(ctx, follow, tok, intentSpec(fmt.Sprintf("bench-%d", seq), src, dst, 1024+seq%60000))
 				if err != nil {
 					if !errors.Is(err, context.Canceled) {
 						b.Error(err)
@@ -326,7 +348,7 @@ func BenchmarkFailover(b *testing.B) {
 	}
 	b.StopTimer()
 	_, follow = d.leader()
-	proctest.Wait(b, 60*time.Second, "every acknowledged intent installed", func() error { return installed(follow, tok, acked) })
+	proctest.Wait(b, 60*time.Second, "every acknowledged intent installed", func() error { return d.installed(follow, tok, acked) })
 	slices.Sort(takeovers)
 	slices.Sort(firstAcks)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -65,8 +65,14 @@ type Proc struct {
 	err  error
 }
 
-// Start runs bin with args; the process is killed when the test ends.
+// Start runs bin with args; the process is stopped when the test ends.
 func Start(t testing.TB, name, bin string, args ...string) *Proc {
+	t.Helper()
+	return StartEnv(t, name, nil, bin, args...)
+}
+
+// StartEnv is Start with env (NAME=value) added to the environment.
+func StartEnv(t testing.TB, name string, env []string, bin string, args ...string) *Proc {
 	t.Helper()
 	logFile := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logFile)
@@ -76,6 +82,7 @@ func Start(t testing.TB, name, bin string, args ...string) *Proc {
 	p := &Proc{Name: name, Args: args, log: logFile, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.cmd.Env = append(os.Environ(), env...)
 	if err := p.cmd.Start(); err != nil {
 		f.Close()
 		t.Fatalf("start %s: %v", name, err)
@@ -150,12 +157,16 @@ func Wait(t testing.TB, timeout time.Duration, what string, cond func() error) t
 	}
 }
 
-var client = &http.Client{Timeout: 5 * time.Second}
+// DefaultClient is what Call uses when given none.
+var DefaultClient = &http.Client{Timeout: 5 * time.Second}
 
-// Call sends a JSON request (body nil for none) with an optional bearer
-// token and decodes the answer into out (if not nil); it returns the
-// status code.
-func Call(ctx context.Context, method, url, token string, body, out any, headers ...string) (int, error) {
+// Call sends a JSON request (body nil for none) with client (nil:
+// DefaultClient) and an optional bearer token, and decodes the answer
+// into out (if not nil); it returns the status code.
+func Call(ctx context.Context, client *http.Client, method, url, token string, body, out any, headers ...string) (int, error) {
+	if client == nil {
+		client = DefaultClient
+	}
 	var rd io.Reader
 	if body != nil {
 		data, err := json.Marshal(body)

@@ -7,6 +7,7 @@ package stack
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,6 +55,10 @@ type Options struct {
 	// resigning, a follower takes over once it expires. Default 1s; etcd
 	// raises it to its minimum (see controller.NewLeadership).
 	ElectionTTL time.Duration
+	// SouthboundTLS secures P4Runtime and gNMI to the switches (none
+	// named: plaintext); EmulatorTLS makes the emulated switches serve TLS.
+	SouthboundTLS southbound.TLSFiles
+	EmulatorTLS   *tls.Config
 	// ForwardTransport carries forwarded requests to the leader (TLS);
 	// nil: http.DefaultTransport.
 	ForwardTransport http.RoundTripper
@@ -167,6 +172,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		s.Fabric, err = fabricsim.New(fabricsim.Options{
 			Topology:        *opts.Topology,
 			CounterInterval: opts.CounterInterval,
+			TLS:             opts.EmulatorTLS,
 			Logger:          s.log.With("component", "fabricsim"),
 		})
 		if err != nil {
@@ -193,8 +199,15 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	dialer := &southbound.Dialer{Metrics: southbound.NewRPCMetrics(s.Registry)}
+	if opts.SouthboundTLS.Enabled() {
+		if dialer.TLS, err = opts.SouthboundTLS.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("southbound %w", err)
+		}
+	}
 	var ctrl *controller.Controller
 	s.Driver = southbound.NewP4RT(schema, southbound.P4RTOptions{
+		Dialer: dialer,
 		Resolve: func(id models.SwitchID) (models.Switch, error) {
 			snap, _ := ctrl.Snapshot()
 			if snap == nil {
@@ -253,13 +266,14 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 				return models.Switch{}, controller.ErrNoTopology
 			}
 			return snap.Switch(id)
-		}, ElectionID: func() uint64 {
+		}, Dialer: dialer, ElectionID: func() uint64 {
 			if t := s.Leadership.Term(); t != nil {
 				return t.ID
 			}
 			return 0
 		}},
 		Leadership:        s.Leadership,
+		Dialer:            dialer,
 		MTU:               opts.MTU,
 		Store:             s.Store,
 		Driver:            s.Driver,
@@ -356,7 +370,13 @@ func (s *Stack) Close() {
 // requests in flight up to three seconds.
 func ServeHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
+	go func() {
+		if srv.TLSConfig != nil {
+			errc <- srv.ServeTLS(lis, "", "") // certificates from TLSConfig
+			return
+		}
+		errc <- srv.Serve(lis)
+	}()
 	select {
 	case err := <-errc:
 		return err

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// TestConfigPrecedence: the command line beats the environment, which
+// beats the file, which beats the defaults; lists work in all three.
+func TestConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "accelnet.yaml")
+	if err := os.WriteFile(file, []byte("http-addr: \":9000\"\netcd-endpoints: [a:2379, b:2379]\nheadroom: 0.2\npending-timeout: 2m\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var addr string
+	var eps []string
+	var headroom float64
+	var pending time.Duration
+	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+	fs.StringVar(&addr, "http-addr", ":8080", "")
+	fs.StringSliceVar(&eps, "etcd-endpoints", nil, "")
+	fs.Float64Var(&headroom, "headroom", 0.05, "")
+	fs.DurationVar(&pending, "pending-timeout", time.Minute, "")
+	if err := fs.Parse([]string{"--http-addr", ":7000"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"ACCELNET_HEADROOM": "0.3"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if err := applyConfig(fs, file, lookup); err != nil {
+		t.Fatal(err)
+	}
+	if addr != ":7000" || headroom != 0.3 || strings.Join(eps, ",") != "a:2379,b:2379" || pending != 2*time.Minute {
+		t.Errorf("got http-addr %q headroom %v etcd-endpoints %v pending-timeout %v; want :7000 (flag), 0.3 (env), [a:2379 b:2379] and 2m (file)", addr, headroom, eps, pending)
+	}
+}
+
+// TestConfigErrors: an unknown key or a bad value is refused with a
+// message naming it.
+func TestConfigErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		file, env, want string
+	}{
+		"unknown key":    {file: "htp-addr: x\n", want: `"htp-addr" is not a flag`},
+		"bad file value": {file: "headroom: lots\n", want: "headroom"},
+		"bad env value":  {env: "nope", want: "ACCELNET_HEADROOM"},
+		"malformed YAML": {file: "headroom: [\n", want: "--config"},
+		"missing file":   {want: "--config"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var headroom float64
+			fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+			fs.Float64Var(&headroom, "headroom", 0.05, "")
+			file := filepath.Join(t.TempDir(), "c.yaml")
+			if tc.file != "" {
+				if err := os.WriteFile(file, []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			lookup := func(k string) (string, bool) { return tc.env, tc.env != "" && k == "ACCELNET_HEADROOM" }
+			err := applyConfig(fs, file, lookup)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("want an error naming %q, got %v", tc.want, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,189 @@
+package southbound
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+)
+
+// TLSFiles names PEM files for one side of a TLS connection.
+type TLSFiles struct {
+	// CA verifies the peer: for a client, the switches' (or servers')
+	// certificates; for a server, client certificates (mutual TLS).
+	CA string
+	// Cert and Key are this side's certificate and key (for a client:
+	// presented for mutual TLS).
+	Cert, Key string
+	// ServerName overrides the name a client checks in the server's
+	// certificate (default: the host of the address it dials).
+	ServerName string
+}
+
+// Enabled says whether any file is named.
+func (f TLSFiles) Enabled() bool { return f.CA != "" || f.Cert != "" || f.Key != "" }
+
+func (f TLSFiles) pair() ([]tls.Certificate, error) {
+	if f.Cert == "" && f.Key == "" {
+		return nil, nil
+	}
+	if f.Cert == "" || f.Key == "" {
+		return nil, errors.New("TLS: a certificate needs its key and a key its certificate")
+	}
+	c, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return nil, fmt.Errorf("TLS: load %s / %s: %w", f.Cert, f.Key, err)
+	}
+	return []tls.Certificate{c}, nil
+}
+
+func (f TLSFiles) pool() (*x509.CertPool, error) {
+	if f.CA == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(f.CA)
+	if err != nil {
+		return nil, fmt.Errorf("TLS: read CA %s: %w", f.CA, err)
+	}
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("TLS: %s holds no PEM certificate", f.CA)
+	}
+	return p, nil
+}
+
+// ClientConfig is the TLS configuration of a client: CA (nil: the
+// system's roots) and, for mutual TLS, Cert and Key.
+func (f TLSFiles) ClientConfig() (*tls.Config, error) {
+	certs, err := f.pair()
+	if err != nil {
+		return nil, err
+	}
+	roots, err := f.pool()
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: certs, ServerName: f.ServerName}, nil
+}
+
+// ServerConfig is the TLS configuration of a server: Cert and Key, and
+// with CA, client certificates required and verified against it.
+func (f TLSFiles) ServerConfig() (*tls.Config, error) {
+	certs, err := f.pair()
+	if err != nil {
+		return nil, err
+	}
+	if certs == nil {
+		return nil, errors.New("TLS: a server needs a certificate and key")
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: certs}
+	if f.CA != "" {
+		if cfg.ClientCAs, err = f.pool(); err != nil {
+			return nil, err
+		}
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// RPCMetrics records every southbound gRPC call's latency and errors.
+type RPCMetrics struct {
+	seconds *prometheus.HistogramVec
+	errors  *prometheus.CounterVec
+}
+
+// NewRPCMetrics registers the southbound RPC metrics with reg.
+func NewRPCMetrics(reg prometheus.Registerer) *RPCMetrics {
+	m := &RPCMetrics{
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "accelnet_southbound_rpc_seconds",
+			Help:    "Latency of unary P4Runtime and gNMI calls (Write, Read's first answer, Get, Set …), by protocol and method.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
+		}, []string{"protocol", "method"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "accelnet_southbound_rpc_errors_total",
+			Help: "P4Runtime and gNMI calls and streams that ended in an error, by protocol, method and gRPC code.",
+		}, []string{"protocol", "method", "code"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.seconds, m.errors)
+	}
+	return m
+}
+
+// Dialer is how the controller reaches switches: plaintext or TLS (with
+// a client certificate for mutual TLS), and RPC metrics.
+type Dialer struct {
+	TLS     *tls.Config // nil: plaintext
+	Metrics *RPCMetrics // nil: none
+}
+
+// Options are the gRPC dial options for protocol ("p4runtime", "gnmi").
+func (d *Dialer) Options(protocol string) []grpc.DialOption {
+	creds := insecure.NewCredentials()
+	if d != nil && d.TLS != nil {
+		creds = credentials.NewTLS(d.TLS)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if d != nil && d.Metrics != nil {
+		m := d.Metrics
+		opts = append(opts,
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, o ...grpc.CallOption) error {
+				start := time.Now()
+				err := invoker(ctx, method, req, reply, cc, o...)
+				name := path.Base(method)
+				m.seconds.WithLabelValues(protocol, name).Observe(time.Since(start).Seconds())
+				if err != nil {
+					m.errors.WithLabelValues(protocol, name, status.Code(err).String()).Inc()
+				}
+				return err
+			}),
+			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, o ...grpc.CallOption) (grpc.ClientStream, error) {
+				start := time.Now()
+				name := path.Base(method)
+				s, err := streamer(ctx, desc, cc, method, o...)
+				if err != nil {
+					m.errors.WithLabelValues(protocol, name, status.Code(err).String()).Inc()
+					return nil, err
+				}
+				return &countedStream{ClientStream: s, m: m, protocol: protocol, method: name, start: start, ctx: ctx}, nil
+			}),
+		)
+	}
+	return opts
+}
+
+// countedStream records a stream's errors, and for Read (a server stream
+// of answers) its duration to the end.
+type countedStream struct {
+	grpc.ClientStream
+	m                *RPCMetrics
+	protocol, method string
+	start            time.Time
+	ctx              context.Context
+	done             bool
+}
+
+func (s *countedStream) RecvMsg(msg any) error {
+	err := s.ClientStream.RecvMsg(msg)
+	if err != nil && !s.done {
+		s.done = true
+		if errors.Is(err, io.EOF) {
+			s.m.seconds.WithLabelValues(s.protocol, s.method).Observe(time.Since(s.start).Seconds())
+		} else if s.ctx.Err() == nil {
+			s.m.errors.WithLabelValues(s.protocol, s.method, status.Code(err).String()).Inc()
+		}
+	}
+	return err
+}

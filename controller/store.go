@@ -153,8 +153,11 @@ func StartEmbedded(dir, clientAddr string) (*Embedded, error) {
 type EmbeddedMember struct {
 	Name       string // default "default"
 	Dir        string
-	ClientAddr string // host:port
-	PeerAddr   string // host:port
+	ClientAddr string // host:port clients reach it at
+	PeerAddr   string // host:port the other members reach it at
+	// ListenClientAddr and ListenPeerAddr are where it listens, when not
+	// at the advertised addresses (0.0.0.0:2379 in a container).
+	ListenClientAddr, ListenPeerAddr string
 	// InitialCluster is "name=http://peer,…" for every member; empty for
 	// a single member.
 	InitialCluster string
@@ -176,8 +179,19 @@ func StartEmbeddedMember(m EmbeddedMember) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd peer address %q: %w", m.PeerAddr, err)
 	}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	lcu, lpu := cu, pu
+	if m.ListenClientAddr != "" {
+		if lcu, err = url.Parse("http://" + m.ListenClientAddr); err != nil {
+			return nil, fmt.Errorf("etcd client listen address %q: %w", m.ListenClientAddr, err)
+		}
+	}
+	if m.ListenPeerAddr != "" {
+		if lpu, err = url.Parse("http://" + m.ListenPeerAddr); err != nil {
+			return nil, fmt.Errorf("etcd peer listen address %q: %w", m.ListenPeerAddr, err)
+		}
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*lcu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*lpu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	if m.InitialCluster != "" {
 		cfg.InitialCluster = m.InitialCluster

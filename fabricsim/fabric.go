@@ -33,6 +33,10 @@ type Options struct {
 	Topology models.Topology
 	// ListenHost is the address switches listen on; default 127.0.0.1.
 	ListenHost string
+	// AdvertiseHost, if set, is the host written into the switches'
+	// addresses instead of the one they listen on (a container's name
+	// when listening on 0.0.0.0).
+	AdvertiseHost string
 	// CounterInterval is how often counters advance and are published over
 	// gNMI; default 500ms.
 	CounterInterval time.Duration
@@ -192,8 +196,13 @@ func New(opts Options) (*Fabric, error) {
 		gnmipb.RegisterGNMIServer(sw.grpc, sw.gnmi)
 		f.switches[s.Name] = sw
 		f.order = append(f.order, sw)
-		spec.Switches[i].P4RTAddr = lis.Addr().String()
-		spec.Switches[i].GNMIAddr = lis.Addr().String()
+		addr := lis.Addr().String()
+		if opts.AdvertiseHost != "" {
+			_, port, _ := net.SplitHostPort(addr)
+			addr = net.JoinHostPort(opts.AdvertiseHost, port)
+		}
+		spec.Switches[i].P4RTAddr = addr
+		spec.Switches[i].GNMIAddr = addr
 		for _, port := range snap.Ports(s.Name) {
 			f.counters[models.Endpoint{Switch: s.Name, Port: port}] = &portCounters{}
 		}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/northbound"
 	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -181,7 +182,7 @@ line wins over the environment, which wins over the file.`,
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
 	root.PersistentFlags().StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate: serve the API, dashboard and /metrics over HTTPS (with --tls-key)")
 	root.PersistentFlags().StringVar(&cfg.TLSKey, "tls-key", "", "PEM key of --tls-cert")
-	root.PersistentFlags().StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "PEM CA bundle: require API clients (and forwarding replicas) to present a certificate it signed (mutual TLS)")
+	root.PersistentFlags().StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "PEM CA bundle: require API clients (and forwarding replicas) to present a certificate it signed (mutual TLS); /healthz and /readyz stay open for probes")
 	root.PersistentFlags().StringVar(&cfg.TLSCA, "tls-ca", "", "PEM CA bundle that verifies the leader's HTTPS certificate when a follower forwards to it (default: the system's roots); with --tls-client-ca the follower presents --tls-cert")
 	root.PersistentFlags().StringVar(&cfg.Southbound.CA, "southbound-tls-ca", "", "PEM CA bundle that verifies the switches' P4Runtime/gNMI certificates; setting any southbound-tls flag turns TLS on")
 	root.PersistentFlags().StringVar(&cfg.Southbound.Cert, "southbound-tls-cert", "", "PEM client certificate presented to the switches (mutual TLS)")
@@ -227,7 +228,7 @@ line wins over the environment, which wins over the file.`,
 		Short: "Print the version",
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "accelnet", version) },
 	}
-	root.AddCommand(demo, serve, ver, newEvalCommand())
+	root.AddCommand(demo, serve, ver, newEvalCommand(), newEtcdCommand(), newProbeCommand())
 	return root
 }
 
@@ -303,7 +304,11 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 	}
 
-	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: s.Handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLS}
+	handler := s.Handler
+	if cfg.TLSClientCA != "" {
+		handler = northbound.RequireClientCert(handler)
+	}
+	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLS}
 	lis, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
@@ -406,6 +411,11 @@ func apiTLS(cfg Config) (*tls.Config, http.RoundTripper, error) {
 	server, err := southbound.TLSFiles{CA: cfg.TLSClientCA, Cert: cfg.TLSCert, Key: cfg.TLSKey}.ServerConfig()
 	if err != nil {
 		return nil, nil, fmt.Errorf("API %w", err)
+	}
+	if cfg.TLSClientCA != "" {
+		// Verified when given; required by the handler for everything but
+		// the probes (northbound.RequireClientCert).
+		server.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	client := southbound.TLSFiles{CA: cfg.TLSCA}
 	if cfg.TLSClientCA != "" { // the leader wants a certificate from us too

@@ -29,8 +29,12 @@ import (
 
 // Config is fabricsim's command line.
 type Config struct {
-	Topology   string
-	ListenHost string
+	Topology      string
+	ListenHost    string
+	AdvertiseHost string
+	// Probe, if set, is a URL to GET: exit 0 on 200 (a container's
+	// health check, where no curl exists).
+	Probe string
 	HTTPAddr   string
 	Out        string
 	LogDir     string
@@ -54,6 +58,8 @@ func main() {
 	cfg := Config{ListenHost: "127.0.0.1", HTTPAddr: "127.0.0.1:8081", Out: "fabricsim-topology.yaml", LogDir: "fabricsim-logs"}
 	flag.StringVar(&cfg.Topology, "topology", "leafspine:8x8x4", "fabric: a topology file, leafspine:LEAVESxHOSTSxSPINES[@GBPS] or fattree:K[@GBPS]")
 	flag.StringVar(&cfg.ListenHost, "listen-host", cfg.ListenHost, "address the switches listen on (one port each)")
+	flag.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host written into the switches' addresses in -out (default: -listen-host); e.g. the container's name with -listen-host 0.0.0.0")
+	flag.StringVar(&cfg.Probe, "probe", "", "only GET this URL and exit 0 if it answers 200 (a health check)")
 	flag.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "control API address (/sim/v1/…)")
 	flag.StringVar(&cfg.Out, "out", cfg.Out, "where to write the topology with switch addresses")
 	flag.StringVar(&cfg.LogDir, "log-dir", cfg.LogDir, "directory for the gnmi library's logs")
@@ -61,6 +67,13 @@ func main() {
 	flag.StringVar(&cfg.TLS.Key, "tls-key", "", "PEM key of -tls-cert")
 	flag.StringVar(&cfg.TLS.CA, "tls-client-ca", "", "PEM CA bundle: require controllers to present a certificate it signed (mutual TLS)")
 	flag.Parse()
+	if cfg.Probe != "" {
+		if err := stack.Probe(cfg.Probe, 5*time.Second); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		return
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if err := run(cfg, log); err != nil {
 		log.Error("fabricsim failed", "err", err)
@@ -79,7 +92,7 @@ func run(cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	opts := fabricsim.Options{Topology: topo, ListenHost: cfg.ListenHost, Logger: log}
+	opts := fabricsim.Options{Topology: topo, ListenHost: cfg.ListenHost, AdvertiseHost: cfg.AdvertiseHost, Logger: log}
 	if cfg.TLS.Enabled() {
 		if opts.TLS, err = cfg.TLS.ServerConfig(); err != nil {
 			return err

@@ -472,8 +472,15 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 	c.m.topologyRevision.Set(float64(rev))
 	c.log.Info("topology loaded", "revision", rev, "switches", len(t.Switches), "links", len(t.Links), "hosts", len(t.Hosts))
 	c.subs.sync(ctx, snap.Switches())
+	c.warm(st)
 	c.enqueueAll()
 	c.enqueueConfig()
+}
+
+// warm computes a fabric state's routes in the background, so a follower
+// that takes over (or a leader's first reconcile) finds them ready.
+func (c *Controller) warm(st *fabricState) {
+	go func() { _, _ = c.planOf(st) }()
 }
 
 // downLinksLocked derives the links to route around from the ports' last
@@ -575,6 +582,7 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	c.log.Info(why+"; rerouting", append(args, "links_avoided", len(down), "staged", !failed)...)
 	c.m.linksDown.Set(float64(len(down)))
 	if failed {
+		c.warm(next)
 		c.enqueueAll()
 		return
 	}

@@ -18,6 +18,8 @@
 //	tokens/<sha256 of secret>  JSON models.Token (never the secret)
 //	drains/<id>             JSON models.Drain
 //	bootstrap               set once with the first operator token
+//	leader/<lease ID hex>   a replica's candidacy, its API URL, bound to
+//	                        its session lease (see Leadership)
 //
 // Keys and their JSON stay backward compatible once released: fields are
 // only added.
@@ -202,6 +204,9 @@ func StartEmbeddedMember(m EmbeddedMember) (*Embedded, error) {
 	// election timeouts, rounded up), so a dead leader's lease can expire
 	// in a second; etcd's default of 1000 ms would make it 2 s.
 	cfg.TickMs, cfg.ElectionMs = 100, 500
+	// Every intent status change is a new revision of its key: keep an
+	// hour of history (watchers that fall further behind re-list).
+	cfg.AutoCompactionMode, cfg.AutoCompactionRetention = "periodic", "1h"
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start embedded etcd: %w", err)

@@ -34,10 +34,10 @@ type Config struct {
 	AdvertiseHost string
 	// Probe, if set, is a URL to GET: exit 0 on 200 (a container's
 	// health check, where no curl exists).
-	Probe string
-	HTTPAddr   string
-	Out        string
-	LogDir     string
+	Probe    string
+	HTTPAddr string
+	Out      string
+	LogDir   string
 	// TLS for the switches' P4Runtime and gNMI: certificate and key, and
 	// a CA to require client certificates from (mutual TLS).
 	TLS southbound.TLSFiles

@@ -6,10 +6,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
 )
+
+// twoReplicas emulates topo on its own and runs two replicas for it,
+// the first leading.
+func twoReplicas(t *testing.T, topo models.Topology) (*fabricsim.Fabric, *fabrictest.Harness, *fabrictest.Harness) {
+	t.Helper()
+	f := fabrictest.StartFabric(t, topo)
+	a := fabrictest.NewServe(t, f.Topology())
+	converged(t, a)
+	b := fabrictest.Join(t, a)
+	converged(t, b)
+	return f, a, b
+}
 
 // TestFailover: two replicas on one etcd. The follower serves reads from
 // etcd and forwards writes to the leader. When the leader dies without
@@ -18,11 +31,7 @@ import (
 // are correct), loses no acknowledged intent, and admits new ones. A
 // replica that is stopped cleanly resigns and hands over at once.
 func TestFailover(t *testing.T) {
-	f := fabrictest.StartFabric(t, fabrictest.LeafSpine(2, 2, 2))
-	a := fabrictest.NewServe(t, f.Topology())
-	converged(t, a)
-	b := fabrictest.Join(t, a)
-	converged(t, b)
+	f, a, b := twoReplicas(t, fabrictest.LeafSpine(2, 2, 2))
 	if !a.Controller.Leading() || b.Controller.Leading() {
 		t.Fatalf("leading: first replica %v, second %v; want the first only", a.Controller.Leading(), b.Controller.Leading())
 	}
@@ -93,11 +102,7 @@ func TestFailover(t *testing.T) {
 // TestFollowerWithoutLeader: with no leader reachable, a follower answers
 // writes 503 with Retry-After and a reason, and still serves reads.
 func TestFollowerWithoutLeader(t *testing.T) {
-	f := fabrictest.StartFabric(t, fabrictest.LeafSpine(1, 2, 1))
-	a := fabrictest.NewServe(t, f.Topology())
-	converged(t, a)
-	b := fabrictest.Join(t, a)
-	converged(t, b)
+	_, a, b := twoReplicas(t, fabrictest.LeafSpine(1, 2, 1))
 	tok := tenant(t, a, "ml", 0, 0)
 	// The leader's API goes away but it keeps its term: forwarding fails.
 	a.API.Close()

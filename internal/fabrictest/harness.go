@@ -206,12 +206,10 @@ func (h *Harness) GetJSON(t testing.TB, path string, v any) int {
 	return h.Do(t, http.MethodGet, path, h.OperatorToken, nil, v).StatusCode
 }
 
-// Do sends a request to the API over HTTP with token (if not empty) as its
+// NewRequest builds an API request with token (if not empty) as its
 // bearer and body (if not nil) as JSON, or as is when it is a []byte or a
-// string; the response body is decoded into v (if not nil). headers are
-// extra request headers, name then value.
-func (h *Harness) Do(t testing.TB, method, path, token string, body, v any, headers ...string) *http.Response {
-	t.Helper()
+// string; headers are extra request headers, name then value.
+func NewRequest(ctx context.Context, method, url, token string, body any, headers ...string) (*http.Request, error) {
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -222,13 +220,13 @@ func (h *Harness) Do(t testing.TB, method, path, token string, body, v any, head
 	default:
 		data, err := json.Marshal(b)
 		if err != nil {
-			t.Fatalf("%s %s: encode body: %v", method, path, err)
+			return nil, fmt.Errorf("encode body: %w", err)
 		}
 		rd = bytes.NewReader(data)
 	}
-	req, err := http.NewRequest(method, h.API.URL+path, rd)
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+		return nil, err
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -238,6 +236,17 @@ func (h *Harness) Do(t testing.TB, method, path, token string, body, v any, head
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
+	}
+	return req, nil
+}
+
+// Do sends a request to the API over HTTP (see NewRequest); the response
+// body is decoded into v (if not nil).
+func (h *Harness) Do(t testing.TB, method, path, token string, body, v any, headers ...string) *http.Response {
+	t.Helper()
+	req, err := NewRequest(context.Background(), method, h.API.URL+path, token, body, headers...)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -45,23 +45,9 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	checked := map[string]bool{}
 	call := func(method, path, token string, body any, headers ...string) []byte {
 		t.Helper()
-		var data []byte
-		switch b := body.(type) {
-		case nil:
-		case string:
-			data = []byte(b)
-		default:
-			data, _ = json.Marshal(b)
-		}
-		req, _ := http.NewRequest(method, h.API.URL+path, bytes.NewReader(data))
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		for i := 0; i+1 < len(headers); i += 2 {
-			req.Header.Set(headers[i], headers[i+1])
+		req, err := fabrictest.NewRequest(context.Background(), method, h.API.URL+path, token, body, headers...)
+		if err != nil {
+			t.Fatal(err)
 		}
 		route, params, err := router.FindRoute(req)
 		if err != nil {

@@ -4,7 +4,6 @@
 package proctest
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/accelnet/accelnet/internal/fabrictest"
 )
 
 var (
@@ -167,26 +168,9 @@ func Call(ctx context.Context, client *http.Client, method, url, token string, b
 	if client == nil {
 		client = DefaultClient
 	}
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	req, err := fabrictest.NewRequest(ctx, method, url, token, body, headers...)
 	if err != nil {
 		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
 	}
 	resp, err := client.Do(req)
 	if err != nil {

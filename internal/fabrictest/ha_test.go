@@ -1,6 +1,7 @@
 package fabrictest_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
+	"github.com/accelnet/accelnet/southbound"
+	"github.com/accelnet/accelnet/southbound/p4"
 )
 
 // twoReplicas emulates topo on its own and runs two replicas for it,
@@ -115,4 +118,55 @@ func TestFollowerWithoutLeader(t *testing.T) {
 	if r := b.Do(t, "GET", "/api/v1/intents", tok, nil, &list); r.StatusCode != http.StatusOK {
 		t.Errorf("read from the follower: HTTP %d", r.StatusCode)
 	}
+}
+
+// TestStepDownWhenFenced: when a switch already answers to a higher
+// election ID (a newer leader this replica has not heard of), its write
+// is refused with PERMISSION_DENIED and the replica ends its term rather
+// than retrying; it campaigns again later with a higher ID of its own.
+func TestStepDownWhenFenced(t *testing.T) {
+	topo := fabrictest.LeafSpine(1, 2, 1)
+	f := fabrictest.StartFabric(t, topo)
+	h := fabrictest.NewServe(t, f.Topology())
+	converged(t, h)
+	term := h.Leadership.Term()
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := f.Topology()
+	newer := southbound.NewP4RT(schema, southbound.P4RTOptions{ElectionID: term.ID + 1000, Resolve: func(id models.SwitchID) (models.Switch, error) {
+		for _, s := range sim.Switches {
+			if s.Name == id {
+				return s, nil
+			}
+		}
+		return models.Switch{}, fmt.Errorf("no switch %s", id)
+	}})
+	defer newer.Close()
+	if _, err := newer.Read(context.Background(), "leaf1"); err != nil {
+		t.Fatal(err)
+	}
+	writes := f.WriteRPCs()
+	// Give the old leader something to write: remove a route behind its back.
+	if err := newer.Apply(context.Background(), "leaf1", models.Diff{Delete: models.ForwardingState{Routes: firstRoute(t, newer)}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Controller.Resync("leaf1")
+	h.Eventually(t, 10*time.Second, "the fenced leader ends its term", func() bool {
+		return term.Context().Err() != nil
+	})
+	if w := f.WriteRPCs(); w != writes+1 { // the newer controller's delete only
+		t.Errorf("%d writes accepted after the newer controller took leaf1, want 1 (its own)", w-writes)
+	}
+}
+
+// firstRoute is one route leaf1 holds, read through d.
+func firstRoute(t *testing.T, d *southbound.P4RT) []models.Route {
+	t.Helper()
+	st, err := d.Read(context.Background(), "leaf1")
+	if err != nil || len(st.Routes) == 0 {
+		t.Fatalf("leaf1's routes: %v %v", st.Routes, err)
+	}
+	return st.Routes[:1]
 }

@@ -428,8 +428,13 @@ type LinkLoad struct {
 	BAbps float64 `json:"b_to_a_bps"`
 	// Drops are what each end's egress discards (gNMI out-discards), in
 	// bit/s of the dropped packets.
-	ABDropBps   float64 `json:"a_to_b_drop_bps"`
-	BADropBps   float64 `json:"b_to_a_drop_bps"`
+	ABDropBps float64 `json:"a_to_b_drop_bps"`
+	BADropBps float64 `json:"b_to_a_drop_bps"`
+	// ECN is the traffic each end's egress marked Congestion Experienced
+	// (OpenConfig QoS queue ecn-marked-octets), bit/s: congestion before
+	// anything is dropped.
+	ABECNBps    float64 `json:"a_to_b_ecn_bps"`
+	BAECNBps    float64 `json:"b_to_a_ecn_bps"`
 	Utilization float64 `json:"utilization"` // busier direction over capacity
 	Up          bool    `json:"up"`
 	Measured    bool    `json:"measured"` // both ends reported
@@ -440,7 +445,7 @@ type LinkLoad struct {
 func (c *Controller) LinkLoad(l models.Link) LinkLoad {
 	a, okA := c.tele.Port(l.A)
 	b, okB := c.tele.Port(l.B)
-	ll := LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, ABDropBps: a.DropBps, BADropBps: b.DropBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
+	ll := LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, ABDropBps: a.DropBps, BADropBps: b.DropBps, ABECNBps: a.ECNBps, BAECNBps: b.ECNBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
 	if okA && !a.OperUp || okB && !b.OperUp {
 		ll.Up = false
 	}
@@ -771,7 +776,9 @@ func (c *Controller) housekeeping(ctx context.Context) {
 		case <-export.C:
 			if snap, _ := c.Snapshot(); snap != nil {
 				for _, l := range snap.Links() {
-					c.m.linkUtilization.WithLabelValues(string(l.ID())).Set(c.LinkLoad(l).Utilization)
+					ll := c.LinkLoad(l)
+					c.m.linkUtilization.WithLabelValues(string(l.ID())).Set(ll.Utilization)
+					c.m.linkECN.WithLabelValues(string(l.ID())).Set(max(ll.ABECNBps, ll.BAECNBps))
 				}
 			}
 		}

@@ -15,6 +15,7 @@ type metrics struct {
 	pathcalcSeconds   prometheus.Histogram
 	switchInSync      *prometheus.GaugeVec
 	linkUtilization   *prometheus.GaugeVec
+	linkECN           *prometheus.GaugeVec
 	topologyRevision  prometheus.Gauge
 	linksDown         prometheus.Gauge
 	fullReads         prometheus.Counter
@@ -48,6 +49,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "accelnet_link_utilization_ratio",
 			Help: "Measured load of the busier direction of a link over its capacity.",
 		}, []string{"link"}),
+		linkECN: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "accelnet_link_ecn_marked_bits_per_second",
+			Help: "ECN-marked (Congestion Experienced) traffic of the busier-marking direction of a link, from the switches' QoS queue counters.",
+		}, []string{"link"}),
 		topologyRevision: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "accelnet_topology_revision",
 			Help: "etcd revision of the topology the controller acts on.",
@@ -63,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
-			m.switchInSync, m.linkUtilization, m.topologyRevision, m.linksDown, m.fullReads)
+			m.switchInSync, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads)
 	}
 	return m
 }

@@ -14,9 +14,12 @@ import (
 type PortLoad struct {
 	InBps, OutBps float64
 	DropBps       float64
-	OperUp        bool
-	Stale         bool // no fresh sample lately (stream down or switch silent)
-	Updated       time.Time
+	// ECNBps is the egress traffic marked Congestion Experienced, bit/s,
+	// over all the port's queues (0 where the switch does not report it).
+	ECNBps  float64
+	OperUp  bool
+	Stale   bool // no fresh sample lately (stream down or switch silent)
+	Updated time.Time
 }
 
 // counter is the last value of one monotonic counter and when it was read.
@@ -49,6 +52,7 @@ func (c *counter) observe(value uint64, ts time.Time, alpha float64) float64 {
 
 type portStat struct {
 	in, out, drops counter
+	ecn            map[string]*counter // by queue
 	load           PortLoad
 	received       time.Time // local time of the last sample
 }
@@ -91,6 +95,20 @@ func (t *Telemetry) Observe(s southbound.CounterSample) {
 		p.load.DropBps = p.drops.observe(s.OutDiscards, s.Timestamp, t.Alpha)
 	case southbound.HasOperStatus:
 		p.load.OperUp = s.OperUp
+	case southbound.HasECNOctets:
+		if p.ecn == nil {
+			p.ecn = map[string]*counter{}
+		}
+		q := p.ecn[s.Queue]
+		if q == nil {
+			q = &counter{}
+			p.ecn[s.Queue] = q
+		}
+		q.observe(s.ECNOctets, s.Timestamp, t.Alpha)
+		p.load.ECNBps = 0
+		for _, c := range p.ecn {
+			p.load.ECNBps += c.bps
+		}
 	}
 }
 

@@ -130,6 +130,22 @@ func interfacePath(name string, leaf ...string) *gnmipb.Path {
 	return p
 }
 
+// rdmaQueue names the egress queue of the lossless RDMA class (the only
+// one fabricsim models).
+const rdmaQueue = "RDMA"
+
+// queuePath is OpenConfig QoS's
+// /qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/leaf.
+func queuePath(iface, queue, leaf string) *gnmipb.Path {
+	return &gnmipb.Path{Elem: []*gnmipb.PathElem{
+		{Name: "qos"}, {Name: "interfaces"},
+		{Name: "interface", Key: map[string]string{"interface-id": iface}},
+		{Name: "output"}, {Name: "queues"},
+		{Name: "queue", Key: map[string]string{"name": queue}},
+		{Name: "state"}, {Name: leaf},
+	}}
+}
+
 func uintVal(v uint64) *gnmipb.TypedValue {
 	return &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: v}}
 }
@@ -179,10 +195,11 @@ func (g *gnmiServer) publishOper(ts int64, port uint32, operUp bool) error {
 func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool) error {
 	cfg := g.ifConfig(port)
 	name := models.InterfaceName(port)
-	leaves := []struct {
+	type leaf struct {
 		path []string
 		val  *gnmipb.TypedValue
-	}{
+	}
+	leaves := []leaf{
 		{[]string{"state", "counters", "in-octets"}, uintVal(uint64(c.inOctets))},
 		{[]string{"state", "counters", "out-octets"}, uintVal(uint64(c.outOctets))},
 		{[]string{"state", "counters", "in-unicast-pkts"}, uintVal(uint64(c.inOctets / packetBytes))},
@@ -200,6 +217,10 @@ func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool)
 		{[]string{"config", "mtu"}, uintVal(uint64(cfg.MTU))},
 		{[]string{"config", "description"}, strVal(cfg.Description)},
 	}
+	// The RDMA class's egress queue: ECN marks, under OpenConfig QoS.
+	leaves = append(leaves,
+		leaf{[]string{"qos", "ecn-marked-octets"}, uintVal(uint64(c.ecnOctets))},
+		leaf{[]string{"qos", "ecn-marked-pkts"}, uintVal(uint64(c.ecnOctets / packetBytes))})
 	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)}}
 	prev := map[string]string{}
 	g.mu.Lock()
@@ -208,12 +229,17 @@ func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool)
 		v := l.val.String()
 		// Counters go out at every sample, changed or not: an idle port's
 		// fresh timestamp is what tells a collector its rate fell to zero.
-		if g.published[key] == v && l.path[1] != "counters" {
+		queue := l.path[0] == "qos"
+		if g.published[key] == v && l.path[1] != "counters" && !queue {
 			continue
 		}
 		prev[key] = g.published[key]
 		g.published[key] = v
-		n.Update = append(n.Update, &gnmipb.Update{Path: interfacePath(name, l.path...), Val: l.val})
+		p := interfacePath(name, l.path...)
+		if queue {
+			p = queuePath(name, rdmaQueue, l.path[1])
+		}
+		n.Update = append(n.Update, &gnmipb.Update{Path: p, Val: l.val})
 	}
 	g.mu.Unlock()
 	if len(n.Update) == 0 {

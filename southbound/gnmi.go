@@ -21,7 +21,12 @@ type CounterSample struct {
 	// Exactly the fields the update carried are set; Has says which.
 	InOctets, OutOctets, OutDiscards uint64
 	OperUp                           bool
-	Has                              SampleFields
+	// ECNOctets is one egress queue's ECN-marked octets (Queue names it):
+	// OpenConfig QoS /qos/interfaces/interface/output/queues/queue/state/
+	// ecn-marked-octets, as SONiC serves it.
+	ECNOctets uint64
+	Queue     string
+	Has       SampleFields
 }
 
 // SampleFields says which fields of a CounterSample an update carried.
@@ -32,6 +37,7 @@ const (
 	HasOutOctets
 	HasOutDiscards
 	HasOperStatus
+	HasECNOctets
 )
 
 // counterPaths are what Subscribe asks for, relative to /interfaces/interface[name=*]/state.
@@ -58,16 +64,34 @@ func SubscribeCounters(ctx context.Context, dialer *Dialer, sw models.Switch, in
 		return fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, sw.Name, err)
 	}
 	defer cc.Close()
-	answered, err := subscribe(ctx, cc, sw, interval, gnmipb.SubscriptionMode_ON_CHANGE, fn, synced)
-	if code := status.Code(err); !answered && (code == codes.Unimplemented || code == codes.InvalidArgument) && ctx.Err() == nil {
-		_, err = subscribe(ctx, cc, sw, interval, gnmipb.SubscriptionMode_SAMPLE, fn, synced)
+	// What a target may refuse, most wanted first: oper-status ON_CHANGE
+	// (gnxi's target implements SAMPLE only), then the QoS queues' ECN
+	// counters (not every target models QoS). Each refusal before the
+	// first answer moves to the next.
+	attempts := []subscribeOptions{
+		{operMode: gnmipb.SubscriptionMode_ON_CHANGE, ecn: true},
+		{operMode: gnmipb.SubscriptionMode_SAMPLE, ecn: true},
+		{operMode: gnmipb.SubscriptionMode_SAMPLE},
 	}
-	return err
+	for i, o := range attempts {
+		answered, err := subscribe(ctx, cc, sw, interval, o, fn, synced)
+		code := status.Code(err)
+		refused := !answered && (code == codes.Unimplemented || code == codes.InvalidArgument || code == codes.NotFound)
+		if !refused || ctx.Err() != nil || i == len(attempts)-1 {
+			return err
+		}
+	}
+	return nil
 }
 
-// subscribe runs one Subscribe stream with operMode for oper-status;
-// answered says whether the target sent anything before the stream ended.
-func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, interval time.Duration, operMode gnmipb.SubscriptionMode, fn func(CounterSample), synced func()) (answered bool, _ error) {
+type subscribeOptions struct {
+	operMode gnmipb.SubscriptionMode // ON_CHANGE or SAMPLE for oper-status
+	ecn      bool                    // also the QoS queues' ECN counters
+}
+
+// subscribe runs one Subscribe stream; answered says whether the target
+// sent anything before the stream ended.
+func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, interval time.Duration, o subscribeOptions, fn func(CounterSample), synced func()) (answered bool, _ error) {
 	sub := &gnmipb.SubscriptionList{
 		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 		Mode:     gnmipb.SubscriptionList_STREAM,
@@ -83,10 +107,14 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 			p.Elem = append(p.Elem, &gnmipb.PathElem{Name: l})
 		}
 		s := &gnmipb.Subscription{Path: p, Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: uint64(interval.Nanoseconds())}
-		if leaf[len(leaf)-1] == "oper-status" && operMode == gnmipb.SubscriptionMode_ON_CHANGE {
-			s.Mode, s.SampleInterval = operMode, 0
+		if leaf[len(leaf)-1] == "oper-status" && o.operMode == gnmipb.SubscriptionMode_ON_CHANGE {
+			s.Mode, s.SampleInterval = o.operMode, 0
 		}
 		sub.Subscription = append(sub.Subscription, s)
+	}
+	if o.ecn {
+		sub.Subscription = append(sub.Subscription, &gnmipb.Subscription{Path: QueuePath("*", "*", "ecn-marked-octets"),
+			Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: uint64(interval.Nanoseconds())})
 	}
 	stream, err := gnmipb.NewGNMIClient(cc).Subscribe(ctx)
 	if err != nil {
@@ -123,9 +151,30 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 	}
 }
 
+// QueuePath is OpenConfig QoS's
+// /qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/leaf.
+func QueuePath(iface, queue, leaf string) *gnmipb.Path {
+	return &gnmipb.Path{Elem: []*gnmipb.PathElem{
+		{Name: "qos"}, {Name: "interfaces"},
+		{Name: "interface", Key: map[string]string{"interface-id": iface}},
+		{Name: "output"}, {Name: "queues"},
+		{Name: "queue", Key: map[string]string{"name": queue}},
+		{Name: "state"}, {Name: leaf},
+	}}
+}
+
 // sampleOf decodes one update of /interfaces/interface[name=ethN]/state/...
+// or of a queue's ECN counter.
 func sampleOf(sw models.SwitchID, n *gnmipb.Notification, u *gnmipb.Update) (CounterSample, bool) {
 	elems := append(append([]*gnmipb.PathElem{}, n.GetPrefix().GetElem()...), u.GetPath().GetElem()...)
+	if len(elems) == 8 && elems[0].GetName() == "qos" && elems[2].GetName() == "interface" && elems[5].GetName() == "queue" && elems[7].GetName() == "ecn-marked-octets" {
+		port, ok := models.PortFromInterface(elems[2].GetKey()["interface-id"])
+		if !ok {
+			return CounterSample{}, false
+		}
+		return CounterSample{Switch: sw, Port: port, Timestamp: time.Unix(0, n.GetTimestamp()),
+			ECNOctets: u.GetVal().GetUintVal(), Queue: elems[5].GetKey()["name"], Has: HasECNOctets}, true
+	}
 	if len(elems) < 4 || elems[0].GetName() != "interfaces" || elems[1].GetName() != "interface" || elems[2].GetName() != "state" {
 		return CounterSample{}, false
 	}

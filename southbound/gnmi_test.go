@@ -15,10 +15,12 @@ import (
 )
 
 // sampleOnlyTarget is a gNMI target that, like gnxi's gnmi_target, does
-// not implement ON_CHANGE: no real one of those can run here.
+// not implement ON_CHANGE (no real one of those can run here), and with
+// noQoS does not model OpenConfig QoS either.
 type sampleOnlyTarget struct {
 	gnmipb.UnimplementedGNMIServer
 	refused chan struct{}
+	noQoS   bool
 }
 
 func (s *sampleOnlyTarget) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
@@ -30,6 +32,9 @@ func (s *sampleOnlyTarget) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 		if sub.GetMode() != gnmipb.SubscriptionMode_SAMPLE {
 			s.refused <- struct{}{}
 			return status.Error(codes.Unimplemented, "only SAMPLE subscriptions are supported")
+		}
+		if s.noQoS && sub.GetPath().GetElem()[0].GetName() == "qos" {
+			return status.Error(codes.NotFound, "no such path: /qos")
 		}
 	}
 	n := &gnmipb.Notification{Timestamp: time.Now().UnixNano(), Update: []*gnmipb.Update{{
@@ -47,13 +52,20 @@ func (s *sampleOnlyTarget) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 }
 
 // TestSubscribeFallsBackToSample: a target that refuses ON_CHANGE for
-// oper-status still gets subscribed, with SAMPLE for everything.
+// oper-status, and one that also has no QoS model for ECN counters, still
+// get subscribed, with SAMPLE for what they have.
 func TestSubscribeFallsBackToSample(t *testing.T) {
+	for _, noQoS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "with QoS", true: "without QoS"}[noQoS], func(t *testing.T) { testFallBack(t, noQoS) })
+	}
+}
+
+func testFallBack(t *testing.T, noQoS bool) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := &sampleOnlyTarget{refused: make(chan struct{}, 1)}
+	target := &sampleOnlyTarget{refused: make(chan struct{}, 1), noQoS: noQoS}
 	srv := grpc.NewServer()
 	gnmipb.RegisterGNMIServer(srv, target)
 	go srv.Serve(lis)

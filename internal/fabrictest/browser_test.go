@@ -18,6 +18,7 @@ import (
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/northbound"
 )
 
 // chromium finds the browser .ci/run installs.
@@ -139,6 +140,30 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(artifactDir(t), "dashboard.png"), png, 0o644); err != nil {
 		t.Fatal(err)
 	}
+
+	// Congestion shows as ECN marks: on a link whose egress marks (the
+	// fabric is 2:1 oversubscribed under a line-rate permutation), the
+	// details give the marked rate per direction.
+	var marked string
+	h.Eventually(t, 20*time.Second, "a link with ECN-marked traffic in the API", func() bool {
+		var v northbound.TopologyView
+		h.GetJSON(t, "/api/v1/topology", &v)
+		for _, l := range v.Links {
+			if l.Load.ABECNBps > 1e6 || l.Load.BAECNBps > 1e6 {
+				marked = string(l.ID)
+				return true
+			}
+		}
+		return false
+	})
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](fmt.Sprintf(`(window.accelnet.select('link', %q), true)`, marked))); err != nil {
+		t.Fatal(err)
+	}
+	poll("the link's ECN marks in its details", `(() => {
+		const dts = [...document.querySelectorAll('#details dt')];
+		const dt = dts.find((d) => d.textContent === 'ECN-marked');
+		return !!dt && /[MG]b\/s/.test(dt.nextElementSibling.textContent);
+	})()`, 10*time.Second)
 
 	// A tenant signs in: it sees its own intent (not another tenant's),
 	// and selecting it highlights exactly its paths.

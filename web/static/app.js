@@ -275,6 +275,7 @@ function linkText(l) {
   return `${l.id}\n${l.gbps} Gb/s  ${st}\n` +
     `${l.a.switch}→${l.b.switch}: ${fmtBps(l.load.a_to_b_bps)}\n${l.b.switch}→${l.a.switch}: ${fmtBps(l.load.b_to_a_bps)}\n` +
     `utilization ${(100 * l.load.utilization).toFixed(1)}%${l.load.stale ? ' (stale)' : ''}` +
+    (l.load.a_to_b_ecn_bps || l.load.b_to_a_ecn_bps ? `\nECN-marked ${fmtBps(l.load.a_to_b_ecn_bps)} / ${fmtBps(l.load.b_to_a_ecn_bps)}` : '') +
     (l.load.a_to_b_drop_bps || l.load.b_to_a_drop_bps ? `\ndrops ${fmtBps(l.load.a_to_b_drop_bps)} / ${fmtBps(l.load.b_to_a_drop_bps)}` : '');
 }
 
@@ -335,6 +336,7 @@ function renderDetails() {
       `<dt>state</dt><dd class="${l.load.up ? '' : 'down'}">${l.load.up ? 'up' : 'down'}</dd>` +
       `<dt>${l.a.switch}→</dt><dd>${fmtBps(l.load.a_to_b_bps)}</dd><dt>${l.b.switch}→</dt><dd>${fmtBps(l.load.b_to_a_bps)}</dd>` +
       `<dt>utilization</dt><dd>${(100 * l.load.utilization).toFixed(1)}%</dd>` +
+      `<dt>ECN-marked</dt><dd>${fmtBps(l.load.a_to_b_ecn_bps)} / ${fmtBps(l.load.b_to_a_ecn_bps)}</dd>` +
       `<dt>drops</dt><dd>${fmtBps(l.load.a_to_b_drop_bps)} / ${fmtBps(l.load.b_to_a_drop_bps)}</dd></dl>`;
   } else {
     const sw = state.topo.switches.find((x) => x.name === sel.id);

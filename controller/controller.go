@@ -79,6 +79,11 @@ type Overlay interface {
 	SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool)
 	// ProgramFailed says writing sw failed (it will be retried).
 	ProgramFailed(sw models.SwitchID, err error)
+	// PinsRefused says sw refused these flow pins for good (no room, not
+	// acceptable) and holds held pins now; the rest of the write went in.
+	// Retrying them as they are would fail again: the overlay takes them
+	// back.
+	PinsRefused(sw models.SwitchID, keys []models.FlowKey, why string, held int)
 	// PinsReady says the pins are known; until then switches are left
 	// alone, and the overlay queues them all (OnPins) once it is.
 	PinsReady() bool
@@ -623,6 +628,15 @@ func (c *Controller) DownLinks() map[models.LinkID]bool {
 	return maps.Clone(st.down)
 }
 
+// refusedPins are the flow pins a write error says the switch refused for
+// good, and why.
+func refusedPins(err error, we **southbound.WriteError) ([]models.FlowKey, string) {
+	if !errors.As(err, we) {
+		return nil, ""
+	}
+	return (*we).RefusedPins()
+}
+
 // confirm reads back the flow pins a diff wrote or removed and checks
 // the switch has exactly that: what makes an intent Installed or its
 // deletion done. Without a PinReader the next reconcile reads in full.
@@ -919,6 +933,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	var diff models.Diff
 	var pins map[models.FlowKey]uint32
 	var pinGen uint64
+	pinsBefore := 0 // how many pins the switch holds before this write
 	incremental := false
 	if d, ok := c.cfg.Overlay.(DeltaOverlay); ok && cached && k.pins != nil {
 		// Only the pins changed since the known generation, and the routes
@@ -938,6 +953,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 				}
 			}
 			pins = k.pins
+			pinsBefore = len(pins)
 			for key, port := range changed {
 				if port == 0 {
 					delete(pins, key)
@@ -961,6 +977,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 			c.m.fullReads.Inc()
 		}
 		diff = models.Compute(desired, actual)
+		pinsBefore = len(actual.FlowPins)
 		pins = make(map[models.FlowKey]uint32, len(desired.FlowPins))
 		for _, p := range desired.FlowPins {
 			pins[p.Key] = p.Port
@@ -991,6 +1008,20 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		forget()
 		record(SwitchStatus{LastError: err.Error()})
 		if c.cfg.Overlay != nil {
+			var we *southbound.WriteError
+			if keys, why := refusedPins(err, &we); len(keys) > 0 {
+				refused := map[models.FlowKey]bool{}
+				for _, k := range keys {
+					refused[k] = true
+				}
+				held := pinsBefore - len(diff.Delete.FlowPins)
+				for _, p := range diff.Insert.FlowPins {
+					if !refused[p.Key] {
+						held++
+					}
+				}
+				c.cfg.Overlay.PinsRefused(sw, keys, why, held)
+			}
 			c.cfg.Overlay.ProgramFailed(sw, err)
 		}
 		return 0, err

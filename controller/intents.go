@@ -161,6 +161,21 @@ type entry struct {
 	since    time.Time // when it last entered Pending
 }
 
+type refusal struct {
+	keys []models.FlowKey
+	why  string
+	held int // pins the switch held after refusing these
+}
+
+type learnedRoom struct {
+	entries int
+	until   time.Time
+}
+
+// learnedRoomFor is how long a switch's refusal caps its flow-pin room:
+// then it is asked again (its memory may have been freed).
+const learnedRoomFor = time.Minute
+
 type tenantUsage struct {
 	gbps    float64
 	intents int
@@ -194,6 +209,11 @@ type Intents struct {
 	// failures is each switch's last programming error, cleared once it
 	// is synced again.
 	failures map[models.SwitchID]string
+	// refused are flow pins switches refused for good, not yet handled
+	// by the loop; room is what a switch that refused pins for lack of
+	// room was seen to hold, trusted over the P4Info's size for a while.
+	refused map[models.SwitchID]refusal
+	room    map[models.SwitchID]learnedRoom
 	// changes logs, per switch, which pin keys changed at which generation
 	// (for PinsDelta); entries at or below changesBase are trimmed once the
 	// switch confirmed them.
@@ -264,6 +284,7 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
 		observed: map[string]float64{}, failures: map[models.SwitchID]string{},
+		refused: map[models.SwitchID]refusal{}, room: map[models.SwitchID]learnedRoom{},
 		movedAt: map[string]int{},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
@@ -344,6 +365,43 @@ func (m *Intents) Synced(sw models.SwitchID, gen uint64) {
 
 // ProgramFailed records that writing a switch failed; intents waiting for
 // it say so in their reason until it succeeds.
+// PinsRefused takes back the intents whose flow pins sw refused for good:
+// the loop unpins them (their flows follow the routes), releases their
+// reservations and leaves them Pending with the switch's reason, and
+// caps sw's flow-pin room at what it accepted, so nothing else is
+// admitted onto it that it cannot hold.
+func (m *Intents) PinsRefused(sw models.SwitchID, keys []models.FlowKey, why string, held int) {
+	defer m.wake()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.refused[sw]
+	r.keys = append(r.keys, keys...)
+	r.why, r.held = why, held
+	m.refused[sw] = r
+}
+
+// takeBackRefused handles PinsRefused in the loop.
+func (m *Intents) takeBackRefused(b *batch, now time.Time) {
+	for sw, r := range m.refused {
+		delete(m.refused, sw)
+		m.room[sw] = learnedRoom{entries: r.held, until: now.Add(learnedRoomFor)}
+		seen := map[string]bool{}
+		for _, k := range r.keys {
+			id, ok := m.flowOwner[k]
+			e := m.all[id]
+			if !ok || e == nil || seen[id] || !e.pinned {
+				continue
+			}
+			seen[id] = true
+			m.unpin(b, e)
+			e.in.Status.Flows = clearPaths(e.in.Status.Flows)
+			e.in.Status.ReservedGbps = nil
+			m.setState(b, e, models.StatePending, fmt.Sprintf("%s refused its flow entries (%s); waiting for room there, its flows follow the routes", sw, r.why), now)
+		}
+		m.log.Warn("switch refused flow pins; their intents wait", "switch", sw, "pins", len(r.keys), "intents", len(seen), "room", r.held, "why", r.why)
+	}
+}
+
 func (m *Intents) ProgramFailed(sw models.SwitchID, err error) {
 	defer m.wake()
 	m.mu.Lock()
@@ -1342,8 +1400,15 @@ func (m *Intents) constraints(e *entry) (pathcalc.PathConstraints, error) {
 
 // checkTableRoom refuses pins that would overflow a switch's flow-pin table.
 func (m *Intents) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoint) error {
-	if m.cfg.FlowPinEntries <= 0 {
-		return nil
+	now := m.cfg.Now()
+	// limit is sw's flow-pin room, if any is known: the P4Info's size, or
+	// less if the switch recently refused entries for lack of room.
+	limit := func(sw models.SwitchID) (int, bool) {
+		l := m.cfg.FlowPinEntries
+		if r, ok := m.room[sw]; ok && now.Before(r.until) && (l <= 0 || r.entries < l) {
+			return r.entries, true
+		}
+		return l, l > 0
 	}
 	add := map[models.SwitchID]int{}
 	for i, p := range paths {
@@ -1355,8 +1420,9 @@ func (m *Intents) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoi
 		}
 	}
 	for sw, n := range add {
-		if have := len(m.pins[sw]); have+n > m.cfg.FlowPinEntries {
-			return fmt.Errorf("%w: %s has %d of %d entries; %d more needed", ErrTableFull, sw, have, m.cfg.FlowPinEntries, n)
+		l, known := limit(sw)
+		if have := len(m.pins[sw]); known && have+n > l {
+			return fmt.Errorf("%w: %s has %d of %d entries; %d more needed", ErrTableFull, sw, have, l, n)
 		}
 	}
 	return nil
@@ -1598,6 +1664,9 @@ func (m *Intents) housekeep(b *batch, tick bool) {
 		return
 	}
 	now := m.cfg.Now().UTC()
+	if len(m.refused) > 0 {
+		m.takeBackRefused(b, now)
+	}
 	if m.adaptDue && m.book != nil && !b.full() {
 		m.adaptDue = false
 		m.adapt(b, now)

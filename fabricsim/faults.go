@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound/p4"
 )
 
 // Fault kinds.
@@ -19,6 +20,7 @@ const (
 	FaultDisconnect = "disconnect"  // drop the switch's gRPC streams; state is kept
 	FaultWriteError = "write-error" // fail every Write with Code until cleared with code "OK"
 	FaultSlowWrites = "slow-writes" // delay every Write by DelayMS (0 clears)
+	FaultTableSize  = "table-size"  // give Table only Size entries (0 clears): further inserts fail RESOURCE_EXHAUSTED
 )
 
 // FaultSpec is a fault to inject.
@@ -28,6 +30,8 @@ type FaultSpec struct {
 	Target  string `json:"target"`
 	Code    string `json:"code,omitempty"`     // write-error: a gRPC code name, e.g. UNAVAILABLE, RESOURCE_EXHAUSTED
 	DelayMS int    `json:"delay_ms,omitempty"` // slow-writes
+	Table   string `json:"table,omitempty"`    // table-size: a P4Info table name, e.g. Ingress.flow_pin
+	Size    int    `json:"size,omitempty"`     // table-size
 }
 
 // FaultRecord is an injected fault and when.
@@ -85,7 +89,7 @@ func (f *Fabric) InjectFault(spec FaultSpec) error {
 		if err := f.SetLinkUp(id, spec.Kind == FaultLinkUp); err != nil {
 			return err
 		}
-	case FaultSwitchDown, FaultSwitchUp, FaultDisconnect, FaultWriteError, FaultSlowWrites:
+	case FaultSwitchDown, FaultSwitchUp, FaultDisconnect, FaultWriteError, FaultSlowWrites, FaultTableSize:
 		sw := f.switches[models.SwitchID(spec.Target)]
 		if sw == nil {
 			return fmt.Errorf("switch %q: %w", spec.Target, ErrUnknown)
@@ -108,9 +112,22 @@ func (f *Fabric) InjectFault(spec FaultSpec) error {
 				return fmt.Errorf("%w: delay_ms must be 0-60000", models.ErrInvalid)
 			}
 			sw.SetWriteDelay(time.Duration(spec.DelayMS) * time.Millisecond)
+		case FaultTableSize:
+			schema, err := p4.LoadSchema()
+			if err != nil {
+				return err
+			}
+			if _, err := schema.Table(spec.Table); err != nil || spec.Size < 0 {
+				return fmt.Errorf("%w: table-size needs a P4Info table name (got %q) and a size ≥ 0", models.ErrInvalid, spec.Table)
+			}
+			if spec.Size == 0 {
+				sw.faults.tableLimits.Delete(spec.Table)
+			} else {
+				sw.faults.tableLimits.Store(spec.Table, spec.Size)
+			}
 		}
 	default:
-		return fmt.Errorf("%w: fault kind %q: want link-down, link-up, switch-down, switch-up, disconnect, write-error or slow-writes", models.ErrInvalid, spec.Kind)
+		return fmt.Errorf("%w: fault kind %q: want link-down, link-up, switch-down, switch-up, disconnect, write-error, slow-writes or table-size", models.ErrInvalid, spec.Kind)
 	}
 	f.mu.Lock()
 	f.faultLog = append(f.faultLog, FaultRecord{FaultSpec: spec, At: time.Now()})

@@ -292,7 +292,7 @@ func (s *p4rtServer) SetForwardingPipelineConfig(_ context.Context, req *p4v1.Se
 // empty tables.
 func (sw *Switch) commitLocked(cfg *p4v1.ForwardingPipelineConfig, schema *p4.Schema) {
 	sw.config = cfg
-	sw.store = newTableStore(schema)
+	sw.store = newTableStore(schema, sw.faults.tableLimit)
 	sw.tablesChanged()
 }
 
@@ -509,6 +509,17 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 type faults struct {
 	writeDelayNanos atomic.Int64
 	writeError      atomic.Int32 // a codes.Code; 0 means none
+	// tableLimits are tables (by P4Info name) with less room than the
+	// P4Info says, as on hardware whose memory other features share.
+	tableLimits sync.Map // string → int
+}
+
+// tableLimit is a table's injected capacity, 0 for none.
+func (f *faults) tableLimit(table string) int {
+	if v, ok := f.tableLimits.Load(table); ok {
+		return v.(int)
+	}
+	return 0
 }
 
 func (f *faults) beforeWrite(ctx context.Context) error {

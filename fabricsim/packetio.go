@@ -149,7 +149,7 @@ func (sw *Switch) packetOutError(st *stream, err error) {
 // (RECONCILE_AND_COMMIT): every existing member, group and entry must be
 // valid under the new P4Info, or nothing changes.
 func (sw *Switch) reconcileLocked(cfg *p4v1.ForwardingPipelineConfig, schema *p4.Schema) error {
-	next := newTableStore(schema)
+	next := newTableStore(schema, sw.faults.tableLimit)
 	if sw.store != nil {
 		var updates []*p4v1.Update
 		add := func(es []*p4v1.Entity, err error) {

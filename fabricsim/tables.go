@@ -29,11 +29,15 @@ type tableStore struct {
 	// pins is the flow-pin table decoded (key → egress port), kept as
 	// entries are written so the dataplane need not decode it again.
 	pins map[models.FlowKey]uint32
+	// limit, if set, is a table's capacity by name when the switch has
+	// less room than the P4Info says (0: as the P4Info says).
+	limit func(table string) int
 }
 
-func newTableStore(schema *p4.Schema) *tableStore {
+func newTableStore(schema *p4.Schema, limit func(string) int) *tableStore {
 	return &tableStore{
 		schema:  schema,
+		limit:   limit,
 		entries: map[uint32]map[string]*p4v1.TableEntry{},
 		members: map[uint32]map[uint32]*p4v1.ActionProfileMember{},
 		groups:  map[uint32]map[uint32]*p4v1.ActionProfileGroup{},
@@ -242,7 +246,13 @@ func (s *tableStore) checkAction(t *p4config.Table, a *p4v1.Action) error {
 
 func (s *tableStore) tableSize(id uint32) int {
 	t, _ := s.schema.TableByID(id)
-	return int(t.GetSize())
+	size := int(t.GetSize())
+	if s.limit != nil {
+		if l := s.limit(t.GetPreamble().GetName()); l > 0 && (size == 0 || l < size) {
+			size = l
+		}
+	}
+	return size
 }
 
 func (s *tableStore) writeTableEntry(typ p4v1.Update_Type, e *p4v1.TableEntry) error {

@@ -266,17 +266,21 @@ type Phase struct {
 // Len is the number of writes in the phase.
 func (p Phase) Len() int { return p.Insert.Len() + p.Modify.Len() + p.Delete.Len() }
 
-// Phases splits the diff into dependency-ordered batches: members, then
-// groups, then table entries (which may reference them), then group
-// deletions, then member deletions. Empty phases are left out.
+// Phases splits the diff into dependency-ordered batches: flow pins that
+// go (nothing references them, and a flow without its pin follows the
+// routes, so removing them first frees table room for the new ones
+// without blackholing anything), members, groups, table entries (which
+// may reference them), then group deletions, then member deletions.
+// Empty phases are left out.
 func (d Diff) Phases() []Phase {
 	all := []Phase{
+		{Name: "pin deletes", Delete: ForwardingState{FlowPins: d.Delete.FlowPins}},
 		{Name: "members", Insert: ForwardingState{Members: d.Insert.Members}, Modify: ForwardingState{Members: d.Modify.Members}},
 		{Name: "groups", Insert: ForwardingState{Groups: d.Insert.Groups}, Modify: ForwardingState{Groups: d.Modify.Groups}},
 		{Name: "entries",
 			Insert: ForwardingState{Routes: d.Insert.Routes, FlowPins: d.Insert.FlowPins},
 			Modify: ForwardingState{Routes: d.Modify.Routes, FlowPins: d.Modify.FlowPins},
-			Delete: ForwardingState{Routes: d.Delete.Routes, FlowPins: d.Delete.FlowPins}},
+			Delete: ForwardingState{Routes: d.Delete.Routes}},
 		{Name: "group deletes", Delete: ForwardingState{Groups: d.Delete.Groups}},
 		{Name: "member deletes", Delete: ForwardingState{Members: d.Delete.Members}},
 	}

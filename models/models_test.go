@@ -153,6 +153,10 @@ func TestComputeDiff(t *testing.T) {
 	if len(d.Modify.Groups) != 1 || len(d.Delete.Routes) != 1 || len(d.Delete.Members) != 1 || len(d.Insert.Members) != 1 || len(d.Insert.FlowPins) != 1 || d.Len() != 5 {
 		t.Fatalf("unexpected diff %+v", d)
 	}
+	other := []FlowPin{{Key: FlowKey{Src: netip.MustParseAddr("10.0.1.2"), Dst: netip.MustParseAddr("10.0.2.1"), SrcPort: 5}, Port: 3}}
+	if ph := (Diff{Delete: ForwardingState{FlowPins: desired.FlowPins}, Insert: ForwardingState{FlowPins: other}}).Phases(); len(ph) != 2 || ph[0].Name != "pin deletes" {
+		t.Errorf("pins that go are not deleted before new ones are inserted: %+v", ph)
+	}
 	var names []string
 	for _, p := range d.Phases() {
 		names = append(names, p.Name)

@@ -532,6 +532,10 @@ func (d *P4RT) Apply(ctx context.Context, id models.SwitchID, diff models.Diff) 
 		add(p4v1.Update_INSERT, ph.Insert)
 		add(p4v1.Update_MODIFY, ph.Modify)
 		add(p4v1.Update_DELETE, ph.Delete)
+		// Updates a switch refuses one by one do not stop the rest of the
+		// phase (the others apply: CONTINUE_ON_ERROR); they do stop the
+		// phases that depend on it.
+		refused := &WriteError{}
 		for len(updates) > 0 {
 			n := min(len(updates), d.opts.MaxBatch)
 			batch := updates[:n]
@@ -542,9 +546,28 @@ func (d *P4RT) Apply(ctx context.Context, id models.SwitchID, diff models.Diff) 
 				Updates:    batch,
 				Atomicity:  p4v1.WriteRequest_CONTINUE_ON_ERROR,
 			})
-			if err != nil {
-				return fmt.Errorf("apply %s (%d updates) to %s: %w", ph.Name, n, id, writeError(err))
+			if err == nil {
+				continue
 			}
+			err = writeError(err)
+			var we *WriteError
+			if !errors.As(err, &we) {
+				return fmt.Errorf("apply %s (%d updates) to %s: %w", ph.Name, n, id, err)
+			}
+			for _, f := range we.Failed {
+				if f.Index < len(batch) {
+					var st models.ForwardingState
+					d.decode(batch[f.Index].GetEntity(), &st)
+					if len(st.FlowPins) == 1 {
+						key := st.FlowPins[0].Key
+						f.Pin = &key
+					}
+				}
+				refused.Failed = append(refused.Failed, f)
+			}
+		}
+		if len(refused.Failed) > 0 {
+			return fmt.Errorf("apply %s to %s: %w", ph.Name, id, refused)
 		}
 	}
 	return nil
@@ -560,6 +583,34 @@ type UpdateError struct {
 	Index   int
 	Code    codes.Code
 	Message string
+	// Pin is the flow-pin entry's key, when the update was one.
+	Pin *models.FlowKey
+}
+
+// Persistent says whether retrying the same update is pointless: the
+// switch has no room for it or will not take it (as opposed to being
+// briefly unavailable).
+func (e UpdateError) Persistent() bool {
+	switch e.Code {
+	case codes.ResourceExhausted, codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange, codes.Unimplemented:
+		return true
+	}
+	return false
+}
+
+// RefusedPins lists the flow pins the switch refused for good (see
+// Persistent), with the first such refusal's code and message.
+func (e *WriteError) RefusedPins() (keys []models.FlowKey, why string) {
+	for _, f := range e.Failed {
+		if f.Pin == nil || !f.Persistent() {
+			continue
+		}
+		if why == "" {
+			why = fmt.Sprintf("%s: %s", f.Code, f.Message)
+		}
+		keys = append(keys, *f.Pin)
+	}
+	return keys, why
 }
 
 func (e *WriteError) Error() string {

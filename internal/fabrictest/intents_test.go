@@ -20,6 +20,7 @@ import (
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
+	"github.com/accelnet/accelnet/southbound/p4"
 )
 
 // tenant creates a tenant with quotas and returns a token for it.
@@ -822,4 +823,67 @@ func TestSecretsNeverLogged(t *testing.T) {
 			t.Errorf("a token secret appears in the log")
 		}
 	}
+}
+
+// TestRefusedPinsTakenBack: a switch with less flow-pin room than its
+// P4Info says refuses the entries past it, update by update. The intents
+// it took are Installed regardless; those it refused are taken back
+// (Pending, with the switch's reason, flows on the routes) instead of
+// being retried forever; further intents through it are refused at
+// admission; freeing room lets a waiting one in.
+func TestRefusedPinsTakenBack(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 4))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultTableSize, Target: "leaf1", Table: p4.TableFlowPin, Size: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for i := range 4 {
+		var in models.Intent
+		if r := h.Do(t, "POST", "/api/v1/intents", tok, spec(fmt.Sprintf("i%d", i), fmt.Sprintf("h1-%d", i+1), "h2-1", 10, 49152, 1), &in); r.StatusCode != http.StatusCreated {
+			t.Fatalf("create %d: HTTP %d", i, r.StatusCode)
+		}
+		ids = append(ids, in.ID)
+	}
+	states := func() (installed, pending []models.Intent) {
+		for _, id := range ids {
+			in := intentState(t, h, tok, id)
+			switch in.Status.State {
+			case models.StateInstalled:
+				installed = append(installed, in)
+			case models.StatePending:
+				pending = append(pending, in)
+			}
+		}
+		return
+	}
+	h.Eventually(t, 20*time.Second, "two installed, two taken back", func() bool {
+		inst, pend := states()
+		return len(inst) == 2 && len(pend) == 2
+	})
+	_, pend := states()
+	for _, in := range pend {
+		if !strings.Contains(in.Status.Reason, "leaf1 refused") || !strings.Contains(in.Status.Reason, "ResourceExhausted") || len(in.Status.ReservedGbps) != 0 {
+			t.Errorf("taken-back intent %s: reason %q, reserved %v", in.ID, in.Status.Reason, in.Status.ReservedGbps)
+		}
+	}
+	if got := h.Switch("leaf1").Entries(p4.TableFlowPin); got != 2 {
+		t.Errorf("leaf1 holds %d flow pins, want 2", got)
+	}
+	var p northbound.Problem
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("more", "h1-1", "h2-2", 10, 50000, 1), &p); r.StatusCode != http.StatusConflict || !strings.Contains(p.Detail, "leaf1") {
+		t.Errorf("another intent through full leaf1: HTTP %d %q, want 409 naming leaf1", r.StatusCode, p.Detail)
+	}
+
+	// Room again: one installed intent goes, a waiting one comes in.
+	inst, _ := states()
+	if r := h.Do(t, "DELETE", "/api/v1/intents/"+inst[0].ID, tok, nil, nil); r.StatusCode >= 300 {
+		t.Fatalf("delete: HTTP %d", r.StatusCode)
+	}
+	ids = slices.DeleteFunc(ids, func(id string) bool { return id == inst[0].ID })
+	h.Eventually(t, 30*time.Second, "a waiting intent installed in the freed room", func() bool {
+		inst, pend := states()
+		return len(inst) == 2 && len(pend) == 1
+	})
 }

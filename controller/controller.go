@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -215,6 +216,12 @@ type Controller struct {
 	flaps    *flapDamper
 	topoErr  error
 	watching bool
+	// deferred is set when a planned change (drain, undrain, dampening)
+	// arrived while a rollout was still under way: it starts once that
+	// one has settled, so every rollout goes from a state the switches
+	// fully have (two overlapping rollouts could leave a switch routing by
+	// neither one's staging).
+	deferred atomic.Bool
 }
 
 // New returns a controller; Run starts it.
@@ -576,6 +583,14 @@ func (c *Controller) refreshDown(why string, args ...any) {
 			failed = true // a failed link came back: routed over at once too
 		}
 	}
+	if !failed && st.ro != nil && st.ro.stageNow() != 0 {
+		c.mu.Unlock()
+		if !c.deferred.Swap(true) {
+			c.log.Info(why+"; waiting for the rollout under way to finish first", args...)
+		}
+		return
+	}
+	c.deferred.Store(false)
 	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}}
 	for id := range down {
 		next.planned[id] = !operDown(id) // avoided by a drain or dampening, not a failure
@@ -817,6 +832,9 @@ func (c *Controller) worker(ctx context.Context) {
 			err = c.reconcileConfigSafely(tctx, models.SwitchID(sw))
 		} else {
 			err = c.reconcileSafely(tctx, models.SwitchID(key))
+		}
+		if err == nil && c.deferred.Load() && c.rolledOut() {
+			go c.refreshDown("the rollout under way finished")
 		}
 		switch {
 		case err == nil:

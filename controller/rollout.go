@@ -218,48 +218,75 @@ func newRollout(prev *fabricState) *rollout {
 
 // staged is what sw should have at stage: per destination prefix, the new
 // route where the switch's new distance is within the stage, else the old
-// one, with the groups and members those routes use. A switch whose old
-// and new groups disagree under one ID gets the new state whole.
+// one, with the groups and members those routes use. A group whose members
+// differ between the old and the new state while old routes still use it
+// is installed in its new form under a stand-in ID (stagedGroupID) for the
+// new routes; the rollout's last write gives the real ID the new members
+// and moves the routes back to it.
 func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, dist map[netip.Prefix]map[models.SwitchID]int) models.ForwardingState {
 	oldGroups := map[uint32]models.Group{}
 	for _, g := range oldSt.Groups {
 		oldGroups[g.ID] = g
 	}
 	newGroups := map[uint32]models.Group{}
+	conflict := map[uint32]bool{}
 	for _, g := range newSt.Groups {
 		newGroups[g.ID] = g
 		if o, ok := oldGroups[g.ID]; ok && !slices.Equal(o.Members, g.Members) {
-			return newSt
+			conflict[g.ID] = true
 		}
 	}
 	oldRoutes := map[netip.Prefix]models.Route{}
 	for _, r := range oldSt.Routes {
 		oldRoutes[r.Prefix] = r
 	}
-	out := models.ForwardingState{FlowPins: newSt.FlowPins}
-	use := func(r models.Route, groups map[uint32]models.Group) {
-		out.Routes = append(out.Routes, r)
-		if r.GroupID != 0 {
-			if !slices.ContainsFunc(out.Groups, func(g models.Group) bool { return g.ID == r.GroupID }) {
-				out.Groups = append(out.Groups, groups[r.GroupID])
-			}
-		}
+	// Which version of each prefix's route this stage uses.
+	type choice struct {
+		r   models.Route
+		old bool
 	}
+	var chosen []choice
 	seen := map[netip.Prefix]bool{}
 	for _, r := range newSt.Routes {
 		seen[r.Prefix] = true
 		old, hadOld := oldRoutes[r.Prefix]
 		d, reaches := dist[r.Prefix][sw]
 		if hadOld && reaches && d > stage {
-			use(old, oldGroups)
+			chosen = append(chosen, choice{old, true})
 		} else {
-			use(r, newGroups)
+			chosen = append(chosen, choice{r, false})
 		}
 	}
 	for _, r := range oldSt.Routes { // routes the new plan drops go last
 		if !seen[r.Prefix] {
-			use(r, oldGroups)
+			chosen = append(chosen, choice{r, true})
 		}
+	}
+	oldInUse := map[uint32]bool{}
+	for _, c := range chosen {
+		if c.old && c.r.GroupID != 0 {
+			oldInUse[c.r.GroupID] = true
+		}
+	}
+	out := models.ForwardingState{FlowPins: newSt.FlowPins}
+	have := map[uint32]bool{}
+	for _, c := range chosen {
+		r := c.r
+		if r.GroupID != 0 {
+			g := oldGroups[r.GroupID]
+			if !c.old {
+				g = newGroups[r.GroupID]
+				if conflict[r.GroupID] && oldInUse[r.GroupID] {
+					g.ID = stagedGroupID(g.ID)
+					r.GroupID = g.ID
+				}
+			}
+			if !have[g.ID] {
+				have[g.ID] = true
+				out.Groups = append(out.Groups, g)
+			}
+		}
+		out.Routes = append(out.Routes, r)
 	}
 	ports := map[uint32]bool{}
 	for _, r := range out.Routes {
@@ -280,9 +307,17 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 	return out.Canonical()
 }
 
-// Settled reports whether the current routes are fully rolled out and
+// stagedGroupID is the stand-in ID of a group's new form during a rollout
+// (the top bit set: pathcalc's group IDs stay far below it).
+func stagedGroupID(id uint32) uint32 { return id | 1<<31 }
+
+// Settled reports whether the current routes are fully rolled out, every
+// switch is in sync with them, and no planned change waits for its turn.
+func (c *Controller) Settled() bool { return c.rolledOut() && !c.deferred.Load() }
+
+// rolledOut reports whether the current routes are fully rolled out and
 // every switch is in sync with them.
-func (c *Controller) Settled() bool {
+func (c *Controller) rolledOut() bool {
 	st := c.current()
 	if st == nil || c.Ready() != nil {
 		return false

@@ -385,8 +385,11 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 	for _, r := range t.routes {
 		used[r.set] = true
 	}
+	// Sets whose capacities differ can reduce to the same integer weights:
+	// they share one group (every one of them must get its ID, or its
+	// routes would be left out).
 	var keys []string
-	keySet := map[string]int{}
+	setsOf := map[string][]int{}
 	for i, ports := range sets {
 		if !used[i] {
 			continue
@@ -396,17 +399,21 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 		}
 		if len(ports) > 1 {
 			k := portSetKey(ports, weights[i])
-			keySet[k] = i
-			keys = append(keys, k)
+			if len(setsOf[k]) == 0 {
+				keys = append(keys, k)
+			}
+			setsOf[k] = append(setsOf[k], i)
 		}
 	}
 	slices.Sort(keys)
 	taken := map[uint32]bool{}
 	for _, k := range keys {
-		i := keySet[k]
+		i := setsOf[k][0]
 		id := groupID(k, taken)
 		taken[id] = true
-		groupOf[i] = id
+		for _, j := range setsOf[k] {
+			groupOf[j] = id
+		}
 		g := models.Group{ID: id}
 		for j, p := range sets[i] {
 			w := int32(1)

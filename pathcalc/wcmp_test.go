@@ -3,6 +3,7 @@ package pathcalc
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -172,4 +173,59 @@ func TestReduceWeights(t *testing.T) {
 	if _, e := reduceWeights([]float64{1, 1000}, 8); e <= WeightTolerance {
 		t.Errorf("1:1000 in 8 slots reported error %.3f", e)
 	}
+}
+
+// TestEveryReachableDestinationRouted: with any two fabric links of a k=4
+// fat-tree down (every pair), every switch that can still reach a leaf
+// has a route to its prefix, and every group member it routes over leads
+// to a switch that has one too. (Two next-hop sets whose capacities
+// differ but reduce to the same integer weights once lost their routes.)
+func TestEveryReachableDestinationRouted(t *testing.T) {
+	topo, err := topology.FatTree(4, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fabric []models.LinkID
+	for _, l := range snap.Links() {
+		_, a := snap.HostAt(l.A)
+		_, b := snap.HostAt(l.B)
+		if !a && !b {
+			fabric = append(fabric, l.ID())
+		}
+	}
+	for i := range fabric {
+		for j := i + 1; j < len(fabric); j++ {
+			down := map[models.LinkID]bool{fabric[i]: true, fabric[j]: true}
+			res, err := Compute(context.Background(), snap, Request{DownLinks: down})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, leaf := range snap.Switches() {
+				if leaf.Role != models.RoleLeaf || !leaf.Prefix.IsValid() {
+					continue
+				}
+				for sw := range Distances(snap, leaf.Name, down) {
+					if sw == leaf.Name {
+						continue
+					}
+					if !routed(res.Plan.Switches[sw], leaf.Prefix.String()) {
+						t.Fatalf("links %v down: %s can reach %s but has no route to %s", []models.LinkID{fabric[i], fabric[j]}, sw, leaf.Name, leaf.Prefix)
+					}
+				}
+			}
+		}
+	}
+}
+
+func routed(st models.ForwardingState, prefix string) bool {
+	for _, r := range st.Routes {
+		if r.Prefix.String() == prefix {
+			return r.MemberID != 0 || slices.ContainsFunc(st.Groups, func(g models.Group) bool { return g.ID == r.GroupID })
+		}
+	}
+	return false
 }

@@ -66,11 +66,12 @@ func spine1Detours(h *fabrictest.Harness, specs []fabricsim.FlowSpec) bool {
 }
 
 // TestRandomDrainsNeverLoseTraffic drains and undrains random links of a
-// k=4 fat-tree one after another (one drained at a time), tracing every
+// k=4 fat-tree one after another (up to three drained at once), tracing every
 // host pair on 4 source ports after every write the switches receive: no
 // intermediate state may loop or drop. ACCELNET_LONG=1 runs 300 changes
-// (about 10,000 audited writes) instead of 16. With two drains overlapping
-// a transient no-route at an aggregation switch still shows up (open).
+// (about 10,000 audited writes) instead of 16. Up to three drains overlap
+// (two once found WCMP groups losing routes: see
+// pathcalc.TestEveryReachableDestinationRouted).
 func TestRandomDrainsNeverLoseTraffic(t *testing.T) {
 	topo, err := topology.FatTree(4, 100)
 	if err != nil {
@@ -96,7 +97,7 @@ func TestRandomDrainsNeverLoseTraffic(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	active := map[models.LinkID]string{} // link → drain ID
 	for i := range changes {
-		if len(active) == 1 || (len(active) > 0 && rng.IntN(2) == 0) {
+		if len(active) == maxActiveDrains() || (len(active) > 0 && rng.IntN(2) == 0) {
 			for id, drain := range active { // undrain one
 				if r := h.Do(t, "DELETE", "/api/v1/drains/"+drain, h.OperatorToken, nil, nil); r.StatusCode != 204 {
 					t.Fatalf("change %d: undrain %s: HTTP %d", i, id, r.StatusCode)
@@ -173,3 +174,6 @@ func auditEveryWrite(h *fabrictest.Harness, specs []fabricsim.FlowSpec) func() (
 		return worst, states
 	}
 }
+
+// maxActiveDrains is how many drains may overlap in the random drain test.
+func maxActiveDrains() int { return 3 }

@@ -1,0 +1,45 @@
+package controller
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// TestStagedGroupStandIn: when a group keeps its ID but changes members,
+// routes already on the new plan use its new form under a stand-in ID
+// while routes still on the old plan keep the old form; once none is on
+// the old plan, the real ID carries the new members.
+func TestStagedGroupStandIn(t *testing.T) {
+	p1, p2 := netip.MustParsePrefix("10.0.1.0/24"), netip.MustParsePrefix("10.0.2.0/24")
+	members := []models.Member{{ID: 1, Port: 1}, {ID: 2, Port: 2}, {ID: 3, Port: 3}}
+	oldSt := models.ForwardingState{Members: members[:2],
+		Groups: []models.Group{{ID: 7, Members: []models.GroupMember{{MemberID: 1, Weight: 1}, {MemberID: 2, Weight: 1}}}},
+		Routes: []models.Route{{Prefix: p1, GroupID: 7}, {Prefix: p2, GroupID: 7}}}
+	newSt := models.ForwardingState{Members: []models.Member{members[0], members[2]},
+		Groups: []models.Group{{ID: 7, Members: []models.GroupMember{{MemberID: 1, Weight: 1}, {MemberID: 3, Weight: 1}}}},
+		Routes: []models.Route{{Prefix: p1, GroupID: 7}, {Prefix: p2, GroupID: 7}}}
+	dist := map[netip.Prefix]map[models.SwitchID]int{p1: {"s": 1}, p2: {"s": 3}}
+
+	mid := staged("s", 1, oldSt, newSt, dist)
+	groups := map[uint32][]models.GroupMember{}
+	for _, g := range mid.Groups {
+		groups[g.ID] = g.Members
+	}
+	route := map[netip.Prefix]uint32{}
+	for _, r := range mid.Routes {
+		route[r.Prefix] = r.GroupID
+	}
+	standIn := stagedGroupID(7)
+	if route[p1] != standIn || route[p2] != 7 || len(groups[7]) != 2 || groups[7][1].MemberID != 2 || groups[standIn][1].MemberID != 3 {
+		t.Fatalf("stage 1: routes %v groups %v; want p1 on the stand-in {1,3}, p2 on 7 {1,2}", route, groups)
+	}
+	if err := mid.Validate(); err != nil {
+		t.Fatalf("stage 1 state invalid: %v", err)
+	}
+	done := staged("s", 3, oldSt, newSt, dist)
+	if len(done.Groups) != 1 || done.Groups[0].ID != 7 || done.Groups[0].Members[1].MemberID != 3 {
+		t.Fatalf("stage 3: groups %v; want only 7 with {1,3}", done.Groups)
+	}
+}

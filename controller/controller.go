@@ -192,6 +192,9 @@ type fabricState struct {
 	// planned marks the avoided links that are avoided by choice (drained,
 	// dampened) rather than because they failed.
 	planned map[models.LinkID]bool
+	// derive, if set, makes the state's routes from another state's
+	// instead of computing them (the pruned step after a failure).
+	derive func() (pathcalc.Result, error)
 }
 
 // Controller reconciles switches to the routes of the stored topology.
@@ -373,6 +376,10 @@ func (c *Controller) Plan() (pathcalc.Result, error) {
 
 func (c *Controller) planOf(st *fabricState) (pathcalc.Result, error) {
 	st.once.Do(func() {
+		if st.derive != nil {
+			st.plan, st.err = st.derive()
+			return
+		}
 		start := time.Now()
 		st.plan, st.err = pathcalc.Compute(context.Background(), st.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down})
 		c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
@@ -567,7 +574,8 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	// A link that failed is routed around at once: its old routes lose
 	// traffic already, and waiting for stages would only prolong that.
 	// Planned changes (drains, dampening) and links coming back roll out
-	// in stages, so nothing that works is disturbed on the way.
+	// in stages, so nothing that works is disturbed on the way (a returned
+	// link applied at once can loop flows briefly: tested).
 	failed := false
 	operDown := func(id models.LinkID) bool {
 		l, err := st.snap.Link(id)
@@ -576,11 +584,6 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	for id := range down {
 		if !st.down[id] && operDown(id) {
 			failed = true // a link failed
-		}
-	}
-	for id := range st.down {
-		if !down[id] && !st.planned[id] {
-			failed = true // a failed link came back: routed over at once too
 		}
 	}
 	if !failed && st.ro != nil && st.ro.stageNow() != 0 {
@@ -595,7 +598,22 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	for id := range down {
 		next.planned[id] = !operDown(id) // avoided by a drain or dampening, not a failure
 	}
-	if !failed {
+	if failed {
+		// First, at once, every switch drops the next hops that no longer
+		// lead anywhere (a subset of loop-free routes is loop-free); then
+		// the new routes roll out in stages from there.
+		pruned := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: next.planned, derive: func() (pathcalc.Result, error) {
+			old, err := c.planOf(st)
+			if err != nil {
+				return old, err
+			}
+			return pathcalc.Result{Plan: pathcalc.Prune(st.snap, old.Plan, down)}, nil
+		}}
+		next.ro = newRollout(pruned)
+		if cur, err := c.planOf(st); err == nil {
+			next.ro.base = &cur.Plan // what the switches have: the pruning is a stage of its own
+		}
+	} else {
 		next.ro = newRollout(st)
 	}
 	c.state = next
@@ -603,23 +621,27 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	if c.cfg.Overlay != nil {
 		c.cfg.Overlay.SetFabric(st.snap, down)
 	}
-	c.log.Info(why+"; rerouting", append(args, "links_avoided", len(down), "staged", !failed)...)
+	c.log.Info(why+"; rerouting", append(args, "links_avoided", len(down), "pruned_first", failed)...)
 	c.m.linksDown.Set(float64(len(down)))
 	if failed {
-		c.warm(next)
+		// Every switch: each takes its pruned routes (and the first
+		// stage's new ones) at once.
 		c.enqueueAll()
-		return
 	}
 	// Plan now, so only the switches whose routes change are programmed,
 	// stage by stage; the pins of intents moved off the links follow.
-	oldPlan, errOld := c.planOf(st)
+	from := st
+	if failed {
+		from = next.ro.previous()
+	}
+	oldPlan, errOld := c.planOf(from)
 	newPlan, errNew := c.planOf(next)
 	if errOld != nil || errNew != nil {
 		next.ro.abandon()
 		c.enqueueAll()
 		return
 	}
-	next.ro.prepare(next, oldPlan.Plan, newPlan.Plan)
+	next.ro.prepare(next, oldPlan.Plan, newPlan.Plan, next.ro.base)
 	for _, sw := range next.ro.begin() {
 		c.Enqueue(sw)
 	}
@@ -926,8 +948,8 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		if stage = st.ro.stageNow(); stage > 0 {
 			if prev := st.ro.previous(); prev != nil {
 				if old, err := c.planOf(prev); err == nil {
-					dist := st.ro.prepare(st, old.Plan, plan.Plan)
-					desired = staged(sw, stage, old.Plan.Switches[sw], desired, dist)
+					dist := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
+					desired = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist)
 				}
 			}
 		}

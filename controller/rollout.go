@@ -32,6 +32,9 @@ const stageTimeout = 2 * time.Second
 
 type rollout struct {
 	prev *fabricState // the state being replaced
+	// base, if set, is what the switches have when that is not prev's
+	// routes (prev is then derived from it: the pruned routes).
+	base *models.Plan
 	mu   sync.Mutex
 	// stage is the current stage (1..last); done once past last.
 	stage, last int
@@ -40,13 +43,19 @@ type rollout struct {
 	dist        map[netip.Prefix]map[models.SwitchID]int
 	affected    []map[models.SwitchID]bool // by stage: switches whose routes change then
 	changed     map[models.SwitchID]bool   // switches whose state changes at all
-	once        sync.Once
+	// offset is 1 when the rollout starts with a stage of its own that
+	// takes every switch from base to the old state (the pruned routes
+	// after a failure): distance d then moves at stage d+1.
+	offset int
+	once   sync.Once
 }
 
 // prepare computes, once, every switch's new distance toward each
 // destination prefix and, per stage, the switches whose routes change at
-// it: only those are waited for.
-func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan) map[netip.Prefix]map[models.SwitchID]int {
+// it: only those are waited for. With base (what the switches have, when
+// that is not oldPlan), a first stage takes every switch that differs to
+// oldPlan and is waited for.
+func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *models.Plan) map[netip.Prefix]map[models.SwitchID]int {
 	r.once.Do(func() {
 		dist, last := map[netip.Prefix]map[models.SwitchID]int{}, 0
 		for _, sw := range st.snap.Switches() {
@@ -65,7 +74,11 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan) map[net
 				dist[netip.PrefixFrom(h.IP, 32)] = d
 			}
 		}
-		affected := make([]map[models.SwitchID]bool, last+1)
+		offset := 0
+		if base != nil {
+			offset = 1
+		}
+		affected := make([]map[models.SwitchID]bool, last+offset+1)
 		for i := range affected {
 			affected[i] = map[models.SwitchID]bool{}
 		}
@@ -75,14 +88,17 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan) map[net
 			if !reflect.DeepEqual(oldSt.Canonical(), newSt.Canonical()) {
 				changed[sw] = true
 			}
+			if base != nil && !reflect.DeepEqual(base.Switches[sw].Canonical(), oldSt.Canonical()) {
+				affected[offset][sw], changed[sw] = true, true // the first stage: to oldPlan
+			}
 			for _, p := range changedPrefixes(oldSt, newSt) {
 				if d, ok := dist[p][sw]; ok && d <= last {
-					affected[d][sw] = true
+					affected[d+offset][sw] = true
 				}
 			}
 		}
 		r.mu.Lock()
-		r.dist, r.last, r.affected, r.changed = dist, last, affected, changed
+		r.dist, r.last, r.affected, r.changed, r.offset = dist, last+offset, affected, changed, offset
 		r.mu.Unlock()
 	})
 	r.mu.Lock()
@@ -115,6 +131,14 @@ func changedPrefixes(oldSt, newSt models.ForwardingState) []netip.Prefix {
 		}
 	}
 	return out
+}
+
+// distanceStage is the stage toward whose distances switches move at the
+// current stage (the stage less the offset).
+func (r *rollout) distanceStage(stage int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return stage - r.offset
 }
 
 // previous is the state being replaced, nil once the rollout is over.

@@ -1,0 +1,134 @@
+package pathcalc
+
+import (
+	"context"
+	"testing"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// TestPrune: for every fabric link of a k=4 fat-tree failing, the pruned
+// plan only uses next hops the full plan had, and from every leaf, every
+// prefix the old plan's routes can still deliver is delivered along the
+// pruned routes without touching the failed link (checked by following
+// every branch).
+func TestPrune(t *testing.T) {
+	topo, err := topology.FatTree(4, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Compute(context.Background(), snap, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextHops := func(st models.ForwardingState, r models.Route) []uint32 {
+		if r.MemberID != 0 {
+			return []uint32{r.MemberID}
+		}
+		for _, g := range st.Groups {
+			if g.ID == r.GroupID {
+				var out []uint32
+				for _, m := range g.Members {
+					out = append(out, m.MemberID)
+				}
+				return out
+			}
+		}
+		t.Fatalf("route %v: no group", r)
+		return nil
+	}
+	routeTo := func(st models.ForwardingState, leaf models.Switch) (models.Route, bool) {
+		for _, r := range st.Routes {
+			if r.Prefix == leaf.Prefix {
+				return r, true
+			}
+		}
+		return models.Route{}, false
+	}
+	pruned, saved := 0, 0
+	for _, l := range snap.Links() {
+		if _, h := snap.HostAt(l.A); h {
+			continue
+		}
+		if _, h := snap.HostAt(l.B); h {
+			continue
+		}
+		down := map[models.LinkID]bool{l.ID(): true}
+		p := Prune(snap, res.Plan, down)
+		for sw, st := range p.Switches {
+			if err := st.Validate(); err != nil {
+				t.Fatalf("%s down: pruned state of %s: %v", l.ID(), sw, err)
+			}
+			old := res.Plan.Switches[sw]
+			for _, r := range st.Routes {
+				or, _ := routeTo(old, models.Switch{Prefix: r.Prefix})
+				oldSet := map[uint32]bool{}
+				for _, port := range nextHops(old, or) {
+					oldSet[port] = true
+				}
+				for _, port := range nextHops(st, r) {
+					if !oldSet[port] {
+						t.Fatalf("%s down: %s routes %s over port %d, which the plan did not", l.ID(), sw, r.Prefix, port)
+					}
+				}
+				if len(nextHops(st, r)) < len(nextHops(old, or)) {
+					pruned++
+				}
+			}
+		}
+		// Follow every branch from every leaf to every other leaf.
+		peer := func(sw models.SwitchID, port uint32) (models.SwitchID, models.LinkID, bool) {
+			for _, a := range snap.Neighbors(sw) {
+				if a.LocalPort == port {
+					return a.Peer, a.Link, true
+				}
+			}
+			return "", "", false
+		}
+		for _, src := range snap.Switches() {
+			for _, dst := range snap.Switches() {
+				if src.Role != models.RoleLeaf || dst.Role != models.RoleLeaf || src.Name == dst.Name || !dst.Prefix.IsValid() {
+					continue
+				}
+				// Can the old plan's routes still deliver from src at all?
+				var walk func(plan models.Plan, sw models.SwitchID, depth int, all bool) bool
+				walk = func(plan models.Plan, sw models.SwitchID, depth int, all bool) bool {
+					if sw == dst.Name {
+						return true
+					}
+					if depth > 8 {
+						t.Fatalf("%s down: a loop from %s to %s", l.ID(), src.Name, dst.Name)
+					}
+					r, ok := routeTo(plan.Switches[sw], dst)
+					if !ok {
+						return false
+					}
+					any := false
+					for _, port := range nextHops(plan.Switches[sw], r) {
+						nb, link, ok := peer(sw, port)
+						okHop := ok && !down[link] && walk(plan, nb, depth+1, all)
+						if all && !okHop {
+							return false
+						}
+						any = any || okHop
+					}
+					return any
+				}
+				if walk(res.Plan, src.Name, 0, false) {
+					if !walk(p, src.Name, 0, true) {
+						t.Errorf("%s down: the plan can still deliver %s→%s, but not every pruned branch does", l.ID(), src.Name, dst.Name)
+					}
+					saved++
+				}
+			}
+		}
+	}
+	if pruned == 0 || saved == 0 {
+		t.Fatalf("pruned %d routes, checked %d deliveries: the test saw nothing", pruned, saved)
+	}
+}

@@ -949,7 +949,9 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 			if prev := st.ro.previous(); prev != nil {
 				if old, err := c.planOf(prev); err == nil {
 					dist := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
-					desired = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist)
+					if st.ro.touches(sw) {
+						desired = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist)
+					}
 				}
 			}
 		}

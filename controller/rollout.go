@@ -133,6 +133,15 @@ func changedPrefixes(oldSt, newSt models.ForwardingState) []netip.Prefix {
 	return out
 }
 
+// touches says whether sw's state differs between the old and the new
+// routes (true until prepared): a switch it does not touch takes the new
+// state without staging.
+func (r *rollout) touches(sw models.SwitchID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed == nil || r.changed[sw]
+}
+
 // distanceStage is the stage toward whose distances switches move at the
 // current stage (the stage less the offset).
 func (r *rollout) distanceStage(stage int) int {

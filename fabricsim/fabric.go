@@ -67,6 +67,10 @@ type Switch struct {
 	writeRPCs    atomic.Int64
 	writeUpdates atomic.Int64
 	lastWrite    atomic.Int64 // unix nanoseconds of the last Write that changed a table
+	// recent are the times of the last writes that changed a table (a
+	// ring, under mu), for FirstWriteSince.
+	recent     [64]int64
+	recentNext int
 	packetOuts   atomic.Int64
 	faults       faults
 }
@@ -321,6 +325,23 @@ func (sw *Switch) LastWrite() time.Time {
 		return time.Unix(0, n)
 	}
 	return time.Time{}
+}
+
+// FirstWriteSince is when the first Write at or after since changed this
+// switch's tables (zero if none did, or if more than 64 writes came since).
+func (sw *Switch) FirstWriteSince(since time.Time) time.Time {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	first := int64(0)
+	for _, w := range sw.recent {
+		if w >= since.UnixNano() && (first == 0 || w < first) {
+			first = w
+		}
+	}
+	if first == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, first)
 }
 
 // SetWriteDelay makes every Write wait d before it is processed.

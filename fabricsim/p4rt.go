@@ -360,7 +360,10 @@ func (s *p4rtServer) Write(ctx context.Context, req *p4v1.WriteRequest) (*p4v1.W
 		sw.writeUpdates.Add(1)
 	}
 	if len(req.GetUpdates()) > failed {
-		sw.lastWrite.Store(time.Now().UnixNano())
+		now := time.Now().UnixNano()
+		sw.lastWrite.Store(now)
+		sw.recent[sw.recentNext] = now
+		sw.recentNext = (sw.recentNext + 1) % len(sw.recent)
 		sw.tablesChanged()
 		changed = true
 	}

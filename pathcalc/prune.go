@@ -1,6 +1,7 @@
 package pathcalc
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -16,126 +17,169 @@ import (
 // unpruned switches the fabric goes through while it is written. A route
 // left with no next hop keeps its old ones (it loses its traffic either
 // way, until the new plan reaches it). Member weights are kept; a pruned
-// group gets an ID of its own (derived, like every group ID, from its
-// members).
+// group gets an ID no group of that switch had.
+//
+// The work is proportional to what the failure touches: it starts from
+// the routes over the failed links and walks back only from switches left
+// with no next hop; other switches keep their state as is.
 func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]bool) models.Plan {
-	// peer[sw][port] is the switch a port leads to over a working link.
-	peer := map[models.SwitchID]map[uint32]models.SwitchID{}
-	for _, sw := range snap.Switches() {
-		m := map[uint32]models.SwitchID{}
-		for _, a := range snap.Neighbors(sw.Name) {
-			if !down[a.Link] {
-				m[a.LocalPort] = a.Peer
-			}
-		}
-		peer[sw.Name] = m
+	out := models.Plan{Switches: maps.Clone(plan.Switches)}
+	if len(down) == 0 {
+		return out
 	}
-	// hops[prefix][sw] are the ports sw's route to prefix uses.
-	hops := map[netip.Prefix]map[models.SwitchID][]uint32{}
-	for sw, st := range plan.Switches {
-		groups := map[uint32]models.Group{}
-		for _, g := range st.Groups {
-			groups[g.ID] = g
+	type at struct {
+		sw models.SwitchID
+		p  netip.Prefix
+	}
+	// Per switch, its routes by prefix and groups by ID, built on demand.
+	routes := map[models.SwitchID]map[netip.Prefix]models.Route{}
+	groups := map[models.SwitchID]map[uint32]models.Group{}
+	index := func(sw models.SwitchID) {
+		if routes[sw] != nil {
+			return
 		}
+		st := plan.Switches[sw]
+		rs := make(map[netip.Prefix]models.Route, len(st.Routes))
 		for _, r := range st.Routes {
-			var ports []uint32
-			if r.MemberID != 0 {
-				ports = []uint32{r.MemberID}
-			}
-			for _, m := range groups[r.GroupID].Members {
-				ports = append(ports, m.MemberID)
-			}
-			if hops[r.Prefix] == nil {
-				hops[r.Prefix] = map[models.SwitchID][]uint32{}
-			}
-			hops[r.Prefix][sw] = ports
+			rs[r.Prefix] = r
 		}
-	}
-	// good[prefix] are the switches that still deliver it: the leaf that
-	// owns it, and any switch with a working next hop to a good one.
-	good := map[netip.Prefix]map[models.SwitchID]bool{}
-	for p, bySw := range hops {
-		g := map[models.SwitchID]bool{}
-		for _, sw := range snap.Switches() {
-			if sw.Prefix == p || (p.Bits() == 32 && slices.ContainsFunc(snap.HostsOn(sw.Name), func(h models.Host) bool { return h.IP == p.Addr() })) {
-				g[sw.Name] = true
-			}
-		}
-		for changed := true; changed; { // plan's routes form a DAG: this ends
-			changed = false
-			for sw, ports := range bySw {
-				if g[sw] {
-					continue
-				}
-				for _, port := range ports {
-					if nb, ok := peer[sw][port]; ok && g[nb] {
-						g[sw], changed = true, true
-						break
-					}
-				}
-			}
-		}
-		good[p] = g
-	}
-	out := models.Plan{Switches: make(map[models.SwitchID]models.ForwardingState, len(plan.Switches))}
-	for sw, st := range plan.Switches {
-		groups := map[uint32]models.Group{}
-		taken := map[uint32]bool{} // every old ID: a pruned group never reuses one
+		gs := make(map[uint32]models.Group, len(st.Groups))
 		for _, g := range st.Groups {
-			groups[g.ID] = g
-			taken[g.ID] = true
+			gs[g.ID] = g
 		}
-		kept := map[uint32]bool{}
-		ns := models.ForwardingState{Members: st.Members, FlowPins: st.FlowPins}
-		var newGroups []models.Group
-		groupFor := map[string]uint32{}
-		keep := func(port uint32, p netip.Prefix) bool {
-			nb, ok := peer[sw][port]
-			if !ok {
-				_, isHost := snap.HostAt(models.Endpoint{Switch: sw, Port: port})
-				return isHost // a host port: delivery, not a next hop
-			}
-			return good[p][nb]
+		routes[sw], groups[sw] = rs, gs
+	}
+	ports := func(sw models.SwitchID, r models.Route) []uint32 {
+		if r.GroupID == 0 {
+			return []uint32{r.MemberID}
 		}
-		for _, r := range st.Routes {
-			if r.GroupID == 0 {
-				ns.Routes = append(ns.Routes, r)
+		var out []uint32
+		for _, m := range groups[sw][r.GroupID].Members {
+			out = append(out, m.MemberID)
+		}
+		return out
+	}
+	removed := map[at]map[uint32]bool{} // next hops to take out
+	var queue []at
+	remove := func(a at, port uint32) {
+		if removed[a] == nil {
+			removed[a] = map[uint32]bool{}
+			queue = append(queue, a)
+		}
+		removed[a][port] = true
+	}
+	// Seeds: routes over a failed link, at either end.
+	for id := range down {
+		l, err := snap.Link(id)
+		if err != nil {
+			continue
+		}
+		for _, e := range []models.Endpoint{l.A, l.B} {
+			if _, ok := plan.Switches[e.Switch]; !ok {
 				continue
 			}
-			g := groups[r.GroupID]
+			index(e.Switch)
+			for p, r := range routes[e.Switch] {
+				if slices.Contains(ports(e.Switch, r), e.Port) {
+					remove(at{e.Switch, p}, e.Port)
+				}
+			}
+		}
+	}
+	// A switch left with no next hop for a prefix cannot deliver it: the
+	// neighbours routing it there lose that next hop too.
+	bad := map[at]bool{}
+	for len(queue) > 0 {
+		a := queue[0]
+		queue = queue[1:]
+		if bad[a] {
+			continue
+		}
+		left := 0
+		for _, port := range ports(a.sw, routes[a.sw][a.p]) {
+			if !removed[a][port] {
+				left++
+			}
+		}
+		if left > 0 {
+			continue
+		}
+		bad[a] = true
+		for _, nb := range snap.Neighbors(a.sw) {
+			if down[nb.Link] {
+				continue
+			}
+			if _, ok := plan.Switches[nb.Peer]; !ok {
+				continue
+			}
+			index(nb.Peer)
+			r, ok := routes[nb.Peer][a.p]
+			if ok && slices.Contains(ports(nb.Peer, r), nb.PeerPort) {
+				n := at{nb.Peer, a.p}
+				remove(n, nb.PeerPort)
+				if len(removed[n]) > 1 { // seen before: look at it again
+					queue = append(queue, n)
+				}
+			}
+		}
+	}
+	// Rewrite the switches touched.
+	bySwitch := map[models.SwitchID][]netip.Prefix{}
+	for a := range removed {
+		if !bad[a] { // a route with nothing left keeps its old next hops
+			bySwitch[a.sw] = append(bySwitch[a.sw], a.p)
+		}
+	}
+	for sw, prefixes := range bySwitch {
+		st := plan.Switches[sw]
+		taken := map[uint32]bool{}
+		for id := range groups[sw] {
+			taken[id] = true
+		}
+		pruned := map[netip.Prefix]models.Route{}
+		var extra []models.Group
+		groupFor := map[string]uint32{}
+		for _, p := range prefixes {
+			r := routes[sw][p]
 			var left []models.GroupMember
-			for _, m := range g.Members {
-				if keep(m.MemberID, r.Prefix) {
+			for _, m := range groups[sw][r.GroupID].Members {
+				if !removed[at{sw, p}][m.MemberID] {
 					left = append(left, m)
 				}
 			}
-			switch {
-			case len(left) == 0 || len(left) == len(g.Members):
-				ns.Routes = append(ns.Routes, r)
-				if !kept[g.ID] {
-					kept[g.ID] = true
-					newGroups = append(newGroups, g)
-				}
-			case len(left) == 1:
-				ns.Routes = append(ns.Routes, models.Route{Prefix: r.Prefix, MemberID: left[0].MemberID})
-			default:
-				ports := make([]uint32, len(left))
-				weights := make([]int32, len(left))
-				for i, m := range left {
-					ports[i], weights[i] = m.MemberID, m.Weight
-				}
-				key := portSetKey(ports, weights)
-				id, ok := groupFor[key]
-				if !ok {
-					id = groupID("pruned:"+key, taken)
-					taken[id] = true
-					groupFor[key] = id
-					newGroups = append(newGroups, models.Group{ID: id, Members: left})
-				}
-				ns.Routes = append(ns.Routes, models.Route{Prefix: r.Prefix, GroupID: id})
+			if len(left) == 1 {
+				pruned[p] = models.Route{Prefix: p, MemberID: left[0].MemberID}
+				continue
+			}
+			ps := make([]uint32, len(left))
+			ws := make([]int32, len(left))
+			for i, m := range left {
+				ps[i], ws[i] = m.MemberID, m.Weight
+			}
+			k := portSetKey(ps, ws)
+			id, ok := groupFor[k]
+			if !ok {
+				id = groupID("pruned:"+k, taken)
+				taken[id] = true
+				groupFor[k] = id
+				extra = append(extra, models.Group{ID: id, Members: left})
+			}
+			pruned[p] = models.Route{Prefix: p, GroupID: id}
+		}
+		ns := models.ForwardingState{Members: st.Members, FlowPins: st.FlowPins}
+		used := map[uint32]bool{}
+		for _, r := range st.Routes {
+			if pr, ok := pruned[r.Prefix]; ok {
+				r = pr
+			}
+			ns.Routes = append(ns.Routes, r)
+			used[r.GroupID] = true
+		}
+		for _, g := range append(slices.Clone(st.Groups), extra...) {
+			if used[g.ID] {
+				ns.Groups = append(ns.Groups, g)
 			}
 		}
-		ns.Groups = newGroups
 		out.Switches[sw] = ns.Canonical()
 	}
 	return out

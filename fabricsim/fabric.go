@@ -71,8 +71,8 @@ type Switch struct {
 	// ring, under mu), for FirstWriteSince.
 	recent     [64]int64
 	recentNext int
-	packetOuts   atomic.Int64
-	faults       faults
+	packetOuts atomic.Int64
+	faults     faults
 }
 
 // Fabric is a set of emulated switches plus the dataplane between them.

@@ -602,7 +602,7 @@ func (c *Controller) refreshDown(why string, args ...any) {
 		// First, at once, every switch drops the next hops that no longer
 		// lead anywhere (a subset of loop-free routes is loop-free); then
 		// the new routes roll out in stages from there.
-		pruned := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: next.planned, derive: func() (pathcalc.Result, error) {
+		pruned := &fabricState{rev: st.rev, snap: st.snap, down: st.down, planned: st.planned, derive: func() (pathcalc.Result, error) {
 			old, err := c.planOf(st)
 			if err != nil {
 				return old, err

@@ -32,6 +32,8 @@ const stageTimeout = 2 * time.Second
 
 type rollout struct {
 	prev *fabricState // the state being replaced
+	// oldDown are the links the old routes avoid.
+	oldDown map[models.LinkID]bool
 	// base, if set, is what the switches have when that is not prev's
 	// routes (prev is then derived from it: the pruned routes).
 	base *models.Plan
@@ -83,6 +85,7 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 			affected[i] = map[models.SwitchID]bool{}
 		}
 		changed := map[models.SwitchID]bool{}
+		moves := map[models.SwitchID][]netip.Prefix{}
 		for sw, newSt := range newPlan.Switches {
 			oldSt := oldPlan.Switches[sw]
 			if !reflect.DeepEqual(oldSt.Canonical(), newSt.Canonical()) {
@@ -91,10 +94,28 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 			if base != nil && !reflect.DeepEqual(base.Switches[sw].Canonical(), oldSt.Canonical()) {
 				affected[offset][sw], changed[sw] = true, true // the first stage: to oldPlan
 			}
-			for _, p := range changedPrefixes(oldSt, newSt) {
-				if d, ok := dist[p][sw]; ok && d <= last {
+			moves[sw] = changedPrefixes(oldSt, newSt)
+		}
+		// A destination whose every new next hop is nearer to it by the old
+		// routes than the switch routing there needs no stages: old and
+		// new routes both lead strictly downhill by the old distance, so
+		// no mix of them can loop. Those move at the first stage; only the
+		// others (a new route that climbs, round a failure or a drain)
+		// wait for their distance's stage.
+		downhill := r.downhill(st, newPlan, moves)
+		first := max(offset, 1)
+		for sw, prefixes := range moves {
+			for _, p := range prefixes {
+				if downhill[p] {
+					affected[first][sw] = true
+				} else if d, ok := dist[p][sw]; ok && d <= last {
 					affected[d+offset][sw] = true
 				}
+			}
+		}
+		for p := range downhill {
+			if downhill[p] {
+				delete(dist, p) // staged: no distance, the new route at once
 			}
 		}
 		r.mu.Lock()
@@ -104,6 +125,87 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.dist
+}
+
+// downhill says, for every destination prefix some switch moves, whether
+// each of its new next hops is strictly nearer the destination than the
+// switch itself by the distances the old routes follow (over the links
+// down before the change).
+func (r *rollout) downhill(st *fabricState, newPlan models.Plan, moves map[models.SwitchID][]netip.Prefix) map[netip.Prefix]bool {
+	owner := map[netip.Prefix]models.SwitchID{}
+	for _, sw := range st.snap.Switches() {
+		if sw.Role != models.RoleLeaf {
+			continue
+		}
+		if sw.Prefix.IsValid() {
+			owner[sw.Prefix] = sw.Name
+		}
+		for _, h := range st.snap.HostsOn(sw.Name) {
+			owner[netip.PrefixFrom(h.IP, 32)] = sw.Name
+		}
+	}
+	oldDist := map[models.SwitchID]map[models.SwitchID]int{} // by destination leaf, on demand
+	out := map[netip.Prefix]bool{}
+	for sw, prefixes := range moves {
+		if len(prefixes) == 0 {
+			continue
+		}
+		peers := map[uint32]models.SwitchID{}
+		for _, a := range st.snap.Neighbors(sw) {
+			peers[a.LocalPort] = a.Peer
+		}
+		newSt := newPlan.Switches[sw]
+		routes := map[netip.Prefix]models.Route{}
+		for _, rt := range newSt.Routes {
+			routes[rt.Prefix] = rt
+		}
+		for _, p := range prefixes {
+			if ok, seen := out[p]; seen && !ok {
+				continue
+			}
+			leaf, known := owner[p]
+			if !known {
+				out[p] = false
+				continue
+			}
+			if oldDist[leaf] == nil {
+				oldDist[leaf] = pathcalc.Distances(st.snap, leaf, r.oldDown)
+			}
+			d := oldDist[leaf]
+			mine, ok := d[sw]
+			good := ok
+			for _, port := range nextHopPorts(newSt, routes[p]) {
+				peer, isSwitch := peers[port]
+				if !isSwitch {
+					continue // a host: delivered
+				}
+				if pd, ok := d[peer]; !ok || pd >= mine {
+					good = false
+				}
+			}
+			if seen, had := out[p]; !had || seen {
+				out[p] = good
+			}
+		}
+	}
+	return out
+}
+
+// nextHopPorts are the egress ports of a route.
+func nextHopPorts(st models.ForwardingState, r models.Route) []uint32 {
+	if r.GroupID == 0 {
+		return []uint32{r.MemberID}
+	}
+	for _, g := range st.Groups {
+		if g.ID == r.GroupID {
+			out := make([]uint32, len(g.Members))
+			for i, m := range g.Members {
+				out[i] = m.MemberID
+			}
+			return out
+		}
+	}
+	return nil
 }
 
 // changedPrefixes lists the prefixes whose route (or its group's members)
@@ -246,7 +348,7 @@ func (r *rollout) stuck(all []models.Switch) []models.SwitchID {
 }
 
 func newRollout(prev *fabricState) *rollout {
-	return &rollout{prev: prev, stage: 1, last: 1 << 30, started: time.Now(), synced: map[models.SwitchID]int{}}
+	return &rollout{prev: prev, oldDown: prev.down, stage: 1, last: 1 << 30, started: time.Now(), synced: map[models.SwitchID]int{}}
 }
 
 // staged is what sw should have at stage: per destination prefix, the new

@@ -948,8 +948,13 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		if stage = st.ro.stageNow(); stage > 0 {
 			if prev := st.ro.previous(); prev != nil {
 				if old, err := c.planOf(prev); err == nil {
-					dist := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
-					if st.ro.touches(sw) {
+					switch {
+					case st.ro.pruning(stage):
+						pruned := old.Plan.Switches[sw]
+						pruned.FlowPins = desired.FlowPins
+						desired = pruned
+					case st.ro.touches(sw):
+						dist := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
 						desired = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist)
 					}
 				}

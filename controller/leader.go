@@ -313,14 +313,45 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 		l.mu.Unlock()
 		l.setTerm(nil)
 	}()
-	select {
-	case <-ctx.Done():
-		return nil
-	case <-sess.Done():
-		l.log.Warn("lost leadership: etcd session expired", "election_id", t.ID)
-		return fmt.Errorf("%w: the leader's etcd session expired", ErrStoreUnavailable)
-	case reason := <-l.stepDown:
-		l.log.Warn("stepping down", "election_id", t.ID, "reason", reason)
-		return errSteppedDown
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-sess.Done():
+			// The client gave up on its keepalives (it stops when answers
+			// are late, as on a starved CPU). If etcd still holds the
+			// lease and our key, the term is intact: keep it alive again.
+			if next := l.resume(ctx, sess.Lease(), t); next != nil {
+				sess = next
+				continue
+			}
+			l.log.Warn("lost leadership: etcd session expired", "election_id", t.ID)
+			return fmt.Errorf("%w: the leader's etcd session expired", ErrStoreUnavailable)
+		case reason := <-l.stepDown:
+			l.log.Warn("stepping down", "election_id", t.ID, "reason", reason)
+			return errSteppedDown
+		}
 	}
+}
+
+// resume keeps a term's lease alive again after the client stopped
+// renewing it, if etcd still has the lease and the term's key; nil if the
+// term is over.
+func (l *Leadership) resume(ctx context.Context, lease clientv3.LeaseID, t *Term) *concurrency.Session {
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	ttl, err := l.cli.TimeToLive(cctx, lease)
+	if err != nil || ttl.TTL <= 0 {
+		return nil
+	}
+	resp, err := l.cli.Get(cctx, t.Key)
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].CreateRevision != t.Rev {
+		return nil
+	}
+	sess, err := concurrency.NewSession(l.cli, concurrency.WithLease(lease), concurrency.WithContext(ctx))
+	if err != nil {
+		return nil
+	}
+	l.log.Info("leadership kept: renewing the lease again", "election_id", t.ID, "ttl_left_s", ttl.TTL)
+	return sess
 }

@@ -88,10 +88,11 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 		moves := map[models.SwitchID][]netip.Prefix{}
 		for sw, newSt := range newPlan.Switches {
 			oldSt := oldPlan.Switches[sw]
-			if !reflect.DeepEqual(oldSt.Canonical(), newSt.Canonical()) {
+			// Plans hold canonical states: compare them as they are.
+			if !reflect.DeepEqual(oldSt, newSt) {
 				changed[sw] = true
 			}
-			if base != nil && !reflect.DeepEqual(base.Switches[sw].Canonical(), oldSt.Canonical()) {
+			if base != nil && !reflect.DeepEqual(base.Switches[sw], oldSt) {
 				affected[offset][sw], changed[sw] = true, true // the first stage: to oldPlan
 			}
 			moves[sw] = changedPrefixes(oldSt, newSt)
@@ -103,7 +104,7 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 		// others (a new route that climbs, round a failure or a drain)
 		// wait for their distance's stage.
 		downhill := r.downhill(st, newPlan, moves)
-		first := max(offset, 1)
+		first := offset + 1 // after the pruning, if any
 		for sw, prefixes := range moves {
 			for _, p := range prefixes {
 				if downhill[p] {
@@ -211,29 +212,35 @@ func nextHopPorts(st models.ForwardingState, r models.Route) []uint32 {
 // changedPrefixes lists the prefixes whose route (or its group's members)
 // differs between two states of a switch.
 func changedPrefixes(oldSt, newSt models.ForwardingState) []netip.Prefix {
-	members := func(st models.ForwardingState, r models.Route) any {
-		if r.GroupID == 0 {
-			return r.MemberID
-		}
+	keys := func(st models.ForwardingState) map[uint32]string {
+		out := make(map[uint32]string, len(st.Groups))
 		for _, g := range st.Groups {
-			if g.ID == r.GroupID {
-				return fmt.Sprint(g.Members)
-			}
+			out[g.ID] = fmt.Sprint(g.Members)
 		}
-		return nil
+		return out
 	}
-	old := map[netip.Prefix]any{}
+	oldKeys, newKeys := keys(oldSt), keys(newSt)
+	type hop struct {
+		member uint32
+		group  string
+	}
+	old := make(map[netip.Prefix]hop, len(oldSt.Routes))
 	for _, r := range oldSt.Routes {
-		old[r.Prefix] = members(oldSt, r)
+		old[r.Prefix] = hop{r.MemberID, oldKeys[r.GroupID]}
 	}
 	var out []netip.Prefix
 	for _, r := range newSt.Routes {
-		if o, ok := old[r.Prefix]; !ok || o != members(newSt, r) {
+		if o, ok := old[r.Prefix]; !ok || o != (hop{r.MemberID, newKeys[r.GroupID]}) {
 			out = append(out, r.Prefix)
 		}
 	}
 	return out
 }
+
+// pruning says whether stage is the rollout's first stage of taking
+// every switch to the pruned routes (nothing else moves then: no
+// distances are needed, so it can be written before they are known).
+func (r *rollout) pruning(stage int) bool { return r.base != nil && stage == 1 }
 
 // touches says whether sw's state differs between the old and the new
 // routes (true until prepared): a switch it does not touch takes the new

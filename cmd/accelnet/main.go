@@ -72,7 +72,7 @@ func defaultConfig() Config {
 	return Config{
 		HTTPAddr:       ":8080",
 		DataDir:        "accelnet-data",
-		ElectionTTL:    time.Second,
+		ElectionTTL:    2 * time.Second,
 		LogLevel:       "info",
 		Headroom:       0.05,
 		PendingTimeout: time.Minute,
@@ -171,7 +171,7 @@ line wins over the environment, which wins over the file.`,
 	root.PersistentFlags().StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "address of the REST API, dashboard and /metrics")
 	root.PersistentFlags().StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for embedded etcd's data and library logs")
 	root.PersistentFlags().StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
-	root.PersistentFlags().DurationVar(&cfg.ElectionTTL, "election-ttl", cfg.ElectionTTL, "leader lease: a leader that dies without resigning is replaced once it expires (etcd raises it to 1.5 of its election timeouts: 2s with etcd's defaults)")
+	root.PersistentFlags().DurationVar(&cfg.ElectionTTL, "election-ttl", cfg.ElectionTTL, "leader lease: a leader that dies without resigning is replaced once it expires (etcd raises it to 1.5 of its election timeouts: 2s with etcd's defaults; 1s needs etcd's --election-timeout at most 500ms and a host that renews it in time)")
 	root.PersistentFlags().StringVar(&cfg.AdvertiseURL, "advertise-url", "", "this replica's API URL as the other replicas reach it (followers forward writes to the leader there); default http://<hostname>:<port of --http-addr>")
 	root.PersistentFlags().Float64Var(&cfg.Headroom, "headroom", cfg.Headroom, "fraction of every link that intents may not reserve")
 	root.PersistentFlags().BoolVar(&cfg.Preemption, "preemption", cfg.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")

@@ -96,7 +96,7 @@ func deployWith(t testing.TB, fabric string, replicas int, s setup) *deployment 
 func (d *deployment) start(r *replica) {
 	args := append([]string{"serve",
 		"--etcd-endpoints", strings.Join(d.etcd, ","), "--topology", d.topoFile,
-		"--http-addr", r.addr, "--advertise-url", r.url(), "--data-dir", r.dataDir}, d.setup.replicaArgs...)
+		"--http-addr", r.addr, "--advertise-url", r.url(), "--data-dir", r.dataDir, "--election-ttl", "1s"}, d.setup.replicaArgs...)
 	r.proc = proctest.StartEnv(d.t, r.name, d.setup.env, proctest.Bin(d.t, "accelnet"), args...)
 }
 

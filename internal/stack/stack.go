@@ -52,7 +52,7 @@ type Options struct {
 	// here or with Stack.Advertise before Run.
 	AdvertiseURL string
 	// ElectionTTL is the leader's etcd lease: when a leader dies without
-	// resigning, a follower takes over once it expires. Default 1s; etcd
+	// resigning, a follower takes over once it expires. Default 2s; etcd
 	// raises it to its minimum (see controller.NewLeadership).
 	ElectionTTL time.Duration
 	// SouthboundTLS secures P4Runtime and gNMI to the switches (none
@@ -164,7 +164,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	s.Store = controller.NewStore(s.Etcd, 5*time.Second)
 	if opts.ElectionTTL <= 0 {
-		opts.ElectionTTL = time.Second
+		opts.ElectionTTL = 2 * time.Second
 	}
 	s.Leadership = controller.NewLeadership(s.Etcd, opts.AdvertiseURL, opts.ElectionTTL, s.log.With("component", "leader"), s.Registry)
 

@@ -96,7 +96,7 @@ func deployWith(t testing.TB, fabric string, replicas int, s setup) *deployment 
 func (d *deployment) start(r *replica) {
 	args := append([]string{"serve",
 		"--etcd-endpoints", strings.Join(d.etcd, ","), "--topology", d.topoFile,
-		"--http-addr", r.addr, "--advertise-url", r.url(), "--data-dir", r.dataDir, "--election-ttl", "1s"}, d.setup.replicaArgs...)
+		"--http-addr", r.addr, "--advertise-url", r.url(), "--data-dir", r.dataDir}, d.setup.replicaArgs...)
 	r.proc = proctest.StartEnv(d.t, r.name, d.setup.env, proctest.Bin(d.t, "accelnet"), args...)
 }
 
@@ -229,7 +229,7 @@ func (d *deployment) installed(via *replica, token string, ids []string) error {
 	return nil
 }
 
-// TestKill9Failover: two `accelnet serve` processes on a 3-member etcd
+// TestKill9Failover: two `accelnet serve` processes (default 2 s lease) on a 3-member etcd
 // cluster and a fabricsim process. The leader is killed with SIGKILL: the
 // follower takes over once the lease expires, reads every switch back and
 // writes nothing (they are correct), loses no acknowledged intent, and
@@ -281,7 +281,9 @@ func TestKill9Failover(t *testing.T) {
 //
 //	go test ./internal/proctest -run '^$' -bench Failover -benchtime 10x
 func BenchmarkFailover(b *testing.B) {
-	d := deploy(b, "fattree:8@100", 2)
+	// A 1 s lease (the embedded etcd members' 500 ms election timeout
+	// allows it); the tests keep the 2 s default, safer on a loaded CI.
+	d := deployWith(b, "fattree:8@100", 2, setup{replicaArgs: []string{"--election-ttl", "1s"}})
 	_, follow := d.leader()
 	tok := d.tenantToken(follow, "bench")
 	var takeovers, firstAcks []time.Duration

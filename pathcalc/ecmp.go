@@ -301,18 +301,16 @@ func reduceWeights(caps []float64, maxTotal int) ([]int32, float64) {
 func distancesTo(snap *topology.Snapshot, dst models.SwitchID, down map[models.LinkID]bool) map[models.SwitchID]int {
 	dist := map[models.SwitchID]int{dst: 0}
 	queue := []models.SwitchID{dst}
-	for len(queue) > 0 {
-		cur := queue[0]
-		queue = queue[1:]
-		for _, a := range snap.Neighbors(cur) {
-			if down[a.Link] {
-				continue
+	for head := 0; head < len(queue); head++ {
+		cur := queue[head]
+		d := dist[cur] + 1
+		snap.EachNeighbor(cur, func(a topology.Adjacency) {
+			if _, seen := dist[a.Peer]; seen || (len(down) > 0 && down[a.Link]) {
+				return
 			}
-			if _, seen := dist[a.Peer]; !seen {
-				dist[a.Peer] = dist[cur] + 1
-				queue = append(queue, a.Peer)
-			}
-		}
+			dist[a.Peer] = d
+			queue = append(queue, a.Peer)
+		})
 	}
 	return dist
 }

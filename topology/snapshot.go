@@ -164,6 +164,14 @@ func (s *Snapshot) HostAt(e models.Endpoint) (models.Host, bool) {
 // Neighbors returns the switch's links in port order.
 func (s *Snapshot) Neighbors(id models.SwitchID) []Adjacency { return slices.Clone(s.adj[id]) }
 
+// EachNeighbor calls fn with each of the switch's links in port order,
+// without copying them (for hot loops such as a BFS per destination).
+func (s *Snapshot) EachNeighbor(id models.SwitchID, fn func(Adjacency)) {
+	for _, a := range s.adj[id] {
+		fn(a)
+	}
+}
+
 // HostsOn returns the hosts attached to a leaf, in file order.
 func (s *Snapshot) HostsOn(leaf models.SwitchID) []models.Host {
 	idx := s.hostsOn[leaf]

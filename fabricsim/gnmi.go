@@ -27,6 +27,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/models/oc"
+	"github.com/accelnet/accelnet/southbound"
 )
 
 // gnmiServer serves one switch's OpenConfig interfaces. State lives in a
@@ -134,18 +135,6 @@ func interfacePath(name string, leaf ...string) *gnmipb.Path {
 // one fabricsim models).
 const rdmaQueue = "RDMA"
 
-// queuePath is OpenConfig QoS's
-// /qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/leaf.
-func queuePath(iface, queue, leaf string) *gnmipb.Path {
-	return &gnmipb.Path{Elem: []*gnmipb.PathElem{
-		{Name: "qos"}, {Name: "interfaces"},
-		{Name: "interface", Key: map[string]string{"interface-id": iface}},
-		{Name: "output"}, {Name: "queues"},
-		{Name: "queue", Key: map[string]string{"name": queue}},
-		{Name: "state"}, {Name: leaf},
-	}}
-}
-
 func uintVal(v uint64) *gnmipb.TypedValue {
 	return &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: v}}
 }
@@ -237,7 +226,7 @@ func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool)
 		g.published[key] = v
 		p := interfacePath(name, l.path...)
 		if queue {
-			p = queuePath(name, rdmaQueue, l.path[1])
+			p = southbound.QueuePath(name, rdmaQueue, l.path[1])
 		}
 		n.Update = append(n.Update, &gnmipb.Update{Path: p, Val: l.val})
 	}

@@ -51,13 +51,7 @@ func TestPrune(t *testing.T) {
 		return models.Route{}, false
 	}
 	pruned, saved := 0, 0
-	for _, l := range snap.Links() {
-		if _, h := snap.HostAt(l.A); h {
-			continue
-		}
-		if _, h := snap.HostAt(l.B); h {
-			continue
-		}
+	for _, l := range snap.FabricLinks() {
 		down := map[models.LinkID]bool{l.ID(): true}
 		p := Prune(snap, res.Plan, down)
 		for sw, st := range p.Switches {

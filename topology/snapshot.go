@@ -104,6 +104,20 @@ func (s *Snapshot) Switches() []models.Switch { return slices.Clone(s.spec.Switc
 // Links returns all links in file order.
 func (s *Snapshot) Links() []models.Link { return slices.Clone(s.spec.Links) }
 
+// FabricLinks returns the links between switches (no host attachment), in
+// file order.
+func (s *Snapshot) FabricLinks() []models.Link {
+	var out []models.Link
+	for _, l := range s.spec.Links {
+		_, a := s.HostAt(l.A)
+		_, b := s.HostAt(l.B)
+		if !a && !b {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // Hosts returns all hosts in file order.
 func (s *Snapshot) Hosts() []models.Host { return slices.Clone(s.spec.Hosts) }
 

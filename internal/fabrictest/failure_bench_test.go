@@ -50,12 +50,7 @@ func BenchmarkFailureReaction(b *testing.B) {
 		b.Fatal(err)
 	}
 	snap, _ := h.Controller.Snapshot()
-	var links []models.Link
-	for _, l := range snap.Links() {
-		if _, isHost := snap.HostAt(l.A); !isHost {
-			links = append(links, l)
-		}
-	}
+	links := snap.FabricLinks()
 	rng := rand.New(rand.NewPCG(1, 2))
 	rng.Shuffle(len(links), func(i, j int) { links[i], links[j] = links[j], links[i] })
 	switches := snap.Switches()

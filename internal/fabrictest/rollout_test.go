@@ -81,14 +81,7 @@ func TestRandomDrainsNeverLoseTraffic(t *testing.T) {
 	converged(t, h)
 	snap, _ := h.Controller.Snapshot()
 	specs := interLeafFlows(snap, 4)
-	var fabricLinks []models.LinkID
-	for _, l := range snap.Links() {
-		if _, isHost := snap.HostAt(l.A); !isHost {
-			if _, isHost := snap.HostAt(l.B); !isHost {
-				fabricLinks = append(fabricLinks, l.ID())
-			}
-		}
-	}
+	fabricLinks := linkIDs(snap.FabricLinks())
 	audit := auditEveryWrite(h, specs)
 	changes := 16
 	if os.Getenv("ACCELNET_LONG") != "" {
@@ -193,14 +186,7 @@ func TestLinkReturnIsMakeBeforeBreak(t *testing.T) {
 	snap, _ := h.Controller.Snapshot()
 	specs := interLeafFlows(snap, 4)
 	rng := rand.New(rand.NewPCG(3, 3))
-	var fabricLinks []models.LinkID
-	for _, l := range snap.Links() {
-		_, a := snap.HostAt(l.A)
-		_, b := snap.HostAt(l.B)
-		if !a && !b {
-			fabricLinks = append(fabricLinks, l.ID())
-		}
-	}
+	fabricLinks := linkIDs(snap.FabricLinks())
 	rng.Shuffle(len(fabricLinks), func(i, j int) { fabricLinks[i], fabricLinks[j] = fabricLinks[j], fabricLinks[i] })
 	for _, id := range fabricLinks[:6] {
 		if err := h.Fabric.SetLinkUp(id, false); err != nil {
@@ -236,12 +222,7 @@ func TestLinkFailureNeverLoops(t *testing.T) {
 	converged(t, h)
 	snap, _ := h.Controller.Snapshot()
 	specs := interLeafFlows(snap, 4)
-	for _, l := range snap.Links() {
-		_, a := snap.HostAt(l.A)
-		_, b := snap.HostAt(l.B)
-		if a || b {
-			continue
-		}
+	for _, l := range snap.FabricLinks() {
 		id := l.ID()
 		audit := auditEveryWrite(h, specs)
 		if err := h.Fabric.SetLinkUp(id, false); err != nil {
@@ -263,4 +244,12 @@ func TestLinkFailureNeverLoops(t *testing.T) {
 		}
 		h.Eventually(t, 30*time.Second, "routes back on "+string(id), func() bool { return !h.Controller.DownLinks()[id] && h.Controller.Settled() })
 	}
+}
+
+func linkIDs(links []models.Link) []models.LinkID {
+	out := make([]models.LinkID, len(links))
+	for i, l := range links {
+		out[i] = l.ID()
+	}
+	return out
 }

@@ -287,6 +287,9 @@ func (c *Controller) followLeadership(ctx context.Context) {
 			}
 			c.mu.Lock()
 			clear(c.known)
+			if t != nil {
+				clear(c.status) // not in sync until this term has read each back
+			}
 			c.mu.Unlock()
 			if t != nil {
 				c.log.Info("taking over the switches", "election_id", t.ID)
@@ -647,6 +650,18 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	}
 }
 
+// runDeferred applies a planned change that waited for a rollout, once
+// that rollout's stages are done (even if a switch is unreachable: its
+// stage timed out, and waiting for it would hold every change back).
+func (c *Controller) runDeferred() {
+	if !c.deferred.Load() {
+		return
+	}
+	if st := c.current(); st != nil && (st.ro == nil || st.ro.stageNow() == 0) {
+		go c.refreshDown("the rollout under way finished")
+	}
+}
+
 // SetDrains sets the operators' drains: routes and intents move off the
 // drained switches and links as off failed ones.
 func (c *Controller) SetDrains(drains map[string]models.Drain) {
@@ -809,6 +824,7 @@ func (c *Controller) housekeeping(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-damp.C:
+			c.runDeferred()
 			c.refreshDown("flap dampening changed")
 			if st := c.current(); st != nil && st.ro != nil {
 				if next := st.ro.stuck(st.snap.Switches()); next != nil {
@@ -855,9 +871,7 @@ func (c *Controller) worker(ctx context.Context) {
 		} else {
 			err = c.reconcileSafely(tctx, models.SwitchID(key))
 		}
-		if err == nil && c.deferred.Load() && c.rolledOut() {
-			go c.refreshDown("the rollout under way finished")
-		}
+		c.runDeferred()
 		switch {
 		case err == nil:
 			c.queue.Forget(key)

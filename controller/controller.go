@@ -574,11 +574,11 @@ func (c *Controller) refreshDown(why string, args ...any) {
 		c.mu.Unlock()
 		return
 	}
-	// A link that failed is routed around at once: its old routes lose
-	// traffic already, and waiting for stages would only prolong that.
-	// Planned changes (drains, dampening) and links coming back roll out
-	// in stages, so nothing that works is disturbed on the way (a returned
-	// link applied at once can loop flows briefly: tested).
+	// Every change rolls out in stages (see rollout.go). A link that
+	// failed is first pruned from every switch's routes at once (its old
+	// routes lose traffic already); planned changes and links coming back
+	// roll out from the routes the switches have, and wait for a rollout
+	// under way to finish.
 	failed := false
 	operDown := func(id models.LinkID) bool {
 		l, err := st.snap.Link(id)

@@ -12,20 +12,23 @@ import (
 	"github.com/accelnet/accelnet/pathcalc"
 )
 
-// Make-before-break. When the links to route around change for a planned
-// reason (a drain or undrain, dampening), switches do not all take their
-// new routes at once (a failure, and a failed link's return, are routed at
-// once: old routes over a dead link lose traffic already, and a returning
-// link is best used soon):
-// the change rolls out in stages by distance to each destination. At stage
-// k a switch uses the new route toward a destination only if its new
-// distance to it is at most k, so a switch on a new route always forwards
-// to switches that are on the new route too, down to the destination; a
-// switch still on the old route forwards along the old, consistent routes
-// until it reaches one that moved. No mix of old and new can loop, and a
-// drained link keeps carrying what is still routed over it until nothing
-// is. Each stage waits until every switch confirmed it (or stageTimeout,
-// for a switch that cannot be reached).
+// Make-before-break. When the links to route around change (a drain or
+// undrain, dampening, a link failing or coming back), switches do not all
+// take their new routes at once: the change rolls out in stages by
+// distance to each destination. At stage k a switch uses the new route
+// toward a destination only if its new distance to it is at most k, so a
+// switch on a new route always forwards to switches that are on the new
+// route too, down to the destination; a switch still on the old route
+// forwards along the old, consistent routes until it reaches one that
+// moved. No mix of old and new can loop, and a drained link keeps carrying
+// what is still routed over it until nothing is. Destinations whose new
+// next hops are all nearer by the old distances need no stages (old and
+// new routes descend one potential) and move at the first. After a
+// failure, a first stage of its own prunes every switch's next hops that
+// lead nowhere (pathcalc.Prune), so traffic that has another way by the
+// old routes takes it at once. Each stage waits until every switch it
+// changes confirmed it (or stageTimeout, for a switch that cannot be
+// reached).
 
 // stageTimeout bounds how long a rollout waits for one stage.
 const stageTimeout = 2 * time.Second

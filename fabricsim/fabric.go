@@ -20,6 +20,7 @@ import (
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound/p4"
@@ -325,6 +326,41 @@ func (sw *Switch) LastWrite() time.Time {
 		return time.Unix(0, n)
 	}
 	return time.Time{}
+}
+
+// WriteDirect applies updates as something other than the controller
+// would — another application, an operator's CLI on the box — without
+// arbitration: how tests put foreign entries on a switch.
+func (sw *Switch) WriteDirect(updates ...*p4v1.Update) error {
+	sw.mu.Lock()
+	if sw.store == nil {
+		sw.mu.Unlock()
+		return errors.New("fabricsim: no pipeline set")
+	}
+	for _, u := range updates {
+		if err := sw.store.apply(u); err != nil {
+			sw.mu.Unlock()
+			return err
+		}
+	}
+	sw.tablesChanged()
+	sw.mu.Unlock()
+	sw.fabric.notifyWrite(sw.name)
+	return nil
+}
+
+// TableEntries returns copies of a table's entries (by P4Info name).
+func (sw *Switch) TableEntries(table string) []*p4v1.TableEntry {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.store == nil {
+		return nil
+	}
+	var out []*p4v1.TableEntry
+	for _, e := range sw.store.entries[sw.store.schema.TableID(table)] {
+		out = append(out, proto.Clone(e).(*p4v1.TableEntry))
+	}
+	return out
 }
 
 // FirstWriteSince is when the first Write at or after since changed this

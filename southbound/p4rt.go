@@ -4,12 +4,14 @@
 package southbound
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -49,6 +51,16 @@ type P4RTOptions struct {
 	MaxBatch int
 	// ArbitrationTimeout bounds the wait for the switch's answer; default 5s.
 	ArbitrationTimeout time.Duration
+	// KeepForeign leaves alone the table entries of accelnet's tables that
+	// the controller did not write (they lack its tag in the entry
+	// metadata): Read does not report them, nor the members and groups
+	// they use, so a diff never deletes them; an entry the controller wants
+	// under the same key is taken over (modified) rather than inserted.
+	// False: such entries are removed like any other drift.
+	KeepForeign bool
+	// EntryTag is the metadata written into every table entry; default
+	// "accelnet". Entries without it are foreign (see KeepForeign).
+	EntryTag []byte
 	// OnDisconnect is called (from a driver goroutine) when a switch's
 	// stream ends, so the controller can resync it.
 	OnDisconnect func(models.SwitchID)
@@ -68,7 +80,20 @@ type P4RT struct {
 	mu       sync.Mutex
 	conns    map[models.SwitchID]*p4conn
 	election uint64 // 0: not leading, connect to nothing
-	wg       sync.WaitGroup
+	// foreign is, per switch, what its last full Read found that the
+	// controller did not write (KeepForeign): INSERTs of these become
+	// MODIFYs.
+	foreign map[models.SwitchID]foreignKeys
+	wg      sync.WaitGroup
+}
+
+// foreignKeys are the keys of entries, members and groups the controller
+// leaves alone on a switch.
+type foreignKeys struct {
+	routes  map[netip.Prefix]bool
+	pins    map[models.FlowKey]bool
+	members map[uint32]bool
+	groups  map[uint32]bool
 }
 
 type p4conn struct {
@@ -107,7 +132,10 @@ func NewP4RT(schema *p4.Schema, opts P4RTOptions) *P4RT {
 	if len(opts.DeviceConfig) == 0 {
 		opts.DeviceConfig = []byte("accelnet.p4")
 	}
-	return &P4RT{opts: opts, schema: schema, log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, election: opts.ElectionID}
+	if len(opts.EntryTag) == 0 {
+		opts.EntryTag = []byte("accelnet")
+	}
+	return &P4RT{opts: opts, schema: schema, log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, election: opts.ElectionID, foreign: map[models.SwitchID]foreignKeys{}}
 }
 
 // SetElectionID changes the election ID the driver arbitrates and writes
@@ -287,11 +315,93 @@ func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingS
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableIPv4LPM)}}},
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableFlowPin)}}},
 	}}
-	var st models.ForwardingState
-	if err := readAll(ctx, c, req, "read "+string(id), func(e *p4v1.Entity) { d.decode(e, &st) }); err != nil {
+	var st, other models.ForwardingState
+	if err := readAll(ctx, c, req, "read "+string(id), func(e *p4v1.Entity) {
+		if te := e.GetTableEntry(); te != nil && d.opts.KeepForeign && !bytes.Equal(te.GetMetadata(), d.opts.EntryTag) {
+			d.decode(e, &other)
+			return
+		}
+		d.decode(e, &st)
+	}); err != nil {
 		return models.ForwardingState{}, err
 	}
+	if d.opts.KeepForeign {
+		st = d.setForeign(id, st, other)
+	}
 	return st.Canonical(), nil
+}
+
+// setForeign records what of st the foreign entries (other) use and
+// returns st without it.
+func (d *P4RT) setForeign(id models.SwitchID, st, other models.ForwardingState) models.ForwardingState {
+	f := foreignKeys{routes: map[netip.Prefix]bool{}, pins: map[models.FlowKey]bool{}, members: map[uint32]bool{}, groups: map[uint32]bool{}}
+	for _, r := range other.Routes {
+		f.routes[r.Prefix] = true
+		if r.MemberID != 0 {
+			f.members[r.MemberID] = true
+		}
+		if r.GroupID != 0 {
+			f.groups[r.GroupID] = true
+		}
+	}
+	for _, p := range other.FlowPins {
+		f.pins[p.Key] = true
+	}
+	for _, g := range st.Groups {
+		if f.groups[g.ID] {
+			for _, m := range g.Members {
+				f.members[m.MemberID] = true
+			}
+		}
+	}
+	st.Groups = slices.DeleteFunc(st.Groups, func(g models.Group) bool { return f.groups[g.ID] })
+	st.Members = slices.DeleteFunc(st.Members, func(m models.Member) bool { return f.members[m.ID] })
+	d.mu.Lock()
+	d.foreign[id] = f
+	d.mu.Unlock()
+	return st
+}
+
+// takeOver turns INSERTs of what a switch has as foreign into MODIFYs.
+func (d *P4RT) takeOver(id models.SwitchID, diff models.Diff) models.Diff {
+	d.mu.Lock()
+	f, ok := d.foreign[id]
+	d.mu.Unlock()
+	if !ok {
+		return diff
+	}
+	var keep models.ForwardingState
+	mod := diff.Modify
+	for _, m := range diff.Insert.Members {
+		if f.members[m.ID] {
+			mod.Members = append(mod.Members, m)
+		} else {
+			keep.Members = append(keep.Members, m)
+		}
+	}
+	for _, g := range diff.Insert.Groups {
+		if f.groups[g.ID] {
+			mod.Groups = append(mod.Groups, g)
+		} else {
+			keep.Groups = append(keep.Groups, g)
+		}
+	}
+	for _, r := range diff.Insert.Routes {
+		if f.routes[r.Prefix] {
+			mod.Routes = append(mod.Routes, r)
+		} else {
+			keep.Routes = append(keep.Routes, r)
+		}
+	}
+	for _, p := range diff.Insert.FlowPins {
+		if f.pins[p.Key] {
+			mod.FlowPins = append(mod.FlowPins, p)
+		} else {
+			keep.FlowPins = append(keep.FlowPins, p)
+		}
+	}
+	diff.Insert, diff.Modify = keep, mod
+	return diff
 }
 
 // readAll sends one ReadRequest and hands every entity of the answer to fn.
@@ -461,6 +571,15 @@ func portBytes(port uint32) []byte { return u32(port, (p4.PortBits+7)/8) }
 
 // entities converts one part of a diff into P4Runtime entities, built with
 // the P4Runtime client's helpers.
+// tagged marks an entry the controller writes with its tag (entries to
+// delete or read are named by their match alone).
+func (d *P4RT) tagged(te *p4v1.TableEntry, forDelete bool) *p4v1.TableEntry {
+	if !forDelete {
+		te.Metadata = d.opts.EntryTag
+	}
+	return te
+}
+
 func (d *P4RT) entities(c *p4client.Client, fs models.ForwardingState, forDelete bool) []*p4v1.Entity {
 	var out []*p4v1.Entity
 	for _, m := range fs.Members {
@@ -493,7 +612,7 @@ func (d *P4RT) entities(c *p4client.Client, fs models.ForwardingState, forDelete
 		default:
 			action = c.NewTableActionMember(r.MemberID)
 		}
-		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: c.NewTableEntry(p4.TableIPv4LPM, mfs, action, nil)}})
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: d.tagged(c.NewTableEntry(p4.TableIPv4LPM, mfs, action, nil), forDelete)}})
 	}
 	for _, p := range fs.FlowPins {
 		src, dst := p.Key.Src.As4(), p.Key.Dst.As4()
@@ -506,7 +625,7 @@ func (d *P4RT) entities(c *p4client.Client, fs models.ForwardingState, forDelete
 		if !forDelete {
 			action = c.NewTableActionDirect(p4.ActionPinEgress, [][]byte{portBytes(p.Port)})
 		}
-		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: c.NewTableEntry(p4.TableFlowPin, mfs, action, nil)}})
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: d.tagged(c.NewTableEntry(p4.TableFlowPin, mfs, action, nil), forDelete)}})
 	}
 	return out
 }
@@ -521,6 +640,9 @@ func (d *P4RT) Apply(ctx context.Context, id models.SwitchID, diff models.Diff) 
 	c, err := d.conn(ctx, id)
 	if err != nil {
 		return err
+	}
+	if d.opts.KeepForeign {
+		diff = d.takeOver(id, diff)
 	}
 	for _, ph := range diff.Phases() {
 		var updates []*p4v1.Update

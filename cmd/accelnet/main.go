@@ -49,6 +49,9 @@ type Config struct {
 	// secures P4Runtime and gNMI.
 	TLSCert, TLSKey, TLSClientCA, TLSCA string
 	Southbound                          southbound.TLSFiles
+	// ForeignEntries is what to do with entries of accelnet's tables the
+	// controller did not write: remove or keep.
+	ForeignEntries string
 
 	// intents
 	Headroom       float64
@@ -73,6 +76,7 @@ func defaultConfig() Config {
 		HTTPAddr:       ":8080",
 		DataDir:        "accelnet-data",
 		ElectionTTL:    2 * time.Second,
+		ForeignEntries: "remove",
 		LogLevel:       "info",
 		Headroom:       0.05,
 		PendingTimeout: time.Minute,
@@ -113,6 +117,9 @@ func (c Config) Validate(demo bool) error {
 	}
 	if (c.Southbound.Cert == "") != (c.Southbound.Key == "") {
 		return errors.New("--southbound-tls-cert and --southbound-tls-key go together")
+	}
+	if c.ForeignEntries != "remove" && c.ForeignEntries != "keep" {
+		return fmt.Errorf("--foreign-entries %q: want remove or keep", c.ForeignEntries)
 	}
 	if c.MTU < 68 {
 		return fmt.Errorf("--mtu %d: below the IPv4 minimum of 68", c.MTU)
@@ -188,6 +195,7 @@ line wins over the environment, which wins over the file.`,
 	root.PersistentFlags().StringVar(&cfg.Southbound.Cert, "southbound-tls-cert", "", "PEM client certificate presented to the switches (mutual TLS)")
 	root.PersistentFlags().StringVar(&cfg.Southbound.Key, "southbound-tls-key", "", "PEM key of --southbound-tls-cert")
 	root.PersistentFlags().StringVar(&cfg.Southbound.ServerName, "southbound-tls-server-name", "", "name to verify in every switch's certificate (default: the host it is dialled at)")
+	root.PersistentFlags().StringVar(&cfg.ForeignEntries, "foreign-entries", cfg.ForeignEntries, "entries in accelnet's tables the controller did not write (no accelnet tag in their metadata): remove (as drift) or keep (left alone; one it needs under the same key is taken over)")
 	root.PersistentFlags().StringVar(&configFile, "config", "", "YAML file of flag values (keys are flag names: http-addr: \":8080\", etcd-endpoints: [a:2379, b:2379]); flags given on the command line and ACCELNET_* environment variables win over it")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyConfig(cmd.Flags(), configFile, os.LookupEnv)
@@ -254,19 +262,20 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 	}
 	opts := stack.Options{
-		EtcdEndpoints:   cfg.EtcdEndpoints,
-		EtcdMaxTxnOps:   cfg.EtcdMaxTxnOps,
-		ElectionTTL:     cfg.ElectionTTL,
-		AdvertiseURL:    cfg.AdvertiseURL,
-		Emulate:         demo,
-		Headroom:        cfg.Headroom,
-		Preemption:      cfg.Preemption,
-		PendingTimeout:  cfg.PendingTimeout,
-		APIRateLimit:    cfg.APIRateLimit,
-		ObserveInterval: cfg.ObserveEvery,
-		FlapHalfLife:    cfg.FlapHalfLife,
-		MTU:             cfg.MTU,
-		Logger:          log,
+		EtcdEndpoints:      cfg.EtcdEndpoints,
+		EtcdMaxTxnOps:      cfg.EtcdMaxTxnOps,
+		ElectionTTL:        cfg.ElectionTTL,
+		KeepForeignEntries: cfg.ForeignEntries == "keep",
+		AdvertiseURL:       cfg.AdvertiseURL,
+		Emulate:            demo,
+		Headroom:           cfg.Headroom,
+		Preemption:         cfg.Preemption,
+		PendingTimeout:     cfg.PendingTimeout,
+		APIRateLimit:       cfg.APIRateLimit,
+		ObserveInterval:    cfg.ObserveEvery,
+		FlapHalfLife:       cfg.FlapHalfLife,
+		MTU:                cfg.MTU,
+		Logger:             log,
 	}
 	if cfg.DataDir != "" {
 		opts.OperatorTokenFile = filepath.Join(cfg.DataDir, "operator.token")

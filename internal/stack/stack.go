@@ -55,6 +55,9 @@ type Options struct {
 	// resigning, a follower takes over once it expires. Default 2s; etcd
 	// raises it to its minimum (see controller.NewLeadership).
 	ElectionTTL time.Duration
+	// KeepForeignEntries leaves alone the entries of accelnet's tables the
+	// controller did not write (default: remove them as drift).
+	KeepForeignEntries bool
 	// SouthboundTLS secures P4Runtime and gNMI to the switches (none
 	// named: plaintext); EmulatorTLS makes the emulated switches serve TLS.
 	SouthboundTLS southbound.TLSFiles
@@ -207,7 +210,8 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	var ctrl *controller.Controller
 	s.Driver = southbound.NewP4RT(schema, southbound.P4RTOptions{
-		Dialer: dialer,
+		Dialer:      dialer,
+		KeepForeign: opts.KeepForeignEntries,
 		Resolve: func(id models.SwitchID) (models.Switch, error) {
 			snap, _ := ctrl.Snapshot()
 			if snap == nil {

@@ -69,3 +69,20 @@ func TestConfigErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestServeHelpDocumentsConfiguration: `accelnet serve --help` tells an
+// operator where settings come from and lists the TLS and HA flags.
+func TestServeHelpDocumentsConfiguration(t *testing.T) {
+	root := newRootCommand()
+	var out strings.Builder
+	root.SetOut(&out)
+	root.SetArgs([]string{"serve", "--help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ACCELNET_", "--config", "--tls-cert", "--tls-client-ca", "--southbound-tls-ca", "--election-ttl", "--advertise-url", "--foreign-entries"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("serve --help does not mention %s", want)
+		}
+	}
+}

@@ -160,18 +160,20 @@ func main() {
 	}
 }
 
+// configHelp says where flag values can come from; every command shows it.
+const configHelp = `Every flag can also come from the environment, as ACCELNET_ and the flag's
+name in capitals with dashes as underscores (ACCELNET_ETCD_ENDPOINTS=a:2379,b:2379),
+or from a YAML file given with --config whose keys are flag names
+(etcd-endpoints: [a:2379, b:2379]). The command line wins over the
+environment, which wins over the file.`
+
 func newRootCommand() *cobra.Command {
 	cfg := defaultConfig()
 	var configFile string
 	root := &cobra.Command{
-		Use:   "accelnet",
-		Short: "SDN controller for RDMA accelerator fabrics",
-		Long: `accelnet: SDN controller for RDMA accelerator fabrics.
-
-Every flag can also come from the environment, as ACCELNET_ and the flag's
-name in capitals with dashes as underscores (ACCELNET_ETCD_ENDPOINTS=a:2379,b:2379),
-or from a YAML file given with --config whose keys are flag names. The command
-line wins over the environment, which wins over the file.`,
+		Use:           "accelnet",
+		Short:         "SDN controller for RDMA accelerator fabrics",
+		Long:          "accelnet: SDN controller for RDMA accelerator fabrics.\n\n" + configHelp,
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
@@ -221,7 +223,13 @@ line wins over the environment, which wins over the file.`,
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the controller for the switches of a topology file",
-		Args:  cobra.NoArgs,
+		Long: `Run the controller for the switches of a topology file. Several replicas on
+one etcd cluster elect a leader (--election-ttl): it programs the switches;
+the others serve reads and forward writes to it (--advertise-url). TLS:
+--tls-* for the API, --southbound-tls-* for P4Runtime and gNMI.
+
+` + configHelp,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.Topology = serveTopology
 			return run(cmd.Context(), cfg, false)

@@ -458,13 +458,9 @@ func stagedGroupID(id uint32) uint32 { return id | 1<<31 }
 
 // Settled reports whether the current routes are fully rolled out, every
 // switch is in sync with them, and no planned change waits for its turn.
-func (c *Controller) Settled() bool { return c.rolledOut() && !c.deferred.Load() }
-
-// rolledOut reports whether the current routes are fully rolled out and
-// every switch is in sync with them.
-func (c *Controller) rolledOut() bool {
+func (c *Controller) Settled() bool {
 	st := c.current()
-	if st == nil || c.Ready() != nil {
+	if st == nil || c.deferred.Load() || c.Ready() != nil {
 		return false
 	}
 	return st.ro == nil || st.ro.stageNow() == 0

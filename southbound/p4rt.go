@@ -152,13 +152,6 @@ func (d *P4RT) SetElectionID(id uint64) {
 	d.dropLocked()
 }
 
-// ElectionID is the election ID the driver arbitrates with (0: none).
-func (d *P4RT) ElectionID() uint64 {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.election
-}
-
 func (d *P4RT) dropLocked() {
 	for id, c := range d.conns {
 		c.cancel()

@@ -113,6 +113,9 @@ type Config struct {
 	// ResyncInterval re-reconciles every switch even without changes, to
 	// repair drift; default 30s.
 	ResyncInterval time.Duration
+	// CongestionInterval is how often measured link load biases WCMP
+	// weights away from hot links (see congestion.go); 0: never.
+	CongestionInterval time.Duration
 	// FlapHalfLife is how fast a flapping link's penalty decays; default
 	// 10s. See flapDamper.
 	FlapHalfLife time.Duration
@@ -195,6 +198,8 @@ type fabricState struct {
 	// derive, if set, makes the state's routes from another state's
 	// instead of computing them (the pruned step after a failure).
 	derive func() (pathcalc.Result, error)
+	// bias are the congestion-aware WCMP weight biases the routes use.
+	bias map[models.Endpoint]float64
 }
 
 // Controller reconciles switches to the routes of the stored topology.
@@ -219,6 +224,9 @@ type Controller struct {
 	flaps    *flapDamper
 	topoErr  error
 	watching bool
+	// biasState is each congested port's WCMP weight bias (see
+	// congestion.go).
+	biasState map[models.Endpoint]*portBias
 	// deferred is set when a planned change (drain, undrain, dampening)
 	// arrived while a rollout was still under way: it starts once that
 	// one has settled, so every rollout goes from a state the switches
@@ -384,7 +392,7 @@ func (c *Controller) planOf(st *fabricState) (pathcalc.Result, error) {
 			return
 		}
 		start := time.Now()
-		st.plan, st.err = pathcalc.Compute(context.Background(), st.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down})
+		st.plan, st.err = pathcalc.Compute(context.Background(), st.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down, PortBias: st.bias})
 		c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
 		for _, w := range st.plan.Warnings {
 			c.log.Warn("route compromise", "switch", w.Switch, "detail", w.Message)
@@ -488,7 +496,7 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 		return
 	}
 	c.mu.Lock()
-	st := &fabricState{rev: rev, snap: snap, down: c.downLinksLocked(snap)}
+	st := &fabricState{rev: rev, snap: snap, down: c.downLinksLocked(snap), bias: c.biasesLocked()}
 	c.state = st
 	c.topoErr = nil
 	c.mu.Unlock()
@@ -570,7 +578,8 @@ func (c *Controller) refreshDown(why string, args ...any) {
 		return
 	}
 	down := c.downLinksLocked(st.snap)
-	if maps.Equal(down, st.down) {
+	bias := c.biasesLocked()
+	if maps.Equal(down, st.down) && sameBias(bias, st.bias) {
 		c.mu.Unlock()
 		return
 	}
@@ -597,7 +606,7 @@ func (c *Controller) refreshDown(why string, args ...any) {
 		return
 	}
 	c.deferred.Store(false)
-	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}}
+	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}, bias: bias}
 	for id := range down {
 		next.planned[id] = !operDown(id) // avoided by a drain or dampening, not a failure
 	}
@@ -819,6 +828,12 @@ func (c *Controller) housekeeping(ctx context.Context) {
 	defer export.Stop()
 	damp := time.NewTicker(c.cfg.FlapHalfLife / 4)
 	defer damp.Stop()
+	var congestion <-chan time.Time
+	if c.cfg.CongestionInterval > 0 {
+		t := time.NewTicker(c.cfg.CongestionInterval)
+		defer t.Stop()
+		congestion = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -834,6 +849,8 @@ func (c *Controller) housekeeping(ctx context.Context) {
 					}
 				}
 			}
+		case <-congestion:
+			c.adjustWeights()
 		case <-resync.C:
 			c.mu.Lock()
 			clear(c.known)

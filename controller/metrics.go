@@ -19,6 +19,7 @@ type metrics struct {
 	topologyRevision  prometheus.Gauge
 	linksDown         prometheus.Gauge
 	fullReads         prometheus.Counter
+	weightChanges     prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -66,7 +67,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Reconciles that read a switch's tables in full (first contact, reconnect, error, periodic resync).",
 		}),
 	}
+	m.weightChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "accelnet_congestion_weight_changes_total",
+		Help: "Times measured link load moved the congestion-aware WCMP weights (each one a staged rollout).",
+	})
 	if reg != nil {
+		reg.MustRegister(m.weightChanges)
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
 			m.switchInSync, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads)
 	}

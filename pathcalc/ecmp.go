@@ -33,6 +33,10 @@ type Request struct {
 	Limits Limits
 	// DownLinks are left out of every path.
 	DownLinks map[models.LinkID]bool
+	// PortBias scales what the link out of a port counts for in WCMP
+	// weights (0 < bias ≤ 1; absent: 1): congestion-aware weights lower it
+	// on links measured hot, so the switches feeding them send less there.
+	PortBias map[models.Endpoint]float64
 }
 
 // Warning is something Compute had to compromise on, such as a group trimmed
@@ -83,7 +87,11 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 	for i, sw := range switches {
 		for _, a := range snap.Neighbors(sw.Name) {
 			if !req.DownLinks[a.Link] {
-				adj[i] = append(adj[i], hop{peer: index[a.Peer], port: a.LocalPort, gbps: a.Gbps})
+				gbps := a.Gbps
+				if b, ok := req.PortBias[models.Endpoint{Switch: sw.Name, Port: a.LocalPort}]; ok && b > 0 && b < 1 {
+					gbps *= b
+				}
+				adj[i] = append(adj[i], hop{peer: index[a.Peer], port: a.LocalPort, gbps: gbps})
 			}
 		}
 	}

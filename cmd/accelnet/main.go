@@ -54,13 +54,14 @@ type Config struct {
 	ForeignEntries string
 
 	// intents
-	Headroom       float64
-	Preemption     bool
-	PendingTimeout time.Duration
-	APIRateLimit   float64
-	ObserveEvery   time.Duration
-	FlapHalfLife   time.Duration
-	MTU            uint16
+	Headroom        float64
+	Preemption      bool
+	PendingTimeout  time.Duration
+	APIRateLimit    float64
+	ObserveEvery    time.Duration
+	CongestionEvery time.Duration
+	FlapHalfLife    time.Duration
+	MTU             uint16
 
 	// demo only
 	Workload string
@@ -73,22 +74,23 @@ type Config struct {
 
 func defaultConfig() Config {
 	return Config{
-		HTTPAddr:       ":8080",
-		DataDir:        "accelnet-data",
-		ElectionTTL:    2 * time.Second,
-		ForeignEntries: "remove",
-		LogLevel:       "info",
-		Headroom:       0.05,
-		PendingTimeout: time.Minute,
-		APIRateLimit:   2000,
-		ObserveEvery:   5 * time.Second,
-		FlapHalfLife:   10 * time.Second,
-		MTU:            4200,
-		Topology:       "leafspine:8x8x4",
-		Workload:       "permutation",
-		Gbps:           400,
-		QPs:            1,
-		Seed:           1,
+		HTTPAddr:        ":8080",
+		DataDir:         "accelnet-data",
+		ElectionTTL:     2 * time.Second,
+		ForeignEntries:  "remove",
+		LogLevel:        "info",
+		Headroom:        0.05,
+		PendingTimeout:  time.Minute,
+		APIRateLimit:    2000,
+		ObserveEvery:    5 * time.Second,
+		CongestionEvery: 5 * time.Second,
+		FlapHalfLife:    10 * time.Second,
+		MTU:             4200,
+		Topology:        "leafspine:8x8x4",
+		Workload:        "permutation",
+		Gbps:            400,
+		QPs:             1,
+		Seed:            1,
 	}
 }
 
@@ -123,6 +125,9 @@ func (c Config) Validate(demo bool) error {
 	}
 	if c.MTU < 68 {
 		return fmt.Errorf("--mtu %d: below the IPv4 minimum of 68", c.MTU)
+	}
+	if c.CongestionEvery < 0 {
+		return fmt.Errorf("--congestion-interval %v: want 0 (off) or a positive interval", c.CongestionEvery)
 	}
 	if c.PendingTimeout <= 0 {
 		return fmt.Errorf("--pending-timeout %v: must be positive", c.PendingTimeout)
@@ -187,6 +192,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
 	root.PersistentFlags().Uint16Var(&cfg.MTU, "mtu", cfg.MTU, "interface MTU of the fabric profile, pushed to every port over gNMI (4200 fits a 4096-byte RoCE payload)")
 	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
+	root.PersistentFlags().DurationVar(&cfg.CongestionEvery, "congestion-interval", cfg.CongestionEvery, "how often measured link load shifts WCMP weight away from links at 90% or more (and back below 60%); 0 turns it off")
 	root.PersistentFlags().DurationVar(&cfg.ObserveEvery, "observe-interval", cfg.ObserveEvery, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
 	root.PersistentFlags().StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate: serve the API, dashboard and /metrics over HTTPS (with --tls-key)")

@@ -55,6 +55,9 @@ type Options struct {
 	// resigning, a follower takes over once it expires. Default 2s; etcd
 	// raises it to its minimum (see controller.NewLeadership).
 	ElectionTTL time.Duration
+	// CongestionInterval is how often measured link load biases WCMP
+	// weights away from hot links; 0: never.
+	CongestionInterval time.Duration
 	// KeepForeignEntries leaves alone the entries of accelnet's tables the
 	// controller did not write (default: remove them as drift).
 	KeepForeignEntries bool
@@ -276,17 +279,18 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 			}
 			return 0
 		}},
-		Leadership:        s.Leadership,
-		Dialer:            dialer,
-		MTU:               opts.MTU,
-		Store:             s.Store,
-		Driver:            s.Driver,
-		Limits:            pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize},
-		TelemetryInterval: opts.TelemetryInterval,
-		ResyncInterval:    opts.ResyncInterval,
-		FlapHalfLife:      opts.FlapHalfLife,
-		Logger:            s.log.With("component", "controller"),
-		Registerer:        s.Registry,
+		Leadership:         s.Leadership,
+		Dialer:             dialer,
+		MTU:                opts.MTU,
+		Store:              s.Store,
+		Driver:             s.Driver,
+		Limits:             pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize},
+		TelemetryInterval:  opts.TelemetryInterval,
+		ResyncInterval:     opts.ResyncInterval,
+		FlapHalfLife:       opts.FlapHalfLife,
+		CongestionInterval: opts.CongestionInterval,
+		Logger:             s.log.With("component", "controller"),
+		Registerer:         s.Registry,
 	})
 	if err != nil {
 		return nil, err

@@ -355,6 +355,19 @@ func (d *P4RT) setForeign(id models.SwitchID, st, other models.ForwardingState) 
 	return st
 }
 
+// divert moves the items of ins that match onto to, returning the rest
+// and the grown to.
+func divert[T any](ins, to []T, match func(T) bool) (rest, grown []T) {
+	for _, x := range ins {
+		if match(x) {
+			to = append(to, x)
+		} else {
+			rest = append(rest, x)
+		}
+	}
+	return rest, to
+}
+
 // takeOver turns INSERTs of what a switch has as foreign into MODIFYs.
 func (d *P4RT) takeOver(id models.SwitchID, diff models.Diff) models.Diff {
 	d.mu.Lock()
@@ -365,34 +378,10 @@ func (d *P4RT) takeOver(id models.SwitchID, diff models.Diff) models.Diff {
 	}
 	var keep models.ForwardingState
 	mod := diff.Modify
-	for _, m := range diff.Insert.Members {
-		if f.members[m.ID] {
-			mod.Members = append(mod.Members, m)
-		} else {
-			keep.Members = append(keep.Members, m)
-		}
-	}
-	for _, g := range diff.Insert.Groups {
-		if f.groups[g.ID] {
-			mod.Groups = append(mod.Groups, g)
-		} else {
-			keep.Groups = append(keep.Groups, g)
-		}
-	}
-	for _, r := range diff.Insert.Routes {
-		if f.routes[r.Prefix] {
-			mod.Routes = append(mod.Routes, r)
-		} else {
-			keep.Routes = append(keep.Routes, r)
-		}
-	}
-	for _, p := range diff.Insert.FlowPins {
-		if f.pins[p.Key] {
-			mod.FlowPins = append(mod.FlowPins, p)
-		} else {
-			keep.FlowPins = append(keep.FlowPins, p)
-		}
-	}
+	keep.Members, mod.Members = divert(diff.Insert.Members, mod.Members, func(m models.Member) bool { return f.members[m.ID] })
+	keep.Groups, mod.Groups = divert(diff.Insert.Groups, mod.Groups, func(g models.Group) bool { return f.groups[g.ID] })
+	keep.Routes, mod.Routes = divert(diff.Insert.Routes, mod.Routes, func(r models.Route) bool { return f.routes[r.Prefix] })
+	keep.FlowPins, mod.FlowPins = divert(diff.Insert.FlowPins, mod.FlowPins, func(p models.FlowPin) bool { return f.pins[p.Key] })
 	diff.Insert, diff.Modify = keep, mod
 	return diff
 }

@@ -1,10 +1,6 @@
 package controller
 
-import (
-	"maps"
-
-	"github.com/accelnet/accelnet/models"
-)
+import "github.com/accelnet/accelnet/models"
 
 // Congestion-aware weights. Every CongestionInterval the leader looks at
 // each fabric link direction's measured utilization and biases the WCMP
@@ -95,6 +91,3 @@ func (c *Controller) biasesLocked() map[models.Endpoint]float64 {
 	}
 	return out
 }
-
-// sameBias says whether two bias maps are equal (nil and empty alike).
-func sameBias(a, b map[models.Endpoint]float64) bool { return maps.Equal(a, b) }

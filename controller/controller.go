@@ -579,7 +579,7 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	}
 	down := c.downLinksLocked(st.snap)
 	bias := c.biasesLocked()
-	if maps.Equal(down, st.down) && sameBias(bias, st.bias) {
+	if maps.Equal(down, st.down) && maps.Equal(bias, st.bias) {
 		c.mu.Unlock()
 		return
 	}
@@ -689,13 +689,29 @@ func (c *Controller) DownLinks() map[models.LinkID]bool {
 	return maps.Clone(st.down)
 }
 
-// refusedPins are the flow pins a write error says the switch refused for
-// good, and why.
-func refusedPins(err error, we **southbound.WriteError) ([]models.FlowKey, string) {
-	if !errors.As(err, we) {
-		return nil, ""
+// reportRefusedPins tells the overlay which flow pins sw refused for good
+// in a write of diff, and how many pins sw holds after it (it held before
+// of them; the deletions went first, the inserts it did not refuse went in).
+func (c *Controller) reportRefusedPins(sw models.SwitchID, err error, diff models.Diff, before int) {
+	var we *southbound.WriteError
+	if !errors.As(err, &we) {
+		return
 	}
-	return (*we).RefusedPins()
+	keys, why := we.RefusedPins()
+	if len(keys) == 0 {
+		return
+	}
+	refused := make(map[models.FlowKey]bool, len(keys))
+	for _, k := range keys {
+		refused[k] = true
+	}
+	held := before - len(diff.Delete.FlowPins)
+	for _, p := range diff.Insert.FlowPins {
+		if !refused[p.Key] {
+			held++
+		}
+	}
+	c.cfg.Overlay.PinsRefused(sw, keys, why, held)
 }
 
 // confirm reads back the flow pins a diff wrote or removed and checks
@@ -1086,20 +1102,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		forget()
 		record(SwitchStatus{LastError: err.Error()})
 		if c.cfg.Overlay != nil {
-			var we *southbound.WriteError
-			if keys, why := refusedPins(err, &we); len(keys) > 0 {
-				refused := map[models.FlowKey]bool{}
-				for _, k := range keys {
-					refused[k] = true
-				}
-				held := pinsBefore - len(diff.Delete.FlowPins)
-				for _, p := range diff.Insert.FlowPins {
-					if !refused[p.Key] {
-						held++
-					}
-				}
-				c.cfg.Overlay.PinsRefused(sw, keys, why, held)
-			}
+			c.reportRefusedPins(sw, err, diff, pinsBefore)
 			c.cfg.Overlay.ProgramFailed(sw, err)
 		}
 		return 0, err

@@ -47,12 +47,11 @@ type service struct {
 		Context    string `yaml:"context"`
 		Dockerfile string `yaml:"dockerfile"`
 	} `yaml:"build"`
-	Image       string         `yaml:"image"`
-	Command     []string       `yaml:"command"`
-	Volumes     []string       `yaml:"volumes"`
-	Ports       []string       `yaml:"ports"`
-	DependsOn   map[string]any `yaml:"-"`
-	RawDepends  yaml.Node      `yaml:"depends_on"`
+	Image       string    `yaml:"image"`
+	Command     []string  `yaml:"command"`
+	Volumes     []string  `yaml:"volumes"`
+	Ports       []string  `yaml:"ports"`
+	RawDepends  yaml.Node `yaml:"depends_on"`
 	Healthcheck struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/topology"
 )
 
 // TestPrune: for every fabric link of a k=4 fat-tree failing, the pruned
@@ -14,14 +13,7 @@ import (
 // pruned routes without touching the failed link (checked by following
 // every branch).
 func TestPrune(t *testing.T) {
-	topo, err := topology.FatTree(4, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := fatTree4(t)
 	res, err := Compute(context.Background(), snap, Request{})
 	if err != nil {
 		t.Fatal(err)

@@ -81,8 +81,7 @@ func maxLoad(m map[models.Endpoint]float64) float64 {
 // fat-tree, equal weights overload the surviving core path into that pod;
 // WCMP weights (1:2 at the other pods' edges) spread it evenly.
 func TestWCMPAfterAFailure(t *testing.T) {
-	topo, _ := topology.FatTree(4, 100)
-	snap, _ := topology.New(topo)
+	snap := fatTree4(t)
 	var failed models.LinkID
 	for _, l := range snap.Links() {
 		a, _ := snap.Switch(l.A.Switch)
@@ -181,14 +180,7 @@ func TestReduceWeights(t *testing.T) {
 // to a switch that has one too. (Two next-hop sets whose capacities
 // differ but reduce to the same integer weights once lost their routes.)
 func TestEveryReachableDestinationRouted(t *testing.T) {
-	topo, err := topology.FatTree(4, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := fatTree4(t)
 	var fabric []models.LinkID
 	for _, l := range snap.FabricLinks() {
 		fabric = append(fabric, l.ID())
@@ -224,4 +216,18 @@ func routed(st models.ForwardingState, prefix string) bool {
 		}
 	}
 	return false
+}
+
+// fatTree4 is a k=4 fat-tree of 100 Gb/s links.
+func fatTree4(t *testing.T) *topology.Snapshot {
+	t.Helper()
+	topo, err := topology.FatTree(4, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
 }

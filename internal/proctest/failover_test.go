@@ -204,6 +204,21 @@ func (d *deployment) create(ctx context.Context, via *replica, token string, spe
 	}
 }
 
+// createN creates n one-flow intents named prefix-i from h1-1 to h2-1
+// through via, on source ports from 49152, and returns their IDs.
+func (d *deployment) createN(via *replica, token, prefix string, n int) []string {
+	d.t.Helper()
+	var ids []string
+	for i := range n {
+		id, err := d.create(context.Background(), via, token, intentSpec(fmt.Sprintf("%s-%d", prefix, i), "h1-1", "h2-1", 49152+i))
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
 func intentSpec(name, src, dst string, port int) models.IntentSpec {
 	return models.IntentSpec{Name: name, Src: src, Dst: dst, Gbps: 0.1, SrcPorts: models.PortRange{First: uint16(port), Last: uint16(port)}}
 }
@@ -238,14 +253,7 @@ func TestKill9Failover(t *testing.T) {
 	d := deploy(t, "leafspine:2x2x2@100", 2)
 	lead, follow := d.leader()
 	tok := d.tenantToken(follow, "ml")
-	var ids []string
-	for i := range 6 {
-		id, err := d.create(context.Background(), follow, tok, intentSpec(fmt.Sprintf("before-%d", i), "h1-1", "h2-1", 49152+i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	ids := d.createN(follow, tok, "before", 6)
 	proctest.Wait(t, 20*time.Second, "intents installed", func() error { return d.installed(follow, tok, ids) })
 	writes := d.switchWrites()
 

@@ -43,14 +43,7 @@ func TestProductionTLS(t *testing.T) {
 	lead, follow := d.leader()
 
 	tok := d.tenantToken(follow, "ml") // forwarded to the leader over mutual TLS
-	var ids []string
-	for i := range 3 {
-		id, err := d.create(context.Background(), follow, tok, intentSpec(fmt.Sprintf("tls-%d", i), "h1-1", "h2-1", 49152+i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
+	ids := d.createN(follow, tok, "tls", 3)
 	proctest.Wait(t, 20*time.Second, "intents installed over mutual TLS", func() error { return d.installed(lead, tok, ids) })
 
 	// Without a certificate only the probes answer.

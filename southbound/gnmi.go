@@ -51,10 +51,18 @@ var counterPaths = [][]string{
 // SubscribeCounters streams a switch's interface counters (SAMPLE at
 // interval) and oper-status (ON_CHANGE, so a failed link is reported at
 // once rather than at the next sample) and calls fn for each interface
-// update until ctx ends or the stream breaks. A target that refuses
-// ON_CHANGE (Unimplemented or InvalidArgument before its first answer) is
-// subscribed again with SAMPLE for everything. synced is called once the
+// update until ctx ends or the stream breaks. synced is called once the
 // target sends sync_response.
+//
+// Targets differ in what they serve, so the request is negotiated: the
+// encoding from the target's Capabilities (PROTO, else JSON_IETF, else
+// JSON), and three features a target may refuse before its first answer
+// (Unimplemented, InvalidArgument or NotFound): ON_CHANGE for oper-status,
+// the asked sample interval (without it, 0: the target's own lowest), and
+// the OpenConfig QoS queues' ECN counters (not every target models QoS).
+// Feature sets are tried most wanted first: ON_CHANGE over the interval
+// over ECN. gnxi's gnmi_target, for instance, ends up with JSON_IETF,
+// SAMPLE, its 1 s floor and no ECN.
 func SubscribeCounters(ctx context.Context, dialer *Dialer, sw models.Switch, interval time.Duration, fn func(CounterSample), synced func()) error {
 	if sw.GNMIAddr == "" {
 		return fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, sw.Name)
@@ -64,38 +72,39 @@ func SubscribeCounters(ctx context.Context, dialer *Dialer, sw models.Switch, in
 		return fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, sw.Name, err)
 	}
 	defer cc.Close()
-	// What a target may refuse, most wanted first: oper-status ON_CHANGE
-	// (gnxi's target implements SAMPLE only), then the QoS queues' ECN
-	// counters (not every target models QoS). Each refusal before the
-	// first answer moves to the next.
-	attempts := []subscribeOptions{
-		{operMode: gnmipb.SubscriptionMode_ON_CHANGE, ecn: true},
-		{operMode: gnmipb.SubscriptionMode_SAMPLE, ecn: true},
-		{operMode: gnmipb.SubscriptionMode_SAMPLE},
-	}
-	for i, o := range attempts {
-		answered, err := subscribe(ctx, cc, sw, interval, o, fn, synced)
+	enc := negotiateEncoding(ctx, cc)
+	for want := allFeatures; ; want-- {
+		answered, err := subscribe(ctx, cc, sw, interval, enc, want, fn, synced)
 		code := status.Code(err)
 		refused := !answered && (code == codes.Unimplemented || code == codes.InvalidArgument || code == codes.NotFound)
-		if !refused || ctx.Err() != nil || i == len(attempts)-1 {
+		if !refused || ctx.Err() != nil || want == 0 {
 			return err
 		}
 	}
-	return nil
 }
 
-type subscribeOptions struct {
-	operMode gnmipb.SubscriptionMode // ON_CHANGE or SAMPLE for oper-status
-	ecn      bool                    // also the QoS queues' ECN counters
-}
+// subscribeFeatures are what a target may refuse; as a number, a larger
+// set is a more wanted one, so counting down tries them in order.
+type subscribeFeatures uint8
+
+const (
+	wantECN      subscribeFeatures = 1 << iota // the QoS queues' ECN counters
+	wantInterval                               // the asked sample interval, not the target's own
+	wantOnChange                               // oper-status ON_CHANGE rather than SAMPLE
+	allFeatures  = wantECN | wantInterval | wantOnChange
+)
 
 // subscribe runs one Subscribe stream; answered says whether the target
 // sent anything before the stream ended.
-func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, interval time.Duration, o subscribeOptions, fn func(CounterSample), synced func()) (answered bool, _ error) {
+func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, interval time.Duration, enc gnmipb.Encoding, want subscribeFeatures, fn func(CounterSample), synced func()) (answered bool, _ error) {
 	sub := &gnmipb.SubscriptionList{
 		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 		Mode:     gnmipb.SubscriptionList_STREAM,
-		Encoding: gnmipb.Encoding_PROTO,
+		Encoding: enc,
+	}
+	sample := uint64(0)
+	if want&wantInterval != 0 {
+		sample = uint64(interval.Nanoseconds())
 	}
 	for _, leaf := range counterPaths {
 		p := &gnmipb.Path{Elem: []*gnmipb.PathElem{
@@ -106,15 +115,15 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 		for _, l := range leaf {
 			p.Elem = append(p.Elem, &gnmipb.PathElem{Name: l})
 		}
-		s := &gnmipb.Subscription{Path: p, Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: uint64(interval.Nanoseconds())}
-		if leaf[len(leaf)-1] == "oper-status" && o.operMode == gnmipb.SubscriptionMode_ON_CHANGE {
-			s.Mode, s.SampleInterval = o.operMode, 0
+		s := &gnmipb.Subscription{Path: p, Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: sample}
+		if leaf[len(leaf)-1] == "oper-status" && want&wantOnChange != 0 {
+			s.Mode, s.SampleInterval = gnmipb.SubscriptionMode_ON_CHANGE, 0
 		}
 		sub.Subscription = append(sub.Subscription, s)
 	}
-	if o.ecn {
+	if want&wantECN != 0 {
 		sub.Subscription = append(sub.Subscription, &gnmipb.Subscription{Path: QueuePath("*", "*", "ecn-marked-octets"),
-			Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: uint64(interval.Nanoseconds())})
+			Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: sample})
 	}
 	stream, err := gnmipb.NewGNMIClient(cc).Subscribe(ctx)
 	if err != nil {
@@ -142,9 +151,9 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 		if n == nil {
 			continue
 		}
-		for _, u := range n.GetUpdate() {
-			s, ok := sampleOf(sw.Name, n, u)
-			if ok {
+		at := time.Unix(0, n.GetTimestamp())
+		for _, l := range leavesOf(n) {
+			if s, ok := sampleOf(sw.Name, at, l); ok {
 				fn(s)
 			}
 		}
@@ -163,17 +172,17 @@ func QueuePath(iface, queue, leaf string) *gnmipb.Path {
 	}}
 }
 
-// sampleOf decodes one update of /interfaces/interface[name=ethN]/state/...
+// sampleOf decodes one leaf of /interfaces/interface[name=ethN]/state/...
 // or of a queue's ECN counter.
-func sampleOf(sw models.SwitchID, n *gnmipb.Notification, u *gnmipb.Update) (CounterSample, bool) {
-	elems := append(append([]*gnmipb.PathElem{}, n.GetPrefix().GetElem()...), u.GetPath().GetElem()...)
+func sampleOf(sw models.SwitchID, at time.Time, l leaf) (CounterSample, bool) {
+	elems := l.elems
 	if len(elems) == 8 && elems[0].GetName() == "qos" && elems[2].GetName() == "interface" && elems[5].GetName() == "queue" && elems[7].GetName() == "ecn-marked-octets" {
 		port, ok := models.PortFromInterface(elems[2].GetKey()["interface-id"])
-		if !ok {
+		v, isUint := uintValue(l.val)
+		if !ok || !isUint {
 			return CounterSample{}, false
 		}
-		return CounterSample{Switch: sw, Port: port, Timestamp: time.Unix(0, n.GetTimestamp()),
-			ECNOctets: u.GetVal().GetUintVal(), Queue: elems[5].GetKey()["name"], Has: HasECNOctets}, true
+		return CounterSample{Switch: sw, Port: port, Timestamp: at, ECNOctets: v, Queue: elems[5].GetKey()["name"], Has: HasECNOctets}, true
 	}
 	if len(elems) < 4 || elems[0].GetName() != "interfaces" || elems[1].GetName() != "interface" || elems[2].GetName() != "state" {
 		return CounterSample{}, false
@@ -182,19 +191,25 @@ func sampleOf(sw models.SwitchID, n *gnmipb.Notification, u *gnmipb.Update) (Cou
 	if !ok {
 		return CounterSample{}, false
 	}
-	s := CounterSample{Switch: sw, Port: port, Timestamp: time.Unix(0, n.GetTimestamp())}
-	leaf := elems[len(elems)-1].GetName()
-	switch leaf {
-	case "in-octets":
-		s.InOctets, s.Has = u.GetVal().GetUintVal(), HasInOctets
-	case "out-octets":
-		s.OutOctets, s.Has = u.GetVal().GetUintVal(), HasOutOctets
-	case "out-discards":
-		s.OutDiscards, s.Has = u.GetVal().GetUintVal(), HasOutDiscards
-	case "oper-status":
-		s.OperUp, s.Has = u.GetVal().GetStringVal() == "UP", HasOperStatus
-	default:
-		return CounterSample{}, false
+	s := CounterSample{Switch: sw, Port: port, Timestamp: at}
+	counter := func(dst *uint64, has SampleFields) bool {
+		v, ok := uintValue(l.val)
+		*dst, s.Has = v, has
+		return ok
 	}
-	return s, true
+	switch elems[len(elems)-1].GetName() {
+	case "in-octets":
+		ok = counter(&s.InOctets, HasInOctets)
+	case "out-octets":
+		ok = counter(&s.OutOctets, HasOutOctets)
+	case "out-discards":
+		ok = counter(&s.OutDiscards, HasOutDiscards)
+	case "oper-status":
+		var v string
+		v, ok = stringValue(l.val)
+		s.OperUp, s.Has = v == "UP", HasOperStatus
+	default:
+		ok = false
+	}
+	return s, ok
 }

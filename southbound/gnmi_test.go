@@ -2,7 +2,10 @@ package southbound
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,13 +17,16 @@ import (
 	"github.com/accelnet/accelnet/models"
 )
 
-// sampleOnlyTarget is a gNMI target that, like gnxi's gnmi_target, does
-// not implement ON_CHANGE (no real one of those can run here), and with
-// noQoS does not model OpenConfig QoS either.
+// sampleOnlyTarget is a gNMI target that does not implement ON_CHANGE,
+// and with noQoS does not model OpenConfig QoS either: the refusals in
+// isolation (TestGNXITarget runs against a real target refusing more).
 type sampleOnlyTarget struct {
 	gnmipb.UnimplementedGNMIServer
-	refused chan struct{}
-	noQoS   bool
+	noQoS bool
+
+	mu       sync.Mutex
+	refused  int
+	accepted *gnmipb.SubscriptionList
 }
 
 func (s *sampleOnlyTarget) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
@@ -28,15 +34,21 @@ func (s *sampleOnlyTarget) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
 	for _, sub := range req.GetSubscribe().GetSubscription() {
 		if sub.GetMode() != gnmipb.SubscriptionMode_SAMPLE {
-			s.refused <- struct{}{}
+			s.refused++
+			s.mu.Unlock()
 			return status.Error(codes.Unimplemented, "only SAMPLE subscriptions are supported")
 		}
 		if s.noQoS && sub.GetPath().GetElem()[0].GetName() == "qos" {
+			s.refused++
+			s.mu.Unlock()
 			return status.Error(codes.NotFound, "no such path: /qos")
 		}
 	}
+	s.accepted = req.GetSubscribe()
+	s.mu.Unlock()
 	n := &gnmipb.Notification{Timestamp: time.Now().UnixNano(), Update: []*gnmipb.Update{{
 		Path: &gnmipb.Path{Elem: []*gnmipb.PathElem{{Name: "interfaces"}, {Name: "interface", Key: map[string]string{"name": "eth3"}}, {Name: "state"}, {Name: "oper-status"}}},
 		Val:  &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: "DOWN"}},
@@ -65,7 +77,7 @@ func testFallBack(t *testing.T, noQoS bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := &sampleOnlyTarget{refused: make(chan struct{}, 1), noQoS: noQoS}
+	target := &sampleOnlyTarget{noQoS: noQoS}
 	srv := grpc.NewServer()
 	gnmipb.RegisterGNMIServer(srv, target)
 	go srv.Serve(lis)
@@ -81,11 +93,6 @@ func testFallBack(t *testing.T, noQoS bool) {
 			func(s CounterSample) { got <- s }, func() { synced <- struct{}{} })
 	}()
 	select {
-	case <-target.refused:
-	case <-ctx.Done():
-		t.Fatal("the client never asked for ON_CHANGE")
-	}
-	select {
 	case s := <-got:
 		if s.Has != HasOperStatus || s.OperUp || s.Port != 3 {
 			t.Errorf("sample %+v, want eth3 oper-status DOWN", s)
@@ -98,8 +105,63 @@ func testFallBack(t *testing.T, noQoS bool) {
 	case <-ctx.Done():
 		t.Fatal("no sync_response")
 	}
+	target.mu.Lock()
+	// Refused: ON_CHANGE with and without ECN, with the interval and
+	// without; then without QoS, SAMPLE with ECN too.
+	wantRefused, wantSubs := 4, 5
+	if noQoS {
+		wantRefused, wantSubs = 5, 4
+	}
+	if target.refused != wantRefused || len(target.accepted.GetSubscription()) != wantSubs {
+		t.Errorf("refused %d requests and accepted %d subscriptions, want %d and %d", target.refused, len(target.accepted.GetSubscription()), wantRefused, wantSubs)
+	}
+	for _, sub := range target.accepted.GetSubscription() {
+		if sub.GetSampleInterval() != uint64(time.Second) {
+			t.Errorf("accepted %v at %d ns, want the asked 1 s", sub.GetPath(), sub.GetSampleInterval())
+		}
+	}
+	target.mu.Unlock()
 	cancel()
 	if err := <-done; err != context.Canceled {
 		t.Errorf("SubscribeCounters returned %v after cancel", err)
+	}
+}
+
+// TestJSONLeaves: a JSON_IETF subtree (module-qualified names, uint64 as
+// strings) and plain JSON (uint64 as numbers past 2^53) decode to the same
+// samples and configuration as typed scalars.
+func TestJSONLeaves(t *testing.T) {
+	ifaces := &gnmipb.Path{Elem: []*gnmipb.PathElem{{Name: "interfaces"}}}
+	n := &gnmipb.Notification{Update: []*gnmipb.Update{
+		{Path: ifaces, Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: []byte(
+			`{"openconfig-interfaces:interface": [{"name": "eth2", "config": {"mtu": 4200, "enabled": true},
+			  "state": {"oper-status": "UP", "counters": {"in-octets": "18446744073709551615"}}}, {"config": {"mtu": 1}}]}`)}}},
+		{Path: &gnmipb.Path{Elem: []*gnmipb.PathElem{{Name: "interfaces"}, {Name: "interface", Key: map[string]string{"name": "eth3"}}, {Name: "state"}}},
+			Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonVal{JsonVal: []byte(`{"counters": {"out-octets": 9007199254740993}}`)}}},
+	}}
+	got := map[string]CounterSample{}
+	cfg := map[string]string{}
+	for _, l := range leavesOf(n) {
+		if s, ok := sampleOf("leaf1", time.Unix(0, 0), l); ok {
+			got[l.elems[len(l.elems)-1].GetName()+"@"+l.elems[1].GetKey()["name"]] = s
+		}
+		if l.elems[len(l.elems)-2].GetName() == "config" {
+			v, _ := uintValue(l.val)
+			b, _ := boolValue(l.val)
+			cfg[l.elems[1].GetKey()["name"]+"/"+l.elems[len(l.elems)-1].GetName()] = fmt.Sprint(v, b)
+		}
+	}
+	if s := got["in-octets@eth2"]; s.Port != 2 || s.InOctets != 18446744073709551615 || s.Has != HasInOctets {
+		t.Errorf("eth2 in-octets: %+v", s)
+	}
+	if s := got["oper-status@eth2"]; !s.OperUp || s.Has != HasOperStatus {
+		t.Errorf("eth2 oper-status: %+v", s)
+	}
+	if s := got["out-octets@eth3"]; s.Port != 3 || s.OutOctets != 9007199254740993 {
+		t.Errorf("eth3 out-octets: %+v (a number past 2^53 must keep its digits)", s)
+	}
+	want := map[string]string{"eth2/mtu": "4200 false", "eth2/enabled": "0 true"}
+	if !maps.Equal(cfg, want) {
+		t.Errorf("config leaves %v, want %v (an unnamed list entry is skipped)", cfg, want)
 	}
 }

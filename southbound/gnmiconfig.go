@@ -7,6 +7,8 @@ import (
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
 	"github.com/openconfig/gnmi/proto/gnmi_ext"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/accelnet/accelnet/models"
 )
@@ -40,26 +42,39 @@ func (g *GNMIConfig) dial(id models.SwitchID) (*grpc.ClientConn, models.Switch, 
 	return cc, sw, nil
 }
 
-// GetConfig returns every interface's managed configuration by port.
+// GetConfig returns every interface's managed configuration by port. It
+// asks for the config leaves of every interface (Get CONFIG, PROTO); a
+// target that refuses that (gnxi's answers only type ALL in JSON, and no
+// wildcard keys) is asked for the whole /interfaces subtree in the
+// encoding its Capabilities offer instead.
 func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uint32]models.InterfaceConfig, error) {
 	cc, sw, err := g.dial(id)
 	if err != nil {
 		return nil, err
 	}
 	defer cc.Close()
-	resp, err := gnmipb.NewGNMIClient(cc).Get(ctx, &gnmipb.GetRequest{
+	client := gnmipb.NewGNMIClient(cc)
+	resp, err := client.Get(ctx, &gnmipb.GetRequest{
 		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 		Path:     []*gnmipb.Path{interfaceConfigPath("*", "")},
 		Type:     gnmipb.GetRequest_CONFIG,
 		Encoding: gnmipb.Encoding_PROTO,
 	})
+	if c := status.Code(err); c == codes.Unimplemented || c == codes.InvalidArgument || c == codes.NotFound {
+		resp, err = client.Get(ctx, &gnmipb.GetRequest{
+			Prefix:   &gnmipb.Path{Target: string(sw.Name)},
+			Path:     []*gnmipb.Path{{Elem: []*gnmipb.PathElem{{Name: "interfaces"}}}},
+			Type:     gnmipb.GetRequest_ALL,
+			Encoding: negotiateEncoding(ctx, cc),
+		})
+	}
 	if err != nil {
 		return nil, mapStatus("gnmi get config of "+string(id), err)
 	}
 	out := map[uint32]models.InterfaceConfig{}
 	for _, n := range resp.GetNotification() {
-		for _, u := range n.GetUpdate() {
-			elems := append(append([]*gnmipb.PathElem{}, n.GetPrefix().GetElem()...), u.GetPath().GetElem()...)
+		for _, l := range leavesOf(n) {
+			elems := l.elems
 			if len(elems) != 4 || elems[1].GetName() != "interface" || elems[2].GetName() != "config" {
 				continue
 			}
@@ -70,11 +85,12 @@ func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uin
 			c := out[port]
 			switch elems[3].GetName() {
 			case "enabled":
-				c.Enabled = u.GetVal().GetBoolVal()
+				c.Enabled, _ = boolValue(l.val)
 			case "mtu":
-				c.MTU = uint16(u.GetVal().GetUintVal())
+				mtu, _ := uintValue(l.val)
+				c.MTU = uint16(mtu)
 			case "description":
-				c.Description = u.GetVal().GetStringVal()
+				c.Description, _ = stringValue(l.val)
 			}
 			out[port] = c
 		}

@@ -49,6 +49,23 @@ func Bin(t testing.TB, name string) string {
 	return filepath.Join(binDir, name)
 }
 
+// Tool builds pkg from the separate tools module in dir (a third-party
+// program the tests run against, such as gnxi's gnmi_target) and returns
+// the binary's path; the build takes up to a few minutes on a fresh
+// machine, as it downloads the module's dependencies.
+func Tool(t testing.TB, dir, pkg string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build %s in %s: %v\n%s", pkg, dir, err, out)
+	}
+	return bin
+}
+
 // Cleanup removes the built binaries; call it from TestMain after m.Run.
 func Cleanup() {
 	if binDir != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -636,9 +637,9 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	c.log.Info(why+"; rerouting", append(args, "links_avoided", len(down), "pruned_first", failed)...)
 	c.m.linksDown.Set(float64(len(down)))
 	if failed {
-		// Every switch: each takes its pruned routes (and the first
-		// stage's new ones) at once.
-		c.enqueueAll()
+		// The switches the pruning changes, at once: they are written
+		// while the new routes are computed.
+		c.enqueuePruned(next.ro)
 	}
 	// Plan now, so only the switches whose routes change are programmed,
 	// stage by stage; the pins of intents moved off the links follow.
@@ -656,6 +657,28 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	next.ro.prepare(next, oldPlan.Plan, newPlan.Plan, next.ro.base)
 	for _, sw := range next.ro.begin() {
 		c.Enqueue(sw)
+	}
+}
+
+// enqueuePruned queues the switches whose pruned routes differ from what
+// they have (every switch, if that cannot be told).
+func (c *Controller) enqueuePruned(ro *rollout) {
+	prev := ro.previous()
+	if prev == nil || ro.base == nil {
+		c.enqueueAll()
+		return
+	}
+	pruned, err := c.planOf(prev)
+	if err != nil {
+		c.enqueueAll()
+		return
+	}
+	for sw, st := range pruned.Plan.Switches {
+		// Prune shares the state of every switch it leaves alone, so this
+		// compares slice headers for all but the few it changed.
+		if !reflect.DeepEqual(ro.base.Switches[sw], st) {
+			c.Enqueue(sw)
+		}
 	}
 }
 
@@ -1001,8 +1024,8 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 						pruned.FlowPins = desired.FlowPins
 						desired = pruned
 					case st.ro.touches(sw):
-						dist := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
-						desired = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist)
+						dist, early := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
+						desired = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist, early[sw])
 					}
 				}
 			}

@@ -154,6 +154,14 @@ func (q *Queue) Len() int {
 	return len(q.order)
 }
 
+// Idle says whether no key is waiting or being processed (keys added
+// with a delay do not count until they are due).
+func (q *Queue) Idle() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.order) == 0 && len(q.processing) == 0
+}
+
 // Close stops handing out keys and cancels pending delayed adds.
 func (q *Queue) Close() {
 	q.mu.Lock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/topology"
 )
 
 // Make-before-break. When the links to route around change (a drain or
@@ -46,8 +47,9 @@ type rollout struct {
 	started     time.Time
 	synced      map[models.SwitchID]int // stage each switch last confirmed
 	dist        map[netip.Prefix]map[models.SwitchID]int
-	affected    []map[models.SwitchID]bool // by stage: switches whose routes change then
-	changed     map[models.SwitchID]bool   // switches whose state changes at all
+	early       map[models.SwitchID]map[netip.Prefix]bool // moves at the first stage, by switch
+	affected    []map[models.SwitchID]bool                // by stage: switches whose routes change then
+	changed     map[models.SwitchID]bool                  // switches whose state changes at all
 	// offset is 1 when the rollout starts with a stage of its own that
 	// takes every switch from base to the old state (the pruned routes
 	// after a failure): distance d then moves at stage d+1.
@@ -55,40 +57,41 @@ type rollout struct {
 	once   sync.Once
 }
 
-// prepare computes, once, every switch's new distance toward each
-// destination prefix and, per stage, the switches whose routes change at
-// it: only those are waited for. With base (what the switches have, when
-// that is not oldPlan), a first stage takes every switch that differs to
+// prepare computes, once, which switches move at which stage and, for the
+// destinations that need stages, every switch's new distance toward them;
+// it returns those distances and, per switch, the prefixes it moves at the
+// first stage (see below). With base (what the switches have, when that
+// is not oldPlan), a first stage takes every switch that differs to
 // oldPlan and is waited for.
-func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *models.Plan) map[netip.Prefix]map[models.SwitchID]int {
+//
+// A switch whose new next hops toward a destination are a subset of its
+// old ones (a failed or drained next hop dropped, weights changed) moves
+// at the first stage: its new next hops are old ones, nearer to the
+// destination by the old distances, like every old route. A destination
+// whose every moving switch has its new next hops nearer by the old
+// distances moves entirely at the first stage too. Only the other moves (a
+// route that climbs, round a failure or a drain) wait for their new
+// distance's stage. No mix can loop: traffic descends the old distances
+// through switches on old routes and early movers until it reaches a
+// switch that moved at its stage, and from there descends the new
+// distances on new routes only (each of its next hops is nearer and so
+// has moved too). Distances are computed only toward the destinations
+// some staged move needs.
+func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *models.Plan) (map[netip.Prefix]map[models.SwitchID]int, map[models.SwitchID]map[netip.Prefix]bool) {
 	r.once.Do(func() {
-		dist, last := map[netip.Prefix]map[models.SwitchID]int{}, 0
-		for _, sw := range st.snap.Switches() {
-			hosts := st.snap.HostsOn(sw.Name)
-			if sw.Role != models.RoleLeaf || len(hosts) == 0 {
-				continue
-			}
-			d := pathcalc.Distances(st.snap, sw.Name, st.down)
-			for _, v := range d {
-				last = max(last, v)
-			}
-			if sw.Prefix.IsValid() {
-				dist[sw.Prefix] = d
-			}
-			for _, h := range hosts {
-				dist[netip.PrefixFrom(h.IP, 32)] = d
-			}
-		}
 		offset := 0
 		if base != nil {
 			offset = 1
 		}
-		affected := make([]map[models.SwitchID]bool, last+offset+1)
-		for i := range affected {
-			affected[i] = map[models.SwitchID]bool{}
+		owner := prefixOwners(st.snap)
+		changed, pruning := map[models.SwitchID]bool{}, map[models.SwitchID]bool{}
+		early := map[models.SwitchID]map[netip.Prefix]bool{}
+		type move struct {
+			sw   models.SwitchID
+			p    netip.Prefix
+			next []uint32 // the new next-hop ports
 		}
-		changed := map[models.SwitchID]bool{}
-		moves := map[models.SwitchID][]netip.Prefix{}
+		var waiting []move // moves that are not subsets
 		for sw, newSt := range newPlan.Switches {
 			oldSt := oldPlan.Switches[sw]
 			// Plans hold canonical states: compare them as they are.
@@ -96,120 +99,174 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 				changed[sw] = true
 			}
 			if base != nil && !reflect.DeepEqual(base.Switches[sw], oldSt) {
-				affected[offset][sw], changed[sw] = true, true // the first stage: to oldPlan
+				pruning[sw], changed[sw] = true, true // the first stage: to oldPlan
 			}
-			moves[sw] = changedPrefixes(oldSt, newSt)
-		}
-		// A destination whose every new next hop is nearer to it by the old
-		// routes than the switch routing there needs no stages: old and
-		// new routes both lead strictly downhill by the old distance, so
-		// no mix of them can loop. Those move at the first stage; only the
-		// others (a new route that climbs, round a failure or a drain)
-		// wait for their distance's stage.
-		downhill := r.downhill(st, newPlan, moves)
-		first := offset + 1 // after the pruning, if any
-		for sw, prefixes := range moves {
-			for _, p := range prefixes {
-				if downhill[p] {
-					affected[first][sw] = true
-				} else if d, ok := dist[p][sw]; ok && d <= last {
-					affected[d+offset][sw] = true
+			moved := changedPrefixes(oldSt, newSt)
+			if len(moved) == 0 {
+				continue
+			}
+			oldHops, newHops := hopsByPrefix(oldSt), hopsByPrefix(newSt)
+			for _, p := range moved {
+				old, ok := oldHops[p]
+				if ok && isSubset(newHops[p], old) {
+					if early[sw] == nil {
+						early[sw] = map[netip.Prefix]bool{}
+					}
+					early[sw][p] = true
+					continue
 				}
+				waiting = append(waiting, move{sw, p, newHops[p]})
 			}
 		}
-		for p := range downhill {
-			if downhill[p] {
-				delete(dist, p) // staged: no distance, the new route at once
+		// Destinations whose every waiting move descends the old distances
+		// move entirely at the first stage.
+		descends := map[netip.Prefix]bool{}
+		oldDist := map[models.SwitchID]map[models.SwitchID]int{} // by destination leaf, on demand
+		for _, m := range waiting {
+			if ok, seen := descends[m.p]; seen && !ok {
+				continue
 			}
+			leaf, known := owner[m.p]
+			good := known
+			if known {
+				if oldDist[leaf] == nil {
+					oldDist[leaf] = pathcalc.Distances(st.snap, leaf, r.oldDown)
+				}
+				good = nearer(st.snap, oldDist[leaf], m.sw, m.next)
+			}
+			descends[m.p] = good
+		}
+		// The rest wait for the stage of their new distance.
+		dist := map[netip.Prefix]map[models.SwitchID]int{}
+		newDist := map[models.SwitchID]map[models.SwitchID]int{}
+		last := 1
+		var staged []move
+		for _, m := range waiting {
+			if descends[m.p] {
+				if early[m.sw] == nil {
+					early[m.sw] = map[netip.Prefix]bool{}
+				}
+				early[m.sw][m.p] = true
+				continue
+			}
+			leaf, known := owner[m.p]
+			if !known {
+				continue // no distance: takes its new route when written
+			}
+			if newDist[leaf] == nil {
+				newDist[leaf] = pathcalc.Distances(st.snap, leaf, st.down)
+			}
+			dist[m.p] = newDist[leaf]
+			if d, ok := newDist[leaf][m.sw]; ok {
+				last = max(last, d)
+				staged = append(staged, m)
+			}
+		}
+		affected := make([]map[models.SwitchID]bool, last+offset+1)
+		for i := range affected {
+			affected[i] = map[models.SwitchID]bool{}
+		}
+		if base != nil {
+			affected[offset] = pruning
+		}
+		for sw := range early {
+			affected[offset+1][sw] = true // the first stage after the pruning, if any
+		}
+		waits := map[models.SwitchID]bool{}
+		for _, m := range waiting {
+			waits[m.sw] = true
+		}
+		for sw := range changed {
+			if !pruning[sw] && early[sw] == nil && !waits[sw] {
+				affected[offset+1][sw] = true // only renamed groups: no move, so at once
+			}
+		}
+		for _, m := range staged {
+			affected[dist[m.p][m.sw]+offset][m.sw] = true
 		}
 		r.mu.Lock()
-		r.dist, r.last, r.affected, r.changed, r.offset = dist, last+offset, affected, changed, offset
+		r.dist, r.early, r.last, r.affected, r.changed, r.offset = dist, early, last+offset, affected, changed, offset
 		r.mu.Unlock()
 	})
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.dist
+	return r.dist, r.early
 }
 
-// downhill says, for every destination prefix some switch moves, whether
-// each of its new next hops is strictly nearer the destination than the
-// switch itself by the distances the old routes follow (over the links
-// down before the change).
-func (r *rollout) downhill(st *fabricState, newPlan models.Plan, moves map[models.SwitchID][]netip.Prefix) map[netip.Prefix]bool {
+// prefixOwners maps every leaf's prefix and host route to the leaf.
+func prefixOwners(snap *topology.Snapshot) map[netip.Prefix]models.SwitchID {
 	owner := map[netip.Prefix]models.SwitchID{}
-	for _, sw := range st.snap.Switches() {
+	for _, sw := range snap.Switches() {
 		if sw.Role != models.RoleLeaf {
 			continue
 		}
 		if sw.Prefix.IsValid() {
 			owner[sw.Prefix] = sw.Name
 		}
-		for _, h := range st.snap.HostsOn(sw.Name) {
+		for _, h := range snap.HostsOn(sw.Name) {
 			owner[netip.PrefixFrom(h.IP, 32)] = sw.Name
 		}
 	}
-	oldDist := map[models.SwitchID]map[models.SwitchID]int{} // by destination leaf, on demand
-	out := map[netip.Prefix]bool{}
-	for sw, prefixes := range moves {
-		if len(prefixes) == 0 {
-			continue
+	return owner
+}
+
+// nearer says whether every next hop of sw (by egress port) is a host or
+// a switch strictly nearer the destination than sw by dist.
+func nearer(snap *topology.Snapshot, dist map[models.SwitchID]int, sw models.SwitchID, ports []uint32) bool {
+	mine, ok := dist[sw]
+	if !ok {
+		return false
+	}
+	good := true
+	snap.EachNeighbor(sw, func(a topology.Adjacency) {
+		if !slices.Contains(ports, a.LocalPort) {
+			return
 		}
-		peers := map[uint32]models.SwitchID{}
-		for _, a := range st.snap.Neighbors(sw) {
-			peers[a.LocalPort] = a.Peer
+		if d, ok := dist[a.Peer]; !ok || d >= mine {
+			good = false
 		}
-		newSt := newPlan.Switches[sw]
-		routes := map[netip.Prefix]models.Route{}
-		for _, rt := range newSt.Routes {
-			routes[rt.Prefix] = rt
+	})
+	return good
+}
+
+// hopsByPrefix is every route's next-hop ports, sorted.
+func hopsByPrefix(st models.ForwardingState) map[netip.Prefix][]uint32 {
+	groups := make(map[uint32][]uint32, len(st.Groups))
+	for _, g := range st.Groups {
+		ports := make([]uint32, len(g.Members))
+		for i, m := range g.Members {
+			ports[i] = m.MemberID
 		}
-		for _, p := range prefixes {
-			if ok, seen := out[p]; seen && !ok {
-				continue
-			}
-			leaf, known := owner[p]
-			if !known {
-				out[p] = false
-				continue
-			}
-			if oldDist[leaf] == nil {
-				oldDist[leaf] = pathcalc.Distances(st.snap, leaf, r.oldDown)
-			}
-			d := oldDist[leaf]
-			mine, ok := d[sw]
-			good := ok
-			for _, port := range nextHopPorts(newSt, routes[p]) {
-				peer, isSwitch := peers[port]
-				if !isSwitch {
-					continue // a host: delivered
-				}
-				if pd, ok := d[peer]; !ok || pd >= mine {
-					good = false
-				}
-			}
-			if seen, had := out[p]; !had || seen {
-				out[p] = good
-			}
+		slices.Sort(ports)
+		groups[g.ID] = ports
+	}
+	out := make(map[netip.Prefix][]uint32, len(st.Routes))
+	for _, r := range st.Routes {
+		if r.GroupID == 0 {
+			out[r.Prefix] = []uint32{r.MemberID}
+		} else {
+			out[r.Prefix] = groups[r.GroupID]
 		}
 	}
 	return out
 }
 
-// nextHopPorts are the egress ports of a route.
-func nextHopPorts(st models.ForwardingState, r models.Route) []uint32 {
-	if r.GroupID == 0 {
-		return []uint32{r.MemberID}
+// isSubset says whether every element of a (sorted) is in b (sorted); an
+// empty a is not (a route that lost every next hop is not a narrowing).
+func isSubset(a, b []uint32) bool {
+	if len(a) == 0 {
+		return false
 	}
-	for _, g := range st.Groups {
-		if g.ID == r.GroupID {
-			out := make([]uint32, len(g.Members))
-			for i, m := range g.Members {
-				out[i] = m.MemberID
-			}
-			return out
+	j := 0
+	for _, x := range a {
+		for j < len(b) && b[j] < x {
+			j++
+		}
+		if j == len(b) || b[j] != x {
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // changedPrefixes lists the prefixes whose route (or its group's members)
@@ -368,7 +425,7 @@ func newRollout(prev *fabricState) *rollout {
 // is installed in its new form under a stand-in ID (stagedGroupID) for the
 // new routes; the rollout's last write gives the real ID the new members
 // and moves the routes back to it.
-func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, dist map[netip.Prefix]map[models.SwitchID]int) models.ForwardingState {
+func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, dist map[netip.Prefix]map[models.SwitchID]int, early map[netip.Prefix]bool) models.ForwardingState {
 	oldGroups := map[uint32]models.Group{}
 	for _, g := range oldSt.Groups {
 		oldGroups[g.ID] = g
@@ -396,7 +453,11 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 		seen[r.Prefix] = true
 		old, hadOld := oldRoutes[r.Prefix]
 		d, reaches := dist[r.Prefix][sw]
-		if hadOld && reaches && d > stage {
+		// A route whose next hops are the same under another group ID (a
+		// pruned group renamed) forwards alike either way: take the new.
+		same := hadOld && old.MemberID == r.MemberID && (old.GroupID == 0) == (r.GroupID == 0) &&
+			(r.GroupID == 0 || slices.Equal(oldGroups[old.GroupID].Members, newGroups[r.GroupID].Members))
+		if hadOld && reaches && d > stage && !early[r.Prefix] && !same {
 			chosen = append(chosen, choice{old, true})
 		} else {
 			chosen = append(chosen, choice{r, false})
@@ -457,10 +518,12 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 func stagedGroupID(id uint32) uint32 { return id | 1<<31 }
 
 // Settled reports whether the current routes are fully rolled out, every
-// switch is in sync with them, and no planned change waits for its turn.
+// switch is in sync with them, no planned change waits for its turn, and
+// no reconcile is queued or running (a rollout's last writes, which drop
+// what the old routes used, are queued as its last stage completes).
 func (c *Controller) Settled() bool {
 	st := c.current()
-	if st == nil || c.deferred.Load() || c.Ready() != nil {
+	if st == nil || c.deferred.Load() || c.Ready() != nil || !c.queue.Idle() {
 		return false
 	}
 	return st.ro == nil || st.ro.stageNow() == 0

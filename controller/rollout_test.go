@@ -22,7 +22,7 @@ func TestStagedGroupStandIn(t *testing.T) {
 		Routes: []models.Route{{Prefix: p1, GroupID: 7}, {Prefix: p2, GroupID: 7}}}
 	dist := map[netip.Prefix]map[models.SwitchID]int{p1: {"s": 1}, p2: {"s": 3}}
 
-	mid := staged("s", 1, oldSt, newSt, dist)
+	mid := staged("s", 1, oldSt, newSt, dist, nil)
 	groups := map[uint32][]models.GroupMember{}
 	for _, g := range mid.Groups {
 		groups[g.ID] = g.Members
@@ -38,8 +38,55 @@ func TestStagedGroupStandIn(t *testing.T) {
 	if err := mid.Validate(); err != nil {
 		t.Fatalf("stage 1 state invalid: %v", err)
 	}
-	done := staged("s", 3, oldSt, newSt, dist)
+	done := staged("s", 3, oldSt, newSt, dist, nil)
 	if len(done.Groups) != 1 || done.Groups[0].ID != 7 || done.Groups[0].Members[1].MemberID != 3 {
 		t.Fatalf("stage 3: groups %v; want only 7 with {1,3}", done.Groups)
+	}
+}
+
+// TestStagedEarlyAndRenamed: a prefix marked early takes its new route at
+// any stage, and so does one whose next hops are the same under another
+// group ID; others keep the old route until their distance's stage.
+func TestStagedEarlyAndRenamed(t *testing.T) {
+	p1, p2, p3 := netip.MustParsePrefix("10.0.1.0/24"), netip.MustParsePrefix("10.0.2.0/24"), netip.MustParsePrefix("10.0.3.0/24")
+	members := []models.Member{{ID: 1, Port: 1}, {ID: 2, Port: 2}, {ID: 3, Port: 3}}
+	both := []models.GroupMember{{MemberID: 1, Weight: 1}, {MemberID: 2, Weight: 1}}
+	oldSt := models.ForwardingState{Members: members,
+		Groups: []models.Group{{ID: 5, Members: both}, {ID: 6, Members: both}},
+		Routes: []models.Route{{Prefix: p1, GroupID: 5}, {Prefix: p2, GroupID: 5}, {Prefix: p3, GroupID: 6}}}
+	newSt := models.ForwardingState{Members: members,
+		Groups: []models.Group{{ID: 8, Members: both}},
+		Routes: []models.Route{{Prefix: p1, MemberID: 1}, {Prefix: p2, MemberID: 3}, {Prefix: p3, GroupID: 8}}}
+	dist := map[netip.Prefix]map[models.SwitchID]int{p1: {"s": 3}, p2: {"s": 3}, p3: {"s": 3}}
+	got := map[netip.Prefix]models.Route{}
+	for _, r := range staged("s", 1, oldSt, newSt, dist, map[netip.Prefix]bool{p1: true}).Routes {
+		got[r.Prefix] = r
+	}
+	if got[p1].MemberID != 1 {
+		t.Errorf("early p1 at stage 1: %+v, want its new route (member 1)", got[p1])
+	}
+	if got[p2].GroupID != 5 {
+		t.Errorf("staged p2 at stage 1: %+v, want its old route (group 5) until stage 3", got[p2])
+	}
+	if got[p3].GroupID != 8 {
+		t.Errorf("renamed p3 at stage 1: %+v, want group 8 (same next hops as 6)", got[p3])
+	}
+}
+
+func TestIsSubset(t *testing.T) {
+	for _, c := range []struct {
+		a, b []uint32
+		want bool
+	}{
+		{[]uint32{2, 3}, []uint32{1, 2, 3}, true},
+		{[]uint32{1, 2, 3}, []uint32{1, 2, 3}, true},
+		{[]uint32{2, 4}, []uint32{1, 2, 3}, false},
+		{[]uint32{4}, []uint32{1, 2, 3}, false},
+		{nil, []uint32{1}, false}, // losing every next hop is not a narrowing
+		{[]uint32{1}, nil, false},
+	} {
+		if got := isSubset(c.a, c.b); got != c.want {
+			t.Errorf("isSubset(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
 	}
 }

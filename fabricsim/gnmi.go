@@ -45,6 +45,7 @@ type gnmiServer struct {
 
 	mu        sync.Mutex
 	published map[string]string // leaf path → last published value
+	addrs     map[uint32][]leafAddr
 	config    map[uint32]ifConfig
 	// master is the highest master-arbitration election ID a Set carried:
 	// Sets with a lower one are refused, fencing out a deposed controller.
@@ -147,6 +148,21 @@ func boolVal(b bool) *gnmipb.TypedValue {
 	return &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: b}}
 }
 
+// valueKey is a value's identity for telling whether a leaf changed:
+// cheaper than its text form, which every published leaf would pay for
+// at every sample (a k=16 fabric publishes 100,000 leaves a tick).
+func valueKey(v *gnmipb.TypedValue) string {
+	switch x := v.GetValue().(type) {
+	case *gnmipb.TypedValue_UintVal:
+		return "u" + strconv.FormatUint(x.UintVal, 10)
+	case *gnmipb.TypedValue_StringVal:
+		return "s" + x.StringVal
+	case *gnmipb.TypedValue_BoolVal:
+		return "b" + strconv.FormatBool(x.BoolVal)
+	}
+	return v.String()
+}
+
 func upDown(up bool) string {
 	if up {
 		return "UP"
@@ -164,11 +180,11 @@ func (g *gnmiServer) publishOper(ts int64, port uint32, operUp bool) error {
 	key := name + "/" + strings.Join(path, "/")
 	g.mu.Lock()
 	prev := g.published[key]
-	if prev == val.String() {
+	if prev == valueKey(val) {
 		g.mu.Unlock()
 		return nil
 	}
-	g.published[key] = val.String()
+	g.published[key] = valueKey(val)
 	g.mu.Unlock()
 	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)},
 		Update: []*gnmipb.Update{{Path: interfacePath(name, path...), Val: val}}}
@@ -181,54 +197,98 @@ func (g *gnmiServer) publishOper(ts int64, port uint32, operUp bool) error {
 	return nil
 }
 
+// publishedLeaves are the leaves publish sends for every interface, in the
+// order of its values: under /interfaces/interface[name]/..., or, with
+// qos, the RDMA queue's /qos/.../queue[name]/state/<leaf>.
+var publishedLeaves = []struct {
+	path    []string
+	counter bool // sent at every sample, changed or not
+	qos     bool
+}{
+	{path: []string{"state", "counters", "in-octets"}, counter: true},
+	{path: []string{"state", "counters", "out-octets"}, counter: true},
+	{path: []string{"state", "counters", "in-unicast-pkts"}, counter: true},
+	{path: []string{"state", "counters", "out-unicast-pkts"}, counter: true},
+	{path: []string{"state", "counters", "in-discards"}, counter: true},
+	{path: []string{"state", "counters", "out-discards"}, counter: true},
+	{path: []string{"state", "oper-status"}},
+	{path: []string{"state", "admin-status"}},
+	{path: []string{"state", "name"}},
+	{path: []string{"state", "enabled"}},
+	{path: []string{"state", "mtu"}},
+	{path: []string{"state", "description"}},
+	{path: []string{"config", "name"}},
+	{path: []string{"config", "enabled"}},
+	{path: []string{"config", "mtu"}},
+	{path: []string{"config", "description"}},
+	{path: []string{"ecn-marked-octets"}, counter: true, qos: true},
+	{path: []string{"ecn-marked-pkts"}, counter: true, qos: true},
+}
+
+// leafAddr is one published leaf's path and its key in published, built
+// once per interface: publish runs for every port of every switch at
+// every sample, and rebuilding them was most of what it allocated.
+type leafAddr struct {
+	key  string
+	path *gnmipb.Path // shared by every notification: never modified
+}
+
+func (g *gnmiServer) leafAddrs(port uint32) []leafAddr {
+	if a, ok := g.addrs[port]; ok {
+		return a
+	}
+	name := models.InterfaceName(port)
+	a := make([]leafAddr, len(publishedLeaves))
+	for i, l := range publishedLeaves {
+		if l.qos {
+			a[i] = leafAddr{name + "/qos/" + l.path[0], southbound.QueuePath(name, rdmaQueue, l.path[0])}
+		} else {
+			a[i] = leafAddr{name + "/" + strings.Join(l.path, "/"), interfacePath(name, l.path...)}
+		}
+	}
+	if g.addrs == nil {
+		g.addrs = map[uint32][]leafAddr{}
+	}
+	g.addrs[port] = a
+	return a
+}
+
 func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool) error {
 	cfg := g.ifConfig(port)
 	name := models.InterfaceName(port)
-	type leaf struct {
-		path []string
-		val  *gnmipb.TypedValue
+	values := [...]*gnmipb.TypedValue{ // in publishedLeaves' order
+		uintVal(uint64(c.inOctets)),
+		uintVal(uint64(c.outOctets)),
+		uintVal(uint64(c.inOctets / packetBytes)),
+		uintVal(uint64(c.outOctets / packetBytes)),
+		uintVal(uint64(c.inDiscardOctets / packetBytes)),
+		uintVal(uint64(c.outDiscardOctets / packetBytes)),
+		strVal(upDown(operUp)),
+		strVal(upDown(cfg.Enabled)),
+		strVal(name),
+		boolVal(cfg.Enabled),
+		uintVal(uint64(cfg.MTU)),
+		strVal(cfg.Description),
+		strVal(name),
+		boolVal(cfg.Enabled),
+		uintVal(uint64(cfg.MTU)),
+		strVal(cfg.Description),
+		uintVal(uint64(c.ecnOctets)),
+		uintVal(uint64(c.ecnOctets / packetBytes)),
 	}
-	leaves := []leaf{
-		{[]string{"state", "counters", "in-octets"}, uintVal(uint64(c.inOctets))},
-		{[]string{"state", "counters", "out-octets"}, uintVal(uint64(c.outOctets))},
-		{[]string{"state", "counters", "in-unicast-pkts"}, uintVal(uint64(c.inOctets / packetBytes))},
-		{[]string{"state", "counters", "out-unicast-pkts"}, uintVal(uint64(c.outOctets / packetBytes))},
-		{[]string{"state", "counters", "in-discards"}, uintVal(uint64(c.inDiscardOctets / packetBytes))},
-		{[]string{"state", "counters", "out-discards"}, uintVal(uint64(c.outDiscardOctets / packetBytes))},
-		{[]string{"state", "oper-status"}, strVal(upDown(operUp))},
-		{[]string{"state", "admin-status"}, strVal(upDown(cfg.Enabled))},
-		{[]string{"state", "name"}, strVal(name)},
-		{[]string{"state", "enabled"}, boolVal(cfg.Enabled)},
-		{[]string{"state", "mtu"}, uintVal(uint64(cfg.MTU))},
-		{[]string{"state", "description"}, strVal(cfg.Description)},
-		{[]string{"config", "name"}, strVal(name)},
-		{[]string{"config", "enabled"}, boolVal(cfg.Enabled)},
-		{[]string{"config", "mtu"}, uintVal(uint64(cfg.MTU))},
-		{[]string{"config", "description"}, strVal(cfg.Description)},
-	}
-	// The RDMA class's egress queue: ECN marks, under OpenConfig QoS.
-	leaves = append(leaves,
-		leaf{[]string{"qos", "ecn-marked-octets"}, uintVal(uint64(c.ecnOctets))},
-		leaf{[]string{"qos", "ecn-marked-pkts"}, uintVal(uint64(c.ecnOctets / packetBytes))})
 	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)}}
 	prev := map[string]string{}
 	g.mu.Lock()
-	for _, l := range leaves {
-		key := name + "/" + strings.Join(l.path, "/")
-		v := l.val.String()
+	for i, addr := range g.leafAddrs(port) {
+		v := valueKey(values[i])
 		// Counters go out at every sample, changed or not: an idle port's
 		// fresh timestamp is what tells a collector its rate fell to zero.
-		queue := l.path[0] == "qos"
-		if g.published[key] == v && l.path[1] != "counters" && !queue {
+		if g.published[addr.key] == v && !publishedLeaves[i].counter {
 			continue
 		}
-		prev[key] = g.published[key]
-		g.published[key] = v
-		p := interfacePath(name, l.path...)
-		if queue {
-			p = southbound.QueuePath(name, rdmaQueue, l.path[1])
-		}
-		n.Update = append(n.Update, &gnmipb.Update{Path: p, Val: l.val})
+		prev[addr.key] = g.published[addr.key]
+		g.published[addr.key] = v
+		n.Update = append(n.Update, &gnmipb.Update{Path: addr.path, Val: values[i]})
 	}
 	g.mu.Unlock()
 	if len(n.Update) == 0 {
@@ -524,20 +584,61 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 type subscriber struct {
 	g      *gnmiServer
 	list   *gnmipb.SubscriptionList
-	out    chan *gnmipb.SubscribeResponse
 	ctx    context.Context
 	cancel context.CancelFunc
+
+	// Responses wait in a queue that grows with the backlog (a fixed
+	// channel big enough for an initial snapshot is a large pointer array
+	// per subscriber that every garbage collection scans).
+	mu      sync.Mutex
+	pending []*gnmipb.SubscribeResponse
+	closed  bool          // no more responses: the sender drains and stops
+	wake    chan struct{} // one token: pending or closed changed
 }
+
+// maxPending is how many responses may wait for a slow subscriber before
+// it is disconnected rather than allowed to stall the switch.
+const maxPending = 65536
 
 // send queues a response; a subscriber that cannot keep up is disconnected
 // rather than allowed to stall the switch.
 func (s *subscriber) send(r *gnmipb.SubscribeResponse) {
-	select {
-	case s.out <- r:
-	case <-s.ctx.Done():
-	default:
-		s.cancel()
+	s.mu.Lock()
+	full := len(s.pending) >= maxPending
+	if !full && !s.closed {
+		s.pending = append(s.pending, r)
 	}
+	s.mu.Unlock()
+	if full {
+		s.cancel()
+		return
+	}
+	s.signal()
+}
+
+func (s *subscriber) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close lets the sender finish what is queued and stop.
+func (s *subscriber) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+// next takes what is queued, and says whether the sender should stop
+// once that is sent.
+func (s *subscriber) next() ([]*gnmipb.SubscribeResponse, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	batch := s.pending
+	s.pending = nil
+	return batch, s.closed
 }
 
 func (s *subscriber) sendNotifications(ns []*gnmipb.Notification) {
@@ -626,7 +727,7 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	kill := g.sw.killed()
-	s := &subscriber{g: g, list: list, out: make(chan *gnmipb.SubscribeResponse, 65536), ctx: ctx, cancel: cancel}
+	s := &subscriber{g: g, list: list, ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1)}
 	sendErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -638,14 +739,17 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 				return
 			case <-kill:
 				cancel()
-			case r, ok := <-s.out:
-				if !ok {
-					sendErr <- nil
-					return
+			case <-s.wake:
+				batch, done := s.next()
+				for _, r := range batch {
+					if err := stream.Send(r); err != nil {
+						cancel()
+						sendErr <- err
+						return
+					}
 				}
-				if err := stream.Send(r); err != nil {
-					cancel()
-					sendErr <- err
+				if done {
+					sendErr <- nil
 					return
 				}
 			}
@@ -653,7 +757,7 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 	})
 	finish := func(err error) error {
 		if err == nil {
-			close(s.out) // the sender drains what is queued, then stops
+			s.close() // the sender drains what is queued, then stops
 			if e := <-sendErr; e != nil {
 				return e
 			}
@@ -793,7 +897,7 @@ func (s *subscriber) sample(sub *gnmipb.Subscription, interval, heartbeat time.D
 		for _, n := range ns {
 			if suppress && !beat && len(n.GetUpdate()) == 1 {
 				key := gpath.ToStrings(n.GetUpdate()[0].GetPath(), false)
-				k, v := strings.Join(key, "/"), n.GetUpdate()[0].GetVal().String()
+				k, v := strings.Join(key, "/"), valueKey(n.GetUpdate()[0].GetVal())
 				if last[k] == v {
 					continue
 				}

@@ -36,6 +36,12 @@ type ConfigDriver interface {
 	SetConfig(ctx context.Context, sw models.SwitchID, ports map[uint32]models.InterfaceConfig) error
 }
 
+// Sampler makes switches sample packets of the ports given and report
+// them (southbound.P4RT: the flow_sample table and its digest).
+type Sampler interface {
+	SetSampling(ctx context.Context, sw models.SwitchID, ports []uint32, oneIn uint32) error
+}
+
 // PinReader reads back chosen flow-pin entries; a Driver that has it lets
 // the controller confirm its writes without reading whole tables.
 type PinReader interface {
@@ -109,6 +115,10 @@ type Config struct {
 	// MTU is the fabric profile's interface MTU; default 4200 (a 4096-byte
 	// RoCE payload with its headers).
 	MTU uint16
+	// SampleOneIn, if set and the Driver is a Sampler, makes every leaf
+	// sample 1 in SampleOneIn RoCEv2 packets its hosts send (how elephants
+	// nobody declared are found; see Elephants). 0: no sampling.
+	SampleOneIn uint32
 	// Workers reconcile switches in parallel; default 4.
 	Workers int
 	// ResyncInterval re-reconciles every switch even without changes, to
@@ -330,8 +340,8 @@ func (c *Controller) Resync(sw models.SwitchID) {
 	delete(c.known, sw)
 	c.mu.Unlock()
 	c.Enqueue(sw)
-	if c.cfg.Config != nil {
-		c.queue.Add(configKey(sw))
+	if st := c.current(); st != nil {
+		c.enqueueConfigOf(st.snap, sw)
 	}
 }
 
@@ -350,15 +360,44 @@ func (c *Controller) enqueueAll() {
 // Get, while tables change with every intent).
 func configKey(sw models.SwitchID) string { return "config/" + string(sw) }
 
-// enqueueConfig queues every switch's configuration.
+// sampleKey is the work-queue key of a leaf's packet sampling.
+func sampleKey(sw models.SwitchID) string { return "sample/" + string(sw) }
+
+// enqueueConfig queues every switch's configuration: interfaces (gNMI)
+// and, on leaves, packet sampling (P4Runtime).
 func (c *Controller) enqueueConfig() {
 	st := c.current()
-	if st == nil || c.cfg.Config == nil {
+	if st == nil {
 		return
 	}
 	for _, sw := range st.snap.Switches() {
-		c.queue.Add(configKey(sw.Name))
+		c.enqueueConfigOf(st.snap, sw.Name)
 	}
+}
+
+func (c *Controller) enqueueConfigOf(snap *topology.Snapshot, sw models.SwitchID) {
+	if c.cfg.Config != nil {
+		c.queue.Add(configKey(sw))
+	}
+	if _, ok := c.cfg.Driver.(Sampler); ok && c.cfg.SampleOneIn > 0 && len(snap.HostsOn(sw)) > 0 {
+		c.queue.Add(sampleKey(sw))
+	}
+}
+
+// reconcileSampling makes a leaf sample its host-facing ports, all of
+// them at SampleOneIn. (Without sampling nothing is queued: entries an
+// earlier run wrote stay, and their digests are dropped unread.)
+func (c *Controller) reconcileSampling(ctx context.Context, sw models.SwitchID) (int, error) {
+	st := c.current()
+	sampler, ok := c.cfg.Driver.(Sampler)
+	if st == nil || !ok {
+		return 0, nil
+	}
+	var ports []uint32
+	for _, h := range st.snap.HostsOn(sw) {
+		ports = append(ports, h.Attach.Port)
+	}
+	return 0, sampler.SetSampling(ctx, sw, ports, c.cfg.SampleOneIn)
 }
 
 func (c *Controller) current() *fabricState {
@@ -924,6 +963,8 @@ func (c *Controller) worker(ctx context.Context) {
 		var err error
 		if sw, isConfig := strings.CutPrefix(key, "config/"); isConfig {
 			err = c.reconcileConfigSafely(tctx, models.SwitchID(sw))
+		} else if sw, isSample := strings.CutPrefix(key, "sample/"); isSample {
+			err = c.safely(tctx, "sampling", models.SwitchID(sw), c.reconcileSampling)
 		} else {
 			err = c.reconcileSafely(tctx, models.SwitchID(key))
 		}

@@ -80,6 +80,10 @@ type IntentsConfig struct {
 	// AdaptInterval is how often intents are checked against measured
 	// load; default 5s.
 	AdaptInterval time.Duration
+	// Detected, if set, lists the elephant flows telemetry found that no
+	// intent declares; every second they are pinned on paths chosen
+	// together (see placeDetected).
+	Detected func() []DetectedFlow
 	// Leadership, if set, makes this manager decide only while its
 	// replica leads, with every commit fenced on the term; a follower
 	// keeps the intents' records current from etcd for reads and refuses
@@ -245,6 +249,10 @@ type Intents struct {
 	// stored status: it changes every second and is not worth an etcd write.
 	obsMu    sync.Mutex
 	observed map[string]float64
+
+	// elephants are the detected flows placed (or not) by placeDetected:
+	// soft state, not stored (a new leader finds them again).
+	elephants map[models.FlowKey]*elephant
 }
 
 // NewIntents returns the manager; Run loads intents from etcd and serves.
@@ -280,7 +288,7 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 		cfg: cfg, log: cfg.Logger,
 		ops: make(chan *op, 4096), kick: make(chan struct{}, 1),
 		all: map[string]*entry{}, flowOwner: map[models.FlowKey]string{}, idem: map[string]idemRecord{}, idemOf: map[string]string{},
-		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{},
+		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{}, elephants: map[models.FlowKey]*elephant{},
 		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
 		observed: map[string]float64{}, failures: map[models.SwitchID]string{},
@@ -288,6 +296,15 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 		movedAt: map[string]int{},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
+	if cfg.Registerer != nil {
+		for _, pinned := range []bool{true, false} {
+			state := map[bool]string{true: "pinned", false: "unplaced"}[pinned]
+			cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "accelnet_elephants", Help: "Detected elephant flows (sampled, not declared) by whether they are pinned.",
+				ConstLabels: prometheus.Labels{"state": state},
+			}, func() float64 { return float64(m.countDetected(pinned)) }))
+		}
+	}
 	return m, nil
 }
 
@@ -951,6 +968,7 @@ func (m *Intents) load(ctx context.Context) error {
 		m.changes[sw], m.changesBase[sw] = nil, m.gen // reconcilers compare in full once
 	}
 	m.pins, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, nil
+	m.elephants = map[models.FlowKey]*elephant{}
 	m.needReload = false
 	m.pinsReady = false
 	for _, kv := range resp.Kvs {
@@ -1445,6 +1463,7 @@ func (m *Intents) pin(b *batch, e *entry, paths [][]models.Endpoint) {
 			reserved[r] += f.gbps
 		}
 		m.flowOwner[f.key] = e.in.ID
+		m.dropDetected(b, f.key) // declared now: the intent's pins replace it
 		for _, hop := range path {
 			if m.pins[hop.Switch] == nil {
 				m.pins[hop.Switch] = map[models.FlowKey]uint32{}
@@ -1696,6 +1715,9 @@ func (m *Intents) housekeep(b *batch, tick bool) {
 		case models.StateDeleted:
 			m.remove(b, e)
 		}
+	}
+	if tick && m.book != nil {
+		m.placeDetected(b)
 	}
 	if tick {
 		for _, e := range m.all {

@@ -728,3 +728,64 @@ func TestDisconnectAndSlowWrites(t *testing.T) {
 		t.Fatalf("after clearing slow writes: %v", err)
 	}
 }
+
+// TestP4RTFlowSampleDigests: a DigestEntry is validated like any entity
+// (unknown ID, double INSERT), and once it and a flow_sample entry for the
+// host's port are in, the flows that host sends are reported in
+// flow_sample_t digest lists on the primary's stream (sampled before
+// forwarding: here the leaf has no routes and drops them).
+func TestP4RTFlowSampleDigests(t *testing.T) {
+	topo, _ := topology.LeafSpine(1, 2, 1, 100)
+	f := run(t, topo)
+	c, s := primary(t, f.Switch("leaf1"))
+	id := s.DigestID(p4.DigestFlowSample)
+	digest := func(typ p4v1.Update_Type, id uint32) *p4v1.Update {
+		return &p4v1.Update{Type: typ, Entity: &p4v1.Entity{Entity: &p4v1.Entity_DigestEntry{DigestEntry: &p4v1.DigestEntry{
+			DigestId: id, Config: &p4v1.DigestEntry_Config{MaxListSize: 2, MaxTimeoutNs: 1e6}}}}}
+	}
+	if got := updateErrors(c.write(1, digest(p4v1.Update_INSERT, 0x17000099))); !slices.Equal(got, []codes.Code{codes.NotFound}) {
+		t.Fatalf("unknown digest: %v", got)
+	}
+	if err := c.write(1, digest(p4v1.Update_INSERT, id)); err != nil {
+		t.Fatal(err)
+	}
+	if got := updateErrors(c.write(1, digest(p4v1.Update_INSERT, id))); !slices.Equal(got, []codes.Code{codes.AlreadyExists}) {
+		t.Fatalf("second insert: %v", got)
+	}
+	if got := c.readAll(t, &p4v1.Entity{Entity: &p4v1.Entity_DigestEntry{DigestEntry: &p4v1.DigestEntry{}}}); len(got) != 1 || got[0].GetDigestEntry().GetConfig().GetMaxListSize() != 2 {
+		t.Fatalf("read back: %v", got)
+	}
+	prm, _ := s.Param(p4.ActionSample, p4.ParamOneIn)
+	sample := &p4v1.TableEntry{TableId: s.TableID(p4.TableFlowSample),
+		Match: []*p4v1.FieldMatch{{FieldId: s.MatchFieldID(p4.TableFlowSample, p4.FieldIngressPort), FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: []byte{1}}}}},
+		Action: &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: s.ActionID(p4.ActionSample),
+			Params: []*p4v1.Action_Param{{ParamId: prm.GetId(), Value: []byte{0x04, 0x00}}}}}}}
+	if err := c.write(1, &p4v1.Update{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: sample}}}); err != nil {
+		t.Fatal(err)
+	}
+	spec := FlowSpec{Src: topo.Hosts[0].IP, Dst: topo.Hosts[1].IP, SrcPort: 49200, DemandGbps: 100}
+	if _, err := f.AddFlows([]FlowSpec{spec}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := c.stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		list := resp.GetDigest()
+		if list == nil {
+			continue
+		}
+		if list.GetDigestId() != id || len(list.GetData()) == 0 || len(list.GetData()) > 2 {
+			t.Fatalf("digest list: %v", list)
+		}
+		m := list.GetData()[0].GetStruct().GetMembers()
+		if len(m) != 5 || p4.Uint(m[0].GetBitstring()) != 1 || p4.Addr(m[1].GetBitstring()) != spec.Src || p4.Addr(m[2].GetBitstring()) != spec.Dst || p4.Uint(m[3].GetBitstring()) != 49200 {
+			t.Fatalf("sample: %v", m)
+		}
+		if err := c.stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_DigestAck{DigestAck: &p4v1.DigestListAck{DigestId: id, ListId: list.GetListId()}}}); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+}

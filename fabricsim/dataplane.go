@@ -74,6 +74,9 @@ type FlowStatus struct {
 type flowState struct {
 	FlowStatus
 	resources []string // capacity constraints the flow uses (directional links, NICs)
+	// sampleCarry is the fraction of a flow_sample digest owed to the
+	// next tick.
+	sampleCarry float64
 }
 
 // portCounters are a port's cumulative counters.
@@ -315,7 +318,9 @@ func (f *Fabric) advanceLocked(now time.Time) {
 // and publishes counters over gNMI.
 func (f *Fabric) tick(now time.Time) {
 	f.mu.Lock()
+	dt := now.Sub(f.last).Seconds()
 	f.advanceLocked(now)
+	f.sampleLocked(dt)
 	f.recomputeLocked()
 	type pub struct {
 		port uint32

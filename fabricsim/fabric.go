@@ -74,6 +74,8 @@ type Switch struct {
 	recentNext int
 	packetOuts atomic.Int64
 	faults     faults
+	// digestLists numbers the digest lists sent (under mu).
+	digestLists uint64
 }
 
 // Fabric is a set of emulated switches plus the dataplane between them.

@@ -176,7 +176,7 @@ func (s *p4rtServer) StreamChannel(ss p4v1.P4Runtime_StreamChannelServer) error 
 				sw.packetOutError(st, err)
 			}
 		default:
-			// Digest acks and others: nothing to do in this pipeline.
+			// Digest acks: lists are not held back waiting for them.
 		}
 	}
 }
@@ -435,6 +435,8 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 				got, err = sw.store.readMembers(x.ActionProfileMember)
 			case *p4v1.Entity_ActionProfileGroup:
 				got, err = sw.store.readGroups(x.ActionProfileGroup)
+			case *p4v1.Entity_DigestEntry:
+				got = sw.store.readDigests(x.DigestEntry)
 			case *p4v1.Entity_CounterEntry:
 				// Counters live in the dataplane, whose lock is taken
 				// before a switch's; read them after releasing sw.mu.

@@ -29,6 +29,8 @@ type tableStore struct {
 	// pins is the flow-pin table decoded (key → egress port), kept as
 	// entries are written so the dataplane need not decode it again.
 	pins map[models.FlowKey]uint32
+	// digests are the configured digests (DigestEntry) by ID.
+	digests map[uint32]*p4v1.DigestEntry
 	// limit, if set, is a table's capacity by name when the switch has
 	// less room than the P4Info says (0: as the P4Info says).
 	limit func(table string) int
@@ -42,6 +44,7 @@ func newTableStore(schema *p4.Schema, limit func(string) int) *tableStore {
 		members: map[uint32]map[uint32]*p4v1.ActionProfileMember{},
 		groups:  map[uint32]map[uint32]*p4v1.ActionProfileGroup{},
 		pins:    map[models.FlowKey]uint32{},
+		digests: map[uint32]*p4v1.DigestEntry{},
 	}
 }
 
@@ -464,6 +467,8 @@ func (s *tableStore) apply(u *p4v1.Update) error {
 		return s.writeMember(u.GetType(), e.ActionProfileMember)
 	case *p4v1.Entity_ActionProfileGroup:
 		return s.writeGroup(u.GetType(), e.ActionProfileGroup)
+	case *p4v1.Entity_DigestEntry:
+		return s.writeDigest(u.GetType(), e.DigestEntry)
 	case nil:
 		return errf(codes.InvalidArgument, "update without an entity")
 	default:

@@ -158,6 +158,8 @@ func New(opts Options) http.Handler {
 	op.GET("/drains", a.listDrains)
 	op.GET("/drains/:id", a.getDrain)
 	op.DELETE("/drains/:id", a.deleteDrain)
+	// Detected flows name every tenant's hosts: operators only.
+	op.GET("/elephants", a.listElephants)
 	dashboard := gin.WrapH(web.Handler())
 	for _, path := range []string{"/", "/index.html", "/app.js", "/style.css"} {
 		r.GET(path, dashboard)

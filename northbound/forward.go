@@ -29,14 +29,15 @@ const ForwardedHeader = "X-Accelnet-Forwarded-By"
 
 // servedByAny says whether any replica can answer the request from its
 // own state (followed from etcd): reads of the topology, intents, events,
-// drains, tokens. Everything that decides or reads the leader's ledger or
-// the switches goes to the leader.
+// drains, tokens. Everything that decides or reads the leader's ledger,
+// the switches or what only the leader hears from them (detected
+// elephants) goes to the leader.
 func servedByAny(r *http.Request) bool {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
 	}
 	p := strings.TrimPrefix(r.URL.Path, "/api/v1")
-	for _, leaderOnly := range []string{"/capacity", "/tenants", "/switches/"} {
+	for _, leaderOnly := range []string{"/capacity", "/tenants", "/switches/", "/elephants"} {
 		if strings.HasPrefix(p, leaderOnly) {
 			return false
 		}

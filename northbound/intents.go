@@ -564,6 +564,12 @@ func (a *api) listDrains(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"items": a.opts.Drains.List()})
 }
 
+// listElephants lists the heavy flows sampling found that no intent
+// declares, biggest first, and where they are pinned.
+func (a *api) listElephants(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"items": a.opts.Intents.DetectedFlows()})
+}
+
 func (a *api) getDrain(c *gin.Context) {
 	v, err := a.opts.Drains.Get(c.Param("id"))
 	if err != nil {

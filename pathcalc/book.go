@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
@@ -185,6 +186,35 @@ func (b *Book) fitJoint(flows []Demand) (Fit, bool) {
 		out.MLU = math.Max(out.MLU, (b.reserved[r]+load[r])/c)
 	}
 	return out, true
+}
+
+// PlaceOver places flows together on what the book's reservations leave
+// of every resource (its capacity less what is reserved; the headroom is
+// not held back, nothing is reserved: this is for best-effort flows), as
+// Place does: a flow keeps its previous path (previous[i], nil for none)
+// while it is usable unless moving it lowers the maximum utilization of
+// that residual, which it returns with the paths.
+func (b *Book) PlaceOver(ctx context.Context, flows []Demand, previous [][]models.Endpoint) ([][]models.Endpoint, float64, error) {
+	res := *b.n
+	res.capacity = make([]float64, len(b.n.capacity))
+	for r, c := range b.n.capacity {
+		res.capacity[r] = math.Max(c-b.reserved[r], 1e-9)
+	}
+	if previous != nil && !slices.ContainsFunc(previous, func(p []models.Endpoint) bool { return p != nil }) {
+		previous = nil // nothing to keep: let equal demands be coloured
+	}
+	routes, _, _, err := res.place(ctx, flows, previous)
+	if err != nil {
+		return nil, 0, err
+	}
+	paths := make([][]models.Endpoint, len(routes))
+	for i, r := range routes {
+		for _, x := range r[1:] {
+			paths[i] = append(paths[i], b.n.resources[x].egress)
+		}
+	}
+	mlu, _ := res.maxUtilization(routes, func(i int) float64 { return flows[i].Gbps })
+	return paths, mlu, nil
 }
 
 func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {

@@ -64,6 +64,10 @@ type P4RTOptions struct {
 	// OnDisconnect is called (from a driver goroutine) when a switch's
 	// stream ends, so the controller can resync it.
 	OnDisconnect func(models.SwitchID)
+	// OnSamples is called (from the switch's stream goroutine) with the
+	// packets a switch sampled (see SetSampling); each digest list is
+	// acknowledged after it returns.
+	OnSamples func(models.SwitchID, []FlowSample)
 	// Dialer sets TLS and RPC metrics; nil: plaintext, no metrics.
 	Dialer      *Dialer
 	DialOptions []grpc.DialOption
@@ -240,9 +244,18 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch) (*p4conn, error) {
 				}
 				return
 			}
+			if list := msg.GetDigest(); list != nil {
+				if samples := d.samplesOf(list); len(samples) > 0 && d.opts.OnSamples != nil {
+					d.opts.OnSamples(sw.Name, samples)
+				}
+				// The only sender on this stream once arbitration is sent.
+				_ = stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_DigestAck{
+					DigestAck: &p4v1.DigestListAck{DigestId: list.GetDigestId(), ListId: list.GetListId()}}})
+				continue
+			}
 			a := msg.GetArbitration()
 			if a == nil {
-				continue // packet-in and digests: not used yet
+				continue // packet-in: not used
 			}
 			ok := a.GetStatus().GetCode() == int32(code.Code_OK)
 			if first {

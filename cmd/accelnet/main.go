@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -60,6 +61,8 @@ type Config struct {
 	APIRateLimit    float64
 	ObserveEvery    time.Duration
 	CongestionEvery time.Duration
+	SampleOneIn     uint32
+	ElephantGbps    float64
 	FlapHalfLife    time.Duration
 	MTU             uint16
 
@@ -84,6 +87,8 @@ func defaultConfig() Config {
 		APIRateLimit:    2000,
 		ObserveEvery:    5 * time.Second,
 		CongestionEvery: 5 * time.Second,
+		SampleOneIn:     65536,
+		ElephantGbps:    10,
 		FlapHalfLife:    10 * time.Second,
 		MTU:             4200,
 		Topology:        "leafspine:8x8x4",
@@ -91,6 +96,30 @@ func defaultConfig() Config {
 		Gbps:            400,
 		QPs:             1,
 		Seed:            1,
+	}
+}
+
+// stackOptions are the stack's options for this config (demo: emulate
+// the fabric).
+func (c Config) stackOptions(demo bool, log *slog.Logger) stack.Options {
+	return stack.Options{
+		EtcdEndpoints:      c.EtcdEndpoints,
+		EtcdMaxTxnOps:      c.EtcdMaxTxnOps,
+		ElectionTTL:        c.ElectionTTL,
+		KeepForeignEntries: c.ForeignEntries == "keep",
+		AdvertiseURL:       c.AdvertiseURL,
+		Emulate:            demo,
+		Headroom:           c.Headroom,
+		Preemption:         c.Preemption,
+		PendingTimeout:     c.PendingTimeout,
+		APIRateLimit:       c.APIRateLimit,
+		ObserveInterval:    c.ObserveEvery,
+		CongestionInterval: c.CongestionEvery,
+		SampleOneIn:        c.SampleOneIn,
+		ElephantGbps:       c.ElephantGbps,
+		FlapHalfLife:       c.FlapHalfLife,
+		MTU:                c.MTU,
+		Logger:             log,
 	}
 }
 
@@ -125,6 +154,9 @@ func (c Config) Validate(demo bool) error {
 	}
 	if c.MTU < 68 {
 		return fmt.Errorf("--mtu %d: below the IPv4 minimum of 68", c.MTU)
+	}
+	if c.ElephantGbps <= 0 || math.IsNaN(c.ElephantGbps) {
+		return fmt.Errorf("--elephant-gbps %v: want a positive rate", c.ElephantGbps)
 	}
 	if c.CongestionEvery < 0 {
 		return fmt.Errorf("--congestion-interval %v: want 0 (off) or a positive interval", c.CongestionEvery)
@@ -193,6 +225,8 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().Uint16Var(&cfg.MTU, "mtu", cfg.MTU, "interface MTU of the fabric profile, pushed to every port over gNMI (4200 fits a 4096-byte RoCE payload)")
 	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
 	root.PersistentFlags().DurationVar(&cfg.CongestionEvery, "congestion-interval", cfg.CongestionEvery, "how often measured link load shifts WCMP weight away from links at 90% or more (and back below 60%); 0 turns it off")
+	root.PersistentFlags().Uint32Var(&cfg.SampleOneIn, "sample-one-in", cfg.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
+	root.PersistentFlags().Float64Var(&cfg.ElephantGbps, "elephant-gbps", cfg.ElephantGbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")
 	root.PersistentFlags().DurationVar(&cfg.ObserveEvery, "observe-interval", cfg.ObserveEvery, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
 	root.PersistentFlags().StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate: serve the API, dashboard and /metrics over HTTPS (with --tls-key)")
@@ -275,22 +309,7 @@ func run(parent context.Context, cfg Config, demo bool) error {
 			return err
 		}
 	}
-	opts := stack.Options{
-		EtcdEndpoints:      cfg.EtcdEndpoints,
-		EtcdMaxTxnOps:      cfg.EtcdMaxTxnOps,
-		ElectionTTL:        cfg.ElectionTTL,
-		KeepForeignEntries: cfg.ForeignEntries == "keep",
-		AdvertiseURL:       cfg.AdvertiseURL,
-		Emulate:            demo,
-		Headroom:           cfg.Headroom,
-		Preemption:         cfg.Preemption,
-		PendingTimeout:     cfg.PendingTimeout,
-		APIRateLimit:       cfg.APIRateLimit,
-		ObserveInterval:    cfg.ObserveEvery,
-		FlapHalfLife:       cfg.FlapHalfLife,
-		MTU:                cfg.MTU,
-		Logger:             log,
-	}
+	opts := cfg.stackOptions(demo, log)
 	if cfg.DataDir != "" {
 		opts.OperatorTokenFile = filepath.Join(cfg.DataDir, "operator.token")
 	}

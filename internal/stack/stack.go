@@ -94,6 +94,11 @@ type Options struct {
 	// every installed intent's counters: at tens of thousands of intents,
 	// reading each second would cost more than admitting them).
 	ObserveInterval time.Duration
+	// SampleOneIn makes every leaf sample 1 in SampleOneIn RoCEv2 packets
+	// its hosts send (0: no sampling); flows estimated at ElephantGbps or
+	// more (default 10) are pinned on paths chosen together.
+	SampleOneIn  uint32
+	ElephantGbps float64
 	// APIRateLimit is requests per second per token (burst twice that);
 	// 0 means the default, negative means unlimited.
 	APIRateLimit float64
@@ -124,6 +129,9 @@ type Stack struct {
 	Events     *controller.Events
 	Drains     *controller.Drains
 	Leadership *controller.Leadership
+	// Elephants finds undeclared heavy flows from sampled packets (nil
+	// without sampling).
+	Elephants *controller.Elephants
 	// OperatorToken is the operator secret issued on this first start
 	// ("" on later starts): show it once.
 	OperatorToken string
@@ -212,6 +220,15 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	var ctrl *controller.Controller
+	var detected func() []controller.DetectedFlow
+	var onSamples func(models.SwitchID, []southbound.FlowSample)
+	if opts.SampleOneIn > 0 {
+		if opts.ElephantGbps <= 0 {
+			opts.ElephantGbps = 10
+		}
+		s.Elephants = controller.NewElephants(opts.SampleOneIn, opts.ElephantGbps, s.Registry)
+		detected, onSamples = s.Elephants.Detected, s.Elephants.Observe
+	}
 	s.Driver = southbound.NewP4RT(schema, southbound.P4RTOptions{
 		Dialer:      dialer,
 		KeepForeign: opts.KeepForeignEntries,
@@ -223,6 +240,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return snap.Switch(id)
 		},
 		OnDisconnect: func(id models.SwitchID) { ctrl.Resync(id) },
+		OnSamples:    onSamples,
 		Logger:       s.log.With("component", "p4runtime"),
 	})
 	s.Driver.SetElectionID(0) // until this replica leads
@@ -255,6 +273,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 			return pl.OutBps / (snap.PortGbps(e) * 1e9), true
 		},
 		AdaptInterval: opts.AdaptInterval,
+		Detected:      detected,
 		Leadership:    s.Leadership,
 		Logger:        s.log.With("component", "intents"),
 		Registerer:    s.Registry,
@@ -289,6 +308,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		ResyncInterval:     opts.ResyncInterval,
 		FlapHalfLife:       opts.FlapHalfLife,
 		CongestionInterval: opts.CongestionInterval,
+		SampleOneIn:        opts.SampleOneIn,
 		Logger:             s.log.With("component", "controller"),
 		Registerer:         s.Registry,
 	})

@@ -8,6 +8,11 @@
  *                    weighted members: WCMP)  -> egress port
  * punt_table sends link-discovery probes to the controller (packet-in);
  * packet-out from the controller goes straight to the port it names.
+ * flow_sample samples 1 in N RoCEv2 packets arriving on the ports it lists
+ * (a leaf's host-facing ports) and sends their flow key and length to the
+ * controller as a flow_sample_t digest: how elephants nobody declared are
+ * found. (p4c names a digest after its struct and numbers it itself; the
+ * controller resolves it by name.)
  *
  * Every object's ID is pinned with @id using the P4Runtime prefixes
  * (actions 0x01, tables 0x02, controller headers 0x04, action profiles 0x11,
@@ -92,6 +97,17 @@ struct headers_t {
 struct metadata_t {
     bit<16> l4_src_port;
     bit<16> l4_dst_port;
+    bit<32> sample_one_in;
+    bit<32> sample_draw;
+}
+
+/* One sampled RoCEv2 packet, as a digest. */
+struct flow_sample_t {
+    bit<9>  ingress_port;
+    bit<32> ipv4_src;
+    bit<32> ipv4_dst;
+    bit<16> udp_src_port;
+    bit<16> ip_len;
 }
 
 parser AccelParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
@@ -174,6 +190,24 @@ control Ingress(inout headers_t hdr, inout metadata_t meta,
     @id(0x01000006)
     action send_to_cpu() {
         std_meta.egress_spec = CPU_PORT;
+    }
+
+    @id(0x01000007)
+    action sample(bit<32> one_in) {
+        meta.sample_one_in = one_in;
+    }
+
+    @id(0x02000005)
+    table flow_sample {
+        key = {
+            std_meta.ingress_port : exact @name("ingress_port");
+        }
+        actions = {
+            sample;
+            @defaultonly nop;
+        }
+        const default_action = nop();
+        size = 512;
     }
 
     @id(0x02000001)
@@ -260,6 +294,13 @@ control Ingress(inout headers_t hdr, inout metadata_t meta,
             return;
         }
         qos_classify.apply();
+        if (hdr.bth.isValid() && flow_sample.apply().hit && meta.sample_one_in > 0) {
+            random(meta.sample_draw, 32w0, meta.sample_one_in - 1);
+            if (meta.sample_draw == 0) {
+                digest<flow_sample_t>(1, {std_meta.ingress_port, hdr.ipv4.src_addr,
+                    hdr.ipv4.dst_addr, meta.l4_src_port, hdr.ipv4.total_len});
+            }
+        }
         if (!flow_pin.apply().hit) {
             ipv4_lpm.apply();
         }

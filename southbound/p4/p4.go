@@ -32,6 +32,11 @@ const (
 	TableIPv4LPM       = "Ingress.ipv4_lpm"
 	TableQoSClassify   = "Ingress.qos_classify"
 	TablePunt          = "Ingress.punt_table"
+	TableFlowSample    = "Ingress.flow_sample"
+	ActionSample       = "Ingress.sample"
+	ParamOneIn         = "one_in"
+	FieldIngressPort   = "ingress_port"
+	DigestFlowSample   = "flow_sample_t"
 	ActionSetEgress    = "Ingress.set_egress_port"
 	ActionPinEgress    = "Ingress.pin_egress_port"
 	ActionDrop         = "Ingress.drop"
@@ -81,6 +86,8 @@ type Schema struct {
 	profilesByName map[string]*p4config.ActionProfile
 	profilesByID   map[uint32]*p4config.ActionProfile
 	countersByName map[string]*p4config.Counter
+	digestsByName  map[string]*p4config.Digest
+	digestsByID    map[uint32]*p4config.Digest
 }
 
 // NewSchema indexes info and checks that every name, ID and bit width the
@@ -95,6 +102,8 @@ func NewSchema(info *p4config.P4Info) (*Schema, error) {
 		profilesByName: map[string]*p4config.ActionProfile{},
 		profilesByID:   map[uint32]*p4config.ActionProfile{},
 		countersByName: map[string]*p4config.Counter{},
+		digestsByName:  map[string]*p4config.Digest{},
+		digestsByID:    map[uint32]*p4config.Digest{},
 	}
 	for _, t := range info.GetTables() {
 		s.tablesByName[t.GetPreamble().GetName()] = t
@@ -110,6 +119,10 @@ func NewSchema(info *p4config.P4Info) (*Schema, error) {
 	}
 	for _, c := range info.GetCounters() {
 		s.countersByName[c.GetPreamble().GetName()] = c
+	}
+	for _, d := range info.GetDigests() {
+		s.digestsByName[d.GetPreamble().GetName()] = d
+		s.digestsByID[d.GetPreamble().GetId()] = d
 	}
 	if err := s.check(); err != nil {
 		return nil, err
@@ -138,6 +151,7 @@ func (s *Schema) check() error {
 		{TableFlowPin, FieldUDPSrcPort, 16, p4config.MatchField_EXACT},
 		{TableIPv4LPM, FieldIPv4Dst, 32, p4config.MatchField_LPM},
 		{TableQoSClassify, FieldDSCP, 6, p4config.MatchField_EXACT},
+		{TableFlowSample, FieldIngressPort, PortBits, p4config.MatchField_EXACT},
 	} {
 		mf, err := s.MatchField(f.table, f.name)
 		if err != nil {
@@ -151,6 +165,7 @@ func (s *Schema) check() error {
 	for _, a := range []struct{ action, table string }{
 		{ActionSetEgress, TableIPv4LPM}, {ActionDrop, TableIPv4LPM},
 		{ActionPinEgress, TableFlowPin}, {ActionSetTC, TableQoSClassify}, {ActionSendToCPU, TablePunt},
+		{ActionSample, TableFlowSample},
 	} {
 		if err := s.ActionAllowed(a.table, a.action); err != nil {
 			return err
@@ -178,7 +193,48 @@ func (s *Schema) check() error {
 			return fmt.Errorf("%w: no counter %s", ErrSchema, c)
 		}
 	}
+	if p, err := s.Param(ActionSample, ParamOneIn); err != nil {
+		return err
+	} else if p.GetBitwidth() != 32 {
+		return fmt.Errorf("%w: %s(%s) is %d bits, want 32", ErrSchema, ActionSample, ParamOneIn, p.GetBitwidth())
+	}
+	return s.checkDigest()
+}
+
+// FlowSampleFields are the members of the flow_sample_t digest, in order,
+// with their bit widths.
+var FlowSampleFields = []struct {
+	Name string
+	Bits int32
+}{{"ingress_port", PortBits}, {"ipv4_src", 32}, {"ipv4_dst", 32}, {"udp_src_port", 16}, {"ip_len", 16}}
+
+func (s *Schema) checkDigest() error {
+	d, ok := s.digestsByName[DigestFlowSample]
+	if !ok {
+		return fmt.Errorf("%w: no digest %s", ErrSchema, DigestFlowSample)
+	}
+	st, ok := s.Info.GetTypeInfo().GetStructs()[d.GetTypeSpec().GetStruct().GetName()]
+	if !ok || len(st.GetMembers()) != len(FlowSampleFields) {
+		return fmt.Errorf("%w: digest %s is not the struct of %d members accelnet reads", ErrSchema, DigestFlowSample, len(FlowSampleFields))
+	}
+	for i, m := range st.GetMembers() {
+		f := FlowSampleFields[i]
+		if m.GetName() != f.Name || m.GetTypeSpec().GetBitstring().GetBit().GetBitwidth() != f.Bits {
+			return fmt.Errorf("%w: digest %s member %d is %s, want %s bit<%d>", ErrSchema, DigestFlowSample, i, m.GetName(), f.Name, f.Bits)
+		}
+	}
 	return nil
+}
+
+// DigestByID looks a digest up by ID.
+func (s *Schema) DigestByID(id uint32) (*p4config.Digest, bool) {
+	d, ok := s.digestsByID[id]
+	return d, ok
+}
+
+// DigestID returns a digest's ID, or 0.
+func (s *Schema) DigestID(name string) uint32 {
+	return s.digestsByName[name].GetPreamble().GetId()
 }
 
 // Table looks a table up by name.

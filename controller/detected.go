@@ -1,0 +1,268 @@
+package controller
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+)
+
+// Placing detected elephants. They are not admitted: nothing is reserved
+// for them (a tenant's intent may always take the room), they are placed
+// on what intents leave, and they are pinned only while they last. A
+// flow's measured rate is what hashing let it have, not what it wants (two
+// colliding flows measure half a link each), so each is placed at its
+// demand as its hosts' NICs would share it out (Hedera's estimate, here
+// one pass: the smaller of its sender's and its receiver's NIC divided by
+// their detected elephants). Each second, flows no longer detected (or
+// now declared by an intent) are unpinned, and the rest are placed
+// together on what intents' reservations leave (pathcalc's Place: edge
+// colouring for equal demands on a Clos, else global first fit with local
+// search), each keeping its path unless moving it lowers the maximum
+// utilization; at most maxDetectedMoves flows move or are placed a round.
+// Demands follow the NICs, not measured rates, so a placement does not
+// chase its own effect back and forth.
+
+const (
+	// maxDetectedMoves caps how many detected flows are (re)placed a round.
+	maxDetectedMoves = 64
+	// detectedPinShare is the share of a switch's flow-pin room detected
+	// flows may use: the rest stays for intents.
+	detectedPinShare = 0.5
+)
+
+type elephant struct {
+	flow   DetectedFlow
+	demand float64           // Gb/s, as the NICs would share it out
+	path   []models.Endpoint // nil while not placed
+	why    string            // why it is not placed
+}
+
+// DetectedStatus is a detected elephant as the API shows it.
+type DetectedStatus struct {
+	Src     string            `json:"src"`
+	Dst     string            `json:"dst"`
+	SrcPort uint16            `json:"src_port"`
+	Gbps    float64           `json:"gbps"`        // measured
+	Demand  float64           `json:"demand_gbps"` // placed at
+	Leaf    models.SwitchID   `json:"leaf"`
+	Pinned  bool              `json:"pinned"`
+	Path    []models.Endpoint `json:"path,omitempty"`
+	Reason  string            `json:"reason,omitempty"`
+}
+
+// DetectedFlows returns the detected elephants and where they are pinned.
+func (m *Intents) DetectedFlows() []DetectedStatus {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]DetectedStatus, 0, len(m.elephants))
+	for _, el := range m.elephants {
+		d := DetectedStatus{Src: el.flow.Key.Src.String(), Dst: el.flow.Key.Dst.String(), SrcPort: el.flow.Key.SrcPort,
+			Gbps: el.flow.Gbps, Demand: el.demand, Leaf: el.flow.Leaf, Pinned: el.path != nil, Path: el.path, Reason: el.why}
+		if m.snap != nil {
+			if h, err := m.snap.HostByIP(el.flow.Key.Src); err == nil {
+				d.Src = h.Name
+			}
+			if h, err := m.snap.HostByIP(el.flow.Key.Dst); err == nil {
+				d.Dst = h.Name
+			}
+		}
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b DetectedStatus) int {
+		return cmp.Or(cmp.Compare(b.Gbps, a.Gbps), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.SrcPort, b.SrcPort))
+	})
+	return out
+}
+
+// countDetected counts the detected elephants pinned (or not).
+func (m *Intents) countDetected(pinned bool) int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := 0
+	for _, el := range m.elephants {
+		if (el.path != nil) == pinned {
+			n++
+		}
+	}
+	return n
+}
+
+// placeDetected brings the detected elephants' pins up to date (under
+// the loop, with m.mu held like every decision).
+func (m *Intents) placeDetected(b *batch) {
+	if m.cfg.Detected == nil {
+		return
+	}
+	want := map[models.FlowKey]DetectedFlow{}
+	for _, d := range m.cfg.Detected() {
+		if _, declared := m.flowOwner[d.Key]; !declared {
+			want[d.Key] = d
+		}
+	}
+	for key := range m.elephants {
+		if _, still := want[key]; !still {
+			m.dropDetected(b, key)
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	// Demands: each host's NIC shared by its detected elephants.
+	from, to := map[netip.Addr]int{}, map[netip.Addr]int{}
+	for _, d := range want {
+		from[d.Key.Src]++
+		to[d.Key.Dst]++
+	}
+	var els []*elephant
+	var demands []pathcalc.Demand
+	var previous [][]models.Endpoint
+	for key, d := range want {
+		el := m.elephants[key]
+		if el == nil {
+			el = &elephant{}
+			m.elephants[key] = el
+		}
+		el.flow = d
+		src, dst := m.hostOf(d.Key.Src), m.hostOf(d.Key.Dst)
+		if src.Name == "" || dst.Name == "" {
+			m.unpinDetected(b, el)
+			el.why = "source or destination is not a host of the fabric"
+			continue
+		}
+		el.demand = min(src.NICGbps/float64(from[d.Key.Src]), dst.NICGbps/float64(to[d.Key.Dst]))
+		prev := el.path
+		if prev != nil && !m.book.Usable(src, prev) {
+			prev = nil // its path lost a link
+		}
+		els = append(els, el)
+		demands = append(demands, pathcalc.Demand{Src: src, Dst: dst, Gbps: el.demand})
+		previous = append(previous, prev)
+	}
+	// A stable order: the placement is deterministic for the same flows.
+	order := make([]int, len(els))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(x, y int) int { return compareKeys(els[x].flow.Key, els[y].flow.Key) })
+	sorted := func(in []pathcalc.Demand) []pathcalc.Demand {
+		out := make([]pathcalc.Demand, len(in))
+		for i, j := range order {
+			out[i] = in[j]
+		}
+		return out
+	}
+	prevSorted := make([][]models.Endpoint, len(order))
+	for i, j := range order {
+		prevSorted[i] = previous[j]
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	paths, _, err := m.book.PlaceOver(ctx, sorted(demands), prevSorted)
+	if err != nil {
+		m.log.Warn("cannot place detected elephants", "err", err)
+		return
+	}
+	held := map[models.SwitchID]int{}
+	for _, el := range m.elephants {
+		for _, hop := range el.path {
+			held[hop.Switch]++
+		}
+	}
+	moves := 0
+	for i, j := range order {
+		el, path := els[j], paths[i]
+		if slices.Equal(el.path, path) {
+			continue
+		}
+		if moves == maxDetectedMoves {
+			break // the rest next round
+		}
+		for _, hop := range el.path {
+			held[hop.Switch]--
+		}
+		if sw, full := m.detectedRoomFull(path, held); full {
+			m.unpinDetected(b, el)
+			el.why = fmt.Sprintf("no flow-pin room for detected flows on %s", sw)
+			continue
+		}
+		m.unpinDetected(b, el)
+		m.pinDetected(b, el, path)
+		for _, hop := range path {
+			held[hop.Switch]++
+		}
+		moves++
+	}
+	if moves > 0 {
+		m.log.Info("detected elephants pinned", "placed_or_moved", moves, "detected", len(want))
+	}
+}
+
+func compareKeys(a, b models.FlowKey) int {
+	return cmp.Or(a.Src.Compare(b.Src), a.Dst.Compare(b.Dst), cmp.Compare(a.SrcPort, b.SrcPort))
+}
+
+func (m *Intents) hostOf(ip netip.Addr) models.Host {
+	if m.snap == nil {
+		return models.Host{}
+	}
+	h, _ := m.snap.HostByIP(ip)
+	return h
+}
+
+// detectedRoomFull says whether a switch on path holds its share of
+// flow-pin room in detected flows' pins already (held counts them).
+func (m *Intents) detectedRoomFull(path []models.Endpoint, held map[models.SwitchID]int) (models.SwitchID, bool) {
+	if m.cfg.FlowPinEntries <= 0 {
+		return "", false
+	}
+	limit := int(float64(m.cfg.FlowPinEntries) * detectedPinShare)
+	for _, hop := range path {
+		if held[hop.Switch] >= limit {
+			return hop.Switch, true
+		}
+	}
+	return "", false
+}
+
+func (m *Intents) pinDetected(b *batch, el *elephant, path []models.Endpoint) {
+	m.gen++
+	el.path, el.why = path, ""
+	for _, hop := range path {
+		if m.pins[hop.Switch] == nil {
+			m.pins[hop.Switch] = map[models.FlowKey]uint32{}
+		}
+		m.pins[hop.Switch][el.flow.Key] = hop.Port
+		m.logChange(hop.Switch, el.flow.Key)
+		b.touched[hop.Switch] = true
+	}
+}
+
+func (m *Intents) unpinDetected(b *batch, el *elephant) {
+	if el.path == nil {
+		return
+	}
+	m.gen++
+	for _, hop := range el.path {
+		if pins := m.pins[hop.Switch]; pins != nil && pins[el.flow.Key] == hop.Port {
+			delete(pins, el.flow.Key)
+			m.logChange(hop.Switch, el.flow.Key)
+			b.touched[hop.Switch] = true
+		}
+	}
+	el.path = nil
+}
+
+// dropDetected forgets a detected flow and its pins (it ended, or an
+// intent declares it now).
+func (m *Intents) dropDetected(b *batch, key models.FlowKey) {
+	if el := m.elephants[key]; el != nil {
+		m.unpinDetected(b, el)
+		delete(m.elephants, key)
+	}
+}

@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound"
+)
+
+// Elephants finds the heavy flows nobody declared. Leaves sample 1 in
+// OneIn RoCEv2 packets their hosts send (Config.SampleOneIn) and report
+// them as digests; each sample stands for OneIn packets of its length.
+// Per flow, the bytes are smoothed with an exponential decay of time
+// constant Tau, so the estimate follows a flow's rate within a few Tau and
+// forgets a flow that stops. Flows estimated at Threshold or more, from at
+// least MinSamples samples, are elephants: the intents manager pins them
+// on paths chosen together (see Intents.placeDetected) instead of leaving
+// them to hashing.
+type Elephants struct {
+	OneIn      float64
+	Threshold  float64 // Gb/s
+	Tau        time.Duration
+	MinSamples int
+
+	mu      sync.Mutex
+	flows   map[models.FlowKey]*sampledFlow
+	now     func() time.Time
+	samples prometheus.Counter
+}
+
+type sampledFlow struct {
+	leaf    models.SwitchID
+	port    uint32
+	bytes   float64 // decayed, as of last
+	last    time.Time
+	samples int
+}
+
+// DetectedFlow is a flow Elephants estimates at or above its threshold.
+type DetectedFlow struct {
+	Key  models.FlowKey
+	Leaf models.SwitchID // where it enters the fabric
+	Gbps float64
+}
+
+// NewElephants returns a detector for samples taken 1 in oneIn, reporting
+// flows of threshold Gb/s or more.
+func NewElephants(oneIn uint32, threshold float64, reg prometheus.Registerer) *Elephants {
+	e := &Elephants{OneIn: float64(oneIn), Threshold: threshold, Tau: time.Second, MinSamples: 8,
+		flows: map[models.FlowKey]*sampledFlow{}, now: time.Now,
+		samples: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "accelnet_flow_samples_total",
+			Help: "Packets leaves sampled and reported (flow_sample digests), each standing for sample-one-in packets.",
+		})}
+	if reg != nil {
+		reg.MustRegister(e.samples)
+	}
+	return e
+}
+
+// Observe folds in the packets a leaf sampled.
+func (e *Elephants) Observe(sw models.SwitchID, samples []southbound.FlowSample) {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, s := range samples {
+		f := e.flows[s.Key]
+		if f == nil {
+			f = &sampledFlow{last: now}
+			e.flows[s.Key] = f
+		}
+		f.bytes = f.bytes*e.decay(now.Sub(f.last)) + float64(s.Bytes)*e.OneIn
+		f.last, f.leaf, f.port = now, sw, s.Port
+		f.samples++
+	}
+	e.samples.Add(float64(len(samples)))
+}
+
+func (e *Elephants) decay(d time.Duration) float64 {
+	if d <= 0 {
+		return 1
+	}
+	return math.Exp(-d.Seconds() / e.Tau.Seconds())
+}
+
+// rateLocked is a flow's estimated rate in Gb/s now.
+func (e *Elephants) rateLocked(f *sampledFlow, now time.Time) float64 {
+	return f.bytes * e.decay(now.Sub(f.last)) * 8 / e.Tau.Seconds() / 1e9
+}
+
+// Detected returns the flows estimated at the threshold or more, and
+// forgets those that faded (no sample for 5 Tau).
+func (e *Elephants) Detected() []DetectedFlow {
+	now := e.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []DetectedFlow
+	for k, f := range e.flows {
+		if now.Sub(f.last) > 5*e.Tau {
+			delete(e.flows, k)
+			continue
+		}
+		if g := e.rateLocked(f, now); g >= e.Threshold && f.samples >= e.MinSamples {
+			out = append(out, DetectedFlow{Key: k, Leaf: f.leaf, Gbps: g})
+		}
+	}
+	return out
+}

@@ -1,0 +1,178 @@
+package fabricsim
+
+import (
+	"math"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/accelnet/accelnet/southbound/p4"
+)
+
+// maxSamplesPerTick bounds the digests one switch sends per tick, as a
+// switch's CPU path is rate-limited (the rest are lost, as on hardware).
+const maxSamplesPerTick = 4096
+
+// sampleLocked emits the flow_sample digests of the last dt seconds: for
+// every flow entering the fabric on a port its first switch
+// samples (a flow_sample entry, 1 in N packets) while that switch's
+// flow_sample_t digest is configured, one digest per N packets at the rate
+// the flow had, fractions carried to the next tick; one DigestList per
+// switch and tick (split at the digest's max_list_size), sent to the
+// primary client. Under f.mu.
+func (f *Fabric) sampleLocked(dt float64) {
+	if dt <= 0 {
+		return
+	}
+	oneIn := map[*Switch]map[uint32]uint64{} // what each switch samples, read once a tick
+	batches := map[*Switch][]*p4v1.P4Data{}
+	for _, fl := range f.flows {
+		// Sampling comes before forwarding: a flow dropped further on is
+		// sampled at what it offers.
+		gbps := fl.RateGbps
+		if !fl.Delivered {
+			gbps = f.offeredGbps(fl.Spec)
+		}
+		if gbps <= 0 || len(fl.Hops) == 0 {
+			continue
+		}
+		first := fl.Hops[0]
+		sw := f.switches[first.Switch]
+		if sw == nil || sw.down.Load() {
+			continue
+		}
+		rates, ok := oneIn[sw]
+		if !ok {
+			rates = sw.sampledPorts()
+			oneIn[sw] = rates
+		}
+		n := rates[first.InPort]
+		if n == 0 {
+			continue
+		}
+		fl.sampleCarry += gbps * 1e9 * dt / 8 / packetBytes / float64(n)
+		due := math.Floor(fl.sampleCarry)
+		fl.sampleCarry -= due
+		for k := 0.0; k < due && len(batches[sw]) < maxSamplesPerTick; k++ {
+			batches[sw] = append(batches[sw], sampleData(first.InPort, fl.Spec))
+		}
+	}
+	for sw, data := range batches {
+		sw.sendDigests(data)
+	}
+}
+
+// sampledPorts returns the ports the flow_sample table samples, with N,
+// if the switch's flow_sample_t digest is configured (else none).
+func (sw *Switch) sampledPorts() map[uint32]uint64 {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.store == nil {
+		return nil
+	}
+	s := sw.store.schema
+	if _, on := sw.store.digests[s.DigestID(p4.DigestFlowSample)]; !on {
+		return nil
+	}
+	entries, err := sw.store.readTable(&p4v1.TableEntry{TableId: s.TableID(p4.TableFlowSample)})
+	if err != nil {
+		return nil
+	}
+	out := map[uint32]uint64{}
+	for _, e := range entries {
+		te := e.GetTableEntry()
+		if len(te.GetMatch()) != 1 || te.GetAction().GetAction().GetActionId() != s.ActionID(p4.ActionSample) {
+			continue
+		}
+		port := uint32(p4.Uint(te.GetMatch()[0].GetExact().GetValue()))
+		for _, prm := range te.GetAction().GetAction().GetParams() {
+			out[port] = p4.Uint(prm.GetValue())
+		}
+	}
+	return out
+}
+
+// sampleData is one flow_sample_t digest: the members in the P4Info's order.
+func sampleData(port uint32, spec FlowSpec) *p4v1.P4Data {
+	src, dst := spec.Src.As4(), spec.Dst.As4()
+	bits := func(b []byte) *p4v1.P4Data { return &p4v1.P4Data{Data: &p4v1.P4Data_Bitstring{Bitstring: b}} }
+	return &p4v1.P4Data{Data: &p4v1.P4Data_Struct{Struct: &p4v1.P4StructLike{Members: []*p4v1.P4Data{
+		bits(u16(uint16(port))),
+		bits(src[:]),
+		bits(dst[:]),
+		bits(u16(spec.SrcPort)),
+		bits(u16(uint16(min(packetBytes-14, 65535)))), // the IPv4 total length
+	}}}}
+}
+
+// sendDigests sends samples to the primary client in lists of at most the
+// digest's max_list_size; a client that does not keep up loses them.
+func (sw *Switch) sendDigests(data []*p4v1.P4Data) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.store == nil {
+		return
+	}
+	id := sw.store.schema.DigestID(p4.DigestFlowSample)
+	cfg, on := sw.store.digests[id]
+	primary := sw.primaryLocked()
+	if !on || primary == nil {
+		return
+	}
+	size := int(cfg.GetConfig().GetMaxListSize())
+	if size <= 0 {
+		size = len(data)
+	}
+	for len(data) > 0 {
+		n := min(size, len(data))
+		sw.digestLists++
+		list := &p4v1.DigestList{DigestId: id, ListId: sw.digestLists, Data: data[:n], Timestamp: sw.fabric.last.UnixNano()}
+		data = data[n:]
+		select {
+		case primary.out <- &p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Digest{Digest: list}}:
+		default:
+		}
+	}
+}
+
+// writeDigest configures a digest (P4Runtime DigestEntry): INSERT enables
+// it, MODIFY changes its list size and timeouts, DELETE disables it.
+func (s *tableStore) writeDigest(typ p4v1.Update_Type, d *p4v1.DigestEntry) error {
+	if _, ok := s.schema.DigestByID(d.GetDigestId()); !ok {
+		return errf(codes.NotFound, "digest %d is not in the P4Info", d.GetDigestId())
+	}
+	_, exists := s.digests[d.GetDigestId()]
+	switch typ {
+	case p4v1.Update_INSERT:
+		if exists {
+			return errf(codes.AlreadyExists, "digest %d is already configured", d.GetDigestId())
+		}
+	case p4v1.Update_MODIFY, p4v1.Update_DELETE:
+		if !exists {
+			return errf(codes.NotFound, "digest %d is not configured", d.GetDigestId())
+		}
+	default:
+		return errf(codes.InvalidArgument, "update type %s", typ)
+	}
+	if typ == p4v1.Update_DELETE {
+		delete(s.digests, d.GetDigestId())
+		return nil
+	}
+	if d.GetConfig() == nil {
+		return errf(codes.InvalidArgument, "digest %d needs a config", d.GetDigestId())
+	}
+	s.digests[d.GetDigestId()] = proto.Clone(d).(*p4v1.DigestEntry)
+	return nil
+}
+
+// readDigests answers a read of digest configurations (ID 0: all).
+func (s *tableStore) readDigests(q *p4v1.DigestEntry) []*p4v1.Entity {
+	var out []*p4v1.Entity
+	for id, d := range s.digests {
+		if q.GetDigestId() == 0 || q.GetDigestId() == id {
+			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DigestEntry{DigestEntry: proto.Clone(d).(*p4v1.DigestEntry)}})
+		}
+	}
+	return out
+}

@@ -1,0 +1,95 @@
+package fabrictest_test
+
+import (
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/southbound/p4"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// TestUndeclaredElephantsPinned: a line-rate permutation nobody declared
+// starts on ECMP hashing and collides. Leaves sample the RoCEv2 packets
+// their hosts send (flow_sample digests over P4Runtime), the controller
+// estimates every flow's rate, finds the elephants, pins them on paths
+// chosen together, and the workload's throughput ratio rises to 0.95 or
+// more; the API lists them. When the workload stops they fade and their
+// pins are removed from the switches.
+func TestUndeclaredElephantsPinned(t *testing.T) {
+	topo, err := topology.Load("leafspine:4x4x4@100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := fabrictest.NewWith(t, topo, func(o *stack.Options) { o.SampleOneIn = 1024 })
+	h.Eventually(t, 30*time.Second, "fabric programmed", func() bool { return h.Converged() == nil })
+	// A permutation whose flows collide on hashing (seeded: the ratio is
+	// checked before anything is pinned).
+	var id string
+	var before float64
+	for seed := uint64(1); ; seed++ {
+		if seed > 20 {
+			t.Fatal("no seed in 1..20 gives a colliding permutation")
+		}
+		id, err = h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := h.Fabric.WorkloadFigures(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if before = f.ThroughputRatio; before < 0.9 {
+			break
+		}
+		if err := h.Fabric.StopWorkload(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ratio := func() float64 {
+		f, err := h.Fabric.WorkloadFigures(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f.ThroughputRatio
+	}
+	start := time.Now()
+	h.Eventually(t, 30*time.Second, fmt.Sprintf("throughput ratio from %.2f to 0.95", before), func() bool { return ratio() >= 0.95 })
+	t.Logf("throughput ratio %.2f -> %.2f in %s", before, ratio(), time.Since(start).Round(time.Millisecond))
+
+	var resp struct{ Items []controller.DetectedStatus }
+	if code := h.GetJSON(t, "/api/v1/elephants", &resp); code != http.StatusOK {
+		t.Fatalf("GET /api/v1/elephants: %d", code)
+	}
+	listed := resp.Items
+	pinned := 0
+	for _, d := range listed {
+		if d.Pinned && len(d.Path) > 0 {
+			pinned++
+		}
+		if d.Gbps < 10 {
+			t.Errorf("%s -> %s:%d listed at %.1f Gb/s, under the 10 Gb/s threshold", d.Src, d.Dst, d.SrcPort, d.Gbps)
+		}
+	}
+	if pinned < 12 { // 16 hosts, a permutation with no intra-leaf pairs
+		t.Errorf("%d detected elephants pinned, want every flow of the permutation: %+v", pinned, listed)
+	}
+
+	// The workload stops: the flows fade, their pins go.
+	if err := h.Fabric.StopWorkload(id); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 30*time.Second, "detected flows' pins removed", func() bool {
+		for _, sw := range topo.Switches {
+			if h.Switch(string(sw.Name)).Entries(p4.TableFlowPin) > 0 {
+				return false
+			}
+		}
+		return len(h.Intents.DetectedFlows()) == 0
+	})
+}

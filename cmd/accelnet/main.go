@@ -248,6 +248,11 @@ func newRootCommand() *cobra.Command {
 		Short: "Run embedded etcd, an emulated fabric with a workload, the controller and the API in one process",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Intents && !cmd.Flags().Changed("sample-one-in") {
+				// Sampling would pin the flows within a second of their
+				// start: the "before" figure would not be hashing's.
+				cfg.SampleOneIn = 0
+			}
 			return run(cmd.Context(), cfg, true)
 		},
 	}
@@ -256,7 +261,7 @@ func newRootCommand() *cobra.Command {
 	demo.Flags().Float64Var(&cfg.Gbps, "gbps", cfg.Gbps, "link and NIC speed for generated fabrics, and each host's offered load")
 	demo.Flags().IntVar(&cfg.QPs, "qps", cfg.QPs, "queue pairs (UDP source ports) per host pair in the workload")
 	demo.Flags().Uint64Var(&cfg.Seed, "seed", cfg.Seed, "workload random seed")
-	demo.Flags().BoolVar(&cfg.Intents, "intents", cfg.Intents, "after the workload starts on ECMP, declare its flows as intents (tenant \"jobs\") and log the throughput before and after")
+	demo.Flags().BoolVar(&cfg.Intents, "intents", cfg.Intents, "after the workload starts on ECMP, declare its flows as intents (tenant \"jobs\") and log the throughput before and after (turns sampling off unless --sample-one-in is given)")
 
 	// serve has no default fabric; its own variable keeps demo's default intact.
 	var serveTopology string

@@ -5,9 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/stack"
 	"io"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -22,7 +25,7 @@ import (
 // each request and response against the served OpenAPI document: every
 // path, status code and body the API produces is documented as it is.
 func TestOpenAPIMatchesResponses(t *testing.T) {
-	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Options) { o.SampleOneIn = 1024 })
 	converged(t, h)
 	ctx := context.Background()
 
@@ -113,6 +116,18 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	call("GET", "/api/v1/drains/"+dr.ID, h.OperatorToken, nil)
 	call("DELETE", "/api/v1/drains/"+dr.ID, h.OperatorToken, nil)
 	call("GET", "/api/v1/drains/"+dr.ID, h.OperatorToken, nil)
+	// An undeclared elephant, found by sampling.
+	topo := h.Fabric.Topology()
+	if _, err := h.Fabric.AddFlows([]fabricsim.FlowSpec{{Src: topo.Hosts[0].IP, Dst: topo.Hosts[3].IP, SrcPort: 50000, DemandGbps: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 20*time.Second, "the flow detected and pinned", func() bool {
+		d := h.Intents.DetectedFlows()
+		return len(d) == 1 && d[0].Pinned
+	})
+	call("GET", "/api/v1/elephants", h.OperatorToken, nil)
+	call("GET", "/api/v1/elephants", "", nil)
+	call("GET", "/api/v1/elephants", tok, nil)
 	if len(checked) < 25 {
 		t.Errorf("only %d distinct (method, path, status) checked: %v", len(checked), checked)
 	}

@@ -80,6 +80,14 @@ func (m *Intents) DetectedFlows() []DetectedStatus {
 	return out
 }
 
+// DetectedMoves is how many times a detected elephant was pinned on a
+// path (placed, or moved to another).
+func (m *Intents) DetectedMoves() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.detectedMoves
+}
+
 // countDetected counts the detected elephants pinned (or not).
 func (m *Intents) countDetected(pinned bool) int {
 	m.mu.RLock()
@@ -199,6 +207,7 @@ func (m *Intents) placeDetected(b *batch) {
 		moves++
 	}
 	if moves > 0 {
+		m.detectedMoves += moves
 		m.log.Info("detected elephants pinned", "placed_or_moved", moves, "detected", len(want))
 	}
 }

@@ -252,7 +252,8 @@ type Intents struct {
 
 	// elephants are the detected flows placed (or not) by placeDetected:
 	// soft state, not stored (a new leader finds them again).
-	elephants map[models.FlowKey]*elephant
+	elephants     map[models.FlowKey]*elephant
+	detectedMoves int
 }
 
 // NewIntents returns the manager; Run loads intents from etcd and serves.

@@ -62,6 +62,15 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 	h.Eventually(t, 30*time.Second, fmt.Sprintf("throughput ratio from %.2f to 0.95", before), func() bool { return ratio() >= 0.95 })
 	t.Logf("throughput ratio %.2f -> %.2f in %s", before, ratio(), time.Since(start).Round(time.Millisecond))
 
+	// Settled: three more placement rounds (one a second) move nothing.
+	moves := h.Intents.DetectedMoves()
+	tick := time.NewTicker(3500 * time.Millisecond)
+	<-tick.C
+	tick.Stop()
+	if n := h.Intents.DetectedMoves(); n != moves || ratio() < 0.95 {
+		t.Errorf("after settling, %d more placements and a ratio of %.2f: the flows should stay put", n-moves, ratio())
+	}
+
 	var resp struct{ Items []controller.DetectedStatus }
 	if code := h.GetJSON(t, "/api/v1/elephants", &resp); code != http.StatusOK {
 		t.Fatalf("GET /api/v1/elephants: %d", code)

@@ -589,6 +589,15 @@ func (c *Controller) observeOperStatus(s southbound.CounterSample) {
 		return
 	}
 	e := models.Endpoint{Switch: s.Switch, Port: s.Port}
+	// Almost every sample repeats what is known: check under the read
+	// lock, as every switch's stream does this for every port, and a
+	// steady queue of writers would hold the reconcilers (readers) off.
+	c.mu.RLock()
+	same := c.operDown[e] == !s.OperUp
+	c.mu.RUnlock()
+	if same {
+		return
+	}
 	c.mu.Lock()
 	if c.operDown[e] == !s.OperUp {
 		c.mu.Unlock()
@@ -1098,6 +1107,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		// (a few per destination leaf), are compared: O(change), not O(table).
 		var changed map[models.FlowKey]uint32
 		if changed, pinGen, incremental = d.PinsDelta(sw, k.pinGen); incremental {
+			desired = adoptGroupIDs(desired, k.st)
 			diff = models.Compute(desired, k.st)
 			for key, port := range changed {
 				have, present := k.pins[key]
@@ -1134,6 +1144,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 			}
 			c.m.fullReads.Inc()
 		}
+		desired = adoptGroupIDs(desired, actual)
 		diff = models.Compute(desired, actual)
 		pinsBefore = len(actual.FlowPins)
 		pins = make(map[models.FlowKey]uint32, len(desired.FlowPins))

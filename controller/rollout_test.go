@@ -2,6 +2,7 @@ package controller
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -88,5 +89,37 @@ func TestIsSubset(t *testing.T) {
 		if got := isSubset(c.a, c.b); got != c.want {
 			t.Errorf("isSubset(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
 		}
+	}
+}
+
+// TestAdoptGroupIDs: a re-weighted group whose routes all move with it
+// keeps the ID the switch has (one group modify, no route touched); one
+// whose routes split does not, and nothing is renamed onto an ID the
+// desired state still uses.
+func TestAdoptGroupIDs(t *testing.T) {
+	p1, p2, p3 := netip.MustParsePrefix("10.0.1.0/24"), netip.MustParsePrefix("10.0.2.0/24"), netip.MustParsePrefix("10.0.3.0/24")
+	members := []models.Member{{ID: 1, Port: 1}, {ID: 2, Port: 2}}
+	even := []models.GroupMember{{MemberID: 1, Weight: 1}, {MemberID: 2, Weight: 1}}
+	skewed := []models.GroupMember{{MemberID: 1, Weight: 3}, {MemberID: 2, Weight: 1}}
+	actual := models.ForwardingState{Members: members, Groups: []models.Group{{ID: 5, Members: even}, {ID: 6, Members: even}},
+		Routes: []models.Route{{Prefix: p1, GroupID: 5}, {Prefix: p2, GroupID: 5}, {Prefix: p3, GroupID: 6}}}.Canonical()
+
+	// p1 and p2 move together to a re-weighted group 9: it becomes 5.
+	desired := models.ForwardingState{Members: members, Groups: []models.Group{{ID: 9, Members: skewed}, {ID: 6, Members: even}},
+		Routes: []models.Route{{Prefix: p1, GroupID: 9}, {Prefix: p2, GroupID: 9}, {Prefix: p3, GroupID: 6}}}.Canonical()
+	got := adoptGroupIDs(desired, actual)
+	d := models.Compute(got, actual)
+	if d.Len() != 1 || len(d.Modify.Groups) != 1 || d.Modify.Groups[0].ID != 5 {
+		t.Errorf("re-weighting: diff %+v, want one modify of group 5", d)
+	}
+	if again := adoptGroupIDs(desired, got); models.Compute(again, got).Len() != 0 {
+		t.Error("once written, the same desired state is not what the switch has")
+	}
+
+	// Only p1 moves to 9 (p2 stays on 5's members under 5): no rename.
+	split := models.ForwardingState{Members: members, Groups: []models.Group{{ID: 9, Members: skewed}, {ID: 5, Members: even}, {ID: 6, Members: even}},
+		Routes: []models.Route{{Prefix: p1, GroupID: 9}, {Prefix: p2, GroupID: 5}, {Prefix: p3, GroupID: 6}}}.Canonical()
+	if got := adoptGroupIDs(split, actual); !slices.ContainsFunc(got.Groups, func(g models.Group) bool { return g.ID == 9 }) {
+		t.Errorf("a split group was renamed: %+v", got.Groups)
 	}
 }

@@ -409,9 +409,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // switch's tables (outside the fabric's locks), so a test can inspect each
 // intermediate state of an update.
 func (f *Fabric) OnWrite(fn func(models.SwitchID)) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.onWrite = fn
+	f.onWrite.Store(&fn)
 }
 
 // Audit is how a set of flows would be forwarded right now.

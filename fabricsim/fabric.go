@@ -85,7 +85,10 @@ type Fabric struct {
 	interval time.Duration
 	switches map[models.SwitchID]*Switch
 	order    []*Switch
-	onWrite  func(models.SwitchID) // test hook, see OnWrite; under mu
+	// onWrite is a test hook (see OnWrite). Not under mu: every Write
+	// calls it, and a write must not wait for the dataplane's recompute
+	// (which holds mu) as a real switch does not wait for its neighbours.
+	onWrite atomic.Pointer[func(models.SwitchID)]
 
 	ready chan struct{} // closed once Run has published the initial state
 
@@ -228,11 +231,8 @@ func (f *Fabric) closeListeners() {
 }
 
 func (f *Fabric) notifyWrite(name models.SwitchID) {
-	f.mu.Lock()
-	fn := f.onWrite
-	f.mu.Unlock()
-	if fn != nil {
-		fn(name)
+	if fn := f.onWrite.Load(); fn != nil && *fn != nil {
+		(*fn)(name)
 	}
 }
 

@@ -169,6 +169,7 @@ func (f *Fabric) resolveHost(s string) (models.Host, error) {
 //	POST   /sim/v1/links               {"link":"leaf1:9<->spine1:1","up":false}
 //	GET    /sim/v1/trace?src=HOST&dst=HOST[&sport=N]   hops and rate of that flow now
 //	GET    /sim/v1/stats               dataplane recompute figures
+//	GET    /sim/v1/writes?since=UNIXNANO  table writes: last, first since, count
 func (f *Fabric) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /sim/v1/switches", func(w http.ResponseWriter, r *http.Request) {
@@ -301,7 +302,45 @@ func (f *Fabric) Handler() http.Handler {
 	mux.HandleFunc("GET /sim/v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, f.Stats())
 	})
+	mux.HandleFunc("GET /sim/v1/writes", func(w http.ResponseWriter, r *http.Request) {
+		var since int64
+		if v := r.URL.Query().Get("since"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				writeError(w, fmt.Errorf("%w: since=%q: want Unix nanoseconds", models.ErrInvalid, v))
+				return
+			}
+			since = n
+		}
+		writeJSON(w, http.StatusOK, f.Writes(time.Unix(0, since)))
+	})
 	return mux
+}
+
+// WriteTimes are when the fabric's tables were written (Unix nanoseconds,
+// 0 for none): the last write to any switch, the first at or after a
+// moment, and the Write RPCs that changed tables in all.
+type WriteTimes struct {
+	Last       int64 `json:"last"`
+	FirstSince int64 `json:"first_since"`
+	Writes     int64 `json:"writes"`
+}
+
+// Writes reports the fabric's table writes (for timing a controller from
+// outside its process).
+func (f *Fabric) Writes(since time.Time) WriteTimes {
+	var out WriteTimes
+	for _, sw := range f.order {
+		if l := sw.lastWrite.Load(); l > out.Last {
+			out.Last = l
+		}
+		if t := sw.FirstWriteSince(since); !t.IsZero() && (out.FirstSince == 0 || t.UnixNano() < out.FirstSince) {
+			out.FirstSince = t.UnixNano()
+		}
+		n, _ := sw.WriteStats()
+		out.Writes += n
+	}
+	return out
 }
 
 // Stats are dataplane figures.

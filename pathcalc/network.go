@@ -1,8 +1,6 @@
 package pathcalc
 
 import (
-	"slices"
-
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -26,6 +24,11 @@ type network struct {
 	hops  map[[2]models.SwitchID][]nextHop
 	// seeds are the switches' hash seeds (device IDs), for ECMP emulation.
 	seeds map[models.SwitchID]uint32
+	// swIndex numbers the switches; resPeer is, per egress resource, the
+	// number of the switch at its far end (-1: a host, or a NIC).
+	swIndex map[models.SwitchID]int
+	resPeer []int
+	byDst   map[models.SwitchID][][]hopIdx
 }
 
 type resourceName struct {
@@ -50,6 +53,7 @@ func newNetwork(snap *topology.Snapshot, down map[models.LinkID]bool) *network {
 		dists:  map[models.SwitchID]map[models.SwitchID]int{},
 		hops:   map[[2]models.SwitchID][]nextHop{},
 		seeds:  map[models.SwitchID]uint32{},
+		byDst:  map[models.SwitchID][][]hopIdx{},
 	}
 	add := func(name resourceName, gbps float64) int {
 		n.capacity = append(n.capacity, gbps)
@@ -65,6 +69,24 @@ func newNetwork(snap *topology.Snapshot, down map[models.LinkID]bool) *network {
 	}
 	for _, h := range snap.Hosts() {
 		n.nicTx[h.Name] = add(resourceName{nic: h.Name}, h.NICGbps)
+	}
+	n.swIndex = make(map[models.SwitchID]int, len(n.seeds))
+	for i, sw := range snap.Switches() {
+		n.swIndex[sw.Name] = i
+	}
+	n.resPeer = make([]int, len(n.resources))
+	for r, name := range n.resources {
+		n.resPeer[r] = -1
+		if name.nic != "" {
+			continue
+		}
+		if l, ok := snap.LinkAt(name.egress); ok {
+			peer := l.A
+			if l.A == name.egress {
+				peer = l.B
+			}
+			n.resPeer[r] = n.swIndex[peer.Switch]
+		}
 	}
 	return n
 }
@@ -96,6 +118,38 @@ func (n *network) nextHops(at, b models.SwitchID) []nextHop {
 	return out
 }
 
+// hopIdx is a next hop by number: its egress resource and the switch it
+// leads to.
+type hopIdx struct{ res, peer int }
+
+// hopsTo is, for every switch by number, its working next hops on
+// shortest paths toward leaf b, computed once per b (leafPaths walks them
+// for every source leaf without hashing a switch's name per hop).
+func (n *network) hopsTo(b models.SwitchID) [][]hopIdx {
+	if h, ok := n.byDst[b]; ok {
+		return h
+	}
+	dist := n.distTo(b)
+	out := make([][]hopIdx, len(n.swIndex))
+	for _, sw := range n.snap.Switches() {
+		d, ok := dist[sw.Name]
+		if !ok {
+			continue
+		}
+		i := n.swIndex[sw.Name]
+		n.snap.EachNeighbor(sw.Name, func(adj topology.Adjacency) {
+			if n.down[adj.Link] {
+				return
+			}
+			if pd, ok := dist[adj.Peer]; ok && pd == d-1 {
+				out[i] = append(out[i], hopIdx{res: n.egress[models.Endpoint{Switch: sw.Name, Port: adj.LocalPort}], peer: n.swIndex[adj.Peer]})
+			}
+		})
+	}
+	n.byDst[b] = out
+	return out
+}
+
 // leafPaths returns every shortest path from leaf a to leaf b that avoids
 // down links, each as its egress resources (without the host ports).
 func (n *network) leafPaths(a, b models.SwitchID) [][]int {
@@ -103,19 +157,32 @@ func (n *network) leafPaths(a, b models.SwitchID) [][]int {
 	if p, ok := n.paths[key]; ok {
 		return p
 	}
-	var out [][]int
-	var walk func(at models.SwitchID, acc []int)
-	walk = func(at models.SwitchID, acc []int) {
-		if at == b {
-			out = append(out, slices.Clone(acc))
+	var flat []int // every path in one backing array
+	var ends []int
+	hops := n.hopsTo(b)
+	bi := n.swIndex[b]
+	var walk func(at int, acc []int)
+	walk = func(at int, acc []int) {
+		if at == bi {
+			flat = append(flat, acc...)
+			ends = append(ends, len(flat))
 			return
 		}
-		for _, h := range n.nextHops(at, b) {
+		for _, h := range hops[at] {
 			walk(h.peer, append(acc, h.res))
 		}
 	}
 	if _, ok := n.distTo(b)[a]; ok {
-		walk(a, nil)
+		walk(n.swIndex[a], make([]int, 0, 8))
+	}
+	var out [][]int
+	if len(ends) > 0 {
+		out = make([][]int, len(ends))
+	}
+	start := 0
+	for i, end := range ends {
+		out[i] = flat[start:end:end]
+		start = end
 	}
 	n.paths[key] = out
 	return out
@@ -128,6 +195,28 @@ func (n *network) route(src, dst models.Host, path []int) []int {
 	r = append(r, n.nicTx[src.Name])
 	r = append(r, path...)
 	return append(r, n.egress[dst.Attach])
+}
+
+// egressPaths turns routes (NIC, then egress resources) into paths of
+// switch egress ports, in one backing array.
+func (n *network) egressPaths(routes [][]int) [][]models.Endpoint {
+	total := 0
+	for _, r := range routes {
+		total += max(len(r)-1, 0)
+	}
+	flat := make([]models.Endpoint, 0, total)
+	out := make([][]models.Endpoint, len(routes))
+	for i, r := range routes {
+		if len(r) == 0 {
+			continue
+		}
+		start := len(flat)
+		for _, res := range r[1:] { // skip the NIC: paths are switch egress ports
+			flat = append(flat, n.resources[res].egress)
+		}
+		out[i] = flat[start:len(flat):len(flat)]
+	}
+	return out
 }
 
 // ecmpPath follows the ECMP plan the way a switch hashes: at each switch,

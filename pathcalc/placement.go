@@ -63,12 +63,7 @@ func Place(ctx context.Context, snap *topology.Snapshot, req PlaceRequest) (Plac
 	if err != nil {
 		return Placement{}, err
 	}
-	p := Placement{Method: method, Moved: moved, Paths: make([][]models.Endpoint, len(routes))}
-	for i, r := range routes {
-		for _, res := range r[1:] { // skip the NIC: paths are switch egress ports
-			p.Paths[i] = append(p.Paths[i], n.resources[res].egress)
-		}
-	}
+	p := Placement{Method: method, Moved: moved, Paths: n.egressPaths(routes)}
 	var at int
 	p.MLU, at = n.maxUtilization(routes, func(i int) float64 { return req.Demands[i].Gbps })
 	if at >= 0 {
@@ -80,12 +75,19 @@ func Place(ctx context.Context, snap *topology.Snapshot, req PlaceRequest) (Plac
 // place returns each demand's resources (NIC, inter-leaf path, host port).
 func (n *network) place(ctx context.Context, demands []Demand, previous [][]models.Endpoint) ([][]int, string, int, error) {
 	candidates := make([][][]int, len(demands))
+	local := [][]int{nil}
+	var lastA, lastB models.SwitchID
+	var last [][]int
 	for i, d := range demands {
-		if d.Src.Attach.Switch == d.Dst.Attach.Switch {
-			candidates[i] = [][]int{nil}
+		a, b := d.Src.Attach.Switch, d.Dst.Attach.Switch
+		if a == b {
+			candidates[i] = local
 			continue
 		}
-		candidates[i] = n.leafPaths(d.Src.Attach.Switch, d.Dst.Attach.Switch)
+		if last == nil || a != lastA || b != lastB { // demands come grouped by leaf pair
+			last, lastA, lastB = n.leafPaths(a, b), a, b
+		}
+		candidates[i] = last
 		if len(candidates[i]) == 0 {
 			return nil, "", 0, fmt.Errorf("%w from %s to %s", ErrNoPath, d.Src.Name, d.Dst.Name)
 		}
@@ -124,8 +126,17 @@ func (n *network) place(ctx context.Context, demands []Demand, previous [][]mode
 
 func (n *network) routes(demands []Demand, candidates [][][]int, choice []int) [][]int {
 	out := make([][]int, len(demands))
+	total := 0
+	for i := range demands {
+		total += len(candidates[i][choice[i]]) + 2
+	}
+	flat := make([]int, 0, total) // one allocation for a million routes, not a million
 	for i, d := range demands {
-		out[i] = n.route(d.Src, d.Dst, candidates[i][choice[i]])
+		start := len(flat)
+		flat = append(flat, n.nicTx[d.Src.Name])
+		flat = append(flat, candidates[i][choice[i]]...)
+		flat = append(flat, n.egress[d.Dst.Attach])
+		out[i] = flat[start:len(flat):len(flat)]
 	}
 	return out
 }
@@ -133,17 +144,33 @@ func (n *network) routes(demands []Demand, candidates [][][]int, choice []int) [
 // hostBound is the utilization of the hosts' own links (NIC out, leaf port
 // in), which no choice of paths changes.
 func (n *network) hostBound(demands []Demand) float64 {
-	fixed := make([][]int, len(demands))
-	for i, d := range demands {
-		fixed[i] = []int{n.nicTx[d.Src.Name], n.egress[d.Dst.Attach]}
+	load := make([]float64, len(n.capacity))
+	for _, d := range demands {
+		load[n.nicTx[d.Src.Name]] += d.Gbps
+		load[n.egress[d.Dst.Attach]] += d.Gbps
 	}
-	m, _ := n.maxUtilization(fixed, func(i int) float64 { return demands[i].Gbps })
-	return m
+	return n.peak(load)
 }
 
 // mlu is the maximum utilization of a choice of paths.
 func (n *network) mlu(demands []Demand, candidates [][][]int, choice []int) float64 {
-	m, _ := n.maxUtilization(n.routes(demands, candidates, choice), func(i int) float64 { return demands[i].Gbps })
+	load := make([]float64, len(n.capacity))
+	for i, d := range demands {
+		load[n.nicTx[d.Src.Name]] += d.Gbps
+		for _, x := range candidates[i][choice[i]] {
+			load[x] += d.Gbps
+		}
+		load[n.egress[d.Dst.Attach]] += d.Gbps
+	}
+	return n.peak(load)
+}
+
+// peak is the highest utilization of loads by resource.
+func (n *network) peak(load []float64) float64 {
+	m := 0.0
+	for r, l := range load {
+		m = max(m, l/n.capacity[r])
+	}
 	return m
 }
 
@@ -197,19 +224,30 @@ func (n *network) firstHopGroups(paths [][]int) [][]int {
 // multigraph picks the j-th core. Each stage puts at most ⌈Δ/width⌉
 // demands on a link. It reports false when the fabric is not shaped so.
 func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int) bool {
-	var idx []int
-	var groups [][][]int
+	// Switches by number, not name: this runs over up to a million demands.
+	switches := len(n.swIndex)
+	leafOf := func(sw models.SwitchID, last *models.SwitchID, lastIdx *int) int {
+		if sw != *last { // demands come grouped: most repeat the last one
+			*last, *lastIdx = sw, n.swIndex[sw]
+		}
+		return *lastIdx
+	}
+	var lastSrc, lastDst models.SwitchID
+	srcIdx, dstIdx := -1, -1
+	idx := make([]int, 0, len(demands))
+	groups := make([][][]int, 0, len(demands))
+	edges := make([][2]int, 0, len(demands))
 	// Candidates are shared per leaf pair: split them once per pair.
-	type pair [2]models.SwitchID
-	split := map[pair][][]int{}
+	split := make([][][]int, switches*switches)
+	done := make([]bool, switches*switches)
 	for i, d := range demands {
 		if d.Src.Attach.Switch == d.Dst.Attach.Switch {
 			continue
 		}
-		key := pair{d.Src.Attach.Switch, d.Dst.Attach.Switch}
-		g, seen := split[key]
-		if !seen {
-			g = n.firstHopGroups(candidates[i])
+		s, t := leafOf(d.Src.Attach.Switch, &lastSrc, &srcIdx), leafOf(d.Dst.Attach.Switch, &lastDst, &dstIdx)
+		key := s*switches + t
+		if !done[key] {
+			g := n.firstHopGroups(candidates[i])
 			for _, grp := range g {
 				if len(grp) != len(g[0]) {
 					return false
@@ -220,39 +258,17 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 					}
 				}
 			}
-			split[key] = g
+			split[key], done[key] = g, true
 		}
 		idx = append(idx, i)
-		groups = append(groups, g)
+		groups = append(groups, split[key])
+		edges = append(edges, [2]int{s, switches + t}) // sources and destinations apart
 	}
 	if len(idx) == 0 {
 		return true
 	}
-	node := map[string]int{}
-	id := func(key string) int {
-		if v, ok := node[key]; ok {
-			return v
-		}
-		node[key] = len(node)
-		return node[key]
-	}
-	edges := make([][2]int, 0, len(idx))
-	srcID, dstID := map[models.SwitchID]int{}, map[models.SwitchID]int{}
-	for _, i := range idx {
-		s, ok := srcID[demands[i].Src.Attach.Switch]
-		if !ok {
-			s = id("s:" + string(demands[i].Src.Attach.Switch))
-			srcID[demands[i].Src.Attach.Switch] = s
-		}
-		d, ok := dstID[demands[i].Dst.Attach.Switch]
-		if !ok {
-			d = id("d:" + string(demands[i].Dst.Attach.Switch))
-			dstID[demands[i].Dst.Attach.Switch] = d
-		}
-		edges = append(edges, [2]int{s, d})
-	}
 	width := func(k int) int { return len(groups[k]) }
-	stage1 := colorsFor(edges, len(node), len(idx), width)
+	stage1 := colorsFor(edges, 2*switches, len(idx), width)
 	// Stage 2: per first-hop colour, the demands that go up to the core.
 	type second struct{ k, c int }
 	byColor := map[int][]second{}
@@ -266,16 +282,15 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 		}
 	}
 	for _, members := range byColor {
-		clear(node)
-		var e2 [][2]int
+		e2 := make([][2]int, 0, len(members))
 		for _, m := range members {
 			i := idx[m.k]
 			p := candidates[i][groups[m.k][m.c][0]]
-			srcAgg := n.peerOf(n.resources[p[0]].egress) // after leaf → aggregation
-			dstAgg := n.resources[p[3]].egress.Switch    // aggregation → destination leaf
-			e2 = append(e2, [2]int{id("s:" + string(srcAgg)), id("d:" + string(dstAgg))})
+			srcAgg := n.resPeer[p[0]]                            // after leaf → aggregation
+			dstAgg := n.swIndex[n.resources[p[3]].egress.Switch] // aggregation → destination leaf
+			e2 = append(e2, [2]int{srcAgg, switches + dstAgg})
 		}
-		stage2 := colorsFor(e2, len(node), len(members), func(x int) int { return len(groups[members[x].k][members[x].c]) })
+		stage2 := colorsFor(e2, 2*switches, len(members), func(x int) int { return len(groups[members[x].k][members[x].c]) })
 		for x, m := range members {
 			grp := groups[m.k][m.c]
 			choice[idx[m.k]] = grp[stage2[x]%len(grp)]
@@ -351,25 +366,52 @@ func equitableColors(edges [][2]int, nodes, w int) []int {
 func eulerSplit(edges [][2]int, nodes int, ids []int) (a, b []int) {
 	type arc struct{ to, e int }
 	dummy := nodes
-	adj := make([][]arc, nodes+1)
+	// Adjacency in one array (offsets by node), sized by a degree count
+	// first: this runs once per colour split over up to a million edges.
+	deg := make([]int, nodes+1)
+	for _, id := range ids {
+		deg[edges[id][0]]++
+		deg[edges[id][1]]++
+	}
+	for v := range nodes {
+		if deg[v]%2 == 1 {
+			deg[v]++
+			deg[dummy]++
+		}
+	}
+	off := make([]int, nodes+2)
+	for v := range nodes + 1 {
+		off[v+1] = off[v] + deg[v]
+	}
+	flat := make([]arc, off[nodes+1])
+	fill := slices.Clone(off[:nodes+1])
+	add := func(u, v, e int) {
+		flat[fill[u]] = arc{v, e}
+		fill[u]++
+	}
 	for i, id := range ids {
 		u, v := edges[id][0], edges[id][1]
-		adj[u] = append(adj[u], arc{v, i})
-		adj[v] = append(adj[v], arc{u, i})
+		add(u, v, i)
+		add(v, u, i)
 	}
 	n := len(ids)
 	for v := range nodes {
-		if len(adj[v])%2 == 1 {
-			adj[v] = append(adj[v], arc{dummy, n})
-			adj[dummy] = append(adj[dummy], arc{v, n})
+		if (fill[v]-off[v])%2 == 1 {
+			add(v, dummy, n)
+			add(dummy, v, n)
 			n++
 		}
 	}
+	adj := make([][]arc, nodes+1)
+	for v := range adj {
+		adj[v] = flat[off[v]:fill[v]]
+	}
+	a, b = make([]int, 0, len(ids)/2+1), make([]int, 0, len(ids)/2+1)
 	used := make([]bool, n)
 	next := make([]int, nodes+1)
 	type step struct{ node, e int }
-	var stack []step
-	var trail []int
+	stack := make([]step, 0, n+1)
+	trail := make([]int, 0, n)
 	walk := func(start int) {
 		trail = trail[:0]
 		stack = append(stack[:0], step{start, -1})

@@ -299,15 +299,6 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 	return true
 }
 
-// peerOf is the switch at the far end of an egress port.
-func (n *network) peerOf(e models.Endpoint) models.SwitchID {
-	l, _ := n.snap.LinkAt(e)
-	if l.A == e {
-		return l.B.Switch
-	}
-	return l.A.Switch
-}
-
 // colorBipartite properly colours the edges of a bipartite multigraph (left
 // and right node IDs share one numbering here but never one edge end) with
 // Δ colours, by König's alternating-path method, and returns each edge's

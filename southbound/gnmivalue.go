@@ -117,9 +117,13 @@ type leaf struct {
 // convention for the lists read here (interface, queue); an entry without
 // one is skipped. Module prefixes ("openconfig-interfaces:") are dropped.
 func leavesOf(n *gnmipb.Notification) []leaf {
-	var out []leaf
+	out := make([]leaf, 0, len(n.GetUpdate()))
+	prefix := n.GetPrefix().GetElem()
 	for _, u := range n.GetUpdate() {
-		elems := append(append([]*gnmipb.PathElem{}, n.GetPrefix().GetElem()...), u.GetPath().GetElem()...)
+		elems := u.GetPath().GetElem() // read only: no copy unless a prefix joins it
+		if len(prefix) > 0 {
+			elems = append(slices.Clip(prefix), elems...)
+		}
 		raw, isJSON := leafJSON(u.GetVal())
 		if !isJSON {
 			out = append(out, leaf{elems, u.GetVal()})

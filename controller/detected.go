@@ -143,6 +143,11 @@ func (m *Intents) placeDetected(b *batch) {
 			el.why = "source or destination is not a host of the fabric"
 			continue
 		}
+		if src.Attach.Switch != dst.Attach.Switch && len(m.book.Candidates(src, dst, pathcalc.PathConstraints{})) == 0 {
+			m.unpinDetected(b, el)
+			el.why = "no working path between its hosts"
+			continue // one such flow would fail the placement of all
+		}
 		el.demand = min(src.NICGbps/float64(from[d.Key.Src]), dst.NICGbps/float64(to[d.Key.Dst]))
 		prev := el.path
 		if prev != nil && !m.book.Usable(src, prev) {

@@ -89,16 +89,31 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 		t.Errorf("%d detected elephants pinned, want every flow of the permutation: %+v", pinned, listed)
 	}
 
-	// The workload stops: the flows fade, their pins go.
+	// A tenant declares one of them: the intent takes the flow over (its
+	// pins, its reservation); it is no longer a detected elephant.
+	taken := listed[0]
+	tok := tenant(t, h, "jobs", 0, 0)
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("declared", taken.Src, taken.Dst, 40, int(taken.SrcPort), 1), nil); r.StatusCode != http.StatusCreated {
+		t.Fatalf("declare %s -> %s:%d: HTTP %d", taken.Src, taken.Dst, taken.SrcPort, r.StatusCode)
+	}
+	h.Eventually(t, 20*time.Second, "the declared flow no longer listed as detected", func() bool {
+		for _, d := range h.Intents.DetectedFlows() {
+			if d.Src == taken.Src && d.Dst == taken.Dst && d.SrcPort == taken.SrcPort {
+				return false
+			}
+		}
+		return ratio() >= 0.95
+	})
+
+	// The workload stops: the flows fade, their pins go (the intent's stay).
 	if err := h.Fabric.StopWorkload(id); err != nil {
 		t.Fatal(err)
 	}
 	h.Eventually(t, 30*time.Second, "detected flows' pins removed", func() bool {
+		pins := 0
 		for _, sw := range topo.Switches {
-			if h.Switch(string(sw.Name)).Entries(p4.TableFlowPin) > 0 {
-				return false
-			}
+			pins += h.Switch(string(sw.Name)).Entries(p4.TableFlowPin)
 		}
-		return len(h.Intents.DetectedFlows()) == 0
+		return pins == 3 && len(h.Intents.DetectedFlows()) == 0 // the intent's flow: leaf, spine, leaf
 	})
 }

@@ -165,3 +165,24 @@ func TestJSONLeaves(t *testing.T) {
 		t.Errorf("config leaves %v, want %v (an unnamed list entry is skipped)", cfg, want)
 	}
 }
+
+// FuzzJSONLeaves: whatever JSON a target sends for a subtree, decoding it
+// into samples and configuration never panics.
+func FuzzJSONLeaves(f *testing.F) {
+	f.Add([]byte(`{"openconfig-interfaces:interface":[{"name":"eth1","state":{"counters":{"in-octets":"12"}}}]}`))
+	f.Add([]byte(`{"interface":[{"config":{"mtu":1}},{"name":7},null,[1,2]]}`))
+	f.Add([]byte(`"UP"`))
+	f.Add([]byte(`[{"name":"x"}]`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		n := &gnmipb.Notification{Update: []*gnmipb.Update{{
+			Path: &gnmipb.Path{Elem: []*gnmipb.PathElem{{Name: "interfaces"}}},
+			Val:  &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: raw}},
+		}}}
+		for _, l := range leavesOf(n) {
+			sampleOf("leaf1", time.Unix(0, 0), l)
+			uintValue(l.val)
+			boolValue(l.val)
+			stringValue(l.val)
+		}
+	})
+}

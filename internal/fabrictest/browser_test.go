@@ -17,6 +17,7 @@ import (
 
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
 )
@@ -64,53 +65,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1280, 800),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelTimeout()
-
-	var mu sync.Mutex
-	var consoleErrors []string
-	if err := chromedp.Listen(ctx, func(ev any) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch e := ev.(type) {
-		case *runtime.EventConsoleAPICalled:
-			if e.Type == runtime.ConsoleAPICalledTypeError {
-				var parts []string
-				for _, a := range e.Args {
-					parts = append(parts, string(a.Value))
-				}
-				consoleErrors = append(consoleErrors, strings.Join(parts, " "))
-			}
-		case *runtime.EventExceptionThrown:
-			consoleErrors = append(consoleErrors, e.ExceptionDetails.Text)
-		}
-	}); err != nil {
-		t.Fatal(err)
-	}
-
-	poll := func(what, expr string, timeout time.Duration) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout))); err != nil {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-	}
-	if _, err := chromedp.Run(ctx, chromedp.Navigate(h.API.URL+"/")); err != nil {
-		t.Fatalf("open dashboard: %v", err)
-	}
+	ctx, poll, consoleErrors := openDashboard(t, bin, h)
 	poll("the dashboard to draw", `window.accelnet && window.accelnet.ready && window.accelnet.drawn.length > 0`, 30*time.Second)
 	drawn, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.accelnet.drawn`))
 	if err != nil {
@@ -238,9 +193,112 @@ func TestDashboardInBrowser(t *testing.T) {
 	if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
 		os.WriteFile(filepath.Join(artifactDir(t), "dashboard-link-down.png"), png, 0o644)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(consoleErrors) > 0 {
-		t.Errorf("console errors: %v", consoleErrors)
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %v", errs)
+	}
+}
+
+// openDashboard opens the dashboard of h in headless Chromium (closed
+// when the test ends); poll waits for a JavaScript condition, and
+// consoleErrors returns what the page logged as errors so far.
+func openDashboard(t *testing.T, bin string, h *fabrictest.Harness) (context.Context, func(what, expr string, timeout time.Duration), func() []string) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(bin),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 800),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(allocCtx)
+	t.Cleanup(cancel)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+
+	var mu sync.Mutex
+	var consoleErrors []string
+	if err := chromedp.Listen(ctx, func(ev any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				var parts []string
+				for _, a := range e.Args {
+					parts = append(parts, string(a.Value))
+				}
+				consoleErrors = append(consoleErrors, strings.Join(parts, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			consoleErrors = append(consoleErrors, e.ExceptionDetails.Text)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	poll := func(what, expr string, timeout time.Duration) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout))); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(h.API.URL+"/")); err != nil {
+		t.Fatalf("open dashboard: %v", err)
+	}
+	return ctx, poll, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(consoleErrors)
+	}
+}
+
+// TestDashboardElephants: an operator's dashboard lists the elephants
+// sampling found (a tenant's does not show the section).
+func TestDashboardElephants(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	bin := chromium(t)
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Options) { o.SampleOneIn = 1024 })
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	topo := h.Fabric.Topology()
+	if _, err := h.Fabric.AddFlows([]fabricsim.FlowSpec{{Src: topo.Hosts[0].IP, Dst: topo.Hosts[3].IP, SrcPort: 50000, DemandGbps: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 20*time.Second, "the flow detected and pinned", func() bool {
+		d := h.Intents.DetectedFlows()
+		return len(d) == 1 && d[0].Pinned
+	})
+	ctx, poll, consoleErrors := openDashboard(t, bin, h)
+	poll("the dashboard to draw", `window.accelnet && window.accelnet.ready`, 30*time.Second)
+	signIn := func(tok string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.SendKeys(chromedp.CSS("#token"), tok)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("#login button"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signIn(h.OperatorToken)
+	poll("the elephant listed", fmt.Sprintf(`!document.getElementById('elephants-section').hidden &&
+		window.accelnet.elephants.some((e) => e.src === %q && e.dst === %q && e.src_port === 50000 && e.pinned) &&
+		document.getElementById('elephant-list').textContent.includes(%q)`, topo.Hosts[0].Name, topo.Hosts[3].Name, topo.Hosts[0].Name), 15*time.Second)
+	if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+		os.WriteFile(filepath.Join(artifactDir(t), "dashboard-elephants.png"), png, 0o644)
+	}
+	// A tenant: no elephants section.
+	if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("#logout"))); err != nil {
+		t.Fatal(err)
+	}
+	signIn(tenant(t, h, "vision", 0, 0))
+	poll("a tenant's page without the section", `document.getElementById('who').textContent === 'tenant vision' && document.getElementById('elephants-section').hidden`, 15*time.Second)
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %v", errs)
 	}
 }

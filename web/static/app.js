@@ -23,6 +23,8 @@ const state = {
   intent: null,         // the selected intent's id
   highlighted: [],      // link ids and "host:<name>" of the selected intent's paths
   events: null,         // AbortController of the intent event stream
+  elephants: [],        // detected elephants (operators only)
+  elephantTimer: null,
 };
 
 // Test and debugging hooks.
@@ -47,6 +49,7 @@ window.accelnet = {
   get intents() { return [...state.intents.values()].map((i) => ({ id: i.id, tenant: i.tenant, name: i.spec.name, state: i.status.state })); },
   selectIntent(id) { selectIntent(id); },
   get highlighted() { return state.highlighted.slice(); },
+  get elephants() { return state.elephants.slice(); },
 };
 
 // Utilization colour: green (idle) through yellow to red (full and beyond).
@@ -544,6 +547,40 @@ async function followEvents(abort) {
   }
 }
 
+// --- elephants: flows nobody declared, found by sampling (operators) ---
+
+function renderElephants() {
+  const el = document.getElementById('elephants');
+  if (!state.elephants.length) {
+    el.innerHTML = '<p class="hint">None detected.</p>';
+    return;
+  }
+  const rows = state.elephants.map((e) => {
+    const where = e.pinned ? 'pinned' : 'not pinned: ' + e.reason;
+    return `<li><span class="state state-${e.pinned ? 'Installed' : 'Pending'}">${escapeHTML(where)}</span> ` +
+      `${escapeHTML(e.src)} → ${escapeHTML(e.dst)} :${e.src_port} · ${e.gbps.toFixed(1)} Gb/s</li>`;
+  });
+  el.innerHTML = '<ul id="elephant-list">' + rows.join('') + '</ul>';
+}
+
+async function loadElephants() {
+  const res = await authFetch('/api/v1/elephants');
+  if (!res.ok) return;
+  state.elephants = (await res.json()).items;
+  renderElephants();
+}
+
+function followElephants(on) {
+  clearInterval(state.elephantTimer);
+  state.elephantTimer = null;
+  state.elephants = [];
+  document.getElementById('elephants-section').hidden = !on;
+  if (!on) return;
+  renderElephants();
+  loadElephants().catch(() => {});
+  state.elephantTimer = setInterval(() => loadElephants().catch(() => {}), 2000);
+}
+
 async function signIn(token) {
   state.token = token;
   const res = await authFetch('/api/v1/whoami');
@@ -553,6 +590,7 @@ async function signIn(token) {
   document.getElementById('login').hidden = true;
   const whoEl = document.getElementById('who');
   whoEl.textContent = who.role === 'operator' ? 'operator' : 'tenant ' + who.tenant;
+  followElephants(who.role === 'operator');
   whoEl.hidden = false;
   document.getElementById('logout').hidden = false;
   if (state.events) state.events.abort();
@@ -567,6 +605,7 @@ function signOut(why) {
   state.token = '';
   state.intents = new Map();
   state.intent = null;
+  followElephants(false);
   sessionStorage.removeItem('accelnet-token');
   document.getElementById('login').hidden = false;
   document.getElementById('who').hidden = true;

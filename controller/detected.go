@@ -17,9 +17,8 @@ import (
 // on what intents leave, and they are pinned only while they last. A
 // flow's measured rate is what hashing let it have, not what it wants (two
 // colliding flows measure half a link each), so each is placed at its
-// demand as its hosts' NICs would share it out (Hedera's estimate, here
-// one pass: the smaller of its sender's and its receiver's NIC divided by
-// their detected elephants). Each second, flows no longer detected (or
+// demand as its hosts' NICs would share it out (Hedera's estimate, see
+// estimateDemands). Each second, flows no longer detected (or
 // now declared by an intent) are unpinned, and the rest are placed
 // together on what intents' reservations leave (pathcalc's Place: edge
 // colouring for equal demands on a Clos, else global first fit with local
@@ -121,12 +120,6 @@ func (m *Intents) placeDetected(b *batch) {
 	if len(want) == 0 {
 		return
 	}
-	// Demands: each host's NIC shared by its detected elephants.
-	from, to := map[netip.Addr]int{}, map[netip.Addr]int{}
-	for _, d := range want {
-		from[d.Key.Src]++
-		to[d.Key.Dst]++
-	}
 	var els []*elephant
 	var demands []pathcalc.Demand
 	var previous [][]models.Endpoint
@@ -148,7 +141,6 @@ func (m *Intents) placeDetected(b *batch) {
 			el.why = "no working path between its hosts"
 			continue // one such flow would fail the placement of all
 		}
-		el.demand = min(src.NICGbps/float64(from[d.Key.Src]), dst.NICGbps/float64(to[d.Key.Dst]))
 		prev := el.path
 		if prev != nil && !m.book.Usable(src, prev) {
 			prev = nil // its path lost a link
@@ -156,6 +148,14 @@ func (m *Intents) placeDetected(b *batch) {
 		els = append(els, el)
 		demands = append(demands, pathcalc.Demand{Src: src, Dst: dst, Gbps: el.demand})
 		previous = append(previous, prev)
+	}
+	// Their demands, as the hosts' NICs would share them out.
+	pairs := make([]hostPair, len(demands))
+	for i, d := range demands {
+		pairs[i] = hostPair{src: d.Src.Name, dst: d.Dst.Name, srcGbps: d.Src.NICGbps, dstGbps: d.Dst.NICGbps}
+	}
+	for i, g := range estimateDemands(pairs) {
+		demands[i].Gbps, els[i].demand = g, g
 	}
 	// A stable order: the placement is deterministic for the same flows.
 	order := make([]int, len(els))
@@ -215,6 +215,83 @@ func (m *Intents) placeDetected(b *batch) {
 		m.detectedMoves += moves
 		m.log.Info("detected elephants pinned", "placed_or_moved", moves, "detected", len(want))
 	}
+}
+
+// hostPair is a flow between two hosts with their NICs' rates.
+type hostPair struct {
+	src, dst         string
+	srcGbps, dstGbps float64
+}
+
+// estimateDemands is what each flow would get if only the hosts' NICs
+// limited it (Hedera's demand estimation): senders share their NIC
+// equally among the flows not yet limited elsewhere; a receiver offered
+// more than its NIC gives each flow the max-min fair share of it and
+// fixes the ones it limits; repeated until nothing changes. A flow
+// squeezed by a collision measures less than this, which is why the
+// measured rate is not the demand.
+func estimateDemands(flows []hostPair) []float64 {
+	demand := make([]float64, len(flows))
+	fixed := make([]bool, len(flows)) // limited by its receiver
+	bySrc, byDst := map[string][]int{}, map[string][]int{}
+	for i, f := range flows {
+		bySrc[f.src] = append(bySrc[f.src], i)
+		byDst[f.dst] = append(byDst[f.dst], i)
+	}
+	for round := 0; round < 2*len(flows)+2; round++ {
+		changed := false
+		for _, fs := range bySrc {
+			used, free := 0.0, 0
+			for _, i := range fs {
+				if fixed[i] {
+					used += demand[i]
+				} else {
+					free++
+				}
+			}
+			if free == 0 {
+				continue
+			}
+			share := max(flows[fs[0]].srcGbps-used, 0) / float64(free)
+			for _, i := range fs {
+				if !fixed[i] && demand[i] != share {
+					demand[i], changed = share, true
+				}
+			}
+		}
+		for _, fs := range byDst {
+			capacity, total := flows[fs[0]].dstGbps, 0.0
+			for _, i := range fs {
+				total += demand[i]
+			}
+			if total <= capacity+1e-9 {
+				continue
+			}
+			// Max-min fair share of the receiver (water-filling): flows
+			// asking less than an equal share keep their demand, the rest
+			// split what is left equally and are limited here.
+			order := slices.Clone(fs)
+			slices.SortFunc(order, func(x, y int) int { return cmp.Compare(demand[x], demand[y]) })
+			rest := capacity
+			for k, i := range order {
+				share := rest / float64(len(order)-k)
+				if demand[i] < share {
+					rest -= demand[i]
+					continue
+				}
+				for _, j := range order[k:] {
+					if !fixed[j] || demand[j] != share {
+						demand[j], fixed[j], changed = share, true, true
+					}
+				}
+				break
+			}
+		}
+		if !changed {
+			break
+		}
+	}
+	return demand
 }
 
 func compareKeys(a, b models.FlowKey) int {

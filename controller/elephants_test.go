@@ -56,3 +56,28 @@ func TestElephantEstimates(t *testing.T) {
 		t.Errorf("%d flows remembered 6 s after the last sample", n)
 	}
 }
+
+// TestEstimateDemands: demands as the hosts' NICs share them out, with a
+// congested receiver's fair share handed back to its senders' other flows.
+func TestEstimateDemands(t *testing.T) {
+	nic := func(src, dst string) hostPair { return hostPair{src: src, dst: dst, srcGbps: 100, dstGbps: 100} }
+	for name, c := range map[string]struct {
+		flows []hostPair
+		want  []float64
+	}{
+		"permutation": {[]hostPair{nic("a", "b"), nic("b", "c"), nic("c", "a")}, []float64{100, 100, 100}},
+		"incast":      {[]hostPair{nic("a", "x"), nic("b", "x"), nic("c", "x"), nic("d", "x")}, []float64{25, 25, 25, 25}},
+		// x is shared three ways; a's other flow gets what x leaves it.
+		"leftover": {[]hostPair{nic("a", "x"), nic("a", "y"), nic("b", "x"), nic("c", "x")}, []float64{100.0 / 3, 200.0 / 3, 100.0 / 3, 100.0 / 3}},
+		// A slower receiver NIC limits only its own flow.
+		"mixed speeds": {[]hostPair{{src: "a", dst: "x", srcGbps: 400, dstGbps: 100}, {src: "a", dst: "y", srcGbps: 400, dstGbps: 400}}, []float64{100, 300}},
+	} {
+		got := estimateDemands(c.flows)
+		for i := range got {
+			if math.Abs(got[i]-c.want[i]) > 1e-6 {
+				t.Errorf("%s: demands %v, want %v", name, got, c.want)
+				break
+			}
+		}
+	}
+}

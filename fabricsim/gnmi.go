@@ -844,7 +844,7 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 		}
 		s.send(syncResponse())
 		for _, sm := range samplers {
-			wg.Go(func() { s.sample(sm.sub, sm.interval, sm.heartbeat, sm.suppress) })
+			wg.Go(func() { s.sample([]*gnmipb.Subscription{sm.sub}, sm.interval, sm.heartbeat, sm.suppress) })
 		}
 		go func() {
 			// Clients send nothing more on a STREAM subscription; a
@@ -870,10 +870,10 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 	return finish(status.Errorf(codes.InvalidArgument, "subscription list mode %s is not supported", list.GetMode()))
 }
 
-// sample sends a subscription's values every interval. With suppress, only
+// sample sends subscriptions' values every interval. With suppress, only
 // values that changed since they were last sent go out, unless a heartbeat
 // is due.
-func (s *subscriber) sample(sub *gnmipb.Subscription, interval, heartbeat time.Duration, suppress bool) {
+func (s *subscriber) sample(subs []*gnmipb.Subscription, interval, heartbeat time.Duration, suppress bool) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	last := map[string]string{}
@@ -884,10 +884,14 @@ func (s *subscriber) sample(sub *gnmipb.Subscription, interval, heartbeat time.D
 			return
 		case <-t.C:
 		}
-		ns, err := s.snapshot(sub)
-		if err != nil {
-			s.cancel()
-			return
+		var ns []*gnmipb.Notification
+		for _, sub := range subs {
+			got, err := s.snapshot(sub)
+			if err != nil {
+				s.cancel()
+				return
+			}
+			ns = append(ns, got...)
 		}
 		beat := heartbeat > 0 && time.Since(lastBeat) >= heartbeat
 		if beat {
@@ -905,6 +909,41 @@ func (s *subscriber) sample(sub *gnmipb.Subscription, interval, heartbeat time.D
 			}
 			send = append(send, n)
 		}
-		s.sendNotifications(send)
+		s.sendNotifications(mergeByTimestamp(send))
 	}
+}
+
+// mergeByTimestamp joins notifications of the same moment and prefix into
+// one (a sample of a wildcard path is one notification per interface in
+// the cache: 20 messages a switch a path a second, where one does), each
+// update keeping its path; the order of first appearance is kept.
+func mergeByTimestamp(ns []*gnmipb.Notification) []*gnmipb.Notification {
+	if len(ns) < 2 {
+		return ns
+	}
+	type key struct {
+		ts     int64
+		prefix string
+	}
+	var out []*gnmipb.Notification
+	at := map[key]int{}
+	for _, n := range ns {
+		k := key{n.GetTimestamp(), prefixKey(n.GetPrefix())}
+		i, seen := at[k]
+		if !seen {
+			at[k] = len(out)
+			out = append(out, &gnmipb.Notification{Timestamp: n.GetTimestamp(), Prefix: n.GetPrefix(), Update: slices.Clone(n.GetUpdate()), Delete: slices.Clone(n.GetDelete())})
+			continue
+		}
+		out[i].Update = append(out[i].Update, n.GetUpdate()...)
+		out[i].Delete = append(out[i].Delete, n.GetDelete()...)
+	}
+	return out
+}
+
+func prefixKey(p *gnmipb.Path) string {
+	if p == nil {
+		return ""
+	}
+	return p.GetOrigin() + "|" + p.GetTarget() + "|" + strings.Join(gpath.ToStrings(p, false), "/")
 }

@@ -266,14 +266,7 @@ func TestDashboardElephants(t *testing.T) {
 	bin := chromium(t)
 	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Options) { o.SampleOneIn = 1024 })
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
-	topo := h.Fabric.Topology()
-	if _, err := h.Fabric.AddFlows([]fabricsim.FlowSpec{{Src: topo.Hosts[0].IP, Dst: topo.Hosts[3].IP, SrcPort: 50000, DemandGbps: 100}}); err != nil {
-		t.Fatal(err)
-	}
-	h.Eventually(t, 20*time.Second, "the flow detected and pinned", func() bool {
-		d := h.Intents.DetectedFlows()
-		return len(d) == 1 && d[0].Pinned
-	})
+	topo := oneElephant(t, h)
 	ctx, poll, consoleErrors := openDashboard(t, bin, h)
 	poll("the dashboard to draw", `window.accelnet && window.accelnet.ready`, 30*time.Second)
 	signIn := func(tok string) {

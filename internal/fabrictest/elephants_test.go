@@ -10,6 +10,7 @@ import (
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound/p4"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -116,4 +117,20 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 		}
 		return pins == 3 && len(h.Intents.DetectedFlows()) == 0 // the intent's flow: leaf, spine, leaf
 	})
+}
+
+// oneElephant starts a 100 Gb/s flow from the first host to the fourth
+// (UDP source port 50000) on a fabric that samples, and waits until the
+// controller has detected and pinned it; it returns the topology.
+func oneElephant(t *testing.T, h *fabrictest.Harness) models.Topology {
+	t.Helper()
+	topo := h.Fabric.Topology()
+	if _, err := h.Fabric.AddFlows([]fabricsim.FlowSpec{{Src: topo.Hosts[0].IP, Dst: topo.Hosts[3].IP, SrcPort: 50000, DemandGbps: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 20*time.Second, "the flow detected and pinned", func() bool {
+		d := h.Intents.DetectedFlows()
+		return len(d) == 1 && d[0].Pinned
+	})
+	return topo
 }

@@ -5,18 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/accelnet/accelnet/fabricsim"
-	"github.com/accelnet/accelnet/internal/stack"
 	"io"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
 )
@@ -117,14 +115,7 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	call("DELETE", "/api/v1/drains/"+dr.ID, h.OperatorToken, nil)
 	call("GET", "/api/v1/drains/"+dr.ID, h.OperatorToken, nil)
 	// An undeclared elephant, found by sampling.
-	topo := h.Fabric.Topology()
-	if _, err := h.Fabric.AddFlows([]fabricsim.FlowSpec{{Src: topo.Hosts[0].IP, Dst: topo.Hosts[3].IP, SrcPort: 50000, DemandGbps: 100}}); err != nil {
-		t.Fatal(err)
-	}
-	h.Eventually(t, 20*time.Second, "the flow detected and pinned", func() bool {
-		d := h.Intents.DetectedFlows()
-		return len(d) == 1 && d[0].Pinned
-	})
+	oneElephant(t, h)
 	call("GET", "/api/v1/elephants", h.OperatorToken, nil)
 	call("GET", "/api/v1/elephants", "", nil)
 	call("GET", "/api/v1/elephants", tok, nil)

@@ -838,6 +838,9 @@ func TestRefusedPinsTakenBack(t *testing.T) {
 	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultTableSize, Target: "leaf1", Table: p4.TableFlowPin, Size: 2}); err != nil {
 		t.Fatal(err)
 	}
+	// leaf1 is slow to take writes while the four are admitted: none of
+	// them reaches it (and is refused) before the last is admitted.
+	h.Switch("leaf1").SetWriteDelay(2 * time.Second)
 	var ids []string
 	for i := range 4 {
 		var in models.Intent
@@ -846,6 +849,7 @@ func TestRefusedPinsTakenBack(t *testing.T) {
 		}
 		ids = append(ids, in.ID)
 	}
+	h.Switch("leaf1").SetWriteDelay(0)
 	states := func() (installed, pending []models.Intent) {
 		for _, id := range ids {
 			in := intentState(t, h, tok, id)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -120,17 +121,20 @@ func (m *Intents) placeDetected(b *batch) {
 	if len(want) == 0 {
 		return
 	}
+	// In a stable order, so the placement is the same for the same flows.
+	keys := slices.SortedFunc(maps.Keys(want), compareKeys)
 	var els []*elephant
 	var demands []pathcalc.Demand
+	var pairs []hostPair
 	var previous [][]models.Endpoint
-	for key, d := range want {
+	for _, key := range keys {
 		el := m.elephants[key]
 		if el == nil {
 			el = &elephant{}
 			m.elephants[key] = el
 		}
-		el.flow = d
-		src, dst := m.hostOf(d.Key.Src), m.hostOf(d.Key.Dst)
+		el.flow = want[key]
+		src, dst := m.hostOf(key.Src), m.hostOf(key.Dst)
 		if src.Name == "" || dst.Name == "" {
 			m.unpinDetected(b, el)
 			el.why = "source or destination is not a host of the fabric"
@@ -146,37 +150,17 @@ func (m *Intents) placeDetected(b *batch) {
 			prev = nil // its path lost a link
 		}
 		els = append(els, el)
-		demands = append(demands, pathcalc.Demand{Src: src, Dst: dst, Gbps: el.demand})
+		demands = append(demands, pathcalc.Demand{Src: src, Dst: dst})
+		pairs = append(pairs, hostPair{src: src.Name, dst: dst.Name, srcGbps: src.NICGbps, dstGbps: dst.NICGbps})
 		previous = append(previous, prev)
 	}
 	// Their demands, as the hosts' NICs would share them out.
-	pairs := make([]hostPair, len(demands))
-	for i, d := range demands {
-		pairs[i] = hostPair{src: d.Src.Name, dst: d.Dst.Name, srcGbps: d.Src.NICGbps, dstGbps: d.Dst.NICGbps}
-	}
 	for i, g := range estimateDemands(pairs) {
 		demands[i].Gbps, els[i].demand = g, g
 	}
-	// A stable order: the placement is deterministic for the same flows.
-	order := make([]int, len(els))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(x, y int) int { return compareKeys(els[x].flow.Key, els[y].flow.Key) })
-	sorted := func(in []pathcalc.Demand) []pathcalc.Demand {
-		out := make([]pathcalc.Demand, len(in))
-		for i, j := range order {
-			out[i] = in[j]
-		}
-		return out
-	}
-	prevSorted := make([][]models.Endpoint, len(order))
-	for i, j := range order {
-		prevSorted[i] = previous[j]
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	paths, _, err := m.book.PlaceOver(ctx, sorted(demands), prevSorted)
+	paths, _, err := m.book.PlaceOver(ctx, demands, previous)
 	if err != nil {
 		m.log.Warn("cannot place detected elephants", "err", err)
 		return
@@ -188,8 +172,8 @@ func (m *Intents) placeDetected(b *batch) {
 		}
 	}
 	moves := 0
-	for i, j := range order {
-		el, path := els[j], paths[i]
+	for i, el := range els {
+		path := paths[i]
 		if slices.Equal(el.path, path) {
 			continue
 		}

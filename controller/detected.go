@@ -160,7 +160,7 @@ func (m *Intents) placeDetected(b *batch) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	paths, _, err := m.book.PlaceOver(ctx, demands, previous)
+	paths, err := m.book.PlaceOver(ctx, demands, previous)
 	if err != nil {
 		m.log.Warn("cannot place detected elephants", "err", err)
 		return

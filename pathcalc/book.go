@@ -151,11 +151,7 @@ func (b *Book) Fit(flows []Demand, c PathConstraints) Fit {
 // fitJoint places flows together (edge colouring or greedy with local
 // search) against the residual reservable capacity.
 func (b *Book) fitJoint(flows []Demand) (Fit, bool) {
-	res := *b.n
-	res.capacity = make([]float64, len(b.n.capacity))
-	for r, c := range b.n.capacity {
-		res.capacity[r] = math.Max(c*(1-b.headroom)-b.reserved[r], 1e-9)
-	}
+	res := b.residual(b.headroom)
 	routes, _, _, err := res.place(context.Background(), flows, nil)
 	if err != nil {
 		return Fit{}, false
@@ -175,17 +171,22 @@ func (b *Book) fitJoint(flows []Demand) (Fit, bool) {
 			out.FreeGbps, out.Bottleneck = res.capacity[r]-l, b.n.resources[r].String()
 		}
 	}
-	for _, r := range routes {
-		var path []models.Endpoint
-		for _, x := range r[1:] {
-			path = append(path, b.n.resources[x].egress)
-		}
-		out.Paths = append(out.Paths, path)
-	}
+	out.Paths = b.n.egressPaths(routes)
 	for r, c := range b.n.capacity {
 		out.MLU = math.Max(out.MLU, (b.reserved[r]+load[r])/c)
 	}
 	return out, true
+}
+
+// residual is the book's network with each resource's capacity what the
+// reservations leave of it less headroom (a sliver, never zero).
+func (b *Book) residual(headroom float64) network {
+	res := *b.n
+	res.capacity = make([]float64, len(b.n.capacity))
+	for r, c := range b.n.capacity {
+		res.capacity[r] = math.Max(c*(1-headroom)-b.reserved[r], 1e-9)
+	}
+	return res
 }
 
 // PlaceOver places flows together on what the book's reservations leave
@@ -193,28 +194,17 @@ func (b *Book) fitJoint(flows []Demand) (Fit, bool) {
 // not held back, nothing is reserved: this is for best-effort flows), as
 // Place does: a flow keeps its previous path (previous[i], nil for none)
 // while it is usable unless moving it lowers the maximum utilization of
-// that residual, which it returns with the paths.
-func (b *Book) PlaceOver(ctx context.Context, flows []Demand, previous [][]models.Endpoint) ([][]models.Endpoint, float64, error) {
-	res := *b.n
-	res.capacity = make([]float64, len(b.n.capacity))
-	for r, c := range b.n.capacity {
-		res.capacity[r] = math.Max(c-b.reserved[r], 1e-9)
-	}
+// that residual.
+func (b *Book) PlaceOver(ctx context.Context, flows []Demand, previous [][]models.Endpoint) ([][]models.Endpoint, error) {
+	res := b.residual(0)
 	if previous != nil && !slices.ContainsFunc(previous, func(p []models.Endpoint) bool { return p != nil }) {
 		previous = nil // nothing to keep: let equal demands be coloured
 	}
 	routes, _, _, err := res.place(ctx, flows, previous)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	paths := make([][]models.Endpoint, len(routes))
-	for i, r := range routes {
-		for _, x := range r[1:] {
-			paths[i] = append(paths[i], b.n.resources[x].egress)
-		}
-	}
-	mlu, _ := res.maxUtilization(routes, func(i int) float64 { return flows[i].Gbps })
-	return paths, mlu, nil
+	return b.n.egressPaths(routes), nil
 }
 
 func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {

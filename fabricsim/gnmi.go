@@ -844,7 +844,7 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 		}
 		s.send(syncResponse())
 		for _, sm := range samplers {
-			wg.Go(func() { s.sample([]*gnmipb.Subscription{sm.sub}, sm.interval, sm.heartbeat, sm.suppress) })
+			wg.Go(func() { s.sample(sm.sub, sm.interval, sm.heartbeat, sm.suppress) })
 		}
 		go func() {
 			// Clients send nothing more on a STREAM subscription; a
@@ -870,10 +870,10 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 	return finish(status.Errorf(codes.InvalidArgument, "subscription list mode %s is not supported", list.GetMode()))
 }
 
-// sample sends subscriptions' values every interval. With suppress, only
+// sample sends a subscription's values every interval. With suppress, only
 // values that changed since they were last sent go out, unless a heartbeat
 // is due.
-func (s *subscriber) sample(subs []*gnmipb.Subscription, interval, heartbeat time.Duration, suppress bool) {
+func (s *subscriber) sample(sub *gnmipb.Subscription, interval, heartbeat time.Duration, suppress bool) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	last := map[string]string{}
@@ -884,14 +884,10 @@ func (s *subscriber) sample(subs []*gnmipb.Subscription, interval, heartbeat tim
 			return
 		case <-t.C:
 		}
-		var ns []*gnmipb.Notification
-		for _, sub := range subs {
-			got, err := s.snapshot(sub)
-			if err != nil {
-				s.cancel()
-				return
-			}
-			ns = append(ns, got...)
+		ns, err := s.snapshot(sub)
+		if err != nil {
+			s.cancel()
+			return
 		}
 		beat := heartbeat > 0 && time.Since(lastBeat) >= heartbeat
 		if beat {

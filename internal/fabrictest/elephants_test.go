@@ -41,24 +41,14 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := h.Fabric.WorkloadFigures(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if before = f.ThroughputRatio; before < 0.9 {
+		if before = workloadRatio(t, h, id)(); before < 0.9 {
 			break
 		}
 		if err := h.Fabric.StopWorkload(id); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ratio := func() float64 {
-		f, err := h.Fabric.WorkloadFigures(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return f.ThroughputRatio
-	}
+	ratio := workloadRatio(t, h, id)
 	start := time.Now()
 	h.Eventually(t, 30*time.Second, fmt.Sprintf("throughput ratio from %.2f to 0.95", before), func() bool { return ratio() >= 0.95 })
 	t.Logf("throughput ratio %.2f -> %.2f in %s", before, ratio(), time.Since(start).Round(time.Millisecond))

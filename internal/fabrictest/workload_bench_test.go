@@ -54,13 +54,7 @@ func benchmarkCollisions(b *testing.B, tune func(*stack.Options), fix func(h *fa
 		if err != nil {
 			b.Fatal(err)
 		}
-		ratio := func() float64 {
-			f, err := h.Fabric.WorkloadFigures(id)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return f.ThroughputRatio
-		}
+		ratio := workloadRatio(b, h, id)
 		before += ratio()
 		b.StartTimer()
 		start := time.Now()
@@ -74,4 +68,16 @@ func benchmarkCollisions(b *testing.B, tune func(*stack.Options), fix func(h *fa
 	b.ReportMetric(before/n, "ratio_before")
 	b.ReportMetric(after/n, "ratio_after")
 	b.ReportMetric(took/n*1000, "ms_to_0.95")
+}
+
+// workloadRatio reads a running workload's throughput ratio (Σ rates /
+// Σ demands) from fabricsim.
+func workloadRatio(tb testing.TB, h *fabrictest.Harness, id string) func() float64 {
+	return func() float64 {
+		f, err := h.Fabric.WorkloadFigures(id)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return f.ThroughputRatio
+	}
 }

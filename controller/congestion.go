@@ -4,18 +4,26 @@ import "github.com/accelnet/accelnet/models"
 
 // Congestion-aware weights. Every CongestionInterval the leader looks at
 // each fabric link direction's measured utilization and biases the WCMP
-// weight of the port that sends into it: a direction at or above
-// congestionHigh has its bias cut by congestionStep (not below
-// congestionFloor), so the switches feeding it send a smaller share there;
-// a biased direction that stayed at or below congestionLow for
-// congestionCalm intervals gets some back (congestionRecover), one step at
-// a time. The band between the two thresholds, the calm period and the
-// smaller recovery step keep a shifted share from swinging back and forth.
-// A change is a planned one: it rolls out in stages like a drain (weights
-// alone keep every next hop, so it moves at the first stage).
+// weight of the port that sends into it, but only toward somewhere
+// better: a direction is cut (its bias times congestionStep, not below
+// congestionFloor) when it is at or above congestionHigh *and* at least
+// congestionMargin above the mean of its alternatives — the other
+// directions out of the same switch toward the same tier, and the other
+// directions into the same peer from the same tier, which is where the
+// shifted share can go. On a fabric saturated everywhere every direction
+// is as hot as its alternatives, so nothing moves and no switch is
+// re-programmed for as long as demand stays the same.
+//
+// A biased direction gets weight back (congestionRecover, one step at a
+// time) only after congestionCalm intervals in which it would stay under
+// congestionHigh − congestionMargin even carrying the share the step
+// returns (its load scaled by the step): a recovery never recreates the
+// condition that cut it, so the two cannot take turns under steady
+// demand. A change is a planned one: it rolls out in stages like a drain
+// (weights alone keep every next hop, so it moves at the first stage).
 const (
 	congestionHigh    = 0.9
-	congestionLow     = 0.6
+	congestionMargin  = 0.1
 	congestionStep    = 0.7
 	congestionRecover = 1 / 0.85
 	congestionFloor   = 0.25
@@ -28,46 +36,100 @@ type portBias struct {
 	calm int
 }
 
+// tierKey groups link directions by one end (the switch they leave, or
+// with into the one they enter) and the other end's role.
+type tierKey struct {
+	sw   models.SwitchID
+	into bool
+	role models.Role
+}
+
+// tierSum accumulates utilizations of a group of link directions.
+type tierSum struct {
+	sum float64
+	n   int
+}
+
+// alternativesMean is the mean utilization of the other directions in
+// the two groups of d (out of d's switch toward d's peer's tier, into
+// d's peer from d's switch's tier); ok is false when there are none.
+func alternativesMean(u float64, out, in tierSum) (float64, bool) {
+	n := out.n + in.n - 2 // d itself is counted in both
+	if n <= 0 {
+		return 0, false
+	}
+	return (out.sum + in.sum - 2*u) / float64(n), true
+}
+
 // adjustWeights updates the biases from telemetry and replans if any moved.
 func (c *Controller) adjustWeights() {
 	st := c.current()
 	if st == nil || !c.Leading() {
 		return
 	}
+	type direction struct {
+		e, peer models.Endpoint
+		out, in tierKey
+		u       float64
+	}
+	role := func(id models.SwitchID) models.Role {
+		sw, _ := st.snap.Switch(id)
+		return sw.Role
+	}
+	var dirs []direction
+	groups := map[tierKey]*tierSum{}
+	add := func(k tierKey, u float64) {
+		g := groups[k]
+		if g == nil {
+			g = &tierSum{}
+			groups[k] = g
+		}
+		g.sum += u
+		g.n++
+	}
+	for _, l := range st.snap.FabricLinks() {
+		if st.down[l.ID()] || l.Gbps <= 0 {
+			continue
+		}
+		for _, ends := range [][2]models.Endpoint{{l.A, l.B}, {l.B, l.A}} {
+			e, peer := ends[0], ends[1]
+			pl, ok := c.tele.Port(e)
+			if !ok || pl.Stale {
+				continue
+			}
+			d := direction{e: e, peer: peer, u: pl.OutBps / (l.Gbps * 1e9),
+				out: tierKey{sw: e.Switch, role: role(peer.Switch)},
+				in:  tierKey{sw: peer.Switch, into: true, role: role(e.Switch)}}
+			add(d.out, d.u)
+			add(d.in, d.u)
+			dirs = append(dirs, d)
+		}
+	}
 	c.mu.Lock()
 	if c.biasState == nil {
 		c.biasState = map[models.Endpoint]*portBias{}
 	}
 	changed := false
-	for _, l := range st.snap.FabricLinks() {
-		if st.down[l.ID()] || l.Gbps <= 0 {
-			continue
+	for _, d := range dirs {
+		p := c.biasState[d.e]
+		if p == nil {
+			p = &portBias{bias: 1}
 		}
-		for _, e := range []models.Endpoint{l.A, l.B} {
-			pl, ok := c.tele.Port(e)
-			if !ok || pl.Stale {
-				continue
+		mean, hasAlt := alternativesMean(d.u, *groups[d.out], *groups[d.in])
+		switch {
+		case d.u >= congestionHigh && hasAlt && d.u-mean >= congestionMargin && p.bias > congestionFloor:
+			p.bias, p.calm, changed = max(congestionFloor, p.bias*congestionStep), 0, true
+		case p.bias < 1 && d.u*min(1, p.bias*congestionRecover)/p.bias < congestionHigh-congestionMargin:
+			if p.calm++; p.calm >= congestionCalm {
+				p.bias, p.calm, changed = min(1, p.bias*congestionRecover), 0, true
 			}
-			u := pl.OutBps / (l.Gbps * 1e9)
-			p := c.biasState[e]
-			if p == nil {
-				p = &portBias{bias: 1}
-			}
-			switch {
-			case u >= congestionHigh && p.bias > congestionFloor:
-				p.bias, p.calm, changed = max(congestionFloor, p.bias*congestionStep), 0, true
-			case u <= congestionLow && p.bias < 1:
-				if p.calm++; p.calm >= congestionCalm {
-					p.bias, p.calm, changed = min(1, p.bias*congestionRecover), 0, true
-				}
-			default:
-				p.calm = 0
-			}
-			if p.bias >= 1 {
-				delete(c.biasState, e)
-			} else {
-				c.biasState[e] = p
-			}
+		default:
+			p.calm = 0
+		}
+		if p.bias >= 1 {
+			delete(c.biasState, d.e)
+		} else {
+			c.biasState[d.e] = p
 		}
 	}
 	c.mu.Unlock()

@@ -30,7 +30,7 @@ import (
 
 const (
 	// maxDetectedMoves caps how many detected flows are (re)placed a round.
-	maxDetectedMoves = 64
+	maxDetectedMoves = 1024
 	// detectedPinShare is the share of a switch's flow-pin room detected
 	// flows may use: the rest stays for intents.
 	detectedPinShare = 0.5
@@ -45,15 +45,18 @@ type elephant struct {
 
 // DetectedStatus is a detected elephant as the API shows it.
 type DetectedStatus struct {
-	Src     string            `json:"src"`
-	Dst     string            `json:"dst"`
-	SrcPort uint16            `json:"src_port"`
-	Gbps    float64           `json:"gbps"`        // measured
-	Demand  float64           `json:"demand_gbps"` // placed at
-	Leaf    models.SwitchID   `json:"leaf"`
-	Pinned  bool              `json:"pinned"`
-	Path    []models.Endpoint `json:"path,omitempty"`
-	Reason  string            `json:"reason,omitempty"`
+	Src     string  `json:"src"`
+	Dst     string  `json:"dst"`
+	SrcPort uint16  `json:"src_port"`
+	Gbps    float64 `json:"gbps"`        // measured, or estimated from samples
+	Demand  float64 `json:"demand_gbps"` // placed at
+	// RateSource says where Gbps comes from: "pin-counter" (a pinned
+	// flow's direct counter: exact) or "samples" (sampled packets).
+	RateSource string            `json:"rate_source"`
+	Leaf       models.SwitchID   `json:"leaf"`
+	Pinned     bool              `json:"pinned"`
+	Path       []models.Endpoint `json:"path,omitempty"`
+	Reason     string            `json:"reason,omitempty"`
 }
 
 // DetectedFlows returns the detected elephants and where they are pinned.
@@ -63,7 +66,11 @@ func (m *Intents) DetectedFlows() []DetectedStatus {
 	out := make([]DetectedStatus, 0, len(m.elephants))
 	for _, el := range m.elephants {
 		d := DetectedStatus{Src: el.flow.Key.Src.String(), Dst: el.flow.Key.Dst.String(), SrcPort: el.flow.Key.SrcPort,
-			Gbps: el.flow.Gbps, Demand: el.demand, Leaf: el.flow.Leaf, Pinned: el.path != nil, Path: el.path, Reason: el.why}
+			Gbps: el.flow.Gbps, Demand: el.demand, Leaf: el.flow.Leaf, Pinned: el.path != nil, Path: el.path, Reason: el.why,
+			RateSource: "samples"}
+		if el.flow.Measured {
+			d.RateSource = "pin-counter"
+		}
 		if m.snap != nil {
 			if h, err := m.snap.HostByIP(el.flow.Key.Src); err == nil {
 				d.Src = h.Name
@@ -158,13 +165,15 @@ func (m *Intents) placeDetected(b *batch) {
 	for i, g := range estimateDemands(pairs) {
 		demands[i].Gbps, els[i].demand = g, g
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 	defer cancel()
-	paths, err := m.book.PlaceOver(ctx, demands, previous)
+	placed, err := m.book.PlaceBest(ctx, demands, previous)
 	if err != nil {
 		m.log.Warn("cannot place detected elephants", "err", err)
 		return
 	}
+	paths := placed.Paths
+	m.detectedQuality = placed
 	held := map[models.SwitchID]int{}
 	for _, el := range m.elephants {
 		for _, hop := range el.path {
@@ -197,7 +206,8 @@ func (m *Intents) placeDetected(b *batch) {
 	}
 	if moves > 0 {
 		m.detectedMoves += moves
-		m.log.Info("detected elephants pinned", "placed_or_moved", moves, "detected", len(want))
+		m.log.Info("detected elephants pinned", "placed_or_moved", moves, "detected", len(want),
+			"predicted_throughput", fmt.Sprintf("%.3f", placed.Throughput), "one_shot", fmt.Sprintf("%.3f", placed.OneShot), "from_scratch", placed.Fresh)
 	}
 }
 

@@ -25,6 +25,8 @@ type Elephants struct {
 	Threshold  float64 // Gb/s
 	Tau        time.Duration
 	MinSamples int
+	// Measured, if set, is a pinned flow's rate from its pin's counter.
+	Measured func(models.FlowKey) (float64, bool)
 
 	mu      sync.Mutex
 	flows   map[models.FlowKey]*sampledFlow
@@ -45,6 +47,8 @@ type DetectedFlow struct {
 	Key  models.FlowKey
 	Leaf models.SwitchID // where it enters the fabric
 	Gbps float64
+	// Measured says Gbps comes from the flow's pin counter, not samples.
+	Measured bool
 }
 
 // NewElephants returns a detector for samples taken 1 in oneIn, reporting
@@ -104,8 +108,15 @@ func (e *Elephants) Detected() []DetectedFlow {
 			delete(e.flows, k)
 			continue
 		}
-		if g := e.rateLocked(f, now); g >= e.Threshold && f.samples >= e.MinSamples {
-			out = append(out, DetectedFlow{Key: k, Leaf: f.leaf, Gbps: g})
+		g, measured := e.rateLocked(f, now), false
+		if e.Measured != nil {
+			if mg, ok := e.Measured(k); ok {
+				g, measured = mg, true
+			}
+		}
+		switch {
+		case measured && g >= e.Threshold/2, !measured && g >= e.Threshold && f.samples >= e.MinSamples:
+			out = append(out, DetectedFlow{Key: k, Leaf: f.leaf, Gbps: g, Measured: measured})
 		}
 	}
 	return out

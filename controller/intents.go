@@ -245,10 +245,17 @@ type Intents struct {
 	followed   int64
 	followedCh chan struct{}
 
+	// overcommitted counts batches that left the ledger over capacity.
+	overcommitted int
+	// detectedQuality is the last placement of detected elephants.
+	detectedQuality pathcalc.Placed
+
 	// observed is each intent's measured rate (Gb/s), kept apart from the
 	// stored status: it changes every second and is not worth an etcd write.
 	obsMu    sync.Mutex
 	observed map[string]float64
+	// flowRates is each pinned elephant's measured rate (see Observe).
+	flowRates map[models.FlowKey]measuredRate
 
 	// elephants are the detected flows placed (or not) by placeDetected:
 	// soft state, not stored (a new leader finds them again).
@@ -563,17 +570,23 @@ type PinCounterReader interface {
 }
 
 // Observe samples the counters of every installed intent's first-hop
-// pins each interval and keeps each intent's delivered rate, until ctx
-// ends. A switch that cannot be read leaves its intents' rates as they
-// were (the read is retried next interval).
+// pins, and of every pinned detected elephant's, and keeps each intent's
+// delivered rate and each pinned elephant's, until ctx ends. A switch
+// that cannot be read leaves its flows' rates as they were (the read is
+// retried next time). A pin's direct counter counts exactly its flow's
+// bytes, so once an elephant is pinned its rate is measured, not
+// estimated from samples (see MeasuredRate).
+//
+// Detected elephants are read every second (or every interval, if
+// shorter): their rates decide whether they stay pinned. Intents are read
+// every interval: at tens of thousands of intents, reading each second
+// would cost more than admitting them.
 func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time.Duration) {
-	type sample struct {
-		bytes uint64
-		at    time.Time
-	}
-	last := map[models.FlowKey]sample{}
-	tick := time.NewTicker(interval)
+	var intentMeter, elephantMeter rateMeter[models.FlowKey]
+	every := min(interval, time.Second)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	var lastIntents time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -583,11 +596,16 @@ func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time
 				continue // the leader reads the switches
 			}
 		}
-		owner := map[models.FlowKey]string{}
+		readIntents := time.Since(lastIntents) >= interval-every/2
+		if readIntents {
+			lastIntents = time.Now()
+		}
+		owner := map[models.FlowKey]string{} // the intent of an intent's flow
+		elephant := map[models.FlowKey]bool{}
 		bySwitch := map[models.SwitchID][]models.FlowKey{}
 		m.mu.RLock()
 		for id, e := range m.all {
-			if e.in.Status.State != models.StateInstalled {
+			if !readIntents || e.in.Status.State != models.StateInstalled {
 				continue
 			}
 			for i, f := range e.flows { // Status.Flows[i] is flows[i]'s placement
@@ -598,42 +616,78 @@ func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time
 				}
 			}
 		}
+		for key, el := range m.elephants {
+			if len(el.path) > 0 {
+				elephant[key] = true
+				bySwitch[el.path[0].Switch] = append(bySwitch[el.path[0].Switch], key)
+			}
+		}
 		m.mu.RUnlock()
 		m.obsMu.Lock()
-		prev := m.observed
+		prevIntents, prevElephants := m.observed, m.flowRates
 		m.obsMu.Unlock()
 		rates := map[string]float64{}
-		seen := map[models.FlowKey]bool{}
+		if !readIntents {
+			rates = maps.Clone(prevIntents)
+		}
+		elephantRates := map[models.FlowKey]measuredRate{}
 		for sw, keys := range bySwitch {
-			rctx, cancel := context.WithTimeout(ctx, interval)
+			rctx, cancel := context.WithTimeout(ctx, every)
 			got, err := r.ReadPinCounters(rctx, sw, keys)
 			cancel()
 			if err != nil {
-				m.log.Debug("cannot read intent counters", "switch", sw, "err", err)
+				m.log.Debug("cannot read pin counters", "switch", sw, "err", err)
 				for _, k := range keys {
-					seen[k] = true // keep its last sample for next time
-					rates[owner[k]] = prev[owner[k]]
+					if id, ok := owner[k]; ok {
+						rates[id] = prevIntents[id]
+					}
+					if fr, ok := prevElephants[k]; ok && elephant[k] {
+						elephantRates[k] = fr
+					}
 				}
 				continue
 			}
-			now := time.Now()
+			now := m.cfg.Now()
 			for k, b := range got {
-				seen[k] = true
-				if prev, ok := last[k]; ok && b >= prev.bytes && now.After(prev.at) {
-					rates[owner[k]] += float64(b-prev.bytes) * 8 / now.Sub(prev.at).Seconds() / 1e9
+				if id, ok := owner[k]; ok {
+					if g, ok := intentMeter.observe(k, b, now); ok {
+						rates[id] += g
+					}
 				}
-				last[k] = sample{bytes: b, at: now}
+				if elephant[k] {
+					if g, ok := elephantMeter.observe(k, b, now); ok {
+						elephantRates[k] = measuredRate{gbps: g, at: now}
+					}
+				}
 			}
 		}
-		for k := range last {
-			if !seen[k] {
-				delete(last, k)
-			}
+		if readIntents {
+			intentMeter.retain(func(k models.FlowKey) bool { _, ok := owner[k]; return ok })
 		}
+		elephantMeter.retain(func(k models.FlowKey) bool { return elephant[k] })
 		m.obsMu.Lock()
-		m.observed = rates
+		m.observed, m.flowRates = rates, elephantRates
 		m.obsMu.Unlock()
 	}
+}
+
+// measuredRate is a pinned flow's rate from its pin's direct counter.
+type measuredRate struct {
+	gbps float64
+	at   time.Time
+}
+
+// MeasuredRate is a pinned detected elephant's rate (Gb/s) from its
+// first-hop pin's direct counter, if it was measured recently (within
+// maxAge).
+func (m *Intents) MeasuredRate(k models.FlowKey, maxAge time.Duration) (float64, bool) {
+	m.obsMu.Lock()
+	defer m.obsMu.Unlock()
+	r, ok := m.flowRates[k]
+	if !ok || m.cfg.Now().Sub(r.at) > maxAge {
+		return 0, false
+	}
+	return r.gbps, true
 }
 
 // --- writes ---
@@ -1074,6 +1128,7 @@ func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
 		}
 	}
 	m.housekeep(b, tick)
+	m.checkLedger()
 	var err error
 	if len(b.ops) > 0 {
 		var rev int64
@@ -1146,6 +1201,29 @@ func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
 	if err == nil && len(touched) > 0 {
 		m.cfg.OnPins(touched)
 	}
+}
+
+// checkLedger verifies after every batch of decisions that no resource is
+// reserved beyond its capacity less the headroom (pathcalc.Book.Check):
+// every admission, move and re-placement must have asked for room first.
+// A violation is a bug; it is logged and counted, and tests fail on it.
+func (m *Intents) checkLedger() {
+	if m.book == nil {
+		return
+	}
+	if err := m.book.Check(); err != nil {
+		m.overcommitted++
+		m.m.overcommitted.Inc()
+		m.log.Error("bandwidth ledger over-committed", "err", err)
+	}
+}
+
+// Overcommitted is how many batches of decisions left the ledger over
+// capacity (see checkLedger): 0 unless there is a bug.
+func (m *Intents) Overcommitted() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.overcommitted
 }
 
 // Create admits a new intent (or, for a dry run, says whether it would be).
@@ -2013,6 +2091,11 @@ func (m *Intents) adapt(b *batch, now time.Time) {
 		m.unpinNow(e)
 		newPaths := make([][]models.Endpoint, len(flows))
 		better := false
+		// The intent's flows are placed together: each chosen path is
+		// booked before the next flow looks for room (and all released
+		// before the move goes through the batch), so two flows of one
+		// intent never take the same last room twice.
+		var held []func()
 		for i, f := range flows {
 			cur := status[i].Path
 			curWorst := 0.0
@@ -2040,6 +2123,16 @@ func (m *Intents) adapt(b *batch, now time.Time) {
 				better = true
 			}
 			newPaths[i] = best
+			if m.book.Room(f.src, best) < f.gbps-1e-9 {
+				better = false // its current path has no room left either: stay
+				break
+			}
+			src, path, g := f.src, best, f.gbps
+			_ = m.book.Reserve(src, path, g)
+			held = append(held, func() { _ = m.book.Reserve(src, path, -g) })
+		}
+		for _, release := range held {
+			release()
 		}
 		m.repin(e, flows, status) // back as it was; the move goes through the batch
 		if !better {

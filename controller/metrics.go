@@ -83,6 +83,7 @@ type intentMetrics struct {
 	decisions     *prometheus.CounterVec
 	commitSeconds prometheus.Histogram
 	commitOps     prometheus.Histogram
+	overcommitted prometheus.Counter
 }
 
 func newIntentMetrics(reg prometheus.Registerer, counts func() map[models.IntentState]int) *intentMetrics {
@@ -101,10 +102,14 @@ func newIntentMetrics(reg prometheus.Registerer, counts func() map[models.Intent
 			Help:    "etcd operations per intent commit (admissions arriving together share one).",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}),
+		overcommitted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "accelnet_ledger_overcommitted_total",
+			Help: "Decisions after which a link direction or NIC was reserved above its capacity less the headroom (a bug: should stay 0).",
+		}),
 	}
 	if reg != nil {
 		states := prometheus.NewDesc("accelnet_intents", "Intents by lifecycle state.", []string{"state"}, nil)
-		reg.MustRegister(m.decisions, m.commitSeconds, m.commitOps, &stateCollector{desc: states, counts: counts})
+		reg.MustRegister(m.decisions, m.commitSeconds, m.commitOps, m.overcommitted, &stateCollector{desc: states, counts: counts})
 	}
 	return m
 }

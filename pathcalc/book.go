@@ -2,9 +2,11 @@ package pathcalc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
@@ -81,6 +83,27 @@ func (b *Book) Reserve(src models.Host, path []models.Endpoint, gbps float64) er
 	}
 	for _, r := range rs {
 		b.reserved[r] = math.Max(b.reserved[r]+gbps, 0)
+	}
+	return nil
+}
+
+// ErrOvercommitted means a resource holds more reservations than its
+// capacity less the headroom: a bug in whoever reserved.
+var ErrOvercommitted = errors.New("pathcalc: reservations exceed capacity")
+
+// Check verifies the book's invariant: no link direction or NIC is
+// reserved above its capacity × (1 − headroom). Reserve does not check
+// (admission does, with Fit); this is for whoever wants to be sure that
+// every path that reserves asked first.
+func (b *Book) Check() error {
+	var bad []string
+	for r, c := range b.n.capacity {
+		if b.reserved[r] > c*(1-b.headroom)+1e-6 {
+			bad = append(bad, fmt.Sprintf("%s: %.1f of %.1f Gb/s", b.n.resources[r], b.reserved[r], c*(1-b.headroom)))
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%w: %s", ErrOvercommitted, strings.Join(bad, "; "))
 	}
 	return nil
 }
@@ -205,6 +228,94 @@ func (b *Book) PlaceOver(ctx context.Context, flows []Demand, previous [][]model
 		return nil, err
 	}
 	return b.n.egressPaths(routes), nil
+}
+
+// ReplaceMargin is how much more predicted throughput (a share of the
+// flows' total demand) a placement from scratch must promise before
+// PlaceBest takes it over the incremental one. Below it, moving flows
+// costs more than it gains, and two placements of equal worth never
+// trade places.
+const ReplaceMargin = 0.005
+
+// Placed is where PlaceBest put best-effort flows and what it expects of
+// them.
+type Placed struct {
+	Paths [][]models.Endpoint
+	// Throughput is the predicted Σ rate / Σ demand of the chosen paths:
+	// max-min fair shares of what the reservations leave.
+	Throughput float64
+	// OneShot is the same prediction for a placement from scratch (what
+	// the flows would get if they had all arrived at once).
+	OneShot float64
+	// Fresh says the placement from scratch was taken.
+	Fresh bool
+}
+
+// PlaceBest places best-effort flows like PlaceOver, and also from
+// scratch; it keeps the incremental placement (few moves) unless the one
+// from scratch promises more than ReplaceMargin more throughput. The
+// incremental placement keeps paths unless moving lowers the peak
+// utilization, so on its own it can stay stuck: flows detected over
+// several rounds, a fabric saturated everywhere (every peak the same), a
+// link that came back. Comparing with the one-shot placement is what
+// makes the loop converge to the one-shot's quality, and then stay.
+func (b *Book) PlaceBest(ctx context.Context, flows []Demand, previous [][]models.Endpoint) (Placed, error) {
+	res := b.residual(0)
+	fresh, _, _, err := res.place(ctx, flows, nil)
+	if err != nil {
+		return Placed{}, err
+	}
+	out := Placed{Fresh: true, Paths: b.n.egressPaths(fresh)}
+	out.OneShot = res.throughput(flows, fresh)
+	out.Throughput = out.OneShot
+	if previous == nil || !slices.ContainsFunc(previous, func(p []models.Endpoint) bool { return p != nil }) {
+		return out, nil
+	}
+	inc, _, _, err := res.place(ctx, flows, previous)
+	if err != nil {
+		return Placed{}, err
+	}
+	if t := res.throughput(flows, inc); t >= out.OneShot-ReplaceMargin {
+		out.Paths, out.Throughput, out.Fresh = b.n.egressPaths(inc), t, false
+	}
+	return out, nil
+}
+
+// Throughput predicts Σ rate / Σ demand for best-effort flows on paths:
+// max-min fair shares of what the reservations leave (0 for a path that
+// is not usable).
+func (b *Book) Throughput(flows []Demand, paths [][]models.Endpoint) float64 {
+	res := b.residual(0)
+	routes := make([][]int, len(flows))
+	for i, d := range flows {
+		rs, ok := b.resources(d.Src, paths[i])
+		if !ok {
+			continue
+		}
+		routes[i] = rs
+	}
+	return res.throughput(flows, routes)
+}
+
+// throughput is Σ max-min fair rate / Σ demand of demands on routes (a
+// nil route carries nothing).
+func (n *network) throughput(demands []Demand, routes [][]int) float64 {
+	want := make([]float64, len(demands))
+	total := 0.0
+	for i, d := range demands {
+		total += d.Gbps
+		if routes[i] != nil {
+			want[i] = d.Gbps
+		}
+	}
+	if total <= 0 {
+		return 1
+	}
+	sum := 0.0
+	for _, r := range MaxMinFair(n.capacity, want, routes) {
+		sum += r
+	}
+	return sum / total
 }
 
 func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {

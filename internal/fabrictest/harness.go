@@ -146,7 +146,14 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Op
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	h := &Harness{Stack: s, API: api, cancel: cancel, done: done, t: t}
-	t.Cleanup(h.Stop)
+	t.Cleanup(func() {
+		// Whatever the test did, the bandwidth ledger never held more
+		// than capacity less headroom on any link direction or NIC.
+		if n := s.Intents.Overcommitted(); n > 0 {
+			t.Errorf("the bandwidth ledger was over-committed after %d batches of decisions (see the log: ACCELNET_TEST_LOG=1)", n)
+		}
+		h.Stop()
+	})
 	return h
 }
 

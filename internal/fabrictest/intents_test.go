@@ -891,3 +891,74 @@ func TestRefusedPinsTakenBack(t *testing.T) {
 		return len(inst) == 2 && len(pend) == 1
 	})
 }
+
+// TestMovedIntentFlowsPlacedTogether: an intent's two flows sit on two
+// hot spines and a third spine is cool but has room for only one of
+// them (another intent reserved the rest). Moving off hot links checks
+// room for the intent's flows together: one flow moves, the other stays,
+// and no link direction is ever reserved beyond its capacity less the
+// headroom (the harness fails the test on any over-commit).
+func TestMovedIntentFlowsPlacedTogether(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(3, 2, 3))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	snap, _ := h.Controller.Snapshot()
+	src, dst := snap.Hosts()[0], snap.Hosts()[3] // h1-1 → h2-1
+	var a, b models.Intent
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("a", src.Name, dst.Name, 60, 49152, 2), &a)
+	h.Eventually(t, 10*time.Second, "a installed", func() bool { return intentState(t, h, tok, a.ID).Status.State == models.StateInstalled })
+	a = intentState(t, h, tok, a.ID)
+	used := map[models.SwitchID]bool{}
+	for _, f := range a.Status.Flows {
+		used[f.Path[1].Switch] = true
+	}
+	if len(used) != 2 {
+		t.Fatalf("a's two flows share a spine: %+v", a.Status.Flows)
+	}
+	// b (from the other hosts, idle) takes the third spine's room but 40.
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("b", snap.Hosts()[1].Name, snap.Hosts()[4].Name, 55, 49152, 1), &b)
+	h.Eventually(t, 10*time.Second, "b installed", func() bool { return intentState(t, h, tok, b.ID).Status.State == models.StateInstalled })
+	b = intentState(t, h, tok, b.ID)
+	cool := b.Status.Flows[0].Path[1].Switch
+	if used[cool] {
+		t.Fatalf("b was placed on a spine a uses: %+v", b.Status.Flows)
+	}
+	// Background traffic (from the two other hosts of leaf1) makes a's
+	// two uplinks hot.
+	var bg []fabricsim.FlowSpec
+	for i, f := range a.Status.Flows {
+		bgSrc, bgDst := snap.Hosts()[1+i], snap.Hosts()[4+i]
+		for port := uint16(50000); port < 50400; port++ {
+			s := fabricsim.FlowSpec{Src: bgSrc.IP, Dst: bgDst.IP, SrcPort: port, DemandGbps: 95}
+			if tr := h.Fabric.Trace(s); len(tr.Hops) > 0 && tr.Hops[0].OutPort == f.Path[0].Port {
+				bg = append(bg, s)
+				break
+			}
+		}
+	}
+	if len(bg) != 2 {
+		t.Fatal("no source ports hash onto both of a's uplinks")
+	}
+	if _, err := h.Fabric.AddFlows(bg); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 20*time.Second, "one of a's flows moved to the cool spine", func() bool {
+		got := intentState(t, h, tok, a.ID)
+		return got.Status.State == models.StateInstalled && slices.ContainsFunc(got.Status.Flows, func(f models.FlowStatus) bool { return f.Path[1].Switch == cool })
+	})
+	// Six more adapt rounds: the other flow never joins it there.
+	samples := time.NewTicker(250 * time.Millisecond)
+	defer samples.Stop()
+	for range 12 {
+		<-samples.C
+		on := 0
+		for _, f := range intentState(t, h, tok, a.ID).Status.Flows {
+			if f.Path[1].Switch == cool {
+				on++
+			}
+		}
+		if on != 1 {
+			t.Fatalf("%d of a's flows on %s, which has room for one", on, cool)
+		}
+	}
+}

@@ -12,7 +12,14 @@ import "github.com/accelnet/accelnet/models"
 // directions into the same peer from the same tier, which is where the
 // shifted share can go. On a fabric saturated everywhere every direction
 // is as hot as its alternatives, so nothing moves and no switch is
-// re-programmed for as long as demand stays the same.
+// re-programmed for as long as demand stays the same. A direction must
+// be found so for congestionPersist intervals in a row before it is cut.
+//
+// Pinned flows (intents', detected elephants') do not follow weights: a
+// direction whose hashed traffic — its load less what pinned flows
+// measure there — is under congestionMargin of its capacity is not cut,
+// since a cut would re-program switches and move nothing. (Pinned flows
+// are the placement's business: it moves them when that pays.)
 //
 // A biased direction gets weight back (congestionRecover, one step at a
 // time) only after congestionCalm intervals in which it would stay under
@@ -28,12 +35,15 @@ const (
 	congestionRecover = 1 / 0.85
 	congestionFloor   = 0.25
 	congestionCalm    = 3
+	congestionPersist = 2
 )
 
-// portBias is one port's weight bias and how many intervals it has been calm.
+// portBias is one port's weight bias, how many intervals in a row it has
+// been calm, and how many it has been hot.
 type portBias struct {
 	bias float64
 	calm int
+	hot  int
 }
 
 // tierKey groups link directions by one end (the switch they leave, or
@@ -71,10 +81,15 @@ func (c *Controller) adjustWeights() {
 		e, peer models.Endpoint
 		out, in tierKey
 		u       float64
+		hashed  float64 // the share of capacity weights can move
 	}
 	role := func(id models.SwitchID) models.Role {
 		sw, _ := st.snap.Switch(id)
 		return sw.Role
+	}
+	var pinned map[models.Endpoint]float64
+	if c.cfg.PinnedLoad != nil {
+		pinned = c.cfg.PinnedLoad()
 	}
 	var dirs []direction
 	groups := map[tierKey]*tierSum{}
@@ -97,7 +112,7 @@ func (c *Controller) adjustWeights() {
 			if !ok || pl.Stale {
 				continue
 			}
-			d := direction{e: e, peer: peer, u: pl.OutBps / (l.Gbps * 1e9),
+			d := direction{e: e, peer: peer, u: pl.OutBps / (l.Gbps * 1e9), hashed: (pl.OutBps/1e9 - pinned[e]) / l.Gbps,
 				out: tierKey{sw: e.Switch, role: role(peer.Switch)},
 				in:  tierKey{sw: peer.Switch, into: true, role: role(e.Switch)}}
 			add(d.out, d.u)
@@ -117,16 +132,21 @@ func (c *Controller) adjustWeights() {
 		}
 		mean, hasAlt := alternativesMean(d.u, *groups[d.out], *groups[d.in])
 		switch {
-		case d.u >= congestionHigh && hasAlt && d.u-mean >= congestionMargin && p.bias > congestionFloor:
-			p.bias, p.calm, changed = max(congestionFloor, p.bias*congestionStep), 0, true
+		case d.u >= congestionHigh && hasAlt && d.u-mean >= congestionMargin && d.hashed >= congestionMargin && p.bias > congestionFloor:
+			// Hot for two intervals in a row: a placement that just moved
+			// pinned flows leaves smoothed rates behind for a moment.
+			if p.calm, p.hot = 0, p.hot+1; p.hot >= congestionPersist {
+				p.bias, p.hot, changed = max(congestionFloor, p.bias*congestionStep), 0, true
+			}
 		case p.bias < 1 && d.u*min(1, p.bias*congestionRecover)/p.bias < congestionHigh-congestionMargin:
+			p.hot = 0
 			if p.calm++; p.calm >= congestionCalm {
 				p.bias, p.calm, changed = min(1, p.bias*congestionRecover), 0, true
 			}
 		default:
-			p.calm = 0
+			p.calm, p.hot = 0, 0
 		}
-		if p.bias >= 1 {
+		if p.bias >= 1 && p.hot == 0 {
 			delete(c.biasState, d.e)
 		} else {
 			c.biasState[d.e] = p
@@ -149,7 +169,9 @@ func (c *Controller) Biases() map[models.Endpoint]float64 {
 func (c *Controller) biasesLocked() map[models.Endpoint]float64 {
 	out := make(map[models.Endpoint]float64, len(c.biasState))
 	for e, p := range c.biasState {
-		out[e] = p.bias
+		if p.bias < 1 {
+			out[e] = p.bias
+		}
 	}
 	return out
 }

@@ -127,6 +127,11 @@ type Config struct {
 	// CongestionInterval is how often measured link load biases WCMP
 	// weights away from hot links (see congestion.go); 0: never.
 	CongestionInterval time.Duration
+	// PinnedLoad, if set, is the measured rate (Gb/s) of pinned flows
+	// leaving through each port: traffic that WCMP weights cannot move,
+	// so congestion weights leave a link alone that only pinned flows
+	// make hot.
+	PinnedLoad func() map[models.Endpoint]float64
 	// FlapHalfLife is how fast a flapping link's penalty decays; default
 	// 10s. See flapDamper.
 	FlapHalfLife time.Duration

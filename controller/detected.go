@@ -95,6 +95,68 @@ func (m *Intents) DetectedMoves() int {
 	return m.detectedMoves
 }
 
+// DetectedRounds is how many placement rounds of detected elephants ran
+// (one a second while any are detected): tests and benchmarks wait on
+// rounds, not on wall-clock time.
+func (m *Intents) DetectedRounds() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.detectedRounds
+}
+
+// DetectedQuality is the last placement round's prediction: throughput
+// of the paths taken and of a placement from scratch.
+func (m *Intents) DetectedQuality() pathcalc.Placed {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.detectedQuality
+}
+
+// PinnedLoad is the measured rate (Gb/s) of pinned flows — detected
+// elephants' (their pin counters; the demand they were placed at until
+// the first two reads) and installed intents' (their observed rate
+// shared over their flows) — leaving through each port on their paths:
+// traffic WCMP weights do not move.
+func (m *Intents) PinnedLoad() map[models.Endpoint]float64 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.pinnedLoadLocked(true)
+}
+
+// pinnedLoadLocked is PinnedLoad, of the elephants alone unless
+// withIntents; m.mu must be held.
+func (m *Intents) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64 {
+	m.obsMu.Lock()
+	elephantRates, intentRates := m.flowRates, m.observed
+	m.obsMu.Unlock()
+	out := map[models.Endpoint]float64{}
+	for key, el := range m.elephants {
+		rate, measured := elephantRates[key]
+		g := rate.gbps
+		if !measured {
+			g = el.demand // pinned a moment ago: not read yet
+		}
+		for _, hop := range el.path {
+			out[hop] += g
+		}
+	}
+	if !withIntents {
+		return out
+	}
+	for id, e := range m.all {
+		if !e.pinned || len(e.flows) == 0 {
+			continue
+		}
+		perFlow := intentRates[id] / float64(len(e.flows))
+		for _, f := range e.in.Status.Flows {
+			for _, hop := range f.Path {
+				out[hop] += perFlow
+			}
+		}
+	}
+	return out
+}
+
 // countDetected counts the detected elephants pinned (or not).
 func (m *Intents) countDetected(pinned bool) int {
 	m.mu.RLock()
@@ -116,10 +178,15 @@ func (m *Intents) placeDetected(b *batch) {
 	}
 	want := map[models.FlowKey]DetectedFlow{}
 	for _, d := range m.cfg.Detected() {
-		if _, declared := m.flowOwner[d.Key]; !declared {
+		if _, declared := m.flowOwner[d.Key]; declared {
+			continue
+		}
+		// At the threshold, or pinned already and not yet under half of it.
+		if el := m.elephants[d.Key]; d.Above || (el != nil && el.path != nil) {
 			want[d.Key] = d
 		}
 	}
+	m.detectedRounds++
 	for key := range m.elephants {
 		if _, still := want[key]; !still {
 			m.dropDetected(b, key)
@@ -161,6 +228,7 @@ func (m *Intents) placeDetected(b *batch) {
 		pairs = append(pairs, hostPair{src: src.Name, dst: dst.Name, srcGbps: src.NICGbps, dstGbps: dst.NICGbps})
 		previous = append(previous, prev)
 	}
+	m.book.SetExcess(m.intentExcessLocked())
 	// Their demands, as the hosts' NICs would share them out.
 	for i, g := range estimateDemands(pairs) {
 		demands[i].Gbps, els[i].demand = g, g
@@ -173,6 +241,11 @@ func (m *Intents) placeDetected(b *batch) {
 		return
 	}
 	paths := placed.Paths
+	if placed.Throughput < 1-pathcalc.ReplaceMargin {
+		if moved, joint := m.placeJoint(ctx, b, demands, placed.Throughput); moved {
+			paths, placed.Throughput = joint, m.book.Throughput(demands, joint)
+		}
+	}
 	m.detectedQuality = placed
 	held := map[models.SwitchID]int{}
 	for _, el := range m.elephants {
@@ -209,6 +282,119 @@ func (m *Intents) placeDetected(b *batch) {
 		m.log.Info("detected elephants pinned", "placed_or_moved", moves, "detected", len(want),
 			"predicted_throughput", fmt.Sprintf("%.3f", placed.Throughput), "one_shot", fmt.Sprintf("%.3f", placed.OneShot), "from_scratch", placed.Fresh)
 	}
+}
+
+// Joint re-placement: intents admitted one at a time may have stacked on
+// links the detected elephants now need, where placed together with the
+// elephants they would have spread out. When the elephants' placement
+// predicts less than full throughput, the intents' flows are placed from
+// scratch together with the elephants (pathcalc.Book.PlaceJoint, every
+// reservation still within capacity less headroom); if that promises
+// jointMargin more of the elephants' throughput, the intents move (their
+// reservations with them; pins are make-before-break like every change)
+// and the elephants take the joint placement's paths. Intents with path
+// constraints stay where they are, and so does an intent moved in the
+// last jointHoldRounds rounds; past maxJointFlows movable flows the joint
+// placement is not tried (its cost grows with the intents, not with the
+// elephants).
+const (
+	jointMargin     = 0.01
+	jointHoldRounds = 10
+	maxJointFlows   = 4096
+)
+
+// placeJoint tries the joint re-placement and, if it pays, moves the
+// intents in b and returns the elephants' paths.
+func (m *Intents) placeJoint(ctx context.Context, b *batch, demands []pathcalc.Demand, current float64) (bool, [][]models.Endpoint) {
+	var movable []pathcalc.Reserved
+	var owners []*entry
+	ids := slices.Sorted(maps.Keys(m.all))
+	for _, id := range ids {
+		e := m.all[id]
+		st := e.in.Status.State
+		if !e.pinned || (st != models.StateInstalled && st != models.StateAdmitted) || len(e.in.Status.Flows) != len(e.flows) {
+			continue
+		}
+		if c := e.in.Spec.Constraints; c.MaxHops > 0 || len(c.AvoidSwitches) > 0 || len(c.AvoidLinks) > 0 || c.DisjointFrom != "" {
+			continue
+		}
+		if at, ok := m.jointMovedAt[id]; ok && m.detectedRounds-at < jointHoldRounds {
+			continue
+		}
+		for i, f := range e.flows {
+			movable = append(movable, pathcalc.Reserved{Demand: pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}, Path: e.in.Status.Flows[i].Path})
+		}
+		owners = append(owners, e)
+		if len(movable) > maxJointFlows {
+			return false, nil
+		}
+	}
+	if len(movable) == 0 {
+		return false, nil
+	}
+	joint, ok, err := m.book.PlaceJoint(ctx, movable, demands)
+	if err != nil || !ok || joint.Throughput < current+jointMargin {
+		return false, nil
+	}
+	now := m.cfg.Now().UTC()
+	at := 0
+	moved := 0
+	for _, e := range owners {
+		n := len(e.flows)
+		newPaths := joint.Reserved[at : at+n]
+		at += n
+		same := true
+		for i := range newPaths {
+			if !slices.Equal(newPaths[i], e.in.Status.Flows[i].Path) {
+				same = false
+			}
+		}
+		if same {
+			continue
+		}
+		m.unpin(b, e)
+		m.pin(b, e, newPaths)
+		m.setState(b, e, models.StateAdmitted, fmt.Sprintf("moved so detected elephants fit beside it (their predicted throughput %.3f → %.3f)", current, joint.Throughput), now)
+		id := e.in.ID
+		prev, had := m.jointMovedAt[id]
+		m.jointMovedAt[id] = m.detectedRounds
+		b.undo = append(b.undo, func() {
+			if had {
+				m.jointMovedAt[id] = prev
+			} else {
+				delete(m.jointMovedAt, id)
+			}
+		})
+		moved++
+	}
+	if moved > 0 {
+		m.log.Info("intents moved to make room for detected elephants", "intents", moved,
+			"predicted_throughput_before", fmt.Sprintf("%.3f", current), "after", fmt.Sprintf("%.3f", joint.Throughput))
+	}
+	return true, joint.Paths
+}
+
+// intentExcessLocked is what installed intents' flows measurably send
+// beyond their reservations (their observed rate shared over their
+// flows): load the elephants must be placed around too.
+func (m *Intents) intentExcessLocked() []pathcalc.Load {
+	m.obsMu.Lock()
+	observed := m.observed
+	m.obsMu.Unlock()
+	var out []pathcalc.Load
+	for id, e := range m.all {
+		rate, ok := observed[id]
+		if !ok || !e.pinned || len(e.flows) == 0 || len(e.in.Status.Flows) != len(e.flows) {
+			continue
+		}
+		perFlow := rate / float64(len(e.flows))
+		for i, f := range e.flows {
+			if over := perFlow - f.gbps; over > 0 {
+				out = append(out, pathcalc.Load{Src: f.src, Path: e.in.Status.Flows[i].Path, Gbps: over})
+			}
+		}
+	}
+	return out
 }
 
 // hostPair is a flow between two hosts with their NICs' rates.

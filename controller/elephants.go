@@ -49,6 +49,11 @@ type DetectedFlow struct {
 	Gbps float64
 	// Measured says Gbps comes from the flow's pin counter, not samples.
 	Measured bool
+	// Above says Gbps is at the threshold or more. Detected also lists
+	// flows down to half the threshold: a flow already pinned stays an
+	// elephant until it falls under that (hysteresis), so an estimate
+	// wandering around the threshold does not pin and unpin it in turn.
+	Above bool
 }
 
 // NewElephants returns a detector for samples taken 1 in oneIn, reporting
@@ -96,8 +101,9 @@ func (e *Elephants) rateLocked(f *sampledFlow, now time.Time) float64 {
 	return f.bytes * e.decay(now.Sub(f.last)) * 8 / e.Tau.Seconds() / 1e9
 }
 
-// Detected returns the flows estimated at the threshold or more, and
-// forgets those that faded (no sample for 5 Tau).
+// Detected returns the flows estimated at half the threshold or more
+// (Above marks those at the threshold), and forgets those that faded
+// (no sample for 5 Tau).
 func (e *Elephants) Detected() []DetectedFlow {
 	now := e.now()
 	e.mu.Lock()
@@ -114,9 +120,8 @@ func (e *Elephants) Detected() []DetectedFlow {
 				g, measured = mg, true
 			}
 		}
-		switch {
-		case measured && g >= e.Threshold/2, !measured && g >= e.Threshold && f.samples >= e.MinSamples:
-			out = append(out, DetectedFlow{Key: k, Leaf: f.leaf, Gbps: g, Measured: measured})
+		if g >= e.Threshold/2 && (measured || f.samples >= e.MinSamples) {
+			out = append(out, DetectedFlow{Key: k, Leaf: f.leaf, Gbps: g, Measured: measured, Above: g >= e.Threshold})
 		}
 	}
 	return out

@@ -247,6 +247,11 @@ type Intents struct {
 
 	// overcommitted counts batches that left the ledger over capacity.
 	overcommitted int
+	// detectedRounds counts placement rounds of detected elephants;
+	// jointMovedAt is the round each intent last moved to make room for
+	// them (see placeJoint).
+	detectedRounds int
+	jointMovedAt   map[string]int
 	// detectedQuality is the last placement of detected elephants.
 	detectedQuality pathcalc.Placed
 
@@ -301,7 +306,7 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
 		observed: map[string]float64{}, failures: map[models.SwitchID]string{},
 		refused: map[models.SwitchID]refusal{}, room: map[models.SwitchID]learnedRoom{},
-		movedAt: map[string]int{},
+		movedAt: map[string]int{}, jointMovedAt: map[string]int{},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
 	if cfg.Registerer != nil {
@@ -2024,7 +2029,8 @@ func (m *Intents) retryWaiting(b *batch, now time.Time) {
 }
 
 // Adaptive re-placement: installed intents whose flows cross a link that
-// telemetry measures hot move to a cooler allowed path. Damped three ways
+// telemetry measures hot (not counting detected elephants, which make
+// room for intents themselves) move to a cooler allowed path. Damped three ways
 // so two intents cannot trade places forever: a move must lower the
 // hottest link the flow would see by adaptMargin (its own rate counted on
 // the new path), at most adaptMaxMoves intents move per round, and an
@@ -2038,10 +2044,17 @@ const (
 
 func (m *Intents) adapt(b *batch, now time.Time) {
 	m.round++
+	// Detected elephants are placed on what reservations leave and are
+	// re-placed around the intents every second: a link they alone make
+	// hot is no reason to move an intent (the two would chase each other).
+	elephants := m.pinnedLoadLocked(false)
 	util := func(e models.Endpoint) float64 {
 		u, ok := m.cfg.Utilization(e)
 		if !ok {
 			return 0
+		}
+		if c := m.book.Capacity(e); c > 0 {
+			u = max(u-elephants[e]/c, 0)
 		}
 		return u
 	}

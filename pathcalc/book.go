@@ -20,6 +20,7 @@ import (
 type Book struct {
 	n        *network
 	reserved []float64
+	excess   []float64 // see SetExcess; nil: none
 	headroom float64
 }
 
@@ -212,6 +213,50 @@ func (b *Book) residual(headroom float64) network {
 	return res
 }
 
+// Load is traffic on a path from a host: SetExcess takes reserved flows'
+// traffic beyond their reservations this way.
+type Load struct {
+	Src  models.Host
+	Path []models.Endpoint
+	Gbps float64
+}
+
+// SetExcess records traffic that reserved flows send beyond what they
+// reserved (measured): best-effort placement (PlaceOver, PlaceBest,
+// PlaceJoint, Throughput) counts it as load on top of the reservations,
+// since a flow an intent pins at 40 Gb/s may well send 100. Admission
+// does not: it decides on reservations alone. It replaces what was set
+// before; paths no longer usable are ignored.
+func (b *Book) SetExcess(loads []Load) {
+	b.excess = make([]float64, len(b.n.capacity))
+	for _, l := range loads {
+		if rs, ok := b.resources(l.Src, l.Path); ok && l.Gbps > 0 {
+			for _, r := range rs {
+				b.excess[r] += l.Gbps
+			}
+		}
+	}
+}
+
+// bestEffort is the book's network with each resource's capacity what
+// the reservations and the traffic beyond them leave (a sliver, never
+// zero): where best-effort flows go.
+func (b *Book) bestEffort() network {
+	res := *b.n
+	res.capacity = make([]float64, len(b.n.capacity))
+	for r, c := range b.n.capacity {
+		res.capacity[r] = math.Max(c-b.reserved[r]-b.excessAt(r), 1e-9)
+	}
+	return res
+}
+
+func (b *Book) excessAt(r int) float64 {
+	if b.excess == nil {
+		return 0
+	}
+	return b.excess[r]
+}
+
 // PlaceOver places flows together on what the book's reservations leave
 // of every resource (its capacity less what is reserved; the headroom is
 // not held back, nothing is reserved: this is for best-effort flows), as
@@ -219,7 +264,7 @@ func (b *Book) residual(headroom float64) network {
 // while it is usable unless moving it lowers the maximum utilization of
 // that residual.
 func (b *Book) PlaceOver(ctx context.Context, flows []Demand, previous [][]models.Endpoint) ([][]models.Endpoint, error) {
-	res := b.residual(0)
+	res := b.bestEffort()
 	if previous != nil && !slices.ContainsFunc(previous, func(p []models.Endpoint) bool { return p != nil }) {
 		previous = nil // nothing to keep: let equal demands be coloured
 	}
@@ -260,7 +305,7 @@ type Placed struct {
 // link that came back. Comparing with the one-shot placement is what
 // makes the loop converge to the one-shot's quality, and then stay.
 func (b *Book) PlaceBest(ctx context.Context, flows []Demand, previous [][]models.Endpoint) (Placed, error) {
-	res := b.residual(0)
+	res := b.bestEffort()
 	fresh, _, _, err := res.place(ctx, flows, nil)
 	if err != nil {
 		return Placed{}, err
@@ -281,11 +326,120 @@ func (b *Book) PlaceBest(ctx context.Context, flows []Demand, previous [][]model
 	return out, nil
 }
 
+// Reserved is a flow that holds a reservation on Path (an intent's flow).
+type Reserved struct {
+	Demand
+	Path []models.Endpoint
+}
+
+// Joint is where PlaceJoint would move reserved flows and put best-effort
+// ones.
+type Joint struct {
+	// Reserved[i] is reserved flow i's new path; Paths[j] best-effort
+	// flow j's.
+	Reserved [][]models.Endpoint
+	Paths    [][]models.Endpoint
+	// Throughput is the best-effort flows' predicted Σ rate / Σ demand
+	// over what the reservations leave once moved.
+	Throughput float64
+}
+
+// PlaceJoint places best-effort flows and the reserved flows movable
+// together, from scratch: the reservations the book holds for movable
+// are taken off (they must be in the book), and everything is placed on
+// what the other reservations leave, two ways — all together, and the
+// reserved flows first among themselves, then the best-effort ones over
+// what they leave (each set then gets edge colouring when its demands
+// are equal) — keeping the better for the best-effort flows whose
+// reservations still fit under capacity less headroom. It changes
+// nothing in the book; ok is false when neither way fits. This is what
+// repairs reservations that block the best-effort flows: intents
+// admitted one at a time may stack on a link an elephant then needs,
+// where placed with the elephants in mind they would have spread out.
+func (b *Book) PlaceJoint(ctx context.Context, movable []Reserved, flows []Demand) (Joint, bool, error) {
+	base := slices.Clone(b.reserved)
+	for _, m := range movable {
+		rs, ok := b.resources(m.Src, m.Path)
+		if !ok {
+			return Joint{}, false, nil // a path broke: the ledger replans it first
+		}
+		for _, r := range rs {
+			base[r] = math.Max(base[r]-m.Gbps, 0)
+		}
+	}
+	over := func(reserved []float64) network {
+		res := *b.n
+		res.capacity = make([]float64, len(b.n.capacity))
+		for r, c := range b.n.capacity {
+			res.capacity[r] = math.Max(c-reserved[r]-b.excessAt(r), 1e-9)
+		}
+		return res
+	}
+	fixed := make([]Demand, len(movable))
+	for i, m := range movable {
+		fixed[i] = m.Demand
+	}
+	// evaluate books the reserved flows' routes over base and predicts
+	// the best-effort flows' throughput; false if a reservation does not fit.
+	evaluate := func(reservedRoutes, routes [][]int) (Joint, bool) {
+		reserved := slices.Clone(base)
+		for i, route := range reservedRoutes {
+			for _, r := range route {
+				reserved[r] += fixed[i].Gbps
+			}
+		}
+		for r, c := range b.n.capacity {
+			if reserved[r] > c*(1-b.headroom)+1e-6 {
+				return Joint{}, false
+			}
+		}
+		left := over(reserved)
+		return Joint{Reserved: b.n.egressPaths(reservedRoutes), Paths: b.n.egressPaths(routes), Throughput: left.throughput(flows, routes)}, true
+	}
+	var best Joint
+	found := false
+	// All together.
+	all := over(base)
+	routes, _, _, err := all.place(ctx, append(slices.Clip(fixed), flows...), nil)
+	if err != nil {
+		return Joint{}, false, err
+	}
+	if j, ok := evaluate(routes[:len(fixed)], routes[len(fixed):]); ok {
+		best, found = j, true
+	}
+	// Reserved flows first, then the best-effort ones over what they leave.
+	head := over(base)
+	headroomed := head
+	headroomed.capacity = make([]float64, len(b.n.capacity))
+	for r, c := range b.n.capacity {
+		headroomed.capacity[r] = math.Max(c*(1-b.headroom)-base[r], 1e-9)
+	}
+	fixedRoutes, _, _, err := headroomed.place(ctx, fixed, nil)
+	if err != nil {
+		return Joint{}, false, err
+	}
+	reserved := slices.Clone(base)
+	for i, route := range fixedRoutes {
+		for _, r := range route {
+			reserved[r] += fixed[i].Gbps
+		}
+	}
+	rest := over(reserved)
+	flowRoutes, _, _, err := rest.place(ctx, flows, nil)
+	if err != nil {
+		return Joint{}, false, err
+	}
+	if j, ok := evaluate(fixedRoutes, flowRoutes); ok && (!found || j.Throughput > best.Throughput) {
+		best, found = j, true
+	}
+	return best, found, nil
+}
+
 // Throughput predicts Σ rate / Σ demand for best-effort flows on paths:
 // max-min fair shares of what the reservations leave (0 for a path that
 // is not usable).
 func (b *Book) Throughput(flows []Demand, paths [][]models.Endpoint) float64 {
-	res := b.residual(0)
+	res := b.bestEffort()
 	routes := make([][]int, len(flows))
 	for i, d := range flows {
 		rs, ok := b.resources(d.Src, paths[i])

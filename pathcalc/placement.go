@@ -101,11 +101,16 @@ func (n *network) place(ctx context.Context, demands []Demand, previous [][]mode
 		if colored <= n.hostBound(demands)+1e-9 {
 			return n.routes(demands, candidates, choice), "edge-coloring", 0, nil
 		}
+		// Its peak is forced higher than the hosts' links (a failed link,
+		// an oversubscribed tier): spread what lies under the peak too.
+		if err := n.balance(ctx, demands, candidates, choice, n.loads(demands, candidates, choice)); err != nil {
+			return nil, "", 0, err
+		}
 		greedy := make([]int, len(demands))
 		if err := n.greedy(ctx, demands, candidates, greedy, nil); err != nil {
 			return nil, "", 0, err
 		}
-		if colored <= n.mlu(demands, candidates, greedy) {
+		if g := n.mlu(demands, candidates, greedy); colored < g-1e-9 || (colored <= g+1e-9 && n.spread(demands, candidates, choice) <= n.spread(demands, candidates, greedy)) {
 			return n.routes(demands, candidates, choice), "edge-coloring", 0, nil
 		}
 		return n.routes(demands, candidates, greedy), "greedy+local-search", 0, nil
@@ -154,6 +159,11 @@ func (n *network) hostBound(demands []Demand) float64 {
 
 // mlu is the maximum utilization of a choice of paths.
 func (n *network) mlu(demands []Demand, candidates [][][]int, choice []int) float64 {
+	return n.peak(n.loads(demands, candidates, choice))
+}
+
+// loads is the load a choice of paths puts on every resource.
+func (n *network) loads(demands []Demand, candidates [][][]int, choice []int) []float64 {
 	load := make([]float64, len(n.capacity))
 	for i, d := range demands {
 		load[n.nicTx[d.Src.Name]] += d.Gbps
@@ -162,7 +172,17 @@ func (n *network) mlu(demands []Demand, candidates [][][]int, choice []int) floa
 		}
 		load[n.egress[d.Dst.Attach]] += d.Gbps
 	}
-	return n.peak(load)
+	return load
+}
+
+// spread is Σ u² of a choice of paths, what balance lowers.
+func (n *network) spread(demands []Demand, candidates [][][]int, choice []int) float64 {
+	sum := 0.0
+	for r, l := range n.loads(demands, candidates, choice) {
+		u := l / n.capacity[r]
+		sum += u * u
+	}
+	return sum
 }
 
 // peak is the highest utilization of loads by resource.
@@ -618,6 +638,91 @@ func (n *network) greedy(ctx context.Context, demands []Demand, candidates [][][
 			}
 			choice[i] = old
 			add(i, 1)
+		}
+		if !moved {
+			break
+		}
+	}
+	if previous == nil {
+		return n.balance(ctx, demands, candidates, choice, load)
+	}
+	return nil
+}
+
+// balanceBudget bounds the work of balance (demands × candidates): past
+// it, the MLU search's result stands (an all-to-all of a thousand hosts
+// has a million demands; its colouring or greedy result is what counts).
+const balanceBudget = 1 << 21
+
+// balance refines a placement whose peak the MLU search can no longer
+// lower: it moves single demands to the candidate that lowers Σ u² over
+// the fabric links (u = load / capacity) without raising the peak, until
+// no move helps. The peak is often forced (a failed uplink, a
+// saturated fabric, elephants filling every link), and then the MLU
+// search leaves every other link as it happened to fall: two demands on
+// a link that could each have had one. Σ u² is convex, so it spreads
+// load as evenly as the paths allow, which is what max-min fair rates
+// reward.
+func (n *network) balance(ctx context.Context, demands []Demand, candidates [][][]int, choice []int, load []float64) error {
+	work := 0
+	for i := range demands {
+		work += len(candidates[i])
+	}
+	if work > balanceBudget {
+		return nil
+	}
+	peak := 0.0
+	for r, l := range load {
+		peak = max(peak, l/n.capacity[r])
+	}
+	for pass := 0; pass < 8; pass++ {
+		moved := false
+		for i, d := range demands {
+			if len(candidates[i]) < 2 {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			cur := candidates[i][choice[i]]
+			// cost of putting d on p, with d taken off its current path
+			cost := func(p []int) (float64, bool) {
+				c, ok := 0.0, true
+				for _, r := range p {
+					l := load[r]
+					if slices.Contains(cur, r) {
+						l -= d.Gbps
+					}
+					u := (l + d.Gbps) / n.capacity[r]
+					if u > peak+1e-9 {
+						ok = false
+					}
+					base := l / n.capacity[r]
+					c += u*u - base*base
+				}
+				return c, ok
+			}
+			best, bestCost := choice[i], 0.0
+			bestCost, _ = cost(cur)
+			for ci, p := range candidates[i] {
+				if ci == choice[i] {
+					continue
+				}
+				if c, ok := cost(p); ok && c < bestCost-1e-9 {
+					best, bestCost = ci, c
+				}
+			}
+			if best == choice[i] {
+				continue
+			}
+			for _, r := range cur {
+				load[r] -= d.Gbps
+			}
+			choice[i] = best
+			for _, r := range candidates[i][best] {
+				load[r] += d.Gbps
+			}
+			moved = true
 		}
 		if !moved {
 			break

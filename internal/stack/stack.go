@@ -315,6 +315,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		ResyncInterval:     opts.ResyncInterval,
 		FlapHalfLife:       opts.FlapHalfLife,
 		CongestionInterval: opts.CongestionInterval,
+		PinnedLoad:         s.Intents.PinnedLoad,
 		SampleOneIn:        opts.SampleOneIn,
 		Logger:             s.log.With("component", "controller"),
 		Registerer:         s.Registry,

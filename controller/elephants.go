@@ -40,6 +40,7 @@ type sampledFlow struct {
 	bytes   float64 // decayed, as of last
 	last    time.Time
 	samples int
+	length  float64 // mean IP length of its samples
 }
 
 // DetectedFlow is a flow Elephants estimates at or above its threshold.
@@ -85,6 +86,7 @@ func (e *Elephants) Observe(sw models.SwitchID, samples []southbound.FlowSample)
 		f.bytes = f.bytes*e.decay(now.Sub(f.last)) + float64(s.Bytes)*e.OneIn
 		f.last, f.leaf, f.port = now, sw, s.Port
 		f.samples++
+		f.length += (float64(s.Bytes) - f.length) / float64(min(f.samples, 64))
 	}
 	e.samples.Add(float64(len(samples)))
 }
@@ -101,6 +103,32 @@ func (e *Elephants) rateLocked(f *sampledFlow, now time.Time) float64 {
 	return f.bytes * e.decay(now.Sub(f.last)) * 8 / e.Tau.Seconds() / 1e9
 }
 
+// silence is how many expected gaps between a flow's samples, missing,
+// mean it stopped; minSilence is the least time that says so (digest
+// lists go out every 50 ms or so).
+const (
+	silence    = 10
+	minSilence = 250 * time.Millisecond
+)
+
+// silentLocked says whether a flow's samples stopped: none for silence
+// times the gap its estimated rate would leave between them. A stopped
+// flow must not linger as an elephant for the few seconds its decaying
+// estimate (or its pin counter, read each second) takes to say so: it
+// would take its hosts' NIC share from the flows that replaced it when
+// their demands are estimated.
+func (e *Elephants) silentLocked(f *sampledFlow, now time.Time) bool {
+	if f.samples < e.MinSamples || f.length <= 0 {
+		return false
+	}
+	bps := e.rateLocked(f, f.last) * 1e9 // as of its last sample
+	if bps <= 0 {
+		return true
+	}
+	gap := time.Duration(f.length * 8 * e.OneIn / bps * float64(time.Second))
+	return now.Sub(f.last) > max(minSilence, silence*gap)
+}
+
 // Detected returns the flows estimated at half the threshold or more
 // (Above marks those at the threshold), and forgets those that faded
 // (no sample for 5 Tau).
@@ -113,6 +141,9 @@ func (e *Elephants) Detected() []DetectedFlow {
 		if now.Sub(f.last) > 5*e.Tau {
 			delete(e.flows, k)
 			continue
+		}
+		if e.silentLocked(f, now) {
+			continue // stopped: its samples stopped coming
 		}
 		g, measured := e.rateLocked(f, now), false
 		if e.Measured != nil {

@@ -320,7 +320,9 @@ func (f *Fabric) tick(now time.Time) {
 	f.mu.Lock()
 	dt := now.Sub(f.last).Seconds()
 	f.advanceLocked(now)
-	f.sampleLocked(dt)
+	if f.interval <= sampleEvery {
+		f.sampleLocked(dt) // no sampler of its own: see Run
+	}
 	f.recomputeLocked()
 	type pub struct {
 		port uint32

@@ -110,6 +110,8 @@ type Fabric struct {
 	faultLog  []FaultRecord
 	stats     dataplaneStats
 	last      time.Time
+	// lastSample is when sampled packets were last emitted (see sample).
+	lastSample time.Time
 }
 
 // changes are what the next recompute must look at.
@@ -262,6 +264,12 @@ func (f *Fabric) Run(ctx context.Context) error {
 	f.log.Info("fabric up", "name", f.snap.Name(), "switches", len(f.order), "hosts", len(f.snap.Hosts()))
 	ticker := time.NewTicker(f.interval)
 	defer ticker.Stop()
+	var samples <-chan time.Time // sampled packets go out every sampleEvery
+	if f.interval > sampleEvery {
+		st := time.NewTicker(sampleEvery)
+		defer st.Stop()
+		samples = st.C
+	}
 	var runErr error
 loop:
 	for {
@@ -273,6 +281,8 @@ loop:
 			break loop
 		case now := <-ticker.C:
 			f.tick(now)
+		case now := <-samples:
+			f.sample(now)
 		}
 	}
 	for _, sw := range f.order {

@@ -2,6 +2,7 @@ package fabricsim
 
 import (
 	"math"
+	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
@@ -10,21 +11,41 @@ import (
 	"github.com/accelnet/accelnet/southbound/p4"
 )
 
-// maxSamplesPerTick bounds the digests one switch sends per tick, as a
-// switch's CPU path is rate-limited (the rest are lost, as on hardware).
-const maxSamplesPerTick = 4096
+// maxSamplesPerSecond bounds the digests one switch sends, as a switch's
+// CPU path is rate-limited (the rest are lost, as on hardware).
+const maxSamplesPerSecond = 8192
+
+// sampleEvery is how often samples are emitted: a switch's digest engine
+// sends lists as packets are sampled (within the digest's max_timeout),
+// not once per counter tick, so a flow that stops stops yielding samples
+// at once.
+const sampleEvery = 50 * time.Millisecond
+
+// sample emits the samples due since the last call (see sampleLocked).
+func (f *Fabric) sample(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lastSample.IsZero() {
+		f.lastSample = now
+		return
+	}
+	dt := now.Sub(f.lastSample).Seconds()
+	f.lastSample = now
+	f.sampleLocked(dt)
+}
 
 // sampleLocked emits the flow_sample digests of the last dt seconds: for
 // every flow entering the fabric on a port its first switch
 // samples (a flow_sample entry, 1 in N packets) while that switch's
 // flow_sample_t digest is configured, one digest per N packets at the rate
-// the flow had, fractions carried to the next tick; one DigestList per
-// switch and tick (split at the digest's max_list_size), sent to the
+// the flow had, fractions carried to the next call; one DigestList per
+// switch and call (split at the digest's max_list_size), sent to the
 // primary client. Under f.mu.
 func (f *Fabric) sampleLocked(dt float64) {
 	if dt <= 0 {
 		return
 	}
+	limit := int(math.Ceil(maxSamplesPerSecond * dt))
 	oneIn := map[*Switch]map[uint32]uint64{} // what each switch samples, read once a tick
 	batches := map[*Switch][]*p4v1.P4Data{}
 	for _, fl := range f.flows {
@@ -54,7 +75,7 @@ func (f *Fabric) sampleLocked(dt float64) {
 		fl.sampleCarry += gbps * 1e9 * dt / 8 / packetBytes / float64(n)
 		due := math.Floor(fl.sampleCarry)
 		fl.sampleCarry -= due
-		for k := 0.0; k < due && len(batches[sw]) < maxSamplesPerTick; k++ {
+		for k := 0.0; k < due && len(batches[sw]) < limit; k++ {
 			batches[sw] = append(batches[sw], sampleData(first.InPort, fl.Spec))
 		}
 	}

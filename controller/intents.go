@@ -122,6 +122,9 @@ type Outcome struct {
 	Replayed bool
 	// Preempts lists the intents a dry run would displace.
 	Preempts []string
+	// QPHint says how many QPs per connection would do best (dry runs,
+	// refusals, tight admissions).
+	QPHint *models.QPHint
 }
 
 // RefusedError carries why an intent was refused and, when the refusal
@@ -1350,6 +1353,16 @@ func (m *Intents) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 		victims, fit = m.preempt(b, e, demands, cons, fit)
 	}
 	out := Outcome{Fit: fit}
+	// How many QPs per connection would do best: asked in a dry run, and
+	// told when the intent does not fit or its links are tight (it is
+	// placements' work, so not for every admission).
+	var hint *models.QPHint
+	if dryRun || !fit.Fits || fit.MLU > qpHintAbove {
+		if h := m.qpHint(flows); h.Better() || dryRun {
+			hint = &h
+		}
+	}
+	out.QPHint = hint
 	for _, v := range victims {
 		out.Preempts = append(out.Preempts, v.in.ID)
 	}
@@ -1358,7 +1371,13 @@ func (m *Intents) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 			return out, nil
 		}
 		e.flows = flows
-		e.in.SetState(models.StateRejected, fit.Reason, m.cfg.Now().UTC())
+		reason := fit.Reason
+		if hint != nil && hint.Better() {
+			fit.Reason += "; " + hint.String()
+			reason = fit.Reason
+		}
+		e.in.SetState(models.StateRejected, reason, m.cfg.Now().UTC())
+		e.in.Status.QPHint = hint
 		return Outcome{}, &RefusedError{Err: ErrNoCapacity, Fit: fit, Intent: &e.in}
 	}
 	if err := m.checkTableRoom(e, flows, fit.Paths); err != nil {
@@ -1375,6 +1394,10 @@ func (m *Intents) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 	e.flows = flows
 	m.pin(b, e, fit.Paths)
 	reason := fmt.Sprintf("%d flows reserved; max reserved link utilization %.2f", len(flows), fit.MLU)
+	if hint != nil {
+		reason += "; " + hint.String()
+	}
+	e.in.Status.QPHint = hint
 	e.in.SetState(models.StateAdmitted, reason, now)
 	m.addUsage(b, e.in.Tenant, e.in.Spec.TotalGbps(), 1)
 	return out, nil
@@ -1498,6 +1521,31 @@ func (m *Intents) constraints(e *entry) (pathcalc.PathConstraints, error) {
 		return out, &v
 	}
 	return out, nil
+}
+
+// qpHintAbove is the max reserved utilization past which an admission
+// also says how many QPs per connection would do best.
+const qpHintAbove = 0.9
+
+// qpHint groups an intent's flows into connections (host pairs) and asks
+// the ledger how many QPs per connection come closest to the best.
+func (m *Intents) qpHint(flows []flow) models.QPHint {
+	type pair struct{ src, dst string }
+	index := map[pair]int{}
+	var conns []pathcalc.Demand
+	for _, f := range flows {
+		k := pair{f.src.Name, f.dst.Name}
+		i, ok := index[k]
+		if !ok {
+			i = len(conns)
+			index[k] = i
+			conns = append(conns, pathcalc.Demand{Src: f.src, Dst: f.dst})
+		}
+		conns[i].Gbps += f.gbps
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	return m.book.QPHint(ctx, conns, len(flows)/max(len(conns), 1), MaxFlowsPerIntent)
 }
 
 // checkTableRoom refuses pins that would overflow a switch's flow-pin table.

@@ -336,9 +336,54 @@ type IntentStatus struct {
 	ReservedGbps map[string]float64 `json:"reserved_gbps,omitempty"`
 	// ObservedGbps is what the flows carry now, from the direct counters
 	// of their first-hop flow-pin entries (telemetry: not stored).
-	ObservedGbps float64       `json:"observed_gbps"`
-	Events       []IntentEvent `json:"events,omitempty"`
-	Updated      time.Time     `json:"updated,omitzero"`
+	ObservedGbps float64 `json:"observed_gbps"`
+	// QPHint, when set, says that more QPs per connection (source ports)
+	// would lower the max reserved utilization, and how many: told at
+	// admission when its links are tight, and with a refusal.
+	QPHint  *QPHint       `json:"qp_hint,omitempty"`
+	Events  []IntentEvent `json:"events,omitempty"`
+	Updated time.Time     `json:"updated,omitzero"`
+}
+
+// QPHint says how many queue pairs (UDP source ports) per connection a
+// set of connections needs to come closest to the fabric's best: with
+// too few, a connection is one flow on one path, and after a failure
+// (31 working uplinks for 32 connections) whole flows cannot spread
+// evenly; split over more QPs they can. pathcalc.Book.QPHint computes it.
+type QPHint struct {
+	// Declared is the QPs per connection asked for; DeclaredFits says
+	// whether the connections fit with them, and DeclaredMLU the highest
+	// reserved utilization their placement reaches (over what is
+	// reserved already).
+	Declared     int     `json:"declared"`
+	DeclaredFits bool    `json:"declared_fits"`
+	DeclaredMLU  float64 `json:"declared_mlu"`
+	// QPs per connection reach MLU, the lowest of any tried (within 1%);
+	// Fits says whether they fit at all.
+	QPs  int     `json:"qps"`
+	Fits bool    `json:"fits"`
+	MLU  float64 `json:"mlu"`
+}
+
+// Better says whether more QPs would make the connections fit, or lower
+// the utilization noticeably.
+func (h QPHint) Better() bool {
+	if h.QPs <= h.Declared || !h.Fits {
+		return false
+	}
+	return !h.DeclaredFits || h.MLU < h.DeclaredMLU-0.02
+}
+
+func (h QPHint) String() string {
+	switch {
+	case !h.Better() && h.DeclaredFits:
+		return fmt.Sprintf("%d QPs per connection reach max reserved utilization %.2f; more would not help", h.Declared, h.DeclaredMLU)
+	case !h.Better():
+		return fmt.Sprintf("splitting connections over up to %d QPs would not make them fit", max(h.QPs, h.Declared))
+	case !h.DeclaredFits:
+		return fmt.Sprintf("with %d QPs per connection (source ports) it would fit, max reserved utilization %.2f", h.QPs, h.MLU)
+	}
+	return fmt.Sprintf("%d QPs per connection (source ports) reach max reserved utilization %.2f where the %d declared reach %.2f", h.QPs, h.MLU, h.Declared, h.DeclaredMLU)
 }
 
 // Intent is a tenant's request with its status, as stored in etcd.

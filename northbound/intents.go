@@ -191,13 +191,22 @@ type DryRunView struct {
 	FreeGbps   float64             `json:"free_gbps"`
 	Reason     string              `json:"reason,omitempty"`
 	Preempts   []string            `json:"preempts,omitempty"`
+	// QPHint says how many QPs per connection (source ports) come
+	// closest to the best; Hint says it in words.
+	QPHint *models.QPHint `json:"qp_hint,omitempty"`
+	Hint   string         `json:"hint,omitempty"`
 }
 
-func dryRunView(f pathcalc.Fit, preempts []string) DryRunView {
+func dryRunView(out controller.Outcome) DryRunView {
+	f := out.Fit
 	if f.Paths == nil {
 		f.Paths = [][]models.Endpoint{}
 	}
-	return DryRunView{Fits: f.Fits, Paths: f.Paths, MLU: f.MLU, Bottleneck: f.Bottleneck, FreeGbps: f.FreeGbps, Reason: f.Reason, Preempts: preempts}
+	v := DryRunView{Fits: f.Fits, Paths: f.Paths, MLU: f.MLU, Bottleneck: f.Bottleneck, FreeGbps: f.FreeGbps, Reason: f.Reason, Preempts: out.Preempts, QPHint: out.QPHint}
+	if out.QPHint != nil {
+		v.Hint = out.QPHint.String()
+	}
+	return v
 }
 
 func setETag(c *gin.Context, rev int64) { c.Header("ETag", `"`+strconv.FormatInt(rev, 10)+`"`) }
@@ -238,7 +247,7 @@ func (a *api) createIntent(c *gin.Context) {
 		return
 	}
 	if dry {
-		c.JSON(http.StatusOK, dryRunView(out.Fit, out.Preempts))
+		c.JSON(http.StatusOK, dryRunView(out))
 		return
 	}
 	if out.Replayed {

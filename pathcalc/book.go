@@ -202,6 +202,57 @@ func (b *Book) fitJoint(flows []Demand) (Fit, bool) {
 	return out, true
 }
 
+// maxHintQPs bounds the QPs per connection QPHint tries.
+const maxHintQPs = 64
+
+// QPHint places connections (one demand each, its whole bandwidth) split
+// over declared QPs, then over twice as many and so on up to 64 (and
+// maxFlows flows in all), on what is reservable now, and reports the
+// fewest QPs per connection that reach the lowest max reserved
+// utilization. It reserves nothing.
+func (b *Book) QPHint(ctx context.Context, conns []Demand, declared, maxFlows int) models.QPHint {
+	declared = max(declared, 1)
+	h := models.QPHint{Declared: declared, QPs: declared}
+	res := b.residual(b.headroom)
+	for q := declared; q <= maxHintQPs && q*len(conns) <= maxFlows; q *= 2 {
+		if ctx.Err() != nil {
+			break
+		}
+		split := make([]Demand, 0, q*len(conns))
+		for _, d := range conns {
+			for range q {
+				split = append(split, Demand{Src: d.Src, Dst: d.Dst, Gbps: d.Gbps / float64(q)})
+			}
+		}
+		routes, _, _, err := res.place(ctx, split, nil)
+		if err != nil {
+			break
+		}
+		load := make([]float64, len(b.n.capacity))
+		for i, route := range routes {
+			for _, r := range route {
+				load[r] += split[i].Gbps
+			}
+		}
+		mlu, fits := 0.0, true
+		for r, c := range b.n.capacity {
+			if load[r] > res.capacity[r]+1e-9 {
+				fits = false
+			}
+			mlu = math.Max(mlu, (b.reserved[r]+load[r])/c)
+		}
+		if q == declared {
+			h.DeclaredFits, h.DeclaredMLU = fits, mlu
+			h.Fits, h.MLU = fits, mlu
+			continue
+		}
+		if fits && (!h.Fits || mlu < h.MLU-0.01) {
+			h.QPs, h.Fits, h.MLU = q, true, mlu
+		}
+	}
+	return h
+}
+
 // residual is the book's network with each resource's capacity what the
 // reservations leave of it less headroom (a sliver, never zero).
 func (b *Book) residual(headroom float64) network {

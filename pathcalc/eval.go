@@ -13,14 +13,22 @@ import (
 
 // Evaluation methods.
 const (
-	MethodECMP     = "ecmp"     // hashing, one QP (UDP source port) per connection
-	MethodECMP4QP  = "ecmp-4qp" // hashing, each connection split over 4 QPs
-	MethodECMP8QP  = "ecmp-8qp"
-	MethodAccelnet = "accelnet" // Place
+	MethodECMP    = "ecmp"     // hashing, one QP (UDP source port) per connection
+	MethodECMP4QP = "ecmp-4qp" // hashing, each connection split over 4 QPs
+	MethodECMP8QP = "ecmp-8qp"
+	// MethodAccelnet places each connection whole, on one QP: what the
+	// controller installs for connections declared with one UDP source
+	// port (it pins the QPs a tenant declares, never more).
+	MethodAccelnet = "accelnet"
+	// MethodAccelnetQPs splits every connection into as many QPs as it
+	// takes to come within 2% of the lower bound (up to 32, or a leaf's
+	// working uplinks): what a tenant gets by declaring that many source
+	// ports (the dry run and intent status say how many).
+	MethodAccelnetQPs = "accelnet-qps"
 )
 
 // Methods lists every evaluation method.
-var Methods = []string{MethodECMP, MethodECMP4QP, MethodECMP8QP, MethodAccelnet}
+var Methods = []string{MethodECMP, MethodECMP4QP, MethodECMP8QP, MethodAccelnet, MethodAccelnetQPs}
 
 // Failures an evaluation can apply.
 const (
@@ -56,6 +64,8 @@ type EvalResult struct {
 	// WorstThroughputRatio is the lowest trial's throughput ratio.
 	WorstThroughputRatio float64 `json:"worst_throughput_ratio"`
 	SolveMS              float64 `json:"solve_ms"`
+	// QPs is the queue pairs per connection (the most any trial used).
+	QPs int `json:"qps"`
 }
 
 // failedLinks picks the links a failure takes down.
@@ -179,10 +189,10 @@ func Evaluate(ctx context.Context, c EvalCase) (EvalResult, error) {
 	if c.Trials < 1 {
 		c.Trials = 1
 	}
-	qps := map[string]int{MethodECMP: 1, MethodECMP4QP: 4, MethodECMP8QP: 8, MethodAccelnet: 0}
+	qps := map[string]int{MethodECMP: 1, MethodECMP4QP: 4, MethodECMP8QP: 8, MethodAccelnet: 0, MethodAccelnetQPs: 0}
 	k, ok := qps[c.Method]
 	if !ok {
-		return EvalResult{}, fmt.Errorf("%w: method %q: want ecmp, ecmp-4qp, ecmp-8qp or accelnet", models.ErrInvalid, c.Method)
+		return EvalResult{}, fmt.Errorf("%w: method %q: want ecmp, ecmp-4qp, ecmp-8qp, accelnet or accelnet-qps", models.ErrInvalid, c.Method)
 	}
 	res := EvalResult{Topology: c.Topology, Pattern: c.Pattern, Method: c.Method, Fail: c.Fail, Trials: c.Trials, WorstThroughputRatio: 1}
 	n := newNetwork(snap, down)
@@ -197,12 +207,26 @@ func Evaluate(ctx context.Context, c EvalCase) (EvalResult, error) {
 		start := time.Now()
 		var flowDemand []float64
 		var routes [][]int
-		if k == 0 {
+		switch {
+		case c.Method == MethodAccelnetQPs:
 			var err error
-			if routes, flowDemand, err = n.placeSplit(ctx, demands, bound); err != nil {
+			var q int
+			if routes, flowDemand, q, err = n.placeSplit(ctx, demands, bound); err != nil {
 				return EvalResult{}, err
 			}
-		} else {
+			res.QPs = max(res.QPs, q)
+		case k == 0:
+			var err error
+			if routes, _, _, err = n.place(ctx, demands, nil); err != nil {
+				return EvalResult{}, err
+			}
+			flowDemand = flowDemand[:0]
+			for _, d := range demands {
+				flowDemand = append(flowDemand, d.Gbps)
+			}
+			res.QPs = 1
+		default:
+			res.QPs = k
 			rng := rand.New(rand.NewPCG(seed, 0x51ed))
 			for _, d := range demands {
 				for range k {
@@ -292,10 +316,10 @@ func (n *network) splitCounts(demands []Demand) []int {
 // working uplinks need 2 on some link: 31 QPs each spread evenly, 32 leave
 // 2.9% over); splitting closes the gap at the cost of more flow-pin
 // entries.
-func (n *network) placeSplit(ctx context.Context, demands []Demand, bound float64) ([][]int, []float64, error) {
+func (n *network) placeSplit(ctx context.Context, demands []Demand, bound float64) ([][]int, []float64, int, error) {
 	var bestRoutes [][]int
 	var bestDemand []float64
-	bestMLU := 0.0
+	bestMLU, bestQ := 0.0, 1
 	for _, q := range n.splitCounts(demands) {
 		split := make([]Demand, 0, q*len(demands))
 		for _, d := range demands {
@@ -305,11 +329,11 @@ func (n *network) placeSplit(ctx context.Context, demands []Demand, bound float6
 		}
 		routes, _, _, err := n.place(ctx, split, nil)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, 0, err
 		}
 		mlu, _ := n.maxUtilization(routes, func(i int) float64 { return split[i].Gbps })
 		if bestRoutes == nil || mlu < bestMLU-1e-9 {
-			bestRoutes, bestMLU = routes, mlu
+			bestRoutes, bestMLU, bestQ = routes, mlu, q
 			bestDemand = bestDemand[:0]
 			for _, d := range split {
 				bestDemand = append(bestDemand, d.Gbps)
@@ -319,5 +343,5 @@ func (n *network) placeSplit(ctx context.Context, demands []Demand, bound float6
 			break
 		}
 	}
-	return bestRoutes, bestDemand, nil
+	return bestRoutes, bestDemand, bestQ, nil
 }

@@ -31,6 +31,13 @@ func newEvalCommand() *cobra.Command {
 placement route traffic patterns on fabrics. With no flags it runs the
 standard grid; each flag narrows it to the values given.
 
+accelnet places every connection whole, on the one QP it declares (what the
+controller installs: it pins the QPs a tenant declares); accelnet-qps
+splits connections into as many QPs as it takes to come within 2% of the
+bound (qps column: QPs per connection), which a tenant gets by declaring
+that many source ports. After a failure the two differ; without one they
+agree.
+
 Columns: mlu is the maximum offered utilization over every link direction and
 NIC; mlu/bound divides it by a lower bound no routing can beat (NIC and
 leaf/pod cut bounds); throughput is Σ rates / Σ demands under max-min fair
@@ -44,7 +51,7 @@ sharing (the steady state DCQCN converges to); worst is the lowest trial's.`,
 	}
 	cmd.Flags().StringVar(&c.Topology, "topology", "", "fabric: leafspine:LxHxS, oversub:LxHxS, fattree:K, rail:SERVERSxRAILSxSPINES")
 	cmd.Flags().StringVar(&c.Pattern, "pattern", "", "permutation, stride, ring-allreduce, all-to-all, incast, multi-tenant")
-	cmd.Flags().StringVar(&c.Method, "method", "", "ecmp, ecmp-4qp, ecmp-8qp, accelnet")
+	cmd.Flags().StringVar(&c.Method, "method", "", "ecmp, ecmp-4qp, ecmp-8qp, accelnet, accelnet-qps")
 	cmd.Flags().StringVar(&c.Fail, "fail", "", "none, link or spine")
 	cmd.Flags().IntVar(&c.Trials, "trials", 5, "traffic samples per cell (seeds seed+1…)")
 	cmd.Flags().Uint64Var(&c.Seed, "seed", 0, "base seed")
@@ -91,7 +98,7 @@ func runEval(ctx context.Context, c evalConfig, out, progress io.Writer) error {
 	var tw *tabwriter.Writer
 	if !c.JSON {
 		tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "topology\tfail\tpattern\tmethod\ttrials\tmlu\tmlu/bound\tthroughput\tworst\tsolve ms\t")
+		fmt.Fprintln(tw, "topology\tfail\tpattern\tmethod\tqps\ttrials\tmlu\tmlu/bound\tthroughput\tworst\tsolve ms\t")
 	}
 	enc := json.NewEncoder(out)
 	for i, ec := range cases {
@@ -106,7 +113,7 @@ func runEval(ctx context.Context, c evalConfig, out, progress io.Writer) error {
 			}
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%.2f\t%.3f\t%.3f\t%.3f\t%.1f\t\n", r.Topology, orNone(r.Fail), r.Pattern, r.Method, r.Trials,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.2f\t%.3f\t%.3f\t%.3f\t%.1f\t\n", r.Topology, orNone(r.Fail), r.Pattern, r.Method, r.QPs, r.Trials,
 			r.MLU, r.MLUBoundRatio, r.ThroughputRatio, r.WorstThroughputRatio, r.SolveMS)
 	}
 	if tw != nil {

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/accelnet/accelnet/pathcalc"
 )
 
 func TestEvalCommandTableAndJSON(t *testing.T) {
@@ -33,14 +35,14 @@ func TestEvalCommandTableAndJSON(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &row); err != nil {
 			t.Fatalf("%q: %v", line, err)
 		}
-		for _, k := range []string{"topology", "pattern", "method", "trials", "mlu", "mlu_bound_ratio", "throughput_ratio", "solve_ms"} {
+		for _, k := range []string{"topology", "pattern", "method", "qps", "trials", "mlu", "mlu_bound_ratio", "throughput_ratio", "solve_ms"} {
 			if _, ok := row[k]; !ok {
 				t.Errorf("row lacks %s: %s", k, line)
 			}
 		}
 		n++
 	}
-	if n != 4 {
+	if n != len(pathcalc.Methods) {
 		t.Errorf("%d rows, want one per method", n)
 	}
 	if err := runEval(context.Background(), evalConfig{Pattern: "nope", Trials: 1}, &out, &progress); err == nil {

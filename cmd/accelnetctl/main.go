@@ -273,6 +273,9 @@ func intentsCommand(g *globals) *cobra.Command {
 				if dry.Reason != "" {
 					fmt.Fprintf(w, "reason: %s\n", dry.Reason)
 				}
+				if dry.Hint != "" {
+					fmt.Fprintf(w, "queue pairs: %s\n", dry.Hint)
+				}
 				for i, p := range dry.Paths {
 					fmt.Fprintf(w, "flow %d: %s\n", i, pathString(p))
 				}

@@ -585,6 +585,7 @@ func TestSaturatedFabricWritesNothing(t *testing.T) {
 //
 // Fabrics: leafspine:8x8x8, leafspine:16x16x16, fattree:8, fattree:16
 // (400 Gb/s, sampling 1 in 65,536 as the demo does).
+// ACCELNET_SCENARIOS=cold-start,drain-undrain runs only those.
 func BenchmarkConvergence(b *testing.B) {
 	for _, fabric := range []string{"leafspine:8x8x8", "leafspine:16x16x16", "fattree:8", "fattree:16"} {
 		b.Run(fabric, func(b *testing.B) {
@@ -594,6 +595,9 @@ func BenchmarkConvergence(b *testing.B) {
 			}
 			var rows []string
 			for _, sc := range loopScenarios {
+				if only := os.Getenv("ACCELNET_SCENARIOS"); only != "" && !slices.Contains(strings.Split(only, ","), sc.name) {
+					continue
+				}
 				var figs []loopFigures
 				for i := range b.N {
 					figs = append(figs, runLoopScenario(b, topo, sc, uint64(i+1))...)

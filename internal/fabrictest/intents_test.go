@@ -962,3 +962,34 @@ func TestMovedIntentFlowsPlacedTogether(t *testing.T) {
 		}
 	}
 }
+
+// TestQPHintInDryRunAndRefusal: two intents leave 50 Gb/s reservable on
+// each of leaf1's two uplinks. A 90 Gb/s connection on one QP does not
+// fit; the dry run and the refusal say that 2 QPs per connection
+// (source ports) would, and with two declared it is admitted.
+func TestQPHintInDryRunAndRefusal(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 3))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	for _, s := range []models.IntentSpec{spec("a", "h1-2", "h2-2", 45, 49152, 1), spec("b", "h1-3", "h2-3", 45, 49152, 1)} {
+		if r := h.Do(t, "POST", "/api/v1/intents", tok, s, nil); r.StatusCode != http.StatusCreated {
+			t.Fatalf("create %s: HTTP %d", s.Name, r.StatusCode)
+		}
+	}
+	var dry northbound.DryRunView
+	if r := h.Do(t, "POST", "/api/v1/intents?dryRun=true", tok, spec("c", "h1-1", "h2-1", 90, 50000, 1), &dry); r.StatusCode != http.StatusOK {
+		t.Fatalf("dry run: HTTP %d", r.StatusCode)
+	}
+	if dry.Fits || dry.QPHint == nil || dry.QPHint.QPs != 2 || !dry.QPHint.Fits || !strings.Contains(dry.Hint, "with 2 QPs per connection") {
+		t.Fatalf("dry run %+v (hint %+v): want no fit, and 2 QPs per connection that would", dry, dry.QPHint)
+	}
+	var p struct {
+		Detail string `json:"detail"`
+	}
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("c", "h1-1", "h2-1", 90, 50000, 1), &p); r.StatusCode != http.StatusConflict || !strings.Contains(p.Detail, "with 2 QPs per connection (source ports) it would fit") {
+		t.Fatalf("create on one QP: HTTP %d %q: want 409 with the hint", r.StatusCode, p.Detail)
+	}
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("c2", "h1-1", "h2-1", 90, 50000, 2), nil); r.StatusCode != http.StatusCreated {
+		t.Fatalf("create on two QPs: HTTP %d", r.StatusCode)
+	}
+}

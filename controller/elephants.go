@@ -129,6 +129,18 @@ func (e *Elephants) silentLocked(f *sampledFlow, now time.Time) bool {
 	return now.Sub(f.last) > max(minSilence, silence*gap)
 }
 
+// Sampled is a flow's rate (Gb/s) as estimated from its samples alone,
+// whether or not a pin counter measures it (for comparing the two).
+func (e *Elephants) Sampled(k models.FlowKey) (float64, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f, ok := e.flows[k]
+	if !ok {
+		return 0, false
+	}
+	return e.rateLocked(f, e.now()), true
+}
+
 // Detected returns the flows estimated at half the threshold or more
 // (Above marks those at the threshold), and forgets those that faded
 // (no sample for 5 Tau).

@@ -32,6 +32,18 @@ func (c *Controller) desiredConfig(snap *topology.Snapshot, sw models.SwitchID) 
 // reconcileConfigSafely reconciles a switch's interface config and
 // records the outcome in its status.
 func (c *Controller) reconcileConfigSafely(ctx context.Context, sw models.SwitchID) error {
+	if st := c.current(); st != nil {
+		if s, err := st.snap.Switch(sw); err == nil && s.GNMIAddr == "" {
+			// A switch without gNMI (BMv2's simple_switch_grpc) has its
+			// interfaces configured some other way: nothing to retry.
+			c.mu.Lock()
+			status := c.status[sw]
+			status.ConfigInSync, status.ConfigError = false, "not managed: the switch has no gNMI address"
+			c.status[sw] = status
+			c.mu.Unlock()
+			return nil
+		}
+	}
 	err := c.safely(ctx, "config", sw, c.ReconcileConfig)
 	c.mu.Lock()
 	defer c.mu.Unlock()

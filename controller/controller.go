@@ -127,6 +127,13 @@ type Config struct {
 	// CongestionInterval is how often measured link load biases WCMP
 	// weights away from hot links (see congestion.go); 0: never.
 	CongestionInterval time.Duration
+	// Packets, if set, sends discovery's probes (packet-outs); with a
+	// DiscoveryInterval, links are discovered and checked against the
+	// topology (see discovery.go). Packet-ins go to PacketIn.
+	Packets           PacketSender
+	DiscoveryInterval time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
 	// PinnedLoad, if set, is the measured rate (Gb/s) of pinned flows
 	// leaving through each port: traffic that WCMP weights cannot move,
 	// so congestion weights leave a link alone that only pinned flows
@@ -167,6 +174,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 }
 
@@ -243,6 +253,14 @@ type Controller struct {
 	// biasState is each congested port's WCMP weight bias (see
 	// congestion.go).
 	biasState map[models.Endpoint]*portBias
+	// Link discovery (see discovery.go), under discMu: what arrived at
+	// each port, since when probes go out, and each link's state.
+	discMu       sync.Mutex
+	sightings    map[models.Endpoint]sighting
+	probingSince time.Time
+	linkStates   map[models.LinkID]LinkDiscovery
+	undeclared   []string
+	confirmed    map[models.LinkID]bool // links discovery has confirmed once
 	// deferred is set when a planned change (drain, undrain, dampening)
 	// arrived while a rollout was still under way: it starts once that
 	// one has settled, so every rollout goes from a state the switches
@@ -259,15 +277,17 @@ func New(cfg Config) (*Controller, error) {
 	cfg.setDefaults()
 	tele := NewTelemetry(5 * cfg.TelemetryInterval)
 	c := &Controller{
-		cfg:      cfg,
-		log:      cfg.Logger,
-		m:        newMetrics(cfg.Registerer),
-		queue:    NewQueue(50*time.Millisecond, 30*time.Second),
-		tele:     tele,
-		status:   map[models.SwitchID]SwitchStatus{},
-		known:    map[models.SwitchID]knownState{},
-		flaps:    newFlapDamper(cfg.FlapHalfLife),
-		operDown: map[models.Endpoint]bool{},
+		cfg:       cfg,
+		log:       cfg.Logger,
+		m:         newMetrics(cfg.Registerer),
+		queue:     NewQueue(50*time.Millisecond, 30*time.Second),
+		tele:      tele,
+		status:    map[models.SwitchID]SwitchStatus{},
+		known:     map[models.SwitchID]knownState{},
+		flaps:     newFlapDamper(cfg.FlapHalfLife),
+		operDown:  map[models.Endpoint]bool{},
+		sightings: map[models.Endpoint]sighting{},
+		confirmed: map[models.LinkID]bool{},
 	}
 	c.subs = &subscriptions{log: cfg.Logger, tele: tele, interval: cfg.TelemetryInterval, active: map[models.SwitchID]*subscription{}, onSample: c.observeOperStatus, dialer: cfg.Dialer}
 	return c, nil
@@ -582,6 +602,11 @@ func (c *Controller) downLinksLocked(snap *topology.Snapshot) map[models.LinkID]
 			down[id] = true
 		}
 	}
+	c.discMu.Lock()
+	for id := range c.miswired() { // cabled to something else: carries no routes
+		down[id] = true
+	}
+	c.discMu.Unlock()
 	return down
 }
 
@@ -926,10 +951,18 @@ func (c *Controller) housekeeping(ctx context.Context) {
 		defer t.Stop()
 		congestion = t.C
 	}
+	var discover <-chan time.Time
+	if c.cfg.DiscoveryInterval > 0 && c.cfg.Packets != nil {
+		t := time.NewTicker(c.cfg.DiscoveryInterval)
+		defer t.Stop()
+		discover = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-discover:
+			c.probe(ctx)
 		case <-damp.C:
 			c.runDeferred()
 			c.refreshDown("flap dampening changed")
@@ -986,9 +1019,19 @@ func (c *Controller) worker(ctx context.Context) {
 		switch {
 		case err == nil:
 			c.queue.Forget(key)
+			c.m.foreignPrimary.DeleteLabelValues(strings.TrimPrefix(strings.TrimPrefix(key, "config/"), "sample/"))
 		case tctx.Err() != nil:
 			c.queue.Forget(key) // the term or the controller ended
 		case errors.Is(err, southbound.ErrNotPrimary) && c.cfg.Leadership != nil:
+			if t := c.cfg.Leadership.Term(); t != nil && c.cfg.Leadership.Holds(tctx, t) {
+				// etcd says we lead: a controller that is not one of our
+				// replicas took this switch. Report it for this switch and
+				// try again later; the rest of the fabric is ours.
+				c.foreignPrimary(key, err)
+				d := c.queue.Retry(key)
+				c.log.Warn("another controller is primary for this switch", "switch", key, "err", err, "retry_in", d)
+				break
+			}
 			// A switch knows a newer leader: stop, don't retry.
 			c.queue.Forget(key)
 			c.cfg.Leadership.StepDown(fmt.Sprintf("%s refused our election ID: %v", key, err))
@@ -998,6 +1041,23 @@ func (c *Controller) worker(ctx context.Context) {
 		}
 		c.queue.Done(key)
 	}
+}
+
+// foreignPrimary records that a controller other than our replicas holds
+// the primary role on a switch (key: a reconcile key of that switch).
+func (c *Controller) foreignPrimary(key string, err error) {
+	sw := key
+	if _, rest, ok := strings.Cut(key, "/"); ok {
+		sw = rest
+	}
+	c.m.foreignPrimary.WithLabelValues(sw).Set(1)
+	c.mu.Lock()
+	st := c.status[models.SwitchID(sw)]
+	st.InSync = false
+	st.LastError = "another controller holds the primary role (a higher election ID): " + err.Error()
+	st.LastReconcile = time.Now()
+	c.status[models.SwitchID(sw)] = st
+	c.mu.Unlock()
 }
 
 // reconcileSafely bounds a switch's table reconcile in time, turns a

@@ -58,6 +58,12 @@ type Leader interface {
 	// StepDown gives up the term (a switch refused our election ID: a
 	// newer leader exists); the replica campaigns again after a pause.
 	StepDown(reason string)
+	// Holds says whether etcd still shows term t as the leader's (its
+	// election key at its revision): when a switch refuses our election
+	// ID but etcd says we lead, the switch was taken by a controller that
+	// is not one of our replicas, not by a newer leader. It answers true
+	// when etcd cannot be asked (not the switch's business to depose us).
+	Holds(ctx context.Context, t *Term) bool
 }
 
 // Leadership campaigns for this replica with etcd's election recipe and
@@ -155,6 +161,14 @@ func (l *Leadership) NoLeaderReason() string {
 		return fmt.Sprintf("this replica cannot take part in the leader election: %v", l.lastErr)
 	}
 	return "a failover is in progress"
+}
+
+// Holds reads the election key: see Leader.
+func (l *Leadership) Holds(ctx context.Context, t *Term) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := l.cli.Get(ctx, t.Key)
+	return err != nil || (len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == t.Rev)
 }
 
 // StepDown ends the current term, if any.

@@ -14,6 +14,9 @@ type metrics struct {
 	writes            *prometheus.CounterVec
 	pathcalcSeconds   prometheus.Histogram
 	switchInSync      *prometheus.GaugeVec
+	foreignPrimary    *prometheus.GaugeVec
+	linksDiscovered   *prometheus.GaugeVec
+	linksUndeclared   prometheus.Gauge
 	linkUtilization   *prometheus.GaugeVec
 	linkECN           *prometheus.GaugeVec
 	topologyRevision  prometheus.Gauge
@@ -42,6 +45,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time to compute the fabric's routes.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
 		}),
+		linksDiscovered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "accelnet_links_discovered",
+			Help: "Declared fabric links by what link discovery says of them: confirmed, miswired (routes avoid them), missing, down or pending.",
+		}, []string{"state"}),
+		linksUndeclared: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "accelnet_links_undeclared",
+			Help: "Links link discovery hears where the topology declares none.",
+		}),
+		foreignPrimary: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "accelnet_switch_foreign_primary",
+			Help: "1 while a controller that is not one of accelnet's replicas holds the primary role on the switch (a higher P4Runtime election ID); accelnet retries with backoff and keeps programming the rest.",
+		}, []string{"switch"}),
 		switchInSync: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "accelnet_switch_in_sync",
 			Help: "1 if the switch's last reconcile found or made it match the plan.",
@@ -74,7 +89,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.weightChanges)
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
-			m.switchInSync, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads)
+			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads)
 	}
 	return m
 }

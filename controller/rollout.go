@@ -474,7 +474,7 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 			oldInUse[c.r.GroupID] = true
 		}
 	}
-	out := models.ForwardingState{FlowPins: newSt.FlowPins}
+	out := models.ForwardingState{FlowPins: newSt.FlowPins, PortMACs: newSt.PortMACs, HashSeed: newSt.HashSeed, Punts: newSt.Punts}
 	have := map[uint32]bool{}
 	for _, c := range chosen {
 		r := c.r

@@ -1,6 +1,7 @@
 package fabricsim
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -67,7 +68,7 @@ func TestP4RTPipelineConfigActions(t *testing.T) {
 	set := func(action p4v1.SetForwardingPipelineConfigRequest_Action, p4info *p4config.P4Info, cookie uint64) error {
 		var cfg *p4v1.ForwardingPipelineConfig
 		if p4info != nil {
-			cfg = &p4v1.ForwardingPipelineConfig{P4Info: p4info, P4DeviceConfig: []byte("dev"), Cookie: &p4v1.ForwardingPipelineConfig_Cookie{Cookie: cookie}}
+			cfg = &p4v1.ForwardingPipelineConfig{P4Info: p4info, P4DeviceConfig: p4.BMv2JSON, Cookie: &p4v1.ForwardingPipelineConfig_Cookie{Cookie: cookie}}
 		}
 		_, err := c.SetForwardingPipelineConfig(context.Background(), &p4v1.SetForwardingPipelineConfigRequest{
 			DeviceId: c.device, ElectionId: &p4v1.Uint128{Low: 1}, Action: action, Config: cfg})
@@ -80,8 +81,19 @@ func TestP4RTPipelineConfigActions(t *testing.T) {
 		}
 		return resp.GetConfig()
 	}
-	if got := get(p4v1.GetForwardingPipelineConfigRequest_ALL); got.GetP4Info() != nil || got.GetCookie() != nil {
-		t.Fatalf("a fresh switch reports a pipeline: %v", got)
+	// A fresh switch has no pipeline, and says so as PI does.
+	if _, err := c.GetForwardingPipelineConfig(context.Background(), &p4v1.GetForwardingPipelineConfigRequest{DeviceId: c.device}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("a fresh switch answers %v, want FAILED_PRECONDITION", err)
+	}
+	// Another program (a device config that is not accelnet.p4's) is refused.
+	other := func() error {
+		_, err := c.SetForwardingPipelineConfig(context.Background(), &p4v1.SetForwardingPipelineConfigRequest{
+			DeviceId: c.device, ElectionId: &p4v1.Uint128{Low: 1}, Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY,
+			Config: &p4v1.ForwardingPipelineConfig{P4Info: info, P4DeviceConfig: []byte("another program")}})
+		return err
+	}
+	if err := other(); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("another program's device config: %v", err)
 	}
 	broken := proto.Clone(info).(*p4config.P4Info)
 	broken.Tables = broken.Tables[:1]
@@ -91,7 +103,7 @@ func TestP4RTPipelineConfigActions(t *testing.T) {
 	if err := set(p4v1.SetForwardingPipelineConfigRequest_VERIFY, info, 1); err != nil {
 		t.Fatal(err)
 	}
-	if got := get(p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY); got.GetCookie() != nil {
+	if _, err := c.GetForwardingPipelineConfig(context.Background(), &p4v1.GetForwardingPipelineConfigRequest{DeviceId: c.device}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatal("VERIFY installed the pipeline")
 	}
 	// SAVE then COMMIT.
@@ -110,7 +122,7 @@ func TestP4RTPipelineConfigActions(t *testing.T) {
 	if got := get(p4v1.GetForwardingPipelineConfigRequest_P4INFO_AND_COOKIE); got.GetP4Info() == nil || got.GetP4DeviceConfig() != nil {
 		t.Fatalf("P4INFO_AND_COOKIE: %v", got)
 	}
-	if got := get(p4v1.GetForwardingPipelineConfigRequest_DEVICE_CONFIG_AND_COOKIE); string(got.GetP4DeviceConfig()) != "dev" || got.GetP4Info() != nil {
+	if got := get(p4v1.GetForwardingPipelineConfigRequest_DEVICE_CONFIG_AND_COOKIE); !bytes.Equal(got.GetP4DeviceConfig(), p4.BMv2JSON) || got.GetP4Info() != nil {
 		t.Fatalf("DEVICE_CONFIG_AND_COOKIE: %v", got)
 	}
 	if err := c.write(1, member(s, 1, 1)); err != nil {
@@ -752,7 +764,7 @@ func TestP4RTFlowSampleDigests(t *testing.T) {
 	if got := updateErrors(c.write(1, digest(p4v1.Update_INSERT, id))); !slices.Equal(got, []codes.Code{codes.AlreadyExists}) {
 		t.Fatalf("second insert: %v", got)
 	}
-	if got := c.readAll(t, &p4v1.Entity{Entity: &p4v1.Entity_DigestEntry{DigestEntry: &p4v1.DigestEntry{}}}); len(got) != 1 || got[0].GetDigestEntry().GetConfig().GetMaxListSize() != 2 {
+	if got := c.readAll(t, &p4v1.Entity{Entity: &p4v1.Entity_DigestEntry{DigestEntry: &p4v1.DigestEntry{DigestId: id}}}); len(got) != 1 || got[0].GetDigestEntry().GetConfig().GetMaxListSize() != 2 {
 		t.Fatalf("read back: %v", got)
 	}
 	prm, _ := s.Param(p4.ActionSample, p4.ParamOneIn)
@@ -787,5 +799,69 @@ func TestP4RTFlowSampleDigests(t *testing.T) {
 			t.Fatal(err)
 		}
 		break
+	}
+}
+
+// TestP4RTDefaultEntriesAndDigestReads: as PI answers on BMv2 — the
+// hash_seed table's default entry can be modified and read back (and
+// seeds the selector hash), not inserted; a const default is refused
+// (PERMISSION_DENIED), as is a default on a table an action selector
+// implements (UNIMPLEMENTED); reading a digest not configured yet is
+// NOT_FOUND, and reading digests needs an ID.
+func TestP4RTDefaultEntriesAndDigestReads(t *testing.T) {
+	topo, _ := topology.LeafSpine(1, 2, 1, 100)
+	f := run(t, topo)
+	sw := f.Switch("leaf1")
+	c, s := primary(t, sw)
+	prm, _ := s.Param(p4.ActionSetHashSeed, p4.ParamSeed)
+	seedEntry := func(table string, seed byte) *p4v1.TableEntry {
+		return &p4v1.TableEntry{TableId: s.TableID(table), IsDefaultAction: true,
+			Action: &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: s.ActionID(p4.ActionSetHashSeed),
+				Params: []*p4v1.Action_Param{{ParamId: prm.GetId(), Value: []byte{0, 0, 0, seed}}}}}}}
+	}
+	up := func(typ p4v1.Update_Type, e *p4v1.TableEntry) *p4v1.Update {
+		return &p4v1.Update{Type: typ, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: e}}}
+	}
+	if err := c.write(1, up(p4v1.Update_MODIFY, seedEntry(p4.TableHashSeed, 42))); err != nil {
+		t.Fatal(err)
+	}
+	got := c.readAll(t, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableHashSeed), IsDefaultAction: true}}})
+	if len(got) != 1 || p4.Uint(got[0].GetTableEntry().GetAction().GetAction().GetParams()[0].GetValue()) != 42 {
+		t.Fatalf("default entry read back as %v", got)
+	}
+	sw.mu.Lock()
+	seed := sw.compileFIBLocked().seed
+	sw.mu.Unlock()
+	if seed != 42 {
+		t.Errorf("the selector hashes with seed %d, want the default entry's 42", seed)
+	}
+	for _, tc := range []struct {
+		name string
+		u    *p4v1.Update
+		want codes.Code
+	}{
+		{"insert a default entry", up(p4v1.Update_INSERT, seedEntry(p4.TableHashSeed, 1)), codes.InvalidArgument},
+		{"modify a const default", up(p4v1.Update_MODIFY, &p4v1.TableEntry{TableId: s.TableID(p4.TableFlowPin), IsDefaultAction: true,
+			Action: &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: s.ActionID(p4.ActionNop)}}}}), codes.PermissionDenied},
+		{"a default on the selector's table", up(p4v1.Update_MODIFY, &p4v1.TableEntry{TableId: s.TableID(p4.TableIPv4LPM), IsDefaultAction: true,
+			Action: &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: s.ActionID(p4.ActionDrop)}}}}), codes.Unimplemented},
+	} {
+		if got := updateErrors(c.write(1, tc.u)); !slices.Equal(got, []codes.Code{tc.want}) {
+			t.Errorf("%s: %v, want %s", tc.name, got, tc.want)
+		}
+	}
+	read := func(id uint32) error {
+		rs, err := c.Read(context.Background(), &p4v1.ReadRequest{DeviceId: c.device, Entities: []*p4v1.Entity{{Entity: &p4v1.Entity_DigestEntry{DigestEntry: &p4v1.DigestEntry{DigestId: id}}}}})
+		if err != nil {
+			return err
+		}
+		_, err = rs.Recv()
+		return err
+	}
+	if err := read(s.DigestID(p4.DigestFlowSample)); status.Code(err) != codes.NotFound {
+		t.Errorf("reading a digest not configured: %v, want NOT_FOUND", err)
+	}
+	if err := read(0); status.Code(err) != codes.Unimplemented {
+		t.Errorf("reading digests without an ID: %v, want UNIMPLEMENTED", err)
 	}
 }

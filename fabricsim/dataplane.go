@@ -145,7 +145,7 @@ func (f *Fabric) traceLocked(spec FlowSpec) (hops []Hop, drop, detail string, re
 			}
 			return hops, "", "", append(resources, "nic-rx:"+dst.Name)
 		}
-		l, ok := f.snap.LinkAt(egress)
+		peer, l, ok := f.peerLocked(egress)
 		if !ok {
 			return hops, DropNoRoute, fmt.Sprintf("port %s is not connected", egress), resources
 		}
@@ -153,11 +153,7 @@ func (f *Fabric) traceLocked(spec FlowSpec) (hops []Hop, drop, detail string, re
 			return hops, DropLinkDown, fmt.Sprintf("link %s down", l.ID()), resources
 		}
 		resources = append(resources, "link:"+egress.String())
-		if l.A == egress {
-			at = l.B
-		} else {
-			at = l.A
-		}
+		at = peer // where the cable really goes
 	}
 	return hops, DropTTL, "TTL expired after " + fmt.Sprint(maxHops) + " hops (forwarding loop)", resources
 }

@@ -100,9 +100,10 @@ type Fabric struct {
 	nextFlow  uint64
 	workloads map[string]*workload
 	nextWork  uint64
-	linkFault map[models.LinkID]bool   // injected link failures
-	adminDown map[models.Endpoint]bool // interfaces disabled over gNMI
-	fibs      map[models.SwitchID]*fib // compiled tables
+	linkFault map[models.LinkID]bool              // injected link failures
+	adminDown map[models.Endpoint]bool            // interfaces disabled over gNMI
+	cabled    map[models.Endpoint]models.Endpoint // swapped cables: the actual far end
+	fibs      map[models.SwitchID]*fib            // compiled tables
 	counters  map[models.Endpoint]*portCounters
 	portRate  map[models.Endpoint]*portRates
 	pinRate   map[models.SwitchID]map[models.FlowKey]float64 // bits/s through each flow-pin entry
@@ -176,6 +177,7 @@ func New(opts Options) (*Fabric, error) {
 		flows:     map[uint64]*flowState{},
 		workloads: map[string]*workload{},
 		linkFault: map[models.LinkID]bool{},
+		cabled:    map[models.Endpoint]models.Endpoint{},
 		adminDown: map[models.Endpoint]bool{},
 		fibs:      map[models.SwitchID]*fib{},
 		counters:  map[models.Endpoint]*portCounters{},

@@ -21,6 +21,13 @@ const (
 	FaultWriteError = "write-error" // fail every Write with Code until cleared with code "OK"
 	FaultSlowWrites = "slow-writes" // delay every Write by DelayMS (0 clears)
 	FaultTableSize  = "table-size"  // give Table only Size entries (0 clears): further inserts fail RESOURCE_EXHAUSTED
+	// FaultSwapCables swaps the far ends of two links (Target and With):
+	// A–B and C–D become A–D and C–B, as a technician who plugged two
+	// cables into each other's ports would leave them. Packets and
+	// probes follow the cables; the declared topology does not change.
+	// FaultRestoreCables puts every cable back.
+	FaultSwapCables    = "swap-cables"
+	FaultRestoreCables = "restore-cables"
 )
 
 // FaultSpec is a fault to inject.
@@ -32,6 +39,7 @@ type FaultSpec struct {
 	DelayMS int    `json:"delay_ms,omitempty"` // slow-writes
 	Table   string `json:"table,omitempty"`    // table-size: a P4Info table name, e.g. Ingress.flow_pin
 	Size    int    `json:"size,omitempty"`     // table-size
+	With    string `json:"with,omitempty"`     // swap-cables: the second link
 }
 
 // FaultRecord is an injected fault and when.
@@ -126,8 +134,17 @@ func (f *Fabric) InjectFault(spec FaultSpec) error {
 				sw.faults.tableLimits.Store(spec.Table, spec.Size)
 			}
 		}
+	case FaultSwapCables:
+		if err := f.swapCables(spec.Target, spec.With); err != nil {
+			return err
+		}
+	case FaultRestoreCables:
+		f.mu.Lock()
+		clear(f.cabled)
+		f.markDirty("", true, true)
+		f.mu.Unlock()
 	default:
-		return fmt.Errorf("%w: fault kind %q: want link-down, link-up, switch-down, switch-up, disconnect, write-error, slow-writes or table-size", models.ErrInvalid, spec.Kind)
+		return fmt.Errorf("%w: fault kind %q: want link-down, link-up, switch-down, switch-up, disconnect, write-error, slow-writes, table-size, swap-cables or restore-cables", models.ErrInvalid, spec.Kind)
 	}
 	f.mu.Lock()
 	f.faultLog = append(f.faultLog, FaultRecord{FaultSpec: spec, At: time.Now()})
@@ -204,4 +221,48 @@ func (f *Fabric) Faults() ActiveFaults {
 	}
 	out.History = append([]FaultRecord(nil), f.faultLog...)
 	return out
+}
+
+// swapCables swaps the far ends of two declared links.
+func (f *Fabric) swapCables(a, b string) error {
+	var ends [2]models.Link
+	for i, s := range []string{a, b} {
+		id, err := parseLinkID(s)
+		if err != nil {
+			return err
+		}
+		l, err := f.snap.Link(id)
+		if err != nil {
+			return fmt.Errorf("link %s: %w", id, ErrUnknown)
+		}
+		ends[i] = l
+	}
+	if ends[0].ID() == ends[1].ID() {
+		return fmt.Errorf("%w: swap-cables needs two different links", models.ErrInvalid)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, q := ends[0], ends[1]
+	// A–B, C–D → A–D, C–B.
+	f.cabled[p.A], f.cabled[q.B] = q.B, p.A
+	f.cabled[q.A], f.cabled[p.B] = p.B, q.A
+	f.markDirty("", true, true)
+	return nil
+}
+
+// peerLocked is what a switch port is cabled to: the declared link's far
+// end, unless swapped cables say otherwise; ok is false for a port with no
+// link.
+func (f *Fabric) peerLocked(e models.Endpoint) (peer models.Endpoint, l models.Link, ok bool) {
+	l, ok = f.snap.LinkAt(e)
+	if !ok {
+		return models.Endpoint{}, l, false
+	}
+	if p, swapped := f.cabled[e]; swapped {
+		return p, l, true
+	}
+	if l.A == e {
+		return l.B, l, true
+	}
+	return l.A, l, true
 }

@@ -14,14 +14,11 @@ import (
 )
 
 type lpmRoute struct {
-	prefix  netip.Prefix
-	members []weighted // one entry for a plain member
-}
-
-type weighted struct {
-	memberID uint32
-	port     uint32
-	weight   int32
+	prefix netip.Prefix
+	// slots are the egress ports the selector picks among, in the order
+	// BMv2 walks a group's member handles (a member of weight w fills w
+	// slots); one for a route to a plain member.
+	slots []uint32
 }
 
 // fib is a switch's tables decoded for lookups.
@@ -59,11 +56,12 @@ func paramValue(a *p4v1.Action, id uint32) uint64 {
 
 // compileFIB decodes the switch's installed entries. Callers hold sw.mu.
 func (sw *Switch) compileFIBLocked() fib {
-	f := fib{pins: map[models.FlowKey]uint32{}, seed: uint32(sw.deviceID)}
+	f := fib{pins: map[models.FlowKey]uint32{}}
 	st := sw.store
 	if st == nil {
 		return f
 	}
+	f.seed = st.hashSeed // the hash_seed table's default entry
 	s := st.schema
 	portParamSet, _ := s.Param(p4.ActionSetEgress, p4.ParamPort)
 	profID := s.ProfileID(p4.ProfileECMP)
@@ -83,18 +81,14 @@ func (sw *Switch) compileFIBLocked() fib {
 		}
 		switch {
 		case e.GetAction().GetActionProfileMemberId() != 0:
-			id := e.GetAction().GetActionProfileMemberId()
-			if port, ok := memberPort[id]; ok {
-				r.members = []weighted{{memberID: id, port: port, weight: 1}}
+			if port, ok := memberPort[e.GetAction().GetActionProfileMemberId()]; ok {
+				r.slots = []uint32{port}
 			}
 		case e.GetAction().GetActionProfileGroupId() != 0:
-			g := st.groups[profID][e.GetAction().GetActionProfileGroupId()]
-			for _, gm := range g.GetMembers() {
-				if port, ok := memberPort[gm.GetMemberId()]; ok {
-					r.members = append(r.members, weighted{memberID: gm.GetMemberId(), port: port, weight: gm.GetWeight()})
-				}
+			for _, id := range st.selectorOf(profID).order(e.GetAction().GetActionProfileGroupId()) {
+				// A member whose action is drop drops the flows it gets.
+				r.slots = append(r.slots, memberPort[id])
 			}
-			slices.SortFunc(r.members, func(a, b weighted) int { return cmp.Compare(a.memberID, b.memberID) })
 		}
 		f.routes = append(f.routes, r) // a route with no usable member drops, like a member whose action is drop
 	}
@@ -119,20 +113,12 @@ func (f fib) lookup(spec FlowSpec) (port uint32, pinned bool) {
 			continue
 		}
 		r := f.routes[i]
-		if len(r.members) == 0 {
+		if len(r.slots) == 0 {
 			return 0, false
 		}
-		total := int64(0)
-		for _, m := range r.members {
-			total += int64(m.weight)
-		}
-		pick := int64(pathcalc.FlowHash(f.seed, spec.Src, spec.Dst, spec.SrcPort)) % total
-		for _, m := range r.members {
-			if pick < int64(m.weight) {
-				return m.port, false
-			}
-			pick -= int64(m.weight)
-		}
+		// As accelnet.p4 on BMv2: FlowHash with the switch's seed, modulo
+		// the group's handles, in handle order.
+		return r.slots[pathcalc.FlowHash(f.seed, spec.Src, spec.Dst, spec.SrcPort)%uint32(len(r.slots))], false
 	}
 	return 0, false
 }

@@ -1,6 +1,7 @@
 package fabricsim
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -248,6 +249,11 @@ func (s *p4rtServer) SetForwardingPipelineConfig(_ context.Context, req *p4v1.Se
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "fabricsim implements accelnet.p4 only: %v", err)
 		}
+		// The device config is the program itself (for BMv2, its JSON):
+		// fabricsim runs accelnet.p4 as compiled, and refuses another.
+		if !bytes.Equal(cfg.GetP4DeviceConfig(), p4.BMv2JSON) {
+			return nil, status.Errorf(codes.InvalidArgument, "fabricsim implements accelnet.p4 only: the device config (%d bytes) is not its compiled BMv2 JSON", len(cfg.GetP4DeviceConfig()))
+		}
 		return schema, nil
 	}
 	switch req.GetAction() {
@@ -305,7 +311,8 @@ func (s *p4rtServer) GetForwardingPipelineConfig(_ context.Context, req *p4v1.Ge
 	defer sw.mu.Unlock()
 	out := &p4v1.ForwardingPipelineConfig{}
 	if sw.config == nil {
-		return &p4v1.GetForwardingPipelineConfigResponse{Config: out}, nil
+		// As PI: a switch that runs no pipeline says so.
+		return nil, status.Error(codes.FailedPrecondition, "No forwarding pipeline config set for this device")
 	}
 	rt := req.GetResponseType()
 	if sw.config.GetCookie() != nil {
@@ -387,14 +394,6 @@ func (s *p4rtServer) Write(ctx context.Context, req *p4v1.WriteRequest) (*p4v1.W
 		}
 		st.Details = append(st.Details, detail)
 	}
-	if len(req.GetUpdates()) == 1 {
-		// A single failed update is also readable from the top-level code.
-		var perr *p4err
-		if errors.As(perUpdate[0], &perr) {
-			st.Code = int32(perr.code)
-			st.Message = perr.msg
-		}
-	}
 	return nil, status.FromProto(st).Err()
 }
 
@@ -436,7 +435,7 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 			case *p4v1.Entity_ActionProfileGroup:
 				got, err = sw.store.readGroups(x.ActionProfileGroup)
 			case *p4v1.Entity_DigestEntry:
-				got = sw.store.readDigests(x.DigestEntry)
+				got, err = sw.store.readDigests(x.DigestEntry)
 			case *p4v1.Entity_CounterEntry:
 				// Counters live in the dataplane, whose lock is taken
 				// before a switch's; read them after releasing sw.mu.

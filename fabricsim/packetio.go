@@ -70,14 +70,10 @@ func (sw *Switch) packetOut(from *stream, pkt *p4v1.PacketOut) error {
 	sw.packetOuts.Add(1)
 	up := f.operUpLocked(egress)
 	c.outOctets += float64(len(pkt.GetPayload()))
-	l, isLink := f.snap.LinkAt(egress)
+	peer, _, isLink := f.peerLocked(egress)
 	f.mu.Unlock()
 	if !up || !isLink {
 		return nil // lost on a down port, or delivered to a host
-	}
-	peer := l.A
-	if l.A == egress {
-		peer = l.B
 	}
 	f.switches[peer.Switch].receive(peer.Port, pkt.GetPayload())
 	return nil

@@ -13,7 +13,7 @@ import (
 
 // maxSamplesPerSecond bounds the digests one switch sends, as a switch's
 // CPU path is rate-limited (the rest are lost, as on hardware).
-const maxSamplesPerSecond = 8192
+const maxSamplesPerSecond = 40960
 
 // sampleEvery is how often samples are emitted: a switch's digest engine
 // sends lists as packets are sampled (within the digest's max_timeout),
@@ -188,12 +188,18 @@ func (s *tableStore) writeDigest(typ p4v1.Update_Type, d *p4v1.DigestEntry) erro
 }
 
 // readDigests answers a read of digest configurations (ID 0: all).
-func (s *tableStore) readDigests(q *p4v1.DigestEntry) []*p4v1.Entity {
-	var out []*p4v1.Entity
-	for id, d := range s.digests {
-		if q.GetDigestId() == 0 || q.GetDigestId() == id {
-			out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DigestEntry{DigestEntry: proto.Clone(d).(*p4v1.DigestEntry)}})
-		}
+func (s *tableStore) readDigests(q *p4v1.DigestEntry) ([]*p4v1.Entity, error) {
+	// As PI answers: a digest ID is required, and a digest that exists
+	// but is not configured is NOT_FOUND like one that does not exist.
+	if q.GetDigestId() == 0 {
+		return nil, errf(codes.Unimplemented, "digest_id must be set when reading DigestEntry")
 	}
-	return out
+	if _, ok := s.schema.DigestByID(q.GetDigestId()); !ok {
+		return nil, errf(codes.NotFound, "%d is not a valid digest id", q.GetDigestId())
+	}
+	d, ok := s.digests[q.GetDigestId()]
+	if !ok {
+		return nil, errf(codes.NotFound, "digest %d not configured", q.GetDigestId())
+	}
+	return []*p4v1.Entity{{Entity: &p4v1.Entity_DigestEntry{DigestEntry: proto.Clone(d).(*p4v1.DigestEntry)}}}, nil
 }

@@ -1,6 +1,7 @@
 package fabricsim
 
 import (
+	"cmp"
 	"fmt"
 	"math/big"
 	"slices"
@@ -31,6 +32,13 @@ type tableStore struct {
 	pins map[models.FlowKey]uint32
 	// digests are the configured digests (DigestEntry) by ID.
 	digests map[uint32]*p4v1.DigestEntry
+	// sel models each action selector as BMv2 keeps it (member handles,
+	// weights as repeated handles), by action profile ID.
+	sel map[uint32]*selector
+	// defaults are tables' default entries the controller set (others
+	// have the program's); hashSeed is the hash_seed table's.
+	defaults map[uint32]*p4v1.TableEntry
+	hashSeed uint32
 	// limit, if set, is a table's capacity by name when the switch has
 	// less room than the P4Info says (0: as the P4Info says).
 	limit func(table string) int
@@ -38,14 +46,111 @@ type tableStore struct {
 
 func newTableStore(schema *p4.Schema, limit func(string) int) *tableStore {
 	return &tableStore{
-		schema:  schema,
-		limit:   limit,
-		entries: map[uint32]map[string]*p4v1.TableEntry{},
-		members: map[uint32]map[uint32]*p4v1.ActionProfileMember{},
-		groups:  map[uint32]map[uint32]*p4v1.ActionProfileGroup{},
-		pins:    map[models.FlowKey]uint32{},
-		digests: map[uint32]*p4v1.DigestEntry{},
+		schema:   schema,
+		limit:    limit,
+		entries:  map[uint32]map[string]*p4v1.TableEntry{},
+		members:  map[uint32]map[uint32]*p4v1.ActionProfileMember{},
+		groups:   map[uint32]map[uint32]*p4v1.ActionProfileGroup{},
+		pins:     map[models.FlowKey]uint32{},
+		digests:  map[uint32]*p4v1.DigestEntry{},
+		sel:      map[uint32]*selector{},
+		defaults: map[uint32]*p4v1.TableEntry{},
 	}
+}
+
+// selectorOf is an action profile's selector model.
+func (s *tableStore) selectorOf(pid uint32) *selector {
+	sel := s.sel[pid]
+	if sel == nil {
+		sel = newSelector()
+		s.sel[pid] = sel
+	}
+	return sel
+}
+
+// defaultEntry is a table's default entry: the one the controller set,
+// else the program's (hash_seed's sets seed 0; a const default; else
+// NoAction).
+func (s *tableStore) defaultEntry(tid uint32) *p4v1.TableEntry {
+	if e, ok := s.defaults[tid]; ok {
+		return proto.Clone(e).(*p4v1.TableEntry)
+	}
+	out := &p4v1.TableEntry{TableId: tid, IsDefaultAction: true}
+	t, _ := s.schema.TableByID(tid)
+	switch {
+	case tid == s.schema.TableID(p4.TableHashSeed):
+		prm, _ := s.schema.Param(p4.ActionSetHashSeed, p4.ParamSeed)
+		out.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{
+			ActionId: s.schema.ActionID(p4.ActionSetHashSeed), Params: []*p4v1.Action_Param{{ParamId: prm.GetId(), Value: []byte{0}}}}}}
+	case t.GetConstDefaultActionId() != 0:
+		out.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: t.GetConstDefaultActionId()}}}
+	default:
+		if id := s.schema.ActionID("NoAction"); id != 0 {
+			out.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: id}}}
+		}
+	}
+	return out
+}
+
+// writeDefault changes a table's default entry, as PI does on BMv2: only
+// MODIFY, not of a const default, not of a table an action selector
+// implements (BMv2 has no default action there), with an action the
+// table allows and no match.
+func (s *tableStore) writeDefault(typ p4v1.Update_Type, e *p4v1.TableEntry) error {
+	t, ok := s.schema.TableByID(e.GetTableId())
+	if !ok {
+		return errf(codes.NotFound, "unknown table id %d", e.GetTableId())
+	}
+	name := t.GetPreamble().GetName()
+	switch {
+	case typ != p4v1.Update_MODIFY:
+		return errf(codes.InvalidArgument, "table %s: the default entry can only be modified", name)
+	case len(e.GetMatch()) > 0 || e.GetPriority() != 0:
+		return errf(codes.InvalidArgument, "table %s: a default entry has no match and no priority", name)
+	case t.GetConstDefaultActionId() != 0:
+		return errf(codes.PermissionDenied, "table %s has a const default action", name)
+	case t.GetImplementationId() != 0:
+		return errf(codes.Unimplemented, "table %s: no default action with an action profile", name)
+	}
+	a := e.GetAction().GetAction()
+	if a == nil {
+		return errf(codes.InvalidArgument, "table %s: the default entry needs a direct action", name)
+	}
+	info, ok := s.schema.ActionByID(a.GetActionId())
+	if !ok {
+		return errf(codes.NotFound, "unknown action id %d", a.GetActionId())
+	}
+	if !slices.ContainsFunc(t.GetActionRefs(), func(r *p4config.ActionRef) bool {
+		return r.GetId() == a.GetActionId() && r.GetScope() != p4config.ActionRef_TABLE_ONLY
+	}) {
+		return errf(codes.InvalidArgument, "table %s does not allow %s as its default action", name, info.GetPreamble().GetName())
+	}
+	norm := proto.Clone(e).(*p4v1.TableEntry)
+	params := map[uint32]*p4config.Action_Param{}
+	for _, p := range info.GetParams() {
+		params[p.GetId()] = p
+	}
+	if len(norm.GetAction().GetAction().GetParams()) != len(params) {
+		return errf(codes.InvalidArgument, "action %s: want %d parameters", info.GetPreamble().GetName(), len(params))
+	}
+	for _, p := range norm.GetAction().GetAction().GetParams() {
+		decl, ok := params[p.GetParamId()]
+		if !ok {
+			return errf(codes.InvalidArgument, "action %s: unknown parameter id %d", info.GetPreamble().GetName(), p.GetParamId())
+		}
+		v, err := canonical(p.GetValue(), decl.GetBitwidth())
+		if err != nil {
+			return errf(codes.InvalidArgument, "action %s(%s): %v", info.GetPreamble().GetName(), decl.GetName(), err)
+		}
+		p.Value = v
+	}
+	norm.Metadata = nil
+	s.defaults[norm.GetTableId()] = norm
+	if norm.GetTableId() == s.schema.TableID(p4.TableHashSeed) {
+		prm, _ := s.schema.Param(p4.ActionSetHashSeed, p4.ParamSeed)
+		s.hashSeed = uint32(paramValue(norm.GetAction().GetAction(), prm.GetId()))
+	}
+	return nil
 }
 
 // p4err is an error carrying the gRPC code a P4Runtime server answers with.
@@ -85,7 +190,7 @@ func (s *tableStore) normalizeEntry(e *p4v1.TableEntry, forDelete bool) (*p4v1.T
 		return nil, "", errf(codes.NotFound, "unknown table id %d", e.GetTableId())
 	}
 	if e.GetIsDefaultAction() {
-		return nil, "", errf(codes.Unimplemented, "table %s: default entries are fixed in this pipeline", t.GetPreamble().GetName())
+		return nil, "", errf(codes.InvalidArgument, "table %s: a default entry is not an entry", t.GetPreamble().GetName())
 	}
 	out := proto.Clone(e).(*p4v1.TableEntry)
 	fields := map[uint32]*p4config.MatchField{}
@@ -259,6 +364,9 @@ func (s *tableStore) tableSize(id uint32) int {
 }
 
 func (s *tableStore) writeTableEntry(typ p4v1.Update_Type, e *p4v1.TableEntry) error {
+	if e.GetIsDefaultAction() {
+		return s.writeDefault(typ, e)
+	}
 	norm, key, err := s.normalizeEntry(e, typ == p4v1.Update_DELETE)
 	if err != nil {
 		return err
@@ -347,6 +455,7 @@ func (s *tableStore) writeMember(typ p4v1.Update_Type, m *p4v1.ActionProfileMemb
 			return errf(codes.ResourceExhausted, "action profile %s is full (%d members)", prof.GetPreamble().GetName(), size)
 		}
 		mem[m.GetMemberId()] = m
+		s.selectorOf(pid).addMember(m.GetMemberId())
 	case p4v1.Update_MODIFY:
 		if !exists {
 			return errf(codes.NotFound, "member %d does not exist", m.GetMemberId())
@@ -360,6 +469,7 @@ func (s *tableStore) writeMember(typ p4v1.Update_Type, m *p4v1.ActionProfileMemb
 			return errf(codes.FailedPrecondition, "member %d is still used by %s", m.GetMemberId(), by)
 		}
 		delete(mem, m.GetMemberId())
+		s.selectorOf(pid).deleteMember(m.GetMemberId())
 	default:
 		return errf(codes.InvalidArgument, "update type %s", typ)
 	}
@@ -400,11 +510,20 @@ func (s *tableStore) writeGroup(typ p4v1.Update_Type, g *p4v1.ActionProfileGroup
 		return errf(codes.InvalidArgument, "group id 0 is reserved")
 	}
 	if typ != p4v1.Update_DELETE {
-		if max := int(prof.GetMaxGroupSize()); max > 0 && len(g.GetMembers()) > max {
-			return errf(codes.ResourceExhausted, "group %d has %d members; %s allows %d", g.GetGroupId(), len(g.GetMembers()), prof.GetPreamble().GetName(), max)
+		// PI on BMv2 makes a member of weight w into w BMv2 members: the
+		// weights' sum is what max_group_size bounds.
+		sum := 0
+		for _, gm := range g.GetMembers() {
+			sum += int(max(gm.GetWeight(), 0))
 		}
-		if g.GetMaxSize() > 0 && len(g.GetMembers()) > int(g.GetMaxSize()) {
-			return errf(codes.ResourceExhausted, "group %d has %d members, more than its max_size %d", g.GetGroupId(), len(g.GetMembers()), g.GetMaxSize())
+		if g.GetMaxSize() < 0 {
+			return errf(codes.InvalidArgument, "group %d: max_size cannot be negative", g.GetGroupId())
+		}
+		if max := int(prof.GetMaxGroupSize()); max > 0 && int(g.GetMaxSize()) > max {
+			return errf(codes.InvalidArgument, "group %d: max_size %d exceeds %s's max_group_size %d", g.GetGroupId(), g.GetMaxSize(), prof.GetPreamble().GetName(), max)
+		}
+		if limit := cmp.Or(int(g.GetMaxSize()), int(prof.GetMaxGroupSize())); limit > 0 && sum > limit {
+			return errf(codes.ResourceExhausted, "group %d: its members' weights sum to %d, more than %d", g.GetGroupId(), sum, limit)
 		}
 		seen := map[uint32]bool{}
 		for _, gm := range g.GetMembers() {
@@ -435,11 +554,13 @@ func (s *tableStore) writeGroup(typ p4v1.Update_Type, g *p4v1.ActionProfileGroup
 			return errf(codes.ResourceExhausted, "action profile %s is full (%d groups)", prof.GetPreamble().GetName(), size)
 		}
 		grp[g.GetGroupId()] = g
+		s.selectorOf(pid).setGroup(g.GetGroupId(), groupWeights(g))
 	case p4v1.Update_MODIFY:
 		if !exists {
 			return errf(codes.NotFound, "group %d does not exist", g.GetGroupId())
 		}
 		grp[g.GetGroupId()] = g
+		s.selectorOf(pid).setGroup(g.GetGroupId(), groupWeights(g))
 	case p4v1.Update_DELETE:
 		if !exists {
 			return errf(codes.NotFound, "group %d does not exist", g.GetGroupId())
@@ -452,10 +573,19 @@ func (s *tableStore) writeGroup(typ p4v1.Update_Type, g *p4v1.ActionProfileGroup
 			}
 		}
 		delete(grp, g.GetGroupId())
+		s.selectorOf(pid).deleteGroup(g.GetGroupId())
 	default:
 		return errf(codes.InvalidArgument, "update type %s", typ)
 	}
 	return nil
+}
+
+func groupWeights(g *p4v1.ActionProfileGroup) map[uint32]int32 {
+	out := make(map[uint32]int32, len(g.GetMembers()))
+	for _, gm := range g.GetMembers() {
+		out[gm.GetMemberId()] = gm.GetWeight()
+	}
+	return out
 }
 
 // apply executes one update.
@@ -491,6 +621,12 @@ func (s *tableStore) readTable(q *p4v1.TableEntry) ([]*p4v1.Entity, error) {
 		tables = []uint32{q.GetTableId()}
 	}
 	var out []*p4v1.Entity
+	if q.GetIsDefaultAction() {
+		if q.GetTableId() == 0 {
+			return nil, errf(codes.InvalidArgument, "reading default entries needs a table id")
+		}
+		return []*p4v1.Entity{{Entity: &p4v1.Entity_TableEntry{TableEntry: s.defaultEntry(q.GetTableId())}}}, nil
+	}
 	if len(q.GetMatch()) > 0 && q.GetTableId() != 0 {
 		_, key, err := s.normalizeEntry(q, true)
 		if err != nil {

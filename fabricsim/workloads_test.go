@@ -98,7 +98,7 @@ func TestWorkloadPatterns(t *testing.T) {
 
 func TestSameSeedPolarizes(t *testing.T) {
 	routes := []lpmRoute{{prefix: netip.MustParsePrefix("10.0.0.0/8"),
-		members: []weighted{{1, 1, 1}, {2, 2, 1}, {3, 3, 1}, {4, 4, 1}}}}
+		slots: []uint32{1, 2, 3, 4}}}
 	a, b, c := fib{seed: 7, routes: routes}, fib{seed: 7, routes: routes}, fib{seed: 8, routes: routes}
 	same, agree := 0, 0
 	for sport := range 4000 {

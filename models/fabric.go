@@ -66,6 +66,28 @@ type Switch struct {
 	Prefix netip.Prefix `json:"prefix,omitzero"`
 	// Pod groups switches of a fat-tree pod, for display and placement; 0 if none.
 	Pod int `json:"pod,omitempty"`
+	// Target is what runs the switch's pipeline, which decides the device
+	// config pushed with the P4Info: TargetFabricsim (the default) or
+	// TargetBMv2 (simple_switch_grpc: the BMv2 JSON).
+	Target Target `json:"target,omitempty"`
+}
+
+// Target is a kind of P4Runtime switch.
+type Target string
+
+// Targets accelnet programs.
+const (
+	TargetFabricsim Target = "fabricsim"
+	TargetBMv2      Target = "bmv2"
+)
+
+// Validate accepts the known targets ("" is fabricsim).
+func (t Target) Validate() error {
+	switch t {
+	case "", TargetFabricsim, TargetBMv2:
+		return nil
+	}
+	return invalidf("target %q: want fabricsim or bmv2", string(t))
 }
 
 // Validate checks the switch on its own; Topology.Validate checks it against the rest.
@@ -78,6 +100,9 @@ func (s Switch) Validate() error {
 	}
 	if s.DeviceID == 0 {
 		return invalidf("switch %s: device_id must be non-zero", s.Name)
+	}
+	if err := s.Target.Validate(); err != nil {
+		return fmt.Errorf("switch %s: %w", s.Name, err)
 	}
 	for _, a := range []struct{ field, addr string }{{"p4rt_addr", s.P4RTAddr}, {"gnmi_addr", s.GNMIAddr}} {
 		if a.addr == "" {
@@ -236,6 +261,29 @@ type Host struct {
 	// Rail is the GPU's local rank in a rail-optimized fabric (1-based;
 	// 0 when the fabric has no rails). Collectives run one ring per rail.
 	Rail int `json:"rail,omitempty"`
+	// MAC is the NIC's Ethernet address, the destination its leaf writes
+	// into routed packets; zero: derived from the IP (see NICMAC).
+	MAC MAC `json:"mac,omitzero"`
+}
+
+// NICMAC is the host NIC's MAC: the one the topology gives, else
+// 06:00 and the four bytes of its IPv4 address (locally administered,
+// never one of a switch port's: see Switch.PortMAC).
+func (h Host) NICMAC() MAC {
+	if !h.MAC.IsZero() {
+		return h.MAC
+	}
+	a := h.IP.As4()
+	return MAC{0x06, 0x00, a[0], a[1], a[2], a[3]}
+}
+
+// PortMAC is the MAC of one of the switch's ports: 02, the low 24 bits
+// of its device ID, the port number (locally administered addresses a
+// controller may assign; BMv2 and fabricsim take whatever the tables
+// say).
+func (sw Switch) PortMAC(port uint32) MAC {
+	d := sw.DeviceID
+	return MAC{0x02, byte(d >> 16), byte(d >> 8), byte(d), byte(port >> 8), byte(port)}
 }
 
 // Validate checks the host on its own.

@@ -3,6 +3,7 @@ package models
 import (
 	"cmp"
 	"fmt"
+	"net"
 	"net/netip"
 	"slices"
 )
@@ -51,6 +52,39 @@ type FlowPin struct {
 	Port uint32  `json:"port"`
 }
 
+// MAC is an Ethernet address; its text form is "02:00:00:00:00:01".
+type MAC [6]byte
+
+func (m MAC) String() string {
+	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", m[0], m[1], m[2], m[3], m[4], m[5])
+}
+
+// MarshalText writes the colon form.
+func (m MAC) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText reads the colon form.
+func (m *MAC) UnmarshalText(b []byte) error {
+	hw, err := net.ParseMAC(string(b))
+	if err != nil || len(hw) != 6 {
+		return invalidf("%q is not a MAC address like 02:00:00:00:00:01", b)
+	}
+	copy(m[:], hw)
+	return nil
+}
+
+// IsZero reports whether m is 00:00:00:00:00:00.
+func (m MAC) IsZero() bool { return m == MAC{} }
+
+// PortMAC is a routed port's Ethernet rewrite: a packet leaving through
+// Port gets Src (the port's own MAC) as its source and Dst (the MAC of
+// what the port is cabled to: the next switch's port, or the host's
+// NIC) as its destination.
+type PortMAC struct {
+	Port uint32 `json:"port"`
+	Src  MAC    `json:"src"`
+	Dst  MAC    `json:"dst"`
+}
+
 // ForwardingState is what one switch has (read back) or should have
 // (computed): the entries of accelnet.p4's tables, in P4-neutral terms.
 // Canonical form is sorted by key; Canonical() produces it.
@@ -59,11 +93,27 @@ type ForwardingState struct {
 	Groups   []Group   `json:"groups"`
 	Routes   []Route   `json:"routes"`
 	FlowPins []FlowPin `json:"flow_pins"`
+	// PortMACs are the routed ports' MAC rewrites.
+	PortMACs []PortMAC `json:"port_macs,omitempty"`
+	// HashSeed is the switch's ECMP hash seed (the hash_seed table's
+	// default entry); nil where it is not known or not managed.
+	HashSeed *uint32 `json:"hash_seed,omitempty"`
+	// Punts are the EtherTypes the switch sends to its controller (the
+	// punt table): link discovery's probes.
+	Punts []uint16 `json:"punts,omitempty"`
 }
+
+// EtherTypeLLDP is the EtherType of LLDP frames, which link discovery's
+// probes are.
+const EtherTypeLLDP = 0x88cc
 
 // Len is the number of entities in the state.
 func (s ForwardingState) Len() int {
-	return len(s.Members) + len(s.Groups) + len(s.Routes) + len(s.FlowPins)
+	n := len(s.Members) + len(s.Groups) + len(s.Routes) + len(s.FlowPins) + len(s.PortMACs) + len(s.Punts)
+	if s.HashSeed != nil {
+		n++
+	}
+	return n
 }
 
 func comparePrefix(a, b netip.Prefix) int {
@@ -91,7 +141,12 @@ func (s ForwardingState) Canonical() ForwardingState {
 		Routes:   slices.Clone(s.Routes),
 		FlowPins: slices.Clone(s.FlowPins),
 		Groups:   make([]Group, len(s.Groups)),
+		PortMACs: slices.Clone(s.PortMACs),
+		HashSeed: s.HashSeed,
+		Punts:    slices.Clone(s.Punts),
 	}
+	slices.Sort(out.Punts)
+	slices.SortFunc(out.PortMACs, func(a, b PortMAC) int { return cmp.Compare(a.Port, b.Port) })
 	for i, g := range s.Groups {
 		g.Members = slices.Clone(g.Members)
 		slices.SortFunc(g.Members, func(a, b GroupMember) int { return cmp.Compare(a.MemberID, b.MemberID) })
@@ -164,6 +219,16 @@ func (s ForwardingState) Validate() error {
 			return invalidf("route %s: unknown group %d", r.Prefix, r.GroupID)
 		}
 	}
+	macs := make(map[uint32]bool, len(s.PortMACs))
+	for _, m := range s.PortMACs {
+		if m.Port == 0 || m.Port > MaxPort {
+			return invalidf("port MAC: port %d out of range", m.Port)
+		}
+		if macs[m.Port] {
+			return invalidf("port %d's MACs defined twice", m.Port)
+		}
+		macs[m.Port] = true
+	}
 	pins := make(map[FlowKey]bool, len(s.FlowPins))
 	for _, p := range s.FlowPins {
 		if !p.Key.Src.Is4() || !p.Key.Dst.Is4() {
@@ -209,6 +274,15 @@ func Compute(desired, actual ForwardingState) Diff {
 		func(r Route) netip.Prefix { return r.Prefix }, func(a, b Route) bool { return a == b })
 	d.Insert.FlowPins, d.Modify.FlowPins, d.Delete.FlowPins = diffBy(desired.FlowPins, actual.FlowPins,
 		func(p FlowPin) FlowKey { return p.Key }, func(a, b FlowPin) bool { return a == b })
+	d.Insert.PortMACs, d.Modify.PortMACs, d.Delete.PortMACs = diffBy(desired.PortMACs, actual.PortMACs,
+		func(m PortMAC) uint32 { return m.Port }, func(a, b PortMAC) bool { return a == b })
+	d.Insert.Punts, _, d.Delete.Punts = diffBy(desired.Punts, actual.Punts,
+		func(t uint16) uint16 { return t }, func(a, b uint16) bool { return a == b })
+	// The seed is a default entry, always there: it is only ever modified.
+	if desired.HashSeed != nil && (actual.HashSeed == nil || *actual.HashSeed != *desired.HashSeed) {
+		seed := *desired.HashSeed
+		d.Modify.HashSeed = &seed
+	}
 	return d
 }
 
@@ -278,9 +352,9 @@ func (d Diff) Phases() []Phase {
 		{Name: "members", Insert: ForwardingState{Members: d.Insert.Members}, Modify: ForwardingState{Members: d.Modify.Members}},
 		{Name: "groups", Insert: ForwardingState{Groups: d.Insert.Groups}, Modify: ForwardingState{Groups: d.Modify.Groups}},
 		{Name: "entries",
-			Insert: ForwardingState{Routes: d.Insert.Routes, FlowPins: d.Insert.FlowPins},
-			Modify: ForwardingState{Routes: d.Modify.Routes, FlowPins: d.Modify.FlowPins},
-			Delete: ForwardingState{Routes: d.Delete.Routes}},
+			Insert: ForwardingState{Routes: d.Insert.Routes, FlowPins: d.Insert.FlowPins, PortMACs: d.Insert.PortMACs, Punts: d.Insert.Punts},
+			Modify: ForwardingState{Routes: d.Modify.Routes, FlowPins: d.Modify.FlowPins, PortMACs: d.Modify.PortMACs, HashSeed: d.Modify.HashSeed},
+			Delete: ForwardingState{Routes: d.Delete.Routes, PortMACs: d.Delete.PortMACs, Punts: d.Delete.Punts}},
 		{Name: "group deletes", Delete: ForwardingState{Groups: d.Delete.Groups}},
 		{Name: "member deletes", Delete: ForwardingState{Members: d.Delete.Members}},
 	}

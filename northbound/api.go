@@ -31,6 +31,7 @@ type Fabric interface {
 	Ready() error
 	Drained() ([]models.SwitchID, map[models.LinkID]bool)
 	Dampened() []models.LinkID
+	LinkDiscovery() (map[models.LinkID]controller.LinkDiscovery, []string)
 }
 
 // EntryReader reads back what a switch has programmed.
@@ -204,6 +205,9 @@ type (
 		Switches []SwitchView `json:"switches"`
 		Links    []LinkView   `json:"links"`
 		Hosts    []HostView   `json:"hosts"`
+		// UndeclaredLinks are links discovery hears where the topology
+		// declares none ("leaf1:9 <-> spine3:1").
+		UndeclaredLinks []string `json:"undeclared_links,omitempty"`
 	}
 	SwitchView struct {
 		models.Switch
@@ -220,6 +224,9 @@ type (
 		// flapped and is kept out of routes until it settles.
 		Drained  bool `json:"drained,omitempty"`
 		Dampened bool `json:"dampened,omitempty"`
+		// Discovery is what link discovery's probes say of it (absent
+		// until probes run): a miswired link carries no routes.
+		Discovery *controller.LinkDiscovery `json:"discovery,omitempty"`
 	}
 	HostView struct {
 		models.Host
@@ -284,9 +291,15 @@ func (a *api) view() (TopologyView, bool) {
 		}
 		v.Switches = append(v.Switches, sv)
 	}
+	disc, undeclared := a.opts.Fabric.LinkDiscovery()
+	v.UndeclaredLinks = undeclared
 	for _, l := range snap.Links() {
-		v.Links = append(v.Links, LinkView{ID: l.ID(), A: l.A, B: l.B, Gbps: l.Gbps, Load: a.opts.Fabric.LinkLoad(l),
-			Drained: drainedLinks[l.ID()], Dampened: slices.Contains(dampened, l.ID())})
+		lv := LinkView{ID: l.ID(), A: l.A, B: l.B, Gbps: l.Gbps, Load: a.opts.Fabric.LinkLoad(l),
+			Drained: drainedLinks[l.ID()], Dampened: slices.Contains(dampened, l.ID())}
+		if d, ok := disc[l.ID()]; ok {
+			lv.Discovery = &d
+		}
+		v.Links = append(v.Links, lv)
 	}
 	for _, h := range snap.Hosts() {
 		hv := HostView{Host: h}

@@ -192,10 +192,47 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 		if err != nil {
 			return Result{}, err
 		}
+		state.PortMACs = PortMACs(snap, sw)
+		seed := HashSeed(sw)
+		state.HashSeed = &seed
+		state.Punts = []uint16{models.EtherTypeLLDP} // link discovery's probes
 		res.Plan.Switches[sw.Name] = state
 		res.Warnings = append(res.Warnings, warnings...)
 	}
 	return res, nil
+}
+
+// HashSeed is a switch's ECMP hash seed: the low 32 bits of its device
+// ID, so that no two switches of a fabric hash alike (see FlowHash).
+func HashSeed(sw models.Switch) uint32 { return uint32(sw.DeviceID) }
+
+// PortMACs are a switch's routed ports' MAC rewrites: each port's own MAC
+// as the source, and as the destination the MAC of what it is cabled to
+// (the peer switch's port, or the host's NIC). Ports with nothing
+// plugged in get none.
+func PortMACs(snap *topology.Snapshot, sw models.Switch) []models.PortMAC {
+	var out []models.PortMAC
+	for _, port := range snap.Ports(sw.Name) {
+		e := models.Endpoint{Switch: sw.Name, Port: port}
+		pm := models.PortMAC{Port: port, Src: sw.PortMAC(port)}
+		if l, ok := snap.LinkAt(e); ok {
+			peer := l.B
+			if l.B == e {
+				peer = l.A
+			}
+			psw, err := snap.Switch(peer.Switch)
+			if err != nil {
+				continue
+			}
+			pm.Dst = psw.PortMAC(peer.Port)
+		} else if h, ok := snap.HostAt(e); ok {
+			pm.Dst = h.NICMAC()
+		} else {
+			continue
+		}
+		out = append(out, pm)
+	}
+	return out
 }
 
 // routeTable collects one switch's routes, each pointing at an interned set

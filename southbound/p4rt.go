@@ -5,6 +5,7 @@ package southbound
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,9 +45,6 @@ type P4RTOptions struct {
 	Resolve Resolver
 	// ElectionID is sent in arbitration and every write; the highest wins.
 	ElectionID uint64
-	// DeviceConfig is the target-specific binary pushed with the P4Info
-	// (BMv2 JSON for simple_switch_grpc); fabricsim ignores it.
-	DeviceConfig []byte
 	// MaxBatch caps updates per WriteRequest; default 1000.
 	MaxBatch int
 	// ArbitrationTimeout bounds the wait for the switch's answer; default 5s.
@@ -68,6 +66,10 @@ type P4RTOptions struct {
 	// packets a switch sampled (see SetSampling); each digest list is
 	// acknowledged after it returns.
 	OnSamples func(models.SwitchID, []FlowSample)
+	// OnPacketIn is called (from the switch's stream goroutine) with each
+	// packet the switch sends its controller and the port it came in on
+	// (link discovery's probes).
+	OnPacketIn func(sw models.SwitchID, port uint32, payload []byte)
 	// Dialer sets TLS and RPC metrics; nil: plaintext, no metrics.
 	Dialer      *Dialer
 	DialOptions []grpc.DialOption
@@ -83,6 +85,7 @@ type P4RT struct {
 
 	mu       sync.Mutex
 	conns    map[models.SwitchID]*p4conn
+	dialing  map[models.SwitchID]*pendingDial
 	election uint64 // 0: not leading, connect to nothing
 	// foreign is, per switch, what its last full Read found that the
 	// controller did not write (KeepForeign): INSERTs of these become
@@ -100,9 +103,22 @@ type foreignKeys struct {
 	groups  map[uint32]bool
 }
 
+// pendingDial is a connection being opened: callers for the same switch
+// wait on done instead of dialling again, and nobody holds d.mu while it
+// connects, arbitrates and pushes the pipeline (seconds on BMv2).
+type pendingDial struct {
+	done chan struct{}
+	c    *p4conn
+	err  error
+}
+
 type p4conn struct {
-	cc       *grpc.ClientConn
-	client   *p4client.Client
+	cc     *grpc.ClientConn
+	client *p4client.Client
+	// stream is the arbitration stream; sendMu serializes what is sent
+	// on it (digest acks from its reader, packet-outs from anywhere).
+	stream   p4v1.P4Runtime_StreamChannelClient
+	sendMu   sync.Mutex
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when the stream ends
 	deviceID uint64
@@ -133,13 +149,11 @@ func NewP4RT(schema *p4.Schema, opts P4RTOptions) *P4RT {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if len(opts.DeviceConfig) == 0 {
-		opts.DeviceConfig = []byte("accelnet.p4")
-	}
 	if len(opts.EntryTag) == 0 {
 		opts.EntryTag = []byte("accelnet")
 	}
-	return &P4RT{opts: opts, schema: schema, log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, election: opts.ElectionID, foreign: map[models.SwitchID]foreignKeys{}}
+	return &P4RT{opts: opts, schema: schema, log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, dialing: map[models.SwitchID]*pendingDial{},
+		election: opts.ElectionID, foreign: map[models.SwitchID]foreignKeys{}}
 }
 
 // SetElectionID changes the election ID the driver arbitrates and writes
@@ -178,9 +192,9 @@ func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 		return nil, err
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if c := d.conns[id]; c != nil {
-		if c.alive() && c.addr == sw.P4RTAddr && c.deviceID == sw.DeviceID {
+		if c.alive() && c.addr == sw.P4RTAddr && c.deviceID == sw.DeviceID && c.election == d.election {
+			d.mu.Unlock()
 			return c, nil
 		}
 		c.cancel()
@@ -188,30 +202,64 @@ func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 		delete(d.conns, id)
 	}
 	if sw.P4RTAddr == "" {
+		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s has no P4Runtime address", ErrUnavailable, id)
 	}
 	if d.election == 0 {
+		d.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s: this replica is not the leader", ErrNotPrimary, id)
 	}
-	c, err := d.dial(ctx, sw)
+	if p := d.dialing[id]; p != nil {
+		d.mu.Unlock()
+		select {
+		case <-p.done:
+			if p.err != nil {
+				return nil, p.err
+			}
+			return p.c, nil
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, id, ctx.Err())
+		}
+	}
+	p := &pendingDial{done: make(chan struct{})}
+	d.dialing[id] = p
+	election := d.election
+	d.mu.Unlock()
+
+	p.c, p.err = d.dial(ctx, sw, election)
+	d.mu.Lock()
+	delete(d.dialing, id)
+	if p.err == nil {
+		if d.election != election { // a new term began meanwhile
+			p.c.cancel()
+			p.c.cc.Close()
+			p.c, p.err = nil, fmt.Errorf("%w: %s: the election ID changed while connecting", ErrUnavailable, id)
+		} else {
+			d.conns[id] = p.c
+		}
+	}
+	d.mu.Unlock()
+	close(p.done)
+	return p.c, p.err
+}
+
+// dial connects, arbitrates with electionID, and makes sure the switch
+// runs accelnet.p4 (pushing it, with the device config its target
+// needs, to a switch with no pipeline or another one). No lock is held:
+// conn makes concurrent callers for one switch wait for this one.
+func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*p4conn, error) {
+	deviceConfig, err := p4.DeviceConfig(sw.Target)
 	if err != nil {
 		return nil, err
 	}
-	d.conns[id] = c
-	return c, nil
-}
-
-// dial connects, arbitrates, and makes sure the switch runs accelnet.p4.
-// Called with d.mu held, which serializes connects (they are rare).
-func (d *P4RT) dial(ctx context.Context, sw models.Switch) (*p4conn, error) {
 	cc, err := grpc.NewClient(sw.P4RTAddr, append(d.opts.Dialer.Options("p4runtime"), d.opts.DialOptions...)...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s at %s: %v", ErrUnavailable, sw.Name, sw.P4RTAddr, err)
 	}
-	election := &p4v1.Uint128{High: 0, Low: d.election}
+	election := &p4v1.Uint128{High: 0, Low: electionID}
 	client := p4client.NewClient(p4v1.NewP4RuntimeClient(cc), sw.DeviceID, election)
 	streamCtx, cancel := context.WithCancel(context.Background())
-	c := &p4conn{cc: cc, client: client, cancel: cancel, done: make(chan struct{}), deviceID: sw.DeviceID, addr: sw.P4RTAddr, election: d.election}
+	c := &p4conn{cc: cc, client: client, cancel: cancel, done: make(chan struct{}), deviceID: sw.DeviceID, addr: sw.P4RTAddr, election: electionID}
 	fail := func(err error) (*p4conn, error) {
 		cancel()
 		cc.Close()
@@ -221,6 +269,7 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch) (*p4conn, error) {
 	if err != nil {
 		return fail(fmt.Errorf("%w: %s: open stream: %v", ErrUnavailable, sw.Name, err))
 	}
+	c.stream = stream
 	if err := stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{
 		Arbitration: &p4v1.MasterArbitrationUpdate{DeviceId: sw.DeviceID, ElectionId: election},
 	}}); err != nil {
@@ -248,14 +297,19 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch) (*p4conn, error) {
 				if samples := d.samplesOf(list); len(samples) > 0 && d.opts.OnSamples != nil {
 					d.opts.OnSamples(sw.Name, samples)
 				}
-				// The only sender on this stream once arbitration is sent.
-				_ = stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_DigestAck{
+				_ = c.send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_DigestAck{
 					DigestAck: &p4v1.DigestListAck{DigestId: list.GetDigestId(), ListId: list.GetListId()}}})
+				continue
+			}
+			if pkt := msg.GetPacket(); pkt != nil {
+				if d.opts.OnPacketIn != nil {
+					d.opts.OnPacketIn(sw.Name, d.ingressPort(pkt), pkt.GetPayload())
+				}
 				continue
 			}
 			a := msg.GetArbitration()
 			if a == nil {
-				continue // packet-in: not used
+				continue
 			}
 			ok := a.GetStatus().GetCode() == int32(code.Code_OK)
 			if first {
@@ -285,17 +339,86 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch) (*p4conn, error) {
 		return fail(ctx.Err())
 	}
 
-	cur, err := client.GetFwdPipe(ctx, p4client.GetFwdPipeP4InfoAndCookie)
-	if err != nil {
-		return fail(fmt.Errorf("%w: %s: get pipeline: %v", ErrUnavailable, sw.Name, err))
+	// What the switch runs: a switch that has no pipeline yet (fresh or
+	// restarted) answers FAILED_PRECONDITION, which means "push it".
+	resp, err := p4v1.NewP4RuntimeClient(cc).GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{
+		DeviceId: sw.DeviceID, ResponseType: p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY})
+	running := ""
+	switch {
+	case status.Code(err) == codes.FailedPrecondition:
+		running = "none"
+	case err != nil:
+		return fail(mapStatus(fmt.Sprintf("%s: get pipeline", sw.Name), err))
+	case resp.GetConfig().GetCookie().GetCookie() != p4.Cookie():
+		running = fmt.Sprintf("cookie %#x", resp.GetConfig().GetCookie().GetCookie())
 	}
-	if cur == nil || cur.P4Info == nil || cur.Cookie != p4.Cookie() {
-		if _, err := client.SetFwdPipeFromBytes(ctx, d.opts.DeviceConfig, p4.P4InfoText, p4.Cookie()); err != nil {
+	if running != "" {
+		if _, err := p4v1.NewP4RuntimeClient(cc).SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{
+			DeviceId: sw.DeviceID, ElectionId: election, Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT,
+			Config: &p4v1.ForwardingPipelineConfig{P4Info: d.schema.Info, P4DeviceConfig: deviceConfig,
+				Cookie: &p4v1.ForwardingPipelineConfig_Cookie{Cookie: p4.Cookie()}},
+		}); err != nil {
 			return fail(mapStatus(fmt.Sprintf("%s: set pipeline", sw.Name), err))
 		}
-		d.log.Info("pipeline pushed", "switch", sw.Name, "cookie", fmt.Sprintf("%#x", p4.Cookie()))
+		d.log.Info("pipeline pushed", "switch", sw.Name, "target", cmp.Or(string(sw.Target), string(models.TargetFabricsim)),
+			"was", running, "cookie", fmt.Sprintf("%#x", p4.Cookie()))
+	}
+	// The client library builds entities by name from the P4Info it last
+	// read from the switch: let it read the one the switch now runs.
+	if _, err := client.GetFwdPipe(ctx, p4client.GetFwdPipeP4InfoAndCookie); err != nil {
+		return fail(fmt.Errorf("%w: %s: read back pipeline: %v", ErrUnavailable, sw.Name, err))
 	}
 	return c, nil
+}
+
+// send writes one message on the connection's stream.
+func (c *p4conn) send(m *p4v1.StreamMessageRequest) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	return c.stream.Send(m)
+}
+
+// controllerMetadata finds a controller header field's ID by name.
+func (d *P4RT) controllerMetadata(header, field string) uint32 {
+	for _, h := range d.schema.Info.GetControllerPacketMetadata() {
+		if h.GetPreamble().GetName() != header {
+			continue
+		}
+		for _, m := range h.GetMetadata() {
+			if m.GetName() == field {
+				return m.GetId()
+			}
+		}
+	}
+	return 0
+}
+
+// ingressPort is a packet-in's ingress_port metadata.
+func (d *P4RT) ingressPort(pkt *p4v1.PacketIn) uint32 {
+	id := d.controllerMetadata(p4.ControllerPacketIn, "ingress_port")
+	for _, m := range pkt.GetMetadata() {
+		if m.GetMetadataId() == id {
+			return uint32(p4.Uint(m.GetValue()))
+		}
+	}
+	return 0
+}
+
+// SendPacket sends payload out of a switch's port as a packet-out (the
+// pipeline sends it straight out of the port its packet_out header names).
+func (d *P4RT) SendPacket(ctx context.Context, id models.SwitchID, port uint32, payload []byte) error {
+	c, err := d.conn(ctx, id)
+	if err != nil {
+		return err
+	}
+	meta := []*p4v1.PacketMetadata{{MetadataId: d.controllerMetadata("packet_out", "egress_port"), Value: portBytes(port)}}
+	if padID := d.controllerMetadata("packet_out", "_pad"); padID != 0 {
+		meta = append(meta, &p4v1.PacketMetadata{MetadataId: padID, Value: []byte{0}})
+	}
+	if err := c.send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Packet{Packet: &p4v1.PacketOut{Payload: payload, Metadata: meta}}}); err != nil {
+		return fmt.Errorf("%w: %s: packet-out: %v", ErrUnavailable, id, err)
+	}
+	return nil
 }
 
 func mapStatus(what string, err error) error {
@@ -320,6 +443,9 @@ func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingS
 		{Entity: &p4v1.Entity_ActionProfileGroup{ActionProfileGroup: &p4v1.ActionProfileGroup{ActionProfileId: s.ProfileID(p4.ProfileECMP)}}},
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableIPv4LPM)}}},
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableFlowPin)}}},
+		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TablePortMACs)}}},
+		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TablePunt)}}},
+		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableHashSeed), IsDefaultAction: true}}},
 	}}
 	var st, other models.ForwardingState
 	if err := readAll(ctx, c, req, "read "+string(id), func(e *p4v1.Entity) {
@@ -549,8 +675,57 @@ func (d *P4RT) decode(e *p4v1.Entity, st *models.ForwardingState) {
 			}
 			p.Port = d.portParam(t.GetAction().GetAction(), p4.ActionPinEgress)
 			st.FlowPins = append(st.FlowPins, p)
+		case s.TableID(p4.TablePortMACs):
+			var pm models.PortMAC
+			for _, m := range t.GetMatch() {
+				if m.GetFieldId() == s.MatchFieldID(p4.TablePortMACs, p4.FieldEgressPort) {
+					pm.Port = uint32(p4.Uint(m.GetExact().GetValue()))
+				}
+			}
+			if a := t.GetAction().GetAction(); a.GetActionId() == s.ActionID(p4.ActionRewriteMACs) {
+				pm.Src = macParam(s, a, p4.ParamSrcMAC)
+				pm.Dst = macParam(s, a, p4.ParamDstMAC)
+			}
+			st.PortMACs = append(st.PortMACs, pm)
+		case s.TableID(p4.TablePunt):
+			for _, m := range t.GetMatch() {
+				if m.GetFieldId() == s.MatchFieldID(p4.TablePunt, p4.FieldEtherType) {
+					st.Punts = append(st.Punts, uint16(p4.Uint(m.GetExact().GetValue())))
+				}
+			}
+		case s.TableID(p4.TableHashSeed):
+			seed := uint32(0)
+			if a := t.GetAction().GetAction(); a.GetActionId() == s.ActionID(p4.ActionSetHashSeed) {
+				prm, _ := s.Param(p4.ActionSetHashSeed, p4.ParamSeed)
+				for _, x := range a.GetParams() {
+					if x.GetParamId() == prm.GetId() {
+						seed = uint32(p4.Uint(x.GetValue()))
+					}
+				}
+			}
+			st.HashSeed = &seed
 		}
 	}
+}
+
+// macParam reads a 48-bit action parameter as a MAC.
+func macParam(s *p4.Schema, a *p4v1.Action, name string) models.MAC {
+	prm, err := s.Param(s.ActionName(a.GetActionId()), name)
+	if err != nil {
+		return models.MAC{}
+	}
+	for _, x := range a.GetParams() {
+		if x.GetParamId() == prm.GetId() {
+			v := p4.Uint(x.GetValue())
+			var m models.MAC
+			for i := 5; i >= 0; i-- {
+				m[i] = byte(v)
+				v >>= 8
+			}
+			return m
+		}
+	}
+	return models.MAC{}
 }
 
 func u32(v uint32, bytes int) []byte {
@@ -608,6 +783,40 @@ func (d *P4RT) entities(c *p4client.Client, fs models.ForwardingState, forDelete
 			action = c.NewTableActionMember(r.MemberID)
 		}
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: d.tagged(c.NewTableEntry(p4.TableIPv4LPM, mfs, action, nil), forDelete)}})
+	}
+	for _, pm := range fs.PortMACs {
+		te := &p4v1.TableEntry{TableId: d.schema.TableID(p4.TablePortMACs), Match: []*p4v1.FieldMatch{{
+			FieldId:        d.schema.MatchFieldID(p4.TablePortMACs, p4.FieldEgressPort),
+			FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: portBytes(pm.Port)}},
+		}}}
+		if !forDelete {
+			src, _ := d.schema.Param(p4.ActionRewriteMACs, p4.ParamSrcMAC)
+			dst, _ := d.schema.Param(p4.ActionRewriteMACs, p4.ParamDstMAC)
+			te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{
+				ActionId: d.schema.ActionID(p4.ActionRewriteMACs),
+				Params:   []*p4v1.Action_Param{{ParamId: src.GetId(), Value: pm.Src[:]}, {ParamId: dst.GetId(), Value: pm.Dst[:]}},
+			}}}
+		}
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: d.tagged(te, forDelete)}})
+	}
+	for _, et := range fs.Punts {
+		te := &p4v1.TableEntry{TableId: d.schema.TableID(p4.TablePunt), Match: []*p4v1.FieldMatch{{
+			FieldId:        d.schema.MatchFieldID(p4.TablePunt, p4.FieldEtherType),
+			FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: u32(uint32(et), 2)}},
+		}}}
+		if !forDelete {
+			te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: d.schema.ActionID(p4.ActionSendToCPU)}}}
+		}
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: d.tagged(te, forDelete)}})
+	}
+	if fs.HashSeed != nil && !forDelete {
+		prm, _ := d.schema.Param(p4.ActionSetHashSeed, p4.ParamSeed)
+		te := &p4v1.TableEntry{TableId: d.schema.TableID(p4.TableHashSeed), IsDefaultAction: true,
+			Action: &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{
+				ActionId: d.schema.ActionID(p4.ActionSetHashSeed),
+				Params:   []*p4v1.Action_Param{{ParamId: prm.GetId(), Value: u32(*fs.HashSeed, 4)}},
+			}}}}
+		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: te}})
 	}
 	for _, p := range fs.FlowPins {
 		src, dst := p.Key.Src.As4(), p.Key.Dst.As4()

@@ -43,7 +43,12 @@ func newDriver(t *testing.T, f *fabricsim.Fabric, election uint64) *southbound.P
 }
 
 func sampleState() models.ForwardingState {
+	seed := uint32(0xfeed)
 	return models.ForwardingState{
+		HashSeed: &seed,
+		PortMACs: []models.PortMAC{{Port: 2, Src: models.MAC{2, 0, 0, 1, 0, 2}, Dst: models.MAC{6, 0, 10, 0, 1, 1}},
+			{Port: 3, Src: models.MAC{2, 0, 0, 1, 0, 3}, Dst: models.MAC{2, 0, 0, 9, 0, 1}}},
+		Punts: []uint16{models.EtherTypeLLDP},
 		Members: []models.Member{{ID: 2, Port: 2}, {ID: 3, Port: 3}},
 		Groups:  []models.Group{{ID: 7, Members: []models.GroupMember{{MemberID: 2, Weight: 1}, {MemberID: 3, Weight: 3}}}},
 		Routes: []models.Route{
@@ -70,8 +75,9 @@ func TestApplyThenReadBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Len() != 0 {
-		t.Fatalf("fresh switch has %d entries", got.Len())
+	// A fresh switch has nothing but its hash seed's default entry (0).
+	if got.HashSeed == nil || *got.HashSeed != 0 || got.Len() != 1 {
+		t.Fatalf("fresh switch has %d entries, seed %v", got.Len(), got.HashSeed)
 	}
 	want := sampleState()
 	if err := d.Apply(ctx, "leaf1", models.Compute(want, got)); err != nil {
@@ -103,7 +109,7 @@ func TestApplyThenReadBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Len() != 0 {
+	if got.Len() != 1 { // the seed's default entry stays: it is only ever modified
 		t.Errorf("after deleting everything, %d entries remain", got.Len())
 	}
 }

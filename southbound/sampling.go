@@ -8,6 +8,8 @@ import (
 	"time"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound/p4"
@@ -42,14 +44,20 @@ func (d *P4RT) SetSampling(ctx context.Context, id models.SwitchID, ports []uint
 	digestID, tableID := s.DigestID(p4.DigestFlowSample), s.TableID(p4.TableFlowSample)
 	var haveDigest bool
 	have := map[uint32]uint64{} // port → one_in
-	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{
+	// The digest is read on its own: a switch answers NOT_FOUND for a
+	// digest not configured yet (PI does), which fails a whole request.
+	err = readAll(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{
 		{Entity: &p4v1.Entity_DigestEntry{DigestEntry: &p4v1.DigestEntry{DigestId: digestID}}},
+	}}, "read digest config of "+string(id), func(e *p4v1.Entity) {
+		haveDigest = haveDigest || e.GetDigestEntry() != nil
+	})
+	if err != nil && status.Code(err) != codes.NotFound {
+		return err
+	}
+	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: tableID}}},
 	}}
 	if err := readAll(ctx, c, req, "read sampling of "+string(id), func(e *p4v1.Entity) {
-		if e.GetDigestEntry() != nil {
-			haveDigest = true
-		}
 		if te := e.GetTableEntry(); te != nil && len(te.GetMatch()) == 1 {
 			n := uint64(0)
 			for _, p := range te.GetAction().GetAction().GetParams() {

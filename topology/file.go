@@ -19,13 +19,14 @@ import (
 //	name: lab
 //	defaults: {link_gbps: 400, nic_gbps: 400}
 //	switches:
-//	  - {name: spine1, role: spine, device_id: 1, p4rt: "10.0.0.1:9559", gnmi: "10.0.0.1:9339"}
+//	  - {name: spine1, role: spine, device_id: 1, p4rt: "10.0.0.1:9559", gnmi: "10.0.0.1:9339", target: bmv2}
 //	  - {name: leaf1, role: leaf, device_id: 2, prefix: 10.0.1.0/24}
 //	links:
 //	  - leaf1:3 <-> spine1:1                      # speed from defaults.link_gbps
 //	  - {ends: "leaf1:4 <-> spine2:1", gbps: 100}
 //	hosts:
 //	  - {name: h1, ip: 10.0.1.1, attach: "leaf1:1"} # NIC speed from defaults.nic_gbps
+//	  - {name: h2, ip: 10.0.1.2, attach: "leaf1:2", mac: "06:00:0a:00:01:02"}
 //
 // Errors name the line and the field.
 
@@ -200,7 +201,7 @@ func Parse(data []byte) (models.Topology, error) {
 }
 
 func parseSwitch(n *yaml.Node, where string) (models.Switch, error) {
-	m, err := mapping(n, where, "name", "role", "device_id", "p4rt", "gnmi", "prefix", "pod")
+	m, err := mapping(n, where, "name", "role", "device_id", "p4rt", "gnmi", "prefix", "pod", "target")
 	if err != nil {
 		return models.Switch{}, err
 	}
@@ -253,6 +254,16 @@ func parseSwitch(n *yaml.Node, where string) (models.Switch, error) {
 		}
 		if sw.Pod, err = strconv.Atoi(s); err != nil {
 			return sw, fileErr(v, where+".pod", "%q is not an integer", s)
+		}
+	}
+	if v := m["target"]; v != nil {
+		s, err := scalar(v, where+".target")
+		if err != nil {
+			return sw, err
+		}
+		sw.Target = models.Target(s)
+		if err := sw.Target.Validate(); err != nil {
+			return sw, &FileError{Line: v.Line, Field: where + ".target", Err: err}
 		}
 	}
 	if err := sw.Validate(); err != nil {
@@ -319,7 +330,7 @@ func parseLink(n *yaml.Node, where string, defaultGbps float64) (models.Link, er
 
 func parseHost(n *yaml.Node, where string, defaultGbps float64) (models.Host, error) {
 	h := models.Host{NICGbps: defaultGbps}
-	m, err := mapping(n, where, "name", "ip", "attach", "gbps", "rail")
+	m, err := mapping(n, where, "name", "ip", "attach", "gbps", "rail", "mac")
 	if err != nil {
 		return h, err
 	}
@@ -362,6 +373,15 @@ func parseHost(n *yaml.Node, where string, defaultGbps float64) (models.Host, er
 			return h, fileErr(v, where+".rail", "%q is not an integer", s)
 		}
 	}
+	if v := m["mac"]; v != nil {
+		s, err := scalar(v, where+".mac")
+		if err != nil {
+			return h, err
+		}
+		if err := h.MAC.UnmarshalText([]byte(s)); err != nil {
+			return h, &FileError{Line: v.Line, Field: where + ".mac", Err: err}
+		}
+	}
 	if err := h.Validate(); err != nil {
 		return h, &FileError{Line: n.Line, Field: where, Err: err}
 	}
@@ -389,6 +409,9 @@ func Format(t models.Topology) []byte {
 		if s.Pod != 0 {
 			fmt.Fprintf(&b, ", pod: %d", s.Pod)
 		}
+		if s.Target != "" {
+			fmt.Fprintf(&b, ", target: %s", s.Target)
+		}
 		b.WriteString("}\n")
 	}
 	b.WriteString("links:\n")
@@ -400,6 +423,9 @@ func Format(t models.Topology) []byte {
 		rail := ""
 		if h.Rail > 0 {
 			rail = fmt.Sprintf(", rail: %d", h.Rail)
+		}
+		if !h.MAC.IsZero() {
+			rail += fmt.Sprintf(", mac: %q", h.MAC)
 		}
 		fmt.Fprintf(&b, "  - {name: %s, ip: %s, attach: \"%s\", gbps: %s%s}\n", h.Name, h.IP, h.Attach, strconv.FormatFloat(h.NICGbps, 'g', -1, 64), rail)
 	}

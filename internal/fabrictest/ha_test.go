@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,35 +121,24 @@ func TestFollowerWithoutLeader(t *testing.T) {
 	}
 }
 
-// TestStepDownWhenFenced: when a switch already answers to a higher
-// election ID (a newer leader this replica has not heard of), its write
-// is refused with PERMISSION_DENIED and the replica ends its term rather
-// than retrying; it campaigns again later with a higher ID of its own.
+// TestStepDownWhenFenced: when a switch answers to a higher election ID
+// and etcd no longer shows this replica's term (a newer leader exists
+// that this replica has not heard of), its write is refused with
+// PERMISSION_DENIED and the replica ends its term rather than retrying;
+// it campaigns again later with a higher ID of its own.
 func TestStepDownWhenFenced(t *testing.T) {
 	topo := fabrictest.LeafSpine(1, 2, 1)
 	f := fabrictest.StartFabric(t, topo)
 	h := fabrictest.NewServe(t, f.Topology())
 	converged(t, h)
 	term := h.Leadership.Term()
-	schema, err := p4.LoadSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim := f.Topology()
-	newer := southbound.NewP4RT(schema, southbound.P4RTOptions{ElectionID: term.ID + 1000, Resolve: func(id models.SwitchID) (models.Switch, error) {
-		for _, s := range sim.Switches {
-			if s.Name == id {
-				return s, nil
-			}
-		}
-		return models.Switch{}, fmt.Errorf("no switch %s", id)
-	}})
-	defer newer.Close()
-	if _, err := newer.Read(context.Background(), "leaf1"); err != nil {
-		t.Fatal(err)
-	}
+	newer := otherController(t, f, term.ID+1000)
 	writes := f.WriteRPCs()
-	// Give the old leader something to write: remove a route behind its back.
+	// The term's key is gone from etcd (a newer leader's lease), and the
+	// newer controller removes a route behind the old leader's back.
+	if _, err := h.Etcd.Delete(context.Background(), term.Key); err != nil {
+		t.Fatal(err)
+	}
 	if err := newer.Apply(context.Background(), "leaf1", models.Diff{Delete: models.ForwardingState{Routes: firstRoute(t, newer)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -159,6 +149,93 @@ func TestStepDownWhenFenced(t *testing.T) {
 	if w := f.WriteRPCs(); w != writes+1 { // the newer controller's delete only
 		t.Errorf("%d writes accepted after the newer controller took leaf1, want 1 (its own)", w-writes)
 	}
+}
+
+// TestForeignControllerTakesOneSwitch: a controller that is not one of
+// accelnet's replicas takes leaf1 with a higher election ID while etcd
+// still shows accelnet's term. accelnet keeps leading and programming
+// the rest of the fabric, reports leaf1 (its status, a metric), retries
+// it with backoff rather than in a loop, and takes it back once the other
+// controller leaves.
+func TestForeignControllerTakesOneSwitch(t *testing.T) {
+	topo := fabrictest.LeafSpine(1, 2, 1)
+	f := fabrictest.StartFabric(t, topo)
+	h := fabrictest.NewServe(t, f.Topology())
+	converged(t, h)
+	term := h.Leadership.Term()
+	foreign := otherController(t, f, term.ID+1000)
+	route := firstRoute(t, foreign)
+	if err := foreign.Apply(context.Background(), "leaf1", models.Diff{Delete: models.ForwardingState{Routes: route}}); err != nil {
+		t.Fatal(err)
+	}
+	h.Controller.Resync("leaf1")
+	h.Eventually(t, 10*time.Second, "leaf1 reported as held by another controller", func() bool {
+		return strings.Contains(h.Controller.Status()["leaf1"].LastError, "another controller")
+	})
+	if v, ok := gauge(t, h, "accelnet_switch_foreign_primary", "switch", "leaf1"); !ok || v != 1 {
+		t.Errorf("accelnet_switch_foreign_primary{switch=leaf1} = %v (present %v), want 1", v, ok)
+	}
+	// The rest of the fabric is still ours, and so is the term.
+	h.Controller.Resync("leaf2")
+	h.Eventually(t, 10*time.Second, "leaf2 reconciled", func() bool {
+		st := h.Controller.Status()["leaf2"]
+		return st.InSync && st.LastError == ""
+	})
+	if term.Context().Err() != nil {
+		t.Fatal("the leader stepped down for one switch another controller took")
+	}
+	// The other controller leaves: leaf1 is accelnet's again, repaired.
+	foreign.Close()
+	h.Eventually(t, time.Minute, "leaf1 back in sync", func() bool { return h.Controller.Status()["leaf1"].InSync })
+	if term.Context().Err() != nil {
+		t.Fatal("the leader's term ended")
+	}
+	if _, ok := gauge(t, h, "accelnet_switch_foreign_primary", "switch", "leaf1"); ok {
+		t.Error("leaf1 still reported as held by another controller")
+	}
+}
+
+// gauge reads a gauge's value by one label from the stack's registry.
+func gauge(t *testing.T, h *fabrictest.Harness, name, label, value string) (float64, bool) {
+	t.Helper()
+	families, err := h.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+// otherController is a P4Runtime driver for f's switches that is not
+// accelnet's (election ID id; 0: 1).
+func otherController(t *testing.T, f *fabricsim.Fabric, id uint64) *southbound.P4RT {
+	t.Helper()
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := f.Topology()
+	d := southbound.NewP4RT(schema, southbound.P4RTOptions{ElectionID: id, Resolve: func(id models.SwitchID) (models.Switch, error) {
+		for _, s := range sim.Switches {
+			if s.Name == id {
+				return s, nil
+			}
+		}
+		return models.Switch{}, fmt.Errorf("no switch %s", id)
+	}})
+	t.Cleanup(d.Close)
+	return d
 }
 
 // firstRoute is one route leaf1 holds, read through d.

@@ -99,10 +99,25 @@ type Options struct {
 	// more (default 10) are pinned on paths chosen together.
 	SampleOneIn  uint32
 	ElephantGbps float64
+	// DiscoveryInterval is how often link discovery probes every fabric
+	// port (LLDP packet-outs); default 5s, negative: no discovery.
+	DiscoveryInterval time.Duration
 	// APIRateLimit is requests per second per token (burst twice that);
 	// 0 means the default, negative means unlimited.
 	APIRateLimit float64
 	Logger       *slog.Logger
+}
+
+// discoveryInterval is the option's value with its default (5s) and off
+// (negative) applied.
+func discoveryInterval(d time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d == 0:
+		return 5 * time.Second
+	}
+	return d
 }
 
 // Validate reports unusable options.
@@ -241,6 +256,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		},
 		OnDisconnect: func(id models.SwitchID) { ctrl.Resync(id) },
 		OnSamples:    onSamples,
+		OnPacketIn:   func(sw models.SwitchID, port uint32, payload []byte) { ctrl.PacketIn(sw, port, payload) },
 		Logger:       s.log.With("component", "p4runtime"),
 	})
 	s.Driver.SetElectionID(0) // until this replica leads
@@ -315,6 +331,8 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		ResyncInterval:     opts.ResyncInterval,
 		FlapHalfLife:       opts.FlapHalfLife,
 		CongestionInterval: opts.CongestionInterval,
+		Packets:            s.Driver,
+		DiscoveryInterval:  discoveryInterval(opts.DiscoveryInterval),
 		PinnedLoad:         s.Intents.PinnedLoad,
 		SampleOneIn:        opts.SampleOneIn,
 		Logger:             s.log.With("component", "controller"),

@@ -4,8 +4,10 @@
  * Ingress order for a RoCEv2 packet:
  *   1. qos_classify  (exact DSCP)          -> traffic class (lossless RDMA queue)
  *   2. flow_pin      (exact src, dst, udp src port) -> egress port; counted per entry
- *   3. ipv4_lpm      (LPM dst) through ecmp_selector (crc16 over the 5-tuple,
- *                    weighted members: WCMP)  -> egress port
+ *   3. ipv4_lpm      (LPM dst) through ecmp_selector (FlowHash: CRC-32 over
+ *                    the 5-tuple, the switch's seed, a finalizer; weighted
+ *                    members: WCMP)  -> egress port
+ * Egress rewrites a routed packet's MACs (port_macs) and decrements TTL.
  * punt_table sends link-discovery probes to the controller (packet-in);
  * packet-out from the controller goes straight to the port it names.
  * flow_sample samples 1 in N RoCEv2 packets arriving on the ports it lists
@@ -16,8 +18,8 @@
  *
  * Every object's ID is pinned with @id using the P4Runtime prefixes
  * (actions 0x01, tables 0x02, controller headers 0x04, action profiles 0x11,
- * counters 0x12, direct counters 0x13) so accelnet.p4info.txt, written by
- * hand, matches what p4c-bm2-ss --p4runtime-files emits for this file.
+ * counters 0x12, direct counters 0x13). accelnet.p4info.txt and
+ * accelnet.json are p4c-bm2-ss's output for this file (go generate).
  */
 #include <core.p4>
 #include <v1model.p4>
@@ -99,6 +101,8 @@ struct metadata_t {
     bit<16> l4_dst_port;
     bit<32> sample_one_in;
     bit<32> sample_draw;
+    bit<32> hash_seed;
+    bit<32> flow_hash;
 }
 
 /* One sampled RoCEv2 packet, as a digest. */
@@ -155,8 +159,12 @@ control AccelVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply { }
 }
 
-control Ingress(inout headers_t hdr, inout metadata_t meta,
-                inout standard_metadata_t std_meta) {
+// The controls are AccelIngress and AccelEgress (v1model declares
+// Ingress and Egress itself); @name keeps the names every table and
+// action is resolved by ("Ingress.flow_pin") as they were.
+@name("Ingress")
+control AccelIngress(inout headers_t hdr, inout metadata_t meta,
+                     inout standard_metadata_t std_meta) {
 
     @id(0x12000001)
     counter(512, CounterType.packets_and_bytes) port_rx_counter;
@@ -197,6 +205,23 @@ control Ingress(inout headers_t hdr, inout metadata_t meta,
         meta.sample_one_in = one_in;
     }
 
+    @id(0x01000008)
+    action set_hash_seed(bit<32> seed) {
+        meta.hash_seed = seed;
+    }
+
+    /* The switch's ECMP hash seed: its only entry is the default one,
+     * which the controller sets (to the switch's device ID) so that
+     * switches hash independently instead of polarizing. */
+    @id(0x02000006)
+    table hash_seed {
+        actions = {
+            set_hash_seed;
+        }
+        default_action = set_hash_seed(0);
+        size = 1;
+    }
+
     @id(0x02000005)
     table flow_sample {
         key = {
@@ -226,27 +251,48 @@ control Ingress(inout headers_t hdr, inout metadata_t meta,
         size = 16384;
     }
 
+    /* The selector takes meta.flow_hash as it is (identity): the hash
+     * itself is computed in apply, so that it can mix in the switch's
+     * seed non-linearly (see compute_flow_hash). A group's member is
+     * flow_hash modulo the group's size, over its members in the order
+     * the target keeps them (BMv2: by member handle; a member of weight
+     * w is w handles). */
     @id(0x11000001)
     @max_group_size(64)
-    action_selector(HashAlgorithm.crc16, 32w4096, 32w16) ecmp_selector;
+    action_selector(HashAlgorithm.identity, 32w4096, 32w32) ecmp_selector;
 
     @id(0x02000002)
     table ipv4_lpm {
         key = {
             hdr.ipv4.dst_addr : lpm @name("ipv4_dst");
-            hdr.ipv4.src_addr : selector;
-            hdr.ipv4.dst_addr : selector;
-            hdr.ipv4.protocol : selector;
-            meta.l4_src_port  : selector;
-            meta.l4_dst_port  : selector;
+            meta.flow_hash    : selector;
         }
         actions = {
             set_egress_port;
             drop;
         }
-        default_action = drop();
         implementation = ecmp_selector;
         size = 4096;
+    }
+
+    /* FlowHash (pathcalc.FlowHash documents it; fabricsim computes the
+     * same): CRC-32 over the IPv4 source and destination, protocol and
+     * UDP ports, XOR the switch's seed, then MurmurHash3's 32-bit
+     * finalizer. CRC is affine: with the seed only XORed in, every
+     * switch's choice would be a fixed permutation of every other's and
+     * paths would polarize; the finalizer makes switches with different
+     * seeds choose independently. */
+    action compute_flow_hash() {
+        hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,
+             { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+               meta.l4_src_port, meta.l4_dst_port },
+             64w0x100000000);
+        meta.flow_hash = meta.flow_hash ^ meta.hash_seed;
+        meta.flow_hash = meta.flow_hash ^ (meta.flow_hash >> 16);
+        meta.flow_hash = meta.flow_hash * 32w0x85ebca6b;
+        meta.flow_hash = meta.flow_hash ^ (meta.flow_hash >> 13);
+        meta.flow_hash = meta.flow_hash * 32w0xc2b2ae35;
+        meta.flow_hash = meta.flow_hash ^ (meta.flow_hash >> 16);
     }
 
     @id(0x02000003)
@@ -302,16 +348,49 @@ control Ingress(inout headers_t hdr, inout metadata_t meta,
             }
         }
         if (!flow_pin.apply().hit) {
-            ipv4_lpm.apply();
+            hash_seed.apply();
+            compute_flow_hash();
+            /* A table implemented by an action selector has no default
+             * action a target must honour (BMv2 ignores one): a miss is
+             * dropped here. */
+            if (!ipv4_lpm.apply().hit) {
+                mark_to_drop(std_meta);
+            }
         }
     }
 }
 
-control Egress(inout headers_t hdr, inout metadata_t meta,
-               inout standard_metadata_t std_meta) {
+@name("Egress")
+control AccelEgress(inout headers_t hdr, inout metadata_t meta,
+                    inout standard_metadata_t std_meta) {
 
     @id(0x12000002)
     counter(512, CounterType.packets_and_bytes) port_tx_counter;
+
+    @id(0x0100000a)
+    action nop() { }
+
+    /* A routed hop's Ethernet header: the egress port's own MAC as the
+     * source, and as the destination the MAC of whatever the port is
+     * cabled to (the next switch's port, or the host's NIC). */
+    @id(0x01000009)
+    action rewrite_macs(bit<48> src_mac, bit<48> dst_mac) {
+        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.dst_addr = dst_mac;
+    }
+
+    @id(0x02000007)
+    table port_macs {
+        key = {
+            std_meta.egress_port : exact @name("egress_port");
+        }
+        actions = {
+            rewrite_macs;
+            @defaultonly nop;
+        }
+        const default_action = nop();
+        size = 512;
+    }
 
     apply {
         port_tx_counter.count((bit<32>) std_meta.egress_port);
@@ -320,6 +399,7 @@ control Egress(inout headers_t hdr, inout metadata_t meta,
             hdr.packet_in.ingress_port = std_meta.ingress_port;
         } else if (hdr.ipv4.isValid()) {
             hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+            port_macs.apply();
         }
     }
 }
@@ -345,5 +425,5 @@ control AccelDeparser(packet_out pkt, in headers_t hdr) {
     }
 }
 
-V1Switch(AccelParser(), AccelVerifyChecksum(), Ingress(), Egress(),
+V1Switch(AccelParser(), AccelVerifyChecksum(), AccelIngress(), AccelEgress(),
          AccelComputeChecksum(), AccelDeparser()) main;

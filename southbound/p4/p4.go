@@ -13,6 +13,8 @@ import (
 
 	p4config "github.com/p4lang/p4runtime/go/p4/config/v1"
 	"google.golang.org/protobuf/encoding/prototext"
+
+	"github.com/accelnet/accelnet/models"
 )
 
 // P4InfoText is accelnet.p4info.txt, the P4Info of accelnet.p4 in text format.
@@ -24,6 +26,14 @@ var P4InfoText []byte
 //
 //go:embed accelnet.p4
 var Source []byte
+
+// BMv2JSON is accelnet.json, p4c-bm2-ss's compiled program for BMv2's
+// simple_switch (the device config simple_switch_grpc needs).
+//
+//go:embed accelnet.json
+var BMv2JSON []byte
+
+//go:generate go run ./gen
 
 // Names the controller programs through. Each must exist in the P4Info with
 // the bit widths the controller assumes; NewSchema checks that.
@@ -54,24 +64,53 @@ const (
 	ParamPort          = "port"
 	PortBits           = 9
 	ControllerPacketIn = "packet_in"
+	TableHashSeed      = "Ingress.hash_seed"
+	ActionSetHashSeed  = "Ingress.set_hash_seed"
+	ParamSeed          = "seed"
+	TablePortMACs      = "Egress.port_macs"
+	ActionRewriteMACs  = "Egress.rewrite_macs"
+	ParamSrcMAC        = "src_mac"
+	ParamDstMAC        = "dst_mac"
+	FieldEgressPort    = "egress_port"
+	FieldEtherType     = "ether_type"
 )
 
 // ErrSchema reports a P4Info that lacks something the controller needs.
 var ErrSchema = errors.New("p4: pipeline does not match what accelnet needs")
 
-// Cookie identifies this pipeline version in SetForwardingPipelineConfig, so
-// a controller can tell whether a switch already runs it.
+// Cookie identifies this pipeline version (P4Info and compiled program)
+// in SetForwardingPipelineConfig, so a controller can tell whether a
+// switch already runs it.
 func Cookie() uint64 {
 	h := fnv.New64a()
 	h.Write(P4InfoText)
+	h.Write(BMv2JSON)
 	return h.Sum64()
+}
+
+// DeviceConfig is the target-specific part of the pipeline a switch of
+// target needs: the BMv2 JSON for simple_switch_grpc, and for fabricsim
+// too (it implements the same program and checks that it is this one).
+func DeviceConfig(target models.Target) ([]byte, error) {
+	switch target {
+	case "", models.TargetFabricsim, models.TargetBMv2:
+		return BMv2JSON, nil
+	}
+	return nil, fmt.Errorf("%w: no device config for target %q", ErrSchema, target)
 }
 
 // Load parses the embedded P4Info.
 func Load() (*p4config.P4Info, error) {
+	return Parse(P4InfoText)
+}
+
+// Parse reads a P4Info in text format. Fields newer than the P4Runtime
+// release accelnet is built with (p4c writes initial_default_action, for
+// one) are skipped, not refused: they carry nothing the controller uses.
+func Parse(text []byte) (*p4config.P4Info, error) {
 	info := &p4config.P4Info{}
-	if err := prototext.Unmarshal(P4InfoText, info); err != nil {
-		return nil, fmt.Errorf("p4: parse embedded P4Info: %w", err)
+	if err := (prototext.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(text, info); err != nil {
+		return nil, fmt.Errorf("p4: parse P4Info: %w", err)
 	}
 	return info, nil
 }
@@ -152,6 +191,7 @@ func (s *Schema) check() error {
 		{TableIPv4LPM, FieldIPv4Dst, 32, p4config.MatchField_LPM},
 		{TableQoSClassify, FieldDSCP, 6, p4config.MatchField_EXACT},
 		{TableFlowSample, FieldIngressPort, PortBits, p4config.MatchField_EXACT},
+		{TablePortMACs, FieldEgressPort, PortBits, p4config.MatchField_EXACT},
 	} {
 		mf, err := s.MatchField(f.table, f.name)
 		if err != nil {
@@ -165,7 +205,7 @@ func (s *Schema) check() error {
 	for _, a := range []struct{ action, table string }{
 		{ActionSetEgress, TableIPv4LPM}, {ActionDrop, TableIPv4LPM},
 		{ActionPinEgress, TableFlowPin}, {ActionSetTC, TableQoSClassify}, {ActionSendToCPU, TablePunt},
-		{ActionSample, TableFlowSample},
+		{ActionSample, TableFlowSample}, {ActionSetHashSeed, TableHashSeed}, {ActionRewriteMACs, TablePortMACs},
 	} {
 		if err := s.ActionAllowed(a.table, a.action); err != nil {
 			return err
@@ -193,10 +233,20 @@ func (s *Schema) check() error {
 			return fmt.Errorf("%w: no counter %s", ErrSchema, c)
 		}
 	}
-	if p, err := s.Param(ActionSample, ParamOneIn); err != nil {
-		return err
-	} else if p.GetBitwidth() != 32 {
-		return fmt.Errorf("%w: %s(%s) is %d bits, want 32", ErrSchema, ActionSample, ParamOneIn, p.GetBitwidth())
+	for _, p := range []struct {
+		action, param string
+		bits          int32
+	}{{ActionSample, ParamOneIn, 32}, {ActionSetHashSeed, ParamSeed, 32}, {ActionRewriteMACs, ParamSrcMAC, 48}, {ActionRewriteMACs, ParamDstMAC, 48}} {
+		prm, err := s.Param(p.action, p.param)
+		if err != nil {
+			return err
+		}
+		if prm.GetBitwidth() != p.bits {
+			return fmt.Errorf("%w: %s(%s) is %d bits, want %d", ErrSchema, p.action, p.param, prm.GetBitwidth(), p.bits)
+		}
+	}
+	if t, _ := s.Table(TableHashSeed); len(t.GetMatchFields()) != 0 {
+		return fmt.Errorf("%w: %s must have no key (its default entry is the seed)", ErrSchema, TableHashSeed)
 	}
 	return s.checkDigest()
 }
@@ -293,6 +343,11 @@ func (s *Schema) Action(name string) (*p4config.Action, error) {
 func (s *Schema) ActionByID(id uint32) (*p4config.Action, bool) {
 	a, ok := s.actionsByID[id]
 	return a, ok
+}
+
+// ActionName returns an action's name by ID, or "".
+func (s *Schema) ActionName(id uint32) string {
+	return s.actionsByID[id].GetPreamble().GetName()
 }
 
 // ActionID returns an action's ID, or 0.

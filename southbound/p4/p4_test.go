@@ -36,6 +36,9 @@ func TestSourceAndP4InfoAgree(t *testing.T) {
 		byID[x.GetPreamble().GetId()] = x.GetPreamble().GetName()
 	}
 	for _, x := range info.GetActions() {
+		if x.GetPreamble().GetName() == "NoAction" {
+			continue // core.p4's, which p4c gives tables without a default action
+		}
 		byID[x.GetPreamble().GetId()] = x.GetPreamble().GetName()
 	}
 	for _, x := range info.GetActionProfiles() {

@@ -1,0 +1,270 @@
+package controller
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// Link discovery: links are declared in the topology, and checked. Every
+// DiscoveryInterval the leader sends an LLDP frame out of every declared
+// fabric port as a packet-out (the pipeline sends it straight out of that
+// port); the switch at the far end punts it (its punt table matches
+// LLDP's EtherType) and its packet-in names the port it came in on. So
+// each probe says "a frame sent from A:p arrived at B:q". A declared link
+// is confirmed when both its ends have heard each other lately; miswired
+// when either end hears a port other than the one declared (two cables
+// swapped): a miswired link carries no routes; lost when it was
+// confirmed and an end has heard nothing lately (a target that reports
+// no oper-status, BMv2's simple_switch_grpc, fails a link this way: the
+// controller's own detection), and routed around as well; missing when
+// neither end has heard anything since probing began (reported only: a
+// target that cannot punt would otherwise lose every route). Frames
+// arriving where no link is declared are undeclared links.
+
+// DiscoveryState is what link discovery says of a declared link.
+type DiscoveryState string
+
+// Discovery states.
+const (
+	DiscoveryPending   DiscoveryState = "pending"   // not probed long enough to say
+	DiscoveryConfirmed DiscoveryState = "confirmed" // both ends heard each other
+	DiscoveryMiswired  DiscoveryState = "miswired"  // an end hears another port
+	DiscoveryMissing   DiscoveryState = "missing"   // up, but never heard
+	DiscoveryLost      DiscoveryState = "lost"      // confirmed once, not heard lately: routed around
+	DiscoveryDown      DiscoveryState = "down"      // reported down: not probed
+)
+
+// LinkDiscovery is a declared link's discovery state; Seen lists, for a
+// miswired link, what its ends heard instead of each other.
+type LinkDiscovery struct {
+	State DiscoveryState `json:"state"`
+	Seen  []string       `json:"seen,omitempty"` // "leaf1:9 hears spine2:3"
+}
+
+// probeChassisPrefix marks accelnet's probes (other LLDP speakers' frames
+// are ignored).
+const probeChassisPrefix = "accelnet:"
+
+// probeFrame builds the LLDP frame sent out of sw's port: chassis ID
+// "accelnet:<switch>" and port ID "<port>" (both locally assigned), TTL.
+func probeFrame(sw models.Switch, port uint32) []byte {
+	mac := sw.PortMAC(port)
+	f := []byte{0x01, 0x80, 0xc2, 0x00, 0x00, 0x0e} // nearest-bridge LLDP group address
+	f = append(f, mac[:]...)
+	f = binary.BigEndian.AppendUint16(f, models.EtherTypeLLDP)
+	tlv := func(typ byte, value []byte) {
+		f = binary.BigEndian.AppendUint16(f, uint16(typ)<<9|uint16(len(value)))
+		f = append(f, value...)
+	}
+	tlv(1, append([]byte{7}, probeChassisPrefix+string(sw.Name)...)) // chassis ID, locally assigned
+	tlv(2, append([]byte{7}, strconv.FormatUint(uint64(port), 10)...))
+	tlv(3, []byte{0, 120}) // TTL
+	tlv(0, nil)            // end
+	return f
+}
+
+// errNotProbe means a frame is not one of accelnet's probes.
+var errNotProbe = errors.New("controller: not an accelnet link probe")
+
+// parseProbe reads where a probe frame was sent from.
+func parseProbe(frame []byte) (models.Endpoint, error) {
+	if len(frame) < 14 || binary.BigEndian.Uint16(frame[12:14]) != models.EtherTypeLLDP {
+		return models.Endpoint{}, errNotProbe
+	}
+	var from models.Endpoint
+	var haveChassis, havePort bool
+	for b := frame[14:]; len(b) >= 2; {
+		h := binary.BigEndian.Uint16(b)
+		typ, n := byte(h>>9), int(h&0x1ff)
+		if len(b) < 2+n {
+			return models.Endpoint{}, fmt.Errorf("%w: truncated TLV", errNotProbe)
+		}
+		v := b[2 : 2+n]
+		b = b[2+n:]
+		switch {
+		case typ == 0:
+			b = nil
+		case typ == 1 && n > 1 && v[0] == 7 && strings.HasPrefix(string(v[1:]), probeChassisPrefix):
+			from.Switch, haveChassis = models.SwitchID(strings.TrimPrefix(string(v[1:]), probeChassisPrefix)), true
+		case typ == 2 && n > 1 && v[0] == 7:
+			p, err := strconv.ParseUint(string(v[1:]), 10, 32)
+			if err != nil {
+				return models.Endpoint{}, fmt.Errorf("%w: port ID %q", errNotProbe, v[1:])
+			}
+			from.Port, havePort = uint32(p), true
+		}
+	}
+	if !haveChassis || !havePort {
+		return models.Endpoint{}, errNotProbe
+	}
+	return from, nil
+}
+
+// PacketSender sends packet-outs: how discovery's probes leave a port.
+type PacketSender interface {
+	SendPacket(ctx context.Context, sw models.SwitchID, port uint32, payload []byte) error
+}
+
+// sighting is what arrived at a port: from where, and when.
+type sighting struct {
+	from models.Endpoint
+	at   time.Time
+}
+
+// PacketIn takes a packet a switch sent its controller (wired to the
+// P4Runtime driver's packet-ins): a probe is recorded where it arrived.
+func (c *Controller) PacketIn(sw models.SwitchID, port uint32, payload []byte) {
+	from, err := parseProbe(payload)
+	if err != nil {
+		return
+	}
+	at := models.Endpoint{Switch: sw, Port: port}
+	c.discMu.Lock()
+	c.sightings[at] = sighting{from: from, at: c.cfg.Now()}
+	c.discMu.Unlock()
+}
+
+// probe sends one round of probes out of every declared fabric port that
+// is up, as the leader.
+func (c *Controller) probe(ctx context.Context) {
+	st := c.current()
+	if st == nil || c.cfg.Packets == nil || !c.Leading() {
+		return
+	}
+	c.mu.RLock()
+	operDown := maps.Clone(c.operDown)
+	c.mu.RUnlock()
+	for _, sw := range st.snap.Switches() {
+		for _, a := range st.snap.Neighbors(sw.Name) {
+			e := models.Endpoint{Switch: sw.Name, Port: a.LocalPort}
+			if operDown[e] {
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			err := c.cfg.Packets.SendPacket(pctx, sw.Name, a.LocalPort, probeFrame(sw, a.LocalPort))
+			cancel()
+			if err != nil {
+				c.log.Debug("link probe not sent", "switch", sw.Name, "port", a.LocalPort, "err", err)
+				break // the switch is not reachable now: next round
+			}
+		}
+	}
+	c.discMu.Lock()
+	if c.probingSince.IsZero() {
+		c.probingSince = c.cfg.Now()
+	}
+	c.discMu.Unlock()
+	c.judgeLinks()
+}
+
+// judgeLinks updates every declared link's discovery state from the
+// sightings, the metrics, and — when the set of miswired links changed —
+// the routes (a miswired link carries none).
+func (c *Controller) judgeLinks() {
+	st := c.current()
+	if st == nil {
+		return
+	}
+	// A probe older than three rounds (and 3 s: a busy controller may be
+	// late to read its packet-ins) no longer counts.
+	window := max(3*c.cfg.DiscoveryInterval, 3*time.Second)
+	now := c.cfg.Now()
+	c.mu.RLock()
+	operDown := maps.Clone(c.operDown)
+	c.mu.RUnlock()
+	c.discMu.Lock()
+	fresh := func(e models.Endpoint) (sighting, bool) {
+		s, ok := c.sightings[e]
+		return s, ok && now.Sub(s.at) <= window
+	}
+	states := map[models.LinkID]LinkDiscovery{}
+	declared := map[models.Endpoint]bool{}
+	counts := map[DiscoveryState]int{}
+	for _, l := range st.snap.FabricLinks() {
+		declared[l.A], declared[l.B] = true, true
+		var d LinkDiscovery
+		sa, okA := fresh(l.A)
+		sb, okB := fresh(l.B)
+		switch {
+		case okA && sa.from != l.B, okB && sb.from != l.A:
+			d.State = DiscoveryMiswired
+			if okA && sa.from != l.B {
+				d.Seen = append(d.Seen, fmt.Sprintf("%s hears %s", l.A, sa.from))
+			}
+			if okB && sb.from != l.A {
+				d.Seen = append(d.Seen, fmt.Sprintf("%s hears %s", l.B, sb.from))
+			}
+		case okA && okB:
+			d.State = DiscoveryConfirmed
+			c.confirmed[l.ID()] = true
+		case operDown[l.A] || operDown[l.B]:
+			d.State = DiscoveryDown
+		case c.confirmed[l.ID()]:
+			d.State = DiscoveryLost
+		case !c.probingSince.IsZero() && now.Sub(c.probingSince) > window:
+			d.State = DiscoveryMissing
+		default:
+			d.State = DiscoveryPending
+		}
+		states[l.ID()] = d
+		counts[d.State]++
+	}
+	var undeclared []string
+	for at, s := range c.sightings {
+		if !declared[at] && now.Sub(s.at) <= window {
+			undeclared = append(undeclared, fmt.Sprintf("%s <-> %s", s.from, at))
+		}
+	}
+	slices.Sort(undeclared)
+	before := c.miswired()
+	c.linkStates, c.undeclared = states, undeclared
+	after := c.miswired()
+	c.discMu.Unlock()
+	for _, s := range []DiscoveryState{DiscoveryPending, DiscoveryConfirmed, DiscoveryMiswired, DiscoveryMissing, DiscoveryLost, DiscoveryDown} {
+		c.m.linksDiscovered.WithLabelValues(string(s)).Set(float64(counts[s]))
+	}
+	c.m.linksUndeclared.Set(float64(len(undeclared)))
+	if !maps.Equal(before, after) {
+		if len(after) > len(before) {
+			c.log.Warn("links found miswired or lost by discovery: routes avoid them", "links", slices.Sorted(maps.Keys(after)))
+		}
+		c.refreshDown("link discovery changed", "miswired", len(after))
+	}
+}
+
+// miswired is the set of links discovery takes out of routes (miswired
+// or lost); c.discMu held.
+func (c *Controller) miswired() map[models.LinkID]bool {
+	out := map[models.LinkID]bool{}
+	for id, d := range c.linkStates {
+		if d.State == DiscoveryMiswired || d.State == DiscoveryLost {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// LinkDiscovery is what discovery says of each declared fabric link, and
+// the links it heard where none is declared.
+func (c *Controller) LinkDiscovery() (map[models.LinkID]LinkDiscovery, []string) {
+	c.discMu.Lock()
+	defer c.discMu.Unlock()
+	return maps.Clone(c.linkStates), slices.Clone(c.undeclared)
+}
+
+// Miswired lists the links discovery found miswired or lost (routes
+// avoid them).
+func (c *Controller) Miswired() []models.LinkID {
+	c.discMu.Lock()
+	defer c.discMu.Unlock()
+	return slices.Sorted(maps.Keys(c.miswired()))
+}

@@ -1,0 +1,374 @@
+// Package bmv2test runs accelnet against real BMv2 switches
+// (simple_switch_grpc, built from p4lang/behavioral-model with PI): a lab
+// of switches wired with veth pairs, hosts in network namespaces, and
+// packets built in Go sent and captured on raw sockets. Tests skip with
+// the reason when simple_switch_grpc, root or iproute2 is missing.
+package bmv2test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// SimpleSwitch finds simple_switch_grpc: $BMV2_SIMPLE_SWITCH_GRPC, else
+// on PATH. It returns "" and why when the lab cannot run here.
+func SimpleSwitch() (string, string) {
+	if os.Geteuid() != 0 {
+		return "", "BMv2 lab tests need root (veth pairs and network namespaces)"
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		return "", "BMv2 lab tests need iproute2's ip"
+	}
+	if p := os.Getenv("BMV2_SIMPLE_SWITCH_GRPC"); p != "" {
+		return p, ""
+	}
+	p, err := exec.LookPath("simple_switch_grpc")
+	if err != nil {
+		return "", "simple_switch_grpc is not installed (build p4lang/behavioral-model with PI, see docs/real-switches.md) and BMV2_SIMPLE_SWITCH_GRPC is not set"
+	}
+	return p, ""
+}
+
+// Lab is a set of BMv2 switches and hosts wired by veth pairs. Everything
+// it creates is removed in t.Cleanup.
+type Lab struct {
+	t      testing.TB
+	bin    string
+	tag    string // makes interface and namespace names unique per lab
+	ifaces map[models.Endpoint]string
+	hostNS map[string]string // host name → network namespace
+	hostIf map[string]string // host name → its interface (in its namespace)
+	mu     sync.Mutex
+	procs  []*exec.Cmd
+	logDir string
+	stubs  []string
+}
+
+// NewLab prepares an empty lab.
+func NewLab(t testing.TB, bin string) *Lab {
+	h := fnv.New32a()
+	fmt.Fprintf(h, "%s/%d/%d", t.Name(), os.Getpid(), time.Now().UnixNano())
+	l := &Lab{t: t, bin: bin, tag: fmt.Sprintf("%04x", h.Sum32()&0xffff), ifaces: map[models.Endpoint]string{},
+		hostNS: map[string]string{}, hostIf: map[string]string{}, logDir: t.TempDir()}
+	t.Cleanup(l.close)
+	return l
+}
+
+func (l *Lab) run(args ...string) {
+	l.t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		l.t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// ifname is a unique interface name (at most 15 characters).
+func (l *Lab) ifname(kind string, n int) string { return fmt.Sprintf("an%s%s%d", l.tag, kind, n) }
+
+// quiet keeps the kernel from sending its own frames on a lab interface.
+func (l *Lab) quiet(ns, ifc string) {
+	args := []string{"sysctl", "-q", "-w", "net.ipv6.conf." + ifc + ".disable_ipv6=1"}
+	if ns != "" {
+		args = append([]string{"ip", "netns", "exec", ns}, args...)
+	}
+	_ = exec.Command(args[0], args[1:]...).Run() // best effort: IPv6 may be off already
+}
+
+// Wire connects two switch ports with a veth pair.
+func (l *Lab) Wire(a, b models.Endpoint) {
+	l.t.Helper()
+	n := len(l.ifaces)
+	ia, ib := l.ifname("s", n), l.ifname("s", n+1)
+	l.run("ip", "link", "add", ia, "type", "veth", "peer", "name", ib)
+	for _, i := range []string{ia, ib} {
+		l.quiet("", i)
+		l.run("ip", "link", "set", i, "up")
+	}
+	l.ifaces[a], l.ifaces[b] = ia, ib
+}
+
+// Stub gives a switch port a veth pair whose other end stays in the
+// test's namespace, and returns that end (to send into the port and
+// capture what leaves it).
+func (l *Lab) Stub(e models.Endpoint) string {
+	l.t.Helper()
+	n := len(l.ifaces)
+	sw, peer := l.ifname("s", n), l.ifname("p", n)
+	l.run("ip", "link", "add", sw, "type", "veth", "peer", "name", peer)
+	for _, i := range []string{sw, peer} {
+		l.quiet("", i)
+		l.run("ip", "link", "set", i, "up")
+	}
+	l.ifaces[e] = sw
+	l.stubs = append(l.stubs, peer)
+	return peer
+}
+
+// Host puts host h in a namespace of its own, cabled to its leaf port,
+// with its MAC and IP.
+func (l *Lab) Host(h models.Host, prefixBits int) {
+	l.t.Helper()
+	n := len(l.ifaces)
+	sw, hi := l.ifname("s", n), l.ifname("h", n)
+	ns := "an" + l.tag + h.Name
+	l.run("ip", "netns", "add", ns)
+	l.hostNS[h.Name] = ns
+	l.run("ip", "link", "add", sw, "type", "veth", "peer", "name", hi)
+	l.run("ip", "link", "set", hi, "netns", ns)
+	l.quiet("", sw)
+	l.quiet(ns, hi)
+	l.run("ip", "link", "set", sw, "up")
+	l.run("ip", "netns", "exec", ns, "ip", "link", "set", hi, "address", h.NICMAC().String())
+	l.run("ip", "netns", "exec", ns, "ip", "addr", "add", fmt.Sprintf("%s/%d", h.IP, prefixBits), "dev", hi)
+	l.run("ip", "netns", "exec", ns, "ip", "link", "set", hi, "up")
+	l.ifaces[h.Attach] = sw
+	l.hostIf[h.Name] = hi
+}
+
+// Interface is the lab interface of a switch port.
+func (l *Lab) Interface(e models.Endpoint) string { return l.ifaces[e] }
+
+// SetLink takes the interface of a switch port down or up.
+func (l *Lab) SetLink(e models.Endpoint, up bool) {
+	l.t.Helper()
+	state := "down"
+	if up {
+		state = "up"
+	}
+	l.run("ip", "link", "set", l.ifaces[e], state)
+}
+
+// Start runs simple_switch_grpc for a switch with its ports as wired so
+// far and returns its P4Runtime address. It starts with no program
+// (--no-p4): the controller pushes one.
+func (l *Lab) Start(sw models.Switch) string {
+	l.t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	args := []string{"--device-id", fmt.Sprint(sw.DeviceID), "--no-p4", "--log-file", filepath.Join(l.logDir, string(sw.Name)), "--log-flush"}
+	for e, ifc := range l.ifaces {
+		if e.Switch == sw.Name {
+			args = append(args, "-i", fmt.Sprintf("%d@%s", e.Port, ifc))
+		}
+	}
+	args = append(args, "--", "--grpc-server-addr", addr, "--cpu-port", "255")
+	cmd := exec.Command(l.bin, args...)
+	cmd.Stdout, cmd.Stderr = nil, nil
+	if err := cmd.Start(); err != nil {
+		l.t.Fatalf("start %s: %v", l.bin, err)
+	}
+	l.mu.Lock()
+	l.procs = append(l.procs, cmd)
+	l.mu.Unlock()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return addr
+		}
+		if time.Now().After(deadline) {
+			l.t.Fatalf("simple_switch_grpc for %s not serving at %s", sw.Name, addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (l *Lab) close() {
+	l.mu.Lock()
+	for _, p := range l.procs {
+		_ = p.Process.Kill()
+		_, _ = p.Process.Wait()
+	}
+	l.mu.Unlock()
+	for e, ifc := range l.ifaces {
+		_ = exec.Command("ip", "link", "del", ifc).Run() // deletes the peer too
+		_ = e
+	}
+	for _, ns := range l.hostNS {
+		_ = exec.Command("ip", "netns", "del", ns).Run()
+	}
+}
+
+// Socket is a raw AF_PACKET socket on one interface.
+type Socket struct{ fd int }
+
+// Close closes the socket.
+func (s *Socket) Close() { _ = unix.Close(s.fd) }
+
+// OpenSocket opens a raw socket on ifc, in network namespace ns ("": the
+// test's own). A socket stays in the namespace it was made in, so a
+// locked thread enters ns, makes it, and ends with the goroutine.
+func OpenSocket(ns, ifc string) (*Socket, error) {
+	type result struct {
+		fd  int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		if ns != "" {
+			f, err := os.Open("/var/run/netns/" + ns)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			defer f.Close()
+			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+				done <- result{err: fmt.Errorf("setns %s: %w", ns, err)}
+				return
+			}
+		}
+		ifi, err := net.InterfaceByName(ifc)
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+			unix.Close(fd)
+			done <- result{err: err}
+			return
+		}
+		done <- result{fd: fd}
+	}()
+	r := <-done
+	if r.err != nil {
+		return nil, r.err
+	}
+	return &Socket{fd: r.fd}, nil
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+// Send writes a frame.
+func (s *Socket) Send(frame []byte) error {
+	_, err := unix.Write(s.fd, frame)
+	return err
+}
+
+// Recv reads frames until match accepts one or timeout passes; nil then.
+func (s *Socket) Recv(timeout time.Duration, match func([]byte) bool) []byte {
+	deadline := time.Now().Add(timeout)
+	buf := make([]byte, 9216)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		tv := unix.NsecToTimeval(left.Nanoseconds())
+		_ = unix.SetsockoptTimeval(s.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		n, _, err := unix.Recvfrom(s.fd, buf, 0)
+		if err != nil {
+			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			return nil
+		}
+		if match(buf[:n]) {
+			return append([]byte(nil), buf[:n]...)
+		}
+	}
+}
+
+// RoCEv2 is a RoCEv2 packet: Ethernet, IPv4, UDP to 4791, the InfiniBand
+// BTH (RDMA WRITE, destination QP qp) and a payload, checksummed.
+func RoCEv2(srcMAC, dstMAC models.MAC, src, dst netip.Addr, srcPort uint16, qp uint32, payload int) []byte {
+	f := make([]byte, 0, 14+20+8+12+payload+4)
+	f = append(f, dstMAC[:]...)
+	f = append(f, srcMAC[:]...)
+	f = binary.BigEndian.AppendUint16(f, 0x0800)
+	ipLen := 20 + 8 + 12 + payload + 4
+	ip := []byte{0x45, 26 << 2, byte(ipLen >> 8), byte(ipLen), 0, 0, 0x40, 0, 64, 17, 0, 0}
+	s4, d4 := src.As4(), dst.As4()
+	ip = append(ip, s4[:]...)
+	ip = append(ip, d4[:]...)
+	binary.BigEndian.PutUint16(ip[10:], checksum(ip))
+	f = append(f, ip...)
+	f = binary.BigEndian.AppendUint16(f, srcPort)
+	f = binary.BigEndian.AppendUint16(f, 4791)
+	f = binary.BigEndian.AppendUint16(f, uint16(8+12+payload+4))
+	f = binary.BigEndian.AppendUint16(f, 0) // RoCEv2 sets no UDP checksum
+	bth := []byte{0x0a, 0, 0xff, 0xff, 0, byte(qp >> 16), byte(qp >> 8), byte(qp), 0x80, 0, 0, 1}
+	f = append(f, bth...)
+	f = append(f, make([]byte, payload+4)...) // payload and ICRC (not checked by switches)
+	return f
+}
+
+func checksum(b []byte) uint16 {
+	sum := uint32(0)
+	for i := 0; i+1 < len(b); i += 2 {
+		sum += uint32(b[i])<<8 | uint32(b[i+1])
+	}
+	for sum > 0xffff {
+		sum = sum>>16 + sum&0xffff
+	}
+	return ^uint16(sum)
+}
+
+// Parsed is what a captured frame says of a RoCEv2 packet.
+type Parsed struct {
+	SrcMAC, DstMAC models.MAC
+	Src, Dst       netip.Addr
+	SrcPort        uint16
+	TTL            uint8
+	OK             bool // IPv4/UDP to 4791 with a valid IP checksum
+}
+
+// Parse reads a captured frame.
+func Parse(f []byte) Parsed {
+	var p Parsed
+	if len(f) < 14+20+8 || binary.BigEndian.Uint16(f[12:14]) != 0x0800 {
+		return p
+	}
+	copy(p.DstMAC[:], f[0:6])
+	copy(p.SrcMAC[:], f[6:12])
+	ip := f[14:34]
+	if ip[9] != 17 || checksum(ip) != 0 {
+		return p
+	}
+	p.TTL = ip[8]
+	p.Src, p.Dst = netip.AddrFrom4([4]byte(ip[12:16])), netip.AddrFrom4([4]byte(ip[16:20]))
+	udp := f[34:]
+	p.SrcPort = binary.BigEndian.Uint16(udp[0:2])
+	p.OK = binary.BigEndian.Uint16(udp[2:4]) == 4791
+	return p
+}
+
+// Namespace is a host's network namespace, and Iface its interface there.
+func (l *Lab) Namespace(host string) string { return l.hostNS[host] }
+
+// Iface is a host's interface (in its namespace).
+func (l *Lab) Iface(host string) string { return l.hostIf[host] }
+
+// Context is a context that ends with the test.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}

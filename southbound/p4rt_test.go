@@ -48,7 +48,7 @@ func sampleState() models.ForwardingState {
 		HashSeed: &seed,
 		PortMACs: []models.PortMAC{{Port: 2, Src: models.MAC{2, 0, 0, 1, 0, 2}, Dst: models.MAC{6, 0, 10, 0, 1, 1}},
 			{Port: 3, Src: models.MAC{2, 0, 0, 1, 0, 3}, Dst: models.MAC{2, 0, 0, 9, 0, 1}}},
-		Punts: []uint16{models.EtherTypeLLDP},
+		Punts:   []uint16{models.EtherTypeLLDP},
 		Members: []models.Member{{ID: 2, Port: 2}, {ID: 3, Port: 3}},
 		Groups:  []models.Group{{ID: 7, Members: []models.GroupMember{{MemberID: 2, Weight: 1}, {MemberID: 3, Weight: 3}}}},
 		Routes: []models.Route{

@@ -19,7 +19,9 @@ import (
 	"github.com/accelnet/accelnet/topology"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon")) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/golang/glog.(*fileSink).flushDaemon"))
+}
 
 // selectorTopology is one leaf (two hosts, four uplinks) and, for
 // fabricsim to trace flows to, the spines and two more leaves with eight

@@ -83,7 +83,9 @@ func TestLinkDiscoveryFindsSwappedCables(t *testing.T) {
 	}
 }
 
-func ep(sw string, port uint32) models.Endpoint { return models.Endpoint{Switch: models.SwitchID(sw), Port: port} }
+func ep(sw string, port uint32) models.Endpoint {
+	return models.Endpoint{Switch: models.SwitchID(sw), Port: port}
+}
 
 // deliveredAvoiding traces a flow between every pair of hosts on
 // different leaves: each must be delivered without leaving through any

@@ -865,3 +865,50 @@ func TestP4RTDefaultEntriesAndDigestReads(t *testing.T) {
 		t.Errorf("reading digests without an ID: %v, want UNIMPLEMENTED", err)
 	}
 }
+
+// TestGNMIAsIndependentClientsUseIt: what an independent gNMI client
+// (gnmic) sends works: Set in every encoding Capabilities lists (JSON
+// included), JSON_IETF numbers as RFC 7951 has them (a uint16 MTU is a
+// number, a counter64 a string), and paths whose origin is "openconfig".
+func TestGNMIAsIndependentClientsUseIt(t *testing.T) {
+	topo, _ := topology.LeafSpine(1, 1, 2, 100)
+	f := run(t, topo)
+	g := gnmiClient(t, f.Switch("leaf1"))
+	ctx := context.Background()
+	mtu := func(port int) *gnmipb.Path {
+		return &gnmipb.Path{Origin: "openconfig", Elem: []*gnmipb.PathElem{{Name: "interfaces"},
+			{Name: "interface", Key: map[string]string{"name": models.InterfaceName(uint32(port))}}, {Name: "config"}, {Name: "mtu"}}}
+	}
+	for _, tc := range []struct {
+		name string
+		val  *gnmipb.TypedValue
+	}{
+		{"JSON", &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonVal{JsonVal: []byte("4000")}}},
+		{"JSON_IETF", &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: []byte("4100")}}},
+		{"PROTO", &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: 4200}}},
+	} {
+		if _, err := g.Set(ctx, &gnmipb.SetRequest{Update: []*gnmipb.Update{{Path: mtu(1), Val: tc.val}}}); err != nil {
+			t.Errorf("Set mtu in %s with origin openconfig: %v", tc.name, err)
+		}
+	}
+	resp, err := g.Get(ctx, &gnmipb.GetRequest{Path: []*gnmipb.Path{mtu(1)}, Encoding: gnmipb.Encoding_JSON_IETF})
+	if err != nil {
+		t.Fatalf("Get with origin openconfig: %v", err)
+	}
+	if len(resp.GetNotification()) == 0 || len(resp.GetNotification()[0].GetUpdate()) == 0 ||
+		string(resp.GetNotification()[0].GetUpdate()[0].GetVal().GetJsonIetfVal()) != "4200" {
+		t.Fatalf("mtu in JSON_IETF: %v, want the number 4200", resp)
+	}
+	counter := &gnmipb.Path{Elem: []*gnmipb.PathElem{{Name: "interfaces"},
+		{Name: "interface", Key: map[string]string{"name": models.InterfaceName(1)}}, {Name: "state"}, {Name: "counters"}, {Name: "in-octets"}}}
+	resp, err = g.Get(ctx, &gnmipb.GetRequest{Path: []*gnmipb.Path{counter}, Encoding: gnmipb.Encoding_JSON_IETF})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := string(resp.GetNotification()[0].GetUpdate()[0].GetVal().GetJsonIetfVal()); !strings.HasPrefix(v, `"`) {
+		t.Errorf("a counter64 in JSON_IETF is %s, want a string (RFC 7951)", v)
+	}
+	if _, err := g.Get(ctx, &gnmipb.GetRequest{Path: []*gnmipb.Path{{Origin: "openconfig-other", Elem: mtu(1).GetElem()}}}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("an origin not served: %v, want INVALID_ARGUMENT", err)
+	}
+}

@@ -327,7 +327,8 @@ func encode(n *gnmipb.Notification, enc gnmipb.Encoding) *gnmipb.Notification {
 		var v any
 		switch x := u.GetVal().GetValue().(type) {
 		case *gnmipb.TypedValue_UintVal:
-			if enc == gnmipb.Encoding_JSON_IETF {
+			full := &gnmipb.Path{Elem: append(slices.Clone(n.GetPrefix().GetElem()), u.GetPath().GetElem()...)}
+			if enc == gnmipb.Encoding_JSON_IETF && isUint64Leaf(full) {
 				v = strconv.FormatUint(x.UintVal, 10) // RFC 7951: 64-bit integers are strings
 			} else {
 				v = x.UintVal
@@ -347,6 +348,48 @@ func encode(n *gnmipb.Notification, enc gnmipb.Encoding) *gnmipb.Notification {
 		}
 	}
 	return n
+}
+
+// completePath joins a request's prefix and path into the elements the
+// cache is keyed by. fabricsim serves OpenConfig only, so the origin
+// "openconfig" (what clients such as gnmic send) and no origin name the
+// same tree; any other origin has no data here.
+func completePath(prefix, p *gnmipb.Path) ([]string, error) {
+	strip := func(x *gnmipb.Path) (*gnmipb.Path, error) {
+		switch x.GetOrigin() {
+		case "":
+			return x, nil
+		case "openconfig":
+			x = proto.Clone(x).(*gnmipb.Path)
+			x.Origin = ""
+			return x, nil
+		}
+		return nil, fmt.Errorf("origin %q is not served here (only openconfig)", x.GetOrigin())
+	}
+	if prefix.GetOrigin() != "" && p.GetOrigin() != "" {
+		return nil, fmt.Errorf("origin is set both in prefix and path")
+	}
+	pre, err := strip(prefix)
+	if err != nil {
+		return nil, err
+	}
+	path, err := strip(p)
+	if err != nil {
+		return nil, err
+	}
+	return gpath.CompletePath(pre, path)
+}
+
+// isUint64Leaf says whether a leaf is a 64-bit integer in its YANG model
+// (counter64, timeticks64), which RFC 7951 encodes as a string in JSON;
+// the other unsigned leaves fabricsim serves (mtu: uint16) are numbers.
+func isUint64Leaf(p *gnmipb.Path) bool {
+	for _, e := range p.GetElem() {
+		if e.GetName() == "counters" || e.GetName() == "last-change" {
+			return true
+		}
+	}
+	return false
 }
 
 func checkEncoding(enc gnmipb.Encoding) error {
@@ -376,7 +419,7 @@ func (g *gnmiServer) Get(_ context.Context, req *gnmipb.GetRequest) (*gnmipb.Get
 	}
 	resp := &gnmipb.GetResponse{}
 	for _, p := range req.GetPath() {
-		elems, err := gpath.CompletePath(req.GetPrefix(), p)
+		elems, err := completePath(req.GetPrefix(), p)
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "path: %v", err)
 		}
@@ -456,6 +499,9 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 	resp := &gnmipb.SetResponse{Prefix: req.GetPrefix()}
 	// resolve returns the port and the config leaf ("" for the container).
 	resolve := func(p *gnmipb.Path) (uint32, string, *gnmipb.Path, error) {
+		if _, err := completePath(req.GetPrefix(), p); err != nil {
+			return 0, "", nil, status.Errorf(codes.InvalidArgument, "path %v: %v", p, err)
+		}
 		full := &gnmipb.Path{Elem: append(slices.Clone(req.GetPrefix().GetElem()), p.GetElem()...)}
 		el := full.GetElem()
 		if len(el) < 3 || el[0].GetName() != "interfaces" || el[1].GetName() != "interface" || el[2].GetName() != "config" || len(el) > 4 {
@@ -480,6 +526,11 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 		port, leaf, full, err := resolve(p)
 		if err != nil {
 			return err
+		}
+		if j := v.GetJsonVal(); j != nil {
+			// Capabilities lists JSON: for these leaves (booleans, a
+			// uint16, a string) its encoding is RFC 7951's.
+			v = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: j}}
 		}
 		if err := validateOC(full, v); err != nil {
 			return status.Errorf(codes.InvalidArgument, "%v: %v", full, err)
@@ -663,7 +714,7 @@ func (c onChange) Update(v any) {
 }
 
 func (s *subscriber) snapshot(sub *gnmipb.Subscription) ([]*gnmipb.Notification, error) {
-	elems, err := gpath.CompletePath(s.list.GetPrefix(), sub.GetPath())
+	elems, err := completePath(s.list.GetPrefix(), sub.GetPath())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "path: %v", err)
 	}
@@ -718,7 +769,7 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 	}
 	queries := make([][]string, len(list.GetSubscription()))
 	for i, sub := range list.GetSubscription() {
-		elems, err := gpath.CompletePath(list.GetPrefix(), sub.GetPath())
+		elems, err := completePath(list.GetPrefix(), sub.GetPath())
 		if err != nil {
 			return status.Errorf(codes.InvalidArgument, "subscription %d: path: %v", i, err)
 		}

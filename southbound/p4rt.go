@@ -624,6 +624,33 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 	return out, nil
 }
 
+// PortCounter is one port's packet and byte count from accelnet.p4's
+// indirect port counters.
+type PortCounter struct {
+	Packets, Bytes int64
+}
+
+// ReadPortCounters reads a switch's port_rx_counter (rx) or
+// port_tx_counter (tx), every port's cell in one request.
+func (d *P4RT) ReadPortCounters(ctx context.Context, id models.SwitchID, tx bool) (map[uint32]PortCounter, error) {
+	c, err := d.conn(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	name := p4.CounterPortRx
+	if tx {
+		name = p4.CounterPortTx
+	}
+	out := map[uint32]PortCounter{}
+	err = readAll(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{{Entity: &p4v1.Entity_CounterEntry{
+		CounterEntry: &p4v1.CounterEntry{CounterId: d.schema.CounterID(name)}}}}}, "read "+name+" of "+string(id), func(e *p4v1.Entity) {
+		if ce := e.GetCounterEntry(); ce != nil {
+			out[uint32(ce.GetIndex().GetIndex())] = PortCounter{Packets: ce.GetData().GetPacketCount(), Bytes: ce.GetData().GetByteCount()}
+		}
+	})
+	return out, err
+}
+
 func (d *P4RT) portParam(a *p4v1.Action, action string) uint32 {
 	p, err := d.schema.Param(action, p4.ParamPort)
 	if err != nil || a.GetActionId() != d.schema.ActionID(action) {

@@ -122,8 +122,10 @@ func (l *Lab) Stub(e models.Endpoint) string {
 }
 
 // Host puts host h in a namespace of its own, cabled to its leaf port,
-// with its MAC and IP.
-func (l *Lab) Host(h models.Host, prefixBits int) {
+// with its MAC. Its IP is not configured: tests send and capture raw
+// frames, and a kernel that owned the address would answer RoCEv2
+// packets with ICMP port-unreachable.
+func (l *Lab) Host(h models.Host) {
 	l.t.Helper()
 	n := len(l.ifaces)
 	sw, hi := l.ifname("s", n), l.ifname("h", n)
@@ -136,7 +138,6 @@ func (l *Lab) Host(h models.Host, prefixBits int) {
 	l.quiet(ns, hi)
 	l.run("ip", "link", "set", sw, "up")
 	l.run("ip", "netns", "exec", ns, "ip", "link", "set", hi, "address", h.NICMAC().String())
-	l.run("ip", "netns", "exec", ns, "ip", "addr", "add", fmt.Sprintf("%s/%d", h.IP, prefixBits), "dev", hi)
 	l.run("ip", "netns", "exec", ns, "ip", "link", "set", hi, "up")
 	l.ifaces[h.Attach] = sw
 	l.hostIf[h.Name] = hi

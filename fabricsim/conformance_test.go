@@ -273,7 +273,7 @@ func TestP4RTPacketOutBecomesPacketInAtTheNeighbour(t *testing.T) {
 		t.Fatal(err)
 	}
 	// leaf1's uplink to spine1 is port 2; spine1 sees leaf1 on port 1.
-	out := &p4v1.PacketOut{Payload: lldpFrame(), Metadata: []*p4v1.PacketMetadata{{MetadataId: controllerMetadataID(ls, "packet_out", "egress_port"), Value: []byte{2}}}}
+	out := &p4v1.PacketOut{Payload: lldpFrame(), Metadata: []*p4v1.PacketMetadata{{MetadataId: ls.ControllerMetadataID("packet_out", "egress_port"), Value: []byte{2}}}}
 	if err := leaf.stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Packet{Packet: out}}); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +286,7 @@ func TestP4RTPacketOutBecomesPacketInAtTheNeighbour(t *testing.T) {
 		if in == nil {
 			continue
 		}
-		if len(in.GetPayload()) != 64 || in.GetMetadata()[0].GetMetadataId() != controllerMetadataID(ss, "packet_in", "ingress_port") || in.GetMetadata()[0].GetValue()[0] != 1 {
+		if len(in.GetPayload()) != 64 || in.GetMetadata()[0].GetMetadataId() != ss.ControllerMetadataID("packet_in", "ingress_port") || in.GetMetadata()[0].GetValue()[0] != 1 {
 			t.Fatalf("packet-in: %v", in)
 		}
 		break

@@ -12,21 +12,6 @@ import (
 	"github.com/accelnet/accelnet/southbound/p4"
 )
 
-// controllerMetadataID finds a controller header field's ID by name.
-func controllerMetadataID(s *p4.Schema, header, field string) uint32 {
-	for _, h := range s.Info.GetControllerPacketMetadata() {
-		if h.GetPreamble().GetName() != header {
-			continue
-		}
-		for _, m := range h.GetMetadata() {
-			if m.GetName() == field {
-				return m.GetId()
-			}
-		}
-	}
-	return 0
-}
-
 // packetOut sends a controller packet out of the port its packet_out header
 // names. If a switch is at the other end of that port and its punt_table
 // matches the frame's EtherType, that switch sends it to its controller as a
@@ -44,7 +29,7 @@ func (sw *Switch) packetOut(from *stream, pkt *p4v1.PacketOut) error {
 	}
 	schema := sw.store.schema
 	sw.mu.Unlock()
-	portID := controllerMetadataID(schema, "packet_out", "egress_port")
+	portID := schema.ControllerMetadataID("packet_out", "egress_port")
 	var port uint32
 	found := false
 	for _, m := range pkt.GetMetadata() {
@@ -110,8 +95,8 @@ func (sw *Switch) receive(port uint32, frame []byte) {
 		return
 	}
 	in := &p4v1.PacketIn{Payload: frame, Metadata: []*p4v1.PacketMetadata{
-		{MetadataId: controllerMetadataID(s, "packet_in", "ingress_port"), Value: u16(uint16(port))},
-		{MetadataId: controllerMetadataID(s, "packet_in", "_pad"), Value: []byte{0}},
+		{MetadataId: s.ControllerMetadataID("packet_in", "ingress_port"), Value: u16(uint16(port))},
+		{MetadataId: s.ControllerMetadataID("packet_in", "_pad"), Value: []byte{0}},
 	}}
 	select {
 	case primary.out <- &p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Packet{Packet: in}}:

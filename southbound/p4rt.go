@@ -378,24 +378,9 @@ func (c *p4conn) send(m *p4v1.StreamMessageRequest) error {
 	return c.stream.Send(m)
 }
 
-// controllerMetadata finds a controller header field's ID by name.
-func (d *P4RT) controllerMetadata(header, field string) uint32 {
-	for _, h := range d.schema.Info.GetControllerPacketMetadata() {
-		if h.GetPreamble().GetName() != header {
-			continue
-		}
-		for _, m := range h.GetMetadata() {
-			if m.GetName() == field {
-				return m.GetId()
-			}
-		}
-	}
-	return 0
-}
-
 // ingressPort is a packet-in's ingress_port metadata.
 func (d *P4RT) ingressPort(pkt *p4v1.PacketIn) uint32 {
-	id := d.controllerMetadata(p4.ControllerPacketIn, "ingress_port")
+	id := d.schema.ControllerMetadataID(p4.ControllerPacketIn, "ingress_port")
 	for _, m := range pkt.GetMetadata() {
 		if m.GetMetadataId() == id {
 			return uint32(p4.Uint(m.GetValue()))
@@ -411,8 +396,8 @@ func (d *P4RT) SendPacket(ctx context.Context, id models.SwitchID, port uint32, 
 	if err != nil {
 		return err
 	}
-	meta := []*p4v1.PacketMetadata{{MetadataId: d.controllerMetadata("packet_out", "egress_port"), Value: portBytes(port)}}
-	if padID := d.controllerMetadata("packet_out", "_pad"); padID != 0 {
+	meta := []*p4v1.PacketMetadata{{MetadataId: d.schema.ControllerMetadataID("packet_out", "egress_port"), Value: portBytes(port)}}
+	if padID := d.schema.ControllerMetadataID("packet_out", "_pad"); padID != 0 {
 		meta = append(meta, &p4v1.PacketMetadata{MetadataId: padID, Value: []byte{0}})
 	}
 	if err := c.send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Packet{Packet: &p4v1.PacketOut{Payload: payload, Metadata: meta}}}); err != nil {

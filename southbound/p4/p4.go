@@ -345,6 +345,22 @@ func (s *Schema) ActionByID(id uint32) (*p4config.Action, bool) {
 	return a, ok
 }
 
+// ControllerMetadataID returns the ID of a controller header's field
+// (packet_in/packet_out metadata) by name, or 0.
+func (s *Schema) ControllerMetadataID(header, field string) uint32 {
+	for _, h := range s.Info.GetControllerPacketMetadata() {
+		if h.GetPreamble().GetName() != header {
+			continue
+		}
+		for _, m := range h.GetMetadata() {
+			if m.GetName() == field {
+				return m.GetId()
+			}
+		}
+	}
+	return 0
+}
+
 // ActionName returns an action's name by ID, or "".
 func (s *Schema) ActionName(id uint32) string {
 	return s.actionsByID[id].GetPreamble().GetName()

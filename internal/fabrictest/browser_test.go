@@ -58,7 +58,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Skip("starts a browser")
 	}
 	bin := chromium(t)
-	h := fabrictest.New(t, fabrictest.LeafSpine(2, 4, 4))
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 4, 4), func(o *stack.Options) { o.DiscoveryInterval = 300 * time.Millisecond })
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	snap, _ := h.Controller.Snapshot()
 	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: 1}); err != nil {
@@ -183,6 +183,19 @@ func TestDashboardInBrowser(t *testing.T) {
 	poll("spine2 shown drained", fmt.Sprintf(`window.accelnet.switchDrained('spine2') && window.accelnet.linkState(%q) === 'drained'`, spine2Link), 15*time.Second)
 	h.Do(t, "DELETE", "/api/v1/drains/"+drain.ID, h.OperatorToken, nil, nil)
 	poll("spine2 back in service", `!window.accelnet.switchDrained('spine2')`, 15*time.Second)
+
+	// Two cables swapped: link discovery finds both links miswired, and
+	// the page draws them so (and says what each end hears instead).
+	l1, _ := snap.LinkAt(models.Endpoint{Switch: "leaf1", Port: 5})
+	l2, _ := snap.LinkAt(models.Endpoint{Switch: "leaf2", Port: 5})
+	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultSwapCables, Target: string(l1.ID()), With: string(l2.ID())}); err != nil {
+		t.Fatal(err)
+	}
+	poll("the swapped links shown miswired", fmt.Sprintf(`window.accelnet.linkState(%q) === 'miswired' && window.accelnet.linkState(%q) === 'miswired'`, l1.ID(), l2.ID()), 20*time.Second)
+	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultRestoreCables}); err != nil {
+		t.Fatal(err)
+	}
+	poll("the links shown up again", fmt.Sprintf(`window.accelnet.linkState(%q) === 'up'`, l1.ID()), 20*time.Second)
 
 	// A link goes down in the fabric; the page shows it within seconds.
 	down := snap.Links()[0].ID()

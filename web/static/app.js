@@ -35,6 +35,7 @@ window.accelnet = {
     const l = state.topo && state.topo.links.find((x) => x.id === id);
     if (!l) return 'unknown';
     if (!l.load.up) return 'down';
+    if (miswired(l)) return l.discovery.state; // miswired or lost
     if (l.drained) return 'drained';
     if (l.dampened) return 'dampened';
     return 'up';
@@ -52,6 +53,12 @@ window.accelnet = {
   get elephants() { return state.elephants.slice(); },
 };
 
+// miswired: link discovery found the cable goes elsewhere, or stopped
+// hearing it (lost); either way the link carries no routes.
+function miswired(l) {
+  return !!(l.discovery && (l.discovery.state === 'miswired' || l.discovery.state === 'lost'));
+}
+
 // Utilization colour: green (idle) through yellow to red (full and beyond).
 function utilColor(u) {
   const x = Math.max(0, Math.min(1, u));
@@ -65,7 +72,8 @@ function drawLegend() {
   legend.innerHTML = stops.map((u) => `<span><i style="background:${utilColor(u)}"></i>${Math.round(u * 100)}%</span>`).join('') +
     '<span><i style="background:repeating-linear-gradient(90deg,#ff5c5c 0 4px,transparent 4px 7px)"></i>down</span>' +
     '<span><i style="background:repeating-linear-gradient(90deg,#8a94a0 0 2px,transparent 2px 6px)"></i>drained</span>' +
-    '<span><i style="background:repeating-linear-gradient(90deg,#e0a030 0 2px,transparent 2px 6px)"></i>flapping</span>';
+    '<span><i style="background:repeating-linear-gradient(90deg,#e0a030 0 2px,transparent 2px 6px)"></i>flapping</span>' +
+    '<span><i style="background:repeating-linear-gradient(90deg,#d04ce0 0 6px,transparent 6px 8px)"></i>miswired / lost</span>';
 }
 
 function tierOf(sw) {
@@ -174,6 +182,9 @@ function draw() {
     if (!l.load.up) {
       ctx.strokeStyle = '#ff5c5c';
       ctx.setLineDash([5, 4]);
+    } else if (miswired(l)) {
+      ctx.strokeStyle = '#d04ce0';
+      ctx.setLineDash([6, 2]);
     } else if (l.drained || l.dampened) {
       ctx.strokeStyle = l.drained ? '#8a94a0' : '#e0a030';
       ctx.setLineDash([2, 4]);
@@ -274,8 +285,9 @@ function hit(px, py) {
 }
 
 function linkText(l) {
-  const st = !l.load.up ? 'DOWN' : l.drained ? 'up, drained' : l.dampened ? 'up, dampened (flapping)' : 'up';
-  return `${l.id}\n${l.gbps} Gb/s  ${st}\n` +
+  const st = !l.load.up ? 'DOWN' : miswired(l) ? `up, ${l.discovery.state} (no routes)` : l.drained ? 'up, drained' : l.dampened ? 'up, dampened (flapping)' : 'up';
+  const seen = l.discovery && l.discovery.seen ? `\n${l.discovery.seen.join('\n')}` : '';
+  return `${l.id}\n${l.gbps} Gb/s  ${st}${seen}\n` +
     `${l.a.switch}→${l.b.switch}: ${fmtBps(l.load.a_to_b_bps)}\n${l.b.switch}→${l.a.switch}: ${fmtBps(l.load.b_to_a_bps)}\n` +
     `utilization ${(100 * l.load.utilization).toFixed(1)}%${l.load.stale ? ' (stale)' : ''}` +
     (l.load.a_to_b_ecn_bps || l.load.b_to_a_ecn_bps ? `\nECN-marked ${fmtBps(l.load.a_to_b_ecn_bps)} / ${fmtBps(l.load.b_to_a_ecn_bps)}` : '') +

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -61,6 +62,7 @@ type Config struct {
 	APIRateLimit    float64
 	ObserveEvery    time.Duration
 	CongestionEvery time.Duration
+	DiscoveryEvery  time.Duration
 	SampleOneIn     uint32
 	ElephantGbps    float64
 	FlapHalfLife    time.Duration
@@ -87,6 +89,7 @@ func defaultConfig() Config {
 		APIRateLimit:    2000,
 		ObserveEvery:    5 * time.Second,
 		CongestionEvery: 5 * time.Second,
+		DiscoveryEvery:  5 * time.Second,
 		SampleOneIn:     65536,
 		ElephantGbps:    10,
 		FlapHalfLife:    10 * time.Second,
@@ -115,6 +118,7 @@ func (c Config) stackOptions(demo bool, log *slog.Logger) stack.Options {
 		APIRateLimit:       c.APIRateLimit,
 		ObserveInterval:    c.ObserveEvery,
 		CongestionInterval: c.CongestionEvery,
+		DiscoveryInterval:  cmp.Or(c.DiscoveryEvery, -1), // 0 turns discovery off
 		SampleOneIn:        c.SampleOneIn,
 		ElephantGbps:       c.ElephantGbps,
 		FlapHalfLife:       c.FlapHalfLife,
@@ -157,6 +161,9 @@ func (c Config) Validate(demo bool) error {
 	}
 	if c.ElephantGbps <= 0 || math.IsNaN(c.ElephantGbps) {
 		return fmt.Errorf("--elephant-gbps %v: want a positive rate", c.ElephantGbps)
+	}
+	if c.DiscoveryEvery < 0 {
+		return fmt.Errorf("--discovery-interval %v: want 0 (off) or a positive interval", c.DiscoveryEvery)
 	}
 	if c.CongestionEvery < 0 {
 		return fmt.Errorf("--congestion-interval %v: want 0 (off) or a positive interval", c.CongestionEvery)
@@ -224,6 +231,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
 	root.PersistentFlags().Uint16Var(&cfg.MTU, "mtu", cfg.MTU, "interface MTU of the fabric profile, pushed to every port over gNMI (4200 fits a 4096-byte RoCE payload)")
 	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
+	root.PersistentFlags().DurationVar(&cfg.DiscoveryEvery, "discovery-interval", cfg.DiscoveryEvery, "how often link discovery sends an LLDP probe out of every fabric port (packet-out) and checks the declared links (a miswired or lost link carries no routes); 0 turns it off")
 	root.PersistentFlags().DurationVar(&cfg.CongestionEvery, "congestion-interval", cfg.CongestionEvery, "how often measured link load shifts WCMP weight away from links at 90% or more (and back below 60%); 0 turns it off")
 	root.PersistentFlags().Uint32Var(&cfg.SampleOneIn, "sample-one-in", cfg.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
 	root.PersistentFlags().Float64Var(&cfg.ElephantGbps, "elephant-gbps", cfg.ElephantGbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")

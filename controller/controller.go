@@ -132,6 +132,9 @@ type Config struct {
 	// topology (see discovery.go). Packet-ins go to PacketIn.
 	Packets           PacketSender
 	DiscoveryInterval time.Duration
+	// Neighbors, if set, reads switches' own LLDP state (over gNMI) each
+	// discovery round, as a second witness of the cabling.
+	Neighbors NeighborReader
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// PinnedLoad, if set, is the measured rate (Gb/s) of pinned flows
@@ -261,6 +264,8 @@ type Controller struct {
 	linkStates   map[models.LinkID]LinkDiscovery
 	undeclared   []string
 	confirmed    map[models.LinkID]bool // links discovery has confirmed once
+	lldp         map[models.Endpoint]sighting
+	noNeighbors  map[models.SwitchID]bool // switches that serve no LLDP state
 	// deferred is set when a planned change (drain, undrain, dampening)
 	// arrived while a rollout was still under way: it starts once that
 	// one has settled, so every rollout goes from a state the switches
@@ -277,17 +282,19 @@ func New(cfg Config) (*Controller, error) {
 	cfg.setDefaults()
 	tele := NewTelemetry(5 * cfg.TelemetryInterval)
 	c := &Controller{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		m:         newMetrics(cfg.Registerer),
-		queue:     NewQueue(50*time.Millisecond, 30*time.Second),
-		tele:      tele,
-		status:    map[models.SwitchID]SwitchStatus{},
-		known:     map[models.SwitchID]knownState{},
-		flaps:     newFlapDamper(cfg.FlapHalfLife),
-		operDown:  map[models.Endpoint]bool{},
-		sightings: map[models.Endpoint]sighting{},
-		confirmed: map[models.LinkID]bool{},
+		cfg:         cfg,
+		log:         cfg.Logger,
+		m:           newMetrics(cfg.Registerer),
+		queue:       NewQueue(50*time.Millisecond, 30*time.Second),
+		tele:        tele,
+		status:      map[models.SwitchID]SwitchStatus{},
+		known:       map[models.SwitchID]knownState{},
+		flaps:       newFlapDamper(cfg.FlapHalfLife),
+		operDown:    map[models.Endpoint]bool{},
+		sightings:   map[models.Endpoint]sighting{},
+		confirmed:   map[models.LinkID]bool{},
+		lldp:        map[models.Endpoint]sighting{},
+		noNeighbors: map[models.SwitchID]bool{},
 	}
 	c.subs = &subscriptions{log: cfg.Logger, tele: tele, interval: cfg.TelemetryInterval, active: map[models.SwitchID]*subscription{}, onSample: c.observeOperStatus, dialer: cfg.Dialer}
 	return c, nil

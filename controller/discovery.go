@@ -109,6 +109,16 @@ func parseProbe(frame []byte) (models.Endpoint, error) {
 	return from, nil
 }
 
+// NeighborReader reads what a switch's own LLDP agent hears on each
+// port (OpenConfig's lldp state over gNMI), as the endpoints at the far
+// ends; ErrNoNeighbors when the switch serves none.
+type NeighborReader interface {
+	Neighbors(ctx context.Context, sw models.SwitchID) (map[uint32]models.Endpoint, error)
+}
+
+// ErrNoNeighbors means a switch serves no LLDP neighbour state.
+var ErrNoNeighbors = errors.New("controller: the switch serves no LLDP neighbours")
+
 // PacketSender sends packet-outs: how discovery's probes leave a port.
 type PacketSender interface {
 	SendPacket(ctx context.Context, sw models.SwitchID, port uint32, payload []byte) error
@@ -158,12 +168,53 @@ func (c *Controller) probe(ctx context.Context) {
 			}
 		}
 	}
+	c.readNeighbors(ctx, st)
 	c.discMu.Lock()
 	if c.probingSince.IsZero() {
 		c.probingSince = c.cfg.Now()
 	}
 	c.discMu.Unlock()
 	c.judgeLinks()
+}
+
+// readNeighbors reads, where switches serve it, the LLDP state their own
+// agents keep: a second witness of the cabling (a miswiring shows there
+// too), and the only one on a target that cannot punt probes. Switches
+// that answer ErrNoNeighbors are not asked again.
+func (c *Controller) readNeighbors(ctx context.Context, st *fabricState) {
+	if c.cfg.Neighbors == nil {
+		return
+	}
+	for _, sw := range st.snap.Switches() {
+		if sw.GNMIAddr == "" {
+			continue
+		}
+		c.discMu.Lock()
+		skip := c.noNeighbors[sw.Name]
+		c.discMu.Unlock()
+		if skip {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		got, err := c.cfg.Neighbors.Neighbors(rctx, sw.Name)
+		cancel()
+		if errors.Is(err, ErrNoNeighbors) {
+			c.discMu.Lock()
+			c.noNeighbors[sw.Name] = true
+			c.discMu.Unlock()
+			continue
+		}
+		if err != nil {
+			c.log.Debug("LLDP neighbours not read", "switch", sw.Name, "err", err)
+			continue
+		}
+		now := c.cfg.Now()
+		c.discMu.Lock()
+		for port, from := range got {
+			c.lldp[models.Endpoint{Switch: sw.Name, Port: port}] = sighting{from: from, at: now}
+		}
+		c.discMu.Unlock()
+	}
 }
 
 // judgeLinks updates every declared link's discovery state from the
@@ -186,6 +237,12 @@ func (c *Controller) judgeLinks() {
 		s, ok := c.sightings[e]
 		return s, ok && now.Sub(s.at) <= window
 	}
+	// What the switches' own LLDP agents say (state, not liveness: an
+	// entry outlives a link that went down).
+	heard := func(e models.Endpoint) (sighting, bool) {
+		s, ok := c.lldp[e]
+		return s, ok && now.Sub(s.at) <= window
+	}
 	states := map[models.LinkID]LinkDiscovery{}
 	declared := map[models.Endpoint]bool{}
 	counts := map[DiscoveryState]int{}
@@ -194,18 +251,25 @@ func (c *Controller) judgeLinks() {
 		var d LinkDiscovery
 		sa, okA := fresh(l.A)
 		sb, okB := fresh(l.B)
+		la, lokA := heard(l.A)
+		lb, lokB := heard(l.B)
+		wrong := func(ok bool, s sighting, at, want models.Endpoint, how string) {
+			if ok && s.from != want {
+				d.Seen = append(d.Seen, fmt.Sprintf("%s hears %s%s", at, s.from, how))
+			}
+		}
+		wrong(okA, sa, l.A, l.B, "")
+		wrong(okB, sb, l.B, l.A, "")
+		wrong(lokA, la, l.A, l.B, " (its LLDP agent)")
+		wrong(lokB, lb, l.B, l.A, " (its LLDP agent)")
 		switch {
-		case okA && sa.from != l.B, okB && sb.from != l.A:
+		case len(d.Seen) > 0:
 			d.State = DiscoveryMiswired
-			if okA && sa.from != l.B {
-				d.Seen = append(d.Seen, fmt.Sprintf("%s hears %s", l.A, sa.from))
-			}
-			if okB && sb.from != l.A {
-				d.Seen = append(d.Seen, fmt.Sprintf("%s hears %s", l.B, sb.from))
-			}
 		case okA && okB:
 			d.State = DiscoveryConfirmed
-			c.confirmed[l.ID()] = true
+			c.confirmed[l.ID()] = true // by probes: their silence will mean lost
+		case lokA && lokB && !c.confirmed[l.ID()]:
+			d.State = DiscoveryConfirmed // by the switches' LLDP agents alone
 		case operDown[l.A] || operDown[l.B]:
 			d.State = DiscoveryDown
 		case c.confirmed[l.ID()]:

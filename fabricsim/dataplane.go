@@ -324,6 +324,7 @@ func (f *Fabric) tick(now time.Time) {
 		port uint32
 		c    portCounters
 		up   bool
+		peer models.Endpoint // what the port is cabled to, if a switch
 	}
 	snapshot := map[*Switch][]pub{}
 	for _, sw := range f.order {
@@ -332,13 +333,24 @@ func (f *Fabric) tick(now time.Time) {
 		}
 		for _, port := range f.snap.Ports(sw.name) {
 			e := models.Endpoint{Switch: sw.name, Port: port}
-			snapshot[sw] = append(snapshot[sw], pub{port: port, c: *f.counters[e], up: f.operUpLocked(e)})
+			p := pub{port: port, c: *f.counters[e], up: f.operUpLocked(e)}
+			if peer, _, ok := f.peerLocked(e); ok {
+				p.peer = peer
+			}
+			snapshot[sw] = append(snapshot[sw], p)
 		}
 	}
 	f.mu.Unlock()
 	ts := now.UnixNano()
 	for sw, ps := range snapshot {
 		for _, p := range ps {
+			if p.peer.Switch != "" {
+				if peer, err := f.snap.Switch(p.peer.Switch); err == nil {
+					if err := sw.gnmi.publishLLDP(ts, p.port, peer, p.peer.Port); err != nil {
+						f.log.Debug("publish lldp", "switch", sw.name, "err", err)
+					}
+				}
+			}
 			if err := sw.gnmi.publish(ts, p.port, p.c, p.up); err != nil {
 				// A sample overtaken by an oper-status change is refused
 				// as stale and sent again next tick: not worth a warning.

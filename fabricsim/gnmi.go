@@ -197,6 +197,48 @@ func (g *gnmiServer) publishOper(ts int64, port uint32, operUp bool) error {
 	return nil
 }
 
+// publishLLDP publishes what a port's LLDP agent hears (OpenConfig's
+// lldp model): the switch the port is cabled to, its interface and MAC —
+// the cabling as it really is (swapped cables included), if it changed.
+func (g *gnmiServer) publishLLDP(ts int64, port uint32, peer models.Switch, peerPort uint32) error {
+	name := models.InterfaceName(port)
+	base := []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"}, {Name: "interface", Key: map[string]string{"name": name}},
+		{Name: "neighbors"}, {Name: "neighbor", Key: map[string]string{"id": "1"}}, {Name: "state"}}
+	mac := peer.PortMAC(peerPort)
+	leaves := []struct {
+		leaf string
+		val  *gnmipb.TypedValue
+	}{
+		{"system-name", strVal(string(peer.Name))},
+		{"port-id", strVal(models.InterfaceName(peerPort))},
+		{"port-id-type", strVal("INTERFACE_NAME")},
+		{"chassis-id", strVal(mac.String())},
+		{"chassis-id-type", strVal("MAC_ADDRESS")},
+	}
+	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)}}
+	g.mu.Lock()
+	for _, l := range leaves {
+		key := name + "/lldp/" + l.leaf
+		if v := valueKey(l.val); g.published[key] != v {
+			g.published[key] = v
+			n.Update = append(n.Update, &gnmipb.Update{Path: &gnmipb.Path{Elem: append(slices.Clone(base), &gnmipb.PathElem{Name: l.leaf})}, Val: l.val})
+		}
+	}
+	g.mu.Unlock()
+	if len(n.Update) == 0 {
+		return nil
+	}
+	if err := g.cache.GnmiUpdate(n); err != nil {
+		g.mu.Lock()
+		for _, l := range leaves {
+			delete(g.published, name+"/lldp/"+l.leaf)
+		}
+		g.mu.Unlock()
+		return fmt.Errorf("gnmi cache update for %s %s lldp: %w", g.sw.name, name, err)
+	}
+	return nil
+}
+
 // publishedLeaves are the leaves publish sends for every interface, in the
 // order of its values: under /interfaces/interface[name]/..., or, with
 // qos, the RDMA queue's /qos/.../queue[name]/state/<leaf>.

@@ -2,6 +2,7 @@ package southbound
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
@@ -94,6 +95,75 @@ func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uin
 			}
 			out[port] = c
 		}
+	}
+	return out, nil
+}
+
+// LLDPNeighbor is what a port's LLDP agent hears: the neighbour's system
+// name and port (OpenConfig's lldp model).
+type LLDPNeighbor struct {
+	SystemName string
+	PortID     string
+}
+
+// ErrNoLLDP means a target serves no OpenConfig LLDP state.
+var ErrNoLLDP = errors.New("southbound: no LLDP state served")
+
+// LLDPNeighbors reads /lldp/interfaces/interface[*]/neighbors: each local
+// port's neighbours as the switch's own LLDP agent saw them. A target
+// that does not serve the model answers ErrNoLLDP.
+func (g *GNMIConfig) LLDPNeighbors(ctx context.Context, id models.SwitchID) (map[uint32][]LLDPNeighbor, error) {
+	cc, sw, err := g.dial(id)
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	resp, err := gnmipb.NewGNMIClient(cc).Get(ctx, &gnmipb.GetRequest{
+		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
+		Path:     []*gnmipb.Path{{Elem: []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"}}}},
+		Type:     gnmipb.GetRequest_STATE,
+		Encoding: negotiateEncoding(ctx, cc),
+	})
+	if c := status.Code(err); c == codes.NotFound || c == codes.Unimplemented || c == codes.InvalidArgument {
+		return nil, fmt.Errorf("%w by %s: %v", ErrNoLLDP, id, err)
+	}
+	if err != nil {
+		return nil, mapStatus("gnmi get lldp of "+string(id), err)
+	}
+	type key struct {
+		port uint32
+		id   string
+	}
+	found := map[key]*LLDPNeighbor{}
+	for _, n := range resp.GetNotification() {
+		for _, l := range leavesOf(n) {
+			// lldp/interfaces/interface[name]/neighbors/neighbor[id]/state/<leaf>
+			e := l.elems
+			if len(e) != 7 || e[2].GetName() != "interface" || e[4].GetName() != "neighbor" || e[5].GetName() != "state" {
+				continue
+			}
+			port, ok := models.PortFromInterface(e[2].GetKey()["name"])
+			if !ok {
+				continue
+			}
+			k := key{port, e[4].GetKey()["id"]}
+			nb := found[k]
+			if nb == nil {
+				nb = &LLDPNeighbor{}
+				found[k] = nb
+			}
+			v, _ := stringValue(l.val)
+			switch e[6].GetName() {
+			case "system-name":
+				nb.SystemName = v
+			case "port-id":
+				nb.PortID = v
+			}
+		}
+	}
+	out := map[uint32][]LLDPNeighbor{}
+	for k, nb := range found {
+		out[k.port] = append(out[k.port], *nb)
 	}
 	return out, nil
 }

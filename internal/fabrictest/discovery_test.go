@@ -3,6 +3,7 @@ package fabrictest_test
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,8 +32,9 @@ func discoveryOf(t *testing.T, h *fabrictest.Harness) (map[models.LinkID]string,
 
 // TestLinkDiscoveryFindsSwappedCables: the controller's LLDP probes
 // (packet-out on every fabric port, packet-in where they arrive) confirm
-// every declared link; two cables swapped in fabricsim make both links
-// miswired in the API and the metrics, routes stop using them (every
+// every declared link, and so do the switches' own LLDP agents (their
+// OpenConfig lldp state over gNMI); two cables swapped in fabricsim make
+// both links miswired in the API (both witnesses say so) and the metrics, routes stop using them (every
 // host pair is still delivered, never across them), and once the cables
 // are put back the links are confirmed and carry routes again.
 func TestLinkDiscoveryFindsSwappedCables(t *testing.T) {
@@ -60,8 +62,11 @@ func TestLinkDiscoveryFindsSwappedCables(t *testing.T) {
 		if d[l1] != "miswired" || d[l2] != "miswired" || !h.Controller.Settled() {
 			return false
 		}
+		// Both witnesses: the probes, and the switches' own LLDP agents
+		// (OpenConfig lldp state over gNMI).
 		for _, l := range v.Links {
-			if l.ID == l1 && len(l.Discovery.Seen) == 0 {
+			if l.ID == l1 && (!slices.ContainsFunc(l.Discovery.Seen, func(s string) bool { return !strings.Contains(s, "LLDP agent") }) ||
+				!slices.ContainsFunc(l.Discovery.Seen, func(s string) bool { return strings.Contains(s, "LLDP agent") })) {
 				return false
 			}
 		}

@@ -307,20 +307,21 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if s.OperatorToken, err = s.Auth.BootstrapOperator(ctx, opts.OperatorTokenFile); err != nil {
 		return nil, fmt.Errorf("issue the first operator token: %w", err)
 	}
+	gnmiCfg := &southbound.GNMIConfig{Resolve: func(id models.SwitchID) (models.Switch, error) {
+		snap, _ := ctrl.Snapshot()
+		if snap == nil {
+			return models.Switch{}, controller.ErrNoTopology
+		}
+		return snap.Switch(id)
+	}, Dialer: dialer, ElectionID: func() uint64 {
+		if t := s.Leadership.Term(); t != nil {
+			return t.ID
+		}
+		return 0
+	}}
 	ctrl, err = controller.New(controller.Config{
-		Overlay: s.Intents,
-		Config: &southbound.GNMIConfig{Resolve: func(id models.SwitchID) (models.Switch, error) {
-			snap, _ := ctrl.Snapshot()
-			if snap == nil {
-				return models.Switch{}, controller.ErrNoTopology
-			}
-			return snap.Switch(id)
-		}, Dialer: dialer, ElectionID: func() uint64 {
-			if t := s.Leadership.Term(); t != nil {
-				return t.ID
-			}
-			return 0
-		}},
+		Overlay:            s.Intents,
+		Config:             gnmiCfg,
 		Leadership:         s.Leadership,
 		Dialer:             dialer,
 		MTU:                opts.MTU,
@@ -332,6 +333,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		FlapHalfLife:       opts.FlapHalfLife,
 		CongestionInterval: opts.CongestionInterval,
 		Packets:            s.Driver,
+		Neighbors:          lldpNeighbors{cfg: gnmiCfg},
 		DiscoveryInterval:  discoveryInterval(opts.DiscoveryInterval),
 		PinnedLoad:         s.Intents.PinnedLoad,
 		SampleOneIn:        opts.SampleOneIn,
@@ -500,4 +502,27 @@ func Probe(url string, timeout time.Duration) error {
 		return fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
 	}
 	return nil
+}
+
+// lldpNeighbors reads switches' LLDP state over gNMI for link discovery:
+// a neighbour is named by its system name and interface.
+type lldpNeighbors struct{ cfg *southbound.GNMIConfig }
+
+func (n lldpNeighbors) Neighbors(ctx context.Context, sw models.SwitchID) (map[uint32]models.Endpoint, error) {
+	got, err := n.cfg.LLDPNeighbors(ctx, sw)
+	if errors.Is(err, southbound.ErrNoLLDP) {
+		return nil, fmt.Errorf("%w: %v", controller.ErrNoNeighbors, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[uint32]models.Endpoint{}
+	for port, nbs := range got {
+		for _, nb := range nbs {
+			if p, ok := models.PortFromInterface(nb.PortID); ok && nb.SystemName != "" {
+				out[port] = models.Endpoint{Switch: models.SwitchID(nb.SystemName), Port: p}
+			}
+		}
+	}
+	return out, nil
 }

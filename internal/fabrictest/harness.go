@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -192,9 +193,25 @@ func (h *Harness) Switch(name string) *fabricsim.Switch {
 	return h.Fabric.Switch(models.SwitchID(name))
 }
 
-// Eventually polls cond every 20ms until it holds or timeout passes.
+// Backstop stretches a wait's wall-clock limit for a slow or busy
+// machine: four times under the race detector (which slows everything
+// several times over), and by ACCELNET_TEST_PATIENCE (a factor) if set.
+// Waits are for progress; the limit only stops a test that is stuck.
+func Backstop(d time.Duration) time.Duration {
+	if raceEnabled {
+		d *= 4
+	}
+	if f, err := strconv.ParseFloat(os.Getenv("ACCELNET_TEST_PATIENCE"), 64); err == nil && f > 1 {
+		d = time.Duration(float64(d) * f)
+	}
+	return d
+}
+
+// Eventually polls cond every 20ms until it holds or timeout (stretched
+// by Backstop) passes.
 func (h *Harness) Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	timeout = Backstop(timeout)
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()

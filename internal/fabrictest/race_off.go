@@ -1,0 +1,5 @@
+//go:build !race
+
+package fabrictest
+
+const raceEnabled = false

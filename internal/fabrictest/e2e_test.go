@@ -4,6 +4,10 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/accelnet/accelnet/southbound/p4"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"io"
 	"net/http"
 	"slices"
@@ -476,5 +480,73 @@ func TestInterfaceConfigPushed(t *testing.T) {
 	})
 	if st := h.Controller.Status()["spine1"]; !st.ConfigInSync {
 		t.Errorf("spine1 status %+v", st)
+	}
+}
+
+// TestSwitchRunningAnotherPipelineIsRepushed: a switch that runs a
+// pipeline under another cookie (another version, pushed by someone
+// else) is given accelnet's when the controller connects, and then
+// programmed; one that runs none is pushed one too.
+func TestSwitchRunningAnotherPipelineIsRepushed(t *testing.T) {
+	topo := fabrictest.LeafSpine(1, 2, 1)
+	f := fabrictest.StartFabric(t, topo)
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Someone else's pipeline, under cookie 42, on leaf1; spine1 and
+	// leaf2 run none.
+	other := otherController(t, f, 7)
+	if _, err := other.Read(context.Background(), "leaf2"); err != nil { // pushes accelnet's, under our cookie
+		t.Fatal(err)
+	}
+	leaf1 := topo.Switches[0]
+	for _, sw := range topo.Switches {
+		if sw.Name == "leaf1" {
+			leaf1 = sw
+		}
+	}
+	cc, err := grpc.NewClient(f.Switch("leaf1").Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c := p4v1.NewP4RuntimeClient(cc)
+	stream, err := c.StreamChannel(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_Arbitration{Arbitration: &p4v1.MasterArbitrationUpdate{
+		DeviceId: leaf1.DeviceID, ElectionId: &p4v1.Uint128{Low: 1}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetForwardingPipelineConfig(context.Background(), &p4v1.SetForwardingPipelineConfigRequest{DeviceId: leaf1.DeviceID,
+		ElectionId: &p4v1.Uint128{Low: 1}, Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT,
+		Config: &p4v1.ForwardingPipelineConfig{P4Info: schema.Info, P4DeviceConfig: p4.BMv2JSON, Cookie: &p4v1.ForwardingPipelineConfig_Cookie{Cookie: 42}}}); err != nil {
+		t.Fatal(err)
+	}
+	stream.CloseSend()
+	cc.Close()
+	other.Close()
+
+	h := fabrictest.NewServe(t, f.Topology())
+	converged(t, h)
+	for _, sw := range topo.Switches {
+		cc, err := grpc.NewClient(f.Switch(sw.Name).Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := p4v1.NewP4RuntimeClient(cc).GetForwardingPipelineConfig(context.Background(), &p4v1.GetForwardingPipelineConfigRequest{
+			DeviceId: sw.DeviceID, ResponseType: p4v1.GetForwardingPipelineConfigRequest_COOKIE_ONLY})
+		cc.Close()
+		if err != nil || resp.GetConfig().GetCookie().GetCookie() != p4.Cookie() {
+			t.Errorf("%s runs cookie %v (%v), want accelnet's %#x", sw.Name, resp.GetConfig().GetCookie(), err, p4.Cookie())
+		}
+	}
+	if n := f.Switch("leaf1").Entries(p4.TableIPv4LPM); n == 0 {
+		t.Error("leaf1 has no routes after its pipeline was replaced")
 	}
 }

@@ -160,52 +160,62 @@ control AccelVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
 }
 
 // The controls are AccelIngress and AccelEgress (v1model declares
-// Ingress and Egress itself); @name keeps the names every table and
-// action is resolved by ("Ingress.flow_pin") as they were.
-@name("Ingress")
+// Ingress and Egress itself); every table, action, counter and selector
+// keeps the name it is resolved by ("Ingress.flow_pin") through an
+// absolute @name.
 control AccelIngress(inout headers_t hdr, inout metadata_t meta,
                      inout standard_metadata_t std_meta) {
 
     @id(0x12000001)
+    @name(".Ingress.port_rx_counter")
     counter(512, CounterType.packets_and_bytes) port_rx_counter;
 
     @id(0x13000001)
+    @name(".Ingress.flow_pin_counter")
     direct_counter(CounterType.packets_and_bytes) flow_pin_counter;
 
     @id(0x01000001)
+    @name(".Ingress.set_egress_port")
     action set_egress_port(bit<9> port) {
         std_meta.egress_spec = port;
     }
 
     @id(0x01000002)
+    @name(".Ingress.drop")
     action drop() {
         mark_to_drop(std_meta);
     }
 
     @id(0x01000003)
+    @name(".Ingress.nop")
     action nop() { }
 
     @id(0x01000004)
+    @name(".Ingress.pin_egress_port")
     action pin_egress_port(bit<9> port) {
         std_meta.egress_spec = port;
     }
 
     @id(0x01000005)
+    @name(".Ingress.set_traffic_class")
     action set_traffic_class(bit<3> tc) {
         std_meta.priority = tc;
     }
 
     @id(0x01000006)
+    @name(".Ingress.send_to_cpu")
     action send_to_cpu() {
         std_meta.egress_spec = CPU_PORT;
     }
 
     @id(0x01000007)
+    @name(".Ingress.sample")
     action sample(bit<32> one_in) {
         meta.sample_one_in = one_in;
     }
 
     @id(0x01000008)
+    @name(".Ingress.set_hash_seed")
     action set_hash_seed(bit<32> seed) {
         meta.hash_seed = seed;
     }
@@ -214,6 +224,7 @@ control AccelIngress(inout headers_t hdr, inout metadata_t meta,
      * which the controller sets (to the switch's device ID) so that
      * switches hash independently instead of polarizing. */
     @id(0x02000006)
+    @name(".Ingress.hash_seed")
     table hash_seed {
         actions = {
             set_hash_seed;
@@ -223,6 +234,7 @@ control AccelIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     @id(0x02000005)
+    @name(".Ingress.flow_sample")
     table flow_sample {
         key = {
             std_meta.ingress_port : exact @name("ingress_port");
@@ -236,6 +248,7 @@ control AccelIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     @id(0x02000001)
+    @name(".Ingress.flow_pin")
     table flow_pin {
         key = {
             hdr.ipv4.src_addr : exact @name("ipv4_src");
@@ -259,9 +272,11 @@ control AccelIngress(inout headers_t hdr, inout metadata_t meta,
      * w is w handles). */
     @id(0x11000001)
     @max_group_size(64)
+    @name(".Ingress.ecmp_selector")
     action_selector(HashAlgorithm.identity, 32w4096, 32w32) ecmp_selector;
 
     @id(0x02000002)
+    @name(".Ingress.ipv4_lpm")
     table ipv4_lpm {
         key = {
             hdr.ipv4.dst_addr : lpm @name("ipv4_dst");
@@ -282,6 +297,8 @@ control AccelIngress(inout headers_t hdr, inout metadata_t meta,
      * switch's choice would be a fixed permutation of every other's and
      * paths would polarize; the finalizer makes switches with different
      * seeds choose independently. */
+    @name(".Ingress.compute_flow_hash")
+    @id(0x0100000b)
     action compute_flow_hash() {
         hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,
              { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
@@ -296,6 +313,7 @@ control AccelIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     @id(0x02000003)
+    @name(".Ingress.qos_classify")
     table qos_classify {
         key = {
             hdr.ipv4.dscp : exact @name("dscp");
@@ -309,6 +327,7 @@ control AccelIngress(inout headers_t hdr, inout metadata_t meta,
     }
 
     @id(0x02000004)
+    @name(".Ingress.punt_table")
     table punt_table {
         key = {
             hdr.ethernet.ether_type : exact @name("ether_type");
@@ -360,26 +379,29 @@ control AccelIngress(inout headers_t hdr, inout metadata_t meta,
     }
 }
 
-@name("Egress")
 control AccelEgress(inout headers_t hdr, inout metadata_t meta,
                     inout standard_metadata_t std_meta) {
 
     @id(0x12000002)
+    @name(".Egress.port_tx_counter")
     counter(512, CounterType.packets_and_bytes) port_tx_counter;
 
     @id(0x0100000a)
+    @name(".Egress.nop")
     action nop() { }
 
     /* A routed hop's Ethernet header: the egress port's own MAC as the
      * source, and as the destination the MAC of whatever the port is
      * cabled to (the next switch's port, or the host's NIC). */
     @id(0x01000009)
+    @name(".Egress.rewrite_macs")
     action rewrite_macs(bit<48> src_mac, bit<48> dst_mac) {
         hdr.ethernet.src_addr = src_mac;
         hdr.ethernet.dst_addr = dst_mac;
     }
 
     @id(0x02000007)
+    @name(".Egress.port_macs")
     table port_macs {
         key = {
             std_meta.egress_port : exact @name("egress_port");

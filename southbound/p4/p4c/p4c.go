@@ -32,6 +32,17 @@ func Find() (string, error) {
 	return p, nil
 }
 
+// Expected says whether a compiler warning is the one p4c's BMv2 back
+// end gives every table an action selector implements, whatever the
+// program: its front end gives every table a default action (NoAction
+// when the program declares none, as accelnet.p4 does for ipv4_lpm) and
+// BMv2 has none for such tables; the back end calls the warning directly,
+// so @noWarn cannot silence it. accelnet.p4 drops a miss in apply. Any
+// other warning fails go generate and the test.
+func Expected(warning string) bool {
+	return strings.Contains(warning, "Target does not support default_action for .Ingress.ipv4_lpm (due to action profiles)")
+}
+
 // Output is what the compiler made of a program.
 type Output struct {
 	JSON     []byte   // the BMv2 JSON
@@ -52,7 +63,7 @@ func Compile(ctx context.Context, compiler string, source []byte) (Output, error
 	if err := os.WriteFile(src, source, 0o644); err != nil {
 		return Output{}, err
 	}
-	jsonPath, infoPath := filepath.Join(dir, "accelnet.json"), filepath.Join(dir, "accelnet.p4info.txt")
+	jsonPath, infoPath := filepath.Join(dir, "accelnet.json"), filepath.Join(dir, "accelnet.p4info.txtpb")
 	var stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, compiler, "--arch", "v1model", "--std", "p4-16",
 		"-o", jsonPath, "--p4runtime-files", infoPath, src)
@@ -62,7 +73,7 @@ func Compile(ctx context.Context, compiler string, source []byte) (Output, error
 	}
 	var out Output
 	for _, line := range strings.Split(stderr.String(), "\n") {
-		if strings.Contains(strings.ToLower(line), "warning") {
+		if strings.Contains(strings.ToLower(line), "warning") && !Expected(line) {
 			out.Warnings = append(out.Warnings, strings.ReplaceAll(strings.TrimSpace(line), dir+"/", ""))
 		}
 	}

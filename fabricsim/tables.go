@@ -99,7 +99,7 @@ func (s *tableStore) defaultEntry(tid uint32) *p4v1.TableEntry {
 func (s *tableStore) writeDefault(typ p4v1.Update_Type, e *p4v1.TableEntry) error {
 	t, ok := s.schema.TableByID(e.GetTableId())
 	if !ok {
-		return errf(codes.NotFound, "unknown table id %d", e.GetTableId())
+		return errf(codes.InvalidArgument, "invalid P4 id: unknown table id %d", e.GetTableId())
 	}
 	name := t.GetPreamble().GetName()
 	switch {
@@ -118,7 +118,7 @@ func (s *tableStore) writeDefault(typ p4v1.Update_Type, e *p4v1.TableEntry) erro
 	}
 	info, ok := s.schema.ActionByID(a.GetActionId())
 	if !ok {
-		return errf(codes.NotFound, "unknown action id %d", a.GetActionId())
+		return errf(codes.InvalidArgument, "invalid P4 id: unknown action id %d", a.GetActionId())
 	}
 	if !slices.ContainsFunc(t.GetActionRefs(), func(r *p4config.ActionRef) bool {
 		return r.GetId() == a.GetActionId() && r.GetScope() != p4config.ActionRef_TABLE_ONLY
@@ -187,7 +187,7 @@ func canonical(v []byte, bits int32) ([]byte, error) {
 func (s *tableStore) normalizeEntry(e *p4v1.TableEntry, forDelete bool) (*p4v1.TableEntry, string, error) {
 	t, ok := s.schema.TableByID(e.GetTableId())
 	if !ok {
-		return nil, "", errf(codes.NotFound, "unknown table id %d", e.GetTableId())
+		return nil, "", errf(codes.InvalidArgument, "invalid P4 id: unknown table id %d", e.GetTableId())
 	}
 	if e.GetIsDefaultAction() {
 		return nil, "", errf(codes.InvalidArgument, "table %s: a default entry is not an entry", t.GetPreamble().GetName())
@@ -288,13 +288,20 @@ func (s *tableStore) checkTableAction(t *p4config.Table, a *p4v1.TableAction) er
 	}
 	if prof := t.GetImplementationId(); prof != 0 {
 		switch x := a.GetType().(type) {
+		// As PI answers: a reference to a member or group that does not
+		// exist is an invalid argument; one to a group with no members is
+		// refused by BMv2 (UNKNOWN, "error when adding match entry").
 		case *p4v1.TableAction_ActionProfileMemberId:
 			if _, ok := s.members[prof][x.ActionProfileMemberId]; !ok {
-				return errf(codes.NotFound, "table %s: action profile member %d does not exist", name, x.ActionProfileMemberId)
+				return errf(codes.InvalidArgument, "table %s: invalid member id %d", name, x.ActionProfileMemberId)
 			}
 		case *p4v1.TableAction_ActionProfileGroupId:
-			if _, ok := s.groups[prof][x.ActionProfileGroupId]; !ok {
-				return errf(codes.NotFound, "table %s: action profile group %d does not exist", name, x.ActionProfileGroupId)
+			g, ok := s.groups[prof][x.ActionProfileGroupId]
+			if !ok {
+				return errf(codes.InvalidArgument, "table %s: invalid group id %d", name, x.ActionProfileGroupId)
+			}
+			if len(g.GetMembers()) == 0 {
+				return errf(codes.Unknown, "table %s: error when adding match entry to target: group %d is empty", name, x.ActionProfileGroupId)
 			}
 		case *p4v1.TableAction_ActionProfileActionSet:
 			return errf(codes.Unimplemented, "table %s: one-shot action sets are not supported", name)
@@ -315,7 +322,7 @@ func (s *tableStore) checkTableAction(t *p4config.Table, a *p4v1.TableAction) er
 func (s *tableStore) checkAction(t *p4config.Table, a *p4v1.Action) error {
 	info, ok := s.schema.ActionByID(a.GetActionId())
 	if !ok {
-		return errf(codes.NotFound, "unknown action id %d", a.GetActionId())
+		return errf(codes.InvalidArgument, "invalid P4 id: unknown action id %d", a.GetActionId())
 	}
 	allowed := false
 	for _, ref := range t.GetActionRefs() {
@@ -414,7 +421,7 @@ func (s *tableStore) writeTableEntry(typ p4v1.Update_Type, e *p4v1.TableEntry) e
 func (s *tableStore) profile(id uint32) (*p4config.ActionProfile, error) {
 	prof, ok := s.schema.ProfileByID(id)
 	if !ok {
-		return nil, errf(codes.NotFound, "unknown action profile id %d", id)
+		return nil, errf(codes.InvalidArgument, "invalid P4 id: unknown action profile id %d", id)
 	}
 	return prof, nil
 }
@@ -466,7 +473,7 @@ func (s *tableStore) writeMember(typ p4v1.Update_Type, m *p4v1.ActionProfileMemb
 			return errf(codes.NotFound, "member %d does not exist", m.GetMemberId())
 		}
 		if by := s.memberUser(pid, m.GetMemberId()); by != "" {
-			return errf(codes.FailedPrecondition, "member %d is still used by %s", m.GetMemberId(), by)
+			return errf(codes.Unknown, "error when deleting member on target: member %d is still used by %s", m.GetMemberId(), by)
 		}
 		delete(mem, m.GetMemberId())
 		s.selectorOf(pid).deleteMember(m.GetMemberId())
@@ -507,68 +514,85 @@ func (s *tableStore) writeGroup(typ p4v1.Update_Type, g *p4v1.ActionProfileGroup
 	pid := g.GetActionProfileId()
 	g = proto.Clone(g).(*p4v1.ActionProfileGroup)
 	if g.GetGroupId() == 0 && typ != p4v1.Update_DELETE {
-		return errf(codes.InvalidArgument, "group id 0 is reserved")
-	}
-	if typ != p4v1.Update_DELETE {
-		// PI on BMv2 makes a member of weight w into w BMv2 members: the
-		// weights' sum is what max_group_size bounds.
-		sum := 0
-		for _, gm := range g.GetMembers() {
-			sum += int(max(gm.GetWeight(), 0))
-		}
-		if g.GetMaxSize() < 0 {
-			return errf(codes.InvalidArgument, "group %d: max_size cannot be negative", g.GetGroupId())
-		}
-		if max := int(prof.GetMaxGroupSize()); max > 0 && int(g.GetMaxSize()) > max {
-			return errf(codes.InvalidArgument, "group %d: max_size %d exceeds %s's max_group_size %d", g.GetGroupId(), g.GetMaxSize(), prof.GetPreamble().GetName(), max)
-		}
-		if limit := cmp.Or(int(g.GetMaxSize()), int(prof.GetMaxGroupSize())); limit > 0 && sum > limit {
-			return errf(codes.ResourceExhausted, "group %d: its members' weights sum to %d, more than %d", g.GetGroupId(), sum, limit)
-		}
-		seen := map[uint32]bool{}
-		for _, gm := range g.GetMembers() {
-			if _, ok := s.members[pid][gm.GetMemberId()]; !ok {
-				return errf(codes.NotFound, "group %d: member %d does not exist", g.GetGroupId(), gm.GetMemberId())
-			}
-			if seen[gm.GetMemberId()] {
-				return errf(codes.InvalidArgument, "group %d: member %d listed twice", g.GetGroupId(), gm.GetMemberId())
-			}
-			seen[gm.GetMemberId()] = true
-			if gm.GetWeight() < 1 {
-				return errf(codes.InvalidArgument, "group %d: member %d has weight %d, want at least 1", g.GetGroupId(), gm.GetMemberId(), gm.GetWeight())
-			}
-		}
+		return errf(codes.InvalidArgument, "0 is not a valid group id")
 	}
 	grp := s.groups[pid]
 	if grp == nil {
 		grp = map[uint32]*p4v1.ActionProfileGroup{}
 		s.groups[pid] = grp
 	}
-	_, exists := grp[g.GetGroupId()]
+	cur, exists := grp[g.GetGroupId()]
+	// members checks a group's membership as PI does once the group
+	// exists: weights, their sum against the group's size, then each
+	// member. PI creates a group before checking its members, so a group
+	// INSERT whose members are refused leaves the group, empty.
+	members := func(maxSize int32) error {
+		sum := 0
+		for _, gm := range g.GetMembers() {
+			if gm.GetWeight() < 1 {
+				return errf(codes.InvalidArgument, "group %d: member weight must be a positive integer value", g.GetGroupId())
+			}
+			sum += int(gm.GetWeight())
+		}
+		// PI on BMv2 makes a member of weight w into w BMv2 members: the
+		// weights' sum is what the group's size bounds.
+		if limit := cmp.Or(int(maxSize), int(prof.GetMaxGroupSize())); limit > 0 && sum > limit {
+			return errf(codes.ResourceExhausted, "group %d: sum of member weights %d exceeds maximum group size %d", g.GetGroupId(), sum, limit)
+		}
+		seen := map[uint32]bool{}
+		for _, gm := range g.GetMembers() {
+			if _, ok := s.members[pid][gm.GetMemberId()]; !ok {
+				return errf(codes.NotFound, "member id does not exist: %d", gm.GetMemberId())
+			}
+			if seen[gm.GetMemberId()] {
+				return errf(codes.InvalidArgument, "duplicate member id %d for group %d, use weights instead", gm.GetMemberId(), g.GetGroupId())
+			}
+			seen[gm.GetMemberId()] = true
+		}
+		return nil
+	}
 	switch typ {
 	case p4v1.Update_INSERT:
+		if g.GetMaxSize() < 0 {
+			return errf(codes.InvalidArgument, "group max_size cannot be less than 0")
+		}
+		if max := prof.GetMaxGroupSize(); max > 0 && g.GetMaxSize() > max {
+			return errf(codes.InvalidArgument, "group max_size cannot exceed static max_group_size (from P4Info)")
+		}
 		if exists {
-			return errf(codes.AlreadyExists, "group %d already exists", g.GetGroupId())
+			return errf(codes.AlreadyExists, "duplicate group id: %d", g.GetGroupId())
 		}
 		if size := int(prof.GetSize()); size > 0 && len(grp) >= size {
 			return errf(codes.ResourceExhausted, "action profile %s is full (%d groups)", prof.GetPreamble().GetName(), size)
+		}
+		if err := members(g.GetMaxSize()); err != nil {
+			grp[g.GetGroupId()] = &p4v1.ActionProfileGroup{ActionProfileId: pid, GroupId: g.GetGroupId(), MaxSize: g.GetMaxSize()}
+			s.selectorOf(pid).setGroup(g.GetGroupId(), nil)
+			return err
 		}
 		grp[g.GetGroupId()] = g
 		s.selectorOf(pid).setGroup(g.GetGroupId(), groupWeights(g))
 	case p4v1.Update_MODIFY:
 		if !exists {
-			return errf(codes.NotFound, "group %d does not exist", g.GetGroupId())
+			return errf(codes.NotFound, "group id does not exist: %d", g.GetGroupId())
 		}
+		if g.GetMaxSize() != 0 && g.GetMaxSize() != cur.GetMaxSize() {
+			return errf(codes.InvalidArgument, "cannot change group max_size after group creation")
+		}
+		if err := members(cur.GetMaxSize()); err != nil {
+			return err
+		}
+		g.MaxSize = cur.GetMaxSize()
 		grp[g.GetGroupId()] = g
 		s.selectorOf(pid).setGroup(g.GetGroupId(), groupWeights(g))
 	case p4v1.Update_DELETE:
 		if !exists {
-			return errf(codes.NotFound, "group %d does not exist", g.GetGroupId())
+			return errf(codes.NotFound, "group id does not exist: %d", g.GetGroupId())
 		}
 		for _, tid := range s.profileTables(pid) {
 			for key, e := range s.entries[tid] {
 				if e.GetAction().GetActionProfileGroupId() == g.GetGroupId() {
-					return errf(codes.FailedPrecondition, "group %d is still used by table entry %s", g.GetGroupId(), key)
+					return errf(codes.Unknown, "error when deleting group on target: group %d is still used by table entry %s", g.GetGroupId(), key)
 				}
 			}
 		}
@@ -616,7 +640,7 @@ func (s *tableStore) readTable(q *p4v1.TableEntry) ([]*p4v1.Entity, error) {
 		}
 	} else {
 		if _, ok := s.schema.TableByID(q.GetTableId()); !ok {
-			return nil, errf(codes.NotFound, "unknown table id %d", q.GetTableId())
+			return nil, errf(codes.InvalidArgument, "invalid P4 id: unknown table id %d", q.GetTableId())
 		}
 		tables = []uint32{q.GetTableId()}
 	}
@@ -653,7 +677,7 @@ func (s *tableStore) readTable(q *p4v1.TableEntry) ([]*p4v1.Entity, error) {
 func (s *tableStore) profileIDs(q uint32) ([]uint32, error) {
 	if q != 0 {
 		if _, ok := s.schema.ProfileByID(q); !ok {
-			return nil, errf(codes.NotFound, "unknown action profile id %d", q)
+			return nil, errf(codes.InvalidArgument, "invalid P4 id: unknown action profile id %d", q)
 		}
 		return []uint32{q}, nil
 	}

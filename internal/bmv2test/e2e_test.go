@@ -55,9 +55,10 @@ func hostSocket(t *testing.T, lab *Lab, host string) *Socket {
 // entries and reads them back; RoCEv2 packets built in Go go from host
 // namespaces to the right host with their MACs rewritten; different
 // source ports spread over both spines; an intent's pin moves its flow
-// to the spine it names; and a link taken down (no gNMI on BMv2: the
-// controller's own link discovery notices its probes stop) is routed
-// around.
+// to the spine it names; leaf1's flow_sample digests reach the elephant
+// detector; a cable cut (no gNMI on BMv2: the controller's own link
+// discovery notices its probes stop) is routed around; and once the
+// cable is back the link is confirmed and used again.
 func TestBMv2EndToEnd(t *testing.T) {
 	bin, why := SimpleSwitch()
 	if bin == "" {
@@ -76,7 +77,7 @@ func TestBMv2EndToEnd(t *testing.T) {
 	}
 	h := fabrictest.NewServeWith(t, topo, func(o *stack.Options) {
 		o.DiscoveryInterval = 300 * time.Millisecond
-		o.SampleOneIn = 0 // BMv2 forwards a few thousand packets a second: nothing to sample
+		o.SampleOneIn = 1 // BMv2 forwards a few thousand packets a second: every one is a sample
 	})
 	h.Eventually(t, 2*time.Minute, "every BMv2 programmed and read back in sync", func() bool { return h.Converged() == nil })
 	for _, sw := range topo.Switches {
@@ -153,6 +154,17 @@ func TestBMv2EndToEnd(t *testing.T) {
 	}
 	t.Logf("32 flows: %d over spine1, %d over spine2", via[0], via[1])
 
+	// leaf1 sampled them (flow_sample digests over the stream): the
+	// elephant detector has a rate for each.
+	h.Eventually(t, time.Minute, "leaf1's samples reach the elephant detector", func() bool {
+		for sport := uint16(50000); sport < 50032; sport++ {
+			if _, ok := h.Elephants.Sampled(models.FlowKey{Src: h11.IP, Dst: h21.IP, SrcPort: sport}); !ok {
+				return false
+			}
+		}
+		return true
+	})
+
 	// An intent pins one flow; its packets follow the pin's spine.
 	tok := tenantToken(t, h)
 	var in models.Intent
@@ -188,9 +200,11 @@ func TestBMv2EndToEnd(t *testing.T) {
 	h.Eventually(t, time.Minute, "the link routed around", func() bool {
 		return h.Controller.DownLinks()[lost] && h.Controller.Settled()
 	})
+	before = spineRx()
 	for sport := uint16(52000); sport < 52016; sport++ {
 		if _, ok := deliver(sport); !ok {
-			t.Fatalf("flow :%d not delivered with leaf1–spine1 down", sport)
+			d, _ := h.Controller.LinkDiscovery()
+			t.Fatalf("flow :%d not delivered with leaf1–spine1 cut; links down %v; discovery %+v", sport, h.Controller.DownLinks(), d)
 		}
 	}
 	var v northbound.TopologyView
@@ -199,6 +213,27 @@ func TestBMv2EndToEnd(t *testing.T) {
 		if l.ID == lost && (l.Discovery == nil || l.Discovery.State != "lost") {
 			t.Errorf("the downed link shows %+v in the topology", l.Discovery)
 		}
+	}
+	if after = spineRx(); after[0] != before[0] {
+		t.Errorf("%d packets crossed spine1 while leaf1's cable to it was cut", after[0]-before[0])
+	}
+
+	// The cable goes back in: probes are heard again, the link is
+	// confirmed, and flows use spine1 again.
+	lab.SetLink(models.Endpoint{Switch: "leaf1", Port: 3}, true)
+	h.Eventually(t, time.Minute, "the link confirmed and used again", func() bool {
+		d, _ := h.Controller.LinkDiscovery()
+		return d[lost].State == "confirmed" && !h.Controller.DownLinks()[lost] && h.Controller.Settled()
+	})
+	before = spineRx()
+	for sport := uint16(53000); sport < 53032; sport++ {
+		if _, ok := deliver(sport); !ok {
+			t.Fatalf("flow :%d not delivered after the cable went back in", sport)
+		}
+	}
+	after = spineRx()
+	if after[0] == before[0] || after[1] == before[1] {
+		t.Errorf("after the repair 32 flows crossed spine1 %d and spine2 %d times: want both used", after[0]-before[0], after[1]-before[1])
 	}
 }
 

@@ -34,8 +34,10 @@ func SimpleSwitch() (string, string) {
 	if os.Geteuid() != 0 {
 		return "", "BMv2 lab tests need root (veth pairs and network namespaces)"
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		return "", "BMv2 lab tests need iproute2's ip"
+	for _, tool := range []string{"ip", "tc"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "", "BMv2 lab tests need iproute2's " + tool
+		}
 	}
 	if p := os.Getenv("BMV2_SIMPLE_SWITCH_GRPC"); p != "" {
 		return p, ""
@@ -54,8 +56,9 @@ type Lab struct {
 	bin    string
 	tag    string // makes interface and namespace names unique per lab
 	ifaces map[models.Endpoint]string
-	hostNS map[string]string // host name → network namespace
-	hostIf map[string]string // host name → its interface (in its namespace)
+	cables map[models.Endpoint][2]string // far ends of a Wire's two veths
+	hostNS map[string]string             // host name → network namespace
+	hostIf map[string]string             // host name → its interface (in its namespace)
 	mu     sync.Mutex
 	procs  []*exec.Cmd
 	logDir string
@@ -66,8 +69,11 @@ type Lab struct {
 func NewLab(t testing.TB, bin string) *Lab {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s/%d/%d", t.Name(), os.Getpid(), time.Now().UnixNano())
-	l := &Lab{t: t, bin: bin, tag: fmt.Sprintf("%04x", h.Sum32()&0xffff), ifaces: map[models.Endpoint]string{},
+	l := &Lab{t: t, bin: bin, tag: fmt.Sprintf("%04x", h.Sum32()&0xffff), ifaces: map[models.Endpoint]string{}, cables: map[models.Endpoint][2]string{},
 		hostNS: map[string]string{}, hostIf: map[string]string{}, logDir: t.TempDir()}
+	if d := os.Getenv("BMV2_LOG_DIR"); d != "" { // keep the switches' logs
+		l.logDir = d
+	}
 	t.Cleanup(l.close)
 	return l
 }
@@ -91,17 +97,28 @@ func (l *Lab) quiet(ns, ifc string) {
 	_ = exec.Command(args[0], args[1:]...).Run() // best effort: IPv6 may be off already
 }
 
-// Wire connects two switch ports with a veth pair.
+// Wire connects two switch ports with a cable: each port's veth has its
+// far end in the test's namespace, and tc joins the two far ends (what
+// one receives leaves the other). SetLink pulls the cable by taking the
+// far ends down, so each port loses carrier as at a fibre cut.
 func (l *Lab) Wire(a, b models.Endpoint) {
 	l.t.Helper()
 	n := len(l.ifaces)
 	ia, ib := l.ifname("s", n), l.ifname("s", n+1)
-	l.run("ip", "link", "add", ia, "type", "veth", "peer", "name", ib)
-	for _, i := range []string{ia, ib} {
+	ma, mb := l.ifname("m", n), l.ifname("m", n+1)
+	l.run("ip", "link", "add", ia, "type", "veth", "peer", "name", ma)
+	l.run("ip", "link", "add", ib, "type", "veth", "peer", "name", mb)
+	for _, i := range []string{ia, ib, ma, mb} {
 		l.quiet("", i)
 		l.run("ip", "link", "set", i, "up")
 	}
+	for _, p := range [][2]string{{ma, mb}, {mb, ma}} {
+		l.run("tc", "qdisc", "add", "dev", p[0], "ingress")
+		l.run("tc", "filter", "add", "dev", p[0], "parent", "ffff:", "protocol", "all",
+			"u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", p[1])
+	}
 	l.ifaces[a], l.ifaces[b] = ia, ib
+	l.cables[a], l.cables[b] = [2]string{ma, mb}, [2]string{ma, mb}
 }
 
 // Stub gives a switch port a veth pair whose other end stays in the
@@ -146,14 +163,23 @@ func (l *Lab) Host(h models.Host) {
 // Interface is the lab interface of a switch port.
 func (l *Lab) Interface(e models.Endpoint) string { return l.ifaces[e] }
 
-// SetLink takes the interface of a switch port down or up.
+// SetLink pulls the cable at a switch port (wired with Wire) or plugs it
+// back in. The switches' own interfaces stay up: BMv2 stops receiving on
+// every port when one of its interfaces is set down (p4lang/behavioral-
+// model issue 1215), which is not what a cut cable does to a switch.
 func (l *Lab) SetLink(e models.Endpoint, up bool) {
 	l.t.Helper()
+	c, ok := l.cables[e]
+	if !ok {
+		l.t.Fatalf("%s is not cabled to another switch port", e)
+	}
 	state := "down"
 	if up {
 		state = "up"
 	}
-	l.run("ip", "link", "set", l.ifaces[e], state)
+	for _, i := range c {
+		l.run("ip", "link", "set", i, state)
+	}
 }
 
 // Start runs simple_switch_grpc for a switch with its ports as wired so

@@ -124,12 +124,13 @@ func TestSwitchRejectsBadWrites(t *testing.T) {
 	f := fabrictest.StartFabric(t, topo)
 	d := newDriver(t, f, 1)
 	ctx := context.Background()
-	// A route to a group that does not exist.
+	// A route to a group that does not exist: INVALID_ARGUMENT, as PI on
+	// BMv2 answers a reference to an unknown group.
 	bad := models.Diff{Insert: models.ForwardingState{Routes: []models.Route{{Prefix: netip.MustParsePrefix("10.9.0.0/16"), GroupID: 99}}}}
 	err = d.Apply(ctx, "leaf1", bad)
 	var we *southbound.WriteError
-	if !errors.As(err, &we) || len(we.Failed) != 1 || we.Failed[0].Code.String() != "NotFound" {
-		t.Fatalf("want one NotFound update error, got %v", err)
+	if !errors.As(err, &we) || len(we.Failed) != 1 || we.Failed[0].Code.String() != "InvalidArgument" {
+		t.Fatalf("want one InvalidArgument update error, got %v", err)
 	}
 	// Inserting the same member twice: ALREADY_EXISTS.
 	m := models.Diff{Insert: models.ForwardingState{Members: []models.Member{{ID: 1, Port: 1}}}}

@@ -28,7 +28,13 @@ type p4rtServer struct {
 
 // stream is one StreamChannel client.
 type stream struct {
+	// out carries arbitration updates, packet-ins and errors; bulk carries
+	// digest lists. The sender takes out first, as a switch's CPU path
+	// queues control traffic (LLDP) ahead of sampled packets: a flood of
+	// samples never starves link discovery. Each drops what it cannot
+	// hold.
 	out        chan *p4v1.StreamMessageResponse
+	bulk       chan *p4v1.StreamMessageResponse
 	electionID *p4v1.Uint128 // nil until the client arbitrates
 }
 
@@ -98,7 +104,7 @@ func (s *p4rtServer) StreamChannel(ss p4v1.P4Runtime_StreamChannelServer) error 
 	if sw.down.Load() {
 		return status.Error(codes.Unavailable, "switch is down")
 	}
-	st := &stream{out: make(chan *p4v1.StreamMessageResponse, 64)}
+	st := &stream{out: make(chan *p4v1.StreamMessageResponse, 64), bulk: make(chan *p4v1.StreamMessageResponse, 64)}
 	sw.mu.Lock()
 	sw.streams[st] = struct{}{}
 	sw.mu.Unlock()
@@ -107,14 +113,20 @@ func (s *p4rtServer) StreamChannel(ss p4v1.P4Runtime_StreamChannelServer) error 
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for {
+			var m *p4v1.StreamMessageResponse
 			select {
-			case <-ctx.Done():
-				return
-			case m := <-st.out:
-				if err := ss.Send(m); err != nil {
-					cancel()
+			case m = <-st.out:
+			default:
+				select {
+				case <-ctx.Done():
 					return
+				case m = <-st.out:
+				case m = <-st.bulk:
 				}
+			}
+			if err := ss.Send(m); err != nil {
+				cancel()
+				return
 			}
 		}
 	})

@@ -47,7 +47,12 @@ func (f *Fabric) sampleLocked(dt float64) {
 	}
 	limit := int(math.Ceil(maxSamplesPerSecond * dt))
 	oneIn := map[*Switch]map[uint32]uint64{} // what each switch samples, read once a tick
-	batches := map[*Switch][]*p4v1.P4Data{}
+	type due struct {
+		port uint32
+		spec FlowSpec
+		n    int
+	}
+	dues := map[*Switch][]due{}
 	for _, fl := range f.flows {
 		// Sampling comes before forwarding: a flow dropped further on is
 		// sampled at what it offers.
@@ -73,13 +78,30 @@ func (f *Fabric) sampleLocked(dt float64) {
 			continue
 		}
 		fl.sampleCarry += gbps * 1e9 * dt / 8 / packetBytes / float64(n)
-		due := math.Floor(fl.sampleCarry)
-		fl.sampleCarry -= due
-		for k := 0.0; k < due && len(batches[sw]) < limit; k++ {
-			batches[sw] = append(batches[sw], sampleData(first.InPort, fl.Spec))
+		k := math.Floor(fl.sampleCarry)
+		fl.sampleCarry -= k
+		if k > 0 {
+			dues[sw] = append(dues[sw], due{port: first.InPort, spec: fl.Spec, n: int(k)})
 		}
 	}
-	for sw, data := range batches {
+	// The flows' samples interleaved, as packets of concurrent flows are
+	// sampled in time: every list a switch sends (and what the rate limit
+	// keeps) is a cross-section of its flows, so losing a list, or the
+	// limit, costs every flow alike rather than silencing the last ones.
+	for sw, ds := range dues {
+		var data []*p4v1.P4Data
+		for round := 0; len(data) < limit; round++ {
+			more := false
+			for _, d := range ds {
+				if round < d.n && len(data) < limit {
+					data = append(data, sampleData(d.port, d.spec))
+					more = more || round+1 < d.n
+				}
+			}
+			if !more {
+				break
+			}
+		}
 		sw.sendDigests(data)
 	}
 }
@@ -151,7 +173,7 @@ func (sw *Switch) sendDigests(data []*p4v1.P4Data) {
 		list := &p4v1.DigestList{DigestId: id, ListId: sw.digestLists, Data: data[:n], Timestamp: sw.fabric.last.UnixNano()}
 		data = data[n:]
 		select {
-		case primary.out <- &p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Digest{Digest: list}}:
+		case primary.bulk <- &p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Digest{Digest: list}}:
 		default:
 		}
 	}

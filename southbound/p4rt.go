@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	p4client "github.com/antoninbas/p4runtime-go-client/pkg/client"
@@ -62,9 +63,11 @@ type P4RTOptions struct {
 	// OnDisconnect is called (from a driver goroutine) when a switch's
 	// stream ends, so the controller can resync it.
 	OnDisconnect func(models.SwitchID)
-	// OnSamples is called (from the switch's stream goroutine) with the
-	// packets a switch sampled (see SetSampling); each digest list is
-	// acknowledged after it returns.
+	// OnSamples is called (from a goroutine of the switch's stream, one
+	// list at a time) with the packets a switch sampled (see
+	// SetSampling); each digest list is acknowledged after it returns.
+	// Lists that arrive while digestQueue wait are dropped, and the next
+	// list's samples stand for them (FlowSample.Stands).
 	OnSamples func(models.SwitchID, []FlowSample)
 	// OnPacketIn is called (from the switch's stream goroutine) with each
 	// packet the switch sends its controller and the port it came in on
@@ -124,6 +127,10 @@ type p4conn struct {
 	deviceID uint64
 	addr     string
 	election uint64 // the election ID it arbitrated with
+	// digests carries digest lists from the stream's reader to the sample
+	// handler; droppedSamples counts those dropped since the last taken.
+	digests        chan *p4v1.DigestList
+	droppedSamples atomic.Uint64
 }
 
 func (c *p4conn) alive() bool {
@@ -259,7 +266,8 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 	election := &p4v1.Uint128{High: 0, Low: electionID}
 	client := p4client.NewClient(p4v1.NewP4RuntimeClient(cc), sw.DeviceID, election)
 	streamCtx, cancel := context.WithCancel(context.Background())
-	c := &p4conn{cc: cc, client: client, cancel: cancel, done: make(chan struct{}), deviceID: sw.DeviceID, addr: sw.P4RTAddr, election: electionID}
+	c := &p4conn{cc: cc, client: client, cancel: cancel, done: make(chan struct{}), deviceID: sw.DeviceID, addr: sw.P4RTAddr, election: electionID,
+		digests: make(chan *p4v1.DigestList, digestQueue)}
 	fail := func(err error) (*p4conn, error) {
 		cancel()
 		cc.Close()
@@ -276,8 +284,10 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 		return fail(fmt.Errorf("%w: %s: send arbitration: %v", ErrUnavailable, sw.Name, err))
 	}
 	arb := make(chan error, 1)
+	d.wg.Go(func() { d.handleDigests(sw.Name, c) })
 	d.wg.Go(func() {
 		defer close(c.done)
+		defer close(c.digests)
 		first := true
 		for {
 			msg, err := stream.Recv()
@@ -294,11 +304,7 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 				return
 			}
 			if list := msg.GetDigest(); list != nil {
-				if samples := d.samplesOf(list); len(samples) > 0 && d.opts.OnSamples != nil {
-					d.opts.OnSamples(sw.Name, samples)
-				}
-				_ = c.send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_DigestAck{
-					DigestAck: &p4v1.DigestListAck{DigestId: list.GetDigestId(), ListId: list.GetListId()}}})
+				d.takeDigest(c, list)
 				continue
 			}
 			if pkt := msg.GetPacket(); pkt != nil {

@@ -21,6 +21,14 @@ type FlowSample struct {
 	Port  uint32 // the ingress port (a host-facing port)
 	Key   models.FlowKey
 	Bytes uint32 // the IPv4 total length
+	// At is when the switch made the digest list (its own clock; zero if
+	// it does not say): gaps between samples are measured on it, so a
+	// list that waited in a busy controller's queue does not look late.
+	At time.Time
+	// Stands is how many samples this one stands for (1, or more when
+	// the controller, too busy to take every list, dropped some since the
+	// last list it took): rates estimated from the samples stay unbiased.
+	Stands float64
 }
 
 // Digest list settings: a switch sends a list when it holds this many
@@ -132,10 +140,15 @@ func minimal(v uint64) []byte {
 	return b[i:]
 }
 
-// samplesOf decodes a flow_sample_t digest list (other digests: none).
-func (d *P4RT) samplesOf(list *p4v1.DigestList) []FlowSample {
+// samplesOf decodes a flow_sample_t digest list (other digests: none);
+// each sample stands for stands samples.
+func (d *P4RT) samplesOf(list *p4v1.DigestList, stands float64) []FlowSample {
 	if list.GetDigestId() != d.schema.DigestID(p4.DigestFlowSample) {
 		return nil
+	}
+	var at time.Time
+	if ts := list.GetTimestamp(); ts > 0 {
+		at = time.Unix(0, ts)
 	}
 	out := make([]FlowSample, 0, len(list.GetData()))
 	for _, data := range list.GetData() {
@@ -148,7 +161,47 @@ func (d *P4RT) samplesOf(list *p4v1.DigestList) []FlowSample {
 			Key: models.FlowKey{Src: p4.Addr(m[1].GetBitstring()), Dst: p4.Addr(m[2].GetBitstring()),
 				SrcPort: uint16(p4.Uint(m[3].GetBitstring()))},
 			Bytes: uint32(p4.Uint(m[4].GetBitstring())),
+			At:    at, Stands: stands,
 		})
 	}
 	return out
+}
+
+// digestQueue is how many digest lists a switch's stream holds for the
+// sample handler; past it, lists are dropped (and acknowledged) so that
+// the stream's reader never waits on samples: packet-ins (link
+// discovery's probes) and arbitration updates behind them keep moving
+// however many samples arrive.
+const digestQueue = 8
+
+// takeDigest hands a digest list to the sample handler, or drops it when
+// the handler is behind (counted, so the next list taken stands for it).
+func (d *P4RT) takeDigest(c *p4conn, list *p4v1.DigestList) {
+	select {
+	case c.digests <- list:
+	default:
+		c.droppedSamples.Add(uint64(len(list.GetData())))
+		d.ackDigest(c, list)
+	}
+}
+
+// handleDigests runs the sample handler over a stream's digest lists
+// until the stream ends, acknowledging each after it.
+func (d *P4RT) handleDigests(sw models.SwitchID, c *p4conn) {
+	for list := range c.digests {
+		n := float64(len(list.GetData()))
+		stands := 1.0
+		if dropped := c.droppedSamples.Swap(0); dropped > 0 && n > 0 {
+			stands = (n + float64(dropped)) / n
+		}
+		if samples := d.samplesOf(list, stands); len(samples) > 0 && d.opts.OnSamples != nil {
+			d.opts.OnSamples(sw, samples)
+		}
+		d.ackDigest(c, list)
+	}
+}
+
+func (d *P4RT) ackDigest(c *p4conn, list *p4v1.DigestList) {
+	_ = c.send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_DigestAck{
+		DigestAck: &p4v1.DigestListAck{DigestId: list.GetDigestId(), ListId: list.GetListId()}}})
 }

@@ -28,19 +28,25 @@ type Elephants struct {
 	// Measured, if set, is a pinned flow's rate from its pin's counter.
 	Measured func(models.FlowKey) (float64, bool)
 
-	mu      sync.Mutex
-	flows   map[models.FlowKey]*sampledFlow
-	now     func() time.Time
-	samples prometheus.Counter
+	mu    sync.Mutex
+	flows map[models.FlowKey]*sampledFlow
+	// leafClock is, per leaf, the latest time on its own clock a digest
+	// list it sent was made (FlowSample.At).
+	leafClock map[models.SwitchID]time.Time
+	now       func() time.Time
+	samples   prometheus.Counter
 }
 
 type sampledFlow struct {
 	leaf    models.SwitchID
 	port    uint32
-	bytes   float64 // decayed, as of last
-	last    time.Time
-	samples int
-	length  float64 // mean IP length of its samples
+	bytes   float64   // decayed, as of last
+	last    time.Time // its last sample's time: on the leaf's clock if leafTime, else when it arrived
+	arrived time.Time // when its last sample arrived (the controller's clock)
+	// leafTime says last is on the leaf's clock (its lists are stamped).
+	leafTime bool
+	samples  int
+	length   float64 // mean IP length of its samples
 }
 
 // DetectedFlow is a flow Elephants estimates at or above its threshold.
@@ -61,7 +67,7 @@ type DetectedFlow struct {
 // flows of threshold Gb/s or more.
 func NewElephants(oneIn uint32, threshold float64, reg prometheus.Registerer) *Elephants {
 	e := &Elephants{OneIn: float64(oneIn), Threshold: threshold, Tau: time.Second, MinSamples: 8,
-		flows: map[models.FlowKey]*sampledFlow{}, now: time.Now,
+		flows: map[models.FlowKey]*sampledFlow{}, leafClock: map[models.SwitchID]time.Time{}, now: time.Now,
 		samples: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "accelnet_flow_samples_total",
 			Help: "Packets leaves sampled and reported (flow_sample digests), each standing for sample-one-in packets.",
@@ -78,13 +84,23 @@ func (e *Elephants) Observe(sw models.SwitchID, samples []southbound.FlowSample)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for _, s := range samples {
+		t, leafTime := s.At, !s.At.IsZero()
+		if !leafTime {
+			t = now
+		}
 		f := e.flows[s.Key]
-		if f == nil {
-			f = &sampledFlow{last: now}
+		if f == nil || f.leaf != sw || f.leafTime != leafTime {
+			f = &sampledFlow{last: t} // new, or now seen on another clock
 			e.flows[s.Key] = f
 		}
-		f.bytes = f.bytes*e.decay(now.Sub(f.last)) + float64(s.Bytes)*e.OneIn
-		f.last, f.leaf, f.port = now, sw, s.Port
+		f.bytes = f.bytes*e.decay(t.Sub(f.last)) + float64(s.Bytes)*e.OneIn*max(1, s.Stands)
+		if t.After(f.last) {
+			f.last = t
+		}
+		f.arrived, f.leafTime, f.leaf, f.port = now, leafTime, sw, s.Port
+		if t.After(e.leafClock[sw]) && leafTime {
+			e.leafClock[sw] = t
+		}
 		f.samples++
 		f.length += (float64(s.Bytes) - f.length) / float64(min(f.samples, 64))
 	}
@@ -98,17 +114,30 @@ func (e *Elephants) decay(d time.Duration) float64 {
 	return math.Exp(-d.Seconds() / e.Tau.Seconds())
 }
 
-// rateLocked is a flow's estimated rate in Gb/s now.
-func (e *Elephants) rateLocked(f *sampledFlow, now time.Time) float64 {
-	return f.bytes * e.decay(now.Sub(f.last)) * 8 / e.Tau.Seconds() / 1e9
+// rateLocked is a flow's estimated rate in Gb/s at t (on its clock).
+func (e *Elephants) rateLocked(f *sampledFlow, t time.Time) float64 {
+	return f.bytes * e.decay(t.Sub(f.last)) * 8 / e.Tau.Seconds() / 1e9
+}
+
+// clockLocked is the time now on a flow's clock: the newest list of its
+// leaf, when the leaf stamps its lists (so a list late in arriving decays
+// no estimate), else the controller's now.
+func (e *Elephants) clockLocked(f *sampledFlow, now time.Time) time.Time {
+	if f.leafTime {
+		return e.leafClock[f.leaf]
+	}
+	return now
 }
 
 // silence is how many expected gaps between a flow's samples, missing,
 // mean it stopped; minSilence is the least time that says so (digest
-// lists go out every 50 ms or so).
+// lists go out every 50 ms or so). silenceBackstop is how long a flow
+// whose leaf sends nothing at all (every flow there stopped, or its
+// stream is stalled) stays an elephant by that rule.
 const (
-	silence    = 10
-	minSilence = 250 * time.Millisecond
+	silence         = 10
+	minSilence      = 250 * time.Millisecond
+	silenceBackstop = 2 * time.Second
 )
 
 // silentLocked says whether a flow's samples stopped: none for silence
@@ -116,7 +145,12 @@ const (
 // flow must not linger as an elephant for the few seconds its decaying
 // estimate (or its pin counter, read each second) takes to say so: it
 // would take its hosts' NIC share from the flows that replaced it when
-// their demands are estimated.
+// their demands are estimated. The gap is measured on the leaf's clock,
+// from the flow's last sample to the newest list the leaf sent: a list
+// late in a busy controller's queue delays every flow alike and
+// silences none. When the leaf sends nothing at all, or does not stamp
+// its lists, the controller's clock says, after at least
+// silenceBackstop.
 func (e *Elephants) silentLocked(f *sampledFlow, now time.Time) bool {
 	if f.samples < e.MinSamples || f.length <= 0 {
 		return false
@@ -126,7 +160,11 @@ func (e *Elephants) silentLocked(f *sampledFlow, now time.Time) bool {
 		return true
 	}
 	gap := time.Duration(f.length * 8 * e.OneIn / bps * float64(time.Second))
-	return now.Sub(f.last) > max(minSilence, silence*gap)
+	quiet := max(minSilence, silence*gap)
+	if f.leafTime && e.leafClock[f.leaf].Sub(f.last) > quiet {
+		return true
+	}
+	return now.Sub(f.arrived) > max(quiet, silenceBackstop)
 }
 
 // Sampled is a flow's rate (Gb/s) as estimated from its samples alone,
@@ -138,7 +176,7 @@ func (e *Elephants) Sampled(k models.FlowKey) (float64, bool) {
 	if !ok {
 		return 0, false
 	}
-	return e.rateLocked(f, e.now()), true
+	return e.rateLocked(f, e.clockLocked(f, e.now())), true
 }
 
 // Detected returns the flows estimated at half the threshold or more
@@ -150,14 +188,14 @@ func (e *Elephants) Detected() []DetectedFlow {
 	defer e.mu.Unlock()
 	var out []DetectedFlow
 	for k, f := range e.flows {
-		if now.Sub(f.last) > 5*e.Tau {
+		if now.Sub(f.arrived) > 5*e.Tau {
 			delete(e.flows, k)
 			continue
 		}
 		if e.silentLocked(f, now) {
 			continue // stopped: its samples stopped coming
 		}
-		g, measured := e.rateLocked(f, now), false
+		g, measured := e.rateLocked(f, e.clockLocked(f, now)), false
 		if e.Measured != nil {
 			if mg, ok := e.Measured(k); ok {
 				g, measured = mg, true

@@ -81,3 +81,80 @@ func TestEstimateDemands(t *testing.T) {
 		}
 	}
 }
+
+// TestElephantsSilenceOnLeafClock: whether a flow stopped is judged on
+// the leaf's clock. Lists that waited in a busy controller's queue and
+// arrive together silence nobody; a flow missing from lists the leaf kept
+// sending is silent within a fraction of a second; samples standing for
+// dropped lists keep the estimate whole.
+func TestElephantsSilenceOnLeafClock(t *testing.T) {
+	e := NewElephants(1024, 10, nil)
+	now := time.Unix(1000, 0)
+	leaf := time.Unix(50, 0) // the leaf's own clock: another epoch
+	e.now = func() time.Time { return now }
+	a := models.FlowKey{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.1.1"), SrcPort: 49152}
+	b := models.FlowKey{Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.1.2"), SrcPort: 49153}
+	const pkt = 4000
+	// 40 Gb/s each: 1,220 samples a second, 61 per 50 ms list.
+	perList := 40e9 / 8 * 0.05 / pkt / 1024
+	list := func(stands float64, keys ...models.FlowKey) []southbound.FlowSample {
+		var out []southbound.FlowSample
+		for _, k := range keys {
+			for range int(perList) {
+				out = append(out, southbound.FlowSample{Port: 1, Key: k, Bytes: pkt, At: leaf, Stands: stands})
+			}
+		}
+		return out
+	}
+	rate := func(k models.FlowKey) float64 {
+		for _, d := range e.Detected() {
+			if d.Key == k {
+				return d.Gbps
+			}
+		}
+		return 0
+	}
+	// Four seconds of both flows, one list each 50 ms as made; every
+	// other list dropped by the driver (the taken ones stand for two).
+	for i := range 80 {
+		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
+		if i%2 == 1 {
+			e.Observe("leaf1", list(2, a, b))
+		}
+	}
+	if g := rate(a); math.Abs(g-40) > 6 {
+		t.Fatalf("a estimated at %.1f Gb/s from half the lists standing for all, want 40 within 15%%", g)
+	}
+	// The controller stalls for 1.5 s; the lists made meanwhile arrive
+	// together. Nobody stopped on the leaf's clock.
+	now = now.Add(1500 * time.Millisecond)
+	var backlog [][]southbound.FlowSample
+	for range 30 {
+		leaf = leaf.Add(50 * time.Millisecond)
+		backlog = append(backlog, list(1, a, b))
+	}
+	if g := rate(a); g < 34 {
+		t.Errorf("a at %.1f Gb/s during a controller stall (the leaf sent lists all along), want 40 within 15%%", g)
+	}
+	for _, l := range backlog {
+		e.Observe("leaf1", l)
+	}
+	if rate(a) == 0 || rate(b) == 0 {
+		t.Fatalf("a or b silenced after the backlog arrived: %+v", e.Detected())
+	}
+	// Now b stops while a goes on: within half a second of leaf time, b is
+	// no elephant (though its decaying estimate is still above 10 Gb/s).
+	for range 10 {
+		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
+		e.Observe("leaf1", list(1, a))
+	}
+	if rate(b) != 0 || rate(a) == 0 {
+		t.Errorf("after 500 ms of lists without b: a %.1f, b %.1f Gb/s; want b silent, a on", rate(a), rate(b))
+	}
+	// Every flow of the leaf stops: no lists at all. The controller's
+	// clock says so, after the backstop.
+	now = now.Add(silenceBackstop + time.Second)
+	if d := e.Detected(); len(d) != 0 {
+		t.Errorf("%v without any list from the leaf, still detected: %+v", silenceBackstop+time.Second, d)
+	}
+}

@@ -260,6 +260,7 @@ type Controller struct {
 	// each port, since when probes go out, and each link's state.
 	discMu       sync.Mutex
 	sightings    map[models.Endpoint]sighting
+	probesSent   map[models.Endpoint]uint64 // probes sent out of each port, ever
 	probingSince time.Time
 	linkStates   map[models.LinkID]LinkDiscovery
 	undeclared   []string
@@ -292,6 +293,7 @@ func New(cfg Config) (*Controller, error) {
 		flaps:       newFlapDamper(cfg.FlapHalfLife),
 		operDown:    map[models.Endpoint]bool{},
 		sightings:   map[models.Endpoint]sighting{},
+		probesSent:  map[models.Endpoint]uint64{},
 		confirmed:   map[models.LinkID]bool{},
 		lldp:        map[models.Endpoint]sighting{},
 		noNeighbors: map[models.SwitchID]bool{},

@@ -124,11 +124,20 @@ type PacketSender interface {
 	SendPacket(ctx context.Context, sw models.SwitchID, port uint32, payload []byte) error
 }
 
-// sighting is what arrived at a port: from where, and when.
+// sighting is what arrived at a port: from where, and when; sent is how
+// many probes had been sent out of from by then (probes only).
 type sighting struct {
 	from models.Endpoint
 	at   time.Time
+	sent uint64
 }
+
+// probesMissed is how many probes sent out of the far end since the last
+// one heard make a confirmed link lost (with the time window passed as
+// well): the probe of the round just sent may still be on its way, so it
+// takes three whole rounds unheard. Counting probes, not only time, a
+// controller starved of CPU, which probes late, loses no link for it.
+const probesMissed = 4
 
 // PacketIn takes a packet a switch sent its controller (wired to the
 // P4Runtime driver's packet-ins): a probe is recorded where it arrived.
@@ -139,7 +148,7 @@ func (c *Controller) PacketIn(sw models.SwitchID, port uint32, payload []byte) {
 	}
 	at := models.Endpoint{Switch: sw, Port: port}
 	c.discMu.Lock()
-	c.sightings[at] = sighting{from: from, at: c.cfg.Now()}
+	c.sightings[at] = sighting{from: from, at: c.cfg.Now(), sent: c.probesSent[from]}
 	c.discMu.Unlock()
 }
 
@@ -166,6 +175,9 @@ func (c *Controller) probe(ctx context.Context) {
 				c.log.Debug("link probe not sent", "switch", sw.Name, "port", a.LocalPort, "err", err)
 				break // the switch is not reachable now: next round
 			}
+			c.discMu.Lock()
+			c.probesSent[e]++
+			c.discMu.Unlock()
 		}
 	}
 	c.readNeighbors(ctx, st)
@@ -226,7 +238,8 @@ func (c *Controller) judgeLinks() {
 		return
 	}
 	// A probe older than three rounds (and 3 s: a busy controller may be
-	// late to read its packet-ins) no longer counts.
+	// late to read its packet-ins) no longer counts, once probesMissed
+	// more have been sent from where it came.
 	window := max(3*c.cfg.DiscoveryInterval, 3*time.Second)
 	now := c.cfg.Now()
 	c.mu.RLock()
@@ -235,7 +248,7 @@ func (c *Controller) judgeLinks() {
 	c.discMu.Lock()
 	fresh := func(e models.Endpoint) (sighting, bool) {
 		s, ok := c.sightings[e]
-		return s, ok && now.Sub(s.at) <= window
+		return s, ok && (now.Sub(s.at) <= window || c.probesSent[s.from]-s.sent < probesMissed)
 	}
 	// What the switches' own LLDP agents say (state, not liveness: an
 	// entry outlives a link that went down).

@@ -113,6 +113,36 @@ func (r *loopRun) flows() []fabricsim.FlowStatus {
 	return out
 }
 
+// detectedIsWorkload says whether the controller's detected elephants
+// are the running workloads' flows: every flow between two leaves running
+// clearly above the elephant threshold is listed, and nothing else is.
+func (r *loopRun) detectedIsWorkload() bool {
+	type key struct {
+		src, dst string
+		port     uint16
+	}
+	running := map[key]bool{}
+	for _, f := range r.fab.Flows() {
+		src, _ := r.snap.HostByIP(f.Spec.Src)
+		dst, _ := r.snap.HostByIP(f.Spec.Dst)
+		running[key{string(src.Name), string(dst.Name), f.Spec.SrcPort}] = src.Attach.Switch != dst.Attach.Switch && slices.Contains(r.workloads, f.Workload) && f.RateGbps >= 15
+	}
+	listed := map[key]bool{}
+	for _, d := range r.h.Intents.DetectedFlows() {
+		k := key{d.Src, d.Dst, d.SrcPort}
+		if _, ok := running[k]; !ok {
+			return false // a flow that stopped
+		}
+		listed[k] = true
+	}
+	for k, elephant := range running {
+		if elephant && !listed[k] {
+			return false
+		}
+	}
+	return true
+}
+
 // live is the counted workloads' throughput ratio (Σ rates / Σ demands).
 func (r *loopRun) live() float64 {
 	sum, want := 0.0, 0.0
@@ -258,6 +288,12 @@ func (r *loopRun) converge(phase string) loopFigures {
 		}
 		round, moves := in.DetectedRounds(), in.DetectedMoves()
 		if round == lastRound {
+			continue
+		}
+		if !r.detectedIsWorkload() {
+			// The loop has not seen the change yet (samples take a moment,
+			// more on a busy machine): its rounds do not count as quiet.
+			lastRound, quiet = round, 0
 			continue
 		}
 		if moves != lastMoves {

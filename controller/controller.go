@@ -1028,7 +1028,11 @@ func (c *Controller) worker(ctx context.Context) {
 		switch {
 		case err == nil:
 			c.queue.Forget(key)
-			c.m.foreignPrimary.DeleteLabelValues(strings.TrimPrefix(strings.TrimPrefix(key, "config/"), "sample/"))
+			if !strings.HasPrefix(key, "config/") {
+				// A P4Runtime reconcile went through: we are primary there.
+				// (Interface config goes over gNMI, which says nothing of it.)
+				c.m.foreignPrimary.DeleteLabelValues(strings.TrimPrefix(key, "sample/"))
+			}
 		case tctx.Err() != nil:
 			c.queue.Forget(key) // the term or the controller ended
 		case errors.Is(err, southbound.ErrNotPrimary) && c.cfg.Leadership != nil:

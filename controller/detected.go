@@ -132,7 +132,10 @@ func (m *Intents) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64
 	out := map[models.Endpoint]float64{}
 	for key, el := range m.elephants {
 		rate, measured := elephantRates[key]
-		g := rate.gbps
+		// The latest read's rate: set against links' load, the 2 s one
+		// would lag a flow that just moved or sped up, and leave load
+		// that is the pinned flow's looking like the rest's.
+		g := rate.latest
 		if !measured {
 			g = el.demand // pinned a moment ago: not read yet
 		}

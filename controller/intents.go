@@ -663,13 +663,13 @@ func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time
 			now := sent.Add(answered.Sub(sent) / 2)
 			for k, b := range got {
 				if id, ok := owner[k]; ok {
-					if g, ok := intentMeter.observe(k, b, now); ok {
+					if g, _, ok := intentMeter.observe(k, b, now); ok {
 						rates[id] += g
 					}
 				}
 				if elephant[k] {
-					if g, ok := elephantMeter.observe(k, b, now); ok {
-						elephantRates[k] = measuredRate{gbps: g, at: now}
+					if g, latest, ok := elephantMeter.observe(k, b, now); ok {
+						elephantRates[k] = measuredRate{gbps: g, latest: latest, at: now}
 					}
 				}
 			}
@@ -686,8 +686,11 @@ func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time
 
 // measuredRate is a pinned flow's rate from its pin's direct counter.
 type measuredRate struct {
-	gbps float64
-	at   time.Time
+	gbps float64 // over 2 s: what is reported and judged
+	// latest is over the last read alone: what a link's load, measured
+	// over a shorter interval, holds of the flow now (see PinnedLoad).
+	latest float64
+	at     time.Time
 }
 
 // MeasuredRate is a pinned detected elephant's rate (Gb/s) from its

@@ -20,9 +20,11 @@ type counterReading struct {
 	at    time.Time
 }
 
-// observe records a reading and returns the rate in Gb/s (ok false for
-// the first reading of a key, or the first after it started over).
-func (r *rateMeter[K]) observe(k K, bytes uint64, at time.Time) (gbps float64, ok bool) {
+// observe records a reading and returns the rate in Gb/s over the span,
+// and over the time since the previous reading alone (quicker to follow a
+// change, noisier); ok is false for the first reading of a key, or the
+// first after it started over.
+func (r *rateMeter[K]) observe(k K, bytes uint64, at time.Time) (gbps, latest float64, ok bool) {
 	if r.last == nil {
 		r.last = map[K][]counterReading{}
 	}
@@ -35,15 +37,14 @@ func (r *rateMeter[K]) observe(k K, bytes uint64, at time.Time) (gbps float64, o
 	for len(hist) > 1 && at.Sub(hist[1].at) >= r.Span {
 		hist = hist[1:]
 	}
-	var base counterReading
-	if len(hist) > 0 {
-		base, ok = hist[0], true
-	}
 	r.last[k] = append(hist, counterReading{bytes: bytes, at: at})
-	if !ok {
-		return 0, false
+	if len(hist) == 0 {
+		return 0, 0, false
 	}
-	return float64(bytes-base.bytes) * 8 / at.Sub(base.at).Seconds() / 1e9, true
+	rate := func(from counterReading) float64 {
+		return float64(bytes-from.bytes) * 8 / at.Sub(from.at).Seconds() / 1e9
+	}
+	return rate(hist[0]), rate(hist[len(hist)-1]), true
 }
 
 // retain forgets every key keep says no to.

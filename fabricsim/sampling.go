@@ -150,7 +150,8 @@ func sampleData(port uint32, spec FlowSpec) *p4v1.P4Data {
 }
 
 // sendDigests sends samples to the primary client in lists of at most the
-// digest's max_list_size; a client that does not keep up loses them.
+// digest's max_list_size, stamped with when they were taken (this round of
+// sampling; f.mu held); a client that does not keep up loses them.
 func (sw *Switch) sendDigests(data []*p4v1.P4Data) {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -170,7 +171,7 @@ func (sw *Switch) sendDigests(data []*p4v1.P4Data) {
 	for len(data) > 0 {
 		n := min(size, len(data))
 		sw.digestLists++
-		list := &p4v1.DigestList{DigestId: id, ListId: sw.digestLists, Data: data[:n], Timestamp: sw.fabric.last.UnixNano()}
+		list := &p4v1.DigestList{DigestId: id, ListId: sw.digestLists, Data: data[:n], Timestamp: sw.fabric.lastSample.UnixNano()}
 		data = data[n:]
 		select {
 		case primary.bulk <- &p4v1.StreamMessageResponse{Update: &p4v1.StreamMessageResponse_Digest{Digest: list}}:

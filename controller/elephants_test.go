@@ -114,16 +114,19 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 		}
 		return 0
 	}
-	// Four seconds of both flows, one list each 50 ms as made; every
+	// Six seconds of both flows, one list each 50 ms as made; every
 	// other list dropped by the driver (the taken ones stand for two).
-	for i := range 80 {
+	for i := range 120 {
 		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
 		if i%2 == 1 {
 			e.Observe("leaf1", list(2, a, b))
 		}
 	}
-	if g := rate(a); math.Abs(g-40) > 6 {
-		t.Fatalf("a estimated at %.1f Gb/s from half the lists standing for all, want 40 within 15%%", g)
+	// Each list taken holds 100 ms of samples: counted from the middle of
+	// that, the estimate is unbiased.
+	want := math.Floor(perList) * pkt * 1024 * 8 / 0.05 / 1e9
+	if g := rate(a); math.Abs(g/want-1) > 0.01 {
+		t.Fatalf("a estimated at %.2f Gb/s from half the lists standing for all, want %.2f within 1%%", g, want)
 	}
 	// The controller stalls for 1.5 s; the lists made meanwhile arrive
 	// together. Nobody stopped on the leaf's clock.

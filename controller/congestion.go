@@ -42,7 +42,10 @@ const (
 // been calm, and how many it has been hot.
 type portBias struct {
 	bias float64
-	calm int
+	// recovering: the last interval found it calm enough to get weight
+	// back (a step is coming).
+	recovering bool
+	calm       int
 	hot  int
 }
 
@@ -131,6 +134,7 @@ func (c *Controller) adjustWeights() {
 			p = &portBias{bias: 1}
 		}
 		mean, hasAlt := alternativesMean(d.u, *groups[d.out], *groups[d.in])
+		p.recovering = false
 		switch {
 		case d.u >= congestionHigh && hasAlt && d.u-mean >= congestionMargin && d.hashed >= congestionMargin && p.bias > congestionFloor:
 			// Hot for two intervals in a row: a placement that just moved
@@ -143,6 +147,7 @@ func (c *Controller) adjustWeights() {
 			if p.calm++; p.calm >= congestionCalm {
 				p.bias, p.calm, changed = min(1, p.bias*congestionRecover), 0, true
 			}
+			p.recovering = p.bias < 1
 		default:
 			p.calm, p.hot = 0, 0
 		}
@@ -157,6 +162,19 @@ func (c *Controller) adjustWeights() {
 		c.m.weightChanges.Inc()
 		c.refreshDown("congestion weights changed", "ports_biased", len(c.Biases()))
 	}
+}
+
+// weightsMoving says whether a weight change is under way: a direction
+// found hot (a cut may follow) or getting its weight back step by step.
+func (c *Controller) weightsMoving() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for _, p := range c.biasState {
+		if p.hot > 0 || p.recovering {
+			return true
+		}
+	}
+	return false
 }
 
 // Biases returns the current WCMP weight bias of every biased port.

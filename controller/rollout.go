@@ -518,12 +518,13 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 func stagedGroupID(id uint32) uint32 { return id | 1<<31 }
 
 // Settled reports whether the current routes are fully rolled out, every
-// switch is in sync with them, no planned change waits for its turn, and
-// no reconcile is queued or running (a rollout's last writes, which drop
-// what the old routes used, are queued as its last stage completes).
+// switch is in sync with them, no planned change waits for its turn, no
+// reconcile is queued or running (a rollout's last writes, which drop
+// what the old routes used, are queued as its last stage completes), and
+// no congestion weight is on its way down or back up.
 func (c *Controller) Settled() bool {
 	st := c.current()
-	if st == nil || c.deferred.Load() || c.Ready() != nil || !c.queue.Idle() {
+	if st == nil || c.deferred.Load() || c.Ready() != nil || !c.queue.Idle() || c.weightsMoving() {
 		return false
 	}
 	return st.ro == nil || st.ro.stageNow() == 0

@@ -46,7 +46,7 @@ type portBias struct {
 	// back (a step is coming).
 	recovering bool
 	calm       int
-	hot  int
+	hot        int
 }
 
 // tierKey groups link directions by one end (the switch they leave, or
@@ -165,12 +165,13 @@ func (c *Controller) adjustWeights() {
 }
 
 // weightsMoving says whether a weight change is under way: a direction
-// found hot (a cut may follow) or getting its weight back step by step.
+// getting its weight back step by step. (One hot interval is not: on a
+// busy machine measurements flicker, and a cut needs congestionPersist.)
 func (c *Controller) weightsMoving() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for _, p := range c.biasState {
-		if p.hot > 0 || p.recovering {
+		if p.recovering {
 			return true
 		}
 	}

@@ -521,7 +521,7 @@ func stagedGroupID(id uint32) uint32 { return id | 1<<31 }
 // switch is in sync with them, no planned change waits for its turn, no
 // reconcile is queued or running (a rollout's last writes, which drop
 // what the old routes used, are queued as its last stage completes), and
-// no congestion weight is on its way down or back up.
+// no congestion weight is on its way back up.
 func (c *Controller) Settled() bool {
 	st := c.current()
 	if st == nil || c.deferred.Load() || c.Ready() != nil || !c.queue.Idle() || c.weightsMoving() {

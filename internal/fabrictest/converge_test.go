@@ -53,8 +53,12 @@ const (
 	// settleRounds placement rounds in a row without a move mean settled;
 	// as many again are watched for writes.
 	settleRounds = 3
-	// maxLoopRounds bounds the rounds a phase may take to converge.
-	maxLoopRounds = 30
+	// maxLoopRounds bounds the rounds a phase may take to converge. A
+	// congestion weight cut to its floor in a transient (ECMP collisions
+	// before the elephants are pinned) takes nine recovery steps of three
+	// intervals (a round each here) to come back, and the loop is not
+	// settled until it has.
+	maxLoopRounds = 45
 )
 
 // loopRun drives one scenario against a running controller and fabric.

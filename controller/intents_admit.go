@@ -1,0 +1,514 @@
+package controller
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Create admits a new intent (or, for a dry run, says whether it would be).
+func (m *Intents) Create(ctx context.Context, req CreateRequest) (Outcome, error) {
+	if err := req.Spec.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	if err := req.Tenant.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	if _, err := m.cfg.Auth.Tenant(ctx, req.Tenant); err != nil {
+		return Outcome{}, err
+	}
+	if req.DryRun {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		b := &batch{m: m, touched: map[models.SwitchID]bool{}}
+		out, err := m.decideCreate(b, req)
+		for i := len(b.undo) - 1; i >= 0; i-- {
+			b.undo[i]()
+		}
+		return out, err
+	}
+	return m.submit(ctx, func(b *batch) (Outcome, error) { return m.decideCreate(b, req) })
+}
+
+func newIntentID(now time.Time) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%011x%08x", uint64(now.UnixMilli()), binary.BigEndian.Uint32(r[:]))
+}
+
+func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
+	if !m.loaded || m.book == nil {
+		return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", ErrNoTopology)
+	}
+	idemKey := ""
+	if req.IdempotencyKey != "" {
+		sum := sha256.Sum256([]byte(req.IdempotencyKey))
+		idemKey = string(req.Tenant) + "/" + hex.EncodeToString(sum[:])
+		if r, ok := m.idem[idemKey]; ok {
+			if r.Digest != req.BodyDigest {
+				return Outcome{}, ErrIdempotencyReuse
+			}
+			if e, ok := m.all[r.ID]; ok {
+				return Outcome{Intent: e.in, Replayed: true}, nil
+			}
+			// Deleted in this very batch: its record goes with it.
+			return Outcome{}, fmt.Errorf("%w: the intent this Idempotency-Key created (%s) is being deleted", ErrIdempotencyReuse, r.ID)
+		}
+	}
+	now := m.cfg.Now().UTC()
+	id := newIntentID(now)
+	for m.all[id] != nil {
+		id = newIntentID(now)
+	}
+	e := &entry{in: models.Intent{ID: id, Tenant: req.Tenant, Created: now, Spec: req.Spec}}
+	if e.in.Spec.Class == "" {
+		e.in.Spec.Class = models.ClassLosslessRDMA
+	}
+	out, err := m.admit(b, e, req.DryRun)
+	if req.DryRun {
+		return out, err
+	}
+	var refused *RefusedError
+	if err != nil && !(errors.As(err, &refused) && refused.Intent != nil) {
+		return Outcome{}, err
+	}
+	m.all[id] = e
+	b.undo = append(b.undo, func() { delete(m.all, id) })
+	b.put(e)
+	b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(e.in.Tenant, id)), "=", 0))
+	if idemKey != "" {
+		rec := idemRecord{ID: id, Digest: req.BodyDigest}
+		data, _ := json.Marshal(rec)
+		b.setOp(KeyIdempotency+idemKey, clientv3.OpPut(KeyIdempotency+idemKey, string(data)))
+		m.idem[idemKey], m.idemOf[id] = rec, idemKey
+		b.undo = append(b.undo, func() { delete(m.idem, idemKey); delete(m.idemOf, id) })
+	}
+	if err != nil {
+		refused.Intent = &e.in
+		return Outcome{}, err
+	}
+	return Outcome{Intent: e.in, Fit: out.Fit}, nil
+}
+
+// admit places e's flows and, unless dryRun, reserves them and moves e to
+// Admitted; a refusal moves it to Rejected (returned as a RefusedError
+// with Intent set, so the caller stores it) unless the request itself is
+// wrong (unknown hosts, taken flows, quota), which stores nothing.
+func (m *Intents) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
+	flows, err := m.resolve(e.in.Tenant, e.in.Spec)
+	if err != nil {
+		return Outcome{}, err
+	}
+	for _, f := range flows {
+		if owner, ok := m.flowOwner[f.key]; ok && owner != e.in.ID {
+			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by intent %s", ErrFlowTaken, f.key, owner)}
+		}
+	}
+	t, err := m.cfg.Auth.Tenant(context.Background(), e.in.Tenant)
+	if err != nil {
+		return Outcome{}, err
+	}
+	if err := m.checkQuota(t, e.in.Spec.TotalGbps(), 1, e.in.ID); err != nil {
+		return Outcome{}, err
+	}
+	cons, err := m.constraints(e)
+	if err != nil {
+		return Outcome{}, err
+	}
+	demands := make([]pathcalc.Demand, len(flows))
+	for i, f := range flows {
+		demands[i] = pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}
+	}
+	fit := m.book.Fit(demands, cons)
+	var victims []*entry
+	if !fit.Fits && m.cfg.Preemption {
+		victims, fit = m.preempt(b, e, demands, cons, fit)
+	}
+	out := Outcome{Fit: fit}
+	// How many QPs per connection would do best: asked in a dry run, and
+	// told when the intent does not fit or its links are tight (it is
+	// placements' work, so not for every admission).
+	var hint *models.QPHint
+	if dryRun || !fit.Fits || fit.MLU > qpHintAbove {
+		if h := m.qpHint(flows); h.Better() || dryRun {
+			hint = &h
+		}
+	}
+	out.QPHint = hint
+	for _, v := range victims {
+		out.Preempts = append(out.Preempts, v.in.ID)
+	}
+	if !fit.Fits {
+		if dryRun {
+			return out, nil
+		}
+		e.flows = flows
+		reason := fit.Reason
+		if hint != nil && hint.Better() {
+			fit.Reason += "; " + hint.String()
+			reason = fit.Reason
+		}
+		e.in.SetState(models.StateRejected, reason, m.cfg.Now().UTC())
+		e.in.Status.QPHint = hint
+		return Outcome{}, &RefusedError{Err: ErrNoCapacity, Fit: fit, Intent: &e.in}
+	}
+	if err := m.checkTableRoom(e, flows, fit.Paths); err != nil {
+		return Outcome{}, &RefusedError{Err: err, Fit: fit}
+	}
+	if dryRun {
+		return out, nil
+	}
+	now := m.cfg.Now().UTC()
+	for _, v := range victims {
+		m.unpin(b, v)
+		m.setState(b, v, models.StatePending, fmt.Sprintf("preempted by %s/%s (priority %d)", e.in.Tenant, e.in.ID, e.in.Spec.Priority), now)
+	}
+	e.flows = flows
+	m.pin(b, e, fit.Paths)
+	reason := fmt.Sprintf("%d flows reserved; max reserved link utilization %.2f", len(flows), fit.MLU)
+	if hint != nil {
+		reason += "; " + hint.String()
+	}
+	e.in.Status.QPHint = hint
+	e.in.SetState(models.StateAdmitted, reason, now)
+	m.addUsage(b, e.in.Tenant, e.in.Spec.TotalGbps(), 1)
+	return out, nil
+}
+
+// resolve expands a spec into flows: one per (pair, source port), the
+// pair's bandwidth split evenly over its ports.
+func (m *Intents) resolve(tenant models.TenantName, spec models.IntentSpec) ([]flow, error) {
+	var v models.ValidationError
+	type pair struct {
+		src, dst models.Host
+		gbps     float64
+	}
+	var pairs []pair
+	if c := spec.Collective; c != nil {
+		hosts := make([]models.Host, len(c.Endpoints))
+		for i, name := range c.Endpoints {
+			h, err := resolveHost(m.snap, name)
+			if err != nil {
+				v.Errors = append(v.Errors, models.FieldError{Field: fmt.Sprintf("collective.endpoints[%d]", i), Message: err.Error()})
+			}
+			hosts[i] = h
+		}
+		if len(v.Errors) > 0 {
+			return nil, &v
+		}
+		switch c.Pattern {
+		case models.PatternRingAllReduce:
+			for i := range hosts {
+				pairs = append(pairs, pair{hosts[i], hosts[(i+1)%len(hosts)], c.GbpsPerGPU})
+			}
+		case models.PatternAllToAll:
+			share := c.GbpsPerGPU / float64(len(hosts)-1)
+			for i := range hosts {
+				for j := range hosts {
+					if i != j {
+						pairs = append(pairs, pair{hosts[i], hosts[j], share})
+					}
+				}
+			}
+		}
+	} else {
+		s, errS := resolveHost(m.snap, spec.Src)
+		d, errD := resolveHost(m.snap, spec.Dst)
+		if errS != nil {
+			v.Errors = append(v.Errors, models.FieldError{Field: "src", Message: errS.Error()})
+		}
+		if errD != nil {
+			v.Errors = append(v.Errors, models.FieldError{Field: "dst", Message: errD.Error()})
+		}
+		if errS == nil && errD == nil && s.Name == d.Name {
+			v.Errors = append(v.Errors, models.FieldError{Field: "dst", Message: "same host as src"})
+		}
+		if len(v.Errors) > 0 {
+			return nil, &v
+		}
+		pairs = []pair{{s, d, spec.Gbps}}
+	}
+	ports := spec.SrcPorts.Len()
+	if n := len(pairs) * ports; n > MaxFlowsPerIntent {
+		return nil, &models.ValidationError{Errors: []models.FieldError{{Field: "src_ports", Message: fmt.Sprintf("%d pairs × %d ports = %d flows; at most %d per intent", len(pairs), ports, n, MaxFlowsPerIntent)}}}
+	}
+	flows := make([]flow, 0, len(pairs)*ports)
+	for _, p := range pairs {
+		for port := int(spec.SrcPorts.First); port <= int(spec.SrcPorts.Last); port++ {
+			flows = append(flows, flow{
+				key: models.FlowKey{Src: p.src.IP, Dst: p.dst.IP, SrcPort: uint16(port)},
+				src: p.src, dst: p.dst, gbps: p.gbps / float64(ports),
+			})
+		}
+	}
+	return flows, nil
+}
+
+func resolveHost(snap *topology.Snapshot, name string) (models.Host, error) {
+	if ip, err := netip.ParseAddr(name); err == nil {
+		h, err := snap.HostByIP(ip)
+		if err != nil {
+			return h, fmt.Errorf("no host has address %s", ip)
+		}
+		return h, nil
+	}
+	h, err := snap.Host(name)
+	if err != nil {
+		return h, fmt.Errorf("no host named %q in the fabric", name)
+	}
+	return h, nil
+}
+
+func (m *Intents) constraints(e *entry) (pathcalc.PathConstraints, error) {
+	c := e.in.Spec.Constraints
+	out := pathcalc.PathConstraints{MaxHops: c.MaxHops, AvoidSwitches: map[models.SwitchID]bool{}, AvoidLinks: map[models.LinkID]bool{}}
+	var v models.ValidationError
+	for i, sw := range c.AvoidSwitches {
+		if _, err := m.snap.Switch(sw); err != nil {
+			v.Errors = append(v.Errors, models.FieldError{Field: fmt.Sprintf("constraints.avoid_switches[%d]", i), Message: fmt.Sprintf("no switch %q in the fabric", sw)})
+		}
+		out.AvoidSwitches[sw] = true
+	}
+	for i, l := range c.AvoidLinks {
+		if _, err := m.snap.Link(l); err != nil {
+			v.Errors = append(v.Errors, models.FieldError{Field: fmt.Sprintf("constraints.avoid_links[%d]", i), Message: fmt.Sprintf("no link %q in the fabric", l)})
+		}
+		out.AvoidLinks[l] = true
+	}
+	if id := c.DisjointFrom; id != "" {
+		other, ok := m.all[id]
+		if !ok || other.in.Tenant != e.in.Tenant {
+			v.Errors = append(v.Errors, models.FieldError{Field: "constraints.disjoint_from", Message: fmt.Sprintf("tenant %s has no intent %q", e.in.Tenant, id)})
+		} else {
+			for _, f := range other.in.Status.Flows {
+				for _, p := range f.Path {
+					if l, ok := m.snap.LinkAt(p); ok {
+						out.AvoidLinks[l.ID()] = true
+					}
+				}
+			}
+		}
+	}
+	if len(v.Errors) > 0 {
+		return out, &v
+	}
+	return out, nil
+}
+
+// qpHintAbove is the max reserved utilization past which an admission
+// also says how many QPs per connection would do best.
+const qpHintAbove = 0.9
+
+// qpHint groups an intent's flows into connections (host pairs) and asks
+// the ledger how many QPs per connection come closest to the best.
+func (m *Intents) qpHint(flows []flow) models.QPHint {
+	type pair struct{ src, dst string }
+	index := map[pair]int{}
+	var conns []pathcalc.Demand
+	for _, f := range flows {
+		k := pair{f.src.Name, f.dst.Name}
+		i, ok := index[k]
+		if !ok {
+			i = len(conns)
+			index[k] = i
+			conns = append(conns, pathcalc.Demand{Src: f.src, Dst: f.dst})
+		}
+		conns[i].Gbps += f.gbps
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	return m.book.QPHint(ctx, conns, len(flows)/max(len(conns), 1), MaxFlowsPerIntent)
+}
+
+// checkTableRoom refuses pins that would overflow a switch's flow-pin table.
+func (m *Intents) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoint) error {
+	now := m.cfg.Now()
+	// limit is sw's flow-pin room, if any is known: the P4Info's size, or
+	// less if the switch recently refused entries for lack of room.
+	limit := func(sw models.SwitchID) (int, bool) {
+		l := m.cfg.FlowPinEntries
+		if r, ok := m.room[sw]; ok && now.Before(r.until) && (l <= 0 || r.entries < l) {
+			return r.entries, true
+		}
+		return l, l > 0
+	}
+	add := map[models.SwitchID]int{}
+	for i, p := range paths {
+		for _, hop := range p {
+			if owner, ok := m.flowOwner[flows[i].key]; ok && owner == e.in.ID {
+				continue // replacing its own entry
+			}
+			add[hop.Switch]++
+		}
+	}
+	for sw, n := range add {
+		l, known := limit(sw)
+		if have := len(m.pins[sw]); known && have+n > l {
+			return fmt.Errorf("%w: %s has %d of %d entries; %d more needed", ErrTableFull, sw, have, l, n)
+		}
+	}
+	return nil
+}
+
+// pin reserves e's flows on paths, installs their pins, and records the
+// paths in its status.
+func (m *Intents) pin(b *batch, e *entry, paths [][]models.Endpoint) {
+	m.gen++
+	e.gen, e.pinned = m.gen, true
+	e.in.Status.Flows = make([]models.FlowStatus, len(e.flows))
+	reserved := map[string]float64{}
+	seen := map[models.SwitchID]bool{}
+	e.switches = e.switches[:0]
+	for i, f := range e.flows {
+		path := paths[i]
+		e.in.Status.Flows[i] = models.FlowStatus{Src: f.src.Name, Dst: f.dst.Name, SrcPort: f.key.SrcPort, Gbps: f.gbps, Path: path}
+		_ = m.book.Reserve(f.src, path, f.gbps) // paths come from this book's Fit
+		for _, r := range m.book.Resources(f.src, path) {
+			reserved[r] += f.gbps
+		}
+		m.flowOwner[f.key] = e.in.ID
+		m.dropDetected(b, f.key) // declared now: the intent's pins replace it
+		for _, hop := range path {
+			if m.pins[hop.Switch] == nil {
+				m.pins[hop.Switch] = map[models.FlowKey]uint32{}
+			}
+			m.pins[hop.Switch][f.key] = hop.Port
+			m.logChange(hop.Switch, f.key)
+			b.touched[hop.Switch] = true
+			if !seen[hop.Switch] {
+				seen[hop.Switch] = true
+				e.switches = append(e.switches, hop.Switch)
+			}
+		}
+	}
+	e.in.Status.ReservedGbps = reserved
+	m.awaiting[e.in.ID] = true
+	b.undo = append(b.undo, func() { m.unpinNow(e) })
+}
+
+// unpin releases e's reservation and removes its pins.
+func (m *Intents) unpin(b *batch, e *entry) {
+	if !e.pinned {
+		return
+	}
+	flows, status := e.flows, e.in.Status.Flows
+	for _, sw := range e.switches {
+		b.touched[sw] = true
+	}
+	m.unpinNow(e)
+	m.retry = true
+	b.undo = append(b.undo, func() { m.repin(e, flows, status) })
+}
+
+func (m *Intents) unpinNow(e *entry) {
+	if !e.pinned {
+		return
+	}
+	m.gen++
+	e.gen, e.pinned = m.gen, false
+	for i, f := range e.flows {
+		if i < len(e.in.Status.Flows) {
+			_ = m.book.Reserve(f.src, e.in.Status.Flows[i].Path, -f.gbps)
+		}
+		if m.flowOwner[f.key] == e.in.ID {
+			delete(m.flowOwner, f.key)
+		}
+		for _, sw := range e.switches {
+			if pins := m.pins[sw]; pins != nil {
+				delete(pins, f.key)
+				m.logChange(sw, f.key)
+			}
+		}
+	}
+}
+
+// repin restores pins exactly as they were (undo of unpin).
+func (m *Intents) repin(e *entry, flows []flow, status []models.FlowStatus) {
+	b := &batch{m: m, touched: map[models.SwitchID]bool{}}
+	e.flows = flows
+	paths := make([][]models.Endpoint, len(status))
+	for i, f := range status {
+		paths[i] = f.Path
+	}
+	m.pin(b, e, paths)
+	e.in.Status.Flows = status
+}
+
+// setState moves e to state and stores it.
+func (m *Intents) setState(b *batch, e *entry, state models.IntentState, reason string, now time.Time) {
+	prev := e.in
+	wasLive := prev.Status.State.Live()
+	e.in.SetState(state, reason, now)
+	if state == models.StatePending {
+		e.since = now
+	}
+	switch isLive := state.Live(); {
+	case isLive && !wasLive:
+		m.addUsage(b, e.in.Tenant, e.in.Spec.TotalGbps(), 1)
+	case !isLive && wasLive:
+		m.addUsage(b, e.in.Tenant, -e.in.Spec.TotalGbps(), -1)
+	}
+	b.undo = append(b.undo, func() { e.in.Status = prev.Status })
+	b.put(e)
+}
+
+// preempt frees capacity for e by displacing lower-priority intents on
+// the bottleneck, lowest priority (then newest) first. It returns the
+// victims and the fit with them gone; when even that does not fit it
+// puts everything back and returns the original fit.
+func (m *Intents) preempt(b *batch, e *entry, demands []pathcalc.Demand, cons pathcalc.PathConstraints, fit pathcalc.Fit) ([]*entry, pathcalc.Fit) {
+	var victims []*entry
+	type pinned struct {
+		flows  []flow
+		status []models.FlowStatus
+	}
+	var saved []pinned
+	restore := func() {
+		for i, v := range victims {
+			m.repin(v, saved[i].flows, saved[i].status)
+		}
+	}
+	for !fit.Fits && fit.Bottleneck != "" {
+		var cand *entry
+		for _, o := range m.all {
+			if !o.pinned || o.in.Spec.Priority >= e.in.Spec.Priority || o.in.ID == e.in.ID {
+				continue
+			}
+			if _, uses := o.in.Status.ReservedGbps[fit.Bottleneck]; !uses {
+				continue
+			}
+			if cand == nil || o.in.Spec.Priority < cand.in.Spec.Priority ||
+				(o.in.Spec.Priority == cand.in.Spec.Priority && o.in.ID > cand.in.ID) {
+				cand = o
+			}
+		}
+		if cand == nil {
+			break
+		}
+		saved = append(saved, pinned{cand.flows, cand.in.Status.Flows})
+		m.unpinNow(cand)
+		victims = append(victims, cand)
+		fit = m.book.Fit(demands, cons)
+	}
+	if !fit.Fits {
+		restore()
+		return nil, m.book.Fit(demands, cons)
+	}
+	// The victims are unpinned for real by admit (which records undo);
+	// put them back here so that happens in one place.
+	restore()
+	return victims, fit
+}

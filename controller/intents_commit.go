@@ -1,0 +1,552 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// --- writes ---
+
+// op is one change decided by the loop. decide runs with mu held and adds
+// etcd operations to the batch; done receives its outcome after commit.
+type op struct {
+	decide func(b *batch) (Outcome, error)
+	done   chan opResult
+	out    Outcome
+	err    error
+}
+
+type opResult struct {
+	out Outcome
+	err error
+}
+
+// batch collects one commit: etcd operations, how to undo the in-memory
+// changes if the commit fails, and what to finish once it succeeds.
+type batch struct {
+	m        *Intents
+	ops      []clientv3.Op
+	cmps     []clientv3.Cmp
+	undo     []func()
+	after    []func(rev int64)
+	touched  map[models.SwitchID]bool
+	bytes    int
+	maxOps   int
+	maxBytes int
+	// keyAt is the index in ops of each key's operation: etcd refuses a
+	// transaction that names a key twice, so a later change to a key
+	// replaces its earlier operation (the later state is the one to keep).
+	keyAt map[string]int
+}
+
+// setOp adds (or replaces) the operation on key.
+func (b *batch) setOp(key string, op clientv3.Op) {
+	if b.keyAt == nil {
+		b.keyAt = map[string]int{}
+	}
+	if i, ok := b.keyAt[key]; ok {
+		prev := b.ops[i]
+		b.ops[i] = op
+		b.undo = append(b.undo, func() { b.ops[i] = prev })
+		return
+	}
+	b.keyAt[key] = len(b.ops)
+	b.ops = append(b.ops, op)
+	b.undo = append(b.undo, func() { delete(b.keyAt, key) })
+}
+
+type mark struct{ ops, cmps, undo, after int }
+
+func (b *batch) mark() mark { return mark{len(b.ops), len(b.cmps), len(b.undo), len(b.after)} }
+
+// rollback undoes what was decided since k: a failed op leaves the batch
+// as it found it.
+func (b *batch) rollback(k mark) {
+	for i := len(b.undo) - 1; i >= k.undo; i-- {
+		b.undo[i]()
+	}
+	b.ops, b.cmps, b.undo, b.after = b.ops[:k.ops], b.cmps[:k.cmps], b.undo[:k.undo], b.after[:k.after]
+}
+
+func (b *batch) full() bool { return len(b.ops) >= b.maxOps-2 || b.bytes >= b.maxBytes }
+
+// put stores e's intent and stamps its revision after the commit; until
+// then its revision is 0, so no If-Match can match a change in flight.
+func (b *batch) put(e *entry) {
+	in := e.in
+	in.Revision = 0
+	data, err := json.Marshal(in)
+	if err != nil { // plain data; only a non-finite number could do this
+		b.m.log.Error("cannot encode intent; not stored", "intent", e.in.ID, "err", err)
+		return
+	}
+	b.setOp(intentKey(e.in.Tenant, e.in.ID), clientv3.OpPut(intentKey(e.in.Tenant, e.in.ID), string(data)))
+	b.bytes += len(data)
+	prev := e.in.Revision
+	e.in.Revision = 0
+	b.undo = append(b.undo, func() { e.in.Revision = prev })
+	b.after = append(b.after, func(rev int64) { e.in.Revision = rev })
+}
+
+func intentKey(t models.TenantName, id string) string { return KeyIntents + string(t) + "/" + id }
+
+func (m *Intents) submit(ctx context.Context, decide func(b *batch) (Outcome, error)) (Outcome, error) {
+	if !m.Leading() {
+		return Outcome{}, ErrNotLeader
+	}
+	o := &op{decide: decide, done: make(chan opResult, 1)}
+	select {
+	case m.ops <- o:
+	case <-ctx.Done():
+		return Outcome{}, fmt.Errorf("%w: %v", ErrStoreUnavailable, ctx.Err())
+	}
+	select {
+	case r := <-o.done:
+		return r.out, r.err
+	case <-ctx.Done():
+		// The decision may still commit; the client sees a timeout, as it
+		// would with any store.
+		return Outcome{}, fmt.Errorf("%w: %v", ErrStoreUnavailable, ctx.Err())
+	}
+}
+
+// Run loads the intents from etcd and then serves changes until ctx ends.
+// With leader election it decides only during this replica's terms, and
+// follows etcd in between.
+func (m *Intents) Run(ctx context.Context) error {
+	if m.cfg.Leadership == nil {
+		m.lead(ctx, nil)
+		return nil
+	}
+	for ctx.Err() == nil {
+		changed := m.cfg.Leadership.Changed()
+		if t := m.cfg.Leadership.Term(); t != nil {
+			m.lead(t.Context(), t)
+			continue
+		}
+		m.follow(ctx, changed)
+	}
+	return nil
+}
+
+// Leading says whether this manager decides now.
+func (m *Intents) Leading() bool {
+	return m.cfg.Leadership == nil || m.cfg.Leadership.Term() != nil
+}
+
+// follow keeps the intents' records current from etcd (for reads) until
+// ctx ends or the role changes, answering decisions with ErrNotLeader.
+func (m *Intents) follow(ctx context.Context, changed <-chan struct{}) {
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = m.cfg.Store.follow(fctx, KeyIntents, m.applyFollowed)
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		case o := <-m.ops:
+			o.done <- opResult{err: ErrNotLeader}
+			continue
+		}
+		break
+	}
+	cancel()
+	<-done
+}
+
+// applyFollowed applies intents listed or watched in etcd to a follower's
+// records. The ledger is not kept: a new term rebuilds it (load).
+func (m *Intents) applyFollowed(kvs []kv, reset bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if reset {
+		m.all = map[string]*entry{}
+	}
+	for _, kv := range kvs {
+		if kv.deleted {
+			if i := strings.LastIndexByte(kv.key, '/'); i >= 0 {
+				delete(m.all, kv.key[i+1:])
+			}
+			continue
+		}
+		in, ok := m.decode(kv.key, kv.value, kv.revision)
+		if ok {
+			m.all[in.ID] = &entry{in: in, since: in.Status.Updated}
+		}
+	}
+	for _, kv := range kvs {
+		m.followed = max(m.followed, kv.revision)
+	}
+	if m.followedCh != nil {
+		close(m.followedCh)
+		m.followedCh = nil
+	}
+	m.loaded = false // decisions need a full load first
+	m.pinsReady = false
+}
+
+// WaitFollowed waits (until ctx ends) for a follower's records to
+// include etcd revision rev: a write it forwarded to the leader is then
+// visible in its own reads. On the leader it returns at once.
+func (m *Intents) WaitFollowed(ctx context.Context, rev int64) {
+	for {
+		m.mu.Lock()
+		if m.term != nil || m.cfg.Leadership == nil || m.followed >= rev {
+			m.mu.Unlock()
+			return
+		}
+		if m.followedCh == nil {
+			m.followedCh = make(chan struct{})
+		}
+		ch := m.followedCh
+		m.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+}
+
+// decode reads a stored intent, stamping its revision.
+func (m *Intents) decode(key string, value []byte, rev int64) (models.Intent, bool) {
+	var in models.Intent
+	if err := json.Unmarshal(value, &in); err != nil {
+		m.log.Error("undecodable intent in etcd; skipping", "key", key, "err", err)
+		return in, false
+	}
+	in.Revision = rev
+	return in, true
+}
+
+// lead decides until ctx ends (the term, or everything); t is the term
+// (nil without leader election).
+func (m *Intents) lead(ctx context.Context, t *Term) {
+	m.mu.Lock()
+	m.term = t
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.term = nil
+		m.pinsReady = false
+		m.mu.Unlock()
+		m.failQueued()
+	}()
+	backoff := 100 * time.Millisecond
+	for {
+		err := m.load(ctx)
+		if err == nil {
+			break
+		}
+		m.log.Warn("cannot load intents from etcd", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	m.runBatch(ctx, nil, false) // place what was loaded now, not at the next tick
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	adapt := time.NewTicker(m.cfg.AdaptInterval)
+	defer adapt.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-adapt.C:
+			if m.cfg.Utilization != nil && m.reloadIfNeeded(ctx) == nil {
+				m.mu.Lock()
+				m.adaptDue = true
+				m.mu.Unlock()
+				m.runBatch(ctx, nil, false)
+			}
+		case o := <-m.ops:
+			if err := m.reloadIfNeeded(ctx); err != nil {
+				o.done <- opResult{err: err}
+				m.failQueued()
+				continue
+			}
+			m.runBatch(ctx, o, false)
+		case <-m.kick:
+			if m.reloadIfNeeded(ctx) == nil {
+				m.runBatch(ctx, nil, false)
+			}
+		case <-tick.C:
+			if m.reloadIfNeeded(ctx) == nil {
+				m.runBatch(ctx, nil, true)
+			}
+		}
+	}
+}
+
+func (m *Intents) reloadIfNeeded(ctx context.Context) error {
+	m.mu.RLock()
+	reload := m.needReload
+	m.mu.RUnlock()
+	if !reload {
+		return nil
+	}
+	if err := m.load(ctx); err != nil {
+		return err
+	}
+	m.log.Info("intents reloaded from etcd after an uncertain commit")
+	return nil
+}
+
+func (m *Intents) failQueued() {
+	err := fmt.Errorf("%w: shutting down", ErrStoreUnavailable)
+	if m.cfg.Leadership != nil {
+		err = ErrNotLeader // the term ended; the next leader decides
+	}
+	for {
+		select {
+		case o := <-m.ops:
+			o.done <- opResult{err: err}
+		default:
+			return
+		}
+	}
+}
+
+// load rebuilds the in-memory view from etcd: the intents with their
+// stored paths (re-reserved on the next SetFabric) and idempotency keys.
+func (m *Intents) load(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, m.cfg.Store.timeout)
+	defer cancel()
+	resp, err := m.cfg.Store.cli.Get(lctx, KeyIntents, clientv3.WithPrefix())
+	if err != nil {
+		return m.cfg.Store.wrap(err, "list intents")
+	}
+	idem, err := m.cfg.Store.cli.Get(lctx, KeyIdempotency, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision))
+	if err != nil {
+		return m.cfg.Store.wrap(err, "list idempotency keys")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Start from etcd's truth: after a commit whose outcome is unknown,
+	// memory may disagree with it either way.
+	m.all, m.flowOwner, m.idem, m.idemOf = map[string]*entry{}, map[models.FlowKey]string{}, map[string]idemRecord{}, map[string]string{}
+	m.usage, m.awaiting = map[models.TenantName]*tenantUsage{}, map[string]bool{}
+	m.gen++
+	for sw := range m.pins {
+		m.changes[sw], m.changesBase[sw] = nil, m.gen // reconcilers compare in full once
+	}
+	m.pins, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, nil
+	m.elephants = map[models.FlowKey]*elephant{}
+	m.needReload = false
+	m.pinsReady = false
+	for _, kv := range resp.Kvs {
+		in, ok := m.decode(string(kv.Key), kv.Value, kv.ModRevision)
+		if !ok {
+			continue
+		}
+		m.all[in.ID] = &entry{in: in, since: in.Status.Updated}
+		if in.Status.State.Live() {
+			u := m.tenantUsage(in.Tenant)
+			u.gbps += in.Spec.TotalGbps()
+			u.intents++
+		}
+	}
+	for _, kv := range idem.Kvs {
+		var r idemRecord
+		if json.Unmarshal(kv.Value, &r) == nil {
+			k := strings.TrimPrefix(string(kv.Key), KeyIdempotency)
+			m.idem[k], m.idemOf[r.ID] = r, k
+		}
+	}
+	m.loaded = true
+	m.fabricGen++ // plan (re-reserve) once a fabric is known
+	m.log.Info("intents loaded", "intents", len(resp.Kvs))
+	return nil
+}
+
+// addUsage changes a tenant's live reservations by gbps over n intents,
+// undone with the batch if it does not commit.
+func (m *Intents) addUsage(b *batch, t models.TenantName, gbps float64, n int) {
+	u := m.tenantUsage(t)
+	u.gbps += gbps
+	u.intents += n
+	b.undo = append(b.undo, func() { u.gbps -= gbps; u.intents -= n })
+}
+
+// checkQuota refuses n more intents of gbps in total for tenant t, on top
+// of what it holds now less the intent except (one being replaced).
+func (m *Intents) checkQuota(t models.Tenant, gbps float64, n int, except string) error {
+	var held float64
+	count := 0
+	if u := m.usage[t.Name]; u != nil {
+		held, count = u.gbps, u.intents
+	}
+	if old, ok := m.all[except]; ok && old.in.Status.State.Live() {
+		held -= old.in.Spec.TotalGbps()
+		count--
+	}
+	if t.MaxIntents > 0 && count+n > t.MaxIntents {
+		return &RefusedError{Err: fmt.Errorf("%w: %d live intents + %d asked > %d allowed", ErrQuota, count, n, t.MaxIntents)}
+	}
+	if t.MaxGbps > 0 && held+gbps > t.MaxGbps+1e-9 {
+		return &RefusedError{Err: fmt.Errorf("%w: %.1f Gb/s reserved + %.1f asked > %.1f allowed", ErrQuota, held, gbps, t.MaxGbps)}
+	}
+	return nil
+}
+
+func (m *Intents) tenantUsage(t models.TenantName) *tenantUsage {
+	u := m.usage[t]
+	if u == nil {
+		u = &tenantUsage{}
+		m.usage[t] = u
+	}
+	return u
+}
+
+// holds says whether etcd still has term t's election key (a failed
+// fence, rather than a lost race on an intent's revision).
+func (m *Intents) holds(ctx context.Context, t *Term) bool {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Store.timeout)
+	defer cancel()
+	resp, err := m.cfg.Store.cli.Get(ctx, t.Key)
+	return err != nil || (len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == t.Rev)
+}
+
+// runBatch decides first and whatever else is queued (up to the commit's
+// budget), does the housekeeping that is due, commits once, and answers.
+func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
+	m.mu.Lock()
+	b := &batch{m: m, touched: map[models.SwitchID]bool{}, maxOps: m.cfg.MaxTxnOps, maxBytes: 1 << 20}
+	var decided []*op
+	m.replanIfDue(b)
+	run := func(o *op) {
+		k := b.mark()
+		o.out, o.err = o.decide(b)
+		var refused *RefusedError
+		if o.err != nil && !(errors.As(o.err, &refused) && refused.Intent != nil) {
+			b.rollback(k)
+		}
+		decided = append(decided, o)
+	}
+	if first != nil {
+		run(first)
+	drain:
+		for !b.full() {
+			select {
+			case o := <-m.ops:
+				run(o)
+			default:
+				break drain
+			}
+		}
+	}
+	m.housekeep(b, tick)
+	m.checkLedger()
+	var err error
+	if len(b.ops) > 0 {
+		var rev int64
+		start := time.Now()
+		cmps := b.cmps
+		if m.term != nil {
+			cmps = append(slices.Clip(cmps), m.term.Fence())
+		}
+		rev, err = m.cfg.Store.commit(ctx, cmps, b.ops)
+		switch {
+		case errors.Is(err, ErrConflict) && m.term != nil && !m.holds(ctx, m.term):
+			err = ErrNotLeader // deposed: a newer leader decides from etcd
+		case err != nil && ctx.Err() != nil && !errors.Is(err, ErrStoreUnavailable):
+			err = fmt.Errorf("%w: leadership ended during the commit (etcd unreachable?): its outcome is unknown; retry with the same Idempotency-Key", ErrStoreUnavailable)
+		}
+		m.m.commitSeconds.Observe(time.Since(start).Seconds())
+		m.m.commitOps.Observe(float64(len(b.ops)))
+		if err == nil {
+			for _, f := range b.after {
+				f(rev)
+			}
+			// Answer with the committed intents (revisions stamped).
+			for _, o := range decided {
+				if e, ok := m.all[o.out.Intent.ID]; ok {
+					o.out.Intent = e.in
+				}
+				var refused *RefusedError
+				if errors.As(o.err, &refused) && refused.Intent != nil {
+					if e, ok := m.all[refused.Intent.ID]; ok {
+						in := e.in
+						refused.Intent = &in
+					}
+				}
+			}
+		} else {
+			for i := len(b.undo) - 1; i >= 0; i-- {
+				b.undo[i]()
+			}
+			if !errors.Is(err, ErrConflict) {
+				m.needReload = true // it may have committed after all
+			}
+			m.log.Warn("intent commit failed; answered as not done", "ops", len(b.ops), "err", err)
+		}
+	}
+	touched := slices.Collect(maps.Keys(b.touched))
+	if err == nil && !m.pinsReady && m.loaded && m.snap != nil && m.planned == m.fabricGen {
+		m.pinsReady = true // every switch may be compared now, pins or not
+		touched = touched[:0]
+		for _, sw := range m.snap.Switches() {
+			touched = append(touched, sw.Name)
+		}
+	}
+	m.mu.Unlock()
+	for _, o := range decided {
+		m.m.decisions.WithLabelValues(decisionResult(o.err, err)).Inc()
+		switch {
+		case err != nil && o.err == nil:
+			o.done <- opResult{err: err}
+		case err != nil:
+			var refused *RefusedError
+			if errors.As(o.err, &refused) && refused.Intent != nil {
+				o.done <- opResult{err: err} // the Rejected record did not commit either
+			} else {
+				o.done <- opResult{err: o.err}
+			}
+		default:
+			o.done <- opResult{out: o.out, err: o.err}
+		}
+	}
+	if err == nil && len(touched) > 0 {
+		m.cfg.OnPins(touched)
+	}
+}
+
+// checkLedger verifies after every batch of decisions that no resource is
+// reserved beyond its capacity less the headroom (pathcalc.Book.Check):
+// every admission, move and re-placement must have asked for room first.
+// A violation is a bug; it is logged and counted, and tests fail on it.
+func (m *Intents) checkLedger() {
+	if m.book == nil {
+		return
+	}
+	if err := m.book.Check(); err != nil {
+		m.overcommitted++
+		m.m.overcommitted.Inc()
+		m.log.Error("bandwidth ledger over-committed", "err", err)
+	}
+}
+
+// Overcommitted is how many batches of decisions left the ledger over
+// capacity (see checkLedger): 0 unless there is a bug.
+func (m *Intents) Overcommitted() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.overcommitted
+}

@@ -1,0 +1,588 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+)
+
+// Update replaces an intent's spec if ifMatch is its current revision;
+// the new spec is admitted on its own terms (the old reservation is not
+// counted against it) or the update is refused and nothing changes.
+func (m *Intents) Update(ctx context.Context, scope Scope, id string, spec models.IntentSpec, ifMatch int64) (Outcome, error) {
+	if err := spec.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	return m.submit(ctx, func(b *batch) (Outcome, error) {
+		e, ok := m.all[id]
+		if !ok || !scope.sees(e.in.Tenant) {
+			return Outcome{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
+		}
+		if e.in.Revision != ifMatch {
+			return Outcome{}, fmt.Errorf("%w: intent %s is at revision %d, not %d", ErrPrecondition, id, e.in.Revision, ifMatch)
+		}
+		// etcd checks it too, so a write by another replica is not lost.
+		b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(intentKey(e.in.Tenant, id)), "=", ifMatch))
+		if e.in.Status.State == models.StateDeleted {
+			return Outcome{}, fmt.Errorf("%w: intent %q is being deleted", ErrNotFound, id)
+		}
+		if m.book == nil {
+			return Outcome{}, ErrNoTopology
+		}
+		prev, prevFlows := e.in, e.flows
+		b.undo = append(b.undo, func() { e.in, e.flows = prev, prevFlows })
+		m.unpin(b, e)
+		if prev.Status.State.Live() { // admit counts it afresh
+			m.addUsage(b, e.in.Tenant, -prev.Spec.TotalGbps(), -1)
+		}
+		e.in.Spec = spec
+		if e.in.Spec.Class == "" {
+			e.in.Spec.Class = models.ClassLosslessRDMA
+		}
+		e.in.Status.State = "" // not live while it is re-admitted
+		out, err := m.admit(b, e, false)
+		if err != nil {
+			var refused *RefusedError
+			if errors.As(err, &refused) {
+				refused.Intent = nil // a refused update stores nothing; the batch rolls it back
+			}
+			return Outcome{}, err
+		}
+		last := &e.in.Status.Events[len(e.in.Status.Events)-1]
+		last.Reason = "updated: " + last.Reason
+		e.in.Status.Reason = last.Reason
+		b.put(e)
+		out.Intent = e.in
+		return out, nil
+	})
+}
+
+// Delete releases an intent and removes its entries from the switches;
+// the record goes away once the switches confirm.
+func (m *Intents) Delete(ctx context.Context, scope Scope, id string) (models.Intent, error) {
+	out, err := m.submit(ctx, func(b *batch) (Outcome, error) {
+		e, ok := m.all[id]
+		if !ok || !scope.sees(e.in.Tenant) {
+			return Outcome{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
+		}
+		if e.in.Status.State == models.StateDeleted {
+			return Outcome{Intent: e.in}, nil
+		}
+		now := m.cfg.Now().UTC()
+		if !e.pinned {
+			m.setState(b, e, models.StateDeleted, "deleted", now)
+			out := Outcome{Intent: e.in}
+			m.remove(b, e)
+			return out, nil
+		}
+		n := len(e.switches)
+		m.unpin(b, e)
+		m.setState(b, e, models.StateDeleted, fmt.Sprintf("deleted; removing its entries from %d switches", n), now)
+		m.awaiting[id] = true
+		return Outcome{Intent: e.in}, nil
+	})
+	return out.Intent, err
+}
+
+// housekeep does what is due in this batch, within its budget: restore or
+// move intents after a fabric change or freed capacity, promote intents
+// whose switches confirmed their entries, drop deleted ones whose entries
+// are gone, and fail intents pending too long.
+func (m *Intents) housekeep(b *batch, tick bool) {
+	if !m.loaded {
+		return
+	}
+	now := m.cfg.Now().UTC()
+	if len(m.refused) > 0 {
+		m.takeBackRefused(b, now)
+	}
+	if m.adaptDue && m.book != nil && !b.full() {
+		m.adaptDue = false
+		m.adapt(b, now)
+	}
+	if m.retry && m.book != nil && !b.full() {
+		m.retry = false
+		m.retryWaiting(b, now)
+	}
+	for id := range m.awaiting {
+		if b.full() {
+			break
+		}
+		e := m.all[id]
+		if e == nil {
+			delete(m.awaiting, id)
+			continue
+		}
+		if !m.confirmed(e) {
+			m.reportFailure(b, e, now)
+			continue
+		}
+		delete(m.awaiting, id)
+		b.undo = append(b.undo, func() { m.awaiting[id] = true })
+		switch e.in.Status.State {
+		case models.StateAdmitted:
+			m.setState(b, e, models.StateInstalled, fmt.Sprintf("entries confirmed by read-back on %d switches", len(e.switches)), now)
+		case models.StateDeleted:
+			m.remove(b, e)
+		}
+	}
+	if tick && m.book != nil {
+		m.placeDetected(b)
+	}
+	if tick {
+		for _, e := range m.all {
+			if b.full() {
+				break
+			}
+			if e.in.Status.State == models.StatePending && now.Sub(e.since) > m.cfg.PendingTimeout {
+				m.setState(b, e, models.StateFailed, fmt.Sprintf("pending for over %s: %s", m.cfg.PendingTimeout, e.in.Status.Reason), now)
+			}
+		}
+	}
+}
+
+// remove deletes e's record; it must hold no reservation.
+func (m *Intents) remove(b *batch, e *entry) {
+	id := e.in.ID
+	b.setOp(intentKey(e.in.Tenant, id), clientv3.OpDelete(intentKey(e.in.Tenant, id)))
+	delete(m.all, id)
+	delete(m.awaiting, id)
+	b.undo = append(b.undo, func() { m.all[id] = e })
+	if k, ok := m.idemOf[id]; ok {
+		rec := m.idem[k]
+		b.setOp(KeyIdempotency+k, clientv3.OpDelete(KeyIdempotency+k))
+		delete(m.idem, k)
+		delete(m.idemOf, id)
+		b.undo = append(b.undo, func() { m.idem[k], m.idemOf[id] = rec, k })
+	}
+}
+
+// replanIfDue rebuilds the ledger when the fabric changed (or intents
+// were reloaded), before this batch's decisions see it.
+func (m *Intents) replanIfDue(b *batch) {
+	if !m.loaded || m.fabricGen == m.planned || m.snap == nil {
+		return
+	}
+	prev := m.planned
+	m.planned = m.fabricGen
+	b.undo = append(b.undo, func() { m.planned = prev })
+	m.replan(b, m.cfg.Now().UTC())
+}
+
+// reportFailure updates an Admitted intent's reason when a switch on its
+// paths failed to take its entries (once per distinct error).
+func (m *Intents) reportFailure(b *batch, e *entry, now time.Time) {
+	if e.in.Status.State != models.StateAdmitted {
+		return
+	}
+	for _, sw := range e.switches {
+		msg, failed := m.failures[sw]
+		if !failed || m.synced[sw] >= e.gen {
+			continue
+		}
+		reason := fmt.Sprintf("programming %s failed (%s); retrying", sw, msg)
+		if e.in.Status.Reason != reason {
+			m.setState(b, e, models.StateAdmitted, reason, now)
+		}
+		return
+	}
+}
+
+func (m *Intents) confirmed(e *entry) bool {
+	for _, sw := range e.switches {
+		if m.synced[sw] < e.gen {
+			return false
+		}
+	}
+	return true
+}
+
+// replan rebuilds the ledger for the current fabric: intents whose paths
+// still work keep them; the others are placed again or degraded.
+func (m *Intents) replan(b *batch, now time.Time) {
+	book, err := pathcalc.NewBook(m.snap, m.down, m.cfg.Headroom)
+	if err != nil {
+		m.log.Error("cannot build the bandwidth ledger", "err", err)
+		return
+	}
+	oldBook := m.book
+	m.book = book
+	b.undo = append(b.undo, func() { m.book = oldBook })
+	var moving []*entry
+	ids := slices.Sorted(maps.Keys(m.all))
+	for _, id := range ids {
+		e := m.all[id]
+		if e.in.Status.State == models.StateDeleted {
+			if !e.pinned && !m.awaiting[id] { // loaded after a restart: wait for one read-back
+				m.gen++
+				e.gen = m.gen
+				e.switches = e.switches[:0]
+				for _, f := range e.in.Status.Flows {
+					for _, hop := range f.Path {
+						if !slices.Contains(e.switches, hop.Switch) {
+							e.switches = append(e.switches, hop.Switch)
+						}
+					}
+				}
+				m.awaiting[id] = true
+			}
+			continue
+		}
+		if !e.in.Status.State.Live() {
+			continue
+		}
+		if e.flows == nil {
+			flows, err := m.resolve(e.in.Tenant, e.in.Spec)
+			if err != nil {
+				m.setState(b, e, models.StateFailed, "endpoints left the fabric: "+err.Error(), now)
+				continue
+			}
+			e.flows = flows
+		}
+		if len(e.in.Status.Flows) == 0 || e.in.Status.Flows[0].Path == nil {
+			continue // nothing reserved (Pending, Degraded)
+		}
+		ok := len(e.in.Status.Flows) == len(e.flows)
+		for i := range e.in.Status.Flows {
+			if !ok || !m.book.Usable(e.flows[i].src, e.in.Status.Flows[i].Path) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			paths := make([][]models.Endpoint, len(e.in.Status.Flows))
+			for i, f := range e.in.Status.Flows {
+				paths[i] = f.Path
+			}
+			if e.pinned {
+				// Same pins, new ledger: reserve without bumping the generation.
+				for i, f := range e.flows {
+					_ = m.book.Reserve(f.src, paths[i], f.gbps)
+				}
+			} else {
+				m.pin(b, e, paths) // after a restart: pins come back from etcd
+			}
+			continue
+		}
+		moving = append(moving, e)
+	}
+	// Highest priority first, then oldest.
+	slices.SortStableFunc(moving, func(x, y *entry) int { return y.in.Spec.Priority - x.in.Spec.Priority })
+	for _, e := range moving {
+		if b.full() {
+			m.fabricGen++ // finish next round
+			break
+		}
+		m.unpin(b, e)
+		m.place(b, e, now, "a link on its path went down")
+	}
+	m.retryWaiting(b, now)
+}
+
+// place tries to (re)reserve e's flows: Admitted on success, Degraded
+// (flows left to ECMP) when there is no room.
+func (m *Intents) place(b *batch, e *entry, now time.Time, why string) bool {
+	cons, err := m.constraints(e)
+	if err != nil {
+		m.setState(b, e, models.StateFailed, "constraints no longer valid: "+err.Error(), now)
+		return false
+	}
+	demands := make([]pathcalc.Demand, len(e.flows))
+	for i, f := range e.flows {
+		demands[i] = pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}
+	}
+	fit := m.book.Fit(demands, cons)
+	if !fit.Fits {
+		if e.in.Status.State != models.StateDegraded && e.in.Status.State != models.StatePending {
+			e.in.Status.Flows = clearPaths(e.in.Status.Flows)
+			e.in.Status.ReservedGbps = nil
+			m.setState(b, e, models.StateDegraded, why+"; no room elsewhere ("+fit.Reason+"); its flows follow ECMP", now)
+		}
+		return false
+	}
+	if err := m.checkTableRoom(e, e.flows, fit.Paths); err != nil {
+		return false
+	}
+	prev := e.in.Status.State
+	m.pin(b, e, fit.Paths)
+	reason := why + "; moved to a working path"
+	switch prev {
+	case models.StateDegraded:
+		reason = "restored: capacity is back"
+	case models.StatePending:
+		reason = "admitted after waiting"
+	}
+	m.setState(b, e, models.StateAdmitted, reason, now)
+	return true
+}
+
+func clearPaths(fs []models.FlowStatus) []models.FlowStatus {
+	out := slices.Clone(fs)
+	for i := range out {
+		out[i].Path = nil
+	}
+	return out
+}
+
+// retryWaiting tries Degraded and Pending intents again, highest priority
+// and then oldest first.
+func (m *Intents) retryWaiting(b *batch, now time.Time) {
+	var waiting []*entry
+	for _, e := range m.all {
+		if (e.in.Status.State == models.StateDegraded || e.in.Status.State == models.StatePending) && !e.pinned && e.flows != nil {
+			waiting = append(waiting, e)
+		}
+	}
+	slices.SortFunc(waiting, func(x, y *entry) int {
+		if d := y.in.Spec.Priority - x.in.Spec.Priority; d != 0 {
+			return d
+		}
+		return strings.Compare(x.in.ID, y.in.ID)
+	})
+	for _, e := range waiting {
+		if b.full() {
+			m.retry = true
+			return
+		}
+		if conflict := slices.ContainsFunc(e.flows, func(f flow) bool {
+			o, ok := m.flowOwner[f.key]
+			return ok && o != e.in.ID
+		}); conflict {
+			continue
+		}
+		m.place(b, e, now, "")
+	}
+}
+
+// Adaptive re-placement: installed intents whose flows cross a link that
+// telemetry measures hot (not counting detected elephants, which make
+// room for intents themselves) move to a cooler allowed path. Damped three ways
+// so two intents cannot trade places forever: a move must lower the
+// hottest link the flow would see by adaptMargin (its own rate counted on
+// the new path), at most adaptMaxMoves intents move per round, and an
+// intent that moved sits out adaptHoldRounds rounds.
+const (
+	adaptHot        = 0.9
+	adaptMargin     = 0.1
+	adaptMaxMoves   = 4
+	adaptHoldRounds = 3
+)
+
+func (m *Intents) adapt(b *batch, now time.Time) {
+	m.round++
+	// Detected elephants are placed on what reservations leave and are
+	// re-placed around the intents every second: a link they alone make
+	// hot is no reason to move an intent (the two would chase each other).
+	elephants := m.pinnedLoadLocked(false)
+	util := func(e models.Endpoint) float64 {
+		u, ok := m.cfg.Utilization(e)
+		if !ok {
+			return 0
+		}
+		if c := m.book.Capacity(e); c > 0 {
+			u = max(u-elephants[e]/c, 0)
+		}
+		return u
+	}
+	type hot struct {
+		e     *entry
+		worst float64
+	}
+	var hots []hot
+	for id, e := range m.all {
+		if e.in.Status.State != models.StateInstalled || !e.pinned || m.round-m.movedAt[id] <= adaptHoldRounds && m.movedAt[id] > 0 {
+			continue
+		}
+		worst := 0.0
+		for _, f := range e.in.Status.Flows {
+			for _, hop := range f.Path[:max(len(f.Path)-1, 0)] { // fabric links, not the host's own port
+				worst = max(worst, util(hop))
+			}
+		}
+		if worst >= adaptHot {
+			hots = append(hots, hot{e, worst})
+		}
+	}
+	slices.SortFunc(hots, func(x, y hot) int {
+		if x.worst != y.worst {
+			if x.worst > y.worst {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(x.e.in.ID, y.e.in.ID)
+	})
+	moves := 0
+	for _, h := range hots {
+		if moves == adaptMaxMoves || b.full() {
+			break
+		}
+		e := h.e
+		cons, err := m.constraints(e)
+		if err != nil {
+			continue
+		}
+		m.obsMu.Lock()
+		observed := m.observed[e.in.ID]
+		m.obsMu.Unlock()
+		perFlow := observed / float64(max(len(e.flows), 1))
+		flows, status := e.flows, e.in.Status.Flows
+		m.unpinNow(e)
+		newPaths := make([][]models.Endpoint, len(flows))
+		better := false
+		// The intent's flows are placed together: each chosen path is
+		// booked before the next flow looks for room (and all released
+		// before the move goes through the batch), so two flows of one
+		// intent never take the same last room twice.
+		var held []func()
+		for i, f := range flows {
+			cur := status[i].Path
+			curWorst := 0.0
+			for _, hop := range cur[:len(cur)-1] {
+				curWorst = max(curWorst, util(hop))
+			}
+			best, bestWorst := cur, curWorst
+			for _, p := range m.book.Candidates(f.src, f.dst, cons) {
+				if m.book.Room(f.src, p) < f.gbps-1e-9 {
+					continue
+				}
+				w := 0.0
+				for _, hop := range p[:len(p)-1] {
+					u := util(hop)
+					if c := m.book.Capacity(hop); c > 0 && !slices.Contains(cur, hop) {
+						u += perFlow / c // our own traffic would arrive there
+					}
+					w = max(w, u)
+				}
+				if w < bestWorst-adaptMargin {
+					best, bestWorst = p, w
+				}
+			}
+			if !slices.Equal(best, cur) {
+				better = true
+			}
+			newPaths[i] = best
+			if m.book.Room(f.src, best) < f.gbps-1e-9 {
+				better = false // its current path has no room left either: stay
+				break
+			}
+			src, path, g := f.src, best, f.gbps
+			_ = m.book.Reserve(src, path, g)
+			held = append(held, func() { _ = m.book.Reserve(src, path, -g) })
+		}
+		for _, release := range held {
+			release()
+		}
+		m.repin(e, flows, status) // back as it was; the move goes through the batch
+		if !better {
+			continue
+		}
+		m.unpin(b, e)
+		e.flows = flows
+		m.pin(b, e, newPaths)
+		for _, sw := range e.switches {
+			b.touched[sw] = true
+		}
+		m.movedAt[e.in.ID] = m.round
+		moves++
+		m.setState(b, e, models.StateAdmitted, fmt.Sprintf("moved off a link measured at %.0f%% to a cooler path", 100*h.worst), now)
+		b.undo = append(b.undo, func() { delete(m.movedAt, e.in.ID) })
+	}
+}
+
+// CreateBatch admits a set of point-to-point intents for one tenant
+// together, all or none: their flows are placed jointly (a full set of
+// line-rate flows can need that, where one at a time would strand the
+// last ones). It is for declaring a job's flows at once; constraints and
+// preemption are not considered.
+func (m *Intents) CreateBatch(ctx context.Context, tenant models.TenantName, specs []models.IntentSpec) ([]models.Intent, error) {
+	if err := tenant.Validate(); err != nil {
+		return nil, err
+	}
+	for _, s := range specs {
+		if err := s.Validate(); err != nil {
+			return nil, err
+		}
+		if s.Collective != nil || !s.Constraints.IsZero() {
+			return nil, fmt.Errorf("%w: a batch takes point-to-point intents without constraints", models.ErrInvalid)
+		}
+	}
+	t, err := m.cfg.Auth.Tenant(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var created []*entry
+	_, err = m.submit(ctx, func(b *batch) (Outcome, error) {
+		created = created[:0]
+		if !m.loaded || m.book == nil {
+			return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", ErrNoTopology)
+		}
+		now := m.cfg.Now().UTC()
+		var demands []pathcalc.Demand
+		var total float64
+		taken := map[models.FlowKey]bool{}
+		for _, spec := range specs {
+			e := &entry{in: models.Intent{ID: newIntentID(now), Tenant: tenant, Created: now, Spec: spec}}
+			if e.in.Spec.Class == "" {
+				e.in.Spec.Class = models.ClassLosslessRDMA
+			}
+			flows, err := m.resolve(tenant, spec)
+			if err != nil {
+				return Outcome{}, err
+			}
+			for _, f := range flows {
+				if owner, ok := m.flowOwner[f.key]; ok || taken[f.key] {
+					return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by intent %s (or twice in the batch)", ErrFlowTaken, f.key, owner)}
+				}
+				taken[f.key] = true
+				demands = append(demands, pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps})
+			}
+			e.flows = flows
+			total += spec.TotalGbps()
+			created = append(created, e)
+		}
+		if err := m.checkQuota(t, total, len(specs), ""); err != nil {
+			return Outcome{}, err
+		}
+		fit := m.book.Fit(demands, pathcalc.PathConstraints{})
+		if !fit.Fits {
+			return Outcome{}, &RefusedError{Err: ErrNoCapacity, Fit: fit}
+		}
+		at := 0
+		for _, e := range created {
+			paths := fit.Paths[at : at+len(e.flows)]
+			at += len(e.flows)
+			if err := m.checkTableRoom(e, e.flows, paths); err != nil {
+				return Outcome{}, &RefusedError{Err: err, Fit: fit}
+			}
+			m.pin(b, e, paths)
+			e.in.SetState(models.StateAdmitted, fmt.Sprintf("admitted with a batch of %d; %d flows reserved", len(specs), len(e.flows)), now)
+			id := e.in.ID
+			m.all[id] = e
+			b.undo = append(b.undo, func() { delete(m.all, id) })
+			b.put(e)
+			b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(tenant, id)), "=", 0))
+			m.addUsage(b, tenant, e.in.Spec.TotalGbps(), 1)
+		}
+		return Outcome{}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]models.Intent, len(created))
+	for i, e := range created {
+		out[i] = e.in
+	}
+	return out, nil
+}

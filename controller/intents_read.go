@@ -1,0 +1,257 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// --- reads ---
+
+// Get returns one intent the scope may see.
+func (m *Intents) Get(scope Scope, id string) (models.Intent, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	e, ok := m.all[id]
+	if !ok || !scope.sees(e.in.Tenant) {
+		return models.Intent{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
+	}
+	return m.view(e.in), nil
+}
+
+// ListOptions filter and page a listing.
+type ListOptions struct {
+	State models.IntentState
+	// After is the last ID of the previous page.
+	After string
+	Limit int
+}
+
+// List returns the scope's intents in ID (creation) order, and the ID to
+// pass as After for the next page ("" when this is the last).
+func (m *Intents) List(scope Scope, opts ListOptions) ([]models.Intent, string) {
+	if opts.Limit <= 0 || opts.Limit > 1000 {
+		opts.Limit = 100
+	}
+	m.mu.RLock()
+	ids := make([]string, 0, len(m.all))
+	for id, e := range m.all {
+		if id > opts.After && scope.sees(e.in.Tenant) && (opts.State == "" || e.in.Status.State == opts.State) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	next := ""
+	if len(ids) > opts.Limit {
+		ids = ids[:opts.Limit]
+		next = ids[len(ids)-1]
+	}
+	out := make([]models.Intent, len(ids))
+	for i, id := range ids {
+		out[i] = m.view(m.all[id].in)
+	}
+	m.mu.RUnlock()
+	return out, next
+}
+
+// Capacity is the bandwidth one more flow from src to dst could reserve.
+type Capacity struct {
+	Src           string  `json:"src"`
+	Dst           string  `json:"dst"`
+	AvailableGbps float64 `json:"available_gbps"`
+	Bottleneck    string  `json:"bottleneck"`
+	Headroom      float64 `json:"headroom"`
+	ReservedMLU   float64 `json:"reserved_mlu"`
+}
+
+// Capacity answers how much src can reserve toward dst now.
+func (m *Intents) Capacity(src, dst string) (Capacity, error) {
+	m.mu.Lock() // the book caches paths as it goes: not a reader
+	defer m.mu.Unlock()
+	if m.book == nil {
+		return Capacity{}, ErrNoTopology
+	}
+	var v models.ValidationError
+	s, errS := resolveHost(m.snap, src)
+	d, errD := resolveHost(m.snap, dst)
+	if errS != nil {
+		v.Errors = append(v.Errors, models.FieldError{Field: "src", Message: errS.Error()})
+	}
+	if errD != nil {
+		v.Errors = append(v.Errors, models.FieldError{Field: "dst", Message: errD.Error()})
+	}
+	if len(v.Errors) > 0 {
+		return Capacity{}, &v
+	}
+	free, at := m.book.Available(s, d)
+	return Capacity{Src: s.Name, Dst: d.Name, AvailableGbps: free, Bottleneck: at, Headroom: m.cfg.Headroom, ReservedMLU: m.book.MLU()}, nil
+}
+
+// Usage is a tenant's live reservations.
+func (m *Intents) Usage(t models.TenantName) (gbps float64, intents int) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if u := m.usage[t]; u != nil {
+		return u.gbps, u.intents
+	}
+	return 0, 0
+}
+
+// Counts is how many intents are in each state.
+func (m *Intents) Counts() map[models.IntentState]int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := map[models.IntentState]int{}
+	for _, e := range m.all {
+		out[e.in.Status.State]++
+	}
+	return out
+}
+
+// view is an intent as clients see it: the stored record plus its
+// observed rate. Status slices and maps are replaced, never edited in
+// place, so a shallow copy of the struct is safe to hand out.
+func (m *Intents) view(in models.Intent) models.Intent {
+	m.obsMu.Lock()
+	in.Status.ObservedGbps = m.observed[in.ID]
+	m.obsMu.Unlock()
+	return in
+}
+
+// PinCounterReader reads the byte counters of flow-pin entries.
+type PinCounterReader interface {
+	ReadPinCounters(ctx context.Context, sw models.SwitchID, keys []models.FlowKey) (map[models.FlowKey]uint64, error)
+}
+
+// Observe samples the counters of every installed intent's first-hop
+// pins, and of every pinned detected elephant's, and keeps each intent's
+// delivered rate and each pinned elephant's, until ctx ends. A switch
+// that cannot be read leaves its flows' rates as they were (the read is
+// retried next time). A pin's direct counter counts exactly its flow's
+// bytes, so once an elephant is pinned its rate is measured, not
+// estimated from samples (see MeasuredRate).
+//
+// Detected elephants are read every second (or every interval, if
+// shorter): their rates decide whether they stay pinned. Intents are read
+// every interval: at tens of thousands of intents, reading each second
+// would cost more than admitting them.
+func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time.Duration) {
+	every := min(interval, time.Second)
+	intentMeter := rateMeter[models.FlowKey]{Span: interval}
+	elephantMeter := rateMeter[models.FlowKey]{Span: 2 * every}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var lastIntents time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if !m.Leading() {
+				continue // the leader reads the switches
+			}
+		}
+		readIntents := time.Since(lastIntents) >= interval-every/2
+		if readIntents {
+			lastIntents = time.Now()
+		}
+		owner := map[models.FlowKey]string{} // the intent of an intent's flow
+		elephant := map[models.FlowKey]bool{}
+		bySwitch := map[models.SwitchID][]models.FlowKey{}
+		m.mu.RLock()
+		for id, e := range m.all {
+			if !readIntents || e.in.Status.State != models.StateInstalled {
+				continue
+			}
+			for i, f := range e.flows { // Status.Flows[i] is flows[i]'s placement
+				if i < len(e.in.Status.Flows) && len(e.in.Status.Flows[i].Path) > 0 {
+					first := e.in.Status.Flows[i].Path[0].Switch
+					owner[f.key] = id
+					bySwitch[first] = append(bySwitch[first], f.key)
+				}
+			}
+		}
+		for key, el := range m.elephants {
+			if len(el.path) > 0 {
+				elephant[key] = true
+				bySwitch[el.path[0].Switch] = append(bySwitch[el.path[0].Switch], key)
+			}
+		}
+		m.mu.RUnlock()
+		m.obsMu.Lock()
+		prevIntents, prevElephants := m.observed, m.flowRates
+		m.obsMu.Unlock()
+		rates := map[string]float64{}
+		if !readIntents {
+			rates = maps.Clone(prevIntents)
+		}
+		elephantRates := map[models.FlowKey]measuredRate{}
+		for sw, keys := range bySwitch {
+			rctx, cancel := context.WithTimeout(ctx, every)
+			sent := m.cfg.Now()
+			got, err := r.ReadPinCounters(rctx, sw, keys)
+			cancel()
+			if err != nil {
+				m.log.Debug("cannot read pin counters", "switch", sw, "err", err)
+				for _, k := range keys {
+					if id, ok := owner[k]; ok {
+						rates[id] = prevIntents[id]
+					}
+					if fr, ok := prevElephants[k]; ok && elephant[k] {
+						elephantRates[k] = fr
+					}
+				}
+				continue
+			}
+			// The switch read its counters between request and answer:
+			// timed at the middle, a slow answer errs by half as much.
+			answered := m.cfg.Now()
+			now := sent.Add(answered.Sub(sent) / 2)
+			for k, b := range got {
+				if id, ok := owner[k]; ok {
+					if g, _, ok := intentMeter.observe(k, b, now); ok {
+						rates[id] += g
+					}
+				}
+				if elephant[k] {
+					if g, latest, ok := elephantMeter.observe(k, b, now); ok {
+						elephantRates[k] = measuredRate{gbps: g, latest: latest, at: now}
+					}
+				}
+			}
+		}
+		if readIntents {
+			intentMeter.retain(func(k models.FlowKey) bool { _, ok := owner[k]; return ok })
+		}
+		elephantMeter.retain(func(k models.FlowKey) bool { return elephant[k] })
+		m.obsMu.Lock()
+		m.observed, m.flowRates = rates, elephantRates
+		m.obsMu.Unlock()
+	}
+}
+
+// measuredRate is a pinned flow's rate from its pin's direct counter.
+type measuredRate struct {
+	gbps float64 // over 2 s: what is reported and judged
+	// latest is over the last read alone: what a link's load, measured
+	// over a shorter interval, holds of the flow now (see PinnedLoad).
+	latest float64
+	at     time.Time
+}
+
+// MeasuredRate is a pinned detected elephant's rate (Gb/s) from its
+// first-hop pin's direct counter, if it was measured recently (within
+// maxAge).
+func (m *Intents) MeasuredRate(k models.FlowKey, maxAge time.Duration) (float64, bool) {
+	m.obsMu.Lock()
+	defer m.obsMu.Unlock()
+	r, ok := m.flowRates[k]
+	if !ok || m.cfg.Now().Sub(r.at) > maxAge {
+		return 0, false
+	}
+	return r.gbps, true
+}

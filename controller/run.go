@@ -1,0 +1,254 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound"
+)
+
+// Run reconciles until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() { c.worker(ctx) })
+	}
+	wg.Go(func() { c.housekeeping(ctx) })
+	if c.cfg.Leadership != nil {
+		wg.Go(func() { c.followLeadership(ctx) })
+	}
+	err := c.watchTopology(ctx)
+	cancel()
+	c.queue.Close()
+	wg.Wait()
+	c.subs.stop()
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// watchTopology lists the topology then watches it from the next revision,
+// re-listing after compaction or a broken watch. It only loads state and
+// enqueues; reconciles do the work.
+func (c *Controller) watchTopology(ctx context.Context) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		t, modRev, rev, err := c.cfg.Store.Topology(ctx)
+		switch {
+		case errors.Is(err, ErrNoTopology):
+			c.log.Info("no topology in etcd yet; waiting for one", "key", KeyTopology)
+		case err != nil:
+			c.log.Warn("cannot read topology from etcd", "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		default:
+			if st := c.current(); st == nil || st.rev != modRev {
+				c.setTopology(ctx, t, modRev)
+			}
+		}
+		backoff = 100 * time.Millisecond
+		c.mu.Lock()
+		c.watching = true
+		c.mu.Unlock()
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		ch := c.cfg.Store.Client().Watch(wctx, KeyTopology, clientv3.WithRev(rev+1))
+		for resp := range ch {
+			if err := resp.Err(); err != nil {
+				c.log.Warn("topology watch ended; re-listing", "err", err)
+				break
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					c.log.Warn("topology deleted from etcd; keeping the last one programmed")
+					continue
+				}
+				var next models.Topology
+				if err := json.Unmarshal(ev.Kv.Value, &next); err != nil {
+					c.log.Error("undecodable topology in etcd", "revision", ev.Kv.ModRevision, "err", err)
+					continue
+				}
+				c.setTopology(ctx, next, ev.Kv.ModRevision)
+			}
+		}
+		wcancel()
+		c.mu.Lock()
+		c.watching = false
+		c.mu.Unlock()
+	}
+	return ctx.Err()
+}
+
+// housekeeping periodically resyncs every switch and exports link load.
+func (c *Controller) housekeeping(ctx context.Context) {
+	resync := time.NewTicker(c.cfg.ResyncInterval)
+	defer resync.Stop()
+	export := time.NewTicker(c.cfg.TelemetryInterval)
+	defer export.Stop()
+	damp := time.NewTicker(c.cfg.FlapHalfLife / 4)
+	defer damp.Stop()
+	var congestion <-chan time.Time
+	if c.cfg.CongestionInterval > 0 {
+		t := time.NewTicker(c.cfg.CongestionInterval)
+		defer t.Stop()
+		congestion = t.C
+	}
+	var discover <-chan time.Time
+	if c.cfg.DiscoveryInterval > 0 && c.cfg.Packets != nil {
+		t := time.NewTicker(c.cfg.DiscoveryInterval)
+		defer t.Stop()
+		discover = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-discover:
+			c.probe(ctx)
+		case <-damp.C:
+			c.runDeferred()
+			c.refreshDown("flap dampening changed")
+			if st := c.current(); st != nil && st.ro != nil {
+				if next := st.ro.stuck(st.snap.Switches()); next != nil {
+					c.log.Warn("rollout stage timed out; moving on", "stage", st.ro.stageNow())
+					for _, sw := range next {
+						c.Enqueue(sw)
+					}
+				}
+			}
+		case <-congestion:
+			c.adjustWeights()
+		case <-resync.C:
+			c.mu.Lock()
+			clear(c.known)
+			c.mu.Unlock()
+			c.enqueueAll()
+			c.enqueueConfig()
+		case <-export.C:
+			if snap, _ := c.Snapshot(); snap != nil {
+				for _, l := range snap.Links() {
+					ll := c.LinkLoad(l)
+					c.m.linkUtilization.WithLabelValues(string(l.ID())).Set(ll.Utilization)
+					c.m.linkECN.WithLabelValues(string(l.ID())).Set(max(ll.ABECNBps, ll.BAECNBps))
+				}
+			}
+		}
+	}
+}
+
+func (c *Controller) worker(ctx context.Context) {
+	for {
+		key, ok := c.queue.Get(ctx)
+		if !ok {
+			return
+		}
+		tctx, leading := c.term(ctx)
+		if !leading {
+			// Followers write nothing; a new term queues every switch.
+			c.queue.Forget(key)
+			c.queue.Done(key)
+			continue
+		}
+		var err error
+		if sw, isConfig := strings.CutPrefix(key, "config/"); isConfig {
+			err = c.reconcileConfigSafely(tctx, models.SwitchID(sw))
+		} else if sw, isSample := strings.CutPrefix(key, "sample/"); isSample {
+			err = c.safely(tctx, "sampling", models.SwitchID(sw), c.reconcileSampling)
+		} else {
+			err = c.reconcileSafely(tctx, models.SwitchID(key))
+		}
+		c.runDeferred()
+		switch {
+		case err == nil:
+			c.queue.Forget(key)
+			if !strings.HasPrefix(key, "config/") {
+				// A P4Runtime reconcile went through: we are primary there.
+				// (Interface config goes over gNMI, which says nothing of it.)
+				c.m.foreignPrimary.DeleteLabelValues(strings.TrimPrefix(key, "sample/"))
+			}
+		case tctx.Err() != nil:
+			c.queue.Forget(key) // the term or the controller ended
+		case errors.Is(err, southbound.ErrNotPrimary) && c.cfg.Leadership != nil:
+			if t := c.cfg.Leadership.Term(); t != nil && c.cfg.Leadership.Holds(tctx, t) {
+				// etcd says we lead: a controller that is not one of our
+				// replicas took this switch. Report it for this switch and
+				// try again later; the rest of the fabric is ours.
+				c.foreignPrimary(key, err)
+				d := c.queue.Retry(key)
+				c.log.Warn("another controller is primary for this switch", "switch", key, "err", err, "retry_in", d)
+				break
+			}
+			// A switch knows a newer leader: stop, don't retry.
+			c.queue.Forget(key)
+			c.cfg.Leadership.StepDown(fmt.Sprintf("%s refused our election ID: %v", key, err))
+		default:
+			d := c.queue.Retry(key)
+			c.log.Warn("reconcile failed", "switch", key, "err", err, "retry_in", d)
+		}
+		c.queue.Done(key)
+	}
+}
+
+// foreignPrimary records that a controller other than our replicas holds
+// the primary role on a switch (key: a reconcile key of that switch).
+func (c *Controller) foreignPrimary(key string, err error) {
+	sw := key
+	if _, rest, ok := strings.Cut(key, "/"); ok {
+		sw = rest
+	}
+	c.m.foreignPrimary.WithLabelValues(sw).Set(1)
+	c.mu.Lock()
+	st := c.status[models.SwitchID(sw)]
+	st.InSync = false
+	st.LastError = "another controller holds the primary role (a higher election ID): " + err.Error()
+	st.LastReconcile = time.Now()
+	c.status[models.SwitchID(sw)] = st
+	c.mu.Unlock()
+}
+
+// reconcileSafely bounds a switch's table reconcile in time, turns a
+// panic into an error, and records metrics.
+func (c *Controller) reconcileSafely(ctx context.Context, sw models.SwitchID) error {
+	return c.safely(ctx, "switch", sw, c.Reconcile)
+}
+
+// safely runs one reconcile of kind ("switch", "config") with a timeout,
+// a panic turned into an error, and metrics.
+func (c *Controller) safely(ctx context.Context, kind string, sw models.SwitchID, reconcile func(context.Context, models.SwitchID) (int, error)) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
+	defer cancel()
+	start := time.Now()
+	writes := 0
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s reconcile of %s panicked: %v\n%s", kind, sw, r, debug.Stack())
+		}
+		result := "ok"
+		switch {
+		case err != nil:
+			result = "error"
+		case writes == 0:
+			result = "noop"
+		}
+		c.m.reconcileTotal.WithLabelValues(kind, result).Inc()
+		c.m.reconcileDuration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
+	}()
+	writes, err = reconcile(ctx, sw)
+	return err
+}

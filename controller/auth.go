@@ -21,22 +21,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/accelnet/accelnet/models"
-)
-
-const (
-	// KeyTenants holds one models.Tenant per key: tenants/<name>.
-	KeyTenants = Prefix + "tenants/"
-	// KeyTokens holds one models.Token per key: tokens/<sha256 of the
-	// secret, hex>. The secret itself is never stored.
-	KeyTokens = Prefix + "tokens/"
-	// KeyBootstrap records that the first operator token was issued.
-	KeyBootstrap = Prefix + "bootstrap"
+	"github.com/accelnet/accelnet/store"
 )
 
 var (
-	// ErrNotFound means the named tenant, token or intent does not exist
-	// (or belongs to another tenant, which looks the same from outside).
-	ErrNotFound = errors.New("controller: not found")
 	// ErrUnauthenticated means a bearer token is missing or unknown.
 	ErrUnauthenticated = errors.New("controller: unknown token")
 	// ErrExists means a tenant of that name already exists.
@@ -64,7 +52,7 @@ func hashSecret(secret string) string {
 // Auth keeps tenants and tokens in etcd, with a write-through cache that a
 // watch keeps current when another replica changes them.
 type Auth struct {
-	store *Store
+	store *store.Store
 	mu    sync.RWMutex
 	// tokens by secret hash; tenants by name.
 	tokens  map[string]models.Token
@@ -72,15 +60,15 @@ type Auth struct {
 }
 
 // NewAuth returns an Auth over store; Run loads and follows etcd.
-func NewAuth(store *Store) *Auth {
+func NewAuth(store *store.Store) *Auth {
 	return &Auth{store: store, tokens: map[string]models.Token{}, tenants: map[models.TenantName]models.Tenant{}}
 }
 
 // Run lists tenants and tokens, then follows changes until ctx ends.
 func (a *Auth) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return followJSON(ctx, a.store, KeyTokens, &a.mu, &a.tokens, nil) })
-	g.Go(func() error { return followJSON(ctx, a.store, KeyTenants, &a.mu, &a.tenants, nil) })
+	g.Go(func() error { return store.FollowJSON(ctx, a.store, store.KeyTokens, &a.mu, &a.tokens, nil) })
+	g.Go(func() error { return store.FollowJSON(ctx, a.store, store.KeyTenants, &a.mu, &a.tenants, nil) })
 	return g.Wait()
 }
 
@@ -98,7 +86,7 @@ func (a *Auth) Authenticate(ctx context.Context, secret string) (models.Token, e
 		return t, nil
 	}
 	var stored models.Token
-	found, _, err := a.store.getJSON(ctx, KeyTokens+h, &stored)
+	found, _, err := a.store.GetJSON(ctx, store.KeyTokens+h, &stored)
 	if err != nil {
 		return models.Token{}, err
 	}
@@ -119,12 +107,12 @@ func (a *Auth) Tenant(ctx context.Context, name models.TenantName) (models.Tenan
 	if ok {
 		return t, nil
 	}
-	found, _, err := a.store.getJSON(ctx, KeyTenants+string(name), &t)
+	found, _, err := a.store.GetJSON(ctx, store.KeyTenants+string(name), &t)
 	if err != nil {
 		return t, err
 	}
 	if !found {
-		return t, fmt.Errorf("%w: tenant %q", ErrNotFound, name)
+		return t, fmt.Errorf("%w: tenant %q", store.ErrNotFound, name)
 	}
 	return t, nil
 }
@@ -143,13 +131,13 @@ func (a *Auth) PutTenant(ctx context.Context, t models.Tenant) (models.Tenant, e
 	}
 	if old, err := a.Tenant(ctx, t.Name); err == nil {
 		t.Created = old.Created
-	} else if !errors.Is(err, ErrNotFound) {
+	} else if !errors.Is(err, store.ErrNotFound) {
 		return t, err
 	}
 	if t.Created.IsZero() {
 		t.Created = time.Now().UTC()
 	}
-	if err := a.store.putJSON(ctx, KeyTenants+string(t.Name), t); err != nil {
+	if err := a.store.PutJSON(ctx, store.KeyTenants+string(t.Name), t); err != nil {
 		return t, err
 	}
 	a.mu.Lock()
@@ -164,17 +152,17 @@ func (a *Auth) DeleteTenant(ctx context.Context, name models.TenantName) error {
 	if _, err := a.Tenant(ctx, name); err != nil {
 		return err
 	}
-	ops := []clientv3.Op{clientv3.OpDelete(KeyTenants + string(name))}
+	ops := []clientv3.Op{clientv3.OpDelete(store.KeyTenants + string(name))}
 	var hashes []string
 	a.mu.RLock()
 	for h, t := range a.tokens {
 		if t.Tenant == name {
-			ops = append(ops, clientv3.OpDelete(KeyTokens+h))
+			ops = append(ops, clientv3.OpDelete(store.KeyTokens+h))
 			hashes = append(hashes, h)
 		}
 	}
 	a.mu.RUnlock()
-	if err := a.store.txn(ctx, nil, ops); err != nil {
+	if err := a.store.Txn(ctx, nil, ops); err != nil {
 		return err
 	}
 	a.mu.Lock()
@@ -202,7 +190,7 @@ func (a *Auth) CreateToken(ctx context.Context, t models.Token) (models.Token, s
 		return t, "", err
 	}
 	t.ID, t.Created = h[:16], time.Now().UTC()
-	if err := a.store.putJSON(ctx, KeyTokens+h, t); err != nil {
+	if err := a.store.PutJSON(ctx, store.KeyTokens+h, t); err != nil {
 		return t, "", err
 	}
 	a.mu.Lock()
@@ -227,14 +215,14 @@ func (a *Auth) Tokens() []models.Token {
 // so the key is found by prefix).
 func (a *Auth) DeleteToken(ctx context.Context, id string) error {
 	if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
-		return fmt.Errorf("%w: token %q", ErrNotFound, id)
+		return fmt.Errorf("%w: token %q", store.ErrNotFound, id)
 	}
-	n, err := a.store.deletePrefix(ctx, KeyTokens+id)
+	n, err := a.store.DeletePrefix(ctx, store.KeyTokens+id)
 	if err != nil {
 		return err
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: token %q", ErrNotFound, id)
+		return fmt.Errorf("%w: token %q", store.ErrNotFound, id)
 	}
 	a.mu.Lock()
 	for h := range a.tokens {
@@ -259,11 +247,11 @@ func (a *Auth) BootstrapOperator(ctx context.Context, path string) (string, erro
 	if err != nil {
 		return "", err
 	}
-	first := clientv3.Compare(clientv3.CreateRevision(KeyBootstrap), "=", 0)
-	err = a.store.txn(ctx, []clientv3.Cmp{first}, []clientv3.Op{
-		clientv3.OpPut(KeyBootstrap, t.ID), clientv3.OpPut(KeyTokens+h, string(data)),
+	first := clientv3.Compare(clientv3.CreateRevision(store.KeyBootstrap), "=", 0)
+	err = a.store.Txn(ctx, []clientv3.Cmp{first}, []clientv3.Op{
+		clientv3.OpPut(store.KeyBootstrap, t.ID), clientv3.OpPut(store.KeyTokens+h, string(data)),
 	})
-	if errors.Is(err, ErrConflict) {
+	if errors.Is(err, store.ErrConflict) {
 		return "", nil
 	}
 	if err != nil {

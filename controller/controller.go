@@ -13,9 +13,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/southbound"
+	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -95,7 +97,7 @@ type Overlay interface {
 
 // Config configures a Controller.
 type Config struct {
-	Store  *Store
+	Store  *store.Store
 	Driver Driver
 	Limits pathcalc.Limits
 	// Overlay, if set, adds flow pins to every switch's routes.
@@ -182,26 +184,12 @@ func (c *Config) setDefaults() {
 // Validate reports a config the controller cannot run with.
 func (c Config) Validate() error {
 	if c.Store == nil {
-		return errors.New("controller: config needs a Store")
+		return errors.New("controller: config needs a store.Store")
 	}
 	if c.Driver == nil {
 		return errors.New("controller: config needs a Driver")
 	}
 	return nil
-}
-
-// SwitchStatus is the outcome of a switch's last reconcile.
-type SwitchStatus struct {
-	InSync        bool      `json:"in_sync"`
-	Entries       int       `json:"entries"`
-	LastWrites    int       `json:"last_writes"`
-	LastReconcile time.Time `json:"last_reconcile,omitzero"`
-	LastError     string    `json:"last_error,omitempty"`
-	// ConfigInSync says the ports' interface configuration was last read
-	// back as the fabric profile wants; ConfigError why not.
-	ConfigInSync bool   `json:"config_in_sync"`
-	ConfigError  string `json:"config_error,omitempty"`
-	Revision     int64  `json:"topology_revision"`
 }
 
 // fabricState is one topology revision and, computed on first use, its routes.
@@ -239,7 +227,7 @@ type Controller struct {
 	mu       sync.RWMutex
 	state    *fabricState
 	operDown map[models.Endpoint]bool // ports whose last oper-status was DOWN
-	status   map[models.SwitchID]SwitchStatus
+	status   map[models.SwitchID]api.SwitchStatus
 	// known is each switch's state as last read back in full or written
 	// and confirmed: reconciles diff against it instead of reading every
 	// table again. Disconnects, errors and the periodic resync drop it,
@@ -258,7 +246,7 @@ type Controller struct {
 	sightings    map[models.Endpoint]sighting
 	probesSent   map[models.Endpoint]uint64 // probes sent out of each port, ever
 	probingSince time.Time
-	linkStates   map[models.LinkID]LinkDiscovery
+	linkStates   map[models.LinkID]api.LinkDiscovery
 	undeclared   []string
 	confirmed    map[models.LinkID]bool // links discovery has confirmed once
 	lldp         map[models.Endpoint]sighting
@@ -284,7 +272,7 @@ func New(cfg Config) (*Controller, error) {
 		m:           newMetrics(cfg.Registerer),
 		queue:       NewQueue(50*time.Millisecond, 30*time.Second),
 		tele:        tele,
-		status:      map[models.SwitchID]SwitchStatus{},
+		status:      map[models.SwitchID]api.SwitchStatus{},
 		known:       map[models.SwitchID]knownState{},
 		flaps:       newFlapDamper(cfg.FlapHalfLife),
 		operDown:    map[models.Endpoint]bool{},
@@ -450,7 +438,7 @@ func (c *Controller) Snapshot() (*topology.Snapshot, int64) {
 func (c *Controller) Plan() (pathcalc.Result, error) {
 	st := c.current()
 	if st == nil {
-		return pathcalc.Result{}, ErrNoTopology
+		return pathcalc.Result{}, store.ErrNoTopology
 	}
 	return c.planOf(st)
 }
@@ -475,10 +463,10 @@ func (c *Controller) planOf(st *fabricState) (pathcalc.Result, error) {
 }
 
 // Status returns every switch's last reconcile outcome.
-func (c *Controller) Status() map[models.SwitchID]SwitchStatus {
+func (c *Controller) Status() map[models.SwitchID]api.SwitchStatus {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	out := make(map[models.SwitchID]SwitchStatus, len(c.status))
+	out := make(map[models.SwitchID]api.SwitchStatus, len(c.status))
 	for k, v := range c.status {
 		out[k] = v
 	}
@@ -494,7 +482,7 @@ func (c *Controller) Ready() error {
 		if c.topoErr != nil {
 			return fmt.Errorf("topology: %w", c.topoErr)
 		}
-		return ErrNoTopology
+		return store.ErrNoTopology
 	}
 	if !c.watching {
 		return errors.New("controller: not watching etcd")
@@ -522,30 +510,11 @@ func (c *Controller) Ready() error {
 // PortLoad is a port's measured load.
 func (c *Controller) PortLoad(e models.Endpoint) (PortLoad, bool) { return c.tele.Port(e) }
 
-// LinkLoad is a link's measured load in both directions.
-type LinkLoad struct {
-	ABbps float64 `json:"a_to_b_bps"`
-	BAbps float64 `json:"b_to_a_bps"`
-	// Drops are what each end's egress discards (gNMI out-discards), in
-	// bit/s of the dropped packets.
-	ABDropBps float64 `json:"a_to_b_drop_bps"`
-	BADropBps float64 `json:"b_to_a_drop_bps"`
-	// ECN is the traffic each end's egress marked Congestion Experienced
-	// (OpenConfig QoS queue ecn-marked-octets), bit/s: congestion before
-	// anything is dropped.
-	ABECNBps    float64 `json:"a_to_b_ecn_bps"`
-	BAECNBps    float64 `json:"b_to_a_ecn_bps"`
-	Utilization float64 `json:"utilization"` // busier direction over capacity
-	Up          bool    `json:"up"`
-	Measured    bool    `json:"measured"` // both ends reported
-	Stale       bool    `json:"stale"`
-}
-
 // LinkLoad returns the load of l from its two ends' counters.
-func (c *Controller) LinkLoad(l models.Link) LinkLoad {
+func (c *Controller) LinkLoad(l models.Link) api.LinkLoad {
 	a, okA := c.tele.Port(l.A)
 	b, okB := c.tele.Port(l.B)
-	ll := LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, ABDropBps: a.DropBps, BADropBps: b.DropBps, ABECNBps: a.ECNBps, BAECNBps: b.ECNBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
+	ll := api.LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, ABDropBps: a.DropBps, BADropBps: b.DropBps, ABECNBps: a.ECNBps, BAECNBps: b.ECNBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
 	if okA && !a.OperUp || okB && !b.OperUp {
 		ll.Up = false
 	}
@@ -869,9 +838,9 @@ func (c *Controller) confirm(ctx context.Context, sw models.SwitchID, diff model
 func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, error) {
 	st := c.current()
 	if st == nil {
-		return 0, ErrNoTopology
+		return 0, store.ErrNoTopology
 	}
-	record := func(s SwitchStatus) {
+	record := func(s api.SwitchStatus) {
 		s.LastReconcile = time.Now()
 		s.Revision = st.rev
 		c.mu.Lock()
@@ -890,7 +859,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	}
 	plan, err := c.planOf(st)
 	if err != nil {
-		record(SwitchStatus{LastError: err.Error()})
+		record(api.SwitchStatus{LastError: err.Error()})
 		return 0, err
 	}
 	desired, ok := plan.Plan.Switches[sw]
@@ -976,7 +945,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		if !cached {
 			actual, err = c.cfg.Driver.Read(ctx, sw)
 			if err != nil {
-				record(SwitchStatus{LastError: err.Error()})
+				record(api.SwitchStatus{LastError: err.Error()})
 				return 0, fmt.Errorf("read %s: %w", sw, err)
 			}
 			c.m.fullReads.Inc()
@@ -1007,12 +976,12 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	}
 	if diff.Empty() {
 		remember()
-		record(SwitchStatus{InSync: true, Entries: entries})
+		record(api.SwitchStatus{InSync: true, Entries: entries})
 		return 0, nil
 	}
 	if err := c.cfg.Driver.Apply(ctx, sw, diff); err != nil {
 		forget()
-		record(SwitchStatus{LastError: err.Error()})
+		record(api.SwitchStatus{LastError: err.Error()})
 		if c.cfg.Overlay != nil {
 			c.reportRefusedPins(sw, err, diff, pinsBefore)
 			c.cfg.Overlay.ProgramFailed(sw, err)
@@ -1021,7 +990,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	}
 	if err := c.confirm(ctx, sw, diff); err != nil {
 		forget()
-		record(SwitchStatus{LastError: err.Error()})
+		record(api.SwitchStatus{LastError: err.Error()})
 		return 0, err
 	}
 	remember()
@@ -1033,6 +1002,6 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		level = slog.LevelDebug // intents come and go by the thousand
 	}
 	c.log.Log(ctx, level, "switch programmed", "switch", sw, "insert", diff.Insert.Len(), "modify", diff.Modify.Len(), "delete", diff.Delete.Len())
-	record(SwitchStatus{InSync: true, Entries: entries, LastWrites: diff.Len()})
+	record(api.SwitchStatus{InSync: true, Entries: entries, LastWrites: diff.Len()})
 	return diff.Len(), nil
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
 )
@@ -43,29 +44,13 @@ type elephant struct {
 	why    string            // why it is not placed
 }
 
-// DetectedStatus is a detected elephant as the API shows it.
-type DetectedStatus struct {
-	Src     string  `json:"src"`
-	Dst     string  `json:"dst"`
-	SrcPort uint16  `json:"src_port"`
-	Gbps    float64 `json:"gbps"`        // measured, or estimated from samples
-	Demand  float64 `json:"demand_gbps"` // placed at
-	// RateSource says where Gbps comes from: "pin-counter" (a pinned
-	// flow's direct counter: exact) or "samples" (sampled packets).
-	RateSource string            `json:"rate_source"`
-	Leaf       models.SwitchID   `json:"leaf"`
-	Pinned     bool              `json:"pinned"`
-	Path       []models.Endpoint `json:"path,omitempty"`
-	Reason     string            `json:"reason,omitempty"`
-}
-
 // DetectedFlows returns the detected elephants and where they are pinned.
-func (m *Intents) DetectedFlows() []DetectedStatus {
+func (m *Intents) DetectedFlows() []api.DetectedStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make([]DetectedStatus, 0, len(m.elephants))
+	out := make([]api.DetectedStatus, 0, len(m.elephants))
 	for _, el := range m.elephants {
-		d := DetectedStatus{Src: el.flow.Key.Src.String(), Dst: el.flow.Key.Dst.String(), SrcPort: el.flow.Key.SrcPort,
+		d := api.DetectedStatus{Src: el.flow.Key.Src.String(), Dst: el.flow.Key.Dst.String(), SrcPort: el.flow.Key.SrcPort,
 			Gbps: el.flow.Gbps, Demand: el.demand, Leaf: el.flow.Leaf, Pinned: el.path != nil, Path: el.path, Reason: el.why,
 			RateSource: "samples"}
 		if el.flow.Measured {
@@ -81,7 +66,7 @@ func (m *Intents) DetectedFlows() []DetectedStatus {
 		}
 		out = append(out, d)
 	}
-	slices.SortFunc(out, func(a, b DetectedStatus) int {
+	slices.SortFunc(out, func(a, b api.DetectedStatus) int {
 		return cmp.Or(cmp.Compare(b.Gbps, a.Gbps), cmp.Compare(a.Src, b.Src), cmp.Compare(a.Dst, b.Dst), cmp.Compare(a.SrcPort, b.SrcPort))
 	})
 	return out

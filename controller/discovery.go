@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
 )
 
@@ -29,26 +30,6 @@ import (
 // neither end has heard anything since probing began (reported only: a
 // target that cannot punt would otherwise lose every route). Frames
 // arriving where no link is declared are undeclared links.
-
-// DiscoveryState is what link discovery says of a declared link.
-type DiscoveryState string
-
-// Discovery states.
-const (
-	DiscoveryPending   DiscoveryState = "pending"   // not probed long enough to say
-	DiscoveryConfirmed DiscoveryState = "confirmed" // both ends heard each other
-	DiscoveryMiswired  DiscoveryState = "miswired"  // an end hears another port
-	DiscoveryMissing   DiscoveryState = "missing"   // up, but never heard
-	DiscoveryLost      DiscoveryState = "lost"      // confirmed once, not heard lately: routed around
-	DiscoveryDown      DiscoveryState = "down"      // reported down: not probed
-)
-
-// LinkDiscovery is a declared link's discovery state; Seen lists, for a
-// miswired link, what its ends heard instead of each other.
-type LinkDiscovery struct {
-	State DiscoveryState `json:"state"`
-	Seen  []string       `json:"seen,omitempty"` // "leaf1:9 hears spine2:3"
-}
 
 // probeChassisPrefix marks accelnet's probes (other LLDP speakers' frames
 // are ignored).
@@ -256,12 +237,12 @@ func (c *Controller) judgeLinks() {
 		s, ok := c.lldp[e]
 		return s, ok && now.Sub(s.at) <= window
 	}
-	states := map[models.LinkID]LinkDiscovery{}
+	states := map[models.LinkID]api.LinkDiscovery{}
 	declared := map[models.Endpoint]bool{}
-	counts := map[DiscoveryState]int{}
+	counts := map[api.DiscoveryState]int{}
 	for _, l := range st.snap.FabricLinks() {
 		declared[l.A], declared[l.B] = true, true
-		var d LinkDiscovery
+		var d api.LinkDiscovery
 		sa, okA := fresh(l.A)
 		sb, okB := fresh(l.B)
 		la, lokA := heard(l.A)
@@ -277,20 +258,20 @@ func (c *Controller) judgeLinks() {
 		wrong(lokB, lb, l.B, l.A, " (its LLDP agent)")
 		switch {
 		case len(d.Seen) > 0:
-			d.State = DiscoveryMiswired
+			d.State = api.DiscoveryMiswired
 		case okA && okB:
-			d.State = DiscoveryConfirmed
+			d.State = api.DiscoveryConfirmed
 			c.confirmed[l.ID()] = true // by probes: their silence will mean lost
 		case lokA && lokB && !c.confirmed[l.ID()]:
-			d.State = DiscoveryConfirmed // by the switches' LLDP agents alone
+			d.State = api.DiscoveryConfirmed // by the switches' LLDP agents alone
 		case operDown[l.A] || operDown[l.B]:
-			d.State = DiscoveryDown
+			d.State = api.DiscoveryDown
 		case c.confirmed[l.ID()]:
-			d.State = DiscoveryLost
+			d.State = api.DiscoveryLost
 		case !c.probingSince.IsZero() && now.Sub(c.probingSince) > window:
-			d.State = DiscoveryMissing
+			d.State = api.DiscoveryMissing
 		default:
-			d.State = DiscoveryPending
+			d.State = api.DiscoveryPending
 		}
 		states[l.ID()] = d
 		counts[d.State]++
@@ -306,7 +287,7 @@ func (c *Controller) judgeLinks() {
 	c.linkStates, c.undeclared = states, undeclared
 	after := c.miswired()
 	c.discMu.Unlock()
-	for _, s := range []DiscoveryState{DiscoveryPending, DiscoveryConfirmed, DiscoveryMiswired, DiscoveryMissing, DiscoveryLost, DiscoveryDown} {
+	for _, s := range []api.DiscoveryState{api.DiscoveryPending, api.DiscoveryConfirmed, api.DiscoveryMiswired, api.DiscoveryMissing, api.DiscoveryLost, api.DiscoveryDown} {
 		c.m.linksDiscovered.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
 	c.m.linksUndeclared.Set(float64(len(undeclared)))
@@ -323,7 +304,7 @@ func (c *Controller) judgeLinks() {
 func (c *Controller) miswired() map[models.LinkID]bool {
 	out := map[models.LinkID]bool{}
 	for id, d := range c.linkStates {
-		if d.State == DiscoveryMiswired || d.State == DiscoveryLost {
+		if d.State == api.DiscoveryMiswired || d.State == api.DiscoveryLost {
 			out[id] = true
 		}
 	}
@@ -332,7 +313,7 @@ func (c *Controller) miswired() map[models.LinkID]bool {
 
 // LinkDiscovery is what discovery says of each declared fabric link, and
 // the links it heard where none is declared.
-func (c *Controller) LinkDiscovery() (map[models.LinkID]LinkDiscovery, []string) {
+func (c *Controller) LinkDiscovery() (map[models.LinkID]api.LinkDiscovery, []string) {
 	c.discMu.Lock()
 	defer c.discMu.Unlock()
 	return maps.Clone(c.linkStates), slices.Clone(c.undeclared)

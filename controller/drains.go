@@ -12,13 +12,12 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
 )
-
-// KeyDrains holds one models.Drain per key: drains/<id>.
-const KeyDrains = Prefix + "drains/"
 
 // drainedBelowBps is the traffic under which a drained link counts as
 // empty (telemetry never reads exactly zero while counters settle).
@@ -27,7 +26,7 @@ const drainedBelowBps = 1e6
 // Drains keeps operators' drains in etcd and tells the controller which
 // links to keep traffic off.
 type Drains struct {
-	store   *Store
+	store   *store.Store
 	ctrl    *Controller
 	intents *Intents
 	mu      sync.RWMutex
@@ -35,14 +34,14 @@ type Drains struct {
 }
 
 // NewDrains returns the drain manager; Run follows etcd.
-func NewDrains(store *Store, ctrl *Controller, intents *Intents) *Drains {
+func NewDrains(store *store.Store, ctrl *Controller, intents *Intents) *Drains {
 	return &Drains{store: store, ctrl: ctrl, intents: intents, all: map[string]models.Drain{}}
 }
 
 // Run follows the drains in etcd (so every replica applies them) until
 // ctx ends.
 func (d *Drains) Run(ctx context.Context) error {
-	return followJSON(ctx, d.store, KeyDrains, &d.mu, &d.all, d.apply)
+	return store.FollowJSON(ctx, d.store, store.KeyDrains, &d.mu, &d.all, d.apply)
 }
 
 // apply hands the drains to the controller.
@@ -68,36 +67,13 @@ func drainedLinks(snap *topology.Snapshot, drains map[string]models.Drain) map[m
 	return out
 }
 
-// DrainPreview is what a drain would do.
-type DrainPreview struct {
-	Links int `json:"links"`
-	// ReservedMLU is the highest reserved utilization once intents on the
-	// drained links moved; Degraded the intents that would find no room.
-	ReservedMLU float64  `json:"reserved_mlu"`
-	Degraded    []string `json:"degraded_intents"`
-	Moved       int      `json:"moved_intents"`
-	// HostsCutOff are hosts whose only link would be drained.
-	HostsCutOff []string `json:"hosts_cut_off,omitempty"`
-	// TrafficGbps is what the drained links carry now (it will move).
-	TrafficGbps float64 `json:"traffic_gbps"`
-}
-
-// DrainView is a drain with where it stands.
-type DrainView struct {
-	models.Drain
-	// State is "draining" while its links still carry traffic, "drained"
-	// once they are empty.
-	State       string  `json:"state"`
-	TrafficGbps float64 `json:"traffic_gbps"`
-}
-
 func (d *Drains) check(dr models.Drain) (*topology.Snapshot, error) {
 	if err := dr.Validate(); err != nil {
 		return nil, err
 	}
 	snap, _ := d.ctrl.Snapshot()
 	if snap == nil {
-		return nil, ErrNoTopology
+		return nil, store.ErrNoTopology
 	}
 	if dr.Switch != "" {
 		if _, err := snap.Switch(dr.Switch); err != nil {
@@ -111,17 +87,17 @@ func (d *Drains) check(dr models.Drain) (*topology.Snapshot, error) {
 
 // Preview says what draining dr on top of the current drains and failures
 // would do, changing nothing.
-func (d *Drains) Preview(dr models.Drain) (DrainPreview, error) {
+func (d *Drains) Preview(dr models.Drain) (api.DrainPreview, error) {
 	snap, err := d.check(dr)
 	if err != nil {
-		return DrainPreview{}, err
+		return api.DrainPreview{}, err
 	}
 	extra := drainedLinks(snap, map[string]models.Drain{"new": dr})
 	down := d.ctrl.DownLinks()
 	for id := range extra {
 		down[id] = true
 	}
-	p := DrainPreview{Links: len(extra)}
+	p := api.DrainPreview{Links: len(extra)}
 	for id := range extra {
 		l, _ := snap.Link(id)
 		load := d.ctrl.LinkLoad(l)
@@ -152,7 +128,7 @@ func (d *Drains) Create(ctx context.Context, dr models.Drain) (models.Drain, err
 			Message: fmt.Sprintf("with this drain and the links already avoided, %s; set force to do it anyway", cut)}}}
 	}
 	dr.ID, dr.Created = newIntentID(time.Now()), time.Now().UTC()
-	if err := d.store.putJSON(ctx, KeyDrains+dr.ID, dr); err != nil {
+	if err := d.store.PutJSON(ctx, store.KeyDrains+dr.ID, dr); err != nil {
 		return dr, err
 	}
 	d.mu.Lock()
@@ -188,32 +164,32 @@ func (d *Drains) partitions(snap *topology.Snapshot, dr models.Drain) string {
 }
 
 // List returns the drains with their progress, oldest first.
-func (d *Drains) List() []DrainView {
+func (d *Drains) List() []api.DrainView {
 	snap, _ := d.ctrl.Snapshot()
 	d.mu.RLock()
-	out := make([]DrainView, 0, len(d.all))
+	out := make([]api.DrainView, 0, len(d.all))
 	for _, dr := range d.all {
 		out = append(out, d.view(snap, dr))
 	}
 	d.mu.RUnlock()
-	slices.SortFunc(out, func(a, b DrainView) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b api.DrainView) int { return strings.Compare(a.ID, b.ID) })
 	return out
 }
 
 // Get returns one drain.
-func (d *Drains) Get(id string) (DrainView, error) {
+func (d *Drains) Get(id string) (api.DrainView, error) {
 	snap, _ := d.ctrl.Snapshot()
 	d.mu.RLock()
 	defer d.mu.RUnlock()
 	dr, ok := d.all[id]
 	if !ok {
-		return DrainView{}, fmt.Errorf("%w: drain %q", ErrNotFound, id)
+		return api.DrainView{}, fmt.Errorf("%w: drain %q", store.ErrNotFound, id)
 	}
 	return d.view(snap, dr), nil
 }
 
-func (d *Drains) view(snap *topology.Snapshot, dr models.Drain) DrainView {
-	v := DrainView{Drain: dr, State: "drained"}
+func (d *Drains) view(snap *topology.Snapshot, dr models.Drain) api.DrainView {
+	v := api.DrainView{Drain: dr, State: "drained"}
 	// Drained means: the routes avoid it, the rollout that moved them is
 	// over, telemetry has had time to measure since, and it reads empty.
 	settled := time.Since(dr.Created) > 3*d.ctrl.cfg.TelemetryInterval && d.ctrl.Settled()
@@ -249,9 +225,9 @@ func (d *Drains) Delete(ctx context.Context, id string) error {
 	_, ok := d.all[id]
 	d.mu.RUnlock()
 	if !ok {
-		return fmt.Errorf("%w: drain %q", ErrNotFound, id)
+		return fmt.Errorf("%w: drain %q", store.ErrNotFound, id)
 	}
-	if err := d.store.txn(ctx, nil, []clientv3.Op{clientv3.OpDelete(KeyDrains + id)}); err != nil {
+	if err := d.store.Txn(ctx, nil, []clientv3.Op{clientv3.OpDelete(store.KeyDrains + id)}); err != nil {
 		return err
 	}
 	d.mu.Lock()
@@ -268,7 +244,7 @@ func (m *Intents) Preview(down map[models.LinkID]bool) (mlu float64, moved int, 
 	m.mu.Lock() // books cache paths as they go
 	defer m.mu.Unlock()
 	if m.snap == nil {
-		return 0, 0, nil, ErrNoTopology
+		return 0, 0, nil, store.ErrNoTopology
 	}
 	book, err := pathcalc.NewBook(m.snap, down, m.cfg.Headroom)
 	if err != nil {

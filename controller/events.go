@@ -6,36 +6,25 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
 )
-
-// Event is one change a client can watch: an intent stored or removed, or
-// a new topology. Events come from etcd watches, so every replica sees
-// every change, whoever made it.
-type Event struct {
-	// Type is "intent", "intent-removed", "topology", or "resync" (events
-	// may have been missed: read the state again).
-	Type     string            `json:"type"`
-	Revision int64             `json:"revision"`
-	Tenant   models.TenantName `json:"tenant,omitempty"`
-	ID       string            `json:"id,omitempty"`
-	Intent   *models.Intent    `json:"intent,omitempty"`
-}
 
 // Events fans etcd changes out to subscribers.
 type Events struct {
-	store *Store
+	store *store.Store
 	mu    sync.Mutex
 	subs  map[*subscriber]struct{}
 }
 
 type subscriber struct {
 	scope Scope
-	ch    chan Event
+	ch    chan api.Event
 }
 
 // NewEvents returns a broker over store; Run feeds it.
-func NewEvents(store *Store) *Events {
+func NewEvents(store *store.Store) *Events {
 	return &Events{store: store, subs: map[*subscriber]struct{}{}}
 }
 
@@ -45,8 +34,8 @@ const subscriberBuffer = 1024
 
 // Subscribe returns a channel of the events scope may see; it is closed
 // when the subscriber falls too far behind or cancel is called.
-func (e *Events) Subscribe(scope Scope) (<-chan Event, func()) {
-	s := &subscriber{scope: scope, ch: make(chan Event, subscriberBuffer)}
+func (e *Events) Subscribe(scope Scope) (<-chan api.Event, func()) {
+	s := &subscriber{scope: scope, ch: make(chan api.Event, subscriberBuffer)}
 	e.mu.Lock()
 	e.subs[s] = struct{}{}
 	e.mu.Unlock()
@@ -60,7 +49,7 @@ func (e *Events) Subscribe(scope Scope) (<-chan Event, func()) {
 	}
 }
 
-func (e *Events) publish(ev Event) {
+func (e *Events) publish(ev api.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for s := range e.subs {
@@ -81,10 +70,10 @@ func (e *Events) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		listed := false
-		_ = e.store.follow(ctx, KeyIntents, func(kvs []kv, reset bool) {
+		_ = e.store.Follow(ctx, store.KeyIntents, func(kvs []store.KV, reset bool) {
 			if reset {
 				if listed {
-					e.publish(Event{Type: "resync"})
+					e.publish(api.Event{Type: "resync"})
 				}
 				listed = true
 				return
@@ -96,15 +85,15 @@ func (e *Events) Run(ctx context.Context) error {
 				return // nobody to tell: skip decoding
 			}
 			for _, c := range kvs {
-				rest := strings.TrimPrefix(c.key, KeyIntents)
+				rest := strings.TrimPrefix(c.Key, store.KeyIntents)
 				tenant, id, _ := strings.Cut(rest, "/")
-				ev := Event{Type: "intent-removed", Revision: c.revision, Tenant: models.TenantName(tenant), ID: id}
-				if !c.deleted {
+				ev := api.Event{Type: "intent-removed", Revision: c.Revision, Tenant: models.TenantName(tenant), ID: id}
+				if !c.Deleted {
 					var in models.Intent
-					if json.Unmarshal(c.value, &in) != nil {
+					if json.Unmarshal(c.Value, &in) != nil {
 						continue
 					}
-					in.Revision = c.revision
+					in.Revision = c.Revision
 					ev.Type, ev.Intent = "intent", &in
 				}
 				e.publish(ev)
@@ -112,13 +101,13 @@ func (e *Events) Run(ctx context.Context) error {
 		})
 	})
 	wg.Go(func() {
-		_ = e.store.follow(ctx, KeyTopology, func(kvs []kv, reset bool) {
+		_ = e.store.Follow(ctx, store.KeyTopology, func(kvs []store.KV, reset bool) {
 			if reset {
 				return
 			}
 			for _, c := range kvs {
-				if c.key == KeyTopology && !c.deleted {
-					e.publish(Event{Type: "topology", Revision: c.revision})
+				if c.Key == store.KeyTopology && !c.Deleted {
+					e.publish(api.Event{Type: "topology", Revision: c.Revision})
 				}
 			}
 		})

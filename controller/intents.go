@@ -13,16 +13,8 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
-)
-
-const (
-	// KeyIntents holds one models.Intent (spec and status) per key:
-	// intents/<tenant>/<id>. The key's mod revision is the intent's ETag.
-	KeyIntents = Prefix + "intents/"
-	// KeyIdempotency maps a tenant's Idempotency-Key to the intent it
-	// created: idempotency/<tenant>/<sha256 of the key> → idemRecord.
-	KeyIdempotency = Prefix + "idempotency/"
 )
 
 var (
@@ -46,7 +38,7 @@ const MaxFlowsPerIntent = 4096
 
 // IntentsConfig configures the intent manager.
 type IntentsConfig struct {
-	Store *Store
+	Store *store.Store
 	Auth  *Auth
 	// Headroom is the fraction of every link never reserved; default 0.05.
 	Headroom float64
@@ -264,7 +256,7 @@ type Intents struct {
 // NewIntents returns the manager; Run loads intents from etcd and serves.
 func NewIntents(cfg IntentsConfig) (*Intents, error) {
 	if cfg.Store == nil || cfg.Auth == nil {
-		return nil, errors.New("controller: intents need a Store and an Auth")
+		return nil, errors.New("controller: intents need a store.Store and an Auth")
 	}
 	if cfg.Headroom == 0 {
 		cfg.Headroom = 0.05

@@ -16,6 +16,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -51,7 +52,7 @@ func newIntentID(now time.Time) string {
 
 func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 	if !m.loaded || m.book == nil {
-		return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", ErrNoTopology)
+		return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", store.ErrNoTopology)
 	}
 	idemKey := ""
 	if req.IdempotencyKey != "" {
@@ -92,7 +93,7 @@ func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 	if idemKey != "" {
 		rec := idemRecord{ID: id, Digest: req.BodyDigest}
 		data, _ := json.Marshal(rec)
-		b.setOp(KeyIdempotency+idemKey, clientv3.OpPut(KeyIdempotency+idemKey, string(data)))
+		b.setOp(store.KeyIdempotency+idemKey, clientv3.OpPut(store.KeyIdempotency+idemKey, string(data)))
 		m.idem[idemKey], m.idemOf[id] = rec, idemKey
 		b.undo = append(b.undo, func() { delete(m.idem, idemKey); delete(m.idemOf, id) })
 	}

@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
 )
 
 // --- writes ---
@@ -98,7 +99,7 @@ func (b *batch) put(e *entry) {
 	b.after = append(b.after, func(rev int64) { e.in.Revision = rev })
 }
 
-func intentKey(t models.TenantName, id string) string { return KeyIntents + string(t) + "/" + id }
+func intentKey(t models.TenantName, id string) string { return store.KeyIntents + string(t) + "/" + id }
 
 func (m *Intents) submit(ctx context.Context, decide func(b *batch) (Outcome, error)) (Outcome, error) {
 	if !m.Leading() {
@@ -108,7 +109,7 @@ func (m *Intents) submit(ctx context.Context, decide func(b *batch) (Outcome, er
 	select {
 	case m.ops <- o:
 	case <-ctx.Done():
-		return Outcome{}, fmt.Errorf("%w: %v", ErrStoreUnavailable, ctx.Err())
+		return Outcome{}, fmt.Errorf("%w: %v", store.ErrStoreUnavailable, ctx.Err())
 	}
 	select {
 	case r := <-o.done:
@@ -116,7 +117,7 @@ func (m *Intents) submit(ctx context.Context, decide func(b *batch) (Outcome, er
 	case <-ctx.Done():
 		// The decision may still commit; the client sees a timeout, as it
 		// would with any store.
-		return Outcome{}, fmt.Errorf("%w: %v", ErrStoreUnavailable, ctx.Err())
+		return Outcome{}, fmt.Errorf("%w: %v", store.ErrStoreUnavailable, ctx.Err())
 	}
 }
 
@@ -152,7 +153,7 @@ func (m *Intents) follow(ctx context.Context, changed <-chan struct{}) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = m.cfg.Store.follow(fctx, KeyIntents, m.applyFollowed)
+		_ = m.cfg.Store.Follow(fctx, store.KeyIntents, m.applyFollowed)
 	}()
 	for {
 		select {
@@ -170,26 +171,26 @@ func (m *Intents) follow(ctx context.Context, changed <-chan struct{}) {
 
 // applyFollowed applies intents listed or watched in etcd to a follower's
 // records. The ledger is not kept: a new term rebuilds it (load).
-func (m *Intents) applyFollowed(kvs []kv, reset bool) {
+func (m *Intents) applyFollowed(kvs []store.KV, reset bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if reset {
 		m.all = map[string]*entry{}
 	}
 	for _, kv := range kvs {
-		if kv.deleted {
-			if i := strings.LastIndexByte(kv.key, '/'); i >= 0 {
-				delete(m.all, kv.key[i+1:])
+		if kv.Deleted {
+			if i := strings.LastIndexByte(kv.Key, '/'); i >= 0 {
+				delete(m.all, kv.Key[i+1:])
 			}
 			continue
 		}
-		in, ok := m.decode(kv.key, kv.value, kv.revision)
+		in, ok := m.decode(kv.Key, kv.Value, kv.Revision)
 		if ok {
 			m.all[in.ID] = &entry{in: in, since: in.Status.Updated}
 		}
 	}
 	for _, kv := range kvs {
-		m.followed = max(m.followed, kv.revision)
+		m.followed = max(m.followed, kv.Revision)
 	}
 	if m.followedCh != nil {
 		close(m.followedCh)
@@ -310,7 +311,7 @@ func (m *Intents) reloadIfNeeded(ctx context.Context) error {
 }
 
 func (m *Intents) failQueued() {
-	err := fmt.Errorf("%w: shutting down", ErrStoreUnavailable)
+	err := fmt.Errorf("%w: shutting down", store.ErrStoreUnavailable)
 	if m.cfg.Leadership != nil {
 		err = ErrNotLeader // the term ended; the next leader decides
 	}
@@ -327,15 +328,13 @@ func (m *Intents) failQueued() {
 // load rebuilds the in-memory view from etcd: the intents with their
 // stored paths (re-reserved on the next SetFabric) and idempotency keys.
 func (m *Intents) load(ctx context.Context) error {
-	lctx, cancel := context.WithTimeout(ctx, m.cfg.Store.timeout)
-	defer cancel()
-	resp, err := m.cfg.Store.cli.Get(lctx, KeyIntents, clientv3.WithPrefix())
+	intents, rev, err := m.cfg.Store.List(ctx, store.KeyIntents, 0)
 	if err != nil {
-		return m.cfg.Store.wrap(err, "list intents")
+		return err
 	}
-	idem, err := m.cfg.Store.cli.Get(lctx, KeyIdempotency, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision))
+	idem, _, err := m.cfg.Store.List(ctx, store.KeyIdempotency, rev)
 	if err != nil {
-		return m.cfg.Store.wrap(err, "list idempotency keys")
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -351,8 +350,8 @@ func (m *Intents) load(ctx context.Context) error {
 	m.elephants = map[models.FlowKey]*elephant{}
 	m.needReload = false
 	m.pinsReady = false
-	for _, kv := range resp.Kvs {
-		in, ok := m.decode(string(kv.Key), kv.Value, kv.ModRevision)
+	for _, kv := range intents {
+		in, ok := m.decode(kv.Key, kv.Value, kv.Revision)
 		if !ok {
 			continue
 		}
@@ -363,16 +362,16 @@ func (m *Intents) load(ctx context.Context) error {
 			u.intents++
 		}
 	}
-	for _, kv := range idem.Kvs {
+	for _, kv := range idem {
 		var r idemRecord
 		if json.Unmarshal(kv.Value, &r) == nil {
-			k := strings.TrimPrefix(string(kv.Key), KeyIdempotency)
+			k := strings.TrimPrefix(kv.Key, store.KeyIdempotency)
 			m.idem[k], m.idemOf[r.ID] = r, k
 		}
 	}
 	m.loaded = true
 	m.fabricGen++ // plan (re-reserve) once a fabric is known
-	m.log.Info("intents loaded", "intents", len(resp.Kvs))
+	m.log.Info("intents loaded", "intents", len(intents))
 	return nil
 }
 
@@ -415,15 +414,6 @@ func (m *Intents) tenantUsage(t models.TenantName) *tenantUsage {
 	return u
 }
 
-// holds says whether etcd still has term t's election key (a failed
-// fence, rather than a lost race on an intent's revision).
-func (m *Intents) holds(ctx context.Context, t *Term) bool {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.Store.timeout)
-	defer cancel()
-	resp, err := m.cfg.Store.cli.Get(ctx, t.Key)
-	return err != nil || (len(resp.Kvs) == 1 && resp.Kvs[0].CreateRevision == t.Rev)
-}
-
 // runBatch decides first and whatever else is queued (up to the commit's
 // budget), does the housekeeping that is due, commits once, and answers.
 func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
@@ -462,12 +452,12 @@ func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
 		if m.term != nil {
 			cmps = append(slices.Clip(cmps), m.term.Fence())
 		}
-		rev, err = m.cfg.Store.commit(ctx, cmps, b.ops)
+		rev, err = m.cfg.Store.Commit(ctx, cmps, b.ops)
 		switch {
-		case errors.Is(err, ErrConflict) && m.term != nil && !m.holds(ctx, m.term):
+		case errors.Is(err, store.ErrConflict) && m.term != nil && !m.cfg.Leadership.Holds(ctx, m.term):
 			err = ErrNotLeader // deposed: a newer leader decides from etcd
-		case err != nil && ctx.Err() != nil && !errors.Is(err, ErrStoreUnavailable):
-			err = fmt.Errorf("%w: leadership ended during the commit (etcd unreachable?): its outcome is unknown; retry with the same Idempotency-Key", ErrStoreUnavailable)
+		case err != nil && ctx.Err() != nil && !errors.Is(err, store.ErrStoreUnavailable):
+			err = fmt.Errorf("%w: leadership ended during the commit (etcd unreachable?): its outcome is unknown; retry with the same Idempotency-Key", store.ErrStoreUnavailable)
 		}
 		m.m.commitSeconds.Observe(time.Since(start).Seconds())
 		m.m.commitOps.Observe(float64(len(b.ops)))
@@ -492,7 +482,7 @@ func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
 			for i := len(b.undo) - 1; i >= 0; i-- {
 				b.undo[i]()
 			}
-			if !errors.Is(err, ErrConflict) {
+			if !errors.Is(err, store.ErrConflict) {
 				m.needReload = true // it may have committed after all
 			}
 			m.log.Warn("intent commit failed; answered as not done", "ops", len(b.ops), "err", err)

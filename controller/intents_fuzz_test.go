@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -21,9 +22,9 @@ func dryRunManager(t testing.TB) *Intents {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := NewAuth(&Store{})
+	auth := NewAuth(&store.Store{})
 	auth.tenants["fuzz"] = models.Tenant{Name: "fuzz", MaxGbps: 1000, MaxIntents: 10}
-	m, err := NewIntents(IntentsConfig{Store: &Store{}, Auth: auth, FlowPinEntries: 64})
+	m, err := NewIntents(IntentsConfig{Store: &store.Store{}, Auth: auth, FlowPinEntries: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/store"
 )
 
 // Update replaces an intent's spec if ifMatch is its current revision;
@@ -25,7 +26,7 @@ func (m *Intents) Update(ctx context.Context, scope Scope, id string, spec model
 	return m.submit(ctx, func(b *batch) (Outcome, error) {
 		e, ok := m.all[id]
 		if !ok || !scope.sees(e.in.Tenant) {
-			return Outcome{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
+			return Outcome{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
 		}
 		if e.in.Revision != ifMatch {
 			return Outcome{}, fmt.Errorf("%w: intent %s is at revision %d, not %d", ErrPrecondition, id, e.in.Revision, ifMatch)
@@ -33,10 +34,10 @@ func (m *Intents) Update(ctx context.Context, scope Scope, id string, spec model
 		// etcd checks it too, so a write by another replica is not lost.
 		b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(intentKey(e.in.Tenant, id)), "=", ifMatch))
 		if e.in.Status.State == models.StateDeleted {
-			return Outcome{}, fmt.Errorf("%w: intent %q is being deleted", ErrNotFound, id)
+			return Outcome{}, fmt.Errorf("%w: intent %q is being deleted", store.ErrNotFound, id)
 		}
 		if m.book == nil {
-			return Outcome{}, ErrNoTopology
+			return Outcome{}, store.ErrNoTopology
 		}
 		prev, prevFlows := e.in, e.flows
 		b.undo = append(b.undo, func() { e.in, e.flows = prev, prevFlows })
@@ -72,7 +73,7 @@ func (m *Intents) Delete(ctx context.Context, scope Scope, id string) (models.In
 	out, err := m.submit(ctx, func(b *batch) (Outcome, error) {
 		e, ok := m.all[id]
 		if !ok || !scope.sees(e.in.Tenant) {
-			return Outcome{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
+			return Outcome{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
 		}
 		if e.in.Status.State == models.StateDeleted {
 			return Outcome{Intent: e.in}, nil
@@ -159,7 +160,7 @@ func (m *Intents) remove(b *batch, e *entry) {
 	b.undo = append(b.undo, func() { m.all[id] = e })
 	if k, ok := m.idemOf[id]; ok {
 		rec := m.idem[k]
-		b.setOp(KeyIdempotency+k, clientv3.OpDelete(KeyIdempotency+k))
+		b.setOp(store.KeyIdempotency+k, clientv3.OpDelete(store.KeyIdempotency+k))
 		delete(m.idem, k)
 		delete(m.idemOf, id)
 		b.undo = append(b.undo, func() { m.idem[k], m.idemOf[id] = rec, k })
@@ -524,7 +525,7 @@ func (m *Intents) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 	_, err = m.submit(ctx, func(b *batch) (Outcome, error) {
 		created = created[:0]
 		if !m.loaded || m.book == nil {
-			return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", ErrNoTopology)
+			return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", store.ErrNoTopology)
 		}
 		now := m.cfg.Now().UTC()
 		var demands []pathcalc.Demand

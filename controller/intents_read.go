@@ -7,7 +7,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
 )
 
 // --- reads ---
@@ -18,7 +20,7 @@ func (m *Intents) Get(scope Scope, id string) (models.Intent, error) {
 	defer m.mu.RUnlock()
 	e, ok := m.all[id]
 	if !ok || !scope.sees(e.in.Tenant) {
-		return models.Intent{}, fmt.Errorf("%w: intent %q", ErrNotFound, id)
+		return models.Intent{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
 	}
 	return m.view(e.in), nil
 }
@@ -58,22 +60,12 @@ func (m *Intents) List(scope Scope, opts ListOptions) ([]models.Intent, string) 
 	return out, next
 }
 
-// Capacity is the bandwidth one more flow from src to dst could reserve.
-type Capacity struct {
-	Src           string  `json:"src"`
-	Dst           string  `json:"dst"`
-	AvailableGbps float64 `json:"available_gbps"`
-	Bottleneck    string  `json:"bottleneck"`
-	Headroom      float64 `json:"headroom"`
-	ReservedMLU   float64 `json:"reserved_mlu"`
-}
-
 // Capacity answers how much src can reserve toward dst now.
-func (m *Intents) Capacity(src, dst string) (Capacity, error) {
+func (m *Intents) Capacity(src, dst string) (api.Capacity, error) {
 	m.mu.Lock() // the book caches paths as it goes: not a reader
 	defer m.mu.Unlock()
 	if m.book == nil {
-		return Capacity{}, ErrNoTopology
+		return api.Capacity{}, store.ErrNoTopology
 	}
 	var v models.ValidationError
 	s, errS := resolveHost(m.snap, src)
@@ -85,10 +77,10 @@ func (m *Intents) Capacity(src, dst string) (Capacity, error) {
 		v.Errors = append(v.Errors, models.FieldError{Field: "dst", Message: errD.Error()})
 	}
 	if len(v.Errors) > 0 {
-		return Capacity{}, &v
+		return api.Capacity{}, &v
 	}
 	free, at := m.book.Available(s, d)
-	return Capacity{Src: s.Name, Dst: d.Name, AvailableGbps: free, Bottleneck: at, Headroom: m.cfg.Headroom, ReservedMLU: m.book.MLU()}, nil
+	return api.Capacity{Src: s.Name, Dst: d.Name, AvailableGbps: free, Bottleneck: at, Headroom: m.cfg.Headroom, ReservedMLU: m.book.MLU()}, nil
 }
 
 // Usage is a tenant's live reservations.

@@ -9,15 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/accelnet/accelnet/store"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
-
-// KeyElection is the prefix replicas campaign under: each candidate's key
-// is KeyElection/<lease ID in hex>, bound to its session's lease, with the
-// replica's API URL as its value. The oldest key leads.
-const KeyElection = Prefix + "leader"
 
 // ErrNotLeader means this replica does not lead (or stopped leading while
 // the request waited): only the leader decides admissions and programs
@@ -256,11 +252,11 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 	lease, err := l.cli.Grant(gctx, int64(l.ttl))
 	cancel()
 	if err != nil {
-		return fmt.Errorf("%w: grant the election lease: %v", ErrStoreUnavailable, err)
+		return fmt.Errorf("%w: grant the election lease: %v", store.ErrStoreUnavailable, err)
 	}
 	sess, err := concurrency.NewSession(l.cli, concurrency.WithLease(lease.ID), concurrency.WithContext(ctx))
 	if err != nil {
-		return fmt.Errorf("%w: open an etcd session: %v", ErrStoreUnavailable, err)
+		return fmt.Errorf("%w: open an etcd session: %v", store.ErrStoreUnavailable, err)
 	}
 	defer func() {
 		// Revoking the lease deletes our key: the next candidate leads now.
@@ -271,7 +267,7 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 		}
 		sess.Orphan()
 	}()
-	e := concurrency.NewElection(sess, KeyElection)
+	e := concurrency.NewElection(sess, store.KeyElection)
 
 	// Follow who leads while campaigning, for the API to forward to.
 	octx, stopObserving := context.WithCancel(ctx)
@@ -340,7 +336,7 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 				continue
 			}
 			l.log.Warn("lost leadership: etcd session expired", "election_id", t.ID)
-			return fmt.Errorf("%w: the leader's etcd session expired", ErrStoreUnavailable)
+			return fmt.Errorf("%w: the leader's etcd session expired", store.ErrStoreUnavailable)
 		case reason := <-l.stepDown:
 			l.log.Warn("stepping down", "election_id", t.ID, "reason", reason)
 			return errSteppedDown

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -28,12 +29,12 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // hands over at once, to a term with a higher election ID; stepping down
 // comes back later with a higher one still.
 func TestLeadership(t *testing.T) {
-	e, err := StartEmbedded(t.TempDir(), "")
+	e, err := store.StartEmbedded(t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	cli, err := Dial(e.Endpoints)
+	cli, err := store.Dial(e.Endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestLeadership(t *testing.T) {
 	}
 	termA := a.Term()
 	fenced := func(term *Term) bool {
-		resp, err := cli.Txn(context.Background()).If(term.Fence()).Then(clientv3.OpPut(Prefix+"probe", "x")).Commit()
+		resp, err := cli.Txn(context.Background()).If(term.Fence()).Then(clientv3.OpPut(store.Prefix+"probe", "x")).Commit()
 		if err != nil {
 			t.Fatal(err)
 		}

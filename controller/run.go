@@ -14,6 +14,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound"
+	"github.com/accelnet/accelnet/store"
 )
 
 // Run reconciles until ctx ends.
@@ -47,8 +48,8 @@ func (c *Controller) watchTopology(ctx context.Context) error {
 	for ctx.Err() == nil {
 		t, modRev, rev, err := c.cfg.Store.Topology(ctx)
 		switch {
-		case errors.Is(err, ErrNoTopology):
-			c.log.Info("no topology in etcd yet; waiting for one", "key", KeyTopology)
+		case errors.Is(err, store.ErrNoTopology):
+			c.log.Info("no topology in etcd yet; waiting for one", "key", store.KeyTopology)
 		case err != nil:
 			c.log.Warn("cannot read topology from etcd", "err", err, "retry_in", backoff)
 			select {
@@ -68,7 +69,7 @@ func (c *Controller) watchTopology(ctx context.Context) error {
 		c.watching = true
 		c.mu.Unlock()
 		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		ch := c.cfg.Store.Client().Watch(wctx, KeyTopology, clientv3.WithRev(rev+1))
+		ch := c.cfg.Store.Client().Watch(wctx, store.KeyTopology, clientv3.WithRev(rev+1))
 		for resp := range ch {
 			if err := resp.Err(); err != nil {
 				c.log.Warn("topology watch ended; re-listing", "err", err)

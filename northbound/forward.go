@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/gin-gonic/gin"
 )
 
@@ -48,7 +49,7 @@ func servedByAny(r *http.Request) bool {
 // forward passes requests only the leader can serve to it, unchanged
 // (token, Idempotency-Key, If-Match and body included), when this
 // replica follows. The leader authenticates them as usual.
-func (a *api) forward(c *gin.Context) {
+func (a *server) forward(c *gin.Context) {
 	if a.opts.Leader == nil || servedByAny(c.Request) {
 		c.Next()
 		return
@@ -88,7 +89,7 @@ func (a *api) forward(c *gin.Context) {
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			// Nothing reached the leader, or its answer was lost: the
 			// client retries (with its Idempotency-Key, a create is safe).
-			body, _ := json.Marshal(Problem{Type: "about:blank", Title: http.StatusText(http.StatusServiceUnavailable), Status: http.StatusServiceUnavailable,
+			body, _ := json.Marshal(api.Problem{Type: "about:blank", Title: http.StatusText(http.StatusServiceUnavailable), Status: http.StatusServiceUnavailable,
 				Detail: fmt.Sprintf("the leader at %s did not answer (%v); retry in a second", leader, err)})
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.Header().Set("Retry-After", "1")

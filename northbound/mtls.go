@@ -3,6 +3,8 @@ package northbound
 import (
 	"encoding/json"
 	"net/http"
+
+	"github.com/accelnet/accelnet/api"
 )
 
 // RequireClientCert serves only requests that presented a verified client
@@ -17,7 +19,7 @@ func RequireClientCert(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		body, _ := json.Marshal(Problem{Type: "about:blank", Title: http.StatusText(http.StatusUnauthorized), Status: http.StatusUnauthorized,
+		body, _ := json.Marshal(api.Problem{Type: "about:blank", Title: http.StatusText(http.StatusUnauthorized), Status: http.StatusUnauthorized,
 			Detail: "this server requires a client certificate signed by its client CA (mutual TLS)"})
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.WriteHeader(http.StatusUnauthorized)

@@ -11,15 +11,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/store"
 )
 
 // newEtcdCommand runs one member of an etcd cluster (the etcd server
 // library accelnet embeds), for deployments that have no etcd: the
 // compose file's three members are this command.
 func newEtcdCommand() *cobra.Command {
-	var m controller.EmbeddedMember
+	var m store.EmbeddedMember
 	cmd := &cobra.Command{
 		Use:   "etcd",
 		Short: "Run one member of an etcd cluster (the embedded etcd server, for deployments without their own etcd)",
@@ -38,7 +38,7 @@ sites with an etcd cluster of their own point accelnet serve at it instead.`,
 			}
 			log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 			start := time.Now()
-			e, err := controller.StartEmbeddedMember(m)
+			e, err := store.StartEmbeddedMember(m)
 			if err != nil {
 				return err
 			}

@@ -24,9 +24,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 )
 
 func main() {
@@ -221,7 +220,7 @@ func parsePorts(s string) (models.PortRange, error) {
 func intentsCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "intents", Aliases: []string{"intent"}, Short: "Create, list, inspect, delete and watch bandwidth intents"}
 
-	var req northbound.IntentRequest
+	var req api.IntentRequest
 	var ports, file, idemKey, pattern string
 	var endpoints []string
 	var gbpsPerGPU float64
@@ -236,7 +235,7 @@ func intentsCommand(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				req = northbound.IntentRequest{}
+				req = api.IntentRequest{}
 				if err := json.Unmarshal(data, &req); err != nil {
 					return fmt.Errorf("%s: %w", file, err)
 				}
@@ -258,7 +257,7 @@ func intentsCommand(g *globals) *cobra.Command {
 			}
 			path := "/api/v1/intents"
 			if dryRun {
-				var dry northbound.DryRunView
+				var dry api.DryRunView
 				if _, err := c.do(cmd.Context(), "POST", path+"?dryRun=true", req, &dry); err != nil {
 					return err
 				}
@@ -336,7 +335,7 @@ func intentsCommand(g *globals) *cobra.Command {
 						q.Set(k, v)
 					}
 				}
-				var page northbound.IntentList
+				var page api.IntentList
 				if _, err := c.do(cmd.Context(), "GET", "/api/v1/intents?"+q.Encode(), nil, &page); err != nil {
 					return err
 				}
@@ -399,7 +398,7 @@ func intentsCommand(g *globals) *cobra.Command {
 					_, err := fmt.Fprintln(out, data)
 					return err
 				}
-				var ev controller.Event
+				var ev api.Event
 				if err := json.Unmarshal([]byte(data), &ev); err != nil {
 					return err
 				}
@@ -473,7 +472,7 @@ func capacityCommand(g *globals) *cobra.Command {
 		Short: "Bandwidth one more flow between two hosts could reserve now",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var cap controller.Capacity
+			var cap api.Capacity
 			q := url.Values{"src": {src}, "dst": {dst}}
 			if err := g.call(cmd, "GET", "/api/v1/capacity?"+q.Encode(), nil, &cap); err != nil {
 				return err
@@ -497,7 +496,7 @@ func topologyCommand(g *globals) *cobra.Command {
 		Short: "Switches and links with their current load",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var v northbound.TopologyView
+			var v api.TopologyView
 			if err := g.call(cmd, "GET", "/api/v1/topology", nil, &v); err != nil {
 				return err
 			}
@@ -540,11 +539,11 @@ func tenantsCommand(g *globals) *cobra.Command {
 		Short: "Create a tenant or change its quotas",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var t northbound.TenantView
+			var t api.TenantView
 			if err := g.call(cmd, "POST", "/api/v1/tenants", models.Tenant{Name: models.TenantName(args[0]), MaxGbps: maxGbps, MaxIntents: maxIntents}, &t); err != nil {
 				return err
 			}
-			return printTenants(cmd.OutOrStdout(), g, []northbound.TenantView{t})
+			return printTenants(cmd.OutOrStdout(), g, []api.TenantView{t})
 		},
 	}
 	create.Flags().Float64Var(&maxGbps, "max-gbps", 0, "most bandwidth its live intents may reserve (0: no cap)")
@@ -555,7 +554,7 @@ func tenantsCommand(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var page struct {
-				Items []northbound.TenantView `json:"items"`
+				Items []api.TenantView `json:"items"`
 			}
 			if err := g.call(cmd, "GET", "/api/v1/tenants", nil, &page); err != nil {
 				return err
@@ -575,10 +574,10 @@ func tenantsCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-func printTenants(out io.Writer, g *globals, ts []northbound.TenantView) error {
+func printTenants(out io.Writer, g *globals, ts []api.TenantView) error {
 	if g.json() {
 		if ts == nil {
-			ts = []northbound.TenantView{}
+			ts = []api.TenantView{}
 		}
 		return printJSON(out, ts)
 	}
@@ -598,8 +597,8 @@ func tokensCommand(g *globals) *cobra.Command {
 		Short: "Issue a token; its secret is printed once",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var tok northbound.NewTokenView
-			if err := g.call(cmd, "POST", "/api/v1/tokens", northbound.TokenRequest{Tenant: models.TenantName(tenant), Role: models.TokenRole(role)}, &tok); err != nil {
+			var tok api.NewTokenView
+			if err := g.call(cmd, "POST", "/api/v1/tokens", api.TokenRequest{Tenant: models.TenantName(tenant), Role: models.TokenRole(role)}, &tok); err != nil {
 				return err
 			}
 			if g.json() {
@@ -656,7 +655,7 @@ func drainsCommand(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
 			if dryRun {
-				var p controller.DrainPreview
+				var p api.DrainPreview
 				if err := g.call(cmd, "POST", "/api/v1/drains?dryRun=true", d, &p); err != nil {
 					return err
 				}
@@ -673,11 +672,11 @@ func drainsCommand(g *globals) *cobra.Command {
 				}
 				return nil
 			}
-			var v controller.DrainView
+			var v api.DrainView
 			if err := g.call(cmd, "POST", "/api/v1/drains", d, &v); err != nil {
 				return err
 			}
-			return printDrains(out, g, []controller.DrainView{v})
+			return printDrains(out, g, []api.DrainView{v})
 		},
 	}
 	f := create.Flags()
@@ -692,7 +691,7 @@ func drainsCommand(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var page struct {
-				Items []controller.DrainView `json:"items"`
+				Items []api.DrainView `json:"items"`
 			}
 			if err := g.call(cmd, "GET", "/api/v1/drains", nil, &page); err != nil {
 				return err
@@ -712,10 +711,10 @@ func drainsCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-func printDrains(out io.Writer, g *globals, ds []controller.DrainView) error {
+func printDrains(out io.Writer, g *globals, ds []api.DrainView) error {
 	if g.json() {
 		if ds == nil {
-			ds = []controller.DrainView{}
+			ds = []api.DrainView{}
 		}
 		return printJSON(out, ds)
 	}

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 )
 
 func TestMain(m *testing.M) { fabrictest.Main(m) }
@@ -52,7 +52,7 @@ func TestTenantSession(t *testing.T) {
 		t.Errorf("whoami: %s", out)
 	}
 	mustCtl(t, "tenants", "create", "vision", "--max-gbps", "400", "--max-intents", "10")
-	var tok northbound.NewTokenView
+	var tok api.NewTokenView
 	if err := json.Unmarshal([]byte(mustCtl(t, "tokens", "create", "--tenant", "vision", "-o", "json")), &tok); err != nil || tok.Secret == "" {
 		t.Fatalf("token: %+v %v", tok, err)
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 )
 
 // leafSpine2x2 is 2 leaves × 2 spines, two hosts per leaf, every switch a
@@ -207,7 +207,7 @@ func TestBMv2EndToEnd(t *testing.T) {
 			t.Fatalf("flow :%d not delivered with leaf1–spine1 cut; links down %v; discovery %+v", sport, h.Controller.DownLinks(), d)
 		}
 	}
-	var v northbound.TopologyView
+	var v api.TopologyView
 	h.GetJSON(t, "/api/v1/topology", &v)
 	for _, l := range v.Links {
 		if l.ID == lost && (l.Discovery == nil || l.Discovery.State != "lost") {
@@ -243,8 +243,8 @@ func tenantToken(t *testing.T, h *fabrictest.Harness) string {
 	if r := h.Do(t, "POST", "/api/v1/tenants", h.OperatorToken, models.Tenant{Name: "lab"}, nil); r.StatusCode != http.StatusCreated {
 		t.Fatalf("create tenant: HTTP %d", r.StatusCode)
 	}
-	var tok northbound.NewTokenView
-	if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, northbound.TokenRequest{Tenant: "lab", Role: models.RoleTenant}, &tok); r.StatusCode != http.StatusCreated {
+	var tok api.NewTokenView
+	if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, api.TokenRequest{Tenant: "lab", Role: models.RoleTenant}, &tok); r.StatusCode != http.StatusCreated {
 		t.Fatalf("token: HTTP %d", r.StatusCode)
 	}
 	return tok.Secret

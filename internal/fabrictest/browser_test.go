@@ -15,11 +15,11 @@ import (
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 )
 
 // chromium finds the browser .ci/run installs.
@@ -101,7 +101,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// details give the marked rate per direction.
 	var marked string
 	h.Eventually(t, 20*time.Second, "a link with ECN-marked traffic in the API", func() bool {
-		var v northbound.TopologyView
+		var v api.TopologyView
 		h.GetJSON(t, "/api/v1/topology", &v)
 		for _, l := range v.Links {
 			if l.Load.ABECNBps > 1e6 || l.Load.BAECNBps > 1e6 {

@@ -7,25 +7,25 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/store"
 )
 
 // Cluster is an etcd cluster of embedded members on loopback, each with
 // its own data directory, that a test can stop and start member by member.
 type Cluster struct {
 	t       testing.TB
-	members []controller.EmbeddedMember
+	members []store.EmbeddedMember
 	mu      sync.Mutex
-	running []*controller.Embedded
+	running []*store.Embedded
 }
 
 // NewCluster starts an n-member etcd cluster; it stops in t.Cleanup.
 func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, running: make([]*controller.Embedded, n)}
+	c := &Cluster{t: t, running: make([]*store.Embedded, n)}
 	var initial []string
 	for i := range n {
-		m := controller.EmbeddedMember{
+		m := store.EmbeddedMember{
 			Name: fmt.Sprintf("etcd%d", i+1), Dir: t.TempDir(),
 			ClientAddr: FreeAddr(t), PeerAddr: FreeAddr(t),
 		}
@@ -75,7 +75,7 @@ func (c *Cluster) Start(members ...int) {
 	var wg sync.WaitGroup
 	for k, i := range members {
 		wg.Go(func() {
-			e, err := controller.StartEmbeddedMember(c.members[i])
+			e, err := store.StartEmbeddedMember(c.members[i])
 			errs[k] = err
 			c.mu.Lock()
 			c.running[i] = e

@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 )
 
 // discoveryOf reads every link's discovery state from the API.
-func discoveryOf(t *testing.T, h *fabrictest.Harness) (map[models.LinkID]string, northbound.TopologyView) {
+func discoveryOf(t *testing.T, h *fabrictest.Harness) (map[models.LinkID]string, api.TopologyView) {
 	t.Helper()
-	var v northbound.TopologyView
+	var v api.TopologyView
 	if code := h.GetJSON(t, "/api/v1/topology", &v); code != http.StatusOK {
 		t.Fatalf("GET /api/v1/topology: %d", code)
 	}

@@ -5,11 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 )
 
 // TestDrainSpine: a dry run says which intents would move or degrade;
@@ -41,7 +40,7 @@ func TestDrainSpine(t *testing.T) {
 		return false
 	})
 
-	var preview controller.DrainPreview
+	var preview api.DrainPreview
 	if r := h.Do(t, "POST", "/api/v1/drains?dryRun=true", op, models.Drain{Switch: "spine1"}, &preview); r.StatusCode != http.StatusOK {
 		t.Fatalf("dry run: HTTP %d", r.StatusCode)
 	}
@@ -49,25 +48,25 @@ func TestDrainSpine(t *testing.T) {
 	if preview.Links != 2 || len(preview.Degraded) != 1 || preview.Degraded[0] != onSpine1.ID || len(preview.HostsCutOff) != 0 {
 		t.Errorf("preview %+v: want spine1's 2 links and %s degraded", preview, onSpine1.ID)
 	}
-	var drains northbound.IntentList
+	var drains api.IntentList
 	h.Do(t, "GET", "/api/v1/drains", op, nil, &drains)
 	if len(drains.Items) != 0 {
 		t.Fatalf("a dry run stored a drain")
 	}
 
-	var p northbound.Problem
+	var p api.Problem
 	if r := h.Do(t, "POST", "/api/v1/drains", op, models.Drain{Switch: "leaf1"}, &p); r.StatusCode != http.StatusUnprocessableEntity || len(p.Errors) == 0 || p.Errors[0].Field != "force" {
 		t.Errorf("draining a leaf with hosts without force: HTTP %d %+v", r.StatusCode, p)
 	}
 	if r := h.Do(t, "POST", "/api/v1/drains", tok, models.Drain{Switch: "spine1"}, &p); r.StatusCode != http.StatusForbidden {
 		t.Errorf("a tenant drained a spine: HTTP %d", r.StatusCode)
 	}
-	var d controller.DrainView
+	var d api.DrainView
 	if r := h.Do(t, "POST", "/api/v1/drains", op, models.Drain{Switch: "spine1", Reason: "optics swap"}, &d); r.StatusCode != http.StatusCreated {
 		t.Fatalf("drain: HTTP %d", r.StatusCode)
 	}
 	h.Eventually(t, 20*time.Second, "spine1 drained", func() bool {
-		var v controller.DrainView
+		var v api.DrainView
 		h.Do(t, "GET", "/api/v1/drains/"+d.ID, op, nil, &v)
 		return v.State == "drained" && v.TrafficGbps < 0.01
 	})

@@ -4,10 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"github.com/accelnet/accelnet/southbound/p4"
-	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"io"
 	"net/http"
 	"slices"
@@ -15,12 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/southbound/p4"
+	"github.com/accelnet/accelnet/store"
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 	"github.com/accelnet/accelnet/southbound"
 )
 
@@ -98,7 +99,7 @@ func TestEndToEndLeafSpine(t *testing.T) {
 
 	// The REST API, over real HTTP, shows load on the links the flows use.
 	h.Eventually(t, 20*time.Second, "utilization > 0 on every used link in /api/v1/topology", func() bool {
-		var v northbound.TopologyView
+		var v api.TopologyView
 		if code := h.GetJSON(t, "/api/v1/topology", &v); code != http.StatusOK {
 			return false
 		}
@@ -137,7 +138,7 @@ func TestAPIEndpoints(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(2, 3, 2))
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 
-	var e northbound.EntriesView
+	var e api.EntriesView
 	if code := h.GetJSON(t, "/api/v1/switches/leaf1/entries", &e); code != http.StatusOK {
 		t.Fatalf("entries: HTTP %d", code)
 	}
@@ -149,13 +150,13 @@ func TestAPIEndpoints(t *testing.T) {
 	if len(e.Entries.Groups) == 1 && len(e.Entries.Groups[0].Members) != 2 {
 		t.Errorf("leaf1's ECMP group has %d members, want 2 (one per spine)", len(e.Entries.Groups[0].Members))
 	}
-	var spine northbound.EntriesView
+	var spine api.EntriesView
 	h.GetJSON(t, "/api/v1/switches/spine1/entries", &spine)
 	if spine.Counts["routes"] != 3 || spine.Counts["groups"] != 0 {
 		t.Errorf("spine1 counts = %v, want 3 routes (one per leaf) and no groups", spine.Counts)
 	}
 
-	var p northbound.Problem
+	var p api.Problem
 	if code := h.GetJSON(t, "/api/v1/switches/nosuch/entries", &p); code != http.StatusNotFound || p.Status != 404 || !strings.Contains(p.Detail, "nosuch") {
 		t.Errorf("unknown switch: HTTP %d %+v", code, p)
 	}
@@ -242,7 +243,7 @@ func TestServeAgainstSeparateFabric(t *testing.T) {
 // TestExternalEtcd runs the stack against an etcd it did not start (the
 // --etcd-endpoints path), here a separate etcd member on loopback.
 func TestExternalEtcd(t *testing.T) {
-	etcd, err := controller.StartEmbedded(t.TempDir(), "")
+	etcd, err := store.StartEmbedded(t.TempDir(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,12 +275,12 @@ func TestExternalEtcd(t *testing.T) {
 		<-time.After(20 * time.Millisecond)
 	}
 	// The topology is in the external etcd, where another replica would find it.
-	cli, err := controller.Dial(etcd.Endpoints)
+	cli, err := store.Dial(etcd.Endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	stored, _, _, err := controller.NewStore(cli, 0).Topology(ctx)
+	stored, _, _, err := store.NewStore(cli, 0).Topology(ctx)
 	if err != nil || len(stored.Switches) != 3 {
 		t.Fatalf("stored topology: %d switches, %v", len(stored.Switches), err)
 	}
@@ -364,7 +365,7 @@ func TestTopologyStream(t *testing.T) {
 		if !ok {
 			continue
 		}
-		var v northbound.TopologyView
+		var v api.TopologyView
 		if err := json.Unmarshal([]byte(data), &v); err != nil {
 			t.Fatalf("event data: %v", err)
 		}

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
@@ -65,7 +65,7 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 		t.Errorf("still moving flows after ten rounds (settled %v), ratio %.2f: the flows should stay put", settled, ratio())
 	}
 
-	var resp struct{ Items []controller.DetectedStatus }
+	var resp struct{ Items []api.DetectedStatus }
 	if code := h.GetJSON(t, "/api/v1/elephants", &resp); code != http.StatusOK {
 		t.Fatalf("GET /api/v1/elephants: %d", code)
 	}

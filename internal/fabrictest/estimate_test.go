@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
@@ -42,7 +42,7 @@ func rateErrors(tb testing.TB, h *fabrictest.Harness, rounds int) (counter, samp
 	return counter, sampled
 }
 
-func detectedKey(tb testing.TB, h *fabrictest.Harness, d controller.DetectedStatus) models.FlowKey {
+func detectedKey(tb testing.TB, h *fabrictest.Harness, d api.DetectedStatus) models.FlowKey {
 	tb.Helper()
 	snap, _ := h.Controller.Snapshot()
 	src, errS := snap.Host(d.Src)

@@ -10,11 +10,11 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
+	"github.com/accelnet/accelnet/store"
 )
 
 // onCluster runs accelnet for an emulated fabric against a 3-member etcd
@@ -53,7 +53,7 @@ func createRetrying(t *testing.T, h *fabrictest.Harness, tok string, s models.In
 func allInstalled(t *testing.T, h *fabrictest.Harness, tok string, want int) {
 	t.Helper()
 	h.Eventually(t, 30*time.Second, fmt.Sprintf("%d intents installed", want), func() bool {
-		var list northbound.IntentList
+		var list api.IntentList
 		h.Do(t, "GET", "/api/v1/intents", tok, nil, &list)
 		n := 0
 		for _, in := range list.Items {
@@ -90,7 +90,7 @@ func TestEtcdClusterMemberDown(t *testing.T) {
 	allInstalled(t, h, tok, 6)
 
 	c.Start(down)
-	cli, err := controller.Dial([]string{c.Endpoints()[down]})
+	cli, err := store.Dial([]string{c.Endpoints()[down]})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestEtcdClusterMemberDown(t *testing.T) {
 	h.Eventually(t, 30*time.Second, "the returned member has all six intents", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		resp, err := cli.Get(ctx, controller.KeyIntents, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
+		resp, err := cli.Get(ctx, store.KeyIntents, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithSerializable())
 		return err == nil && resp.Count == 6
 	})
 }
@@ -121,13 +121,13 @@ func TestEtcdClusterAllDown(t *testing.T) {
 		if wait { // also once the leader's lease has lapsed and it stepped down
 			h.Eventually(t, 15*time.Second, "the controller stops leading", func() bool { return !h.Controller.Leading() })
 		}
-		var p northbound.Problem
+		var p api.Problem
 		r := h.Do(t, "POST", "/api/v1/intents", tok, spec("during", "h1-2", "h2-2", 10, 49152, 1), &p)
 		if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || !strings.Contains(p.Detail, "etcd") {
 			t.Fatalf("write with etcd down (after step-down: %v): HTTP %d %+v", wait, r.StatusCode, p)
 		}
 	}
-	var list northbound.IntentList
+	var list api.IntentList
 	if r := h.Do(t, "GET", "/api/v1/intents", tok, nil, &list); r.StatusCode != http.StatusOK || len(list.Items) != 1 {
 		t.Errorf("read with etcd down: HTTP %d, %d intents", r.StatusCode, len(list.Items))
 	}

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/southbound/p4"
 )
@@ -71,7 +71,7 @@ func TestFailover(t *testing.T) {
 	if w := f.WriteRPCs(); w != writes {
 		t.Errorf("takeover of correct switches wrote %d times", w-writes)
 	}
-	var list northbound.IntentList
+	var list api.IntentList
 	b.Do(t, "GET", "/api/v1/intents", tok, nil, &list)
 	if len(list.Items) != len(ids) {
 		t.Errorf("%d intents after failover, want the %d acknowledged", len(list.Items), len(ids))
@@ -110,12 +110,12 @@ func TestFollowerWithoutLeader(t *testing.T) {
 	tok := tenant(t, a, "ml", 0, 0)
 	// The leader's API goes away but it keeps its term: forwarding fails.
 	a.API.Close()
-	var p northbound.Problem
+	var p api.Problem
 	r := b.Do(t, "POST", "/api/v1/intents", tok, spec("x", "h1-1", "h2-1", 10, 49152, 1), &p)
 	if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || p.Detail == "" {
 		t.Fatalf("write with the leader unreachable: HTTP %d %+v", r.StatusCode, p)
 	}
-	var list northbound.IntentList
+	var list api.IntentList
 	if r := b.Do(t, "GET", "/api/v1/intents", tok, nil, &list); r.StatusCode != http.StatusOK {
 		t.Errorf("read from the follower: HTTP %d", r.StatusCode)
 	}

@@ -14,13 +14,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 	"github.com/accelnet/accelnet/southbound/p4"
+	"github.com/accelnet/accelnet/store"
 )
 
 // tenant creates a tenant with quotas and returns a token for it.
@@ -29,8 +29,8 @@ func tenant(t *testing.T, h *fabrictest.Harness, name string, maxGbps float64, m
 	if r := h.Do(t, "POST", "/api/v1/tenants", h.OperatorToken, models.Tenant{Name: models.TenantName(name), MaxGbps: maxGbps, MaxIntents: maxIntents}, nil); r.StatusCode != http.StatusCreated {
 		t.Fatalf("create tenant %s: HTTP %d", name, r.StatusCode)
 	}
-	var tok northbound.NewTokenView
-	if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, northbound.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); r.StatusCode != http.StatusCreated || tok.Secret == "" {
+	var tok api.NewTokenView
+	if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, api.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); r.StatusCode != http.StatusCreated || tok.Secret == "" {
 		t.Fatalf("token for %s: HTTP %d %+v", name, r.StatusCode, tok)
 	}
 	return tok.Secret
@@ -109,7 +109,7 @@ func TestIntentLifecycle(t *testing.T) {
 		observed = intentState(t, h, tok, in.ID).Status.ObservedGbps
 		return observed > 36 && observed < 44
 	})
-	var c controller.Capacity
+	var c api.Capacity
 	h.Do(t, "GET", "/api/v1/capacity?src="+src.Name+"&dst="+dst.Name, tok, nil, &c)
 	if c.AvailableGbps > 95-40+1e-9 || c.Bottleneck == "" {
 		t.Errorf("capacity after reserving 40 of 95 reservable: %+v", c)
@@ -186,17 +186,17 @@ func TestTenantIsolation(t *testing.T) {
 		{"modify", "PUT", path, spec("mine", hosts[0].Name, hosts[2].Name, 1, 50000, 1), []string{"If-Match", fmt.Sprint(ina.Revision)}, http.StatusNotFound},
 		{"delete", "DELETE", path, nil, nil, http.StatusNotFound},
 		{"list A's", "GET", "/api/v1/intents?tenant=team-a", nil, nil, http.StatusForbidden},
-		{"create as A", "POST", "/api/v1/intents", northbound.IntentRequest{Tenant: "team-a", IntentSpec: spec("x", hosts[0].Name, hosts[2].Name, 1, 50001, 1)}, nil, http.StatusForbidden},
-		{"make tokens", "POST", "/api/v1/tokens", northbound.TokenRequest{Tenant: "team-a", Role: models.RoleTenant}, nil, http.StatusForbidden},
+		{"create as A", "POST", "/api/v1/intents", api.IntentRequest{Tenant: "team-a", IntentSpec: spec("x", hosts[0].Name, hosts[2].Name, 1, 50001, 1)}, nil, http.StatusForbidden},
+		{"make tokens", "POST", "/api/v1/tokens", api.TokenRequest{Tenant: "team-a", Role: models.RoleTenant}, nil, http.StatusForbidden},
 		{"list tenants", "GET", "/api/v1/tenants", nil, nil, http.StatusForbidden},
 		{"read entries", "GET", "/api/v1/switches/leaf1/entries", nil, nil, http.StatusForbidden},
 	} {
-		var p northbound.Problem
+		var p api.Problem
 		if r := h.Do(t, c.method, c.path, b, c.body, &p, c.headers...); r.StatusCode != c.want || p.Status != c.want {
 			t.Errorf("B %s: HTTP %d (%+v), want %d", c.name, r.StatusCode, p, c.want)
 		}
 	}
-	var list northbound.IntentList
+	var list api.IntentList
 	h.Do(t, "GET", "/api/v1/intents", b, nil, &list)
 	if len(list.Items) != 1 || list.Items[0].ID != inb.ID {
 		t.Errorf("B lists %+v, want only its own", list.Items)
@@ -259,7 +259,7 @@ func TestAdmissionRace(t *testing.T) {
 	if won != 1 {
 		t.Fatalf("%d racers got 60 Gb/s of the 95 reservable toward %s, want exactly 1", won, dst)
 	}
-	var rejected northbound.IntentList
+	var rejected api.IntentList
 	h.Do(t, "GET", "/api/v1/intents?state=Rejected", h.OperatorToken, nil, &rejected)
 	if len(rejected.Items) != racers-1 {
 		t.Fatalf("%d rejected intents stored, want %d", len(rejected.Items), racers-1)
@@ -293,11 +293,11 @@ func TestQuotaUnderConcurrency(t *testing.T) {
 	}
 	// The gigabit quota: 1000 allowed, 5 used, 996 more is over.
 	h.Do(t, "POST", "/api/v1/tenants", h.OperatorToken, models.Tenant{Name: "capped", MaxGbps: 20, MaxIntents: 100}, nil)
-	var p northbound.Problem
+	var p api.Problem
 	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("big", hosts[0].Name, hosts[9].Name, 16, 31000, 1), &p); r.StatusCode != http.StatusForbidden || !strings.Contains(p.Detail, "quota") {
 		t.Errorf("over the Gb/s quota: HTTP %d %+v", r.StatusCode, p)
 	}
-	var tv northbound.TenantView
+	var tv api.TenantView
 	h.Do(t, "GET", "/api/v1/tenants/capped", h.OperatorToken, nil, &tv)
 	if tv.LiveIntents != 5 || tv.ReservedGbps != 5 {
 		t.Errorf("tenant usage %+v, want 5 intents and 5 Gb/s", tv)
@@ -336,7 +336,7 @@ func TestIntentRequestsRefusedCleanly(t *testing.T) {
 		{"impossible bandwidth", tok, spec("x", "h1-1", "h2-1", 500, 1, 1), http.StatusConflict, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var p northbound.Problem
+			var p api.Problem
 			r := h.Do(t, "POST", "/api/v1/intents", c.token, c.body, &p)
 			if r.StatusCode != c.want || p.Status != c.want || r.Header.Get("Content-Type") != "application/problem+json" {
 				t.Fatalf("HTTP %d %q %+v, want %d", r.StatusCode, r.Header.Get("Content-Type"), p, c.want)
@@ -346,7 +346,7 @@ func TestIntentRequestsRefusedCleanly(t *testing.T) {
 			}
 		})
 	}
-	var list northbound.IntentList
+	var list api.IntentList
 	h.Do(t, "GET", "/api/v1/intents", tok, nil, &list)
 	if len(list.Items) != 1 || list.Items[0].Status.State != models.StateRejected {
 		t.Errorf("stored %+v; want only the Rejected impossible one", list.Items)
@@ -370,7 +370,7 @@ func TestIdempotencyDryRunAndIfMatch(t *testing.T) {
 	if r1.StatusCode != 201 || r2.StatusCode != 201 || first.ID != second.ID || r2.Header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("retry: %d %d, ids %s %s", r1.StatusCode, r2.StatusCode, first.ID, second.ID)
 	}
-	var p northbound.Problem
+	var p api.Problem
 	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("other", "h1-1", "h2-1", 5, 50000, 1), &p, "Idempotency-Key", "k-1"); r.StatusCode != http.StatusUnprocessableEntity {
 		t.Errorf("same key, other body: HTTP %d %+v", r.StatusCode, p)
 	}
@@ -378,7 +378,7 @@ func TestIdempotencyDryRunAndIfMatch(t *testing.T) {
 		t.Errorf("after a retried create: %v Gb/s in %d intents, want 30 in 1", gbps, n)
 	}
 
-	var dry northbound.DryRunView
+	var dry api.DryRunView
 	if r := h.Do(t, "POST", "/api/v1/intents?dryRun=true", tok, spec("what-if", "h1-2", "h2-2", 50, 51000, 1), &dry); r.StatusCode != 200 || !dry.Fits || len(dry.Paths) != 1 || dry.MLU <= 0 {
 		t.Errorf("dry run: HTTP %d %+v", r.StatusCode, dry)
 	}
@@ -493,7 +493,7 @@ func TestPreemptionAndCollectives(t *testing.T) {
 	h.Do(t, "POST", "/api/v1/intents", tok, spec("low", "h1-1", "h2-1", 80, 49152, 1), &low)
 	ring := models.IntentSpec{Name: "ring", Priority: 5, SrcPorts: models.PortRange{First: 60000, Last: 60001},
 		Collective: &models.Collective{Pattern: models.PatternRingAllReduce, Endpoints: []string{"h1-1", "h2-1", "h1-2", "h2-2"}, GbpsPerGPU: 50}}
-	var dry northbound.DryRunView
+	var dry api.DryRunView
 	h.Do(t, "POST", "/api/v1/intents?dryRun=true", tok, ring, &dry)
 	if !dry.Fits || len(dry.Preempts) != 1 || dry.Preempts[0] != low.ID {
 		t.Fatalf("dry run of the ring: %+v", dry)
@@ -584,7 +584,7 @@ func TestEtcdDown(t *testing.T) {
 	addr := h.Embedded.Endpoints[0]
 	dir := h.Embedded.Dir()
 	h.Embedded.Close()
-	var p northbound.Problem
+	var p api.Problem
 	r := h.Do(t, "POST", "/api/v1/intents", tok, spec("during", "h1-2", "h2-2", 20, 49152, 1), &p)
 	if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || !strings.Contains(p.Detail, "etcd") {
 		t.Fatalf("create with etcd down: HTTP %d %+v", r.StatusCode, p)
@@ -601,7 +601,7 @@ func TestEtcdDown(t *testing.T) {
 		t.Errorf("%d writes to the switches while etcd was down", w-writesBefore)
 	}
 
-	e, err := controller.StartEmbedded(dir, addr)
+	e, err := store.StartEmbedded(dir, addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -612,7 +612,7 @@ func TestEtcdDown(t *testing.T) {
 		code := h.Do(t, "POST", "/api/v1/intents", tok, spec("after", "h1-2", "h2-2", 20, 49152, 1), nil).StatusCode
 		return code == http.StatusCreated || code == http.StatusConflict
 	})
-	var list northbound.IntentList
+	var list api.IntentList
 	h.Do(t, "GET", "/api/v1/intents", tok, nil, &list)
 	if len(list.Items) != 2 {
 		t.Errorf("%d intents after etcd returned, want 2 (before and after; the refused one stored nothing)", len(list.Items))
@@ -661,7 +661,7 @@ func TestIntentConstraints(t *testing.T) {
 	}
 	short := spec("short", "h1-1", "h2-2", 1, 50000, 1)
 	short.Constraints.MaxHops = 2
-	var p northbound.Problem
+	var p api.Problem
 	if r := h.Do(t, "POST", "/api/v1/intents", tok, short, &p); r.StatusCode != http.StatusConflict || !strings.Contains(p.Detail, "constraints") {
 		t.Errorf("2 switches across leaves: HTTP %d %+v", r.StatusCode, p)
 	}
@@ -875,7 +875,7 @@ func TestRefusedPinsTakenBack(t *testing.T) {
 	if got := h.Switch("leaf1").Entries(p4.TableFlowPin); got != 2 {
 		t.Errorf("leaf1 holds %d flow pins, want 2", got)
 	}
-	var p northbound.Problem
+	var p api.Problem
 	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("more", "h1-1", "h2-2", 10, 50000, 1), &p); r.StatusCode != http.StatusConflict || !strings.Contains(p.Detail, "leaf1") {
 		t.Errorf("another intent through full leaf1: HTTP %d %q, want 409 naming leaf1", r.StatusCode, p.Detail)
 	}
@@ -976,7 +976,7 @@ func TestQPHintInDryRunAndRefusal(t *testing.T) {
 			t.Fatalf("create %s: HTTP %d", s.Name, r.StatusCode)
 		}
 	}
-	var dry northbound.DryRunView
+	var dry api.DryRunView
 	if r := h.Do(t, "POST", "/api/v1/intents?dryRun=true", tok, spec("c", "h1-1", "h2-1", 90, 50000, 1), &dry); r.StatusCode != http.StatusOK {
 		t.Fatalf("dry run: HTTP %d", r.StatusCode)
 	}

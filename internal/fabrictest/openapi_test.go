@@ -13,10 +13,10 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 )
 
 // TestOpenAPIMatchesResponses sends real requests, good and bad, and checks
@@ -95,9 +95,9 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	call("POST", "/api/v1/tenants", h.OperatorToken, models.Tenant{Name: "other", MaxGbps: 20})
 	call("POST", "/api/v1/tenants", h.OperatorToken, models.Tenant{Name: "bad name!"})
 	call("GET", "/api/v1/tenants/other", h.OperatorToken, nil)
-	var nt northbound.NewTokenView
-	json.Unmarshal(call("POST", "/api/v1/tokens", h.OperatorToken, northbound.TokenRequest{Tenant: "other", Role: models.RoleTenant}), &nt)
-	call("POST", "/api/v1/tokens", h.OperatorToken, northbound.TokenRequest{Tenant: "ghost", Role: models.RoleTenant})
+	var nt api.NewTokenView
+	json.Unmarshal(call("POST", "/api/v1/tokens", h.OperatorToken, api.TokenRequest{Tenant: "other", Role: models.RoleTenant}), &nt)
+	call("POST", "/api/v1/tokens", h.OperatorToken, api.TokenRequest{Tenant: "ghost", Role: models.RoleTenant})
 	call("GET", "/api/v1/tokens", h.OperatorToken, nil)
 	call("DELETE", "/api/v1/tokens/"+nt.ID, h.OperatorToken, nil)
 	call("DELETE", "/api/v1/tenants/other", h.OperatorToken, nil)

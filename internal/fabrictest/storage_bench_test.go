@@ -8,9 +8,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -62,7 +62,7 @@ func BenchmarkIntentStorage(b *testing.B) {
 		return h.Intents.Counts()[models.StateInstalled] == b.N
 	})
 	b.StopTimer()
-	resp, err := h.Etcd.Get(ctx, controller.KeyIntents, clientv3.WithPrefix())
+	resp, err := h.Etcd.Get(ctx, store.KeyIntents, clientv3.WithPrefix())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/southbound/p4"
 )
@@ -30,7 +30,7 @@ func TestSouthboundMutualTLS(t *testing.T) {
 	})
 	converged(t, h)
 	h.Eventually(t, 10*time.Second, "link load streamed over gNMI with TLS", func() bool {
-		var v northbound.TopologyView
+		var v api.TopologyView
 		h.GetJSON(t, "/api/v1/topology", &v)
 		for _, l := range v.Links {
 			if !l.Load.Measured {

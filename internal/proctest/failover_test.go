@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/proctest"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/northbound"
 )
 
 func TestMain(m *testing.M) {
@@ -173,8 +173,8 @@ func (d *deployment) tenantToken(via *replica, name string) string {
 	if code, err := proctest.Call(ctx, d.setup.client, "POST", via.url()+"/api/v1/tenants", d.token, models.Tenant{Name: models.TenantName(name)}, nil); err != nil || code != http.StatusCreated {
 		d.t.Fatalf("create tenant: HTTP %d %v", code, err)
 	}
-	var tok northbound.NewTokenView
-	if code, err := proctest.Call(ctx, d.setup.client, "POST", via.url()+"/api/v1/tokens", d.token, northbound.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); err != nil || code != http.StatusCreated {
+	var tok api.NewTokenView
+	if code, err := proctest.Call(ctx, d.setup.client, "POST", via.url()+"/api/v1/tokens", d.token, api.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); err != nil || code != http.StatusCreated {
 		d.t.Fatalf("create token: HTTP %d %v", code, err)
 	}
 	return tok.Secret
@@ -226,7 +226,7 @@ func intentSpec(name, src, dst string, port int) models.IntentSpec {
 // installed lists the intents via r and says whether every ID in ids is
 // there and Installed.
 func (d *deployment) installed(via *replica, token string, ids []string) error {
-	var list northbound.IntentList
+	var list api.IntentList
 	if _, err := proctest.Call(context.Background(), d.setup.client, "GET", via.url()+"/api/v1/intents?limit=1000", token, nil, &list); err != nil {
 		return err
 	}

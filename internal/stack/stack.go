@@ -29,6 +29,7 @@ import (
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/southbound/p4"
+	"github.com/accelnet/accelnet/store"
 )
 
 // Options configure a Stack.
@@ -133,9 +134,9 @@ func (o Options) Validate() error {
 
 // Stack is a running accelnet.
 type Stack struct {
-	Embedded   *controller.Embedded // nil with an external etcd
+	Embedded   *store.Embedded // nil with an external etcd
 	Etcd       *clientv3.Client
-	Store      *controller.Store
+	Store      *store.Store
 	Fabric     *fabricsim.Fabric // nil unless emulating
 	Driver     *southbound.P4RT
 	Controller *controller.Controller
@@ -182,16 +183,16 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	endpoints := opts.EtcdEndpoints
 	if len(endpoints) == 0 {
 		start := time.Now()
-		if s.Embedded, err = controller.StartEmbedded(opts.EtcdDir, ""); err != nil {
+		if s.Embedded, err = store.StartEmbedded(opts.EtcdDir, ""); err != nil {
 			return nil, err
 		}
 		endpoints = s.Embedded.Endpoints
 		s.log.Info("embedded etcd ready", "dir", opts.EtcdDir, "endpoints", endpoints, "took", time.Since(start).Round(time.Millisecond))
 	}
-	if s.Etcd, err = controller.Dial(endpoints); err != nil {
+	if s.Etcd, err = store.Dial(endpoints); err != nil {
 		return nil, err
 	}
-	s.Store = controller.NewStore(s.Etcd, 5*time.Second)
+	s.Store = store.NewStore(s.Etcd, 5*time.Second)
 	if opts.ElectionTTL <= 0 {
 		opts.ElectionTTL = 2 * time.Second
 	}
@@ -214,7 +215,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		// Replicas started with the same file store it once: rewriting an
 		// identical topology would only make the leader replan.
 		stored, _, _, err := s.Store.Topology(ctx)
-		if err != nil && !errors.Is(err, controller.ErrNoTopology) {
+		if err != nil && !errors.Is(err, store.ErrNoTopology) {
 			return nil, fmt.Errorf("read stored topology: %w", err)
 		}
 		if err != nil || !sameJSON(stored, *opts.Topology) {
@@ -250,7 +251,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		Resolve: func(id models.SwitchID) (models.Switch, error) {
 			snap, _ := ctrl.Snapshot()
 			if snap == nil {
-				return models.Switch{}, controller.ErrNoTopology
+				return models.Switch{}, store.ErrNoTopology
 			}
 			return snap.Switch(id)
 		},
@@ -263,7 +264,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	lim := schema.Limits()
 	maxOps := opts.EtcdMaxTxnOps
 	if maxOps <= 0 && s.Embedded != nil {
-		maxOps = controller.EmbeddedMaxTxnOps
+		maxOps = store.EmbeddedMaxTxnOps
 	}
 	s.Auth = controller.NewAuth(s.Store)
 	s.Events = controller.NewEvents(s.Store)
@@ -310,7 +311,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	gnmiCfg := &southbound.GNMIConfig{Resolve: func(id models.SwitchID) (models.Switch, error) {
 		snap, _ := ctrl.Snapshot()
 		if snap == nil {
-			return models.Switch{}, controller.ErrNoTopology
+			return models.Switch{}, store.ErrNoTopology
 		}
 		return snap.Switch(id)
 	}, Dialer: dialer, ElectionID: func() uint64 {
@@ -464,7 +465,7 @@ func (s *Stack) ReserveWorkload(ctx context.Context, workload string, tenant mod
 	}
 	snap, _ := s.Controller.Snapshot()
 	if snap == nil {
-		return 0, controller.ErrNoTopology
+		return 0, store.ErrNoTopology
 	}
 	var specs []models.IntentSpec
 	for _, f := range s.Fabric.Flows() {

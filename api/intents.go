@@ -1,0 +1,70 @@
+package api
+
+import "github.com/accelnet/accelnet/models"
+
+// IntentRequest is the body of POST /intents: the spec plus, for an
+// operator acting for a tenant, the tenant.
+type IntentRequest struct {
+	Tenant models.TenantName `json:"tenant,omitempty"`
+	models.IntentSpec
+}
+
+// DryRunView answers ?dryRun=true.
+type DryRunView struct {
+	Fits       bool                `json:"fits"`
+	Paths      [][]models.Endpoint `json:"paths"`
+	MLU        float64             `json:"mlu"`
+	Bottleneck string              `json:"bottleneck,omitempty"`
+	FreeGbps   float64             `json:"free_gbps"`
+	Reason     string              `json:"reason,omitempty"`
+	Preempts   []string            `json:"preempts,omitempty"`
+	// QPHint says how many QPs per connection (source ports) come
+	// closest to the best; Hint says it in words.
+	QPHint *models.QPHint `json:"qp_hint,omitempty"`
+	Hint   string         `json:"hint,omitempty"`
+}
+
+// IntentList is a page of intents.
+type IntentList struct {
+	Items         []models.Intent `json:"items"`
+	NextPageToken string          `json:"next_page_token,omitempty"`
+}
+
+// Capacity is the bandwidth one more flow from src to dst could reserve.
+type Capacity struct {
+	Src           string  `json:"src"`
+	Dst           string  `json:"dst"`
+	AvailableGbps float64 `json:"available_gbps"`
+	Bottleneck    string  `json:"bottleneck"`
+	Headroom      float64 `json:"headroom"`
+	ReservedMLU   float64 `json:"reserved_mlu"`
+}
+
+// Event is one change a client can watch: an intent stored or removed, or
+// a new topology. Events come from etcd watches, so every replica sees
+// every change, whoever made it.
+type Event struct {
+	// Type is "intent", "intent-removed", "topology", or "resync" (events
+	// may have been missed: read the state again).
+	Type     string            `json:"type"`
+	Revision int64             `json:"revision"`
+	Tenant   models.TenantName `json:"tenant,omitempty"`
+	ID       string            `json:"id,omitempty"`
+	Intent   *models.Intent    `json:"intent,omitempty"`
+}
+
+// DetectedStatus is a detected elephant as the API shows it.
+type DetectedStatus struct {
+	Src     string  `json:"src"`
+	Dst     string  `json:"dst"`
+	SrcPort uint16  `json:"src_port"`
+	Gbps    float64 `json:"gbps"`        // measured, or estimated from samples
+	Demand  float64 `json:"demand_gbps"` // placed at
+	// RateSource says where Gbps comes from: "pin-counter" (a pinned
+	// flow's direct counter: exact) or "samples" (sampled packets).
+	RateSource string            `json:"rate_source"`
+	Leaf       models.SwitchID   `json:"leaf"`
+	Pinned     bool              `json:"pinned"`
+	Path       []models.Endpoint `json:"path,omitempty"`
+	Reason     string            `json:"reason,omitempty"`
+}

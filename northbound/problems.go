@@ -1,0 +1,121 @@
+package northbound
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
+	"github.com/gin-gonic/gin"
+)
+
+func problem(c *gin.Context, status int, detail string) {
+	writeProblem(c, api.Problem{Status: status, Detail: detail})
+}
+
+func writeProblem(c *gin.Context, p api.Problem) {
+	if p.Type == "" {
+		p.Type = "about:blank"
+	}
+	p.Title = http.StatusText(p.Status)
+	body, err := json.Marshal(p)
+	if err != nil {
+		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
+		p.Status = http.StatusInternalServerError
+	}
+	c.Abort()
+	c.Data(p.Status, "application/problem+json", body)
+}
+
+// fail maps an error to its HTTP status and a problem document, once, here.
+func fail(c *gin.Context, err error) {
+	var v *models.ValidationError
+	var refused *controller.RefusedError
+	switch {
+	case errors.As(err, &v):
+		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: "the request is not valid", Errors: v.Errors})
+	case errors.Is(err, models.ErrInvalid):
+		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
+	case errors.Is(err, store.ErrNotFound):
+		writeProblem(c, api.Problem{Status: http.StatusNotFound, Detail: err.Error()})
+	case errors.Is(err, controller.ErrQuota):
+		writeProblem(c, api.Problem{Status: http.StatusForbidden, Detail: err.Error()})
+	case errors.Is(err, controller.ErrPrecondition):
+		writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: err.Error()})
+	case errors.Is(err, controller.ErrIdempotencyReuse):
+		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
+	case errors.As(err, &refused):
+		p := api.Problem{Status: http.StatusConflict, Detail: err.Error(), Intent: refused.Intent}
+		if refused.Fit.Bottleneck != "" {
+			p.Bottleneck, p.FreeGbps = refused.Fit.Bottleneck, &refused.Fit.FreeGbps
+		}
+		writeProblem(c, p)
+	case errors.Is(err, controller.ErrNotLeader):
+		c.Header("Retry-After", "1")
+		writeProblem(c, api.Problem{Status: http.StatusServiceUnavailable, Detail: "this replica stopped leading while the request waited (a failover): nothing was done; retry in a second"})
+	case errors.Is(err, store.ErrNoTopology), errors.Is(err, store.ErrStoreUnavailable),
+		errors.Is(err, store.ErrConflict), errors.Is(err, context.DeadlineExceeded):
+		c.Header("Retry-After", "2")
+		writeProblem(c, api.Problem{Status: http.StatusServiceUnavailable, Detail: "the controller cannot serve this now: " + err.Error()})
+	default:
+		writeProblem(c, api.Problem{Status: http.StatusInternalServerError, Detail: err.Error()})
+	}
+}
+
+// maxBody bounds a request body; an intent is a few hundred bytes.
+const maxBody = 1 << 20
+
+// decodeStrict reads a JSON body into v, refusing unknown fields and
+// trailing data, with a message that says where the problem is.
+func decodeStrict(c *gin.Context, v any) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
+	if err != nil {
+		writeProblem(c, api.Problem{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("body over %d bytes", maxBody)})
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		detail := "malformed JSON: " + err.Error()
+		var typeErr *json.UnmarshalTypeError
+		var field string
+		if errors.As(err, &typeErr) {
+			field = strings.TrimPrefix(typeErr.Field, "IntentSpec.") // embedded in api.IntentRequest
+			detail = fmt.Sprintf("field %q: want %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+		}
+		p := api.Problem{Status: http.StatusBadRequest, Detail: detail}
+		if field != "" {
+			p.Errors = []models.FieldError{{Field: field, Message: detail}}
+		}
+		writeProblem(c, p)
+		return nil, false
+	}
+	if dec.More() {
+		writeProblem(c, api.Problem{Status: http.StatusBadRequest, Detail: "malformed JSON: data after the object"})
+		return nil, false
+	}
+	return body, true
+}
+
+func boolQuery(c *gin.Context, name string) (bool, error) {
+	v := c.Query(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, &models.ValidationError{Errors: []models.FieldError{{Field: name, Message: "want true or false"}}}
+	}
+	return b, nil
+}
+
+func setETag(c *gin.Context, rev int64) { c.Header("ETag", `"`+strconv.FormatInt(rev, 10)+`"`) }

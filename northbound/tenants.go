@@ -1,0 +1,90 @@
+package northbound
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
+	"github.com/gin-gonic/gin"
+)
+
+func (a *server) tenantView(t models.Tenant) api.TenantView {
+	g, n := a.opts.Intents.Usage(t.Name)
+	return api.TenantView{Tenant: t, ReservedGbps: g, LiveIntents: n}
+}
+
+func (a *server) putTenant(c *gin.Context) {
+	var t models.Tenant
+	if _, ok := decodeStrict(c, &t); !ok {
+		return
+	}
+	t.Created = time.Time{}
+	_, existed := a.opts.Auth.Tenant(c.Request.Context(), t.Name)
+	saved, err := a.opts.Auth.PutTenant(c.Request.Context(), t)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	status := http.StatusCreated
+	if existed == nil {
+		status = http.StatusOK
+	}
+	c.JSON(status, a.tenantView(saved))
+}
+
+func (a *server) listTenants(c *gin.Context) {
+	out := []api.TenantView{}
+	for _, t := range a.opts.Auth.Tenants() {
+		out = append(out, a.tenantView(t))
+	}
+	c.JSON(http.StatusOK, gin.H{"items": out})
+}
+
+func (a *server) getTenant(c *gin.Context) {
+	t, err := a.opts.Auth.Tenant(c.Request.Context(), models.TenantName(c.Param("name")))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, a.tenantView(t))
+}
+
+func (a *server) deleteTenant(c *gin.Context) {
+	if err := a.opts.Auth.DeleteTenant(c.Request.Context(), models.TenantName(c.Param("name"))); err != nil {
+		fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func (a *server) createToken(c *gin.Context) {
+	var req api.TokenRequest
+	if _, ok := decodeStrict(c, &req); !ok {
+		return
+	}
+	tok, secret, err := a.opts.Auth.CreateToken(c.Request.Context(), models.Token{Tenant: req.Tenant, Role: req.Role})
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			err = &models.ValidationError{Errors: []models.FieldError{{Field: "tenant", Message: err.Error()}}}
+		}
+		fail(c, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusCreated, api.NewTokenView{Token: tok, Secret: secret})
+}
+
+func (a *server) listTokens(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"items": a.opts.Auth.Tokens()})
+}
+
+func (a *server) deleteToken(c *gin.Context) {
+	if err := a.opts.Auth.DeleteToken(c.Request.Context(), c.Param("id")); err != nil {
+		fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}

@@ -1,0 +1,52 @@
+// Package store is accelnet's view of etcd: the key schema below, the
+// transactions and watches every other part uses, and the embedded etcd
+// server of `accelnet demo` and the tests.
+//
+// # Keys in etcd
+//
+// Everything lives under one versioned prefix, /accelnet/v1/:
+//
+//	/accelnet/v1/topology   JSON models.Topology: the whole fabric, replaced
+//	                        atomically (one key, so a reader never sees half
+//	                        a change; a k=16 fat-tree is about 400 KB, under
+//	                        etcd's default 1.5 MiB request limit)
+//	intents/<tenant>/<id>   JSON models.Intent, spec and status; its mod
+//	                        revision is the API's ETag
+//	idempotency/<tenant>/<sha256 of key>  which intent an Idempotency-Key made
+//	tenants/<name>          JSON models.Tenant with its quotas
+//	tokens/<sha256 of secret>  JSON models.Token (never the secret)
+//	drains/<id>             JSON models.Drain
+//	bootstrap               set once with the first operator token
+//	leader/<lease ID hex>   a replica's candidacy, its API URL, bound to
+//	                        its session lease (see Leadership)
+//
+// Keys and their JSON stay backward compatible once released: fields are
+// only added.
+package store
+
+// Prefix is the root of every accelnet key.
+const Prefix = "/accelnet/v1/"
+
+const (
+	// KeyTopology holds the fabric's desired topology.
+	KeyTopology = Prefix + "topology"
+	// KeyTenants holds one models.Tenant per key: tenants/<name>.
+	KeyTenants = Prefix + "tenants/"
+	// KeyTokens holds one models.Token per key: tokens/<sha256 of the
+	// secret, hex>. The secret itself is never stored.
+	KeyTokens = Prefix + "tokens/"
+	// KeyBootstrap records that the first operator token was issued.
+	KeyBootstrap = Prefix + "bootstrap"
+	// KeyIntents holds one models.Intent (spec and status) per key:
+	// intents/<tenant>/<id>. The key's mod revision is the intent's ETag.
+	KeyIntents = Prefix + "intents/"
+	// KeyIdempotency maps a tenant's Idempotency-Key to the intent it
+	// created: idempotency/<tenant>/<sha256 of the key> → JSON {id, digest of the request body}.
+	KeyIdempotency = Prefix + "idempotency/"
+	// KeyDrains holds one models.Drain per key: drains/<id>.
+	KeyDrains = Prefix + "drains/"
+	// KeyElection is the prefix replicas campaign under: each candidate's key
+	// is KeyElection/<lease ID in hex>, bound to its session's lease, with the
+	// replica's API URL as its value. The oldest key leads.
+	KeyElection = Prefix + "leader"
+)

@@ -1,0 +1,262 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+var (
+	// ErrNoTopology means etcd has no topology yet.
+	ErrNoTopology = errors.New("store: no topology stored")
+	// ErrConflict means a write lost a race with another writer (revision check).
+	ErrConflict = errors.New("store: concurrent update")
+	// ErrStoreUnavailable means etcd could not be reached in time.
+	ErrStoreUnavailable = errors.New("store: etcd unavailable")
+	// ErrNotFound means the named tenant, token, intent or drain does not
+	// exist (or belongs to another tenant, which looks the same from
+	// outside).
+	ErrNotFound = errors.New("store: not found")
+)
+
+// Store is accelnet's view of etcd.
+type Store struct {
+	cli     *clientv3.Client
+	timeout time.Duration
+}
+
+// NewStore wraps an etcd client. Each call is bounded by timeout (default 5s).
+func NewStore(cli *clientv3.Client, timeout time.Duration) *Store {
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	return &Store{cli: cli, timeout: timeout}
+}
+
+// Client is the underlying etcd client.
+func (s *Store) Client() *clientv3.Client { return s.cli }
+
+func (s *Store) Wrap(err error, what string) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) ||
+		status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded {
+		return fmt.Errorf("%w: %s: %v", ErrStoreUnavailable, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// Topology returns the stored topology with the key's mod revision (for
+// PutTopology's check) and the store revision it was read at (to watch from).
+func (s *Store) Topology(ctx context.Context) (t models.Topology, modRevision, revision int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, KeyTopology)
+	if err != nil {
+		return t, 0, 0, s.Wrap(err, "get topology")
+	}
+	if len(resp.Kvs) == 0 {
+		return t, 0, resp.Header.Revision, ErrNoTopology
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
+		return t, 0, resp.Header.Revision, fmt.Errorf("decode stored topology: %w", err)
+	}
+	return t, resp.Kvs[0].ModRevision, resp.Header.Revision, nil
+}
+
+// PutTopology validates and stores a topology. If expectModRevision is not
+// negative, the write only happens if the key's mod revision still equals it
+// (0: the key must not exist); otherwise it returns ErrConflict.
+func (s *Store) PutTopology(ctx context.Context, t models.Topology, expectModRevision int64) (int64, error) {
+	if err := t.Validate(); err != nil {
+		return 0, err
+	}
+	data, err := json.Marshal(t)
+	if err != nil {
+		return 0, fmt.Errorf("encode topology: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	txn := s.cli.Txn(ctx)
+	if expectModRevision >= 0 {
+		txn = txn.If(clientv3.Compare(clientv3.ModRevision(KeyTopology), "=", expectModRevision))
+	}
+	resp, err := txn.Then(clientv3.OpPut(KeyTopology, string(data))).Commit()
+	if err != nil {
+		return 0, s.Wrap(err, "put topology")
+	}
+	if !resp.Succeeded {
+		return 0, ErrConflict
+	}
+	return resp.Header.Revision, nil
+}
+
+// Dial connects an etcd client to endpoints.
+func Dial(endpoints []string) (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
+	}
+	return cli, nil
+}
+
+// KV is one key's value (or deletion) from a list or a watch.
+type KV struct {
+	Key      string
+	Value    []byte
+	Revision int64 // the key's mod revision
+	Deleted  bool
+}
+
+// Follow lists prefix and calls fn with everything (reset true), then
+// watches from the next revision and calls fn with each change, re-listing
+// after compaction or a broken watch, until ctx ends.
+func (s *Store) Follow(ctx context.Context, prefix string, fn func(kvs []KV, reset bool)) error {
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		lctx, cancel := context.WithTimeout(ctx, s.timeout)
+		resp, err := s.cli.Get(lctx, prefix, clientv3.WithPrefix())
+		cancel()
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		all := make([]KV, len(resp.Kvs))
+		for i, e := range resp.Kvs {
+			all[i] = KV{Key: string(e.Key), Value: e.Value, Revision: e.ModRevision}
+		}
+		fn(all, true)
+		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		for w := range s.cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+			if w.Err() != nil {
+				break
+			}
+			changes := make([]KV, len(w.Events))
+			for i, ev := range w.Events {
+				changes[i] = KV{Key: string(ev.Kv.Key), Value: ev.Kv.Value, Revision: ev.Kv.ModRevision, Deleted: ev.Type == clientv3.EventTypeDelete}
+			}
+			fn(changes, false)
+		}
+		wcancel()
+	}
+	return nil
+}
+
+// List reads every key under prefix at revision rev (0: the latest) and
+// returns them with the revision they were read at.
+func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]KV, int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := s.cli.Get(ctx, prefix, opts...)
+	if err != nil {
+		return nil, 0, s.Wrap(err, "list "+prefix)
+	}
+	out := make([]KV, len(resp.Kvs))
+	for i, e := range resp.Kvs {
+		out[i] = KV{Key: string(e.Key), Value: e.Value, Revision: e.ModRevision}
+	}
+	return out, resp.Header.Revision, nil
+}
+
+// GetJSON reads key into v; found is false when the key does not exist.
+func (s *Store) GetJSON(ctx context.Context, key string, v any) (found bool, modRevision int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return false, 0, s.Wrap(err, "get "+key)
+	}
+	if len(resp.Kvs) == 0 {
+		return false, 0, nil
+	}
+	if err := json.Unmarshal(resp.Kvs[0].Value, v); err != nil {
+		return false, 0, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return true, resp.Kvs[0].ModRevision, nil
+}
+
+func (s *Store) PutJSON(ctx context.Context, key string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.Txn(ctx, nil, []clientv3.Op{clientv3.OpPut(key, string(data))})
+}
+
+// Txn commits ops if every comparison holds, else returns ErrConflict.
+func (s *Store) Txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) error {
+	_, err := s.Commit(ctx, cmps, ops)
+	return err
+}
+
+// Commit is txn returning the revision committed at.
+func (s *Store) Commit(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return 0, s.Wrap(err, "etcd transaction")
+	}
+	if !resp.Succeeded {
+		return 0, ErrConflict
+	}
+	return resp.Header.Revision, nil
+}
+
+func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	resp, err := s.cli.Delete(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return 0, s.Wrap(err, "delete "+prefix)
+	}
+	return resp.Deleted, nil
+}
+
+// FollowJSON keeps *m (key after prefix → decoded value) in step with
+// etcd under mu, calling changed (if set) after every update; values that
+// do not decode are dropped.
+func FollowJSON[K ~string, V any](ctx context.Context, s *Store, prefix string, mu sync.Locker, m *map[K]V, changed func()) error {
+	return s.Follow(ctx, prefix, func(kvs []KV, reset bool) {
+		mu.Lock()
+		if reset {
+			*m = map[K]V{}
+		}
+		for _, e := range kvs {
+			k := K(strings.TrimPrefix(e.Key, prefix))
+			var v V
+			if e.Deleted || json.Unmarshal(e.Value, &v) != nil {
+				delete(*m, k)
+			} else {
+				(*m)[k] = v
+			}
+		}
+		mu.Unlock()
+		if changed != nil {
+			changed()
+		}
+	})
+}

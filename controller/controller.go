@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/southbound"
@@ -106,7 +107,7 @@ type Config struct {
 	// leader: followers keep the topology, plan and telemetry warm and
 	// write nothing; a new term reads every switch back and writes only
 	// what differs. Nil: always program (a single controller).
-	Leadership Leader
+	Leadership election.Leader
 	// Config, if set, keeps every port's interface configuration (enabled,
 	// MTU, description) as the fabric profile says, over gNMI.
 	Config ConfigDriver
@@ -313,7 +314,7 @@ func (c *Controller) term(ctx context.Context) (context.Context, bool) {
 // queues them all: the new leader reads each one back and writes only
 // what differs (nothing, if the previous leader left them correct).
 func (c *Controller) followLeadership(ctx context.Context) {
-	var last *Term
+	var last *election.Term
 	for {
 		changed := c.cfg.Leadership.Changed()
 		t := c.cfg.Leadership.Term()

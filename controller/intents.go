@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/store"
@@ -69,8 +70,8 @@ type IntentsConfig struct {
 	// Leadership, if set, makes this manager decide only while its
 	// replica leads, with every commit fenced on the term; a follower
 	// keeps the intents' records current from etcd for reads and refuses
-	// decisions with ErrNotLeader. Nil: always decide (one controller).
-	Leadership Leader
+	// decisions with election.ErrNotLeader. Nil: always decide (one controller).
+	Leadership election.Leader
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	Now        func() time.Time
@@ -222,7 +223,7 @@ type Intents struct {
 	needReload bool
 	// term is the leader term decisions are made in (nil without leader
 	// election); every commit carries its fence.
-	term *Term
+	term *election.Term
 	// pinsReady: see PinsReady.
 	pinsReady bool
 	// followed is the highest revision a follower applied; followedCh is

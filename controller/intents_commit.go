@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
 )
@@ -103,7 +104,7 @@ func intentKey(t models.TenantName, id string) string { return store.KeyIntents 
 
 func (m *Intents) submit(ctx context.Context, decide func(b *batch) (Outcome, error)) (Outcome, error) {
 	if !m.Leading() {
-		return Outcome{}, ErrNotLeader
+		return Outcome{}, election.ErrNotLeader
 	}
 	o := &op{decide: decide, done: make(chan opResult, 1)}
 	select {
@@ -146,7 +147,7 @@ func (m *Intents) Leading() bool {
 }
 
 // follow keeps the intents' records current from etcd (for reads) until
-// ctx ends or the role changes, answering decisions with ErrNotLeader.
+// ctx ends or the role changes, answering decisions with election.ErrNotLeader.
 func (m *Intents) follow(ctx context.Context, changed <-chan struct{}) {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -160,7 +161,7 @@ func (m *Intents) follow(ctx context.Context, changed <-chan struct{}) {
 		case <-ctx.Done():
 		case <-changed:
 		case o := <-m.ops:
-			o.done <- opResult{err: ErrNotLeader}
+			o.done <- opResult{err: election.ErrNotLeader}
 			continue
 		}
 		break
@@ -236,7 +237,7 @@ func (m *Intents) decode(key string, value []byte, rev int64) (models.Intent, bo
 
 // lead decides until ctx ends (the term, or everything); t is the term
 // (nil without leader election).
-func (m *Intents) lead(ctx context.Context, t *Term) {
+func (m *Intents) lead(ctx context.Context, t *election.Term) {
 	m.mu.Lock()
 	m.term = t
 	m.mu.Unlock()
@@ -313,7 +314,7 @@ func (m *Intents) reloadIfNeeded(ctx context.Context) error {
 func (m *Intents) failQueued() {
 	err := fmt.Errorf("%w: shutting down", store.ErrStoreUnavailable)
 	if m.cfg.Leadership != nil {
-		err = ErrNotLeader // the term ended; the next leader decides
+		err = election.ErrNotLeader // the term ended; the next leader decides
 	}
 	for {
 		select {
@@ -455,7 +456,7 @@ func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
 		rev, err = m.cfg.Store.Commit(ctx, cmps, b.ops)
 		switch {
 		case errors.Is(err, store.ErrConflict) && m.term != nil && !m.cfg.Leadership.Holds(ctx, m.term):
-			err = ErrNotLeader // deposed: a newer leader decides from etcd
+			err = election.ErrNotLeader // deposed: a newer leader decides from etcd
 		case err != nil && ctx.Err() != nil && !errors.Is(err, store.ErrStoreUnavailable):
 			err = fmt.Errorf("%w: leadership ended during the commit (etcd unreachable?): its outcome is unknown; retry with the same Idempotency-Key", store.ErrStoreUnavailable)
 		}

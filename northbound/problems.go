@@ -13,6 +13,7 @@ import (
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
 	"github.com/gin-gonic/gin"
@@ -59,7 +60,7 @@ func fail(c *gin.Context, err error) {
 			p.Bottleneck, p.FreeGbps = refused.Fit.Bottleneck, &refused.Fit.FreeGbps
 		}
 		writeProblem(c, p)
-	case errors.Is(err, controller.ErrNotLeader):
+	case errors.Is(err, election.ErrNotLeader):
 		c.Header("Retry-After", "1")
 		writeProblem(c, api.Problem{Status: http.StatusServiceUnavailable, Detail: "this replica stopped leading while the request waited (a failover): nothing was done; retry in a second"})
 	case errors.Is(err, store.ErrNoTopology), errors.Is(err, store.ErrStoreUnavailable),

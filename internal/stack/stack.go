@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
@@ -54,7 +55,7 @@ type Options struct {
 	AdvertiseURL string
 	// ElectionTTL is the leader's etcd lease: when a leader dies without
 	// resigning, a follower takes over once it expires. Default 2s; etcd
-	// raises it to its minimum (see controller.NewLeadership).
+	// raises it to its minimum (see election.NewLeadership).
 	ElectionTTL time.Duration
 	// CongestionInterval is how often measured link load biases WCMP
 	// weights away from hot links; 0: never.
@@ -144,7 +145,7 @@ type Stack struct {
 	Intents    *controller.Intents
 	Events     *controller.Events
 	Drains     *controller.Drains
-	Leadership *controller.Leadership
+	Leadership *election.Leadership
 	// Elephants finds undeclared heavy flows from sampled packets (nil
 	// without sampling).
 	Elephants *controller.Elephants
@@ -196,7 +197,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if opts.ElectionTTL <= 0 {
 		opts.ElectionTTL = 2 * time.Second
 	}
-	s.Leadership = controller.NewLeadership(s.Etcd, opts.AdvertiseURL, opts.ElectionTTL, s.log.With("component", "leader"), s.Registry)
+	s.Leadership = election.NewLeadership(s.Etcd, opts.AdvertiseURL, opts.ElectionTTL, s.log.With("component", "leader"), s.Registry)
 
 	if opts.Emulate {
 		s.Fabric, err = fabricsim.New(fabricsim.Options{

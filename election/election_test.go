@@ -1,4 +1,4 @@
-package controller
+package election
 
 import (
 	"context"

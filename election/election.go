@@ -1,4 +1,9 @@
-package controller
+// Package election decides which replica leads. A term is the create
+// revision of the leader's election key in etcd: the same number is the
+// P4Runtime election_id and gNMI master-arbitration ID at the switches and
+// the fence on the leader's etcd commits, so a deposed leader is refused
+// everywhere at once.
+package election
 
 import (
 	"context"
@@ -18,7 +23,7 @@ import (
 // ErrNotLeader means this replica does not lead (or stopped leading while
 // the request waited): only the leader decides admissions and programs
 // switches.
-var ErrNotLeader = errors.New("controller: this replica is not the leader")
+var ErrNotLeader = errors.New("election: this replica is not the leader")
 
 // Term is one tenure as leader. Its ID, the create revision of the
 // leader's election key, is the P4Runtime election_id (and the gNMI

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,10 +38,15 @@ var (
 // MaxFlowsPerIntent bounds the flows one intent expands to (pairs × ports).
 const MaxFlowsPerIntent = 4096
 
+// Tenants looks tenants up (tenancy.Auth): their quotas bound admission.
+type Tenants interface {
+	Tenant(ctx context.Context, name models.TenantName) (models.Tenant, error)
+}
+
 // IntentsConfig configures the intent manager.
 type IntentsConfig struct {
 	Store *store.Store
-	Auth  *Auth
+	Auth  Tenants
 	// Headroom is the fraction of every link never reserved; default 0.05.
 	Headroom float64
 	// Preemption lets a higher-priority intent displace lower ones.
@@ -257,7 +263,7 @@ type Intents struct {
 // NewIntents returns the manager; Run loads intents from etcd and serves.
 func NewIntents(cfg IntentsConfig) (*Intents, error) {
 	if cfg.Store == nil || cfg.Auth == nil {
-		return nil, errors.New("controller: intents need a store.Store and an Auth")
+		return nil, errors.New("controller: intents need a Store and an Auth")
 	}
 	if cfg.Headroom == 0 {
 		cfg.Headroom = 0.05

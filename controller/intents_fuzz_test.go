@@ -11,6 +11,16 @@ import (
 	"github.com/accelnet/accelnet/topology"
 )
 
+// tenantList is a fixed set of tenants, for admission without etcd.
+type tenantList map[models.TenantName]models.Tenant
+
+func (l tenantList) Tenant(_ context.Context, name models.TenantName) (models.Tenant, error) {
+	if t, ok := l[name]; ok {
+		return t, nil
+	}
+	return models.Tenant{}, store.ErrNotFound
+}
+
 // dryRunManager is an intent manager over a small fabric that answers dry
 // runs without etcd: admission logic only.
 func dryRunManager(t testing.TB) *Intents {
@@ -22,8 +32,7 @@ func dryRunManager(t testing.TB) *Intents {
 	if err != nil {
 		t.Fatal(err)
 	}
-	auth := NewAuth(&store.Store{})
-	auth.tenants["fuzz"] = models.Tenant{Name: "fuzz", MaxGbps: 1000, MaxIntents: 10}
+	auth := tenantList{"fuzz": {Name: "fuzz", MaxGbps: 1000, MaxIntents: 10}}
 	m, err := NewIntents(IntentsConfig{Store: &store.Store{}, Auth: auth, FlowPinEntries: 64})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/tenancy"
 	"github.com/accelnet/accelnet/topology"
 	"github.com/accelnet/accelnet/web"
 )
@@ -39,7 +40,7 @@ type EntryReader interface {
 // Options configure the API.
 type Options struct {
 	Fabric  Fabric
-	Auth    *controller.Auth
+	Auth    *tenancy.Auth
 	Intents *controller.Intents
 	Events  *controller.Events
 	Drains  *controller.Drains

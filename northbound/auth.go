@@ -9,6 +9,7 @@ import (
 
 	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/tenancy"
 	"github.com/gin-gonic/gin"
 )
 
@@ -27,7 +28,7 @@ func (a *server) authenticate(c *gin.Context) {
 	}
 	tok, err := a.opts.Auth.Authenticate(c.Request.Context(), strings.TrimSpace(secret))
 	if err != nil {
-		if errors.Is(err, controller.ErrUnauthenticated) {
+		if errors.Is(err, tenancy.ErrUnauthenticated) {
 			c.Header("WWW-Authenticate", `Bearer realm="accelnet", error="invalid_token"`)
 			problem(c, http.StatusUnauthorized, "unknown or revoked token")
 			return

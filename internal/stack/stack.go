@@ -31,6 +31,7 @@ import (
 	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/southbound/p4"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/tenancy"
 )
 
 // Options configure a Stack.
@@ -141,7 +142,7 @@ type Stack struct {
 	Fabric     *fabricsim.Fabric // nil unless emulating
 	Driver     *southbound.P4RT
 	Controller *controller.Controller
-	Auth       *controller.Auth
+	Auth       *tenancy.Auth
 	Intents    *controller.Intents
 	Events     *controller.Events
 	Drains     *controller.Drains
@@ -267,7 +268,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	if maxOps <= 0 && s.Embedded != nil {
 		maxOps = store.EmbeddedMaxTxnOps
 	}
-	s.Auth = controller.NewAuth(s.Store)
+	s.Auth = tenancy.NewAuth(s.Store)
 	s.Events = controller.NewEvents(s.Store)
 	s.Intents, err = controller.NewIntents(controller.IntentsConfig{
 		Store:          s.Store,

@@ -1,4 +1,6 @@
-package controller
+// Package tenancy keeps tenants, their quotas and their bearer tokens (only
+// hashes are stored): who may ask for what, checked on every request.
+package tenancy
 
 import (
 	"context"
@@ -26,9 +28,9 @@ import (
 
 var (
 	// ErrUnauthenticated means a bearer token is missing or unknown.
-	ErrUnauthenticated = errors.New("controller: unknown token")
+	ErrUnauthenticated = errors.New("tenancy: unknown token")
 	// ErrExists means a tenant of that name already exists.
-	ErrExists = errors.New("controller: already exists")
+	ErrExists = errors.New("tenancy: already exists")
 )
 
 // tokenPrefix marks accelnet secrets so secret scanners can find leaked ones.

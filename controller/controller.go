@@ -17,8 +17,8 @@ import (
 	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
-	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/telemetry"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -149,8 +149,8 @@ type Config struct {
 	// TelemetryInterval is the gNMI sample interval; default 1s. Zero
 	// telemetry is never disabled: link load is part of the topology view.
 	TelemetryInterval time.Duration
-	// Dialer is how telemetry streams reach switches (TLS, RPC metrics).
-	Dialer     *southbound.Dialer
+	// Counters streams the switches' interface counters (gNMI).
+	Counters   telemetry.CounterSource
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 }
@@ -222,8 +222,8 @@ type Controller struct {
 	log   *slog.Logger
 	m     *metrics
 	queue *Queue
-	tele  *Telemetry
-	subs  *subscriptions
+	tele  *telemetry.Telemetry
+	subs  *telemetry.Streams
 
 	mu       sync.RWMutex
 	state    *fabricState
@@ -266,7 +266,7 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	tele := NewTelemetry(5 * cfg.TelemetryInterval)
+	tele := telemetry.NewTelemetry(5 * cfg.TelemetryInterval)
 	c := &Controller{
 		cfg:         cfg,
 		log:         cfg.Logger,
@@ -283,7 +283,7 @@ func New(cfg Config) (*Controller, error) {
 		lldp:        map[models.Endpoint]sighting{},
 		noNeighbors: map[models.SwitchID]bool{},
 	}
-	c.subs = &subscriptions{log: cfg.Logger, tele: tele, interval: cfg.TelemetryInterval, active: map[models.SwitchID]*subscription{}, onSample: c.observeOperStatus, dialer: cfg.Dialer}
+	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, c.observeOperStatus, cfg.Logger)
 	return c, nil
 }
 
@@ -509,7 +509,7 @@ func (c *Controller) Ready() error {
 }
 
 // PortLoad is a port's measured load.
-func (c *Controller) PortLoad(e models.Endpoint) (PortLoad, bool) { return c.tele.Port(e) }
+func (c *Controller) PortLoad(e models.Endpoint) (telemetry.PortLoad, bool) { return c.tele.Port(e) }
 
 // LinkLoad returns the load of l from its two ends' counters.
 func (c *Controller) LinkLoad(l models.Link) api.LinkLoad {
@@ -545,7 +545,7 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 	}
 	c.m.topologyRevision.Set(float64(rev))
 	c.log.Info("topology loaded", "revision", rev, "switches", len(t.Switches), "links", len(t.Links), "hosts", len(t.Hosts))
-	c.subs.sync(ctx, snap.Switches())
+	c.subs.Sync(ctx, snap.Switches())
 	c.warm(st)
 	c.enqueueAll()
 	c.enqueueConfig()
@@ -589,8 +589,8 @@ func (c *Controller) downLinksLocked(snap *topology.Snapshot) map[models.LinkID]
 // changes, the plan is recomputed around them (a new fabric state of the
 // same topology revision) and every switch is queued. It only records and
 // enqueues; reconciles do the work.
-func (c *Controller) observeOperStatus(s southbound.CounterSample) {
-	if s.Has != southbound.HasOperStatus {
+func (c *Controller) observeOperStatus(s models.CounterSample) {
+	if s.Has != models.HasOperStatus {
 		return
 	}
 	e := models.Endpoint{Switch: s.Switch, Port: s.Port}
@@ -765,11 +765,17 @@ func (c *Controller) DownLinks() map[models.LinkID]bool {
 	return maps.Clone(st.down)
 }
 
+// pinRefusal is a write error that names the flow pins a switch refused
+// for good, and why (southbound.WriteError).
+type pinRefusal interface {
+	RefusedPins() (keys []models.FlowKey, why string)
+}
+
 // reportRefusedPins tells the overlay which flow pins sw refused for good
 // in a write of diff, and how many pins sw holds after it (it held before
 // of them; the deletions went first, the inserts it did not refuse went in).
 func (c *Controller) reportRefusedPins(sw models.SwitchID, err error, diff models.Diff, before int) {
-	var we *southbound.WriteError
+	var we pinRefusal
 	if !errors.As(err, &we) {
 		return
 	}

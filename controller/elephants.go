@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/southbound"
 )
 
 // Elephants finds the heavy flows nobody declared. Leaves sample 1 in
@@ -84,7 +83,7 @@ func NewElephants(oneIn uint32, threshold float64, reg prometheus.Registerer) *E
 }
 
 // Observe folds in the packets a leaf sampled.
-func (e *Elephants) Observe(sw models.SwitchID, samples []southbound.FlowSample) {
+func (e *Elephants) Observe(sw models.SwitchID, samples []models.FlowSample) {
 	now := e.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()

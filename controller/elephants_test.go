@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/southbound"
 )
 
 // TestElephantEstimates: samples of 1 in N packets estimate each flow's
@@ -27,9 +26,9 @@ func TestElephantEstimates(t *testing.T) {
 		now = now.Add(10 * time.Millisecond)
 		for key, gbps := range map[models.FlowKey]float64{big: 40, small: 2} {
 			owed[key] += gbps * 1e9 / 8 * 0.01 / pkt / 1024
-			var batch []southbound.FlowSample
+			var batch []models.FlowSample
 			for ; owed[key] >= 1; owed[key]-- {
-				batch = append(batch, southbound.FlowSample{Port: 1, Key: key, Bytes: pkt})
+				batch = append(batch, models.FlowSample{Port: 1, Key: key, Bytes: pkt})
 			}
 			e.Observe("leaf1", batch)
 		}
@@ -97,11 +96,11 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 	const pkt = 4000
 	// 40 Gb/s each: 1,220 samples a second, 61 per 50 ms list.
 	perList := 40e9 / 8 * 0.05 / pkt / 1024
-	list := func(stands float64, keys ...models.FlowKey) []southbound.FlowSample {
-		var out []southbound.FlowSample
+	list := func(stands float64, keys ...models.FlowKey) []models.FlowSample {
+		var out []models.FlowSample
 		for _, k := range keys {
 			for range int(perList) {
-				out = append(out, southbound.FlowSample{Port: 1, Key: k, Bytes: pkt, At: leaf, Stands: stands})
+				out = append(out, models.FlowSample{Port: 1, Key: k, Bytes: pkt, At: leaf, Stands: stands})
 			}
 		}
 		return out
@@ -131,7 +130,7 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 	// The controller stalls for 1.5 s; the lists made meanwhile arrive
 	// together. Nobody stopped on the leaf's clock.
 	now = now.Add(1500 * time.Millisecond)
-	var backlog [][]southbound.FlowSample
+	var backlog [][]models.FlowSample
 	for range 30 {
 		leaf = leaf.Add(50 * time.Millisecond)
 		backlog = append(backlog, list(1, a, b))

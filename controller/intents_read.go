@@ -10,6 +10,7 @@ import (
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/telemetry"
 )
 
 // --- reads ---
@@ -133,8 +134,8 @@ type PinCounterReader interface {
 // would cost more than admitting them.
 func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time.Duration) {
 	every := min(interval, time.Second)
-	intentMeter := rateMeter[models.FlowKey]{Span: interval}
-	elephantMeter := rateMeter[models.FlowKey]{Span: 2 * every}
+	intentMeter := telemetry.RateMeter[models.FlowKey]{Span: interval}
+	elephantMeter := telemetry.RateMeter[models.FlowKey]{Span: 2 * every}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var lastIntents time.Time
@@ -205,21 +206,21 @@ func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time
 			now := sent.Add(answered.Sub(sent) / 2)
 			for k, b := range got {
 				if id, ok := owner[k]; ok {
-					if g, _, ok := intentMeter.observe(k, b, now); ok {
+					if g, _, ok := intentMeter.Observe(k, b, now); ok {
 						rates[id] += g
 					}
 				}
 				if elephant[k] {
-					if g, latest, ok := elephantMeter.observe(k, b, now); ok {
+					if g, latest, ok := elephantMeter.Observe(k, b, now); ok {
 						elephantRates[k] = measuredRate{gbps: g, latest: latest, at: now}
 					}
 				}
 			}
 		}
 		if readIntents {
-			intentMeter.retain(func(k models.FlowKey) bool { _, ok := owner[k]; return ok })
+			intentMeter.Retain(func(k models.FlowKey) bool { _, ok := owner[k]; return ok })
 		}
-		elephantMeter.retain(func(k models.FlowKey) bool { return elephant[k] })
+		elephantMeter.Retain(func(k models.FlowKey) bool { return elephant[k] })
 		m.obsMu.Lock()
 		m.observed, m.flowRates = rates, elephantRates
 		m.obsMu.Unlock()

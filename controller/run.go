@@ -13,7 +13,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/store"
 )
 
@@ -33,7 +32,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	cancel()
 	c.queue.Close()
 	wg.Wait()
-	c.subs.stop()
+	c.subs.Stop()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -185,7 +184,7 @@ func (c *Controller) worker(ctx context.Context) {
 			}
 		case tctx.Err() != nil:
 			c.queue.Forget(key) // the term or the controller ended
-		case errors.Is(err, southbound.ErrNotPrimary) && c.cfg.Leadership != nil:
+		case errors.Is(err, models.ErrNotPrimary) && c.cfg.Leadership != nil:
 			if t := c.cfg.Leadership.Term(); t != nil && c.cfg.Leadership.Holds(tctx, t) {
 				// etcd says we lead: a controller that is not one of our
 				// replicas took this switch. Report it for this switch and

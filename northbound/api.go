@@ -15,6 +15,7 @@ import (
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/telemetry"
 	"github.com/accelnet/accelnet/tenancy"
 	"github.com/accelnet/accelnet/topology"
 	"github.com/accelnet/accelnet/web"
@@ -25,7 +26,7 @@ type Fabric interface {
 	Snapshot() (*topology.Snapshot, int64)
 	Status() map[models.SwitchID]api.SwitchStatus
 	LinkLoad(models.Link) api.LinkLoad
-	PortLoad(models.Endpoint) (controller.PortLoad, bool)
+	PortLoad(models.Endpoint) (telemetry.PortLoad, bool)
 	Ready() error
 	Drained() ([]models.SwitchID, map[models.LinkID]bool)
 	Dampened() []models.LinkID

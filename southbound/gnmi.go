@@ -13,33 +13,6 @@ import (
 	"github.com/accelnet/accelnet/models"
 )
 
-// CounterSample is one interface's state at a switch-side timestamp.
-type CounterSample struct {
-	Switch    models.SwitchID
-	Port      uint32
-	Timestamp time.Time
-	// Exactly the fields the update carried are set; Has says which.
-	InOctets, OutOctets, OutDiscards uint64
-	OperUp                           bool
-	// ECNOctets is one egress queue's ECN-marked octets (Queue names it):
-	// OpenConfig QoS /qos/interfaces/interface/output/queues/queue/state/
-	// ecn-marked-octets, as SONiC serves it.
-	ECNOctets uint64
-	Queue     string
-	Has       SampleFields
-}
-
-// SampleFields says which fields of a CounterSample an update carried.
-type SampleFields uint8
-
-const (
-	HasInOctets SampleFields = 1 << iota
-	HasOutOctets
-	HasOutDiscards
-	HasOperStatus
-	HasECNOctets
-)
-
 // counterPaths are what Subscribe asks for, relative to /interfaces/interface[name=*]/state.
 var counterPaths = [][]string{
 	{"counters", "in-octets"},
@@ -63,7 +36,7 @@ var counterPaths = [][]string{
 // Feature sets are tried most wanted first: ON_CHANGE over the interval
 // over ECN. gnxi's gnmi_target, for instance, ends up with JSON_IETF,
 // SAMPLE, its 1 s floor and no ECN.
-func SubscribeCounters(ctx context.Context, dialer *Dialer, sw models.Switch, interval time.Duration, fn func(CounterSample), synced func()) error {
+func SubscribeCounters(ctx context.Context, dialer *Dialer, sw models.Switch, interval time.Duration, fn func(models.CounterSample), synced func()) error {
 	if sw.GNMIAddr == "" {
 		return fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, sw.Name)
 	}
@@ -83,6 +56,11 @@ func SubscribeCounters(ctx context.Context, dialer *Dialer, sw models.Switch, in
 	}
 }
 
+// SubscribeCounters is the package function SubscribeCounters through d.
+func (d *Dialer) SubscribeCounters(ctx context.Context, sw models.Switch, interval time.Duration, fn func(models.CounterSample), synced func()) error {
+	return SubscribeCounters(ctx, d, sw, interval, fn, synced)
+}
+
 // subscribeFeatures are what a target may refuse; as a number, a larger
 // set is a more wanted one, so counting down tries them in order.
 type subscribeFeatures uint8
@@ -96,7 +74,7 @@ const (
 
 // subscribe runs one Subscribe stream; answered says whether the target
 // sent anything before the stream ended.
-func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, interval time.Duration, enc gnmipb.Encoding, want subscribeFeatures, fn func(CounterSample), synced func()) (answered bool, _ error) {
+func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, interval time.Duration, enc gnmipb.Encoding, want subscribeFeatures, fn func(models.CounterSample), synced func()) (answered bool, _ error) {
 	sub := &gnmipb.SubscriptionList{
 		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 		Mode:     gnmipb.SubscriptionList_STREAM,
@@ -174,40 +152,40 @@ func QueuePath(iface, queue, leaf string) *gnmipb.Path {
 
 // sampleOf decodes one leaf of /interfaces/interface[name=ethN]/state/...
 // or of a queue's ECN counter.
-func sampleOf(sw models.SwitchID, at time.Time, l leaf) (CounterSample, bool) {
+func sampleOf(sw models.SwitchID, at time.Time, l leaf) (models.CounterSample, bool) {
 	elems := l.elems
 	if len(elems) == 8 && elems[0].GetName() == "qos" && elems[2].GetName() == "interface" && elems[5].GetName() == "queue" && elems[7].GetName() == "ecn-marked-octets" {
 		port, ok := models.PortFromInterface(elems[2].GetKey()["interface-id"])
 		v, isUint := uintValue(l.val)
 		if !ok || !isUint {
-			return CounterSample{}, false
+			return models.CounterSample{}, false
 		}
-		return CounterSample{Switch: sw, Port: port, Timestamp: at, ECNOctets: v, Queue: elems[5].GetKey()["name"], Has: HasECNOctets}, true
+		return models.CounterSample{Switch: sw, Port: port, Timestamp: at, ECNOctets: v, Queue: elems[5].GetKey()["name"], Has: models.HasECNOctets}, true
 	}
 	if len(elems) < 4 || elems[0].GetName() != "interfaces" || elems[1].GetName() != "interface" || elems[2].GetName() != "state" {
-		return CounterSample{}, false
+		return models.CounterSample{}, false
 	}
 	port, ok := models.PortFromInterface(elems[1].GetKey()["name"])
 	if !ok {
-		return CounterSample{}, false
+		return models.CounterSample{}, false
 	}
-	s := CounterSample{Switch: sw, Port: port, Timestamp: at}
-	counter := func(dst *uint64, has SampleFields) bool {
+	s := models.CounterSample{Switch: sw, Port: port, Timestamp: at}
+	counter := func(dst *uint64, has models.SampleFields) bool {
 		v, ok := uintValue(l.val)
 		*dst, s.Has = v, has
 		return ok
 	}
 	switch elems[len(elems)-1].GetName() {
 	case "in-octets":
-		ok = counter(&s.InOctets, HasInOctets)
+		ok = counter(&s.InOctets, models.HasInOctets)
 	case "out-octets":
-		ok = counter(&s.OutOctets, HasOutOctets)
+		ok = counter(&s.OutOctets, models.HasOutOctets)
 	case "out-discards":
-		ok = counter(&s.OutDiscards, HasOutDiscards)
+		ok = counter(&s.OutDiscards, models.HasOutDiscards)
 	case "oper-status":
 		var v string
 		v, ok = stringValue(l.val)
-		s.OperUp, s.Has = v == "UP", HasOperStatus
+		s.OperUp, s.Has = v == "UP", models.HasOperStatus
 	default:
 		ok = false
 	}

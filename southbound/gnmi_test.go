@@ -85,16 +85,16 @@ func testFallBack(t *testing.T, noQoS bool) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got := make(chan CounterSample, 4)
+	got := make(chan models.CounterSample, 4)
 	synced := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
 		done <- SubscribeCounters(ctx, nil, models.Switch{Name: "leaf1", GNMIAddr: lis.Addr().String()}, time.Second,
-			func(s CounterSample) { got <- s }, func() { synced <- struct{}{} })
+			func(s models.CounterSample) { got <- s }, func() { synced <- struct{}{} })
 	}()
 	select {
 	case s := <-got:
-		if s.Has != HasOperStatus || s.OperUp || s.Port != 3 {
+		if s.Has != models.HasOperStatus || s.OperUp || s.Port != 3 {
 			t.Errorf("sample %+v, want eth3 oper-status DOWN", s)
 		}
 	case <-ctx.Done():
@@ -139,7 +139,7 @@ func TestJSONLeaves(t *testing.T) {
 		{Path: &gnmipb.Path{Elem: []*gnmipb.PathElem{{Name: "interfaces"}, {Name: "interface", Key: map[string]string{"name": "eth3"}}, {Name: "state"}}},
 			Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonVal{JsonVal: []byte(`{"counters": {"out-octets": 9007199254740993}}`)}}},
 	}}
-	got := map[string]CounterSample{}
+	got := map[string]models.CounterSample{}
 	cfg := map[string]string{}
 	for _, l := range leavesOf(n) {
 		if s, ok := sampleOf("leaf1", time.Unix(0, 0), l); ok {
@@ -151,10 +151,10 @@ func TestJSONLeaves(t *testing.T) {
 			cfg[l.elems[1].GetKey()["name"]+"/"+l.elems[len(l.elems)-1].GetName()] = fmt.Sprint(v, b)
 		}
 	}
-	if s := got["in-octets@eth2"]; s.Port != 2 || s.InOctets != 18446744073709551615 || s.Has != HasInOctets {
+	if s := got["in-octets@eth2"]; s.Port != 2 || s.InOctets != 18446744073709551615 || s.Has != models.HasInOctets {
 		t.Errorf("eth2 in-octets: %+v", s)
 	}
-	if s := got["oper-status@eth2"]; !s.OperUp || s.Has != HasOperStatus {
+	if s := got["oper-status@eth2"]; !s.OperUp || s.Has != models.HasOperStatus {
 		t.Errorf("eth2 oper-status: %+v", s)
 	}
 	if s := got["out-octets@eth3"]; s.Port != 3 || s.OutOctets != 9007199254740993 {

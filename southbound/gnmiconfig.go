@@ -178,7 +178,7 @@ func (g *GNMIConfig) SetConfig(ctx context.Context, id models.SwitchID, ports ma
 	if g.ElectionID != nil {
 		eid := g.ElectionID()
 		if eid == 0 {
-			return fmt.Errorf("%w: gnmi set config of %s: this replica is not the leader", ErrNotPrimary, id)
+			return fmt.Errorf("%w: gnmi set config of %s: this replica is not the leader", models.ErrNotPrimary, id)
 		}
 		ext = append(ext, &gnmi_ext.Extension{Ext: &gnmi_ext.Extension_MasterArbitration{MasterArbitration: &gnmi_ext.MasterArbitration{
 			Role: &gnmi_ext.Role{Id: "accelnet"}, ElectionId: &gnmi_ext.Uint128{Low: eid},

@@ -87,24 +87,24 @@ func TestGNXITarget(t *testing.T) {
 
 	t.Run("telemetry", func(t *testing.T) {
 		var mu sync.Mutex
-		latest := map[uint32]southbound.CounterSample{} // by port, the fields merged
+		latest := map[uint32]models.CounterSample{} // by port, the fields merged
 		synced := make(chan struct{}, 1)
 		subCtx, stop := context.WithCancel(ctx)
 		done := make(chan error, 1)
 		go func() {
-			done <- southbound.SubscribeCounters(subCtx, dialer, sw, 100*time.Millisecond, func(s southbound.CounterSample) {
+			done <- southbound.SubscribeCounters(subCtx, dialer, sw, 100*time.Millisecond, func(s models.CounterSample) {
 				mu.Lock()
 				defer mu.Unlock()
 				l := latest[s.Port]
 				l.Has |= s.Has
 				switch s.Has {
-				case southbound.HasInOctets:
+				case models.HasInOctets:
 					l.InOctets = s.InOctets
-				case southbound.HasOutOctets:
+				case models.HasOutOctets:
 					l.OutOctets = s.OutOctets
-				case southbound.HasOutDiscards:
+				case models.HasOutDiscards:
 					l.OutDiscards = s.OutDiscards
-				case southbound.HasOperStatus:
+				case models.HasOperStatus:
 					l.OperUp = s.OperUp
 				}
 				latest[s.Port] = l
@@ -129,13 +129,13 @@ func TestGNXITarget(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("no sync_response")
 		}
-		all := southbound.HasInOctets | southbound.HasOutOctets | southbound.HasOutDiscards | southbound.HasOperStatus
-		want := map[uint32]southbound.CounterSample{
+		all := models.HasInOctets | models.HasOutOctets | models.HasOutDiscards | models.HasOperStatus
+		want := map[uint32]models.CounterSample{
 			1: {InOctets: 1000, OutOctets: 2000, OutDiscards: 3, OperUp: true, Has: all},
 			2: {InOctets: 10, OutOctets: 20, OperUp: true, Has: all},
 			3: {Has: all},
 		}
-		check := func(want map[uint32]southbound.CounterSample) func() error {
+		check := func(want map[uint32]models.CounterSample) func() error {
 			return func() error {
 				mu.Lock()
 				defer mu.Unlock()
@@ -159,8 +159,8 @@ func TestGNXITarget(t *testing.T) {
 		if err != nil {
 			t.Fatalf("set gnxi state: %v", err)
 		}
-		want[1] = southbound.CounterSample{InOctets: 5_000_000, OutOctets: 2000, OutDiscards: 3, OperUp: true, Has: all}
-		want[2] = southbound.CounterSample{InOctets: 10, OutOctets: 20, Has: all}
+		want[1] = models.CounterSample{InOctets: 5_000_000, OutOctets: 2000, OutDiscards: 3, OperUp: true, Has: all}
+		want[2] = models.CounterSample{InOctets: 10, OutOctets: 20, Has: all}
 		proctest.Wait(t, 10*time.Second, "eth2 down and eth1's new counter in the samples", check(want))
 	})
 

@@ -30,10 +30,6 @@ import (
 )
 
 var (
-	// ErrNotPrimary means the switch refused us as primary: another client
-	// holds a higher election ID. A controller that sees it must stop
-	// programming (a newer leader exists).
-	ErrNotPrimary = errors.New("southbound: not the primary controller for this switch")
 	// ErrUnavailable means the switch could not be reached.
 	ErrUnavailable = errors.New("southbound: switch unavailable")
 )
@@ -67,8 +63,8 @@ type P4RTOptions struct {
 	// list at a time) with the packets a switch sampled (see
 	// SetSampling); each digest list is acknowledged after it returns.
 	// Lists that arrive while digestQueue wait are dropped, and the next
-	// list's samples stand for them (FlowSample.Stands).
-	OnSamples func(models.SwitchID, []FlowSample)
+	// list's samples stand for them (models.FlowSample.Stands).
+	OnSamples func(models.SwitchID, []models.FlowSample)
 	// OnPacketIn is called (from the switch's stream goroutine) with each
 	// packet the switch sends its controller and the port it came in on
 	// (link discovery's probes).
@@ -214,7 +210,7 @@ func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 	}
 	if d.election == 0 {
 		d.mu.Unlock()
-		return nil, fmt.Errorf("%w: %s: this replica is not the leader", ErrNotPrimary, id)
+		return nil, fmt.Errorf("%w: %s: this replica is not the leader", models.ErrNotPrimary, id)
 	}
 	if p := d.dialing[id]; p != nil {
 		d.mu.Unlock()
@@ -323,7 +319,7 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 				if ok {
 					arb <- nil
 				} else {
-					arb <- fmt.Errorf("%w: %s answered %s: %s", ErrNotPrimary, sw.Name,
+					arb <- fmt.Errorf("%w: %s answered %s: %s", models.ErrNotPrimary, sw.Name,
 						code.Code(a.GetStatus().GetCode()), a.GetStatus().GetMessage())
 				}
 				continue
@@ -415,7 +411,7 @@ func (d *P4RT) SendPacket(ctx context.Context, id models.SwitchID, port uint32, 
 func mapStatus(what string, err error) error {
 	switch status.Code(err) {
 	case codes.PermissionDenied:
-		return fmt.Errorf("%w: %s: %v", ErrNotPrimary, what, err)
+		return fmt.Errorf("%w: %s: %v", models.ErrNotPrimary, what, err)
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 		return fmt.Errorf("%w: %s: %v", ErrUnavailable, what, err)
 	}

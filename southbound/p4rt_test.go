@@ -145,7 +145,7 @@ func TestSwitchRejectsBadWrites(t *testing.T) {
 
 // TestHigherElectionIDFencesOutTheOldPrimary: a second controller with a
 // higher election ID becomes primary; the first one's writes are refused
-// with ErrNotPrimary.
+// with models.ErrNotPrimary.
 func TestHigherElectionIDFencesOutTheOldPrimary(t *testing.T) {
 	topo, err := topology.LeafSpine(1, 2, 1, 100)
 	if err != nil {
@@ -169,25 +169,25 @@ func TestHigherElectionIDFencesOutTheOldPrimary(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		err = old.Apply(ctx, "leaf1", m2)
-		if errors.Is(err, southbound.ErrNotPrimary) || time.Now().After(deadline) {
+		if errors.Is(err, models.ErrNotPrimary) || time.Now().After(deadline) {
 			break
 		}
 	}
-	if !errors.Is(err, southbound.ErrNotPrimary) {
-		t.Fatalf("old primary's write: want ErrNotPrimary, got %v", err)
+	if !errors.Is(err, models.ErrNotPrimary) {
+		t.Fatalf("old primary's write: want models.ErrNotPrimary, got %v", err)
 	}
 	if err := newer.Apply(ctx, "leaf1", m2); err != nil {
 		t.Fatalf("new primary's write: %v", err)
 	}
 	// A lower election ID cannot take over.
 	lower := newDriver(t, f, 3)
-	if _, err := lower.Read(ctx, "leaf1"); !errors.Is(err, southbound.ErrNotPrimary) {
-		t.Fatalf("lower election id: want ErrNotPrimary, got %v", err)
+	if _, err := lower.Read(ctx, "leaf1"); !errors.Is(err, models.ErrNotPrimary) {
+		t.Fatalf("lower election id: want models.ErrNotPrimary, got %v", err)
 	}
 	// A driver told it does not lead connects to nothing.
 	newer.SetElectionID(0)
-	if _, err := newer.Read(ctx, "leaf1"); !errors.Is(err, southbound.ErrNotPrimary) {
-		t.Fatalf("election ID 0: want ErrNotPrimary, got %v", err)
+	if _, err := newer.Read(ctx, "leaf1"); !errors.Is(err, models.ErrNotPrimary) {
+		t.Fatalf("election ID 0: want models.ErrNotPrimary, got %v", err)
 	}
 }
 
@@ -208,11 +208,11 @@ func TestGNMIMasterArbitration(t *testing.T) {
 	if err := cfg(6).SetConfig(ctx, "leaf1", port); err != nil {
 		t.Fatalf("set with election ID 6: %v", err)
 	}
-	if err := cfg(5).SetConfig(ctx, "leaf1", port); !errors.Is(err, southbound.ErrNotPrimary) {
-		t.Fatalf("set with a lower election ID: want ErrNotPrimary, got %v", err)
+	if err := cfg(5).SetConfig(ctx, "leaf1", port); !errors.Is(err, models.ErrNotPrimary) {
+		t.Fatalf("set with a lower election ID: want models.ErrNotPrimary, got %v", err)
 	}
-	if err := cfg(0).SetConfig(ctx, "leaf1", port); !errors.Is(err, southbound.ErrNotPrimary) {
-		t.Fatalf("set while not leading: want ErrNotPrimary, got %v", err)
+	if err := cfg(0).SetConfig(ctx, "leaf1", port); !errors.Is(err, models.ErrNotPrimary) {
+		t.Fatalf("set while not leading: want models.ErrNotPrimary, got %v", err)
 	}
 	if err := cfg(7).SetConfig(ctx, "leaf1", port); err != nil {
 		t.Fatalf("set with a higher election ID: %v", err)

@@ -15,22 +15,6 @@ import (
 	"github.com/accelnet/accelnet/southbound/p4"
 )
 
-// FlowSample is one packet a switch sampled and reported in a
-// flow_sample_t digest: where it entered, its flow key and its length.
-type FlowSample struct {
-	Port  uint32 // the ingress port (a host-facing port)
-	Key   models.FlowKey
-	Bytes uint32 // the IPv4 total length
-	// At is when the switch made the digest list (its own clock; zero if
-	// it does not say): gaps between samples are measured on it, so a
-	// list that waited in a busy controller's queue does not look late.
-	At time.Time
-	// Stands is how many samples this one stands for (1, or more when
-	// the controller, too busy to take every list, dropped some since the
-	// last list it took): rates estimated from the samples stay unbiased.
-	Stands float64
-}
-
 // Digest list settings: a switch sends a list when it holds this many
 // samples or when its oldest waited this long.
 const (
@@ -142,7 +126,7 @@ func minimal(v uint64) []byte {
 
 // samplesOf decodes a flow_sample_t digest list (other digests: none);
 // each sample stands for stands samples.
-func (d *P4RT) samplesOf(list *p4v1.DigestList, stands float64) []FlowSample {
+func (d *P4RT) samplesOf(list *p4v1.DigestList, stands float64) []models.FlowSample {
 	if list.GetDigestId() != d.schema.DigestID(p4.DigestFlowSample) {
 		return nil
 	}
@@ -150,13 +134,13 @@ func (d *P4RT) samplesOf(list *p4v1.DigestList, stands float64) []FlowSample {
 	if ts := list.GetTimestamp(); ts > 0 {
 		at = time.Unix(0, ts)
 	}
-	out := make([]FlowSample, 0, len(list.GetData()))
+	out := make([]models.FlowSample, 0, len(list.GetData()))
 	for _, data := range list.GetData() {
 		m := data.GetStruct().GetMembers()
 		if len(m) != len(p4.FlowSampleFields) {
 			continue
 		}
-		out = append(out, FlowSample{
+		out = append(out, models.FlowSample{
 			Port: uint32(p4.Uint(m[0].GetBitstring())),
 			Key: models.FlowKey{Src: p4.Addr(m[1].GetBitstring()), Dst: p4.Addr(m[2].GetBitstring()),
 				SrcPort: uint16(p4.Uint(m[3].GetBitstring()))},

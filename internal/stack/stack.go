@@ -239,7 +239,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 	}
 	var ctrl *controller.Controller
 	var detected func() []controller.DetectedFlow
-	var onSamples func(models.SwitchID, []southbound.FlowSample)
+	var onSamples func(models.SwitchID, []models.FlowSample)
 	if opts.SampleOneIn > 0 {
 		if opts.ElephantGbps <= 0 {
 			opts.ElephantGbps = 10
@@ -326,7 +326,7 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		Overlay:            s.Intents,
 		Config:             gnmiCfg,
 		Leadership:         s.Leadership,
-		Dialer:             dialer,
+		Counters:           dialer,
 		MTU:                opts.MTU,
 		Store:              s.Store,
 		Driver:             s.Driver,

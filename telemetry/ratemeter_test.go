@@ -1,4 +1,4 @@
-package controller
+package telemetry
 
 import (
 	"math"
@@ -11,7 +11,7 @@ import (
 // two) the rate errs by under 8%, where over one it would err by up to
 // 15%. A counter that goes backwards starts over.
 func TestRateMeterSpan(t *testing.T) {
-	m := rateMeter[string]{Span: 2 * time.Second}
+	m := RateMeter[string]{Span: 2 * time.Second}
 	start := time.Unix(1000, 0)
 	const bps = 40e9
 	late := []time.Duration{0, 150, 0, 150, 20, 0, 150, 0} // ms
@@ -22,7 +22,7 @@ func TestRateMeterSpan(t *testing.T) {
 		truth := start.Add(time.Duration(i) * time.Second)
 		bytes := uint64(bps / 8 * truth.Sub(start).Seconds())
 		at := truth.Add(l * time.Millisecond)
-		g, latest, ok := m.observe("f", bytes, at)
+		g, latest, ok := m.Observe("f", bytes, at)
 		lastBytes, lastAt := prevBytes, prevAt
 		prevBytes, prevAt = bytes, at
 		if i == 0 {
@@ -48,13 +48,13 @@ func TestRateMeterSpan(t *testing.T) {
 		t.Errorf("%d readings kept for a 2 s span read each second", n)
 	}
 	// Re-inserted entry: the counter restarts near zero.
-	if _, _, ok := m.observe("f", 100, start.Add(9*time.Second)); ok {
+	if _, _, ok := m.Observe("f", 100, start.Add(9*time.Second)); ok {
 		t.Errorf("a rate across a counter that went backwards")
 	}
-	if g, _, ok := m.observe("f", 100+uint64(bps/8), start.Add(10*time.Second)); !ok || math.Abs(g-40) > 0.01 {
+	if g, _, ok := m.Observe("f", 100+uint64(bps/8), start.Add(10*time.Second)); !ok || math.Abs(g-40) > 0.01 {
 		t.Errorf("after starting over: %.2f Gb/s (ok %v), want 40", g, ok)
 	}
-	m.retain(func(string) bool { return false })
+	m.Retain(func(string) bool { return false })
 	if len(m.last) != 0 {
 		t.Errorf("retain kept %d keys", len(m.last))
 	}

@@ -1,8 +1,8 @@
-package controller
+package telemetry
 
 import "time"
 
-// rateMeter turns cumulative byte counters into rates: a key's rate is
+// RateMeter turns cumulative byte counters into rates: a key's rate is
 // the bytes between its latest reading and the newest one at least Span
 // older (or the oldest it has, until one is that old), over the time
 // between them. Readings are timed by the controller, so each carries
@@ -10,7 +10,7 @@ import "time"
 // that jitter weighs less (a 100 ms error is 10% of 1 s, 5% of 2 s). A
 // counter that went backwards (an entry re-inserted, a switch restarted)
 // starts over rather than report a negative or huge rate.
-type rateMeter[K comparable] struct {
+type RateMeter[K comparable] struct {
 	Span time.Duration
 	last map[K][]counterReading // oldest first
 }
@@ -20,11 +20,11 @@ type counterReading struct {
 	at    time.Time
 }
 
-// observe records a reading and returns the rate in Gb/s over the span,
+// Observe records a reading and returns the rate in Gb/s over the span,
 // and over the time since the previous reading alone (quicker to follow a
 // change, noisier); ok is false for the first reading of a key, or the
 // first after it started over.
-func (r *rateMeter[K]) observe(k K, bytes uint64, at time.Time) (gbps, latest float64, ok bool) {
+func (r *RateMeter[K]) Observe(k K, bytes uint64, at time.Time) (gbps, latest float64, ok bool) {
 	if r.last == nil {
 		r.last = map[K][]counterReading{}
 	}
@@ -34,24 +34,38 @@ func (r *rateMeter[K]) observe(k K, bytes uint64, at time.Time) (gbps, latest fl
 	}
 	// Keep only what the next reading can need: the newest at least Span
 	// old, and everything after it.
-	for len(hist) > 1 && at.Sub(hist[1].at) >= r.Span {
-		hist = hist[1:]
+	// (Moved down in place, so a key's readings reuse one array.)
+	drop := 0
+	for len(hist)-drop > 1 && at.Sub(hist[drop+1].at) >= r.Span {
+		drop++
 	}
-	r.last[k] = append(hist, counterReading{bytes: bytes, at: at})
+	hist = hist[:copy(hist, hist[drop:])]
 	if len(hist) == 0 {
+		r.last[k] = append(hist, counterReading{bytes: bytes, at: at})
 		return 0, 0, false
 	}
+	oldest, previous := hist[0], hist[len(hist)-1]
+	r.last[k] = append(hist, counterReading{bytes: bytes, at: at})
 	rate := func(from counterReading) float64 {
 		return float64(bytes-from.bytes) * 8 / at.Sub(from.at).Seconds() / 1e9
 	}
-	return rate(hist[0]), rate(hist[len(hist)-1]), true
+	return rate(oldest), rate(previous), true
 }
 
-// retain forgets every key keep says no to.
-func (r *rateMeter[K]) retain(keep func(K) bool) {
+// Retain forgets every key keep says no to.
+func (r *RateMeter[K]) Retain(keep func(K) bool) {
 	for k := range r.last {
 		if !keep(k) {
 			delete(r.last, k)
 		}
 	}
+}
+
+// Last is key k's newest reading, if it has one.
+func (r *RateMeter[K]) Last(k K) (bytes uint64, at time.Time, ok bool) {
+	hist := r.last[k]
+	if len(hist) == 0 {
+		return 0, time.Time{}, false
+	}
+	return hist[len(hist)-1].bytes, hist[len(hist)-1].at, true
 }

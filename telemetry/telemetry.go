@@ -1,0 +1,234 @@
+// Package telemetry turns what switches report into rates: gNMI interface
+// counters into per-port load (links, drops, ECN marks), and flow-pin
+// counters into per-flow rates, both through one counter-to-rate
+// estimator (RateMeter).
+package telemetry
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// PortLoad is a switch port's measured traffic.
+type PortLoad struct {
+	InBps, OutBps float64
+	DropBps       float64
+	// ECNBps is the egress traffic marked Congestion Experienced, bit/s,
+	// over all the port's queues (0 where the switch does not report it).
+	ECNBps  float64
+	OperUp  bool
+	Stale   bool // no fresh sample lately (stream down or switch silent)
+	Updated time.Time
+}
+
+// counterKey names one monotonic counter of a port: which field, and for
+// ECN marks which queue.
+type counterKey struct {
+	port  models.Endpoint
+	field models.SampleFields
+	queue string
+}
+
+// smoothed folds a reading of counter k into the moving average *bps
+// (bits/s) and returns it. Readings are timed by the switch: one not newer
+// than the last changes nothing; a counter that went backwards (switch
+// restart) starts over at 0.
+func (t *Telemetry) smoothed(k counterKey, bps *float64, value uint64, ts time.Time) float64 {
+	if _, at, ok := t.meter.Last(k); ok && !ts.After(at) {
+		return *bps
+	}
+	gbps, _, ok := t.meter.Observe(k, value, ts)
+	switch {
+	case !ok:
+		*bps = 0
+	case *bps == 0:
+		*bps = gbps * 1e9
+	default:
+		*bps = t.Alpha*gbps*1e9 + (1-t.Alpha)**bps
+	}
+	return *bps
+}
+
+type portStat struct {
+	in, out, drops float64            // bits/s, smoothed
+	ecn            map[string]float64 // bits/s by queue, smoothed
+	load           PortLoad
+	received       time.Time // local time of the last sample
+}
+
+// Telemetry turns gNMI counter samples into per-port rates: the rate over
+// each sampling interval, smoothed with an exponentially weighted moving
+// average (weight Alpha on the newest interval).
+type Telemetry struct {
+	Alpha      float64
+	StaleAfter time.Duration
+
+	mu    sync.RWMutex
+	ports map[models.Endpoint]*portStat
+	meter RateMeter[counterKey] // Span 0: the rate since the previous reading
+	now   func() time.Time
+}
+
+// NewTelemetry returns an empty aggregator.
+func NewTelemetry(staleAfter time.Duration) *Telemetry {
+	return &Telemetry{Alpha: 0.6, StaleAfter: staleAfter, ports: map[models.Endpoint]*portStat{}, now: time.Now}
+}
+
+// Observe folds one sample in.
+func (t *Telemetry) Observe(s models.CounterSample) {
+	e := models.Endpoint{Switch: s.Switch, Port: s.Port}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.ports[e]
+	if p == nil {
+		p = &portStat{}
+		t.ports[e] = p
+	}
+	p.received = t.now()
+	p.load.Updated = p.received
+	switch s.Has {
+	case models.HasInOctets:
+		p.load.InBps = t.smoothed(counterKey{port: e, field: s.Has}, &p.in, s.InOctets, s.Timestamp)
+	case models.HasOutOctets:
+		p.load.OutBps = t.smoothed(counterKey{port: e, field: s.Has}, &p.out, s.OutOctets, s.Timestamp)
+	case models.HasOutDiscards:
+		p.load.DropBps = t.smoothed(counterKey{port: e, field: s.Has}, &p.drops, s.OutDiscards, s.Timestamp)
+	case models.HasOperStatus:
+		p.load.OperUp = s.OperUp
+	case models.HasECNOctets:
+		if p.ecn == nil {
+			p.ecn = map[string]float64{}
+		}
+		q := p.ecn[s.Queue]
+		p.ecn[s.Queue] = t.smoothed(counterKey{port: e, field: s.Has, queue: s.Queue}, &q, s.ECNOctets, s.Timestamp)
+		p.load.ECNBps = 0
+		for _, bps := range p.ecn {
+			p.load.ECNBps += bps
+		}
+	}
+}
+
+// Port returns a port's load.
+func (t *Telemetry) Port(e models.Endpoint) (PortLoad, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	p := t.ports[e]
+	if p == nil {
+		return PortLoad{}, false
+	}
+	l := p.load
+	l.Stale = t.StaleAfter > 0 && t.now().Sub(p.received) > t.StaleAfter
+	return l, true
+}
+
+// MarkStale flags every port of a switch stale (its stream is down).
+func (t *Telemetry) MarkStale(sw models.SwitchID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for e, p := range t.ports {
+		if e.Switch == sw {
+			p.received = time.Time{}
+		}
+	}
+}
+
+// CounterSource streams a switch's interface counters (southbound's gNMI
+// client), calling fn with each sample and synced once the stream is up,
+// until ctx ends or the stream breaks.
+type CounterSource interface {
+	SubscribeCounters(ctx context.Context, sw models.Switch, interval time.Duration, fn func(models.CounterSample), synced func()) error
+}
+
+// Streams keeps one counter stream per switch, restarting it with backoff
+// when it breaks and replacing it when the switch's address changes.
+type Streams struct {
+	log      *slog.Logger
+	tele     *Telemetry
+	interval time.Duration
+	onSample func(models.CounterSample)
+	source   CounterSource
+
+	mu     sync.Mutex
+	active map[models.SwitchID]*subscription
+	wg     sync.WaitGroup
+}
+
+// NewStreams returns a stream keeper feeding tele, and onSample (if set)
+// with every sample, from source at the given sampling interval.
+func NewStreams(source CounterSource, tele *Telemetry, interval time.Duration, onSample func(models.CounterSample), log *slog.Logger) *Streams {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Streams{log: log, tele: tele, interval: interval, onSample: onSample, source: source, active: map[models.SwitchID]*subscription{}}
+}
+
+type subscription struct {
+	addr   string
+	cancel context.CancelFunc
+}
+
+// Sync starts streams for new switches and stops those of removed or moved ones.
+// Without a source (a controller with no telemetry) it does nothing.
+func (s *Streams) Sync(ctx context.Context, switches []models.Switch) {
+	if s.source == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := map[models.SwitchID]models.Switch{}
+	for _, sw := range switches {
+		want[sw.Name] = sw
+	}
+	for name, sub := range s.active {
+		if sw, ok := want[name]; !ok || sw.GNMIAddr != sub.addr {
+			sub.cancel()
+			delete(s.active, name)
+		}
+	}
+	for name, sw := range want {
+		if _, ok := s.active[name]; ok || sw.GNMIAddr == "" {
+			continue
+		}
+		subCtx, cancel := context.WithCancel(ctx)
+		s.active[name] = &subscription{addr: sw.GNMIAddr, cancel: cancel}
+		s.wg.Go(func() { s.run(subCtx, sw) })
+	}
+}
+
+func (s *Streams) run(ctx context.Context, sw models.Switch) {
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.source.SubscribeCounters(ctx, sw, s.interval, func(cs models.CounterSample) {
+			s.tele.Observe(cs)
+			if s.onSample != nil {
+				s.onSample(cs)
+			}
+		}, func() { backoff = 100 * time.Millisecond })
+		if ctx.Err() != nil {
+			return
+		}
+		s.tele.MarkStale(sw.Name)
+		s.log.Warn("gnmi stream broke; resubscribing", "switch", sw.Name, "err", err, "after", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// Stop ends every stream and waits for them.
+func (s *Streams) Stop() {
+	s.mu.Lock()
+	for name, sub := range s.active {
+		sub.cancel()
+		delete(s.active, name)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}

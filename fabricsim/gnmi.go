@@ -27,7 +27,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/models/oc"
-	"github.com/accelnet/accelnet/southbound"
+	"github.com/accelnet/accelnet/southbound/ocpath"
 )
 
 // gnmiServer serves one switch's OpenConfig interfaces. State lives in a
@@ -283,7 +283,7 @@ func (g *gnmiServer) leafAddrs(port uint32) []leafAddr {
 	a := make([]leafAddr, len(publishedLeaves))
 	for i, l := range publishedLeaves {
 		if l.qos {
-			a[i] = leafAddr{name + "/qos/" + l.path[0], southbound.QueuePath(name, rdmaQueue, l.path[0])}
+			a[i] = leafAddr{name + "/qos/" + l.path[0], ocpath.Queue(name, rdmaQueue, l.path[0])}
 		} else {
 			a[i] = leafAddr{name + "/" + strings.Join(l.path, "/"), interfacePath(name, l.path...)}
 		}

@@ -11,15 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound/ocpath"
 )
-
-// counterPaths are what Subscribe asks for, relative to /interfaces/interface[name=*]/state.
-var counterPaths = [][]string{
-	{"counters", "in-octets"},
-	{"counters", "out-octets"},
-	{"counters", "out-discards"},
-	{"oper-status"},
-}
 
 // SubscribeCounters streams a switch's interface counters (SAMPLE at
 // interval) and oper-status (ON_CHANGE, so a failed link is reported at
@@ -84,7 +77,7 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 	if want&wantInterval != 0 {
 		sample = uint64(interval.Nanoseconds())
 	}
-	for _, leaf := range counterPaths {
+	for _, leaf := range ocpath.Counters {
 		p := &gnmipb.Path{Elem: []*gnmipb.PathElem{
 			{Name: "interfaces"},
 			{Name: "interface", Key: map[string]string{"name": "*"}},
@@ -100,7 +93,7 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 		sub.Subscription = append(sub.Subscription, s)
 	}
 	if want&wantECN != 0 {
-		sub.Subscription = append(sub.Subscription, &gnmipb.Subscription{Path: QueuePath("*", "*", "ecn-marked-octets"),
+		sub.Subscription = append(sub.Subscription, &gnmipb.Subscription{Path: ocpath.Queue("*", "*", "ecn-marked-octets"),
 			Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: sample})
 	}
 	stream, err := gnmipb.NewGNMIClient(cc).Subscribe(ctx)
@@ -136,18 +129,6 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 			}
 		}
 	}
-}
-
-// QueuePath is OpenConfig QoS's
-// /qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/leaf.
-func QueuePath(iface, queue, leaf string) *gnmipb.Path {
-	return &gnmipb.Path{Elem: []*gnmipb.PathElem{
-		{Name: "qos"}, {Name: "interfaces"},
-		{Name: "interface", Key: map[string]string{"interface-id": iface}},
-		{Name: "output"}, {Name: "queues"},
-		{Name: "queue", Key: map[string]string{"name": queue}},
-		{Name: "state"}, {Name: leaf},
-	}}
 }
 
 // sampleOf decodes one leaf of /interfaces/interface[name=ethN]/state/...

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound/ocpath"
 )
 
 // GNMIConfig reads and writes interface configuration over gNMI Get and
@@ -57,7 +58,7 @@ func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uin
 	client := gnmipb.NewGNMIClient(cc)
 	resp, err := client.Get(ctx, &gnmipb.GetRequest{
 		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
-		Path:     []*gnmipb.Path{interfaceConfigPath("*", "")},
+		Path:     []*gnmipb.Path{ocpath.InterfaceConfig("*", "")},
 		Type:     gnmipb.GetRequest_CONFIG,
 		Encoding: gnmipb.Encoding_PROTO,
 	})
@@ -193,26 +194,13 @@ func (g *GNMIConfig) SetConfig(ctx context.Context, id models.SwitchID, ports ma
 	for port, c := range ports {
 		name := models.InterfaceName(port)
 		req.Update = append(req.Update,
-			&gnmipb.Update{Path: interfaceConfigPath(name, "enabled"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: c.Enabled}}},
-			&gnmipb.Update{Path: interfaceConfigPath(name, "mtu"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: uint64(c.MTU)}}},
-			&gnmipb.Update{Path: interfaceConfigPath(name, "description"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: c.Description}}},
+			&gnmipb.Update{Path: ocpath.InterfaceConfig(name, "enabled"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: c.Enabled}}},
+			&gnmipb.Update{Path: ocpath.InterfaceConfig(name, "mtu"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: uint64(c.MTU)}}},
+			&gnmipb.Update{Path: ocpath.InterfaceConfig(name, "description"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: c.Description}}},
 		)
 	}
 	if _, err := gnmipb.NewGNMIClient(cc).Set(ctx, req); err != nil {
 		return mapStatus("gnmi set config of "+string(id), err)
 	}
 	return nil
-}
-
-// interfaceConfigPath is /interfaces/interface[name]/config[/leaf].
-func interfaceConfigPath(name, leaf string) *gnmipb.Path {
-	p := &gnmipb.Path{Elem: []*gnmipb.PathElem{
-		{Name: "interfaces"},
-		{Name: "interface", Key: map[string]string{"name": name}},
-		{Name: "config"},
-	}}
-	if leaf != "" {
-		p.Elem = append(p.Elem, &gnmipb.PathElem{Name: leaf})
-	}
-	return p
 }

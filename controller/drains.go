@@ -23,18 +23,24 @@ import (
 // empty (telemetry never reads exactly zero while counters settle).
 const drainedBelowBps = 1e6
 
+// DrainPlanner re-places the live intents for a fabric with down links
+// without changing anything (intents.Manager): what a drain would do.
+type DrainPlanner interface {
+	Preview(down map[models.LinkID]bool) (mlu float64, moved int, degraded []string, err error)
+}
+
 // Drains keeps operators' drains in etcd and tells the controller which
 // links to keep traffic off.
 type Drains struct {
 	store   *store.Store
 	ctrl    *Controller
-	intents *Intents
+	intents DrainPlanner
 	mu      sync.RWMutex
 	all     map[string]models.Drain
 }
 
 // NewDrains returns the drain manager; Run follows etcd.
-func NewDrains(store *store.Store, ctrl *Controller, intents *Intents) *Drains {
+func NewDrains(store *store.Store, ctrl *Controller, intents DrainPlanner) *Drains {
 	return &Drains{store: store, ctrl: ctrl, intents: intents, all: map[string]models.Drain{}}
 }
 
@@ -85,33 +91,6 @@ func (d *Drains) check(dr models.Drain) (*topology.Snapshot, error) {
 	return snap, nil
 }
 
-// Preview says what draining dr on top of the current drains and failures
-// would do, changing nothing.
-func (d *Drains) Preview(dr models.Drain) (api.DrainPreview, error) {
-	snap, err := d.check(dr)
-	if err != nil {
-		return api.DrainPreview{}, err
-	}
-	extra := drainedLinks(snap, map[string]models.Drain{"new": dr})
-	down := d.ctrl.DownLinks()
-	for id := range extra {
-		down[id] = true
-	}
-	p := api.DrainPreview{Links: len(extra)}
-	for id := range extra {
-		l, _ := snap.Link(id)
-		load := d.ctrl.LinkLoad(l)
-		p.TrafficGbps += (load.ABbps + load.BAbps) / 1e9
-	}
-	if dr.Switch != "" {
-		for _, h := range snap.HostsOn(dr.Switch) {
-			p.HostsCutOff = append(p.HostsCutOff, h.Name)
-		}
-	}
-	p.ReservedMLU, p.Moved, p.Degraded, err = d.intents.Preview(down)
-	return p, err
-}
-
 // Create stores a drain; traffic moves off as the controller applies it.
 // A drain that would cut hosts off needs Force.
 func (d *Drains) Create(ctx context.Context, dr models.Drain) (models.Drain, error) {
@@ -127,7 +106,7 @@ func (d *Drains) Create(ctx context.Context, dr models.Drain) (models.Drain, err
 		return dr, &models.ValidationError{Errors: []models.FieldError{{Field: "force",
 			Message: fmt.Sprintf("with this drain and the links already avoided, %s; set force to do it anyway", cut)}}}
 	}
-	dr.ID, dr.Created = newIntentID(time.Now()), time.Now().UTC()
+	dr.ID, dr.Created = store.NewID(time.Now()), time.Now().UTC()
 	if err := d.store.PutJSON(ctx, store.KeyDrains+dr.ID, dr); err != nil {
 		return dr, err
 	}
@@ -237,56 +216,29 @@ func (d *Drains) Delete(ctx context.Context, id string) error {
 	return nil
 }
 
-// Preview re-places the live intents for a fabric with down links,
-// changing nothing: the reserved MLU after, how many would move, and which
-// would find no room.
-func (m *Intents) Preview(down map[models.LinkID]bool) (mlu float64, moved int, degraded []string, err error) {
-	m.mu.Lock() // books cache paths as they go
-	defer m.mu.Unlock()
-	if m.snap == nil {
-		return 0, 0, nil, store.ErrNoTopology
-	}
-	book, err := pathcalc.NewBook(m.snap, down, m.cfg.Headroom)
+// Preview says what draining dr on top of the current drains and failures
+// would do, changing nothing.
+func (d *Drains) Preview(dr models.Drain) (api.DrainPreview, error) {
+	snap, err := d.check(dr)
 	if err != nil {
-		return 0, 0, nil, err
+		return api.DrainPreview{}, err
 	}
-	var moving []*entry
-	for _, id := range slices.Sorted(maps.Keys(m.all)) {
-		e := m.all[id]
-		if !e.pinned {
-			continue
-		}
-		ok := true
-		for i, f := range e.flows {
-			if i >= len(e.in.Status.Flows) || !book.Usable(f.src, e.in.Status.Flows[i].Path) {
-				ok = false
-				break
-			}
-		}
-		if !ok {
-			moving = append(moving, e)
-			continue
-		}
-		for i, f := range e.flows {
-			_ = book.Reserve(f.src, e.in.Status.Flows[i].Path, f.gbps)
+	extra := drainedLinks(snap, map[string]models.Drain{"new": dr})
+	down := d.ctrl.DownLinks()
+	for id := range extra {
+		down[id] = true
+	}
+	p := api.DrainPreview{Links: len(extra)}
+	for id := range extra {
+		l, _ := snap.Link(id)
+		load := d.ctrl.LinkLoad(l)
+		p.TrafficGbps += (load.ABbps + load.BAbps) / 1e9
+	}
+	if dr.Switch != "" {
+		for _, h := range snap.HostsOn(dr.Switch) {
+			p.HostsCutOff = append(p.HostsCutOff, h.Name)
 		}
 	}
-	slices.SortStableFunc(moving, func(x, y *entry) int { return y.in.Spec.Priority - x.in.Spec.Priority })
-	for _, e := range moving {
-		cons, err := m.constraints(e)
-		demands := make([]pathcalc.Demand, len(e.flows))
-		for i, f := range e.flows {
-			demands[i] = pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}
-		}
-		fit := book.Fit(demands, cons)
-		if err != nil || !fit.Fits {
-			degraded = append(degraded, e.in.ID)
-			continue
-		}
-		for i, p := range fit.Paths {
-			_ = book.Reserve(e.flows[i].src, p, e.flows[i].gbps)
-		}
-		moved++
-	}
-	return book.MLU(), moved, degraded, nil
+	p.ReservedMLU, p.Moved, p.Degraded, err = d.intents.Preview(down)
+	return p, err
 }

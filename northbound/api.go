@@ -14,6 +14,7 @@ import (
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/telemetry"
 	"github.com/accelnet/accelnet/tenancy"
@@ -42,8 +43,8 @@ type EntryReader interface {
 type Options struct {
 	Fabric  Fabric
 	Auth    *tenancy.Auth
-	Intents *controller.Intents
-	Events  *controller.Events
+	Intents *intents.Manager
+	Events  *intents.Events
 	Drains  *controller.Drains
 	// RateLimit is requests per second per token (burst twice that);
 	// default 2000, negative means unlimited.

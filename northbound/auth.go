@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/tenancy"
 	"github.com/gin-gonic/gin"
@@ -41,15 +41,15 @@ func (a *server) authenticate(c *gin.Context) {
 		problem(c, http.StatusTooManyRequests, "rate limit exceeded for this token; slow down")
 		return
 	}
-	scope := controller.Scope{Tenant: tok.Tenant, Operator: tok.Role == models.RoleOperator}
+	scope := intents.Scope{Tenant: tok.Tenant, Operator: tok.Role == models.RoleOperator}
 	c.Set(scopeKey, scope)
 	c.Set(tokenKey, tok)
 	c.Next()
 }
 
-func scopeOf(c *gin.Context) controller.Scope {
+func scopeOf(c *gin.Context) intents.Scope {
 	s, _ := c.Get(scopeKey)
-	scope, _ := s.(controller.Scope)
+	scope, _ := s.(intents.Scope)
 	return scope
 }
 

@@ -11,12 +11,12 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/accelnet/accelnet/api"
-	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
 )
 
-func dryRunView(out controller.Outcome) api.DryRunView {
+func dryRunView(out intents.Outcome) api.DryRunView {
 	f := out.Fit
 	if f.Paths == nil {
 		f.Paths = [][]models.Endpoint{}
@@ -56,7 +56,7 @@ func (a *server) createIntent(c *gin.Context) {
 		return
 	}
 	sum := sha256.Sum256(body)
-	out, err := a.opts.Intents.Create(c.Request.Context(), controller.CreateRequest{
+	out, err := a.opts.Intents.Create(c.Request.Context(), intents.CreateRequest{
 		Tenant: req.Tenant, Spec: req.IntentSpec, IdempotencyKey: key, BodyDigest: hex.EncodeToString(sum[:]), DryRun: dry,
 	})
 	if err != nil {
@@ -70,7 +70,7 @@ func (a *server) createIntent(c *gin.Context) {
 	if out.Replayed {
 		c.Header("Idempotent-Replayed", "true")
 		if out.Intent.Status.State == models.StateRejected {
-			fail(c, &controller.RefusedError{Err: controller.ErrNoCapacity, Intent: &out.Intent, Fit: pathcalc.Fit{Reason: out.Intent.Status.Reason}})
+			fail(c, &intents.RefusedError{Err: intents.ErrNoCapacity, Intent: &out.Intent, Fit: pathcalc.Fit{Reason: out.Intent.Status.Reason}})
 			return
 		}
 	}
@@ -82,7 +82,7 @@ func (a *server) createIntent(c *gin.Context) {
 func (a *server) listIntents(c *gin.Context) {
 	scope := scopeOf(c)
 	var v models.ValidationError
-	opts := controller.ListOptions{After: c.Query("page_token")}
+	opts := intents.ListOptions{After: c.Query("page_token")}
 	if s := c.Query("state"); s != "" {
 		opts.State = models.IntentState(s)
 		valid := false
@@ -105,7 +105,7 @@ func (a *server) listIntents(c *gin.Context) {
 			problem(c, http.StatusForbidden, "a tenant token lists its own tenant's intents only")
 			return
 		}
-		scope = controller.Scope{Tenant: models.TenantName(t)}
+		scope = intents.Scope{Tenant: models.TenantName(t)}
 	}
 	if len(v.Errors) > 0 {
 		fail(c, &v)

@@ -12,8 +12,8 @@ import (
 	"strings"
 
 	"github.com/accelnet/accelnet/api"
-	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/election"
+	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
 	"github.com/gin-gonic/gin"
@@ -40,7 +40,7 @@ func writeProblem(c *gin.Context, p api.Problem) {
 // fail maps an error to its HTTP status and a problem document, once, here.
 func fail(c *gin.Context, err error) {
 	var v *models.ValidationError
-	var refused *controller.RefusedError
+	var refused *intents.RefusedError
 	switch {
 	case errors.As(err, &v):
 		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: "the request is not valid", Errors: v.Errors})
@@ -48,11 +48,11 @@ func fail(c *gin.Context, err error) {
 		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
 	case errors.Is(err, store.ErrNotFound):
 		writeProblem(c, api.Problem{Status: http.StatusNotFound, Detail: err.Error()})
-	case errors.Is(err, controller.ErrQuota):
+	case errors.Is(err, intents.ErrQuota):
 		writeProblem(c, api.Problem{Status: http.StatusForbidden, Detail: err.Error()})
-	case errors.Is(err, controller.ErrPrecondition):
+	case errors.Is(err, intents.ErrPrecondition):
 		writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: err.Error()})
-	case errors.Is(err, controller.ErrIdempotencyReuse):
+	case errors.Is(err, intents.ErrIdempotencyReuse):
 		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
 	case errors.As(err, &refused):
 		p := api.Problem{Status: http.StatusConflict, Detail: err.Error(), Intent: refused.Intent}

@@ -24,6 +24,13 @@
 // only added.
 package store
 
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"time"
+)
+
 // Prefix is the root of every accelnet key.
 const Prefix = "/accelnet/v1/"
 
@@ -50,3 +57,11 @@ const (
 	// replica's API URL as its value. The oldest key leads.
 	KeyElection = Prefix + "leader"
 )
+
+// NewID names a new intent or drain: the creation time in milliseconds
+// (hex, so keys list oldest first) and 32 random bits.
+func NewID(now time.Time) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%011x%08x", uint64(now.UnixMilli()), binary.BigEndian.Uint32(r[:]))
+}

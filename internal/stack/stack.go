@@ -25,6 +25,7 @@ import (
 	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
 	"github.com/accelnet/accelnet/pathcalc"
@@ -143,13 +144,13 @@ type Stack struct {
 	Driver     *southbound.P4RT
 	Controller *controller.Controller
 	Auth       *tenancy.Auth
-	Intents    *controller.Intents
-	Events     *controller.Events
+	Intents    *intents.Manager
+	Events     *intents.Events
 	Drains     *controller.Drains
 	Leadership *election.Leadership
 	// Elephants finds undeclared heavy flows from sampled packets (nil
 	// without sampling).
-	Elephants *controller.Elephants
+	Elephants *intents.Elephants
 	// OperatorToken is the operator secret issued on this first start
 	// ("" on later starts): show it once.
 	OperatorToken string
@@ -238,13 +239,13 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		}
 	}
 	var ctrl *controller.Controller
-	var detected func() []controller.DetectedFlow
+	var detected func() []intents.DetectedFlow
 	var onSamples func(models.SwitchID, []models.FlowSample)
 	if opts.SampleOneIn > 0 {
 		if opts.ElephantGbps <= 0 {
 			opts.ElephantGbps = 10
 		}
-		s.Elephants = controller.NewElephants(opts.SampleOneIn, opts.ElephantGbps, s.Registry)
+		s.Elephants = intents.NewElephants(opts.SampleOneIn, opts.ElephantGbps, s.Registry)
 		detected, onSamples = s.Elephants.Detected, s.Elephants.Observe
 	}
 	s.Driver = southbound.NewP4RT(schema, southbound.P4RTOptions{
@@ -269,8 +270,8 @@ func New(ctx context.Context, opts Options) (_ *Stack, err error) {
 		maxOps = store.EmbeddedMaxTxnOps
 	}
 	s.Auth = tenancy.NewAuth(s.Store)
-	s.Events = controller.NewEvents(s.Store)
-	s.Intents, err = controller.NewIntents(controller.IntentsConfig{
+	s.Events = intents.NewEvents(s.Store)
+	s.Intents, err = intents.New(intents.Config{
 		Store:          s.Store,
 		Auth:           s.Auth,
 		Headroom:       opts.Headroom,

@@ -1,4 +1,4 @@
-package controller
+package intents
 
 import (
 	"cmp"
@@ -45,7 +45,7 @@ type elephant struct {
 }
 
 // DetectedFlows returns the detected elephants and where they are pinned.
-func (m *Intents) DetectedFlows() []api.DetectedStatus {
+func (m *Manager) DetectedFlows() []api.DetectedStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := make([]api.DetectedStatus, 0, len(m.elephants))
@@ -74,7 +74,7 @@ func (m *Intents) DetectedFlows() []api.DetectedStatus {
 
 // DetectedMoves is how many times a detected elephant was pinned on a
 // path (placed, or moved to another).
-func (m *Intents) DetectedMoves() int {
+func (m *Manager) DetectedMoves() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.detectedMoves
@@ -83,7 +83,7 @@ func (m *Intents) DetectedMoves() int {
 // DetectedRounds is how many placement rounds of detected elephants ran
 // (one a second while any are detected): tests and benchmarks wait on
 // rounds, not on wall-clock time.
-func (m *Intents) DetectedRounds() int {
+func (m *Manager) DetectedRounds() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.detectedRounds
@@ -91,7 +91,7 @@ func (m *Intents) DetectedRounds() int {
 
 // DetectedQuality is the last placement round's prediction: throughput
 // of the paths taken and of a placement from scratch.
-func (m *Intents) DetectedQuality() pathcalc.Placed {
+func (m *Manager) DetectedQuality() pathcalc.Placed {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.detectedQuality
@@ -102,7 +102,7 @@ func (m *Intents) DetectedQuality() pathcalc.Placed {
 // the first two reads) and installed intents' (their observed rate
 // shared over their flows) — leaving through each port on their paths:
 // traffic WCMP weights do not move.
-func (m *Intents) PinnedLoad() map[models.Endpoint]float64 {
+func (m *Manager) PinnedLoad() map[models.Endpoint]float64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.pinnedLoadLocked(true)
@@ -110,7 +110,7 @@ func (m *Intents) PinnedLoad() map[models.Endpoint]float64 {
 
 // pinnedLoadLocked is PinnedLoad, of the elephants alone unless
 // withIntents; m.mu must be held.
-func (m *Intents) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64 {
+func (m *Manager) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64 {
 	m.obsMu.Lock()
 	elephantRates, intentRates := m.flowRates, m.observed
 	m.obsMu.Unlock()
@@ -146,7 +146,7 @@ func (m *Intents) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64
 }
 
 // countDetected counts the detected elephants pinned (or not).
-func (m *Intents) countDetected(pinned bool) int {
+func (m *Manager) countDetected(pinned bool) int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	n := 0
@@ -160,7 +160,7 @@ func (m *Intents) countDetected(pinned bool) int {
 
 // placeDetected brings the detected elephants' pins up to date (under
 // the loop, with m.mu held like every decision).
-func (m *Intents) placeDetected(b *batch) {
+func (m *Manager) placeDetected(b *batch) {
 	if m.cfg.Detected == nil {
 		return
 	}
@@ -293,7 +293,7 @@ const (
 
 // placeJoint tries the joint re-placement and, if it pays, moves the
 // intents in b and returns the elephants' paths.
-func (m *Intents) placeJoint(ctx context.Context, b *batch, demands []pathcalc.Demand, current float64) (bool, [][]models.Endpoint) {
+func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.Demand, current float64) (bool, [][]models.Endpoint) {
 	var movable []pathcalc.Reserved
 	var owners []*entry
 	ids := slices.Sorted(maps.Keys(m.all))
@@ -365,7 +365,7 @@ func (m *Intents) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 // intentExcessLocked is what installed intents' flows measurably send
 // beyond their reservations (their observed rate shared over their
 // flows): load the elephants must be placed around too.
-func (m *Intents) intentExcessLocked() []pathcalc.Load {
+func (m *Manager) intentExcessLocked() []pathcalc.Load {
 	m.obsMu.Lock()
 	observed := m.observed
 	m.obsMu.Unlock()
@@ -466,7 +466,7 @@ func compareKeys(a, b models.FlowKey) int {
 	return cmp.Or(a.Src.Compare(b.Src), a.Dst.Compare(b.Dst), cmp.Compare(a.SrcPort, b.SrcPort))
 }
 
-func (m *Intents) hostOf(ip netip.Addr) models.Host {
+func (m *Manager) hostOf(ip netip.Addr) models.Host {
 	if m.snap == nil {
 		return models.Host{}
 	}
@@ -476,7 +476,7 @@ func (m *Intents) hostOf(ip netip.Addr) models.Host {
 
 // detectedRoomFull says whether a switch on path holds its share of
 // flow-pin room in detected flows' pins already (held counts them).
-func (m *Intents) detectedRoomFull(path []models.Endpoint, held map[models.SwitchID]int) (models.SwitchID, bool) {
+func (m *Manager) detectedRoomFull(path []models.Endpoint, held map[models.SwitchID]int) (models.SwitchID, bool) {
 	if m.cfg.FlowPinEntries <= 0 {
 		return "", false
 	}
@@ -489,7 +489,7 @@ func (m *Intents) detectedRoomFull(path []models.Endpoint, held map[models.Switc
 	return "", false
 }
 
-func (m *Intents) pinDetected(b *batch, el *elephant, path []models.Endpoint) {
+func (m *Manager) pinDetected(b *batch, el *elephant, path []models.Endpoint) {
 	m.gen++
 	el.path, el.why = path, ""
 	for _, hop := range path {
@@ -502,7 +502,7 @@ func (m *Intents) pinDetected(b *batch, el *elephant, path []models.Endpoint) {
 	}
 }
 
-func (m *Intents) unpinDetected(b *batch, el *elephant) {
+func (m *Manager) unpinDetected(b *batch, el *elephant) {
 	if el.path == nil {
 		return
 	}
@@ -519,7 +519,7 @@ func (m *Intents) unpinDetected(b *batch, el *elephant) {
 
 // dropDetected forgets a detected flow and its pins (it ended, or an
 // intent declares it now).
-func (m *Intents) dropDetected(b *batch, key models.FlowKey) {
+func (m *Manager) dropDetected(b *batch, key models.FlowKey) {
 	if el := m.elephants[key]; el != nil {
 		m.unpinDetected(b, el)
 		delete(m.elephants, key)

@@ -1,4 +1,4 @@
-package controller
+package intents
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func (l tenantList) Tenant(_ context.Context, name models.TenantName) (models.Te
 
 // dryRunManager is an intent manager over a small fabric that answers dry
 // runs without etcd: admission logic only.
-func dryRunManager(t testing.TB) *Intents {
+func dryRunManager(t testing.TB) *Manager {
 	topo, err := topology.LeafSpine(2, 3, 2, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +33,7 @@ func dryRunManager(t testing.TB) *Intents {
 		t.Fatal(err)
 	}
 	auth := tenantList{"fuzz": {Name: "fuzz", MaxGbps: 1000, MaxIntents: 10}}
-	m, err := NewIntents(IntentsConfig{Store: &store.Store{}, Auth: auth, FlowPinEntries: 64})
+	m, err := New(Config{Store: &store.Store{}, Auth: auth, FlowPinEntries: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

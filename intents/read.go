@@ -1,4 +1,4 @@
-package controller
+package intents
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // --- reads ---
 
 // Get returns one intent the scope may see.
-func (m *Intents) Get(scope Scope, id string) (models.Intent, error) {
+func (m *Manager) Get(scope Scope, id string) (models.Intent, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	e, ok := m.all[id]
@@ -36,7 +36,7 @@ type ListOptions struct {
 
 // List returns the scope's intents in ID (creation) order, and the ID to
 // pass as After for the next page ("" when this is the last).
-func (m *Intents) List(scope Scope, opts ListOptions) ([]models.Intent, string) {
+func (m *Manager) List(scope Scope, opts ListOptions) ([]models.Intent, string) {
 	if opts.Limit <= 0 || opts.Limit > 1000 {
 		opts.Limit = 100
 	}
@@ -62,7 +62,7 @@ func (m *Intents) List(scope Scope, opts ListOptions) ([]models.Intent, string) 
 }
 
 // Capacity answers how much src can reserve toward dst now.
-func (m *Intents) Capacity(src, dst string) (api.Capacity, error) {
+func (m *Manager) Capacity(src, dst string) (api.Capacity, error) {
 	m.mu.Lock() // the book caches paths as it goes: not a reader
 	defer m.mu.Unlock()
 	if m.book == nil {
@@ -85,7 +85,7 @@ func (m *Intents) Capacity(src, dst string) (api.Capacity, error) {
 }
 
 // Usage is a tenant's live reservations.
-func (m *Intents) Usage(t models.TenantName) (gbps float64, intents int) {
+func (m *Manager) Usage(t models.TenantName) (gbps float64, intents int) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if u := m.usage[t]; u != nil {
@@ -95,7 +95,7 @@ func (m *Intents) Usage(t models.TenantName) (gbps float64, intents int) {
 }
 
 // Counts is how many intents are in each state.
-func (m *Intents) Counts() map[models.IntentState]int {
+func (m *Manager) Counts() map[models.IntentState]int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := map[models.IntentState]int{}
@@ -108,7 +108,7 @@ func (m *Intents) Counts() map[models.IntentState]int {
 // view is an intent as clients see it: the stored record plus its
 // observed rate. Status slices and maps are replaced, never edited in
 // place, so a shallow copy of the struct is safe to hand out.
-func (m *Intents) view(in models.Intent) models.Intent {
+func (m *Manager) view(in models.Intent) models.Intent {
 	m.obsMu.Lock()
 	in.Status.ObservedGbps = m.observed[in.ID]
 	m.obsMu.Unlock()
@@ -132,7 +132,7 @@ type PinCounterReader interface {
 // shorter): their rates decide whether they stay pinned. Intents are read
 // every interval: at tens of thousands of intents, reading each second
 // would cost more than admitting them.
-func (m *Intents) Observe(ctx context.Context, r PinCounterReader, interval time.Duration) {
+func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time.Duration) {
 	every := min(interval, time.Second)
 	intentMeter := telemetry.RateMeter[models.FlowKey]{Span: interval}
 	elephantMeter := telemetry.RateMeter[models.FlowKey]{Span: 2 * every}
@@ -239,7 +239,7 @@ type measuredRate struct {
 // MeasuredRate is a pinned detected elephant's rate (Gb/s) from its
 // first-hop pin's direct counter, if it was measured recently (within
 // maxAge).
-func (m *Intents) MeasuredRate(k models.FlowKey, maxAge time.Duration) (float64, bool) {
+func (m *Manager) MeasuredRate(k models.FlowKey, maxAge time.Duration) (float64, bool) {
 	m.obsMu.Lock()
 	defer m.obsMu.Unlock()
 	r, ok := m.flowRates[k]

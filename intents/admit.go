@@ -1,10 +1,8 @@
-package controller
+package intents
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -21,7 +19,7 @@ import (
 )
 
 // Create admits a new intent (or, for a dry run, says whether it would be).
-func (m *Intents) Create(ctx context.Context, req CreateRequest) (Outcome, error) {
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (Outcome, error) {
 	if err := req.Spec.Validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -44,13 +42,7 @@ func (m *Intents) Create(ctx context.Context, req CreateRequest) (Outcome, error
 	return m.submit(ctx, func(b *batch) (Outcome, error) { return m.decideCreate(b, req) })
 }
 
-func newIntentID(now time.Time) string {
-	var r [4]byte
-	_, _ = rand.Read(r[:])
-	return fmt.Sprintf("%011x%08x", uint64(now.UnixMilli()), binary.BigEndian.Uint32(r[:]))
-}
-
-func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
+func (m *Manager) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 	if !m.loaded || m.book == nil {
 		return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", store.ErrNoTopology)
 	}
@@ -70,9 +62,9 @@ func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 		}
 	}
 	now := m.cfg.Now().UTC()
-	id := newIntentID(now)
+	id := store.NewID(now)
 	for m.all[id] != nil {
-		id = newIntentID(now)
+		id = store.NewID(now)
 	}
 	e := &entry{in: models.Intent{ID: id, Tenant: req.Tenant, Created: now, Spec: req.Spec}}
 	if e.in.Spec.Class == "" {
@@ -108,7 +100,7 @@ func (m *Intents) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 // Admitted; a refusal moves it to Rejected (returned as a RefusedError
 // with Intent set, so the caller stores it) unless the request itself is
 // wrong (unknown hosts, taken flows, quota), which stores nothing.
-func (m *Intents) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
+func (m *Manager) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 	flows, err := m.resolve(e.in.Tenant, e.in.Spec)
 	if err != nil {
 		return Outcome{}, err
@@ -191,7 +183,7 @@ func (m *Intents) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 
 // resolve expands a spec into flows: one per (pair, source port), the
 // pair's bandwidth split evenly over its ports.
-func (m *Intents) resolve(tenant models.TenantName, spec models.IntentSpec) ([]flow, error) {
+func (m *Manager) resolve(tenant models.TenantName, spec models.IntentSpec) ([]flow, error) {
 	var v models.ValidationError
 	type pair struct {
 		src, dst models.Host
@@ -273,7 +265,7 @@ func resolveHost(snap *topology.Snapshot, name string) (models.Host, error) {
 	return h, nil
 }
 
-func (m *Intents) constraints(e *entry) (pathcalc.PathConstraints, error) {
+func (m *Manager) constraints(e *entry) (pathcalc.PathConstraints, error) {
 	c := e.in.Spec.Constraints
 	out := pathcalc.PathConstraints{MaxHops: c.MaxHops, AvoidSwitches: map[models.SwitchID]bool{}, AvoidLinks: map[models.LinkID]bool{}}
 	var v models.ValidationError
@@ -315,7 +307,7 @@ const qpHintAbove = 0.9
 
 // qpHint groups an intent's flows into connections (host pairs) and asks
 // the ledger how many QPs per connection come closest to the best.
-func (m *Intents) qpHint(flows []flow) models.QPHint {
+func (m *Manager) qpHint(flows []flow) models.QPHint {
 	type pair struct{ src, dst string }
 	index := map[pair]int{}
 	var conns []pathcalc.Demand
@@ -335,7 +327,7 @@ func (m *Intents) qpHint(flows []flow) models.QPHint {
 }
 
 // checkTableRoom refuses pins that would overflow a switch's flow-pin table.
-func (m *Intents) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoint) error {
+func (m *Manager) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoint) error {
 	now := m.cfg.Now()
 	// limit is sw's flow-pin room, if any is known: the P4Info's size, or
 	// less if the switch recently refused entries for lack of room.
@@ -366,7 +358,7 @@ func (m *Intents) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoi
 
 // pin reserves e's flows on paths, installs their pins, and records the
 // paths in its status.
-func (m *Intents) pin(b *batch, e *entry, paths [][]models.Endpoint) {
+func (m *Manager) pin(b *batch, e *entry, paths [][]models.Endpoint) {
 	m.gen++
 	e.gen, e.pinned = m.gen, true
 	e.in.Status.Flows = make([]models.FlowStatus, len(e.flows))
@@ -401,7 +393,7 @@ func (m *Intents) pin(b *batch, e *entry, paths [][]models.Endpoint) {
 }
 
 // unpin releases e's reservation and removes its pins.
-func (m *Intents) unpin(b *batch, e *entry) {
+func (m *Manager) unpin(b *batch, e *entry) {
 	if !e.pinned {
 		return
 	}
@@ -414,7 +406,7 @@ func (m *Intents) unpin(b *batch, e *entry) {
 	b.undo = append(b.undo, func() { m.repin(e, flows, status) })
 }
 
-func (m *Intents) unpinNow(e *entry) {
+func (m *Manager) unpinNow(e *entry) {
 	if !e.pinned {
 		return
 	}
@@ -437,7 +429,7 @@ func (m *Intents) unpinNow(e *entry) {
 }
 
 // repin restores pins exactly as they were (undo of unpin).
-func (m *Intents) repin(e *entry, flows []flow, status []models.FlowStatus) {
+func (m *Manager) repin(e *entry, flows []flow, status []models.FlowStatus) {
 	b := &batch{m: m, touched: map[models.SwitchID]bool{}}
 	e.flows = flows
 	paths := make([][]models.Endpoint, len(status))
@@ -449,7 +441,7 @@ func (m *Intents) repin(e *entry, flows []flow, status []models.FlowStatus) {
 }
 
 // setState moves e to state and stores it.
-func (m *Intents) setState(b *batch, e *entry, state models.IntentState, reason string, now time.Time) {
+func (m *Manager) setState(b *batch, e *entry, state models.IntentState, reason string, now time.Time) {
 	prev := e.in
 	wasLive := prev.Status.State.Live()
 	e.in.SetState(state, reason, now)
@@ -470,7 +462,7 @@ func (m *Intents) setState(b *batch, e *entry, state models.IntentState, reason 
 // the bottleneck, lowest priority (then newest) first. It returns the
 // victims and the fit with them gone; when even that does not fit it
 // puts everything back and returns the original fit.
-func (m *Intents) preempt(b *batch, e *entry, demands []pathcalc.Demand, cons pathcalc.PathConstraints, fit pathcalc.Fit) ([]*entry, pathcalc.Fit) {
+func (m *Manager) preempt(b *batch, e *entry, demands []pathcalc.Demand, cons pathcalc.PathConstraints, fit pathcalc.Fit) ([]*entry, pathcalc.Fit) {
 	var victims []*entry
 	type pinned struct {
 		flows  []flow

@@ -1,4 +1,4 @@
-package controller
+package intents
 
 import (
 	"context"
@@ -21,18 +21,18 @@ import (
 
 var (
 	// ErrNoCapacity means an intent does not fit; the error says where.
-	ErrNoCapacity = errors.New("controller: not enough capacity")
+	ErrNoCapacity = errors.New("intents: not enough capacity")
 	// ErrQuota means the tenant's quota would be exceeded.
-	ErrQuota = errors.New("controller: tenant quota exceeded")
+	ErrQuota = errors.New("intents: tenant quota exceeded")
 	// ErrPrecondition means If-Match named a revision that is not current.
-	ErrPrecondition = errors.New("controller: revision mismatch")
+	ErrPrecondition = errors.New("intents: revision mismatch")
 	// ErrIdempotencyReuse means an Idempotency-Key came back with a
 	// different request body.
-	ErrIdempotencyReuse = errors.New("controller: idempotency key reused with a different request")
+	ErrIdempotencyReuse = errors.New("intents: idempotency key reused with a different request")
 	// ErrFlowTaken means another live intent already pins one of the flows.
-	ErrFlowTaken = errors.New("controller: flow already pinned by another intent")
+	ErrFlowTaken = errors.New("intents: flow already pinned by another intent")
 	// ErrTableFull means a switch's flow-pin table cannot take the entries.
-	ErrTableFull = errors.New("controller: flow-pin table full")
+	ErrTableFull = errors.New("intents: flow-pin table full")
 )
 
 // MaxFlowsPerIntent bounds the flows one intent expands to (pairs × ports).
@@ -43,8 +43,8 @@ type Tenants interface {
 	Tenant(ctx context.Context, name models.TenantName) (models.Tenant, error)
 }
 
-// IntentsConfig configures the intent manager.
-type IntentsConfig struct {
+// Config configures the intent manager.
+type Config struct {
 	Store *store.Store
 	Auth  Tenants
 	// Headroom is the fraction of every link never reserved; default 0.05.
@@ -177,13 +177,13 @@ type tenantUsage struct {
 	intents int
 }
 
-// Intents admits, stores and follows tenants' intents: it keeps the
+// Manager admits, stores and follows tenants' intents: it keeps the
 // bandwidth ledger, turns admitted intents into flow-pin entries for the
 // reconcilers, and moves each intent through its lifecycle. Every change
 // goes through one loop that decides in memory and commits to etcd in
 // batches; a request is answered only after its commit.
-type Intents struct {
-	cfg  IntentsConfig
+type Manager struct {
+	cfg  Config
 	log  *slog.Logger
 	m    *intentMetrics
 	ops  chan *op
@@ -260,16 +260,16 @@ type Intents struct {
 	detectedMoves int
 }
 
-// NewIntents returns the manager; Run loads intents from etcd and serves.
-func NewIntents(cfg IntentsConfig) (*Intents, error) {
+// New returns the manager; Run loads intents from etcd and serves.
+func New(cfg Config) (*Manager, error) {
 	if cfg.Store == nil || cfg.Auth == nil {
-		return nil, errors.New("controller: intents need a Store and an Auth")
+		return nil, errors.New("intents: intents need a Store and an Auth")
 	}
 	if cfg.Headroom == 0 {
 		cfg.Headroom = 0.05
 	}
 	if cfg.Headroom < 0 || cfg.Headroom >= 1 {
-		return nil, fmt.Errorf("controller: headroom %v: want [0, 1)", cfg.Headroom)
+		return nil, fmt.Errorf("intents: headroom %v: want [0, 1)", cfg.Headroom)
 	}
 	if cfg.PendingTimeout <= 0 {
 		cfg.PendingTimeout = 60 * time.Second
@@ -289,7 +289,7 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 	if cfg.OnPins == nil {
 		cfg.OnPins = func([]models.SwitchID) {}
 	}
-	m := &Intents{
+	m := &Manager{
 		cfg: cfg, log: cfg.Logger,
 		ops: make(chan *op, 4096), kick: make(chan struct{}, 1),
 		all: map[string]*entry{}, flowOwner: map[models.FlowKey]string{}, idem: map[string]idemRecord{}, idemOf: map[string]string{},
@@ -320,7 +320,7 @@ func NewIntents(cfg IntentsConfig) (*Intents, error) {
 // switch's pins must not be compared with anything: they would read as
 // "none", and the reconciler would delete every installed intent's
 // entries only to put them back a moment later.
-func (m *Intents) PinsReady() bool {
+func (m *Manager) PinsReady() bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.pinsReady
@@ -328,7 +328,7 @@ func (m *Intents) PinsReady() bool {
 
 // PinsFor returns the flow pins switch sw should have and the generation
 // they belong to (for Synced).
-func (m *Intents) PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64) {
+func (m *Manager) PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := make([]models.FlowPin, 0, len(m.pins[sw]))
@@ -344,7 +344,7 @@ type pinChange struct {
 }
 
 // PinsDelta returns the pins of sw that changed after generation since.
-func (m *Intents) PinsDelta(sw models.SwitchID, since uint64) (map[models.FlowKey]uint32, uint64, bool) {
+func (m *Manager) PinsDelta(sw models.SwitchID, since uint64) (map[models.FlowKey]uint32, uint64, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if since < m.changesBase[sw] {
@@ -360,12 +360,12 @@ func (m *Intents) PinsDelta(sw models.SwitchID, since uint64) (map[models.FlowKe
 }
 
 // logChange records that key changed on sw at the current generation.
-func (m *Intents) logChange(sw models.SwitchID, key models.FlowKey) {
+func (m *Manager) logChange(sw models.SwitchID, key models.FlowKey) {
 	m.changes[sw] = append(m.changes[sw], pinChange{gen: m.gen, key: key})
 }
 
 // Synced records that sw was read back matching its pins of generation gen.
-func (m *Intents) Synced(sw models.SwitchID, gen uint64) {
+func (m *Manager) Synced(sw models.SwitchID, gen uint64) {
 	m.mu.Lock()
 	if gen > m.synced[sw] {
 		m.synced[sw] = gen
@@ -392,7 +392,7 @@ func (m *Intents) Synced(sw models.SwitchID, gen uint64) {
 // reservations and leaves them Pending with the switch's reason, and
 // caps sw's flow-pin room at what it accepted, so nothing else is
 // admitted onto it that it cannot hold.
-func (m *Intents) PinsRefused(sw models.SwitchID, keys []models.FlowKey, why string, held int) {
+func (m *Manager) PinsRefused(sw models.SwitchID, keys []models.FlowKey, why string, held int) {
 	defer m.wake()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -403,7 +403,7 @@ func (m *Intents) PinsRefused(sw models.SwitchID, keys []models.FlowKey, why str
 }
 
 // takeBackRefused handles PinsRefused in the loop.
-func (m *Intents) takeBackRefused(b *batch, now time.Time) {
+func (m *Manager) takeBackRefused(b *batch, now time.Time) {
 	for sw, r := range m.refused {
 		delete(m.refused, sw)
 		m.room[sw] = learnedRoom{entries: r.held, until: now.Add(learnedRoomFor)}
@@ -424,7 +424,7 @@ func (m *Intents) takeBackRefused(b *batch, now time.Time) {
 	}
 }
 
-func (m *Intents) ProgramFailed(sw models.SwitchID, err error) {
+func (m *Manager) ProgramFailed(sw models.SwitchID, err error) {
 	defer m.wake()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -434,7 +434,7 @@ func (m *Intents) ProgramFailed(sw models.SwitchID, err error) {
 // SetFabric gives the manager the topology and the links that are down;
 // intents on lost paths are moved or degraded, and degraded ones restored
 // when paths return.
-func (m *Intents) SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool) {
+func (m *Manager) SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool) {
 	m.mu.Lock()
 	m.snap, m.down = snap, maps.Clone(down)
 	m.fabricGen++
@@ -442,7 +442,7 @@ func (m *Intents) SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool
 	m.wake()
 }
 
-func (m *Intents) wake() {
+func (m *Manager) wake() {
 	select {
 	case m.kick <- struct{}{}:
 	default:

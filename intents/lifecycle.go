@@ -1,4 +1,4 @@
-package controller
+package intents
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // Update replaces an intent's spec if ifMatch is its current revision;
 // the new spec is admitted on its own terms (the old reservation is not
 // counted against it) or the update is refused and nothing changes.
-func (m *Intents) Update(ctx context.Context, scope Scope, id string, spec models.IntentSpec, ifMatch int64) (Outcome, error) {
+func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec models.IntentSpec, ifMatch int64) (Outcome, error) {
 	if err := spec.Validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -69,7 +69,7 @@ func (m *Intents) Update(ctx context.Context, scope Scope, id string, spec model
 
 // Delete releases an intent and removes its entries from the switches;
 // the record goes away once the switches confirm.
-func (m *Intents) Delete(ctx context.Context, scope Scope, id string) (models.Intent, error) {
+func (m *Manager) Delete(ctx context.Context, scope Scope, id string) (models.Intent, error) {
 	out, err := m.submit(ctx, func(b *batch) (Outcome, error) {
 		e, ok := m.all[id]
 		if !ok || !scope.sees(e.in.Tenant) {
@@ -98,7 +98,7 @@ func (m *Intents) Delete(ctx context.Context, scope Scope, id string) (models.In
 // move intents after a fabric change or freed capacity, promote intents
 // whose switches confirmed their entries, drop deleted ones whose entries
 // are gone, and fail intents pending too long.
-func (m *Intents) housekeep(b *batch, tick bool) {
+func (m *Manager) housekeep(b *batch, tick bool) {
 	if !m.loaded {
 		return
 	}
@@ -152,7 +152,7 @@ func (m *Intents) housekeep(b *batch, tick bool) {
 }
 
 // remove deletes e's record; it must hold no reservation.
-func (m *Intents) remove(b *batch, e *entry) {
+func (m *Manager) remove(b *batch, e *entry) {
 	id := e.in.ID
 	b.setOp(intentKey(e.in.Tenant, id), clientv3.OpDelete(intentKey(e.in.Tenant, id)))
 	delete(m.all, id)
@@ -169,7 +169,7 @@ func (m *Intents) remove(b *batch, e *entry) {
 
 // replanIfDue rebuilds the ledger when the fabric changed (or intents
 // were reloaded), before this batch's decisions see it.
-func (m *Intents) replanIfDue(b *batch) {
+func (m *Manager) replanIfDue(b *batch) {
 	if !m.loaded || m.fabricGen == m.planned || m.snap == nil {
 		return
 	}
@@ -181,7 +181,7 @@ func (m *Intents) replanIfDue(b *batch) {
 
 // reportFailure updates an Admitted intent's reason when a switch on its
 // paths failed to take its entries (once per distinct error).
-func (m *Intents) reportFailure(b *batch, e *entry, now time.Time) {
+func (m *Manager) reportFailure(b *batch, e *entry, now time.Time) {
 	if e.in.Status.State != models.StateAdmitted {
 		return
 	}
@@ -198,7 +198,7 @@ func (m *Intents) reportFailure(b *batch, e *entry, now time.Time) {
 	}
 }
 
-func (m *Intents) confirmed(e *entry) bool {
+func (m *Manager) confirmed(e *entry) bool {
 	for _, sw := range e.switches {
 		if m.synced[sw] < e.gen {
 			return false
@@ -209,7 +209,7 @@ func (m *Intents) confirmed(e *entry) bool {
 
 // replan rebuilds the ledger for the current fabric: intents whose paths
 // still work keep them; the others are placed again or degraded.
-func (m *Intents) replan(b *batch, now time.Time) {
+func (m *Manager) replan(b *batch, now time.Time) {
 	book, err := pathcalc.NewBook(m.snap, m.down, m.cfg.Headroom)
 	if err != nil {
 		m.log.Error("cannot build the bandwidth ledger", "err", err)
@@ -291,7 +291,7 @@ func (m *Intents) replan(b *batch, now time.Time) {
 
 // place tries to (re)reserve e's flows: Admitted on success, Degraded
 // (flows left to ECMP) when there is no room.
-func (m *Intents) place(b *batch, e *entry, now time.Time, why string) bool {
+func (m *Manager) place(b *batch, e *entry, now time.Time, why string) bool {
 	cons, err := m.constraints(e)
 	if err != nil {
 		m.setState(b, e, models.StateFailed, "constraints no longer valid: "+err.Error(), now)
@@ -336,7 +336,7 @@ func clearPaths(fs []models.FlowStatus) []models.FlowStatus {
 
 // retryWaiting tries Degraded and Pending intents again, highest priority
 // and then oldest first.
-func (m *Intents) retryWaiting(b *batch, now time.Time) {
+func (m *Manager) retryWaiting(b *batch, now time.Time) {
 	var waiting []*entry
 	for _, e := range m.all {
 		if (e.in.Status.State == models.StateDegraded || e.in.Status.State == models.StatePending) && !e.pinned && e.flows != nil {
@@ -378,7 +378,7 @@ const (
 	adaptHoldRounds = 3
 )
 
-func (m *Intents) adapt(b *batch, now time.Time) {
+func (m *Manager) adapt(b *batch, now time.Time) {
 	m.round++
 	// Detected elephants are placed on what reservations leave and are
 	// re-placed around the intents every second: a link they alone make
@@ -505,7 +505,7 @@ func (m *Intents) adapt(b *batch, now time.Time) {
 // line-rate flows can need that, where one at a time would strand the
 // last ones). It is for declaring a job's flows at once; constraints and
 // preemption are not considered.
-func (m *Intents) CreateBatch(ctx context.Context, tenant models.TenantName, specs []models.IntentSpec) ([]models.Intent, error) {
+func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, specs []models.IntentSpec) ([]models.Intent, error) {
 	if err := tenant.Validate(); err != nil {
 		return nil, err
 	}
@@ -532,7 +532,7 @@ func (m *Intents) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 		var total float64
 		taken := map[models.FlowKey]bool{}
 		for _, spec := range specs {
-			e := &entry{in: models.Intent{ID: newIntentID(now), Tenant: tenant, Created: now, Spec: spec}}
+			e := &entry{in: models.Intent{ID: store.NewID(now), Tenant: tenant, Created: now, Spec: spec}}
 			if e.in.Spec.Class == "" {
 				e.in.Spec.Class = models.ClassLosslessRDMA
 			}

@@ -1,4 +1,4 @@
-package controller
+package intents
 
 import (
 	"context"
@@ -36,7 +36,7 @@ type opResult struct {
 // batch collects one commit: etcd operations, how to undo the in-memory
 // changes if the commit fails, and what to finish once it succeeds.
 type batch struct {
-	m        *Intents
+	m        *Manager
 	ops      []clientv3.Op
 	cmps     []clientv3.Cmp
 	undo     []func()
@@ -102,7 +102,7 @@ func (b *batch) put(e *entry) {
 
 func intentKey(t models.TenantName, id string) string { return store.KeyIntents + string(t) + "/" + id }
 
-func (m *Intents) submit(ctx context.Context, decide func(b *batch) (Outcome, error)) (Outcome, error) {
+func (m *Manager) submit(ctx context.Context, decide func(b *batch) (Outcome, error)) (Outcome, error) {
 	if !m.Leading() {
 		return Outcome{}, election.ErrNotLeader
 	}
@@ -125,7 +125,7 @@ func (m *Intents) submit(ctx context.Context, decide func(b *batch) (Outcome, er
 // Run loads the intents from etcd and then serves changes until ctx ends.
 // With leader election it decides only during this replica's terms, and
 // follows etcd in between.
-func (m *Intents) Run(ctx context.Context) error {
+func (m *Manager) Run(ctx context.Context) error {
 	if m.cfg.Leadership == nil {
 		m.lead(ctx, nil)
 		return nil
@@ -142,13 +142,13 @@ func (m *Intents) Run(ctx context.Context) error {
 }
 
 // Leading says whether this manager decides now.
-func (m *Intents) Leading() bool {
+func (m *Manager) Leading() bool {
 	return m.cfg.Leadership == nil || m.cfg.Leadership.Term() != nil
 }
 
 // follow keeps the intents' records current from etcd (for reads) until
 // ctx ends or the role changes, answering decisions with election.ErrNotLeader.
-func (m *Intents) follow(ctx context.Context, changed <-chan struct{}) {
+func (m *Manager) follow(ctx context.Context, changed <-chan struct{}) {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan struct{})
@@ -172,7 +172,7 @@ func (m *Intents) follow(ctx context.Context, changed <-chan struct{}) {
 
 // applyFollowed applies intents listed or watched in etcd to a follower's
 // records. The ledger is not kept: a new term rebuilds it (load).
-func (m *Intents) applyFollowed(kvs []store.KV, reset bool) {
+func (m *Manager) applyFollowed(kvs []store.KV, reset bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if reset {
@@ -204,7 +204,7 @@ func (m *Intents) applyFollowed(kvs []store.KV, reset bool) {
 // WaitFollowed waits (until ctx ends) for a follower's records to
 // include etcd revision rev: a write it forwarded to the leader is then
 // visible in its own reads. On the leader it returns at once.
-func (m *Intents) WaitFollowed(ctx context.Context, rev int64) {
+func (m *Manager) WaitFollowed(ctx context.Context, rev int64) {
 	for {
 		m.mu.Lock()
 		if m.term != nil || m.cfg.Leadership == nil || m.followed >= rev {
@@ -225,7 +225,7 @@ func (m *Intents) WaitFollowed(ctx context.Context, rev int64) {
 }
 
 // decode reads a stored intent, stamping its revision.
-func (m *Intents) decode(key string, value []byte, rev int64) (models.Intent, bool) {
+func (m *Manager) decode(key string, value []byte, rev int64) (models.Intent, bool) {
 	var in models.Intent
 	if err := json.Unmarshal(value, &in); err != nil {
 		m.log.Error("undecodable intent in etcd; skipping", "key", key, "err", err)
@@ -237,7 +237,7 @@ func (m *Intents) decode(key string, value []byte, rev int64) (models.Intent, bo
 
 // lead decides until ctx ends (the term, or everything); t is the term
 // (nil without leader election).
-func (m *Intents) lead(ctx context.Context, t *election.Term) {
+func (m *Manager) lead(ctx context.Context, t *election.Term) {
 	m.mu.Lock()
 	m.term = t
 	m.mu.Unlock()
@@ -297,7 +297,7 @@ func (m *Intents) lead(ctx context.Context, t *election.Term) {
 	}
 }
 
-func (m *Intents) reloadIfNeeded(ctx context.Context) error {
+func (m *Manager) reloadIfNeeded(ctx context.Context) error {
 	m.mu.RLock()
 	reload := m.needReload
 	m.mu.RUnlock()
@@ -311,7 +311,7 @@ func (m *Intents) reloadIfNeeded(ctx context.Context) error {
 	return nil
 }
 
-func (m *Intents) failQueued() {
+func (m *Manager) failQueued() {
 	err := fmt.Errorf("%w: shutting down", store.ErrStoreUnavailable)
 	if m.cfg.Leadership != nil {
 		err = election.ErrNotLeader // the term ended; the next leader decides
@@ -328,7 +328,7 @@ func (m *Intents) failQueued() {
 
 // load rebuilds the in-memory view from etcd: the intents with their
 // stored paths (re-reserved on the next SetFabric) and idempotency keys.
-func (m *Intents) load(ctx context.Context) error {
+func (m *Manager) load(ctx context.Context) error {
 	intents, rev, err := m.cfg.Store.List(ctx, store.KeyIntents, 0)
 	if err != nil {
 		return err
@@ -378,7 +378,7 @@ func (m *Intents) load(ctx context.Context) error {
 
 // addUsage changes a tenant's live reservations by gbps over n intents,
 // undone with the batch if it does not commit.
-func (m *Intents) addUsage(b *batch, t models.TenantName, gbps float64, n int) {
+func (m *Manager) addUsage(b *batch, t models.TenantName, gbps float64, n int) {
 	u := m.tenantUsage(t)
 	u.gbps += gbps
 	u.intents += n
@@ -387,7 +387,7 @@ func (m *Intents) addUsage(b *batch, t models.TenantName, gbps float64, n int) {
 
 // checkQuota refuses n more intents of gbps in total for tenant t, on top
 // of what it holds now less the intent except (one being replaced).
-func (m *Intents) checkQuota(t models.Tenant, gbps float64, n int, except string) error {
+func (m *Manager) checkQuota(t models.Tenant, gbps float64, n int, except string) error {
 	var held float64
 	count := 0
 	if u := m.usage[t.Name]; u != nil {
@@ -406,7 +406,7 @@ func (m *Intents) checkQuota(t models.Tenant, gbps float64, n int, except string
 	return nil
 }
 
-func (m *Intents) tenantUsage(t models.TenantName) *tenantUsage {
+func (m *Manager) tenantUsage(t models.TenantName) *tenantUsage {
 	u := m.usage[t]
 	if u == nil {
 		u = &tenantUsage{}
@@ -417,7 +417,7 @@ func (m *Intents) tenantUsage(t models.TenantName) *tenantUsage {
 
 // runBatch decides first and whatever else is queued (up to the commit's
 // budget), does the housekeeping that is due, commits once, and answers.
-func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
+func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 	m.mu.Lock()
 	b := &batch{m: m, touched: map[models.SwitchID]bool{}, maxOps: m.cfg.MaxTxnOps, maxBytes: 1 << 20}
 	var decided []*op
@@ -523,7 +523,7 @@ func (m *Intents) runBatch(ctx context.Context, first *op, tick bool) {
 // reserved beyond its capacity less the headroom (pathcalc.Book.Check):
 // every admission, move and re-placement must have asked for room first.
 // A violation is a bug; it is logged and counted, and tests fail on it.
-func (m *Intents) checkLedger() {
+func (m *Manager) checkLedger() {
 	if m.book == nil {
 		return
 	}
@@ -536,7 +536,7 @@ func (m *Intents) checkLedger() {
 
 // Overcommitted is how many batches of decisions left the ledger over
 // capacity (see checkLedger): 0 unless there is a bug.
-func (m *Intents) Overcommitted() int {
+func (m *Manager) Overcommitted() int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.overcommitted

@@ -87,15 +87,15 @@ func TestServeHelpDocumentsConfiguration(t *testing.T) {
 	}
 }
 
-// TestStackOptionsCarryTheSettings: what the flags set reaches the stack
+// TestStackConfigCarriesTheSettings: what the flags set reaches the stack
 // (--congestion-interval once did not, and weights never moved).
-func TestStackOptionsCarryTheSettings(t *testing.T) {
+func TestStackConfigCarriesTheSettings(t *testing.T) {
 	cfg := defaultConfig()
-	if o := cfg.stackOptions(false, nil); o.CongestionInterval != 5*time.Second || o.SampleOneIn != 65536 || o.ElephantGbps != 10 || o.DiscoveryInterval != 5*time.Second {
+	if o := cfg.stackConfig(false, nil); o.CongestionInterval != 5*time.Second || o.SampleOneIn != 65536 || o.ElephantGbps != 10 || o.DiscoveryInterval != 5*time.Second {
 		t.Errorf("defaults reach the stack as congestion %v, sampling 1/%d, elephants %v Gb/s", o.CongestionInterval, o.SampleOneIn, o.ElephantGbps)
 	}
-	cfg.CongestionEvery, cfg.SampleOneIn, cfg.ElephantGbps, cfg.Headroom, cfg.DiscoveryEvery = 0, 0, 25, 0.2, 0
-	o := cfg.stackOptions(true, nil)
+	cfg.CongestionInterval, cfg.SampleOneIn, cfg.ElephantGbps, cfg.Headroom, cfg.DiscoveryInterval = 0, 0, 25, 0.2, 0
+	o := cfg.stackConfig(true, nil)
 	if o.CongestionInterval != 0 || o.SampleOneIn != 0 || o.ElephantGbps != 25 || o.Headroom != 0.2 || !o.Emulate || o.DiscoveryInterval >= 0 {
 		t.Errorf("set values reach the stack as %+v", o)
 	}

@@ -37,36 +37,24 @@ var version = "dev"
 
 // Config is everything accelnet's commands take.
 type Config struct {
-	HTTPAddr      string
-	DataDir       string
-	Topology      string
-	EtcdEndpoints []string
-	AdvertiseURL  string
-	ElectionTTL   time.Duration
-	LogLevel      string
-	EtcdMaxTxnOps int
+	// stack.Config is what the flags of the running system set; the
+	// fields below are the command line's own.
+	stack.Config
+
+	HTTPAddr string
+	DataDir  string
+	// TopologySpec is a topology file or a generated fabric
+	// (leafspine:…, fattree:…), loaded into stack.Config.Topology.
+	TopologySpec string
+	LogLevel     string
 
 	// TLS: the API over HTTPS (with TLSClientCA, mutual TLS); TLSCA
-	// verifies other replicas when forwarding to the leader; Southbound
-	// secures P4Runtime and gNMI.
+	// verifies other replicas when forwarding to the leader. The switches'
+	// TLS is stack.Config.SouthboundTLS.
 	TLSCert, TLSKey, TLSClientCA, TLSCA string
-	Southbound                          southbound.TLSFiles
 	// ForeignEntries is what to do with entries of accelnet's tables the
 	// controller did not write: remove or keep.
 	ForeignEntries string
-
-	// intents
-	Headroom        float64
-	Preemption      bool
-	PendingTimeout  time.Duration
-	APIRateLimit    float64
-	ObserveEvery    time.Duration
-	CongestionEvery time.Duration
-	DiscoveryEvery  time.Duration
-	SampleOneIn     uint32
-	ElephantGbps    float64
-	FlapHalfLife    time.Duration
-	MTU             uint16
 
 	// demo only
 	Workload string
@@ -79,52 +67,42 @@ type Config struct {
 
 func defaultConfig() Config {
 	return Config{
-		HTTPAddr:        ":8080",
-		DataDir:         "accelnet-data",
-		ElectionTTL:     2 * time.Second,
-		ForeignEntries:  "remove",
-		LogLevel:        "info",
-		Headroom:        0.05,
-		PendingTimeout:  time.Minute,
-		APIRateLimit:    2000,
-		ObserveEvery:    5 * time.Second,
-		CongestionEvery: 5 * time.Second,
-		DiscoveryEvery:  5 * time.Second,
-		SampleOneIn:     65536,
-		ElephantGbps:    10,
-		FlapHalfLife:    10 * time.Second,
-		MTU:             4200,
-		Topology:        "leafspine:8x8x4",
-		Workload:        "permutation",
-		Gbps:            400,
-		QPs:             1,
-		Seed:            1,
+		Config: stack.Config{
+			ElectionTTL:        2 * time.Second,
+			Headroom:           0.05,
+			PendingTimeout:     time.Minute,
+			APIRateLimit:       2000,
+			ObserveInterval:    5 * time.Second,
+			CongestionInterval: 5 * time.Second,
+			DiscoveryInterval:  5 * time.Second,
+			SampleOneIn:        65536,
+			ElephantGbps:       10,
+			FlapHalfLife:       10 * time.Second,
+			MTU:                4200,
+		},
+		HTTPAddr:       ":8080",
+		DataDir:        "accelnet-data",
+		ForeignEntries: "remove",
+		LogLevel:       "info",
+		TopologySpec:   "leafspine:8x8x4",
+		Workload:       "permutation",
+		Gbps:           400,
+		QPs:            1,
+		Seed:           1,
 	}
 }
 
-// stackOptions are the stack's options for this config (demo: emulate
-// the fabric).
-func (c Config) stackOptions(demo bool, log *slog.Logger) stack.Options {
-	return stack.Options{
-		EtcdEndpoints:      c.EtcdEndpoints,
-		EtcdMaxTxnOps:      c.EtcdMaxTxnOps,
-		ElectionTTL:        c.ElectionTTL,
-		KeepForeignEntries: c.ForeignEntries == "keep",
-		AdvertiseURL:       c.AdvertiseURL,
-		Emulate:            demo,
-		Headroom:           c.Headroom,
-		Preemption:         c.Preemption,
-		PendingTimeout:     c.PendingTimeout,
-		APIRateLimit:       c.APIRateLimit,
-		ObserveInterval:    c.ObserveEvery,
-		CongestionInterval: c.CongestionEvery,
-		DiscoveryInterval:  cmp.Or(c.DiscoveryEvery, -1), // 0 turns discovery off
-		SampleOneIn:        c.SampleOneIn,
-		ElephantGbps:       c.ElephantGbps,
-		FlapHalfLife:       c.FlapHalfLife,
-		MTU:                c.MTU,
-		Logger:             log,
-	}
+// stackConfig is the stack's config for this command line: the flags'
+// fields as they are, with what the command line says its own way (demo:
+// emulate the fabric; a discovery interval of 0 is off, where the stack
+// takes 0 as its default).
+func (c Config) stackConfig(demo bool, log *slog.Logger) stack.Config {
+	sc := c.Config
+	sc.Emulate = demo
+	sc.KeepForeignEntries = c.ForeignEntries == "keep"
+	sc.DiscoveryInterval = cmp.Or(c.DiscoveryInterval, -1)
+	sc.Logger = log
+	return sc
 }
 
 // Validate checks the config before anything starts.
@@ -150,7 +128,7 @@ func (c Config) Validate(demo bool) error {
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is on top of HTTPS)")
 	}
-	if (c.Southbound.Cert == "") != (c.Southbound.Key == "") {
+	if (c.SouthboundTLS.Cert == "") != (c.SouthboundTLS.Key == "") {
 		return errors.New("--southbound-tls-cert and --southbound-tls-key go together")
 	}
 	if c.ForeignEntries != "remove" && c.ForeignEntries != "keep" {
@@ -162,11 +140,11 @@ func (c Config) Validate(demo bool) error {
 	if c.ElephantGbps <= 0 || math.IsNaN(c.ElephantGbps) {
 		return fmt.Errorf("--elephant-gbps %v: want a positive rate", c.ElephantGbps)
 	}
-	if c.DiscoveryEvery < 0 {
-		return fmt.Errorf("--discovery-interval %v: want 0 (off) or a positive interval", c.DiscoveryEvery)
+	if c.DiscoveryInterval < 0 {
+		return fmt.Errorf("--discovery-interval %v: want 0 (off) or a positive interval", c.DiscoveryInterval)
 	}
-	if c.CongestionEvery < 0 {
-		return fmt.Errorf("--congestion-interval %v: want 0 (off) or a positive interval", c.CongestionEvery)
+	if c.CongestionInterval < 0 {
+		return fmt.Errorf("--congestion-interval %v: want 0 (off) or a positive interval", c.CongestionInterval)
 	}
 	if c.PendingTimeout <= 0 {
 		return fmt.Errorf("--pending-timeout %v: must be positive", c.PendingTimeout)
@@ -184,7 +162,7 @@ func (c Config) Validate(demo bool) error {
 		if c.QPs < 1 {
 			return errors.New("--qps must be at least 1")
 		}
-	} else if c.Topology == "" && len(c.EtcdEndpoints) == 0 {
+	} else if c.TopologySpec == "" && len(c.EtcdEndpoints) == 0 {
 		return errors.New("--topology is required (a file, or leafspine:…/fattree:…)")
 	}
 	return nil
@@ -231,20 +209,20 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
 	root.PersistentFlags().Uint16Var(&cfg.MTU, "mtu", cfg.MTU, "interface MTU of the fabric profile, pushed to every port over gNMI (4200 fits a 4096-byte RoCE payload)")
 	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
-	root.PersistentFlags().DurationVar(&cfg.DiscoveryEvery, "discovery-interval", cfg.DiscoveryEvery, "how often link discovery sends an LLDP probe out of every fabric port (packet-out) and checks the declared links (a miswired or lost link carries no routes); 0 turns it off")
-	root.PersistentFlags().DurationVar(&cfg.CongestionEvery, "congestion-interval", cfg.CongestionEvery, "how often measured link load shifts WCMP weight away from links at 90% or more (and back below 60%); 0 turns it off")
+	root.PersistentFlags().DurationVar(&cfg.DiscoveryInterval, "discovery-interval", cfg.DiscoveryInterval, "how often link discovery sends an LLDP probe out of every fabric port (packet-out) and checks the declared links (a miswired or lost link carries no routes); 0 turns it off")
+	root.PersistentFlags().DurationVar(&cfg.CongestionInterval, "congestion-interval", cfg.CongestionInterval, "how often measured link load shifts WCMP weight away from links at 90% or more (and back below 60%); 0 turns it off")
 	root.PersistentFlags().Uint32Var(&cfg.SampleOneIn, "sample-one-in", cfg.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
 	root.PersistentFlags().Float64Var(&cfg.ElephantGbps, "elephant-gbps", cfg.ElephantGbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")
-	root.PersistentFlags().DurationVar(&cfg.ObserveEvery, "observe-interval", cfg.ObserveEvery, "how often installed intents' flow counters are read for their observed rate")
+	root.PersistentFlags().DurationVar(&cfg.ObserveInterval, "observe-interval", cfg.ObserveInterval, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
 	root.PersistentFlags().StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate: serve the API, dashboard and /metrics over HTTPS (with --tls-key)")
 	root.PersistentFlags().StringVar(&cfg.TLSKey, "tls-key", "", "PEM key of --tls-cert")
 	root.PersistentFlags().StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "PEM CA bundle: require API clients (and forwarding replicas) to present a certificate it signed (mutual TLS); /healthz and /readyz stay open for probes")
 	root.PersistentFlags().StringVar(&cfg.TLSCA, "tls-ca", "", "PEM CA bundle that verifies the leader's HTTPS certificate when a follower forwards to it (default: the system's roots); with --tls-client-ca the follower presents --tls-cert")
-	root.PersistentFlags().StringVar(&cfg.Southbound.CA, "southbound-tls-ca", "", "PEM CA bundle that verifies the switches' P4Runtime/gNMI certificates; setting any southbound-tls flag turns TLS on")
-	root.PersistentFlags().StringVar(&cfg.Southbound.Cert, "southbound-tls-cert", "", "PEM client certificate presented to the switches (mutual TLS)")
-	root.PersistentFlags().StringVar(&cfg.Southbound.Key, "southbound-tls-key", "", "PEM key of --southbound-tls-cert")
-	root.PersistentFlags().StringVar(&cfg.Southbound.ServerName, "southbound-tls-server-name", "", "name to verify in every switch's certificate (default: the host it is dialled at)")
+	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.CA, "southbound-tls-ca", "", "PEM CA bundle that verifies the switches' P4Runtime/gNMI certificates; setting any southbound-tls flag turns TLS on")
+	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.Cert, "southbound-tls-cert", "", "PEM client certificate presented to the switches (mutual TLS)")
+	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.Key, "southbound-tls-key", "", "PEM key of --southbound-tls-cert")
+	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.ServerName, "southbound-tls-server-name", "", "name to verify in every switch's certificate (default: the host it is dialled at)")
 	root.PersistentFlags().StringVar(&cfg.ForeignEntries, "foreign-entries", cfg.ForeignEntries, "entries in accelnet's tables the controller did not write (no accelnet tag in their metadata): remove (as drift) or keep (left alone; one it needs under the same key is taken over)")
 	root.PersistentFlags().StringVar(&configFile, "config", "", "YAML file of flag values (keys are flag names: http-addr: \":8080\", etcd-endpoints: [a:2379, b:2379]); flags given on the command line and ACCELNET_* environment variables win over it")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
@@ -264,7 +242,7 @@ func newRootCommand() *cobra.Command {
 			return run(cmd.Context(), cfg, true)
 		},
 	}
-	demo.Flags().StringVar(&cfg.Topology, "topology", cfg.Topology, "fabric to emulate: a topology file, leafspine:LEAVESxHOSTSxSPINES or fattree:K")
+	demo.Flags().StringVar(&cfg.TopologySpec, "topology", cfg.TopologySpec, "fabric to emulate: a topology file, leafspine:LEAVESxHOSTSxSPINES or fattree:K")
 	demo.Flags().StringVar(&cfg.Workload, "workload", cfg.Workload, "background traffic: permutation, stride, ring-allreduce, all-to-all, incast, multi-tenant or none")
 	demo.Flags().Float64Var(&cfg.Gbps, "gbps", cfg.Gbps, "link and NIC speed for generated fabrics, and each host's offered load")
 	demo.Flags().IntVar(&cfg.QPs, "qps", cfg.QPs, "queue pairs (UDP source ports) per host pair in the workload")
@@ -284,7 +262,7 @@ the others serve reads and forward writes to it (--advertise-url). TLS:
 ` + configHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg.Topology = serveTopology
+			cfg.TopologySpec = serveTopology
 			return run(cmd.Context(), cfg, false)
 		},
 	}
@@ -322,15 +300,15 @@ func run(parent context.Context, cfg Config, demo bool) error {
 			return err
 		}
 	}
-	opts := cfg.stackOptions(demo, log)
+	opts := cfg.stackConfig(demo, log)
 	if cfg.DataDir != "" {
 		opts.OperatorTokenFile = filepath.Join(cfg.DataDir, "operator.token")
 	}
 	if len(cfg.EtcdEndpoints) == 0 {
 		opts.EtcdDir = filepath.Join(cfg.DataDir, "etcd")
 	}
-	if cfg.Topology != "" {
-		spec := cfg.Topology
+	if cfg.TopologySpec != "" {
+		spec := cfg.TopologySpec
 		if demo && topology.IsSpec(spec) && !strings.Contains(spec, "@") {
 			spec = fmt.Sprintf("%s@%g", spec, cfg.Gbps)
 		}
@@ -345,7 +323,6 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		return err
 	}
 	opts.ForwardTransport = forward
-	opts.SouthboundTLS = cfg.Southbound
 	s, err := stack.New(ctx, opts)
 	if err != nil {
 		return err

@@ -75,7 +75,7 @@ func TestBMv2EndToEnd(t *testing.T) {
 	for i := range topo.Switches {
 		topo.Switches[i].P4RTAddr = lab.Start(topo.Switches[i])
 	}
-	h := fabrictest.NewServeWith(t, topo, func(o *stack.Options) {
+	h := fabrictest.NewServeWith(t, topo, func(o *stack.Config) {
 		o.DiscoveryInterval = 300 * time.Millisecond
 		o.SampleOneIn = 1 // BMv2 forwards a few thousand packets a second: every one is a sample
 	})

@@ -30,7 +30,7 @@ func BenchmarkAdmission(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := fabrictest.NewWith(b, topo, func(o *stack.Options) {
+	h := fabrictest.NewWith(b, topo, func(o *stack.Config) {
 		// The harness samples fast for tests; measure at the defaults.
 		o.APIRateLimit, o.TelemetryInterval, o.CounterInterval, o.ObserveInterval = -1, 0, 0, 0
 	})

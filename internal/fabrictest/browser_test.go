@@ -58,7 +58,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Skip("starts a browser")
 	}
 	bin := chromium(t)
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 4, 4), func(o *stack.Options) { o.DiscoveryInterval = 300 * time.Millisecond })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 4, 4), func(o *stack.Config) { o.DiscoveryInterval = 300 * time.Millisecond })
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	snap, _ := h.Controller.Snapshot()
 	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: 1}); err != nil {
@@ -277,7 +277,7 @@ func TestDashboardElephants(t *testing.T) {
 		t.Skip("starts a browser")
 	}
 	bin := chromium(t)
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Options) { o.SampleOneIn = 1024 })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.SampleOneIn = 1024 })
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	topo := oneElephant(t, h)
 	ctx, poll, consoleErrors := openDashboard(t, bin, h)

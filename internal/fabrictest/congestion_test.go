@@ -18,7 +18,7 @@ import (
 // WCMP weight away from it until it carries less than its capacity; then
 // the weights stop moving (bounded steps, a floor and the hysteresis band).
 func TestCongestionAwareWeights(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 4), func(o *stack.Options) { o.CongestionInterval = 300 * time.Millisecond })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 4), func(o *stack.Config) { o.CongestionInterval = 300 * time.Millisecond })
 	converged(t, h)
 	tok := tenant(t, h, "ml", 0, 0)
 	var in models.Intent

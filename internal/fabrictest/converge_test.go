@@ -468,8 +468,8 @@ func roleOf(snap *topology.Snapshot, id models.SwitchID) models.Role {
 // fabrics' 100 Gb/s hosts, which send fewer packets: fabricsim reports
 // at most 4,096 samples per switch and tick, as a switch's digest engine
 // would drop past its rate).
-func loopOptions(gbps float64) func(*stack.Options) {
-	return func(o *stack.Options) {
+func loopOptions(gbps float64) func(*stack.Config) {
+	return func(o *stack.Config) {
 		o.SampleOneIn = 65536
 		if gbps < 400 {
 			o.SampleOneIn = 4096
@@ -500,7 +500,7 @@ func runLoopScenario(tb testing.TB, topo models.Topology, sc loopScenario, seed 
 	fab := fabrictest.StartFabricWith(tb, topo, func(o *fabricsim.Options) { o.CounterInterval = 500 * time.Millisecond })
 	dir := tb.TempDir()
 	serve := func() *fabrictest.Harness {
-		h := fabrictest.NewServeWith(tb, fab.Topology(), func(o *stack.Options) {
+		h := fabrictest.NewServeWith(tb, fab.Topology(), func(o *stack.Config) {
 			loopOptions(gbps)(o)
 			o.EtcdDir = dir
 		})
@@ -594,7 +594,7 @@ func TestSaturatedFabricWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := fabrictest.NewWith(t, topo, func(o *stack.Options) {
+	h := fabrictest.NewWith(t, topo, func(o *stack.Config) {
 		loopOptions(100)(o)
 		o.CongestionInterval = 500 * time.Millisecond
 	})

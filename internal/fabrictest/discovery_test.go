@@ -38,7 +38,7 @@ func discoveryOf(t *testing.T, h *fabrictest.Harness) (map[models.LinkID]string,
 // host pair is still delivered, never across them), and once the cables
 // are put back the links are confirmed and carry routes again.
 func TestLinkDiscoveryFindsSwappedCables(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(3, 2, 2), func(o *stack.Options) { o.DiscoveryInterval = 200 * time.Millisecond })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(3, 2, 2), func(o *stack.Config) { o.DiscoveryInterval = 200 * time.Millisecond })
 	converged(t, h)
 	links := len(h.Fabric.Topology().Links)
 	h.Eventually(t, 20*time.Second, "every link confirmed", func() bool {

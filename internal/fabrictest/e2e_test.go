@@ -250,7 +250,7 @@ func TestExternalEtcd(t *testing.T) {
 	t.Cleanup(etcd.Close)
 	topo := fabrictest.LeafSpine(1, 2, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := stack.New(ctx, stack.Options{Topology: &topo, Emulate: true, EtcdEndpoints: etcd.Endpoints})
+	s, err := stack.New(ctx, stack.Config{Topology: &topo, Emulate: true, EtcdEndpoints: etcd.Endpoints})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -396,7 +396,7 @@ func TestControllerRestartWritesNothing(t *testing.T) {
 	run := func() {
 		etcdDir := t.TempDir()
 		ctx, cancel := context.WithCancel(context.Background())
-		s, err := stack.New(ctx, stack.Options{Topology: &topo, EtcdDir: etcdDir, TelemetryInterval: 100 * time.Millisecond})
+		s, err := stack.New(ctx, stack.Config{Topology: &topo, EtcdDir: etcdDir, TelemetryInterval: 100 * time.Millisecond})
 		if err != nil {
 			cancel()
 			t.Fatal(err)
@@ -431,7 +431,7 @@ func TestControllerRestartWritesNothing(t *testing.T) {
 // soon as it is back; a second failure soon after keeps it out of routes
 // even while up, until it has been stable for a while.
 func TestFlapDampening(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(o *stack.Options) { o.FlapHalfLife = time.Second })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(o *stack.Config) { o.FlapHalfLife = time.Second })
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	snap, _ := h.Controller.Snapshot()
 	var l models.Link
@@ -462,7 +462,7 @@ func TestFlapDampening(t *testing.T) {
 // MTU, a description of its peer) over gNMI Set, verified by Get; a change
 // made behind the controller's back is put right by the next resync.
 func TestInterfaceConfigPushed(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(o *stack.Options) { o.ResyncInterval = 300 * time.Millisecond })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(o *stack.Config) { o.ResyncInterval = 300 * time.Millisecond })
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	snap, _ := h.Controller.Snapshot()
 	gc := &southbound.GNMIConfig{Resolve: snap.Switch}

@@ -27,7 +27,7 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := fabrictest.NewWith(t, topo, func(o *stack.Options) { o.SampleOneIn = 1024 })
+	h := fabrictest.NewWith(t, topo, func(o *stack.Config) { o.SampleOneIn = 1024 })
 	h.Eventually(t, 30*time.Second, "fabric programmed", func() bool { return h.Converged() == nil })
 	// A permutation whose flows collide on hashing (seeded: the ratio is
 	// checked before anything is pinned).

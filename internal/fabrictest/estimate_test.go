@@ -105,7 +105,7 @@ func BenchmarkRateEstimates(b *testing.B) {
 	}
 	var counter, sampled []float64
 	for i := range b.N {
-		h := fabrictest.NewWith(b, topo, func(o *stack.Options) { loopOptions(400)(o) })
+		h := fabrictest.NewWith(b, topo, func(o *stack.Config) { loopOptions(400)(o) })
 		h.Eventually(b, time.Minute, "fabric programmed", func() bool { return h.Converged() == nil })
 		r := newLoopRun(b, h, h.Fabric)
 		r.start(uint64(i + 1))

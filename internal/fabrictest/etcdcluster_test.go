@@ -23,7 +23,7 @@ func onCluster(t *testing.T) (*fabrictest.Cluster, *fabrictest.Harness, func() i
 	t.Helper()
 	c := fabrictest.NewCluster(t, 3)
 	f := fabrictest.StartFabric(t, fabrictest.LeafSpine(2, 2, 2))
-	h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Options) {
+	h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Config) {
 		o.EtcdDir, o.EtcdEndpoints, o.EtcdMaxTxnOps = "", c.Endpoints(), 128
 	})
 	converged(t, h)

@@ -32,7 +32,7 @@ func BenchmarkFailureReaction(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h := fabrictest.NewWith(b, topo, func(o *stack.Options) {
+	h := fabrictest.NewWith(b, topo, func(o *stack.Config) {
 		o.TelemetryInterval, o.CounterInterval, o.ObserveInterval = 0, 0, 0 // the defaults
 	})
 	h.Eventually(b, 120*time.Second, "k=16 fabric programmed and configured", func() bool {

@@ -21,7 +21,7 @@ func TestForeignEntries(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		t.Run(map[bool]string{false: "remove", true: "keep"}[keep], func(t *testing.T) {
 			f := fabrictest.StartFabric(t, fabrictest.LeafSpine(2, 2, 1))
-			h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Options) { o.KeepForeignEntries = keep })
+			h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Config) { o.KeepForeignEntries = keep })
 			converged(t, h)
 			schema, err := p4.LoadSchema()
 			if err != nil {

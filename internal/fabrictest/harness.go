@@ -55,7 +55,7 @@ func New(t testing.TB, topo models.Topology) *Harness {
 }
 
 // NewWith is New with options adjusted by tune (preemption, rate limits...).
-func NewWith(t testing.TB, topo models.Topology, tune func(*stack.Options)) *Harness {
+func NewWith(t testing.TB, topo models.Topology, tune func(*stack.Config)) *Harness {
 	t.Helper()
 	return start(t, topo, true, tune)
 }
@@ -69,7 +69,7 @@ func NewServe(t testing.TB, topo models.Topology) *Harness {
 
 // NewServeWith is NewServe with options adjusted by tune (an external
 // etcd cluster, …).
-func NewServeWith(t testing.TB, topo models.Topology, tune func(*stack.Options)) *Harness {
+func NewServeWith(t testing.TB, topo models.Topology, tune func(*stack.Config)) *Harness {
 	t.Helper()
 	return start(t, topo, false, tune)
 }
@@ -79,7 +79,7 @@ func NewServeWith(t testing.TB, topo models.Topology, tune func(*stack.Options))
 // for leadership. It stops in t.Cleanup, or with Stop or Crash.
 func Join(t testing.TB, h *Harness) *Harness {
 	t.Helper()
-	r := start(t, models.Topology{}, false, func(o *stack.Options) {
+	r := start(t, models.Topology{}, false, func(o *stack.Config) {
 		o.Topology = nil
 		o.EtcdDir = ""
 		o.EtcdEndpoints = h.Etcd.Endpoints()
@@ -114,14 +114,14 @@ func (h *Harness) Crash() {
 	})
 }
 
-func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Options)) *Harness {
+func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Config)) *Harness {
 	t.Helper()
 	var logger *slog.Logger
 	if os.Getenv("ACCELNET_TEST_LOG") != "" {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	opts := stack.Options{
+	opts := stack.Config{
 		Topology:          &topo,
 		Emulate:           emulate,
 		EtcdDir:           t.TempDir(),

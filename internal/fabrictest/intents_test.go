@@ -486,7 +486,7 @@ func TestIntentRerouteAndDegrade(t *testing.T) {
 // lower-priority intent when the operator allows it; the displaced one
 // waits in Pending with the reason.
 func TestPreemptionAndCollectives(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Options) { o.Preemption = true })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.Preemption = true })
 	converged(t, h)
 	tok := tenant(t, h, "ml", 0, 0)
 	var low models.Intent
@@ -532,7 +532,7 @@ func TestOperatorTokenBootstrap(t *testing.T) {
 	file := filepath.Join(dir, "operator.token")
 	topo := fabrictest.LeafSpine(1, 2, 1)
 	for round := range 2 {
-		s, err := stack.New(context.Background(), stack.Options{Topology: &topo, EtcdDir: filepath.Join(dir, "etcd"), OperatorTokenFile: file})
+		s, err := stack.New(context.Background(), stack.Config{Topology: &topo, EtcdDir: filepath.Join(dir, "etcd"), OperatorTokenFile: file})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -555,7 +555,7 @@ func TestOperatorTokenBootstrap(t *testing.T) {
 
 // TestRateLimit: a token that sends too fast gets 429 with Retry-After.
 func TestRateLimit(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Options) { o.APIRateLimit = 2 })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Config) { o.APIRateLimit = 2 })
 	got429 := false
 	for range 10 {
 		r := h.Do(t, "GET", "/api/v1/whoami", h.OperatorToken, nil, nil)
@@ -681,7 +681,7 @@ func TestIntentConstraints(t *testing.T) {
 // TestPendingTimesOut: an intent preempted with nowhere to go waits in
 // Pending, then fails with the reason when the timeout passes.
 func TestPendingTimesOut(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Options) {
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Config) {
 		o.Preemption, o.PendingTimeout = true, 500*time.Millisecond
 	})
 	converged(t, h)
@@ -806,7 +806,7 @@ func (b *lockedBuffer) String() string {
 // tokens (good and bad) writes no secret to the log.
 func TestSecretsNeverLogged(t *testing.T) {
 	var logs lockedBuffer
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Options) {
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Config) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
 	converged(t, h)

@@ -25,7 +25,7 @@ func TestSouthboundMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := fabrictest.StartFabricWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *fabricsim.Options) { o.TLS = serverTLS })
-	h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Options) {
+	h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Config) {
 		o.SouthboundTLS = southbound.TLSFiles{CA: certs.CA, Cert: certs.ClientCert, Key: certs.ClientKey}
 	})
 	converged(t, h)

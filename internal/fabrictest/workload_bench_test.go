@@ -19,7 +19,7 @@ import (
 //
 //	go test ./internal/fabrictest -run '^$' -bench WorkloadAsIntents -benchtime 3x
 func BenchmarkWorkloadAsIntents(b *testing.B) {
-	benchmarkCollisions(b, func(o *stack.Options) { o.APIRateLimit = -1 }, func(h *fabrictest.Harness, id string) {
+	benchmarkCollisions(b, func(o *stack.Config) { o.APIRateLimit = -1 }, func(h *fabrictest.Harness, id string) {
 		if _, err := h.ReserveWorkload(context.Background(), id, "jobs", 0); err != nil {
 			b.Fatal(err)
 		}
@@ -34,13 +34,13 @@ func BenchmarkWorkloadAsIntents(b *testing.B) {
 //
 //	go test ./internal/fabrictest -run '^$' -bench ElephantDetection -benchtime 3x
 func BenchmarkElephantDetection(b *testing.B) {
-	benchmarkCollisions(b, func(o *stack.Options) { o.SampleOneIn = 65536 }, func(*fabrictest.Harness, string) {})
+	benchmarkCollisions(b, func(o *stack.Config) { o.SampleOneIn = 65536 }, func(*fabrictest.Harness, string) {})
 }
 
 // benchmarkCollisions starts the permutation on a fresh fabric per
 // iteration, reads its throughput ratio at once (hashing), calls fix, and
 // times until the ratio reaches 0.95.
-func benchmarkCollisions(b *testing.B, tune func(*stack.Options), fix func(h *fabrictest.Harness, workload string)) {
+func benchmarkCollisions(b *testing.B, tune func(*stack.Config), fix func(h *fabrictest.Harness, workload string)) {
 	topo, err := topology.Load("leafspine:8x8x8@100")
 	if err != nil {
 		b.Fatal(err)

@@ -35,8 +35,9 @@ import (
 	"github.com/accelnet/accelnet/tenancy"
 )
 
-// Options configure a Stack.
-type Options struct {
+// Config is everything a Stack runs with, from the command line's flags (cmd/accelnet
+// binds them to these fields) or a test harness. Zero values take defaults.
+type Config struct {
 	// Topology, if set, is written to etcd at start (replacing what is
 	// there). With Emulate it is the fabric fabricsim serves.
 	Topology *models.Topology
@@ -125,7 +126,7 @@ func discoveryInterval(d time.Duration) time.Duration {
 }
 
 // Validate reports unusable options.
-func (o Options) Validate() error {
+func (o Config) Validate() error {
 	if o.Emulate && o.Topology == nil {
 		return errors.New("stack: emulating a fabric needs a topology")
 	}
@@ -165,7 +166,7 @@ type Stack struct {
 // New starts etcd (if embedded), binds the emulated switches (if any),
 // stores the topology, and builds the controller and API. Run starts them.
 // On error everything already started is closed.
-func New(ctx context.Context, opts Options) (_ *Stack, err error) {
+func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}

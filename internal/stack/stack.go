@@ -14,7 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +33,7 @@ import (
 	"github.com/accelnet/accelnet/southbound/p4"
 	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/tenancy"
+	"github.com/accelnet/accelnet/topology"
 )
 
 // Config is everything a Stack runs with, from the command line's flags (cmd/accelnet
@@ -239,7 +240,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 			return nil, fmt.Errorf("southbound %w", err)
 		}
 	}
-	var ctrl *controller.Controller
+	var ctrl lateController
 	var detected func() []intents.DetectedFlow
 	var onSamples func(models.SwitchID, []models.FlowSample)
 	if opts.SampleOneIn > 0 {
@@ -250,19 +251,15 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		detected, onSamples = s.Elephants.Detected, s.Elephants.Observe
 	}
 	s.Driver = southbound.NewP4RT(schema, southbound.P4RTOptions{
-		Dialer:      dialer,
-		KeepForeign: opts.KeepForeignEntries,
-		Resolve: func(id models.SwitchID) (models.Switch, error) {
-			snap, _ := ctrl.Snapshot()
-			if snap == nil {
-				return models.Switch{}, store.ErrNoTopology
-			}
-			return snap.Switch(id)
-		},
-		OnDisconnect: func(id models.SwitchID) { ctrl.Resync(id) },
+		Dialer:       dialer,
+		KeepForeign:  opts.KeepForeignEntries,
+		Resolve:      ctrl.resolve,
+		OnDisconnect: func(id models.SwitchID) { ctrl.do(func(c *controller.Controller) { c.Resync(id) }) },
 		OnSamples:    onSamples,
-		OnPacketIn:   func(sw models.SwitchID, port uint32, payload []byte) { ctrl.PacketIn(sw, port, payload) },
-		Logger:       s.log.With("component", "p4runtime"),
+		OnPacketIn: func(sw models.SwitchID, port uint32, payload []byte) {
+			ctrl.do(func(c *controller.Controller) { c.PacketIn(sw, port, payload) })
+		},
+		Logger: s.log.With("component", "p4runtime"),
 	})
 	s.Driver.SetElectionID(0) // until this replica leads
 	lim := schema.Limits()
@@ -281,18 +278,13 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		MaxTxnOps:      maxOps,
 		FlowPinEntries: lim.FlowPinEntries,
 		OnPins: func(sws []models.SwitchID) {
-			for _, sw := range sws {
-				ctrl.Enqueue(sw)
-			}
+			ctrl.do(func(c *controller.Controller) {
+				for _, sw := range sws {
+					c.Enqueue(sw)
+				}
+			})
 		},
-		Utilization: func(e models.Endpoint) (float64, bool) {
-			snap, _ := ctrl.Snapshot()
-			pl, ok := ctrl.PortLoad(e)
-			if snap == nil || !ok || pl.Stale || snap.PortGbps(e) <= 0 {
-				return 0, false
-			}
-			return pl.OutBps / (snap.PortGbps(e) * 1e9), true
-		},
+		Utilization:   ctrl.utilization,
 		AdaptInterval: opts.AdaptInterval,
 		Detected:      detected,
 		Leadership:    s.Leadership,
@@ -312,19 +304,13 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	if s.OperatorToken, err = s.Auth.BootstrapOperator(ctx, opts.OperatorTokenFile); err != nil {
 		return nil, fmt.Errorf("issue the first operator token: %w", err)
 	}
-	gnmiCfg := &southbound.GNMIConfig{Resolve: func(id models.SwitchID) (models.Switch, error) {
-		snap, _ := ctrl.Snapshot()
-		if snap == nil {
-			return models.Switch{}, store.ErrNoTopology
-		}
-		return snap.Switch(id)
-	}, Dialer: dialer, ElectionID: func() uint64 {
+	gnmiCfg := &southbound.GNMIConfig{Resolve: ctrl.resolve, Dialer: dialer, ElectionID: func() uint64 {
 		if t := s.Leadership.Term(); t != nil {
 			return t.ID
 		}
 		return 0
 	}}
-	ctrl, err = controller.New(controller.Config{
+	c, err := controller.New(controller.Config{
 		Overlay:            s.Intents,
 		Config:             gnmiCfg,
 		Leadership:         s.Leadership,
@@ -348,14 +334,15 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Controller = ctrl
-	s.Drains = controller.NewDrains(s.Store, ctrl, s.Intents)
+	s.Controller = c
+	ctrl.c.Store(c)
+	s.Drains = controller.NewDrains(s.Store, c, s.Intents)
 	mounts := map[string]http.Handler{}
 	if s.Fabric != nil {
 		mounts["/sim/v1/"] = s.Fabric.Handler()
 	}
 	s.Handler = northbound.New(northbound.Options{
-		Fabric:    ctrl,
+		Fabric:    c,
 		Auth:      s.Auth,
 		Intents:   s.Intents,
 		Events:    s.Events,
@@ -373,36 +360,80 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	return s, nil
 }
 
-// Run runs the emulated fabric (if any) and the controller until ctx ends.
-// The controller stops first and drops its switch connections, so the
+// Run runs the emulated fabric (if any) and the controller with its parts
+// (leadership, tenants, intents, events, drains) until ctx ends or one of
+// them fails, which stops the others; every error is returned. The
+// controller stops first and drops its switch connections, so the
 // emulated switches going away is not mistaken for a failure.
 func (s *Stack) Run(ctx context.Context) error {
 	fabricCtx, stopFabric := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopFabric()
-	g, gctx := errgroup.WithContext(fabricCtx)
+	fabric, fctx := errgroup.WithContext(fabricCtx)
 	if s.Fabric != nil {
-		g.Go(func() error { return s.Fabric.Run(gctx) })
+		fabric.Go(func() error { return s.Fabric.Run(fctx) })
 	}
 	ctrlCtx, stopCtrl := context.WithCancel(ctx)
 	defer stopCtrl()
-	go func() {
-		<-gctx.Done() // the fabric failed: stop the controller too
-		stopCtrl()
-	}()
-	var side sync.WaitGroup
-	side.Go(func() { _ = s.Leadership.Run(ctrlCtx) })
-	side.Go(func() { _ = s.Auth.Run(ctrlCtx) })
-	side.Go(func() { _ = s.Intents.Run(ctrlCtx) })
-	side.Go(func() { _ = s.Events.Run(ctrlCtx) })
-	side.Go(func() { _ = s.Drains.Run(ctrlCtx) })
-	side.Go(func() { s.Intents.Observe(ctrlCtx, s.Driver, s.observeInterval) })
-	err := s.Controller.Run(ctrlCtx)
-	stopCtrl()
-	side.Wait()
+	defer context.AfterFunc(fctx, stopCtrl)() // the fabric failed: stop the controller too
+	parts, pctx := errgroup.WithContext(ctrlCtx)
+	parts.Go(func() error { return s.Leadership.Run(pctx) })
+	parts.Go(func() error { return s.Auth.Run(pctx) })
+	parts.Go(func() error { return s.Intents.Run(pctx) })
+	parts.Go(func() error { return s.Events.Run(pctx) })
+	parts.Go(func() error { return s.Drains.Run(pctx) })
+	parts.Go(func() error { s.Intents.Observe(pctx, s.Driver, s.observeInterval); return nil })
+	parts.Go(func() error { return s.Controller.Run(pctx) })
+	err := parts.Wait()
 	close(s.stopAPI)
 	s.Driver.Close()
 	stopFabric()
-	return errors.Join(err, g.Wait())
+	return errors.Join(err, fabric.Wait())
+}
+
+// lateController is the controller once New has built it. The driver and
+// the intent manager are built first (the controller needs them), and
+// their callbacks reach the controller through here: before it exists,
+// which is before Run, they find no topology and enqueue nothing.
+type lateController struct {
+	c atomic.Pointer[controller.Controller]
+}
+
+func (l *lateController) do(f func(*controller.Controller)) {
+	if c := l.c.Load(); c != nil {
+		f(c)
+	}
+}
+
+func (l *lateController) snapshot() *topology.Snapshot {
+	if c := l.c.Load(); c != nil {
+		snap, _ := c.Snapshot()
+		return snap
+	}
+	return nil
+}
+
+// resolve is a switch of the current topology.
+func (l *lateController) resolve(id models.SwitchID) (models.Switch, error) {
+	snap := l.snapshot()
+	if snap == nil {
+		return models.Switch{}, store.ErrNoTopology
+	}
+	return snap.Switch(id)
+}
+
+// utilization is the measured load leaving through port e, over its
+// capacity, and whether it is known.
+func (l *lateController) utilization(e models.Endpoint) (float64, bool) {
+	c := l.c.Load()
+	snap := l.snapshot()
+	if c == nil || snap == nil || snap.PortGbps(e) <= 0 {
+		return 0, false
+	}
+	pl, ok := c.PortLoad(e)
+	if !ok || pl.Stale {
+		return 0, false
+	}
+	return pl.OutBps / (snap.PortGbps(e) * 1e9), true
 }
 
 func sameJSON(a, b any) bool {

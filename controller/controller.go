@@ -200,9 +200,12 @@ type fabricState struct {
 	// down are the links gNMI reports down (either end's oper-status);
 	// routes avoid them.
 	down map[models.LinkID]bool
-	once sync.Once
-	plan pathcalc.Result
-	err  error
+	// once starts the routes' computation; ready closes when plan and err
+	// are set (see planOf).
+	once  sync.Once
+	ready chan struct{}
+	plan  pathcalc.Result
+	err   error
 	// ro, when set, rolls the change from the state it replaced out in
 	// stages (make-before-break); see rollout.go.
 	ro *rollout
@@ -211,7 +214,7 @@ type fabricState struct {
 	planned map[models.LinkID]bool
 	// derive, if set, makes the state's routes from another state's
 	// instead of computing them (the pruned step after a failure).
-	derive func() (pathcalc.Result, error)
+	derive func(ctx context.Context) (pathcalc.Result, error)
 	// bias are the congestion-aware WCMP weight biases the routes use.
 	bias map[models.Endpoint]float64
 }
@@ -224,6 +227,13 @@ type Controller struct {
 	queue *Queue
 	tele  *telemetry.Telemetry
 	subs  *telemetry.Streams
+
+	// runCtx is Run's context while it runs (nil before and after);
+	// background are the goroutines started under it (route computations,
+	// deferred replans), which Run waits for.
+	runMu      sync.Mutex
+	runCtx     context.Context
+	background sync.WaitGroup
 
 	mu       sync.RWMutex
 	state    *fabricState
@@ -435,32 +445,66 @@ func (c *Controller) Snapshot() (*topology.Snapshot, int64) {
 	return st.snap, st.rev
 }
 
-// Plan returns the routes for the current topology.
-func (c *Controller) Plan() (pathcalc.Result, error) {
-	st := c.current()
-	if st == nil {
-		return pathcalc.Result{}, store.ErrNoTopology
-	}
-	return c.planOf(st)
+// running is Run's context while Run runs, else nil.
+func (c *Controller) running() context.Context {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	return c.runCtx
 }
 
-func (c *Controller) planOf(st *fabricState) (pathcalc.Result, error) {
+// planOf returns st's routes, computed on first use. The computation
+// serves every caller, so it runs under Run's context (one caller giving
+// up does not abort it for the others; Run ending does), in a goroutine
+// Run waits for; each caller waits only as long as its own ctx allows.
+// Outside Run it is computed by the caller, under the caller's ctx.
+func (c *Controller) planOf(ctx context.Context, st *fabricState) (pathcalc.Result, error) {
+	c.startPlan(ctx, st)
+	select {
+	case <-st.ready:
+		return st.plan, st.err
+	case <-ctx.Done():
+		return pathcalc.Result{}, fmt.Errorf("routes of revision %d: %w", st.rev, ctx.Err())
+	}
+}
+
+// startPlan starts computing st's routes, if nobody has yet.
+func (c *Controller) startPlan(ctx context.Context, st *fabricState) {
 	st.once.Do(func() {
-		if st.derive != nil {
-			st.plan, st.err = st.derive()
-			return
-		}
-		start := time.Now()
-		st.plan, st.err = pathcalc.Compute(context.Background(), st.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down, PortBias: st.bias})
-		c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
-		for _, w := range st.plan.Warnings {
-			c.log.Warn("route compromise", "switch", w.Switch, "detail", w.Message)
-		}
-		if st.err != nil {
-			c.log.Error("route computation failed", "revision", st.rev, "err", st.err)
+		st.ready = make(chan struct{})
+		if !c.spawn(func(runCtx context.Context) { c.computePlan(runCtx, st) }) {
+			c.computePlan(ctx, st)
 		}
 	})
-	return st.plan, st.err
+}
+
+// spawn runs f in a goroutine under Run's context, which Run waits for;
+// it reports false, running nothing, when Run is not running.
+func (c *Controller) spawn(f func(ctx context.Context)) bool {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if c.runCtx == nil {
+		return false
+	}
+	ctx := c.runCtx
+	c.background.Go(func() { f(ctx) })
+	return true
+}
+
+func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
+	defer close(st.ready)
+	if st.derive != nil {
+		st.plan, st.err = st.derive(ctx)
+		return
+	}
+	start := time.Now()
+	st.plan, st.err = pathcalc.Compute(ctx, st.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down, PortBias: st.bias})
+	c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
+	for _, w := range st.plan.Warnings {
+		c.log.Warn("route compromise", "switch", w.Switch, "detail", w.Message)
+	}
+	if st.err != nil {
+		c.log.Error("route computation failed", "revision", st.rev, "err", st.err)
+	}
 }
 
 // Status returns every switch's last reconcile outcome.
@@ -546,15 +590,15 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 	c.m.topologyRevision.Set(float64(rev))
 	c.log.Info("topology loaded", "revision", rev, "switches", len(t.Switches), "links", len(t.Links), "hosts", len(t.Hosts))
 	c.subs.Sync(ctx, snap.Switches())
-	c.warm(st)
+	c.warm(ctx, st)
 	c.enqueueAll()
 	c.enqueueConfig()
 }
 
 // warm computes a fabric state's routes in the background, so a follower
 // that takes over (or a leader's first reconcile) finds them ready.
-func (c *Controller) warm(st *fabricState) {
-	go func() { _, _ = c.planOf(st) }()
+func (c *Controller) warm(ctx context.Context, st *fabricState) {
+	c.startPlan(ctx, st)
 }
 
 // downLinksLocked derives the links to route around from the ports' last
@@ -625,9 +669,10 @@ func (c *Controller) observeOperStatus(s models.CounterSample) {
 // refreshDown recomputes the links to route around (failed, drained,
 // dampened) and, if they changed, replans and queues every switch.
 func (c *Controller) refreshDown(why string, args ...any) {
+	ctx := c.running()
 	c.mu.Lock()
 	st := c.state
-	if st == nil {
+	if st == nil || ctx == nil {
 		c.mu.Unlock()
 		return
 	}
@@ -668,15 +713,15 @@ func (c *Controller) refreshDown(why string, args ...any) {
 		// First, at once, every switch drops the next hops that no longer
 		// lead anywhere (a subset of loop-free routes is loop-free); then
 		// the new routes roll out in stages from there.
-		pruned := &fabricState{rev: st.rev, snap: st.snap, down: st.down, planned: st.planned, derive: func() (pathcalc.Result, error) {
-			old, err := c.planOf(st)
+		pruned := &fabricState{rev: st.rev, snap: st.snap, down: st.down, planned: st.planned, derive: func(ctx context.Context) (pathcalc.Result, error) {
+			old, err := c.planOf(ctx, st)
 			if err != nil {
 				return old, err
 			}
 			return pathcalc.Result{Plan: pathcalc.Prune(st.snap, old.Plan, down)}, nil
 		}}
 		next.ro = newRollout(pruned)
-		if cur, err := c.planOf(st); err == nil {
+		if cur, err := c.planOf(ctx, st); err == nil {
 			next.ro.base = &cur.Plan // what the switches have: the pruning is a stage of its own
 		}
 	} else {
@@ -692,7 +737,7 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	if failed {
 		// The switches the pruning changes, at once: they are written
 		// while the new routes are computed.
-		c.enqueuePruned(next.ro)
+		c.enqueuePruned(ctx, next.ro)
 	}
 	// Plan now, so only the switches whose routes change are programmed,
 	// stage by stage; the pins of intents moved off the links follow.
@@ -700,8 +745,8 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	if failed {
 		from = next.ro.previous()
 	}
-	oldPlan, errOld := c.planOf(from)
-	newPlan, errNew := c.planOf(next)
+	oldPlan, errOld := c.planOf(ctx, from)
+	newPlan, errNew := c.planOf(ctx, next)
 	if errOld != nil || errNew != nil {
 		next.ro.abandon()
 		c.enqueueAll()
@@ -715,13 +760,13 @@ func (c *Controller) refreshDown(why string, args ...any) {
 
 // enqueuePruned queues the switches whose pruned routes differ from what
 // they have (every switch, if that cannot be told).
-func (c *Controller) enqueuePruned(ro *rollout) {
+func (c *Controller) enqueuePruned(ctx context.Context, ro *rollout) {
 	prev := ro.previous()
 	if prev == nil || ro.base == nil {
 		c.enqueueAll()
 		return
 	}
-	pruned, err := c.planOf(prev)
+	pruned, err := c.planOf(ctx, prev)
 	if err != nil {
 		c.enqueueAll()
 		return
@@ -743,7 +788,7 @@ func (c *Controller) runDeferred() {
 		return
 	}
 	if st := c.current(); st != nil && (st.ro == nil || st.ro.stageNow() == 0) {
-		go c.refreshDown("the rollout under way finished")
+		c.spawn(func(context.Context) { c.refreshDown("the rollout under way finished") })
 	}
 }
 
@@ -864,7 +909,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	if c.cfg.Overlay != nil && !c.cfg.Overlay.PinsReady() {
 		return 0, nil // queued again once the intents are placed
 	}
-	plan, err := c.planOf(st)
+	plan, err := c.planOf(ctx, st)
 	if err != nil {
 		record(api.SwitchStatus{LastError: err.Error()})
 		return 0, err
@@ -880,7 +925,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	if st.ro != nil {
 		if stage = st.ro.stageNow(); stage > 0 {
 			if prev := st.ro.previous(); prev != nil {
-				if old, err := c.planOf(prev); err == nil {
+				if old, err := c.planOf(ctx, prev); err == nil {
 					switch {
 					case st.ro.pruning(stage):
 						pruned := old.Plan.Switches[sw]

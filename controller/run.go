@@ -20,6 +20,9 @@ import (
 func (c *Controller) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	c.runMu.Lock()
+	c.runCtx = ctx
+	c.runMu.Unlock()
 	var wg sync.WaitGroup
 	for range c.cfg.Workers {
 		wg.Go(func() { c.worker(ctx) })
@@ -33,6 +36,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.queue.Close()
 	wg.Wait()
 	c.subs.Stop()
+	c.runMu.Lock()
+	c.runCtx = nil // later plans are computed by their callers
+	c.runMu.Unlock()
+	c.background.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return nil
 	}

@@ -32,7 +32,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Outcome, error
 	if req.DryRun {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		b := &batch{m: m, touched: map[models.SwitchID]bool{}}
+		b := &batch{m: m, ctx: ctx, touched: map[models.SwitchID]bool{}}
 		out, err := m.decideCreate(b, req)
 		for i := len(b.undo) - 1; i >= 0; i-- {
 			b.undo[i]()
@@ -110,7 +110,7 @@ func (m *Manager) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by intent %s", ErrFlowTaken, f.key, owner)}
 		}
 	}
-	t, err := m.cfg.Auth.Tenant(context.Background(), e.in.Tenant)
+	t, err := m.cfg.Auth.Tenant(b.ctx, e.in.Tenant)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -136,7 +136,7 @@ func (m *Manager) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 	// placements' work, so not for every admission).
 	var hint *models.QPHint
 	if dryRun || !fit.Fits || fit.MLU > qpHintAbove {
-		if h := m.qpHint(flows); h.Better() || dryRun {
+		if h := m.qpHint(b.ctx, flows); h.Better() || dryRun {
 			hint = &h
 		}
 	}
@@ -307,7 +307,7 @@ const qpHintAbove = 0.9
 
 // qpHint groups an intent's flows into connections (host pairs) and asks
 // the ledger how many QPs per connection come closest to the best.
-func (m *Manager) qpHint(flows []flow) models.QPHint {
+func (m *Manager) qpHint(ctx context.Context, flows []flow) models.QPHint {
 	type pair struct{ src, dst string }
 	index := map[pair]int{}
 	var conns []pathcalc.Demand
@@ -321,7 +321,7 @@ func (m *Manager) qpHint(flows []flow) models.QPHint {
 		}
 		conns[i].Gbps += f.gbps
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
 	return m.book.QPHint(ctx, conns, len(flows)/max(len(conns), 1), MaxFlowsPerIntent)
 }

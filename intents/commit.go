@@ -36,7 +36,10 @@ type opResult struct {
 // batch collects one commit: etcd operations, how to undo the in-memory
 // changes if the commit fails, and what to finish once it succeeds.
 type batch struct {
-	m        *Manager
+	m *Manager
+	// ctx bounds what deciding asks of others (tenants, placement
+	// searches): the run's context, or the request's for a dry run.
+	ctx      context.Context
 	ops      []clientv3.Op
 	cmps     []clientv3.Cmp
 	undo     []func()
@@ -419,7 +422,7 @@ func (m *Manager) tenantUsage(t models.TenantName) *tenantUsage {
 // budget), does the housekeeping that is due, commits once, and answers.
 func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 	m.mu.Lock()
-	b := &batch{m: m, touched: map[models.SwitchID]bool{}, maxOps: m.cfg.MaxTxnOps, maxBytes: 1 << 20}
+	b := &batch{m: m, ctx: ctx, touched: map[models.SwitchID]bool{}, maxOps: m.cfg.MaxTxnOps, maxBytes: 1 << 20}
 	var decided []*op
 	m.replanIfDue(b)
 	run := func(o *op) {

@@ -221,7 +221,7 @@ func (m *Manager) placeDetected(b *batch) {
 	for i, g := range estimateDemands(pairs) {
 		demands[i].Gbps, els[i].demand = g, g
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	ctx, cancel := context.WithTimeout(b.ctx, 400*time.Millisecond)
 	defer cancel()
 	placed, err := m.book.PlaceBest(ctx, demands, previous)
 	if err != nil {

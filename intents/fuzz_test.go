@@ -40,7 +40,7 @@ func dryRunManager(t testing.TB) *Manager {
 	m.loaded = true
 	m.SetFabric(snap, nil)
 	m.mu.Lock()
-	m.replanIfDue(&batch{m: m, touched: map[models.SwitchID]bool{}, maxOps: 1 << 20, maxBytes: 1 << 30})
+	m.replanIfDue(&batch{m: m, ctx: t.Context(), touched: map[models.SwitchID]bool{}, maxOps: 1 << 20, maxBytes: 1 << 30})
 	m.mu.Unlock()
 	return m
 }

@@ -2,7 +2,9 @@ package fabrictest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,12 +53,23 @@ func NewCluster(t testing.TB, n int) *Cluster {
 // FreeAddr is a loopback address with a port nobody listens on (now).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// A port the kernel picks for ":0" comes from the ephemeral range,
+	// which every outgoing connection and every other test's ":0" draws
+	// from too: between closing it here and the process binding it, one
+	// of those can take it. Ports below that range are handed out by no
+	// one, so pick one there at random (test processes pick apart).
+	for range 200 {
+		port := 20000 + rand.IntN(32768-20000)
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue // in use
+		}
+		lis.Close()
+		return addr
 	}
-	defer lis.Close()
-	return lis.Addr().String()
+	t.Fatal("no free port between 20000 and 32767 on 127.0.0.1")
+	return ""
 }
 
 // Endpoints are every member's client address.

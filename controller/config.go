@@ -29,29 +29,35 @@ func (c *Controller) desiredConfig(snap *topology.Snapshot, sw models.SwitchID) 
 	return out
 }
 
-// reconcileConfigSafely reconciles a switch's interface config and
-// records the outcome in its status.
-func (c *Controller) reconcileConfigSafely(ctx context.Context, sw models.SwitchID) error {
-	if st := c.current(); st != nil {
-		if s, err := st.snap.Switch(sw); err == nil && s.GNMIAddr == "" {
-			// A switch without gNMI (BMv2's simple_switch_grpc) has its
-			// interfaces configured some other way: nothing to retry.
-			c.mu.Lock()
-			status := c.status[sw]
-			status.ConfigInSync, status.ConfigError = false, "not managed: the switch has no gNMI address"
-			c.status[sw] = status
-			c.mu.Unlock()
-			return nil
-		}
+// configUnmanaged says sw's interfaces are not ours to configure: a
+// switch without gNMI (BMv2's simple_switch_grpc) has them configured some
+// other way, so there is nothing to do or retry; its status says so.
+func (c *Controller) configUnmanaged(sw models.SwitchID) bool {
+	st := c.current()
+	if st == nil {
+		return false
 	}
-	err := c.safely(ctx, "config", sw, c.ReconcileConfig)
+	s, err := st.snap.Switch(sw)
+	if err != nil || s.GNMIAddr != "" {
+		return false
+	}
+	c.mu.Lock()
+	status := c.status[sw]
+	status.ConfigInSync, status.ConfigError = false, "not managed: the switch has no gNMI address"
+	c.status[sw] = status
+	c.mu.Unlock()
+	return true
+}
+
+// recordConfig records a config reconcile's outcome in sw's status.
+func (c *Controller) recordConfig(sw models.SwitchID, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state == nil {
-		return err
+		return
 	}
 	if _, gone := c.state.snap.Switch(sw); gone != nil {
-		return err
+		return
 	}
 	st := c.status[sw]
 	st.ConfigInSync, st.ConfigError = err == nil, ""
@@ -59,7 +65,6 @@ func (c *Controller) reconcileConfigSafely(ctx context.Context, sw models.Switch
 		st.ConfigError = err.Error()
 	}
 	c.status[sw] = st
-	return err
 }
 
 // ReconcileConfig makes a switch's interface configuration match the

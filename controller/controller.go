@@ -118,7 +118,7 @@ type Config struct {
 	// sample 1 in SampleOneIn RoCEv2 packets its hosts send (how elephants
 	// nobody declared are found; see Elephants). 0: no sampling.
 	SampleOneIn uint32
-	// Workers reconcile switches in parallel; default 4.
+	// Workers reconcile switches in parallel, per kind of work; default 4.
 	Workers int
 	// ResyncInterval re-reconciles every switch even without changes, to
 	// repair drift; default 30s.
@@ -134,7 +134,8 @@ type Config struct {
 	// Neighbors, if set, reads switches' own LLDP state (over gNMI) each
 	// discovery round, as a second witness of the cabling.
 	Neighbors NeighborReader
-	// Now is the clock; default time.Now.
+	// Now is the clock (default time.Now): discovery, flap penalties,
+	// rollout stage timeouts, drain and status times.
 	Now func() time.Time
 	// PinnedLoad, if set, is the measured rate (Gb/s) of pinned flows
 	// leaving through each port: traffic that WCMP weights cannot move,
@@ -221,12 +222,14 @@ type fabricState struct {
 
 // Controller reconciles switches to the routes of the stored topology.
 type Controller struct {
-	cfg   Config
-	log   *slog.Logger
-	m     *metrics
-	queue *Queue
-	tele  *telemetry.Telemetry
-	subs  *telemetry.Streams
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+	// tables, config and sampling are the three kinds of work on a switch,
+	// each with its own queue and workers (see reconcilers.go).
+	tables, config, sampling *reconciler
+	tele                     *telemetry.Telemetry
+	subs                     *telemetry.Streams
 
 	// runCtx is Run's context while it runs (nil before and after);
 	// background are the goroutines started under it (route computations,
@@ -281,7 +284,6 @@ func New(cfg Config) (*Controller, error) {
 		cfg:         cfg,
 		log:         cfg.Logger,
 		m:           newMetrics(cfg.Registerer),
-		queue:       NewQueue(50*time.Millisecond, 30*time.Second),
 		tele:        tele,
 		status:      map[models.SwitchID]api.SwitchStatus{},
 		known:       map[models.SwitchID]knownState{},
@@ -294,6 +296,11 @@ func New(cfg Config) (*Controller, error) {
 		noNeighbors: map[models.SwitchID]bool{},
 	}
 	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, c.observeOperStatus, cfg.Logger)
+	c.tables = newReconciler("switch", c.Reconcile, true)
+	c.config = newReconciler("config", c.ReconcileConfig, false)
+	c.config.skip = c.configUnmanaged
+	c.config.after = c.recordConfig
+	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
 	return c, nil
 }
 
@@ -359,7 +366,7 @@ func (c *Controller) Leading() bool {
 }
 
 // Enqueue asks for a switch to be reconciled (e.g. after its stream broke).
-func (c *Controller) Enqueue(sw models.SwitchID) { c.queue.Add(string(sw)) }
+func (c *Controller) Enqueue(sw models.SwitchID) { c.tables.queue.Add(string(sw)) }
 
 // Resync drops what the controller believes sw has and queues it, so its
 // next reconcile reads it back in full: for a switch that reconnected or
@@ -380,17 +387,9 @@ func (c *Controller) enqueueAll() {
 		return
 	}
 	for _, sw := range st.snap.Switches() {
-		c.queue.Add(string(sw.Name))
+		c.tables.queue.Add(string(sw.Name))
 	}
 }
-
-// configKey is the work-queue key of a switch's interface configuration,
-// reconciled apart from its tables (it changes rarely and costs a gNMI
-// Get, while tables change with every intent).
-func configKey(sw models.SwitchID) string { return "config/" + string(sw) }
-
-// sampleKey is the work-queue key of a leaf's packet sampling.
-func sampleKey(sw models.SwitchID) string { return "sample/" + string(sw) }
 
 // enqueueConfig queues every switch's configuration: interfaces (gNMI)
 // and, on leaves, packet sampling (P4Runtime).
@@ -406,10 +405,10 @@ func (c *Controller) enqueueConfig() {
 
 func (c *Controller) enqueueConfigOf(snap *topology.Snapshot, sw models.SwitchID) {
 	if c.cfg.Config != nil {
-		c.queue.Add(configKey(sw))
+		c.config.queue.Add(string(sw))
 	}
 	if _, ok := c.cfg.Driver.(Sampler); ok && c.cfg.SampleOneIn > 0 && len(snap.HostsOn(sw)) > 0 {
-		c.queue.Add(sampleKey(sw))
+		c.sampling.queue.Add(string(sw))
 	}
 }
 
@@ -616,7 +615,7 @@ func (c *Controller) downLinksLocked(snap *topology.Snapshot) map[models.LinkID]
 			down[l.ID()] = true
 		}
 	}
-	for _, id := range c.flaps.suppressed(time.Now()) { // flapping: kept out until it settles
+	for _, id := range c.flaps.suppressed(c.cfg.Now()) { // flapping: kept out until it settles
 		if _, err := snap.Link(id); err == nil {
 			down[id] = true
 		}
@@ -660,7 +659,7 @@ func (c *Controller) observeOperStatus(s models.CounterSample) {
 	wasDown := isLink && (c.operDown[l.A] || c.operDown[l.B])
 	c.operDown[e] = !s.OperUp
 	if isLink && !wasDown && !s.OperUp {
-		c.flaps.failed(l.ID(), time.Now()) // once per failure, not once per end
+		c.flaps.failed(l.ID(), c.cfg.Now()) // once per failure, not once per end
 	}
 	c.mu.Unlock()
 	c.refreshDown("link state changed", "port", e.String(), "up", s.OperUp)
@@ -720,12 +719,12 @@ func (c *Controller) refreshDown(why string, args ...any) {
 			}
 			return pathcalc.Result{Plan: pathcalc.Prune(st.snap, old.Plan, down)}, nil
 		}}
-		next.ro = newRollout(pruned)
+		next.ro = newRollout(pruned, c.cfg.Now)
 		if cur, err := c.planOf(ctx, st); err == nil {
 			next.ro.base = &cur.Plan // what the switches have: the pruning is a stage of its own
 		}
 	} else {
-		next.ro = newRollout(st)
+		next.ro = newRollout(st, c.cfg.Now)
 	}
 	c.state = next
 	c.mu.Unlock()
@@ -893,7 +892,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		return 0, store.ErrNoTopology
 	}
 	record := func(s api.SwitchStatus) {
-		s.LastReconcile = time.Now()
+		s.LastReconcile = c.cfg.Now()
 		s.Revision = st.rev
 		c.mu.Lock()
 		prev := c.status[sw] // the config reconciler's part stays

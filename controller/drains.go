@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -106,7 +105,8 @@ func (d *Drains) Create(ctx context.Context, dr models.Drain) (models.Drain, err
 		return dr, &models.ValidationError{Errors: []models.FieldError{{Field: "force",
 			Message: fmt.Sprintf("with this drain and the links already avoided, %s; set force to do it anyway", cut)}}}
 	}
-	dr.ID, dr.Created = store.NewID(time.Now()), time.Now().UTC()
+	now := d.ctrl.cfg.Now()
+	dr.ID, dr.Created = store.NewID(now), now.UTC()
 	if err := d.store.PutJSON(ctx, store.KeyDrains+dr.ID, dr); err != nil {
 		return dr, err
 	}
@@ -171,7 +171,7 @@ func (d *Drains) view(snap *topology.Snapshot, dr models.Drain) api.DrainView {
 	v := api.DrainView{Drain: dr, State: "drained"}
 	// Drained means: the routes avoid it, the rollout that moved them is
 	// over, telemetry has had time to measure since, and it reads empty.
-	settled := time.Since(dr.Created) > 3*d.ctrl.cfg.TelemetryInterval && d.ctrl.Settled()
+	settled := d.ctrl.cfg.Now().Sub(dr.Created) > 3*d.ctrl.cfg.TelemetryInterval && d.ctrl.Settled()
 	avoided := d.ctrl.DownLinks()
 	if snap != nil {
 		for id := range drainedLinks(snap, map[string]models.Drain{dr.ID: dr}) {

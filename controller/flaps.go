@@ -82,7 +82,7 @@ func (d *flapDamper) suppressed(now time.Time) []models.LinkID {
 }
 
 // Dampened lists the links flap dampening keeps out of routes now.
-func (c *Controller) Dampened() []models.LinkID { return c.flaps.suppressed(time.Now()) }
+func (c *Controller) Dampened() []models.LinkID { return c.flaps.suppressed(c.cfg.Now()) }
 
 // Drained lists what operators drained: switches, and every link drained
 // (by itself or with a switch).

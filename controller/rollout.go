@@ -45,6 +45,7 @@ type rollout struct {
 	// stage is the current stage (1..last); done once past last.
 	stage, last int
 	started     time.Time
+	now         func() time.Time
 	synced      map[models.SwitchID]int // stage each switch last confirmed
 	dist        map[netip.Prefix]map[models.SwitchID]int
 	early       map[models.SwitchID]map[netip.Prefix]bool // moves at the first stage, by switch
@@ -349,7 +350,7 @@ func (r *rollout) confirmed(sw models.SwitchID, stage int, all []models.Switch) 
 	}
 	r.synced[sw] = stage
 	for s := range r.affected[r.stage] {
-		if r.synced[s] < r.stage && time.Since(r.started) < stageTimeout {
+		if r.synced[s] < r.stage && r.now().Sub(r.started) < stageTimeout {
 			return nil
 		}
 	}
@@ -397,7 +398,7 @@ func (r *rollout) nextLocked(_ []models.Switch) []models.SwitchID {
 
 func (r *rollout) advanceLocked() {
 	r.stage++
-	r.started = time.Now()
+	r.started = r.now()
 	if r.stage > r.last {
 		r.prev = nil // done: let the old plan go
 	}
@@ -408,14 +409,14 @@ func (r *rollout) advanceLocked() {
 func (r *rollout) stuck(all []models.Switch) []models.SwitchID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stage > r.last || r.affected == nil || time.Since(r.started) < stageTimeout {
+	if r.stage > r.last || r.affected == nil || r.now().Sub(r.started) < stageTimeout {
 		return nil
 	}
 	return r.nextLocked(all)
 }
 
-func newRollout(prev *fabricState) *rollout {
-	return &rollout{prev: prev, oldDown: prev.down, stage: 1, last: 1 << 30, started: time.Now(), synced: map[models.SwitchID]int{}}
+func newRollout(prev *fabricState, now func() time.Time) *rollout {
+	return &rollout{prev: prev, oldDown: prev.down, stage: 1, last: 1 << 30, now: now, started: now(), synced: map[models.SwitchID]int{}}
 }
 
 // staged is what sw should have at stage: per destination prefix, the new
@@ -524,7 +525,7 @@ func stagedGroupID(id uint32) uint32 { return id | 1<<31 }
 // no congestion weight is on its way back up.
 func (c *Controller) Settled() bool {
 	st := c.current()
-	if st == nil || c.deferred.Load() || c.Ready() != nil || !c.queue.Idle() || c.weightsMoving() {
+	if st == nil || c.deferred.Load() || c.Ready() != nil || !c.idle() || c.weightsMoving() {
 		return false
 	}
 	return st.ro == nil || st.ro.stageNow() == 0

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"time"
 
@@ -24,8 +23,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.runCtx = ctx
 	c.runMu.Unlock()
 	var wg sync.WaitGroup
-	for range c.cfg.Workers {
-		wg.Go(func() { c.worker(ctx) })
+	for _, r := range c.reconcilers() {
+		for range c.cfg.Workers {
+			wg.Go(func() { c.work(ctx, r) })
+		}
 	}
 	wg.Go(func() { c.housekeeping(ctx) })
 	if c.cfg.Leadership != nil {
@@ -33,7 +34,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	err := c.watchTopology(ctx)
 	cancel()
-	c.queue.Close()
+	for _, r := range c.reconcilers() {
+		r.queue.Close()
+	}
 	wg.Wait()
 	c.subs.Stop()
 	c.runMu.Lock()
@@ -159,84 +162,82 @@ func (c *Controller) housekeeping(ctx context.Context) {
 	}
 }
 
-func (c *Controller) worker(ctx context.Context) {
+// work runs r's reconciles until ctx ends: one switch at a time from r's
+// queue, retried with backoff on error, only while this replica leads.
+func (c *Controller) work(ctx context.Context, r *reconciler) {
 	for {
-		key, ok := c.queue.Get(ctx)
+		key, ok := r.queue.Get(ctx)
 		if !ok {
 			return
 		}
+		sw := models.SwitchID(key)
 		tctx, leading := c.term(ctx)
 		if !leading {
 			// Followers write nothing; a new term queues every switch.
-			c.queue.Forget(key)
-			c.queue.Done(key)
+			r.queue.Forget(key)
+			r.queue.Done(key)
 			continue
 		}
-		var err error
-		if sw, isConfig := strings.CutPrefix(key, "config/"); isConfig {
-			err = c.reconcileConfigSafely(tctx, models.SwitchID(sw))
-		} else if sw, isSample := strings.CutPrefix(key, "sample/"); isSample {
-			err = c.safely(tctx, "sampling", models.SwitchID(sw), c.reconcileSampling)
-		} else {
-			err = c.reconcileSafely(tctx, models.SwitchID(key))
-		}
+		err := c.run(tctx, r, sw)
 		c.runDeferred()
 		switch {
 		case err == nil:
-			c.queue.Forget(key)
-			if !strings.HasPrefix(key, "config/") {
+			r.queue.Forget(key)
+			if r.p4runtime {
 				// A P4Runtime reconcile went through: we are primary there.
 				// (Interface config goes over gNMI, which says nothing of it.)
-				c.m.foreignPrimary.DeleteLabelValues(strings.TrimPrefix(key, "sample/"))
+				c.m.foreignPrimary.DeleteLabelValues(key)
 			}
 		case tctx.Err() != nil:
-			c.queue.Forget(key) // the term or the controller ended
+			r.queue.Forget(key) // the term or the controller ended
 		case errors.Is(err, models.ErrNotPrimary) && c.cfg.Leadership != nil:
 			if t := c.cfg.Leadership.Term(); t != nil && c.cfg.Leadership.Holds(tctx, t) {
 				// etcd says we lead: a controller that is not one of our
 				// replicas took this switch. Report it for this switch and
 				// try again later; the rest of the fabric is ours.
-				c.foreignPrimary(key, err)
-				d := c.queue.Retry(key)
-				c.log.Warn("another controller is primary for this switch", "switch", key, "err", err, "retry_in", d)
+				c.foreignPrimary(sw, err)
+				d := r.queue.Retry(key)
+				c.log.Warn("another controller is primary for this switch", "switch", key, "reconciler", r.kind, "err", err, "retry_in", d)
 				break
 			}
 			// A switch knows a newer leader: stop, don't retry.
-			c.queue.Forget(key)
+			r.queue.Forget(key)
 			c.cfg.Leadership.StepDown(fmt.Sprintf("%s refused our election ID: %v", key, err))
 		default:
-			d := c.queue.Retry(key)
-			c.log.Warn("reconcile failed", "switch", key, "err", err, "retry_in", d)
+			d := r.queue.Retry(key)
+			c.log.Warn("reconcile failed", "switch", key, "reconciler", r.kind, "err", err, "retry_in", d)
 		}
-		c.queue.Done(key)
+		r.queue.Done(key)
 	}
 }
 
 // foreignPrimary records that a controller other than our replicas holds
-// the primary role on a switch (key: a reconcile key of that switch).
-func (c *Controller) foreignPrimary(key string, err error) {
-	sw := key
-	if _, rest, ok := strings.Cut(key, "/"); ok {
-		sw = rest
-	}
-	c.m.foreignPrimary.WithLabelValues(sw).Set(1)
+// the primary role on a switch.
+func (c *Controller) foreignPrimary(sw models.SwitchID, err error) {
+	c.m.foreignPrimary.WithLabelValues(string(sw)).Set(1)
 	c.mu.Lock()
-	st := c.status[models.SwitchID(sw)]
+	st := c.status[sw]
 	st.InSync = false
 	st.LastError = "another controller holds the primary role (a higher election ID): " + err.Error()
-	st.LastReconcile = time.Now()
-	c.status[models.SwitchID(sw)] = st
+	st.LastReconcile = c.cfg.Now()
+	c.status[sw] = st
 	c.mu.Unlock()
 }
 
-// reconcileSafely bounds a switch's table reconcile in time, turns a
-// panic into an error, and records metrics.
-func (c *Controller) reconcileSafely(ctx context.Context, sw models.SwitchID) error {
-	return c.safely(ctx, "switch", sw, c.Reconcile)
+// run runs one of r's reconciles of sw with a timeout, a panic turned
+// into an error, and metrics; r's skip and after hooks around it.
+func (c *Controller) run(ctx context.Context, r *reconciler, sw models.SwitchID) (err error) {
+	if r.skip != nil && r.skip(sw) {
+		return nil
+	}
+	if r.after != nil {
+		defer func() { r.after(sw, err) }()
+	}
+	return c.safely(ctx, r.kind, sw, r.reconcile)
 }
 
-// safely runs one reconcile of kind ("switch", "config") with a timeout,
-// a panic turned into an error, and metrics.
+// safely runs one reconcile of kind ("switch", "config", "sampling") with
+// a timeout, a panic turned into an error, and metrics.
 func (c *Controller) safely(ctx context.Context, kind string, sw models.SwitchID, reconcile func(context.Context, models.SwitchID) (int, error)) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReconcileTimeout)
 	defer cancel()

@@ -1,0 +1,44 @@
+package controller
+
+import (
+	"context"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// reconciler is one kind of work on switches: their tables (P4Runtime),
+// their interface configuration (gNMI) or their packet sampling
+// (P4Runtime). Each kind has its own queue and workers, keyed by switch
+// name alone, so a slow gNMI push never waits behind table writes (or the
+// other way round) and a switch's tables and config are worked on at once.
+type reconciler struct {
+	kind      string // the metrics' "controller" label
+	queue     *Queue
+	reconcile func(ctx context.Context, sw models.SwitchID) (writes int, err error)
+	// p4runtime: a success says this replica is primary on the switch.
+	p4runtime bool
+	// skip, if set, says a switch has nothing of this kind to reconcile;
+	// after, if set, sees every outcome.
+	skip  func(sw models.SwitchID) bool
+	after func(sw models.SwitchID, err error)
+}
+
+func newReconciler(kind string, reconcile func(context.Context, models.SwitchID) (int, error), p4runtime bool) *reconciler {
+	return &reconciler{kind: kind, queue: NewQueue(50*time.Millisecond, 30*time.Second), reconcile: reconcile, p4runtime: p4runtime}
+}
+
+// reconcilers are the controller's kinds of work.
+func (c *Controller) reconcilers() []*reconciler {
+	return []*reconciler{c.tables, c.config, c.sampling}
+}
+
+// idle says no reconcile of any kind is queued or running.
+func (c *Controller) idle() bool {
+	for _, r := range c.reconcilers() {
+		if !r.queue.Idle() {
+			return false
+		}
+	}
+	return true
+}

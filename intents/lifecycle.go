@@ -378,6 +378,15 @@ const (
 	adaptHoldRounds = 3
 )
 
+// AdaptRounds is how many times installed intents were checked against
+// measured load (every AdaptInterval while leading): tests wait on rounds,
+// not on wall-clock time.
+func (m *Manager) AdaptRounds() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.round
+}
+
 func (m *Manager) adapt(b *batch, now time.Time) {
 	m.round++
 	// Detected elephants are placed on what reservations leave and are

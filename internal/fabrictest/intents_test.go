@@ -773,13 +773,29 @@ func TestIntentMovesOffHotLink(t *testing.T) {
 	})
 	// Several adapt rounds later it has not moved back.
 	events := len(intentState(t, h, tok, a.ID).Status.Events)
-	samples := time.NewTicker(250 * time.Millisecond) // 3 s: six adapt rounds
-	defer samples.Stop()
-	for range 12 {
-		<-samples.C
+	forAdaptRounds(t, h, 6, func() {
 		got := intentState(t, h, tok, a.ID)
 		if got.Status.Flows[0].Path[1].Switch == first || len(got.Status.Events) != events {
 			t.Fatalf("the intent moved again: %+v", got.Status.Events)
+		}
+	})
+}
+
+// forAdaptRounds runs check after each of the intent manager's next n
+// adapt rounds: a check that something does not happen, counted in rounds
+// (a busy machine runs fewer per second), with a generous backstop.
+func forAdaptRounds(t *testing.T, h *fabrictest.Harness, n int, check func()) {
+	t.Helper()
+	start := h.Intents.AdaptRounds()
+	deadline := time.Now().Add(2 * time.Minute)
+	for seen := start; seen < start+n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d adapt rounds did not run in 2 minutes (%d did)", n, seen-start)
+		}
+		<-time.After(50 * time.Millisecond)
+		if r := h.Intents.AdaptRounds(); r != seen {
+			seen = r
+			check()
 		}
 	}
 }
@@ -947,10 +963,7 @@ func TestMovedIntentFlowsPlacedTogether(t *testing.T) {
 		return got.Status.State == models.StateInstalled && slices.ContainsFunc(got.Status.Flows, func(f models.FlowStatus) bool { return f.Path[1].Switch == cool })
 	})
 	// Six more adapt rounds: the other flow never joins it there.
-	samples := time.NewTicker(250 * time.Millisecond)
-	defer samples.Stop()
-	for range 12 {
-		<-samples.C
+	forAdaptRounds(t, h, 6, func() {
 		on := 0
 		for _, f := range intentState(t, h, tok, a.ID).Status.Flows {
 			if f.Path[1].Switch == cool {
@@ -960,7 +973,7 @@ func TestMovedIntentFlowsPlacedTogether(t *testing.T) {
 		if on != 1 {
 			t.Fatalf("%d of a's flows on %s, which has room for one", on, cool)
 		}
-	}
+	})
 }
 
 // TestQPHintInDryRunAndRefusal: two intents leave 50 Gb/s reservable on

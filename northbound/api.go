@@ -92,7 +92,7 @@ func New(opts Options) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) { problem(c, http.StatusMethodNotAllowed, c.Request.Method+" is not allowed here") })
 
-	a := &server{opts: opts, done: opts.Done, limiter: newLimiter(opts.RateLimit)}
+	a := &server{opts: opts, done: opts.Done, limiter: tenancy.NewRateLimiter(opts.RateLimit)}
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", a.ready)
 	if opts.Gatherer != nil {
@@ -142,7 +142,7 @@ func New(opts Options) http.Handler {
 type server struct {
 	opts    Options
 	done    <-chan struct{}
-	limiter *limiter
+	limiter *tenancy.RateLimiter
 }
 
 // ready answers 200 once this replica can serve: as leader, every switch

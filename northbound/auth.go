@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/accelnet/accelnet/intents"
@@ -36,7 +35,7 @@ func (a *server) authenticate(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if !a.limiter.allow(tok.ID, time.Now()) {
+	if !a.limiter.Allow(tok.ID, time.Now()) {
 		c.Header("Retry-After", "1")
 		problem(c, http.StatusTooManyRequests, "rate limit exceeded for this token; slow down")
 		return
@@ -59,42 +58,6 @@ func operatorOnly(c *gin.Context) {
 		return
 	}
 	c.Next()
-}
-
-// limiter is a token bucket per API token.
-type limiter struct {
-	rate, burst float64
-	mu          sync.Mutex
-	buckets     map[string]*bucket
-}
-
-type bucket struct {
-	tokens float64
-	last   time.Time
-}
-
-func newLimiter(rate float64) *limiter {
-	return &limiter{rate: rate, burst: 2 * rate, buckets: map[string]*bucket{}}
-}
-
-func (l *limiter) allow(key string, now time.Time) bool {
-	if l.rate <= 0 {
-		return true
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b := l.buckets[key]
-	if b == nil {
-		b = &bucket{tokens: l.burst, last: now}
-		l.buckets[key] = b
-	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
-	b.last = now
-	if b.tokens < 1 {
-		return false
-	}
-	b.tokens--
-	return true
 }
 
 func (a *server) whoami(c *gin.Context) {

@@ -1,0 +1,46 @@
+package tenancy
+
+import (
+	"sync"
+	"time"
+)
+
+// RateLimiter is a token bucket per key (an API token): rate requests a
+// second, in bursts of up to twice that.
+type RateLimiter struct {
+	rate, burst float64
+	mu          sync.Mutex
+	buckets     map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// NewRateLimiter allows rate requests a second per key; rate <= 0 allows
+// everything.
+func NewRateLimiter(rate float64) *RateLimiter {
+	return &RateLimiter{rate: rate, burst: 2 * rate, buckets: map[string]*bucket{}}
+}
+
+// Allow takes one request of key at time now, if its bucket has room.
+func (l *RateLimiter) Allow(key string, now time.Time) bool {
+	if l.rate <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		b = &bucket{tokens: l.burst, last: now}
+		l.buckets[key] = b
+	}
+	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}

@@ -42,3 +42,19 @@ func (c *Controller) idle() bool {
 	}
 	return true
 }
+
+// reconcileSampling makes a leaf sample its host-facing ports, all of
+// them at SampleOneIn. (Without sampling nothing is queued: entries an
+// earlier run wrote stay, and their digests are dropped unread.)
+func (c *Controller) reconcileSampling(ctx context.Context, sw models.SwitchID) (int, error) {
+	st := c.current()
+	sampler, ok := c.cfg.Driver.(Sampler)
+	if st == nil || !ok {
+		return 0, nil
+	}
+	var ports []uint32
+	for _, h := range st.snap.HostsOn(sw) {
+		ports = append(ports, h.Attach.Port)
+	}
+	return 0, sampler.SetSampling(ctx, sw, ports, c.cfg.SampleOneIn)
+}

@@ -1,3 +1,9 @@
+// Package intents admits tenants' bandwidth intents and keeps them true:
+// admission against a ledger of reserved bandwidth (pathcalc.Book), one
+// etcd commit per batch of decisions fenced on the leader's term, the
+// intents' lifecycle (pending, installed, failed; replanned on fabric
+// changes, moved off hot links), the flow pins the controller programs,
+// detected elephant flows, change events and the drain preview.
 package intents
 
 import (

@@ -1,0 +1,239 @@
+package controller
+
+import (
+	"context"
+	"maps"
+	"reflect"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/telemetry"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// PortLoad is a port's measured load.
+func (c *Controller) PortLoad(e models.Endpoint) (telemetry.PortLoad, bool) { return c.tele.Port(e) }
+
+// LinkLoad returns the load of l from its two ends' counters.
+func (c *Controller) LinkLoad(l models.Link) api.LinkLoad {
+	a, okA := c.tele.Port(l.A)
+	b, okB := c.tele.Port(l.B)
+	ll := api.LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, ABDropBps: a.DropBps, BADropBps: b.DropBps, ABECNBps: a.ECNBps, BAECNBps: b.ECNBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
+	if okA && !a.OperUp || okB && !b.OperUp {
+		ll.Up = false
+	}
+	if l.Gbps > 0 {
+		ll.Utilization = max(ll.ABbps, ll.BAbps) / (l.Gbps * 1e9)
+	}
+	return ll
+}
+
+// downLinksLocked derives the links to route around from the ports' last
+// reported oper-status.
+func (c *Controller) downLinksLocked(snap *topology.Snapshot) map[models.LinkID]bool {
+	down := map[models.LinkID]bool{}
+	for id := range drainedLinks(snap, c.drains) { // routed around like failed ones
+		down[id] = true
+	}
+	for e, isDown := range c.operDown {
+		if !isDown {
+			continue
+		}
+		if l, ok := snap.LinkAt(e); ok {
+			down[l.ID()] = true
+		}
+	}
+	for _, id := range c.flaps.suppressed(c.cfg.Now()) { // flapping: kept out until it settles
+		if _, err := snap.Link(id); err == nil {
+			down[id] = true
+		}
+	}
+	c.discMu.Lock()
+	for id := range c.miswired() { // cabled to something else: carries no routes
+		down[id] = true
+	}
+	c.discMu.Unlock()
+	return down
+}
+
+// observeOperStatus follows gNMI oper-status: when the set of down links
+// changes, the plan is recomputed around them (a new fabric state of the
+// same topology revision) and every switch is queued. It only records and
+// enqueues; reconciles do the work.
+func (c *Controller) observeOperStatus(s models.CounterSample) {
+	if s.Has != models.HasOperStatus {
+		return
+	}
+	e := models.Endpoint{Switch: s.Switch, Port: s.Port}
+	// Almost every sample repeats what is known: check under the read
+	// lock, as every switch's stream does this for every port, and a
+	// steady queue of writers would hold the reconcilers (readers) off.
+	c.mu.RLock()
+	same := c.operDown[e] == !s.OperUp
+	c.mu.RUnlock()
+	if same {
+		return
+	}
+	c.mu.Lock()
+	if c.operDown[e] == !s.OperUp {
+		c.mu.Unlock()
+		return
+	}
+	var l models.Link
+	isLink := false
+	if st := c.state; st != nil {
+		l, isLink = st.snap.LinkAt(e)
+	}
+	wasDown := isLink && (c.operDown[l.A] || c.operDown[l.B])
+	c.operDown[e] = !s.OperUp
+	if isLink && !wasDown && !s.OperUp {
+		c.flaps.failed(l.ID(), c.cfg.Now()) // once per failure, not once per end
+	}
+	c.mu.Unlock()
+	c.refreshDown("link state changed", "port", e.String(), "up", s.OperUp)
+}
+
+// refreshDown recomputes the links to route around (failed, drained,
+// dampened) and, if they changed, replans and queues every switch.
+func (c *Controller) refreshDown(why string, args ...any) {
+	ctx := c.running()
+	c.mu.Lock()
+	st := c.state
+	if st == nil || ctx == nil {
+		c.mu.Unlock()
+		return
+	}
+	down := c.downLinksLocked(st.snap)
+	bias := c.biasesLocked()
+	if maps.Equal(down, st.down) && maps.Equal(bias, st.bias) {
+		c.mu.Unlock()
+		return
+	}
+	// Every change rolls out in stages (see rollout.go). A link that
+	// failed is first pruned from every switch's routes at once (its old
+	// routes lose traffic already); planned changes and links coming back
+	// roll out from the routes the switches have, and wait for a rollout
+	// under way to finish.
+	failed := false
+	operDown := func(id models.LinkID) bool {
+		l, err := st.snap.Link(id)
+		return err == nil && (c.operDown[l.A] || c.operDown[l.B])
+	}
+	for id := range down {
+		if !st.down[id] && operDown(id) {
+			failed = true // a link failed
+		}
+	}
+	if !failed && st.ro != nil && st.ro.stageNow() != 0 {
+		c.mu.Unlock()
+		if !c.deferred.Swap(true) {
+			c.log.Info(why+"; waiting for the rollout under way to finish first", args...)
+		}
+		return
+	}
+	c.deferred.Store(false)
+	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}, bias: bias}
+	for id := range down {
+		next.planned[id] = !operDown(id) // avoided by a drain or dampening, not a failure
+	}
+	if failed {
+		// First, at once, every switch drops the next hops that no longer
+		// lead anywhere (a subset of loop-free routes is loop-free); then
+		// the new routes roll out in stages from there.
+		pruned := &fabricState{rev: st.rev, snap: st.snap, down: st.down, planned: st.planned, derive: func(ctx context.Context) (pathcalc.Result, error) {
+			old, err := c.planOf(ctx, st)
+			if err != nil {
+				return old, err
+			}
+			return pathcalc.Result{Plan: pathcalc.Prune(st.snap, old.Plan, down)}, nil
+		}}
+		next.ro = newRollout(pruned, c.cfg.Now)
+		if cur, err := c.planOf(ctx, st); err == nil {
+			next.ro.base = &cur.Plan // what the switches have: the pruning is a stage of its own
+		}
+	} else {
+		next.ro = newRollout(st, c.cfg.Now)
+	}
+	c.state = next
+	c.mu.Unlock()
+	if c.cfg.Overlay != nil {
+		c.cfg.Overlay.SetFabric(st.snap, down)
+	}
+	c.log.Info(why+"; rerouting", append(args, "links_avoided", len(down), "pruned_first", failed)...)
+	c.m.linksDown.Set(float64(len(down)))
+	if failed {
+		// The switches the pruning changes, at once: they are written
+		// while the new routes are computed.
+		c.enqueuePruned(ctx, next.ro)
+	}
+	// Plan now, so only the switches whose routes change are programmed,
+	// stage by stage; the pins of intents moved off the links follow.
+	from := st
+	if failed {
+		from = next.ro.previous()
+	}
+	oldPlan, errOld := c.planOf(ctx, from)
+	newPlan, errNew := c.planOf(ctx, next)
+	if errOld != nil || errNew != nil {
+		next.ro.abandon()
+		c.enqueueAll()
+		return
+	}
+	next.ro.prepare(next, oldPlan.Plan, newPlan.Plan, next.ro.base)
+	for _, sw := range next.ro.begin() {
+		c.Enqueue(sw)
+	}
+}
+
+// enqueuePruned queues the switches whose pruned routes differ from what
+// they have (every switch, if that cannot be told).
+func (c *Controller) enqueuePruned(ctx context.Context, ro *rollout) {
+	prev := ro.previous()
+	if prev == nil || ro.base == nil {
+		c.enqueueAll()
+		return
+	}
+	pruned, err := c.planOf(ctx, prev)
+	if err != nil {
+		c.enqueueAll()
+		return
+	}
+	for sw, st := range pruned.Plan.Switches {
+		// Prune shares the state of every switch it leaves alone, so this
+		// compares slice headers for all but the few it changed.
+		if !reflect.DeepEqual(ro.base.Switches[sw], st) {
+			c.Enqueue(sw)
+		}
+	}
+}
+
+// runDeferred applies a planned change that waited for a rollout, once
+// that rollout's stages are done (even if a switch is unreachable: its
+// stage timed out, and waiting for it would hold every change back).
+func (c *Controller) runDeferred() {
+	if !c.deferred.Load() {
+		return
+	}
+	if st := c.current(); st != nil && (st.ro == nil || st.ro.stageNow() == 0) {
+		c.spawn(func(context.Context) { c.refreshDown("the rollout under way finished") })
+	}
+}
+
+// SetDrains sets the operators' drains: routes and intents move off the
+// drained switches and links as off failed ones.
+func (c *Controller) SetDrains(drains map[string]models.Drain) {
+	c.mu.Lock()
+	c.drains = maps.Clone(drains)
+	c.mu.Unlock()
+	c.refreshDown("drains changed", "drains", len(drains))
+}
+
+// DownLinks returns the links the current routes avoid.
+func (c *Controller) DownLinks() map[models.LinkID]bool {
+	st := c.current()
+	if st == nil {
+		return nil
+	}
+	return maps.Clone(st.down)
+}

@@ -1,0 +1,278 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
+)
+
+// knownState is what a switch has: the routes part and the flow pins (a
+// map, updated in place by incremental reconciles of that switch only)
+// at an overlay generation.
+type knownState struct {
+	st     models.ForwardingState // without flow pins
+	pins   map[models.FlowKey]uint32
+	pinGen uint64
+}
+
+func (k knownState) full() models.ForwardingState {
+	st := k.st
+	st.FlowPins = make([]models.FlowPin, 0, len(k.pins))
+	for key, port := range k.pins {
+		st.FlowPins = append(st.FlowPins, models.FlowPin{Key: key, Port: port})
+	}
+	return st
+}
+
+// pinRefusal is a write error that names the flow pins a switch refused
+// for good, and why (southbound.WriteError).
+type pinRefusal interface {
+	RefusedPins() (keys []models.FlowKey, why string)
+}
+
+// reportRefusedPins tells the overlay which flow pins sw refused for good
+// in a write of diff, and how many pins sw holds after it (it held before
+// of them; the deletions went first, the inserts it did not refuse went in).
+func (c *Controller) reportRefusedPins(sw models.SwitchID, err error, diff models.Diff, before int) {
+	var we pinRefusal
+	if !errors.As(err, &we) {
+		return
+	}
+	keys, why := we.RefusedPins()
+	if len(keys) == 0 {
+		return
+	}
+	refused := make(map[models.FlowKey]bool, len(keys))
+	for _, k := range keys {
+		refused[k] = true
+	}
+	held := before - len(diff.Delete.FlowPins)
+	for _, p := range diff.Insert.FlowPins {
+		if !refused[p.Key] {
+			held++
+		}
+	}
+	c.cfg.Overlay.PinsRefused(sw, keys, why, held)
+}
+
+// confirm reads back the flow pins a diff wrote or removed and checks
+// the switch has exactly that: what makes an intent Installed or its
+// deletion done. Without a PinReader the next reconcile reads in full.
+func (c *Controller) confirm(ctx context.Context, sw models.SwitchID, diff models.Diff) error {
+	pr, ok := c.cfg.Driver.(PinReader)
+	if !ok {
+		c.mu.Lock()
+		delete(c.known, sw)
+		c.mu.Unlock()
+		return nil
+	}
+	want := map[models.FlowKey]uint32{}
+	var keys []models.FlowKey
+	for _, part := range []models.ForwardingState{diff.Insert, diff.Modify} {
+		for _, p := range part.FlowPins {
+			want[p.Key] = p.Port
+			keys = append(keys, p.Key)
+		}
+	}
+	for _, p := range diff.Delete.FlowPins {
+		keys = append(keys, p.Key)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	got, err := pr.ReadPins(ctx, sw, keys)
+	if err != nil {
+		return fmt.Errorf("confirm %d flow pins on %s: %w", len(keys), sw, err)
+	}
+	have := make(map[models.FlowKey]uint32, len(got))
+	for _, p := range got {
+		have[p.Key] = p.Port
+	}
+	for _, k := range keys {
+		w, wanted := want[k]
+		h, present := have[k]
+		if wanted != present || w != h {
+			return fmt.Errorf("read-back of %s on %s disagrees with the write (want present=%v port %d, have present=%v port %d)", k, sw, wanted, w, present, h)
+		}
+	}
+	return nil
+}
+
+// Reconcile makes one switch match the plan: read desired, read actual,
+// diff, write the minimal batch, record status. It returns the number of
+// updates written.
+func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, error) {
+	st := c.current()
+	if st == nil {
+		return 0, store.ErrNoTopology
+	}
+	record := func(s api.SwitchStatus) {
+		s.LastReconcile = c.cfg.Now()
+		s.Revision = st.rev
+		c.mu.Lock()
+		prev := c.status[sw] // the config reconciler's part stays
+		s.ConfigInSync, s.ConfigError = prev.ConfigInSync, prev.ConfigError
+		c.status[sw] = s
+		c.mu.Unlock()
+		v := 0.0
+		if s.InSync {
+			v = 1
+		}
+		c.m.switchInSync.WithLabelValues(string(sw)).Set(v)
+	}
+	if c.cfg.Overlay != nil && !c.cfg.Overlay.PinsReady() {
+		return 0, nil // queued again once the intents are placed
+	}
+	plan, err := c.planOf(ctx, st)
+	if err != nil {
+		record(api.SwitchStatus{LastError: err.Error()})
+		return 0, err
+	}
+	desired, ok := plan.Plan.Switches[sw]
+	if !ok {
+		c.mu.Lock()
+		delete(c.status, sw)
+		c.mu.Unlock()
+		return 0, nil // no longer in the topology
+	}
+	stage := 0
+	if st.ro != nil {
+		if stage = st.ro.stageNow(); stage > 0 {
+			if prev := st.ro.previous(); prev != nil {
+				if old, err := c.planOf(ctx, prev); err == nil {
+					switch {
+					case st.ro.pruning(stage):
+						pruned := old.Plan.Switches[sw]
+						pruned.FlowPins = desired.FlowPins
+						desired = pruned
+					case st.ro.touches(sw):
+						dist, early := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
+						desired = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist, early[sw])
+					}
+				}
+			}
+		}
+	}
+	defer func() {
+		if stage == 0 {
+			return
+		}
+		c.mu.RLock()
+		inSync := c.status[sw].InSync
+		c.mu.RUnlock()
+		if inSync {
+			for _, next := range st.ro.confirmed(sw, stage, st.snap.Switches()) {
+				c.Enqueue(next) // the next stage's switches
+			}
+		}
+	}()
+	c.mu.RLock()
+	k, cached := c.known[sw]
+	c.mu.RUnlock()
+	var diff models.Diff
+	var pins map[models.FlowKey]uint32
+	var pinGen uint64
+	pinsBefore := 0 // how many pins the switch holds before this write
+	incremental := false
+	if d, ok := c.cfg.Overlay.(DeltaOverlay); ok && cached && k.pins != nil {
+		// Only the pins changed since the known generation, and the routes
+		// (a few per destination leaf), are compared: O(change), not O(table).
+		var changed map[models.FlowKey]uint32
+		if changed, pinGen, incremental = d.PinsDelta(sw, k.pinGen); incremental {
+			desired = adoptGroupIDs(desired, k.st)
+			diff = models.Compute(desired, k.st)
+			for key, port := range changed {
+				have, present := k.pins[key]
+				switch {
+				case port == 0 && present:
+					diff.Delete.FlowPins = append(diff.Delete.FlowPins, models.FlowPin{Key: key, Port: have})
+				case port != 0 && !present:
+					diff.Insert.FlowPins = append(diff.Insert.FlowPins, models.FlowPin{Key: key, Port: port})
+				case port != 0 && have != port:
+					diff.Modify.FlowPins = append(diff.Modify.FlowPins, models.FlowPin{Key: key, Port: port})
+				}
+			}
+			pins = k.pins
+			pinsBefore = len(pins)
+			for key, port := range changed {
+				if port == 0 {
+					delete(pins, key)
+				} else {
+					pins[key] = port
+				}
+			}
+		}
+	}
+	if !incremental {
+		if c.cfg.Overlay != nil {
+			desired.FlowPins, pinGen = c.cfg.Overlay.PinsFor(sw)
+		}
+		actual := k.full()
+		if !cached {
+			actual, err = c.cfg.Driver.Read(ctx, sw)
+			if err != nil {
+				record(api.SwitchStatus{LastError: err.Error()})
+				return 0, fmt.Errorf("read %s: %w", sw, err)
+			}
+			c.m.fullReads.Inc()
+		}
+		desired = adoptGroupIDs(desired, actual)
+		diff = models.Compute(desired, actual)
+		pinsBefore = len(actual.FlowPins)
+		pins = make(map[models.FlowKey]uint32, len(desired.FlowPins))
+		for _, p := range desired.FlowPins {
+			pins[p.Key] = p.Port
+		}
+	}
+	entries := desired.Len() - len(desired.FlowPins) + len(pins)
+	remember := func() {
+		routes := desired
+		routes.FlowPins = nil
+		c.mu.Lock()
+		c.known[sw] = knownState{st: routes, pins: pins, pinGen: pinGen}
+		c.mu.Unlock()
+		if c.cfg.Overlay != nil {
+			c.cfg.Overlay.Synced(sw, pinGen)
+		}
+	}
+	forget := func() {
+		c.mu.Lock()
+		delete(c.known, sw)
+		c.mu.Unlock()
+	}
+	if diff.Empty() {
+		remember()
+		record(api.SwitchStatus{InSync: true, Entries: entries})
+		return 0, nil
+	}
+	if err := c.cfg.Driver.Apply(ctx, sw, diff); err != nil {
+		forget()
+		record(api.SwitchStatus{LastError: err.Error()})
+		if c.cfg.Overlay != nil {
+			c.reportRefusedPins(sw, err, diff, pinsBefore)
+			c.cfg.Overlay.ProgramFailed(sw, err)
+		}
+		return 0, err
+	}
+	if err := c.confirm(ctx, sw, diff); err != nil {
+		forget()
+		record(api.SwitchStatus{LastError: err.Error()})
+		return 0, err
+	}
+	remember()
+	c.m.writes.WithLabelValues("insert").Add(float64(diff.Insert.Len()))
+	c.m.writes.WithLabelValues("modify").Add(float64(diff.Modify.Len()))
+	c.m.writes.WithLabelValues("delete").Add(float64(diff.Delete.Len()))
+	level := slog.LevelInfo
+	if onlyPins := diff.Len() == len(diff.Insert.FlowPins)+len(diff.Modify.FlowPins)+len(diff.Delete.FlowPins); onlyPins {
+		level = slog.LevelDebug // intents come and go by the thousand
+	}
+	c.log.Log(ctx, level, "switch programmed", "switch", sw, "insert", diff.Insert.Len(), "modify", diff.Modify.Len(), "delete", diff.Delete.Len())
+	record(api.SwitchStatus{InSync: true, Entries: entries, LastWrites: diff.Len()})
+	return diff.Len(), nil
+}

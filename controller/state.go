@@ -1,0 +1,196 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// fabricState is one topology revision and, computed on first use, its routes.
+type fabricState struct {
+	rev  int64
+	snap *topology.Snapshot
+	// down are the links gNMI reports down (either end's oper-status);
+	// routes avoid them.
+	down map[models.LinkID]bool
+	// once starts the routes' computation; ready closes when plan and err
+	// are set (see planOf).
+	once  sync.Once
+	ready chan struct{}
+	plan  pathcalc.Result
+	err   error
+	// ro, when set, rolls the change from the state it replaced out in
+	// stages (make-before-break); see rollout.go.
+	ro *rollout
+	// planned marks the avoided links that are avoided by choice (drained,
+	// dampened) rather than because they failed.
+	planned map[models.LinkID]bool
+	// derive, if set, makes the state's routes from another state's
+	// instead of computing them (the pruned step after a failure).
+	derive func(ctx context.Context) (pathcalc.Result, error)
+	// bias are the congestion-aware WCMP weight biases the routes use.
+	bias map[models.Endpoint]float64
+}
+
+func (c *Controller) current() *fabricState {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.state
+}
+
+// Snapshot returns the topology the controller acts on, and its revision;
+// nil before one is loaded.
+func (c *Controller) Snapshot() (*topology.Snapshot, int64) {
+	st := c.current()
+	if st == nil {
+		return nil, 0
+	}
+	return st.snap, st.rev
+}
+
+// running is Run's context while Run runs, else nil.
+func (c *Controller) running() context.Context {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	return c.runCtx
+}
+
+// planOf returns st's routes, computed on first use. The computation
+// serves every caller, so it runs under Run's context (one caller giving
+// up does not abort it for the others; Run ending does), in a goroutine
+// Run waits for; each caller waits only as long as its own ctx allows.
+// Outside Run it is computed by the caller, under the caller's ctx.
+func (c *Controller) planOf(ctx context.Context, st *fabricState) (pathcalc.Result, error) {
+	c.startPlan(ctx, st)
+	select {
+	case <-st.ready:
+		return st.plan, st.err
+	case <-ctx.Done():
+		return pathcalc.Result{}, fmt.Errorf("routes of revision %d: %w", st.rev, ctx.Err())
+	}
+}
+
+// startPlan starts computing st's routes, if nobody has yet.
+func (c *Controller) startPlan(ctx context.Context, st *fabricState) {
+	st.once.Do(func() {
+		st.ready = make(chan struct{})
+		if !c.spawn(func(runCtx context.Context) { c.computePlan(runCtx, st) }) {
+			c.computePlan(ctx, st)
+		}
+	})
+}
+
+// spawn runs f in a goroutine under Run's context, which Run waits for;
+// it reports false, running nothing, when Run is not running.
+func (c *Controller) spawn(f func(ctx context.Context)) bool {
+	c.runMu.Lock()
+	defer c.runMu.Unlock()
+	if c.runCtx == nil {
+		return false
+	}
+	ctx := c.runCtx
+	c.background.Go(func() { f(ctx) })
+	return true
+}
+
+func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
+	defer close(st.ready)
+	if st.derive != nil {
+		st.plan, st.err = st.derive(ctx)
+		return
+	}
+	start := time.Now()
+	st.plan, st.err = pathcalc.Compute(ctx, st.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down, PortBias: st.bias})
+	c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
+	for _, w := range st.plan.Warnings {
+		c.log.Warn("route compromise", "switch", w.Switch, "detail", w.Message)
+	}
+	if st.err != nil {
+		c.log.Error("route computation failed", "revision", st.rev, "err", st.err)
+	}
+}
+
+// setTopology installs a new topology revision and queues every switch.
+func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int64) {
+	snap, err := topology.New(t)
+	if err != nil {
+		c.log.Error("stored topology is invalid; keeping the previous one", "revision", rev, "err", err)
+		c.mu.Lock()
+		c.topoErr = err
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Lock()
+	st := &fabricState{rev: rev, snap: snap, down: c.downLinksLocked(snap), bias: c.biasesLocked()}
+	c.state = st
+	c.topoErr = nil
+	c.mu.Unlock()
+	if c.cfg.Overlay != nil {
+		c.cfg.Overlay.SetFabric(snap, st.down)
+	}
+	c.m.topologyRevision.Set(float64(rev))
+	c.log.Info("topology loaded", "revision", rev, "switches", len(t.Switches), "links", len(t.Links), "hosts", len(t.Hosts))
+	c.subs.Sync(ctx, snap.Switches())
+	c.warm(ctx, st)
+	c.enqueueAll()
+	c.enqueueConfig()
+}
+
+// warm computes a fabric state's routes in the background, so a follower
+// that takes over (or a leader's first reconcile) finds them ready.
+func (c *Controller) warm(ctx context.Context, st *fabricState) {
+	c.startPlan(ctx, st)
+}
+
+// Status returns every switch's last reconcile outcome.
+func (c *Controller) Status() map[models.SwitchID]api.SwitchStatus {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make(map[models.SwitchID]api.SwitchStatus, len(c.status))
+	for k, v := range c.status {
+		out[k] = v
+	}
+	return out
+}
+
+// Ready is nil once a topology is loaded, etcd is watched and every switch
+// has been brought in sync at least once; otherwise it says what is missing.
+func (c *Controller) Ready() error {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.state == nil {
+		if c.topoErr != nil {
+			return fmt.Errorf("topology: %w", c.topoErr)
+		}
+		return store.ErrNoTopology
+	}
+	if !c.watching {
+		return errors.New("controller: not watching etcd")
+	}
+	if c.cfg.Leadership != nil && c.cfg.Leadership.Term() == nil {
+		// A follower serves reads and forwards writes, once it knows
+		// where to.
+		if url, _ := c.cfg.Leadership.Leader(); url == "" {
+			return errors.New("controller: following, and no leader is known yet")
+		}
+		return nil
+	}
+	pending := 0
+	for _, sw := range c.state.snap.Switches() {
+		if st, ok := c.status[sw.Name]; !ok || !st.InSync {
+			pending++
+		}
+	}
+	if pending > 0 {
+		return fmt.Errorf("controller: %d of %d switches not yet in sync", pending, len(c.state.snap.Switches()))
+	}
+	return nil
+}

@@ -265,8 +265,9 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// ElectionSetter is a Driver that arbitrates with a changeable election
-// ID (the leader's term).
+// ElectionSetter is a Driver or ConfigDriver that arbitrates with a
+// changeable election ID (the leader's term): both get the same ID, the
+// same way.
 type ElectionSetter interface {
 	SetElectionID(id uint64)
 }
@@ -281,10 +282,18 @@ func (c *Controller) term(ctx context.Context) (context.Context, bool) {
 	if t == nil {
 		return nil, false
 	}
-	if es, ok := c.cfg.Driver.(ElectionSetter); ok {
-		es.SetElectionID(t.ID) // before any write of the term (a no-op once set)
-	}
+	c.setElectionID(t.ID) // before any write of the term (a no-op once set)
 	return t.Context(), true
+}
+
+// setElectionID hands the term's election ID to every driver that
+// arbitrates (P4Runtime and gNMI alike).
+func (c *Controller) setElectionID(id uint64) {
+	for _, d := range []any{c.cfg.Driver, c.cfg.Config} {
+		if es, ok := d.(ElectionSetter); ok {
+			es.SetElectionID(id)
+		}
+	}
 }
 
 // followLeadership hands the driver each term's election ID and, when a
@@ -298,8 +307,8 @@ func (c *Controller) followLeadership(ctx context.Context) {
 		t := c.cfg.Leadership.Term()
 		if t != last {
 			last = t
-			if es, ok := c.cfg.Driver.(ElectionSetter); ok && t == nil {
-				es.SetElectionID(0) // followers arbitrate with nothing
+			if t == nil {
+				c.setElectionID(0) // followers arbitrate with nothing
 			}
 			c.mu.Lock()
 			clear(c.known)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
 	"github.com/openconfig/gnmi/proto/gnmi_ext"
@@ -21,12 +22,23 @@ import (
 type GNMIConfig struct {
 	// Resolve finds a switch's gNMI address.
 	Resolve func(models.SwitchID) (models.Switch, error)
-	// ElectionID, if set, is sent with every Set as gNMI master
-	// arbitration, so a target refuses a deposed leader's writes. Zero
-	// means this replica does not lead: Set is refused locally.
-	ElectionID func() uint64
 	// Dialer sets TLS and RPC metrics; nil: plaintext, no metrics.
 	Dialer *Dialer
+
+	// election is the ID SetElectionID gave, sent with every Set as gNMI
+	// master arbitration once arbitrate is set.
+	election  atomic.Uint64
+	arbitrate atomic.Bool
+}
+
+// SetElectionID sets the election ID sent with every Set as gNMI master
+// arbitration (the leader's term, as the P4Runtime driver's), so a target
+// refuses a deposed leader's writes. Zero means this replica does not
+// lead: Set is refused locally. Until it is first called, Sets carry no
+// arbitration (a controller without leader election).
+func (g *GNMIConfig) SetElectionID(id uint64) {
+	g.election.Store(id)
+	g.arbitrate.Store(true)
 }
 
 func (g *GNMIConfig) dial(id models.SwitchID) (*grpc.ClientConn, models.Switch, error) {
@@ -176,8 +188,8 @@ func (g *GNMIConfig) SetConfig(ctx context.Context, id models.SwitchID, ports ma
 		return nil
 	}
 	var ext []*gnmi_ext.Extension
-	if g.ElectionID != nil {
-		eid := g.ElectionID()
+	if g.arbitrate.Load() {
+		eid := g.election.Load()
 		if eid == 0 {
 			return fmt.Errorf("%w: gnmi set config of %s: this replica is not the leader", models.ErrNotPrimary, id)
 		}

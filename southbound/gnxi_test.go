@@ -165,12 +165,11 @@ func TestGNXITarget(t *testing.T) {
 	})
 
 	t.Run("config", func(t *testing.T) {
-		var eid uint64 = 7
 		g := &southbound.GNMIConfig{
-			Resolve:    func(models.SwitchID) (models.Switch, error) { return sw, nil },
-			ElectionID: func() uint64 { return eid },
-			Dialer:     dialer,
+			Resolve: func(models.SwitchID) (models.Switch, error) { return sw, nil },
+			Dialer:  dialer,
 		}
+		g.SetElectionID(7)
 		got, err := g.GetConfig(ctx, sw.Name)
 		if err != nil {
 			t.Fatalf("get config: %v", err)

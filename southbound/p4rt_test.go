@@ -202,7 +202,9 @@ func TestGNMIMasterArbitration(t *testing.T) {
 	f := fabrictest.StartFabric(t, topo)
 	ctx := context.Background()
 	cfg := func(id uint64) *southbound.GNMIConfig {
-		return &southbound.GNMIConfig{Resolve: resolver(f.Topology()), ElectionID: func() uint64 { return id }}
+		g := &southbound.GNMIConfig{Resolve: resolver(f.Topology())}
+		g.SetElectionID(id)
+		return g
 	}
 	port := map[uint32]models.InterfaceConfig{1: {Enabled: true, MTU: 4200, Description: "to h1"}}
 	if err := cfg(6).SetConfig(ctx, "leaf1", port); err != nil {

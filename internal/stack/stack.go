@@ -304,12 +304,8 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	if s.OperatorToken, err = s.Auth.BootstrapOperator(ctx, opts.OperatorTokenFile); err != nil {
 		return nil, fmt.Errorf("issue the first operator token: %w", err)
 	}
-	gnmiCfg := &southbound.GNMIConfig{Resolve: ctrl.resolve, Dialer: dialer, ElectionID: func() uint64 {
-		if t := s.Leadership.Term(); t != nil {
-			return t.ID
-		}
-		return 0
-	}}
+	gnmiCfg := &southbound.GNMIConfig{Resolve: ctrl.resolve, Dialer: dialer}
+	gnmiCfg.SetElectionID(0) // until this replica leads
 	c, err := controller.New(controller.Config{
 		Overlay:            s.Intents,
 		Config:             gnmiCfg,

@@ -83,9 +83,16 @@ type Overlay interface {
 	PinsReady() bool
 }
 
+// Store is what the controller reads of etcd: the topology, listed and
+// then watched (store.Store).
+type Store interface {
+	Topology(ctx context.Context) (t models.Topology, modRevision, revision int64, err error)
+	WatchKey(ctx context.Context, key string, fromRev int64, fn func(store.KV)) error
+}
+
 // Config configures a Controller.
 type Config struct {
-	Store  *store.Store
+	Store  Store
 	Driver Driver
 	Limits pathcalc.Limits
 	// Overlay, if set, adds flow pins to every switch's routes.

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
@@ -22,6 +20,13 @@ import (
 // empty (telemetry never reads exactly zero while counters settle).
 const drainedBelowBps = 1e6
 
+// DrainStore keeps the drains in etcd (store.Store).
+type DrainStore interface {
+	store.Follower
+	PutJSON(ctx context.Context, key string, v any) error
+	Delete(ctx context.Context, key string) error
+}
+
 // DrainPlanner re-places the live intents for a fabric with down links
 // without changing anything (intents.Manager): what a drain would do.
 type DrainPlanner interface {
@@ -31,7 +36,7 @@ type DrainPlanner interface {
 // Drains keeps operators' drains in etcd and tells the controller which
 // links to keep traffic off.
 type Drains struct {
-	store   *store.Store
+	store   DrainStore
 	ctrl    *Controller
 	intents DrainPlanner
 	mu      sync.RWMutex
@@ -39,7 +44,7 @@ type Drains struct {
 }
 
 // NewDrains returns the drain manager; Run follows etcd.
-func NewDrains(store *store.Store, ctrl *Controller, intents DrainPlanner) *Drains {
+func NewDrains(store DrainStore, ctrl *Controller, intents DrainPlanner) *Drains {
 	return &Drains{store: store, ctrl: ctrl, intents: intents, all: map[string]models.Drain{}}
 }
 
@@ -206,7 +211,7 @@ func (d *Drains) Delete(ctx context.Context, id string) error {
 	if !ok {
 		return fmt.Errorf("%w: drain %q", store.ErrNotFound, id)
 	}
-	if err := d.store.Txn(ctx, nil, []clientv3.Op{clientv3.OpDelete(store.KeyDrains + id)}); err != nil {
+	if err := d.store.Delete(ctx, store.KeyDrains+id); err != nil {
 		return err
 	}
 	d.mu.Lock()

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
 )
@@ -77,27 +75,21 @@ func (c *Controller) watchTopology(ctx context.Context) error {
 		c.mu.Lock()
 		c.watching = true
 		c.mu.Unlock()
-		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		ch := c.cfg.Store.Client().Watch(wctx, store.KeyTopology, clientv3.WithRev(rev+1))
-		for resp := range ch {
-			if err := resp.Err(); err != nil {
-				c.log.Warn("topology watch ended; re-listing", "err", err)
-				break
+		err = c.cfg.Store.WatchKey(ctx, store.KeyTopology, rev+1, func(kv store.KV) {
+			if kv.Deleted {
+				c.log.Warn("topology deleted from etcd; keeping the last one programmed")
+				return
 			}
-			for _, ev := range resp.Events {
-				if ev.Type == clientv3.EventTypeDelete {
-					c.log.Warn("topology deleted from etcd; keeping the last one programmed")
-					continue
-				}
-				var next models.Topology
-				if err := json.Unmarshal(ev.Kv.Value, &next); err != nil {
-					c.log.Error("undecodable topology in etcd", "revision", ev.Kv.ModRevision, "err", err)
-					continue
-				}
-				c.setTopology(ctx, next, ev.Kv.ModRevision)
+			var next models.Topology
+			if err := json.Unmarshal(kv.Value, &next); err != nil {
+				c.log.Error("undecodable topology in etcd", "revision", kv.Revision, "err", err)
+				return
 			}
+			c.setTopology(ctx, next, kv.Revision)
+		})
+		if err != nil && ctx.Err() == nil {
+			c.log.Warn("topology watch ended; re-listing", "err", err)
 		}
-		wcancel()
 		c.mu.Lock()
 		c.watching = false
 		c.mu.Unlock()

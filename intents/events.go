@@ -13,7 +13,7 @@ import (
 
 // Events fans etcd changes out to subscribers.
 type Events struct {
-	store *store.Store
+	store store.Follower
 	mu    sync.Mutex
 	subs  map[*subscriber]struct{}
 }
@@ -24,7 +24,7 @@ type subscriber struct {
 }
 
 // NewEvents returns a broker over store; Run feeds it.
-func NewEvents(store *store.Store) *Events {
+func NewEvents(store store.Follower) *Events {
 	return &Events{store: store, subs: map[*subscriber]struct{}{}}
 }
 

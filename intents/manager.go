@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/models"
@@ -44,6 +45,14 @@ var (
 // MaxFlowsPerIntent bounds the flows one intent expands to (pairs × ports).
 const MaxFlowsPerIntent = 4096
 
+// Store is what the manager needs of etcd (store.Store): its records
+// listed at one revision, committed in fenced transactions, and followed.
+type Store interface {
+	store.Follower
+	List(ctx context.Context, prefix string, rev int64) ([]store.KV, int64, error)
+	Commit(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (int64, error)
+}
+
 // Tenants looks tenants up (tenancy.Auth): their quotas bound admission.
 type Tenants interface {
 	Tenant(ctx context.Context, name models.TenantName) (models.Tenant, error)
@@ -51,7 +60,7 @@ type Tenants interface {
 
 // Config configures the intent manager.
 type Config struct {
-	Store *store.Store
+	Store Store
 	Auth  Tenants
 	// Headroom is the fraction of every link never reserved; default 0.05.
 	Headroom float64

@@ -181,6 +181,28 @@ func (s *Store) List(ctx context.Context, prefix string, rev int64) ([]KV, int64
 	return out, resp.Header.Revision, nil
 }
 
+// WatchKey calls fn with each change of key from revision fromRev on,
+// until ctx ends (nil) or the watch breaks, for instance after a
+// compaction (its error: list again, then watch from there).
+func (s *Store) WatchKey(ctx context.Context, key string, fromRev int64, fn func(KV)) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range s.cli.Watch(wctx, key, clientv3.WithRev(fromRev)) {
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		for _, ev := range resp.Events {
+			fn(KV{Key: string(ev.Kv.Key), Value: ev.Kv.Value, Revision: ev.Kv.ModRevision, Deleted: ev.Type == clientv3.EventTypeDelete})
+		}
+	}
+	return ctx.Err()
+}
+
+// Delete removes key (nothing happens if it does not exist).
+func (s *Store) Delete(ctx context.Context, key string) error {
+	return s.Txn(ctx, nil, []clientv3.Op{clientv3.OpDelete(key)})
+}
+
 // GetJSON reads key into v; found is false when the key does not exist.
 func (s *Store) GetJSON(ctx context.Context, key string, v any) (found bool, modRevision int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -236,10 +258,15 @@ func (s *Store) DeletePrefix(ctx context.Context, prefix string) (int64, error) 
 	return resp.Deleted, nil
 }
 
+// Follower lists and watches a prefix (Store.Follow).
+type Follower interface {
+	Follow(ctx context.Context, prefix string, fn func(kvs []KV, reset bool)) error
+}
+
 // FollowJSON keeps *m (key after prefix → decoded value) in step with
 // etcd under mu, calling changed (if set) after every update; values that
 // do not decode are dropped.
-func FollowJSON[K ~string, V any](ctx context.Context, s *Store, prefix string, mu sync.Locker, m *map[K]V, changed func()) error {
+func FollowJSON[K ~string, V any](ctx context.Context, s Follower, prefix string, mu sync.Locker, m *map[K]V, changed func()) error {
 	return s.Follow(ctx, prefix, func(kvs []KV, reset bool) {
 		mu.Lock()
 		if reset {

@@ -51,10 +51,19 @@ func hashSecret(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// Store is what tenancy needs of etcd (store.Store).
+type Store interface {
+	store.Follower
+	GetJSON(ctx context.Context, key string, v any) (found bool, modRevision int64, err error)
+	PutJSON(ctx context.Context, key string, v any) error
+	Txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) error
+	DeletePrefix(ctx context.Context, prefix string) (int64, error)
+}
+
 // Auth keeps tenants and tokens in etcd, with a write-through cache that a
 // watch keeps current when another replica changes them.
 type Auth struct {
-	store *store.Store
+	store Store
 	mu    sync.RWMutex
 	// tokens by secret hash; tenants by name.
 	tokens  map[string]models.Token
@@ -62,7 +71,7 @@ type Auth struct {
 }
 
 // NewAuth returns an Auth over store; Run loads and follows etcd.
-func NewAuth(store *store.Store) *Auth {
+func NewAuth(store Store) *Auth {
 	return &Auth{store: store, tokens: map[string]models.Token{}, tenants: map[models.TenantName]models.Tenant{}}
 }
 

@@ -1,0 +1,174 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+func embedded(t *testing.T) *Store {
+	t.Helper()
+	e, err := StartEmbedded(t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	cli, err := Dial(e.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	return NewStore(cli, 5*time.Second)
+}
+
+// TestStore: a transaction whose comparison fails is ErrConflict and
+// writes nothing; List reads a prefix at a past revision; JSON round-trips;
+// a missing key is not found; the topology is checked on its mod revision.
+func TestStore(t *testing.T) {
+	s := embedded(t)
+	ctx := t.Context()
+	key := Prefix + "test/a"
+	rev1, err := s.Commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, []clientv3.Op{clientv3.OpPut(key, "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, []clientv3.Op{clientv3.OpPut(key, "2")}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second create: %v, want ErrConflict", err)
+	}
+	if err := s.PutJSON(ctx, Prefix+"test/b", map[string]int{"n": 2}); err != nil {
+		t.Fatal(err)
+	}
+	now, rev, err := s.List(ctx, Prefix+"test/", 0)
+	if err != nil || len(now) != 2 || rev <= rev1 {
+		t.Fatalf("list: %d keys at %d, %v; want 2 after revision %d", len(now), rev, err, rev1)
+	}
+	then, _, err := s.List(ctx, Prefix+"test/", rev1)
+	if err != nil || len(then) != 1 || string(then[0].Value) != "1" || then[0].Revision != rev1 {
+		t.Fatalf("list at revision %d: %+v, %v; want a=1 alone", rev1, then, err)
+	}
+	var got map[string]int
+	if found, _, err := s.GetJSON(ctx, Prefix+"test/b", &got); !found || err != nil || got["n"] != 2 {
+		t.Fatalf("get b: %v %v %v", found, got, err)
+	}
+	if found, _, err := s.GetJSON(ctx, Prefix+"test/none", &got); found || err != nil {
+		t.Fatalf("get a missing key: found %v, %v", found, err)
+	}
+	if err := s.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.DeletePrefix(ctx, Prefix+"test/"); n != 1 || err != nil {
+		t.Fatalf("delete prefix: %d keys, %v; want 1", n, err)
+	}
+
+	if _, _, _, err := s.Topology(ctx); !errors.Is(err, ErrNoTopology) {
+		t.Fatalf("topology before any: %v, want ErrNoTopology", err)
+	}
+	topo := models.Topology{Switches: []models.Switch{{Name: "leaf1", Role: models.RoleLeaf, DeviceID: 1}}}
+	if _, err := s.PutTopology(ctx, topo, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.PutTopology(ctx, topo, 0); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second first topology: %v, want ErrConflict", err)
+	}
+	if got, mod, _, err := s.Topology(ctx); err != nil || len(got.Switches) != 1 || mod == 0 {
+		t.Fatalf("topology: %+v at %d, %v", got, mod, err)
+	}
+}
+
+// TestWatches: Follow lists then streams changes; WatchKey streams one
+// key's changes from a revision, deletions marked.
+func TestWatches(t *testing.T) {
+	s := embedded(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if err := s.PutJSON(ctx, Prefix+"f/x", 1); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	followed := map[string]string{}
+	resets := 0
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = s.Follow(ctx, Prefix+"f/", func(kvs []KV, reset bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			if reset {
+				resets++
+				clear(followed)
+			}
+			for _, kv := range kvs {
+				if kv.Deleted {
+					delete(followed, kv.Key)
+				} else {
+					followed[kv.Key] = string(kv.Value)
+				}
+			}
+		})
+	})
+	_, _, rev, err := s.Topology(ctx)
+	if !errors.Is(err, ErrNoTopology) {
+		t.Fatal(err)
+	}
+	var watched []KV
+	wg.Go(func() {
+		_ = s.WatchKey(ctx, KeyTopology, rev+1, func(kv KV) {
+			mu.Lock()
+			defer mu.Unlock()
+			watched = append(watched, kv)
+		})
+	})
+	if err := s.PutJSON(ctx, Prefix+"f/y", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, Prefix+"f/x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutJSON(ctx, KeyTopology, models.Topology{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, KeyTopology); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		done := len(followed) == 1 && followed[Prefix+"f/y"] == "2" && len(watched) == 2
+		mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			mu.Lock()
+			t.Fatalf("followed %v (resets %d), watched %+v", followed, resets, watched)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	if resets != 1 || watched[0].Deleted || !watched[1].Deleted {
+		t.Errorf("resets %d, watched %+v: want one listing, a put then a delete", resets, watched)
+	}
+	mu.Unlock()
+	cancel()
+	wg.Wait()
+}
+
+// TestNewID: IDs of later times sort after earlier ones; two at the same
+// millisecond differ.
+func TestNewID(t *testing.T) {
+	t0 := time.UnixMilli(1_700_000_000_000)
+	ids := []string{NewID(t0), NewID(t0.Add(time.Millisecond)), NewID(t0.Add(time.Hour))}
+	if !slices.IsSorted(ids) {
+		t.Errorf("IDs out of time order: %v", ids)
+	}
+	if a, b := NewID(t0), NewID(t0); a == b || !strings.HasPrefix(a, ids[0][:11]) {
+		t.Errorf("two IDs at one millisecond: %s %s", a, b)
+	}
+}

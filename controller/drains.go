@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -23,7 +25,8 @@ const drainedBelowBps = 1e6
 // DrainStore keeps the drains in etcd (store.Store).
 type DrainStore interface {
 	store.Follower
-	PutJSON(ctx context.Context, key string, v any) error
+	List(ctx context.Context, prefix string, rev int64) ([]store.KV, int64, error)
+	PutJSONIfUnchanged(ctx context.Context, prefix string, rev int64, key string, v any) error
 	Delete(ctx context.Context, key string) error
 }
 
@@ -95,8 +98,27 @@ func (d *Drains) check(dr models.Drain) (*topology.Snapshot, error) {
 	return snap, nil
 }
 
+// ErrAlreadyDrained means a drain of the same switch or link exists: a
+// second one would leave it drained after the first is deleted, with
+// nothing to say so.
+var ErrAlreadyDrained = errors.New("controller: already drained")
+
+// maxDrainAttempts bounds how often Create decides again after another
+// drain was stored while it decided.
+const maxDrainAttempts = 20
+
 // Create stores a drain; traffic moves off as the controller applies it.
-// A drain that would cut hosts off needs Force.
+// A drain that would cut hosts off, or leave two leaves with hosts without
+// a path between them, needs Force; a second drain of the same switch or
+// link is refused (ErrAlreadyDrained).
+//
+// Drains are decided one at a time across every replica: the decision is
+// taken against every drain stored in etcd (applied or not yet) and every
+// link the controller avoids now, and stored only if no drain was stored
+// or changed since it read them (an etcd compare on the drains' mod
+// revisions); otherwise it is decided again. So no timing of requests,
+// from any number of clients and replicas, gets two drains past the check
+// that together cut the fabric.
 func (d *Drains) Create(ctx context.Context, dr models.Drain) (models.Drain, error) {
 	snap, err := d.check(dr)
 	if err != nil {
@@ -106,14 +128,34 @@ func (d *Drains) Create(ctx context.Context, dr models.Drain) (models.Drain, err
 		return dr, &models.ValidationError{Errors: []models.FieldError{{Field: "force",
 			Message: fmt.Sprintf("draining %s cuts off its %d hosts; set force to do it anyway", dr.Switch, len(snap.HostsOn(dr.Switch)))}}}
 	}
-	if cut := d.partitions(snap, dr); cut != "" && !dr.Force {
-		return dr, &models.ValidationError{Errors: []models.FieldError{{Field: "force",
-			Message: fmt.Sprintf("with this drain and the links already avoided, %s; set force to do it anyway", cut)}}}
-	}
-	now := d.ctrl.cfg.Now()
-	dr.ID, dr.Created = store.NewID(now), now.UTC()
-	if err := d.store.PutJSON(ctx, store.KeyDrains+dr.ID, dr); err != nil {
-		return dr, err
+	for attempt := 1; ; attempt++ {
+		stored, rev, err := d.stored(ctx)
+		if err != nil {
+			return dr, err
+		}
+		for _, other := range stored {
+			if other.Switch == dr.Switch && other.Link == dr.Link {
+				what := "switch " + string(dr.Switch)
+				if dr.Link != "" {
+					what = "link " + string(dr.Link)
+				}
+				return dr, fmt.Errorf("%w: %s by drain %s", ErrAlreadyDrained, what, other.ID)
+			}
+		}
+		if cut := d.partitions(snap, dr, stored); cut != "" && !dr.Force {
+			return dr, &models.ValidationError{Errors: []models.FieldError{{Field: "force",
+				Message: fmt.Sprintf("with this drain, the %d stored and the links already avoided, %s; set force to do it anyway", len(stored), cut)}}}
+		}
+		now := d.ctrl.cfg.Now()
+		dr.ID, dr.Created = store.NewID(now), now.UTC()
+		err = d.store.PutJSONIfUnchanged(ctx, store.KeyDrains, rev, store.KeyDrains+dr.ID, dr)
+		if errors.Is(err, store.ErrConflict) && attempt < maxDrainAttempts {
+			continue // another drain was stored meanwhile: decide again with it
+		}
+		if err != nil {
+			return dr, err
+		}
+		break
 	}
 	d.mu.Lock()
 	d.all[dr.ID] = dr
@@ -122,16 +164,41 @@ func (d *Drains) Create(ctx context.Context, dr models.Drain) (models.Drain, err
 	return dr, nil
 }
 
+// stored reads every drain in etcd, with the revision read at.
+func (d *Drains) stored(ctx context.Context) (map[string]models.Drain, int64, error) {
+	kvs, rev, err := d.store.List(ctx, store.KeyDrains, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make(map[string]models.Drain, len(kvs))
+	for _, kv := range kvs {
+		var dr models.Drain
+		if json.Unmarshal(kv.Value, &dr) == nil {
+			out[strings.TrimPrefix(kv.Key, store.KeyDrains)] = dr
+		}
+	}
+	return out, rev, nil
+}
+
 // partitions says which leaves with hosts could no longer reach each other
-// if dr were added to what is avoided now ("" if all still can).
-func (d *Drains) partitions(snap *topology.Snapshot, dr models.Drain) string {
+// if dr were added to the stored drains and what is avoided now ("" if all
+// still can).
+func (d *Drains) partitions(snap *topology.Snapshot, dr models.Drain, stored map[string]models.Drain) string {
 	down := d.ctrl.DownLinks()
-	for id := range drainedLinks(snap, map[string]models.Drain{"new": dr}) {
+	all := maps.Clone(stored)
+	all["new"] = dr
+	for id := range drainedLinks(snap, all) {
 		down[id] = true
+	}
+	drained := map[models.SwitchID]bool{}
+	for _, x := range all {
+		if x.Switch != "" {
+			drained[x.Switch] = true
+		}
 	}
 	var leaves []models.SwitchID
 	for _, sw := range snap.Switches() {
-		if sw.Role == models.RoleLeaf && len(snap.HostsOn(sw.Name)) > 0 && sw.Name != dr.Switch {
+		if sw.Role == models.RoleLeaf && len(snap.HostsOn(sw.Name)) > 0 && !drained[sw.Name] {
 			leaves = append(leaves, sw.Name)
 		}
 	}

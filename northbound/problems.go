@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/models"
@@ -54,6 +55,8 @@ func fail(c *gin.Context, err error) {
 		writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: err.Error()})
 	case errors.Is(err, intents.ErrIdempotencyReuse):
 		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
+	case errors.Is(err, controller.ErrAlreadyDrained):
+		writeProblem(c, api.Problem{Status: http.StatusConflict, Detail: err.Error()})
 	case errors.As(err, &refused):
 		p := api.Problem{Status: http.StatusConflict, Detail: err.Error(), Intent: refused.Intent}
 		if refused.Fit.Bottleneck != "" {

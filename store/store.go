@@ -198,6 +198,19 @@ func (s *Store) WatchKey(ctx context.Context, key string, fromRev int64, fn func
 	return ctx.Err()
 }
 
+// PutJSONIfUnchanged stores v at key only if no key under prefix was
+// written or created after revision rev (a deletion does not count): a
+// decision taken on what List(prefix) returned at rev stands only while
+// that is still all there is. Otherwise it returns ErrConflict.
+func (s *Store) PutJSONIfUnchanged(ctx context.Context, prefix string, rev int64, key string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	unchanged := clientv3.Compare(clientv3.ModRevision(prefix), "<", rev+1).WithPrefix()
+	return s.Txn(ctx, []clientv3.Cmp{unchanged}, []clientv3.Op{clientv3.OpPut(key, string(data))})
+}
+
 // Delete removes key (nothing happens if it does not exist).
 func (s *Store) Delete(ctx context.Context, key string) error {
 	return s.Txn(ctx, nil, []clientv3.Op{clientv3.OpDelete(key)})

@@ -83,6 +83,41 @@ func TestStore(t *testing.T) {
 	}
 }
 
+// TestPutJSONIfUnchanged: a put decided on a listing stands while nothing
+// under the prefix was written since; a write after the listing makes it a
+// conflict, a deletion does not.
+func TestPutJSONIfUnchanged(t *testing.T) {
+	s := embedded(t)
+	ctx := t.Context()
+	prefix := Prefix + "d/"
+	if err := s.PutJSON(ctx, prefix+"a", 1); err != nil {
+		t.Fatal(err)
+	}
+	_, rev, err := s.List(ctx, prefix, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutJSONIfUnchanged(ctx, prefix, rev, prefix+"b", 2); err != nil {
+		t.Fatalf("nothing changed since the listing: %v", err)
+	}
+	if err := s.PutJSONIfUnchanged(ctx, prefix, rev, prefix+"c", 3); !errors.Is(err, ErrConflict) {
+		t.Fatalf("b was written after the listing: %v, want ErrConflict", err)
+	}
+	_, rev, err = s.List(ctx, prefix, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, prefix+"a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutJSONIfUnchanged(ctx, prefix, rev, prefix+"c", 3); err != nil {
+		t.Fatalf("only a deletion since the listing: %v", err)
+	}
+	if err := s.PutJSONIfUnchanged(ctx, Prefix+"empty/", 1, Prefix+"empty/x", 1); err != nil {
+		t.Fatalf("an empty prefix: %v", err)
+	}
+}
+
 // TestWatches: Follow lists then streams changes; WatchKey streams one
 // key's changes from a revision, deletions marked.
 func TestWatches(t *testing.T) {

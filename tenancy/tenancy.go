@@ -29,8 +29,6 @@ import (
 var (
 	// ErrUnauthenticated means a bearer token is missing or unknown.
 	ErrUnauthenticated = errors.New("tenancy: unknown token")
-	// ErrExists means a tenant of that name already exists.
-	ErrExists = errors.New("tenancy: already exists")
 )
 
 // tokenPrefix marks accelnet secrets so secret scanners can find leaked ones.

@@ -1,7 +1,9 @@
 package fabrictest_test
 
 import (
+	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,5 +97,65 @@ func TestDrainSpine(t *testing.T) {
 	})
 	if r := h.Do(t, "DELETE", "/api/v1/drains/"+d.ID, op, nil, nil); r.StatusCode != http.StatusNotFound {
 		t.Errorf("second undrain: HTTP %d", r.StatusCode)
+	}
+}
+
+// TestConcurrentDrainsNeverPartition: sixteen drain requests at once, two
+// for each of the eight spines of a leaf-spine, half through the leader
+// and half through the follower. Drains are decided one at a time against
+// every stored drain: seven spines are drained, the second request for
+// each of them is refused as a duplicate (409), and both requests for the
+// last spine are refused because it would leave the leaves no path (422).
+func TestConcurrentDrainsNeverPartition(t *testing.T) {
+	_, a, b := twoReplicas(t, fabrictest.LeafSpine(8, 3, 1))
+	type answer struct {
+		spine string
+		code  int
+	}
+	answers := make(chan answer, 16)
+	var wg sync.WaitGroup
+	for i := range 16 {
+		h := a
+		if i%2 == 1 {
+			h = b
+		}
+		spine := fmt.Sprintf("spine%d", i/2+1)
+		wg.Go(func() {
+			req, err := fabrictest.NewRequest(t.Context(), http.MethodPost, h.API.URL+"/api/v1/drains", a.OperatorToken, models.Drain{Switch: models.SwitchID(spine)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			answers <- answer{spine, resp.StatusCode}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	codes := map[int]int{}
+	created := map[string]int{}
+	for ans := range answers {
+		codes[ans.code]++
+		if ans.code == http.StatusCreated {
+			created[ans.spine]++
+		}
+	}
+	if codes[http.StatusCreated] != 7 || codes[http.StatusConflict] != 7 || codes[http.StatusUnprocessableEntity] != 2 || len(created) != 7 {
+		t.Fatalf("answers by status %v, drained spines %v: want 7 created (one per spine), 7 duplicates (409), 2 refused (422)", codes, created)
+	}
+	var stored struct{ Items []api.DrainView }
+	a.Do(t, "GET", "/api/v1/drains", a.OperatorToken, nil, &stored)
+	if len(stored.Items) != 7 {
+		t.Fatalf("%d drains stored, want 7", len(stored.Items))
+	}
+	// One at a time, later, the same holds.
+	var p api.Problem
+	if r := b.Do(t, "POST", "/api/v1/drains", a.OperatorToken, models.Drain{Switch: stored.Items[0].Switch}, &p); r.StatusCode != http.StatusConflict {
+		t.Errorf("draining %s again: HTTP %d %+v, want 409", stored.Items[0].Switch, r.StatusCode, p)
 	}
 }

@@ -16,7 +16,12 @@ import (
 	"github.com/accelnet/accelnet/store"
 )
 
-// Update replaces an intent's spec if ifMatch is its current revision;
+// AnyRevision, as Update's ifMatch, matches whatever revision the intent
+// is at (If-Match: *).
+const AnyRevision int64 = 0
+
+// Update replaces an intent's spec if ifMatch is its current revision (or
+// AnyRevision);
 // the new spec is admitted on its own terms (the old reservation is not
 // counted against it) or the update is refused and nothing changes.
 func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec models.IntentSpec, ifMatch int64) (Outcome, error) {
@@ -28,11 +33,12 @@ func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec model
 		if !ok || !scope.sees(e.in.Tenant) {
 			return Outcome{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
 		}
-		if e.in.Revision != ifMatch {
+		if ifMatch != AnyRevision && e.in.Revision != ifMatch {
 			return Outcome{}, fmt.Errorf("%w: intent %s is at revision %d, not %d", ErrPrecondition, id, e.in.Revision, ifMatch)
 		}
-		// etcd checks it too, so a write by another replica is not lost.
-		b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(intentKey(e.in.Tenant, id)), "=", ifMatch))
+		// etcd checks it too, so a write by another replica is not lost
+		// (with "*", one made since this decision was taken).
+		b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(intentKey(e.in.Tenant, id)), "=", e.in.Revision))
 		if e.in.Status.State == models.StateDeleted {
 			return Outcome{}, fmt.Errorf("%w: intent %q is being deleted", store.ErrNotFound, id)
 		}

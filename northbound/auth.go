@@ -18,14 +18,21 @@ const tokenKey = "accelnet.token"
 
 // authenticate requires a bearer token and puts its scope in the context.
 func (a *server) authenticate(c *gin.Context) {
-	h := c.GetHeader("Authorization")
-	secret, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || secret == "" {
+	values := c.Request.Header.Values("Authorization")
+	if len(values) > 1 {
+		problem(c, http.StatusBadRequest, "more than one Authorization header: send one")
+		return
+	}
+	secret, ok := "", false
+	if len(values) == 1 {
+		secret, ok = bearer(values[0])
+	}
+	if !ok {
 		c.Header("WWW-Authenticate", `Bearer realm="accelnet"`)
 		problem(c, http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
 		return
 	}
-	tok, err := a.opts.Auth.Authenticate(c.Request.Context(), strings.TrimSpace(secret))
+	tok, err := a.opts.Auth.Authenticate(c.Request.Context(), secret)
 	if err != nil {
 		if errors.Is(err, tenancy.ErrUnauthenticated) {
 			c.Header("WWW-Authenticate", `Bearer realm="accelnet", error="invalid_token"`)
@@ -44,6 +51,14 @@ func (a *server) authenticate(c *gin.Context) {
 	c.Set(scopeKey, scope)
 	c.Set(tokenKey, tok)
 	c.Next()
+}
+
+// bearer is the token of an Authorization header's value of the Bearer
+// scheme, whose name is case-insensitive (RFC 9110, 11.1).
+func bearer(value string) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(value), " ")
+	token = strings.TrimSpace(token)
+	return token, ok && strings.EqualFold(scheme, "Bearer") && token != ""
 }
 
 func scopeOf(c *gin.Context) intents.Scope {

@@ -131,10 +131,13 @@ func (a *server) putIntent(c *gin.Context) {
 		problem(c, http.StatusPreconditionRequired, "If-Match with the intent's ETag (revision) is required to update it")
 		return
 	}
-	rev, err := strconv.ParseInt(match, 10, 64)
-	if err != nil {
-		writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: "If-Match is not a revision this API issued: " + match})
-		return
+	rev := intents.AnyRevision // "*": whatever the current version is
+	if match != "*" {
+		var err error
+		if rev, err = strconv.ParseInt(match, 10, 64); err != nil || rev <= 0 {
+			writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: "If-Match is not a revision this API issued: " + match})
+			return
+		}
 	}
 	var req api.IntentRequest
 	if _, ok := decodeStrict(c, &req); !ok {

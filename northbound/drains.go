@@ -10,7 +10,7 @@ import (
 
 func (a *server) createDrain(c *gin.Context) {
 	var d models.Drain
-	if _, ok := decodeStrict(c, &d); !ok {
+	if !decodeStrict(c, &d) {
 		return
 	}
 	d.ID, d.Created = "", time.Time{}

@@ -3,6 +3,7 @@ package northbound
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -30,7 +31,7 @@ func dryRunView(out intents.Outcome) api.DryRunView {
 
 func (a *server) createIntent(c *gin.Context) {
 	var req api.IntentRequest
-	body, ok := decodeStrict(c, &req)
+	ok := decodeStrict(c, &req)
 	if !ok {
 		return
 	}
@@ -55,7 +56,14 @@ func (a *server) createIntent(c *gin.Context) {
 		fail(c, &models.ValidationError{Errors: []models.FieldError{{Field: "Idempotency-Key", Message: "at most 255 characters"}}})
 		return
 	}
-	sum := sha256.Sum256(body)
+	// The request as decoded, not its bytes: the same request with its
+	// keys in another order or other spacing is the same request.
+	canonical, err := json.Marshal(req)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	sum := sha256.Sum256(canonical)
 	out, err := a.opts.Intents.Create(c.Request.Context(), intents.CreateRequest{
 		Tenant: req.Tenant, Spec: req.IntentSpec, IdempotencyKey: key, BodyDigest: hex.EncodeToString(sum[:]), DryRun: dry,
 	})
@@ -140,7 +148,7 @@ func (a *server) putIntent(c *gin.Context) {
 		}
 	}
 	var req api.IntentRequest
-	if _, ok := decodeStrict(c, &req); !ok {
+	if !decodeStrict(c, &req) {
 		return
 	}
 	if req.Tenant != "" {

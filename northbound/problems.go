@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -78,13 +79,26 @@ func fail(c *gin.Context, err error) {
 // maxBody bounds a request body; an intent is a few hundred bytes.
 const maxBody = 1 << 20
 
-// decodeStrict reads a JSON body into v, refusing unknown fields and
-// trailing data, with a message that says where the problem is.
-func decodeStrict(c *gin.Context, v any) ([]byte, bool) {
+// decodeStrict reads a JSON body into v, refusing unknown fields, keys in
+// another case or given twice (checkKeys), and trailing data, with a
+// message that says where the problem is.
+func decodeStrict(c *gin.Context, v any) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
 	if err != nil {
 		writeProblem(c, api.Problem{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("body over %d bytes", maxBody)})
-		return nil, false
+		return false
+	}
+	if p, ok := decodeJSON(body, v); !ok {
+		writeProblem(c, p)
+		return false
+	}
+	return true
+}
+
+// decodeJSON decodes body into v as decodeStrict does, or says why not.
+func decodeJSON(body []byte, v any) (api.Problem, bool) {
+	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
+		return api.Problem{Status: http.StatusBadRequest, Detail: "malformed JSON: " + err.Error()}, false
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -100,14 +114,12 @@ func decodeStrict(c *gin.Context, v any) ([]byte, bool) {
 		if field != "" {
 			p.Errors = []models.FieldError{{Field: field, Message: detail}}
 		}
-		writeProblem(c, p)
-		return nil, false
+		return p, false
 	}
 	if dec.More() {
-		writeProblem(c, api.Problem{Status: http.StatusBadRequest, Detail: "malformed JSON: data after the object"})
-		return nil, false
+		return api.Problem{Status: http.StatusBadRequest, Detail: "malformed JSON: data after the object"}, false
 	}
-	return body, true
+	return api.Problem{}, true
 }
 
 func boolQuery(c *gin.Context, name string) (bool, error) {

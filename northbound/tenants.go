@@ -18,7 +18,7 @@ func (a *server) tenantView(t models.Tenant) api.TenantView {
 
 func (a *server) putTenant(c *gin.Context) {
 	var t models.Tenant
-	if _, ok := decodeStrict(c, &t); !ok {
+	if !decodeStrict(c, &t) {
 		return
 	}
 	t.Created = time.Time{}
@@ -62,7 +62,7 @@ func (a *server) deleteTenant(c *gin.Context) {
 
 func (a *server) createToken(c *gin.Context) {
 	var req api.TokenRequest
-	if _, ok := decodeStrict(c, &req); !ok {
+	if !decodeStrict(c, &req) {
 		return
 	}
 	tok, secret, err := a.opts.Auth.CreateToken(c.Request.Context(), models.Token{Tenant: req.Tenant, Role: req.Role})

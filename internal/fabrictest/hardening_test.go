@@ -74,3 +74,48 @@ func TestIfMatchAny(t *testing.T) {
 		}
 	}
 }
+
+// TestStrictJSONKeys: a key in another case than the field's, or a key
+// given twice, is refused (encoding/json alone takes "GBPS" for "gbps"
+// and keeps the last of two), on every endpoint that reads a body.
+func TestStrictJSONKeys(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	for _, tc := range []struct {
+		name, path, token, body string
+	}{
+		{"intent, key in capitals", "/api/v1/intents", tok, `{"name":"a","src":"h1-1","dst":"h2-1","GBPS":10,"src_ports":{"first":1,"last":1}}`},
+		{"intent, nested key in another case", "/api/v1/intents", tok, `{"name":"a","src":"h1-1","dst":"h2-1","gbps":10,"src_ports":{"First":1,"last":1}}`},
+		{"intent, key twice", "/api/v1/intents", tok, `{"name":"a","src":"h1-1","dst":"h2-1","gbps":10,"gbps":90,"src_ports":{"first":1,"last":1}}`},
+		{"tenant, key twice", "/api/v1/tenants", h.OperatorToken, `{"name":"x","name":"y"}`},
+		{"drain, key in another case", "/api/v1/drains", h.OperatorToken, `{"Switch":"spine1"}`},
+		{"token, key twice", "/api/v1/tokens", h.OperatorToken, `{"role":"operator","role":"tenant","tenant":"ml"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p api.Problem
+			if r := h.Do(t, "POST", tc.path, tc.token, tc.body, &p); r.StatusCode != http.StatusBadRequest {
+				t.Fatalf("HTTP %d %+v, want 400", r.StatusCode, p)
+			}
+		})
+	}
+}
+
+// TestIdempotencyKeyOrder: the same request with its keys in another
+// order, under the same Idempotency-Key, is a replay of the first, not a
+// different request.
+func TestIdempotencyKeyOrder(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	first := `{"name":"a","src":"h1-1","dst":"h2-1","gbps":10,"src_ports":{"first":1,"last":1}}`
+	again := `{"src_ports":{"last":1,"first":1}, "gbps":10, "dst":"h2-1", "src":"h1-1", "name":"a"}`
+	var a, b models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, first, &a, "Idempotency-Key", "k1"); r.StatusCode != http.StatusCreated {
+		t.Fatalf("first: HTTP %d", r.StatusCode)
+	}
+	r := h.Do(t, "POST", "/api/v1/intents", tok, again, &b, "Idempotency-Key", "k1")
+	if r.StatusCode != http.StatusCreated || b.ID != a.ID || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("same request, keys reordered: HTTP %d, intent %s (first %s), replayed %q", r.StatusCode, b.ID, a.ID, r.Header.Get("Idempotent-Replayed"))
+	}
+}

@@ -192,10 +192,19 @@ func (m *Manager) resolve(tenant models.TenantName, spec models.IntentSpec) ([]f
 	var pairs []pair
 	if c := spec.Collective; c != nil {
 		hosts := make([]models.Host, len(c.Endpoints))
+		first := map[string]int{} // host → the endpoint that first named it
 		for i, name := range c.Endpoints {
 			h, err := resolveHost(m.snap, name)
-			if err != nil {
-				v.Errors = append(v.Errors, models.FieldError{Field: fmt.Sprintf("collective.endpoints[%d]", i), Message: err.Error()})
+			field := fmt.Sprintf("collective.endpoints[%d]", i)
+			switch j, twice := first[h.Name]; {
+			case err != nil:
+				v.Errors = append(v.Errors, models.FieldError{Field: field, Message: err.Error()})
+			case twice:
+				// Two names of one host (its name and its IP): its NIC would
+				// be reserved twice and a flow to itself pinned.
+				v.Errors = append(v.Errors, models.FieldError{Field: field, Message: fmt.Sprintf("%q is host %s, as endpoints[%d] is", name, h.Name, j)})
+			default:
+				first[h.Name] = i
 			}
 			hosts[i] = h
 		}

@@ -77,6 +77,9 @@ func (m *Manager) Capacity(src, dst string) (api.Capacity, error) {
 	if errD != nil {
 		v.Errors = append(v.Errors, models.FieldError{Field: "dst", Message: errD.Error()})
 	}
+	if errS == nil && errD == nil && s.Name == d.Name {
+		v.Errors = append(v.Errors, models.FieldError{Field: "dst", Message: "same host as src"}) // as an intent is refused
+	}
 	if len(v.Errors) > 0 {
 		return api.Capacity{}, &v
 	}

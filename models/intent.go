@@ -156,6 +156,14 @@ const (
 	ClassBestEffort   TrafficClass = "best-effort"
 )
 
+// The rates an intent may reserve, Gb/s: less than 1 Mb/s is no
+// reservation (it would pin a flow for free: no quota counts it, no
+// counter tells it from idle).
+const (
+	MinGbps = 0.001
+	MaxGbps = 1e5
+)
+
 // PortRange is an inclusive range of UDP source ports. RoCEv2 NICs put each
 // queue pair's entropy in the UDP source port, so a range names the QPs of
 // a connection.
@@ -243,6 +251,8 @@ func (s IntentSpec) Validate() error {
 	}
 	if s.SrcPorts.First == 0 && s.SrcPorts.Last == 0 {
 		v.add("src_ports", "required: accelnet pins flows by UDP source port (e.g. {\"first\":49152,\"last\":49155} for 4 QPs)")
+	} else if s.SrcPorts.First == 0 {
+		v.add("src_ports.first", "port 0 is no UDP source port: want 1-65535")
 	} else if s.SrcPorts.Last < s.SrcPorts.First {
 		v.add("src_ports", "last (%d) is below first (%d)", s.SrcPorts.Last, s.SrcPorts.First)
 	} else if s.SrcPorts.Len() > MaxPortsPerIntent {
@@ -286,8 +296,8 @@ func (s IntentSpec) Validate() error {
 			}
 			seen[e] = true
 		}
-		if !(c.GbpsPerGPU > 0) || c.GbpsPerGPU > 1e5 {
-			v.add("collective.gbps_per_gpu", "want a positive rate up to 100000")
+		if !(c.GbpsPerGPU >= MinGbps) || c.GbpsPerGPU > MaxGbps {
+			v.add("collective.gbps_per_gpu", "want a rate from %g (1 Mb/s) to %g", MinGbps, MaxGbps)
 		}
 	} else {
 		if s.Src == "" {
@@ -299,8 +309,8 @@ func (s IntentSpec) Validate() error {
 		if s.Src != "" && s.Src == s.Dst {
 			v.add("dst", "same as src")
 		}
-		if !(s.Gbps > 0) || s.Gbps > 1e5 {
-			v.add("gbps", "want a positive rate up to 100000")
+		if !(s.Gbps >= MinGbps) || s.Gbps > MaxGbps {
+			v.add("gbps", "want a rate from %g (1 Mb/s) to %g", MinGbps, MaxGbps)
 		}
 	}
 	return v.err()

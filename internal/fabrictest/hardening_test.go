@@ -119,3 +119,43 @@ func TestIdempotencyKeyOrder(t *testing.T) {
 		t.Fatalf("same request, keys reordered: HTTP %d, intent %s (first %s), replayed %q", r.StatusCode, b.ID, a.ID, r.Header.Get("Idempotent-Replayed"))
 	}
 }
+
+// TestInputRefused: what must not be admitted — one host named twice in a
+// collective (by name and by IP), a capacity question from a host to
+// itself, a rate under 1 Mb/s, UDP source port 0 — is refused with the
+// field that is wrong, and nothing is reserved.
+func TestInputRefused(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	snap, _ := h.Controller.Snapshot()
+	host := snap.Hosts()[0]
+	twice := models.IntentSpec{Name: "c", SrcPorts: models.PortRange{First: 5, Last: 5},
+		Collective: &models.Collective{Pattern: models.PatternAllToAll, Endpoints: []string{host.Name, "h2-1", host.IP.String()}, GbpsPerGPU: 10}}
+	tiny := spec("t", "h1-1", "h2-1", 5e-324, 49152, 1)
+	port0 := spec("p", "h1-1", "h2-1", 10, 0, 2) // ports 0-1
+	for _, tc := range []struct {
+		name  string
+		body  models.IntentSpec
+		field string
+	}{
+		{"one host twice", twice, "collective.endpoints[2]"},
+		{"a rate of 5e-324", tiny, "gbps"},
+		{"source port 0", port0, "src_ports.first"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p api.Problem
+			r := h.Do(t, "POST", "/api/v1/intents", tok, tc.body, &p)
+			if r.StatusCode != http.StatusUnprocessableEntity || len(p.Errors) == 0 || p.Errors[0].Field != tc.field {
+				t.Fatalf("HTTP %d %+v, want 422 on %s", r.StatusCode, p, tc.field)
+			}
+		})
+	}
+	var p api.Problem
+	if r := h.Do(t, "GET", "/api/v1/capacity?src="+host.Name+"&dst="+host.IP.String(), tok, nil, &p); r.StatusCode != http.StatusUnprocessableEntity {
+		t.Errorf("capacity from a host to itself: HTTP %d %+v, want 422", r.StatusCode, p)
+	}
+	if g, n := h.Intents.Usage("ml"); g != 0 || n != 0 {
+		t.Errorf("refused requests reserved %v Gb/s in %d intents", g, n)
+	}
+}

@@ -51,8 +51,8 @@ type Options struct {
 	RateLimit float64
 	Entries   EntryReader
 	Gatherer  prometheus.Gatherer
-	// Mounts are extra handlers served under their path prefixes (for
-	// example fabricsim's control API under /sim/v1/).
+	// Mounts are extra handlers served under their path prefixes to
+	// operators only (fabricsim's control API under /sim/v1/).
 	Mounts map[string]http.Handler
 	Logger *slog.Logger
 	// ReadTimeout bounds a switch read-back; default 5s.
@@ -134,7 +134,9 @@ func New(opts Options) http.Handler {
 		r.GET(path, dashboard)
 	}
 	for prefix, h := range opts.Mounts {
-		r.Any(prefix+"*rest", gin.WrapH(h))
+		// fabricsim's control API takes switches down and shows every
+		// tenant's flows: operators only, reads too.
+		r.Any(prefix+"*rest", a.authenticate, operatorOnly, gin.WrapH(h))
 	}
 	return r
 }

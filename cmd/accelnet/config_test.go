@@ -100,3 +100,39 @@ func TestStackConfigCarriesTheSettings(t *testing.T) {
 		t.Errorf("set values reach the stack as %+v", o)
 	}
 }
+
+// TestDemoListensOnLoopback: the demo binds loopback unless told
+// otherwise (its /sim/v1 can take the fabric down); serve binds every
+// interface; a given address wins, from the command line, the environment
+// or the file.
+func TestDemoListensOnLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		demo bool
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{name: "demo", demo: true, want: "127.0.0.1:8080"},
+		{name: "serve", want: ":8080"},
+		{name: "demo, flag", demo: true, args: []string{"--http-addr", "0.0.0.0:9090"}, want: "0.0.0.0:9090"},
+		{name: "demo, environment", demo: true, env: map[string]string{"ACCELNET_HTTP_ADDR": ":7070"}, want: ":7070"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := defaultConfig()
+			fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+			fs.StringVar(&cfg.HTTPAddr, "http-addr", "", "")
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+			if err := applyConfig(fs, "", lookup); err != nil {
+				t.Fatal(err)
+			}
+			cfg.defaultHTTPAddr(fs, tc.demo)
+			if cfg.HTTPAddr != tc.want {
+				t.Fatalf("listens on %q, want %q", cfg.HTTPAddr, tc.want)
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/accelnet/accelnet/fabricsim"
@@ -65,6 +66,27 @@ type Config struct {
 	Seed    uint64
 }
 
+// Where the API listens unless --http-addr says otherwise: the demo on
+// loopback only, serve (a deployment) on every interface.
+const (
+	demoHTTPAddr  = "127.0.0.1:8080"
+	serveHTTPAddr = ":8080"
+)
+
+// defaultHTTPAddr sets the API's address for demo or serve unless the
+// command line, the environment or the config file gave one. The demo's
+// fabric can be faulted and its flows read through /sim/v1: it is not for
+// the network unless asked.
+func (c *Config) defaultHTTPAddr(flags *pflag.FlagSet, demo bool) {
+	if flags.Changed("http-addr") {
+		return
+	}
+	c.HTTPAddr = serveHTTPAddr
+	if demo {
+		c.HTTPAddr = demoHTTPAddr
+	}
+}
+
 func defaultConfig() Config {
 	return Config{
 		Config: stack.Config{
@@ -80,7 +102,6 @@ func defaultConfig() Config {
 			FlapHalfLife:       10 * time.Second,
 			MTU:                4200,
 		},
-		HTTPAddr:       ":8080",
 		DataDir:        "accelnet-data",
 		ForeignEntries: "remove",
 		LogLevel:       "info",
@@ -107,6 +128,9 @@ func (c Config) stackConfig(demo bool, log *slog.Logger) stack.Config {
 
 // Validate checks the config before anything starts.
 func (c Config) Validate(demo bool) error {
+	if c.HTTPAddr == "" {
+		return errors.New("--http-addr is empty")
+	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("--http-addr %q: %v", c.HTTPAddr, err)
 	}
@@ -199,7 +223,7 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.PersistentFlags().StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "address of the REST API, dashboard and /metrics")
+	root.PersistentFlags().StringVar(&cfg.HTTPAddr, "http-addr", "", "address of the REST API, dashboard and /metrics (default: demo 127.0.0.1:8080, loopback only; serve :8080, every interface)")
 	root.PersistentFlags().StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for embedded etcd's data and library logs")
 	root.PersistentFlags().StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	root.PersistentFlags().DurationVar(&cfg.ElectionTTL, "election-ttl", cfg.ElectionTTL, "leader lease: a leader that dies without resigning is replaced once it expires (etcd raises it to 1.5 of its election timeouts: 2s with etcd's defaults; 1s needs etcd's --election-timeout at most 500ms and a host that renews it in time)")
@@ -234,6 +258,7 @@ func newRootCommand() *cobra.Command {
 		Short: "Run embedded etcd, an emulated fabric with a workload, the controller and the API in one process",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.defaultHTTPAddr(cmd.Flags(), true)
 			if cfg.Intents && !cmd.Flags().Changed("sample-one-in") {
 				// Sampling would pin the flows within a second of their
 				// start: the "before" figure would not be hashing's.
@@ -263,6 +288,7 @@ the others serve reads and forward writes to it (--advertise-url). TLS:
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.TopologySpec = serveTopology
+			cfg.defaultHTTPAddr(cmd.Flags(), false)
 			return run(cmd.Context(), cfg, false)
 		},
 	}

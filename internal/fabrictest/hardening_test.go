@@ -159,3 +159,35 @@ func TestInputRefused(t *testing.T) {
 		t.Errorf("refused requests reserved %v Gb/s in %d intents", g, n)
 	}
 }
+
+// TestSimAPINeedsOperator: the emulator's control API mounted on the
+// demo's server takes switches down and shows every tenant's flows: no
+// token is refused (401), a tenant's too (403), reads and writes alike;
+// the operator's works.
+func TestSimAPINeedsOperator(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	fault := map[string]string{"kind": "switch-down", "target": "spine1"}
+	for _, tc := range []struct {
+		name, method, path, token string
+		body                      any
+		want                      int
+	}{
+		{"anonymous fault", "POST", "/sim/v1/faults", "", fault, http.StatusUnauthorized},
+		{"anonymous trace", "GET", "/sim/v1/trace?src=h1-1&dst=h2-1", "", nil, http.StatusUnauthorized},
+		{"anonymous flows", "GET", "/sim/v1/flows", "", nil, http.StatusUnauthorized},
+		{"tenant fault", "POST", "/sim/v1/faults", tok, fault, http.StatusForbidden},
+		{"tenant flows", "GET", "/sim/v1/flows", tok, nil, http.StatusForbidden},
+		{"operator flows", "GET", "/sim/v1/flows", h.OperatorToken, nil, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if r := h.Do(t, tc.method, tc.path, tc.token, tc.body, nil); r.StatusCode != tc.want {
+				t.Fatalf("HTTP %d, want %d", r.StatusCode, tc.want)
+			}
+		})
+	}
+	if faults := h.Fabric.Faults(); len(faults.SwitchesDown) != 0 || len(faults.History) != 0 {
+		t.Fatalf("a refused request injected faults: %+v", faults)
+	}
+}

@@ -12,9 +12,19 @@ import (
 
 // events streams intent and topology changes as server-sent events; a
 // tenant sees only its own intents.
+// endless lifts the server's read and write timeouts for a response that
+// streams until the client goes away (server-sent events): an expired read
+// deadline would end the request's context, a write deadline the stream.
+func endless(c *gin.Context) {
+	rc := http.NewResponseController(c.Writer)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+}
+
 func (a *server) events(c *gin.Context) {
 	ch, cancel := a.opts.Events.Subscribe(scopeOf(c))
 	defer cancel()
+	endless(c)
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-cache")
 	c.Header("X-Accel-Buffering", "no")

@@ -366,7 +366,7 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	if cfg.TLSClientCA != "" {
 		handler = northbound.RequireClientCert(handler)
 	}
-	srv := &http.Server{Addr: cfg.HTTPAddr, Handler: handler, ReadHeaderTimeout: 10 * time.Second, TLSConfig: serverTLS}
+	srv := stack.NewHTTPServer(handler, serverTLS)
 	lis, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)

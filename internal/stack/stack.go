@@ -454,6 +454,25 @@ func (s *Stack) Close() {
 	}
 }
 
+// HTTP server limits: a client has HeaderTimeout to send its headers and
+// ReadTimeout for the whole request, an answer WriteTimeout to go out
+// (event streams lift it for themselves), an idle keep-alive connection
+// is closed after IdleTimeout, and headers are at most MaxHeaderBytes. So
+// slow or idle clients, however many, hold nothing for long.
+const (
+	HeaderTimeout  = 10 * time.Second
+	ReadTimeout    = 30 * time.Second
+	WriteTimeout   = 60 * time.Second
+	IdleTimeout    = 2 * time.Minute
+	MaxHeaderBytes = 64 << 10
+)
+
+// NewHTTPServer is an HTTP server for handler with the limits above.
+func NewHTTPServer(handler http.Handler, tlsConfig *tls.Config) *http.Server {
+	return &http.Server{Handler: handler, TLSConfig: tlsConfig, ReadHeaderTimeout: HeaderTimeout,
+		ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
+}
+
 // ServeHTTP serves srv on lis until ctx ends, then shuts it down, giving
 // requests in flight up to three seconds.
 func ServeHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {

@@ -92,19 +92,23 @@ func New(opts Options) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.NoMethod(func(c *gin.Context) { problem(c, http.StatusMethodNotAllowed, c.Request.Method+" is not allowed here") })
 
-	a := &server{opts: opts, done: opts.Done, limiter: tenancy.NewRateLimiter(opts.RateLimit)}
+	a := &server{opts: opts, done: opts.Done, limiter: tenancy.NewRateLimiter(opts.RateLimit),
+		authFailures: tenancy.NewRateLimiter(authFailuresPerSecond)}
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", a.ready)
 	if opts.Gatherer != nil {
 		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 	}
-	v1 := r.Group("/api/v1", a.forward)
+	v1 := r.Group("/api/v1")
 	// The fabric's shape and load carry no tenant's data: readable
-	// without a token, as the dashboard does before anyone logs in.
+	// without a token, as the dashboard does before anyone logs in (any
+	// replica serves them).
 	v1.GET("/topology", a.topology)
 	v1.GET("/stream", a.stream)
 	v1.GET("/openapi.json", serveOpenAPI)
-	authed := v1.Group("", a.authenticate)
+	// A follower authenticates before it forwards to the leader, so the
+	// limits per token and per client address apply where the client is.
+	authed := v1.Group("", a.authenticate, a.forward)
 	authed.GET("/whoami", a.whoami)
 	authed.POST("/intents", a.createIntent)
 	authed.GET("/intents", a.listIntents)
@@ -145,6 +149,9 @@ type server struct {
 	opts    Options
 	done    <-chan struct{}
 	limiter *tenancy.RateLimiter
+	// authFailures limits unknown tokens per client address (see
+	// authenticate).
+	authFailures *tenancy.RateLimiter
 }
 
 // ready answers 200 once this replica can serve: as leader, every switch

@@ -16,6 +16,10 @@ const scopeKey = "accelnet.scope"
 
 const tokenKey = "accelnet.token"
 
+// authFailuresPerSecond is how many unknown tokens a client address may
+// send a second (bursts of twice that) before it is refused outright.
+const authFailuresPerSecond = 20
+
 // authenticate requires a bearer token and puts its scope in the context.
 func (a *server) authenticate(c *gin.Context) {
 	values := c.Request.Header.Values("Authorization")
@@ -32,9 +36,18 @@ func (a *server) authenticate(c *gin.Context) {
 		problem(c, http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
 		return
 	}
+	// An address that keeps sending unknown tokens is refused before
+	// they are looked up (each costs an etcd read).
+	client, now := c.RemoteIP(), time.Now()
+	if !a.authFailures.Has(client, now) {
+		c.Header("Retry-After", "1")
+		problem(c, http.StatusTooManyRequests, "too many unknown tokens from this address; slow down")
+		return
+	}
 	tok, err := a.opts.Auth.Authenticate(c.Request.Context(), secret)
 	if err != nil {
 		if errors.Is(err, tenancy.ErrUnauthenticated) {
+			a.authFailures.Allow(client, now)
 			c.Header("WWW-Authenticate", `Bearer realm="accelnet", error="invalid_token"`)
 			problem(c, http.StatusUnauthorized, "unknown or revoked token")
 			return

@@ -48,7 +48,8 @@ func servedByAny(r *http.Request) bool {
 
 // forward passes requests only the leader can serve to it, unchanged
 // (token, Idempotency-Key, If-Match and body included), when this
-// replica follows. The leader authenticates them as usual.
+// replica follows. The follower has authenticated them (its limits apply);
+// the leader authenticates them again, as any request.
 func (a *server) forward(c *gin.Context) {
 	if a.opts.Leader == nil || servedByAny(c.Request) {
 		c.Next()

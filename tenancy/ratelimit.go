@@ -33,6 +33,9 @@ func (l *RateLimiter) Allow(key string, now time.Time) bool {
 	defer l.mu.Unlock()
 	b := l.buckets[key]
 	if b == nil {
+		if len(l.buckets) >= maxBuckets {
+			l.sweepLocked(now)
+		}
 		b = &bucket{tokens: l.burst, last: now}
 		l.buckets[key] = b
 	}
@@ -43,4 +46,27 @@ func (l *RateLimiter) Allow(key string, now time.Time) bool {
 	}
 	b.tokens--
 	return true
+}
+
+// Has says whether key's bucket holds a request at time now, taking none.
+func (l *RateLimiter) Has(key string, now time.Time) bool {
+	if l.rate <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	return b == nil || min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate) >= 1
+}
+
+// maxBuckets bounds the keys kept (client addresses can be many): past it,
+// the buckets that have refilled, whose keys are as good as new, go.
+const maxBuckets = 1 << 14
+
+func (l *RateLimiter) sweepLocked(now time.Time) {
+	for k, b := range l.buckets {
+		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
+			delete(l.buckets, k)
+		}
+	}
 }

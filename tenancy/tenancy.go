@@ -62,23 +62,75 @@ type Store interface {
 // watch keeps current when another replica changes them.
 type Auth struct {
 	store Store
+	now   func() time.Time
 	mu    sync.RWMutex
 	// tokens by secret hash; tenants by name.
 	tokens  map[string]models.Token
 	tenants map[models.TenantName]models.Tenant
+	// revoked are the tokens (by hash) seen deleted, and when: a token
+	// read from etcd on a cache miss just before its deletion must not be
+	// cached after it (revocation always wins). Hashes are never reused,
+	// so an entry only has to outlive any read under way (revokedFor).
+	revoked map[string]time.Time
+	// unknown are hashes etcd did not know, briefly (unknownFor): a bogus
+	// token sent again and again costs one etcd read, not one each.
+	unknown map[string]time.Time
 }
+
+const (
+	revokedFor = time.Minute
+	unknownFor = 5 * time.Second
+	maxUnknown = 1 << 16
+)
 
 // NewAuth returns an Auth over store; Run loads and follows etcd.
 func NewAuth(store Store) *Auth {
-	return &Auth{store: store, tokens: map[string]models.Token{}, tenants: map[models.TenantName]models.Tenant{}}
+	return &Auth{store: store, now: time.Now, tokens: map[string]models.Token{}, tenants: map[models.TenantName]models.Tenant{},
+		revoked: map[string]time.Time{}, unknown: map[string]time.Time{}}
 }
 
 // Run lists tenants and tokens, then follows changes until ctx ends.
 func (a *Auth) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return store.FollowJSON(ctx, a.store, store.KeyTokens, &a.mu, &a.tokens, nil) })
+	g.Go(func() error { return a.store.Follow(ctx, store.KeyTokens, a.applyTokens) })
 	g.Go(func() error { return store.FollowJSON(ctx, a.store, store.KeyTenants, &a.mu, &a.tenants, nil) })
 	return g.Wait()
+}
+
+// applyTokens applies tokens listed or watched in etcd to the cache,
+// remembering which were deleted (see revoked).
+func (a *Auth) applyTokens(kvs []store.KV, reset bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := a.now()
+	if reset {
+		listed := make(map[string]bool, len(kvs))
+		for _, kv := range kvs {
+			listed[strings.TrimPrefix(kv.Key, store.KeyTokens)] = true
+		}
+		for h := range a.tokens {
+			if !listed[h] {
+				a.revoked[h] = now // deleted while the watch was down
+			}
+		}
+		a.tokens = map[string]models.Token{}
+	}
+	for _, kv := range kvs {
+		h := strings.TrimPrefix(kv.Key, store.KeyTokens)
+		var t models.Token
+		if kv.Deleted || json.Unmarshal(kv.Value, &t) != nil {
+			delete(a.tokens, h)
+			a.revoked[h] = now
+			continue
+		}
+		a.tokens[h] = t
+		delete(a.unknown, h)
+	}
+	for h, at := range a.revoked {
+		if now.Sub(at) > revokedFor {
+			delete(a.revoked, h)
+		}
+	}
 }
 
 // Authenticate maps a bearer secret to its token. A cache miss is checked
@@ -90,21 +142,32 @@ func (a *Auth) Authenticate(ctx context.Context, secret string) (models.Token, e
 	h := hashSecret(secret)
 	a.mu.RLock()
 	t, ok := a.tokens[h]
+	unknownAt, unknown := a.unknown[h]
 	a.mu.RUnlock()
 	if ok {
 		return t, nil
+	}
+	if unknown && a.now().Sub(unknownAt) < unknownFor {
+		return models.Token{}, ErrUnauthenticated
 	}
 	var stored models.Token
 	found, _, err := a.store.GetJSON(ctx, store.KeyTokens+h, &stored)
 	if err != nil {
 		return models.Token{}, err
 	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if !found {
+		if len(a.unknown) >= maxUnknown {
+			clear(a.unknown)
+		}
+		a.unknown[h] = a.now()
 		return models.Token{}, ErrUnauthenticated
 	}
-	a.mu.Lock()
+	if _, gone := a.revoked[h]; gone {
+		return models.Token{}, ErrUnauthenticated // deleted while we read it
+	}
 	a.tokens[h] = stored
-	a.mu.Unlock()
 	return stored, nil
 }
 
@@ -178,6 +241,7 @@ func (a *Auth) DeleteTenant(ctx context.Context, name models.TenantName) error {
 	delete(a.tenants, name)
 	for _, h := range hashes {
 		delete(a.tokens, h)
+		a.revoked[h] = a.now()
 	}
 	a.mu.Unlock()
 	return nil
@@ -237,6 +301,7 @@ func (a *Auth) DeleteToken(ctx context.Context, id string) error {
 	for h := range a.tokens {
 		if strings.HasPrefix(h, id) {
 			delete(a.tokens, h)
+			a.revoked[h] = a.now()
 		}
 	}
 	a.mu.Unlock()

@@ -191,3 +191,27 @@ func TestSimAPINeedsOperator(t *testing.T) {
 		t.Fatalf("a refused request injected faults: %+v", faults)
 	}
 }
+
+// TestUnknownTokenFloodLimited: an address that keeps sending unknown
+// tokens is refused (429) before they are looked up once its budget of
+// failures is spent; the answer says to slow down.
+func TestUnknownTokenFloodLimited(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(1, 2, 1))
+	unauthorized := 0
+	for i := range 5000 { // a backstop: the budget is 40 at once, 20 a second
+		code := h.Do(t, "GET", "/api/v1/whoami", fmt.Sprintf("anet_bogus%d", i), nil, nil).StatusCode
+		switch code {
+		case http.StatusUnauthorized:
+			unauthorized++
+			continue
+		case http.StatusTooManyRequests:
+			if unauthorized < 40 {
+				t.Fatalf("refused after %d unknown tokens, before the burst of 40 was spent", unauthorized)
+			}
+			return
+		default:
+			t.Fatalf("unknown token %d: HTTP %d", i, code)
+		}
+	}
+	t.Fatalf("5000 unknown tokens from one address, all looked up (401)")
+}

@@ -39,7 +39,7 @@ func (l *RateLimiter) Allow(key string, now time.Time) bool {
 		b = &bucket{tokens: l.burst, last: now}
 		l.buckets[key] = b
 	}
-	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
+	b.tokens = l.level(b, now)
 	b.last = now
 	if b.tokens < 1 {
 		return false
@@ -56,7 +56,12 @@ func (l *RateLimiter) Has(key string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[key]
-	return b == nil || min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate) >= 1
+	return b == nil || l.level(b, now) >= 1
+}
+
+// level is what b holds at time now, refilled since it was last used.
+func (l *RateLimiter) level(b *bucket, now time.Time) float64 {
+	return min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate)
 }
 
 // maxBuckets bounds the keys kept (client addresses can be many): past it,
@@ -65,7 +70,7 @@ const maxBuckets = 1 << 14
 
 func (l *RateLimiter) sweepLocked(now time.Time) {
 	for k, b := range l.buckets {
-		if b.tokens+now.Sub(b.last).Seconds()*l.rate >= l.burst {
+		if l.level(b, now) >= l.burst {
 			delete(l.buckets, k)
 		}
 	}

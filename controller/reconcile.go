@@ -103,26 +103,6 @@ func (c *Controller) confirm(ctx context.Context, sw models.SwitchID, diff model
 	return nil
 }
 
-// prunedState is sw's state in a rollout's pruning stage (the routes it
-// had, less the next hops over the failed links) and true; false when the
-// rollout is not pruning now or the pruned routes cannot be had (then the
-// new routes are used).
-func (c *Controller) prunedState(ctx context.Context, st *fabricState, stage int, sw models.SwitchID) (models.ForwardingState, bool) {
-	if stage == 0 || !st.ro.pruning(stage) {
-		return models.ForwardingState{}, false
-	}
-	prev := st.ro.previous()
-	if prev == nil {
-		return models.ForwardingState{}, false
-	}
-	old, err := c.planOf(ctx, prev)
-	if err != nil {
-		return models.ForwardingState{}, false
-	}
-	pruned, ok := old.Plan.Switches[sw]
-	return pruned, ok
-}
-
 // Reconcile makes one switch match the plan: read desired, read actual,
 // diff, write the minimal batch, record status. It returns the number of
 // updates written.
@@ -148,32 +128,32 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	if c.cfg.Overlay != nil && !c.cfg.Overlay.PinsReady() {
 		return 0, nil // queued again once the intents are placed
 	}
+	plan, err := c.planOf(ctx, st)
+	if err != nil {
+		record(api.SwitchStatus{LastError: err.Error()})
+		return 0, err
+	}
+	desired, ok := plan.Plan.Switches[sw]
+	if !ok {
+		c.mu.Lock()
+		delete(c.status, sw)
+		c.mu.Unlock()
+		return 0, nil // no longer in the topology
+	}
 	stage := 0
 	if st.ro != nil {
-		stage = st.ro.stageNow()
-	}
-	// The pruning stage writes the old routes less the failed links' next
-	// hops: it needs only the pruned plan, not the new routes, which are
-	// still being computed while it goes out.
-	desired, pruned := c.prunedState(ctx, st, stage, sw)
-	if !pruned {
-		plan, err := c.planOf(ctx, st)
-		if err != nil {
-			record(api.SwitchStatus{LastError: err.Error()})
-			return 0, err
-		}
-		var ok bool
-		if desired, ok = plan.Plan.Switches[sw]; !ok {
-			c.mu.Lock()
-			delete(c.status, sw)
-			c.mu.Unlock()
-			return 0, nil // no longer in the topology
-		}
-		if stage > 0 && st.ro.touches(sw) {
+		if stage = st.ro.stageNow(); stage > 0 {
 			if prev := st.ro.previous(); prev != nil {
 				if old, err := c.planOf(ctx, prev); err == nil {
-					dist, early := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
-					desired = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist, early[sw])
+					switch {
+					case st.ro.pruning(stage):
+						pruned := old.Plan.Switches[sw]
+						pruned.FlowPins = desired.FlowPins
+						desired = pruned
+					case st.ro.touches(sw):
+						dist, early := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
+						desired = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist, early[sw])
+					}
 				}
 			}
 		}
@@ -234,7 +214,6 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		}
 		actual := k.full()
 		if !cached {
-			var err error
 			actual, err = c.cfg.Driver.Read(ctx, sw)
 			if err != nil {
 				record(api.SwitchStatus{LastError: err.Error()})

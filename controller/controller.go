@@ -112,8 +112,7 @@ type Config struct {
 	// sample 1 in SampleOneIn RoCEv2 packets its hosts send (how elephants
 	// nobody declared are found; see Elephants). 0: no sampling.
 	SampleOneIn uint32
-	// Workers reconcile switches' tables in parallel; default 4 (interface config
-	// and sampling have one each).
+	// Workers reconcile switches in parallel, per kind of work; default 4.
 	Workers int
 	// ResyncInterval re-reconciles every switch even without changes, to
 	// repair drift; default 30s.
@@ -265,7 +264,7 @@ func New(cfg Config) (*Controller, error) {
 		noNeighbors: map[models.SwitchID]bool{},
 	}
 	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, c.observeOperStatus, cfg.Logger)
-	c.tables = newReconciler(kindTables, c.Reconcile, true)
+	c.tables = newReconciler("switch", c.Reconcile, true)
 	c.config = newReconciler("config", c.ReconcileConfig, false)
 	c.config.skip = c.configUnmanaged
 	c.config.after = c.recordConfig

@@ -24,23 +24,8 @@ type reconciler struct {
 	after func(sw models.SwitchID, err error)
 }
 
-// kindTables is the table reconciler's metrics label.
-const kindTables = "switch"
-
 func newReconciler(kind string, reconcile func(context.Context, models.SwitchID) (int, error), p4runtime bool) *reconciler {
 	return &reconciler{kind: kind, queue: NewQueue(50*time.Millisecond, 30*time.Second), reconcile: reconcile, p4runtime: p4runtime}
-}
-
-// workers is how many of r's reconciles run at once: Workers for the
-// tables, one for interface config and one for sampling, which are light
-// and rare once in sync (so a start-up's burst of them does not take the
-// CPU from route computation and placement; one queue shared by every kind
-// used to bound that).
-func (r *reconciler) workers(tables int) int {
-	if r.kind == kindTables {
-		return tables
-	}
-	return 1
 }
 
 // reconcilers are the controller's kinds of work.

@@ -22,7 +22,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	c.runMu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range c.reconcilers() {
-		for range r.workers(c.cfg.Workers) {
+		for range c.cfg.Workers {
 			wg.Go(func() { c.work(ctx, r) })
 		}
 	}

@@ -128,6 +128,13 @@ func TestWatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
+	changed := make(chan struct{}, 1) // a callback ran: look again
+	poke := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
 	followed := map[string]string{}
 	resets := 0
 	var wg sync.WaitGroup
@@ -135,6 +142,7 @@ func TestWatches(t *testing.T) {
 		_ = s.Follow(ctx, Prefix+"f/", func(kvs []KV, reset bool) {
 			mu.Lock()
 			defer mu.Unlock()
+			defer poke()
 			if reset {
 				resets++
 				clear(followed)
@@ -157,6 +165,7 @@ func TestWatches(t *testing.T) {
 		_ = s.WatchKey(ctx, KeyTopology, rev+1, func(kv KV) {
 			mu.Lock()
 			defer mu.Unlock()
+			defer poke()
 			watched = append(watched, kv)
 		})
 	})
@@ -172,7 +181,7 @@ func TestWatches(t *testing.T) {
 	if err := s.Delete(ctx, KeyTopology); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	backstop := time.After(30 * time.Second)
 	for {
 		mu.Lock()
 		done := len(followed) == 1 && followed[Prefix+"f/y"] == "2" && len(watched) == 2
@@ -180,11 +189,12 @@ func TestWatches(t *testing.T) {
 		if done {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-changed:
+		case <-backstop:
 			mu.Lock()
 			t.Fatalf("followed %v (resets %d), watched %+v", followed, resets, watched)
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	mu.Lock()
 	if resets != 1 || watched[0].Deleted || !watched[1].Deleted {

@@ -268,6 +268,7 @@ func (m *Manager) lead(ctx context.Context, t *election.Term) {
 	m.runBatch(ctx, nil, false) // place what was loaded now, not at the next tick
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	ticks := 0
 	adapt := time.NewTicker(m.cfg.AdaptInterval)
 	defer adapt.Stop()
 	for {
@@ -294,10 +295,51 @@ func (m *Manager) lead(ctx context.Context, t *election.Term) {
 			}
 		case <-tick.C:
 			if m.reloadIfNeeded(ctx) == nil {
-				m.runBatch(ctx, nil, true)
+				ticks++
+				var sweep *op
+				if ticks%orphanSweepTicks == 0 {
+					sweep = m.sweepOrphans(ctx)
+				}
+				m.runBatch(ctx, sweep, true)
 			}
 		}
 	}
+}
+
+// orphanSweepTicks is how many housekeeping ticks (seconds) apart the
+// leader looks for intents whose tenant is gone.
+const orphanSweepTicks = 5
+
+// sweepOrphans returns the decision deleting the intents of tenants that
+// no longer exist (nil if there are none): admitted beside their tenant's
+// deletion, or left when DeleteTenant did not finish. Tenants are looked
+// up without the lock (a cache, or etcd for one it does not know).
+func (m *Manager) sweepOrphans(ctx context.Context) *op {
+	m.mu.RLock()
+	tenants := map[models.TenantName]bool{}
+	for _, e := range m.all {
+		if e.in.Status.State != models.StateDeleted {
+			tenants[e.in.Tenant] = true
+		}
+	}
+	m.mu.RUnlock()
+	var gone []models.TenantName
+	for t := range tenants {
+		if _, err := m.cfg.Auth.Tenant(ctx, t); errors.Is(err, store.ErrNotFound) {
+			gone = append(gone, t)
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	return &op{done: make(chan opResult, 1), decide: func(b *batch) (Outcome, error) {
+		for _, t := range gone {
+			if n := m.deleteTenant(b, t); n > 0 {
+				m.log.Info("deleting the intents of a tenant that is gone", "tenant", t, "intents", n)
+			}
+		}
+		return Outcome{}, nil
+	}}
 }
 
 func (m *Manager) reloadIfNeeded(ctx context.Context) error {

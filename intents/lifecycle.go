@@ -81,23 +81,84 @@ func (m *Manager) Delete(ctx context.Context, scope Scope, id string) (models.In
 		if !ok || !scope.sees(e.in.Tenant) {
 			return Outcome{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
 		}
-		if e.in.Status.State == models.StateDeleted {
-			return Outcome{Intent: e.in}, nil
-		}
-		now := m.cfg.Now().UTC()
-		if !e.pinned {
-			m.setState(b, e, models.StateDeleted, "deleted", now)
-			out := Outcome{Intent: e.in}
-			m.remove(b, e)
-			return out, nil
-		}
-		n := len(e.switches)
-		m.unpin(b, e)
-		m.setState(b, e, models.StateDeleted, fmt.Sprintf("deleted; removing its entries from %d switches", n), now)
-		m.awaiting[id] = true
-		return Outcome{Intent: e.in}, nil
+		return Outcome{Intent: m.deleteEntry(b, e, "deleted")}, nil
 	})
 	return out.Intent, err
+}
+
+// deleteEntry releases e and, once its switches confirm, removes its
+// record (at once if nothing was pinned); it returns the intent as it
+// stands after the decision.
+func (m *Manager) deleteEntry(b *batch, e *entry, why string) models.Intent {
+	if e.in.Status.State == models.StateDeleted {
+		return e.in
+	}
+	now := m.cfg.Now().UTC()
+	if !e.pinned {
+		m.setState(b, e, models.StateDeleted, why, now)
+		out := e.in
+		m.remove(b, e)
+		return out
+	}
+	n := len(e.switches)
+	m.unpin(b, e)
+	m.setState(b, e, models.StateDeleted, fmt.Sprintf("%s; removing its entries from %d switches", why, n), now)
+	m.awaiting[e.in.ID] = true
+	return e.in
+}
+
+// DeleteTenant deletes every intent of a tenant that is gone (see
+// tenancy.Auth.DeleteTenant), as Delete does each, over as many commits
+// as it takes; it returns how many it deleted. The leader also sweeps
+// intents whose tenant no longer exists (sweepOrphans), so an intent
+// admitted beside the tenant's deletion, or one left when this call
+// failed, goes too.
+func (m *Manager) DeleteTenant(ctx context.Context, tenant models.TenantName) (int, error) {
+	total := 0
+	for {
+		n := 0
+		_, err := m.submit(ctx, func(b *batch) (Outcome, error) {
+			n = m.deleteTenant(b, tenant)
+			return Outcome{}, nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if n == 0 {
+			return total, nil
+		}
+	}
+}
+
+// deleteTenant decides the deletion of tenant's intents, as many as the
+// batch has room for; it returns how many.
+func (m *Manager) deleteTenant(b *batch, tenant models.TenantName) int {
+	n := 0
+	for _, e := range m.all {
+		if b.full() {
+			break
+		}
+		if e.in.Tenant == tenant && e.in.Status.State != models.StateDeleted {
+			m.deleteEntry(b, e, "deleted with its tenant")
+			n++
+		}
+	}
+	return n
+}
+
+// Held is how many intent records of tenant exist, in any state (deleted
+// ones whose entries are still being removed included).
+func (m *Manager) Held(tenant models.TenantName) int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	n := 0
+	for _, e := range m.all {
+		if e.in.Tenant == tenant {
+			n++
+		}
+	}
+	return n
 }
 
 // housekeep does what is due in this batch, within its budget: restore or

@@ -22,6 +22,15 @@ func endless(c *gin.Context) {
 }
 
 func (a *server) events(c *gin.Context) {
+	// The stream lasts only as long as its token: revoked, or its tenant
+	// deleted (on any replica), it ends with a "revoked" event. (Checked
+	// once after taking the channel: a revocation since authentication.)
+	secret, _ := bearer(c.GetHeader("Authorization"))
+	revocation := a.opts.Auth.Revocation()
+	if !a.opts.Auth.Holds(c.Request.Context(), secret) {
+		problem(c, http.StatusUnauthorized, "unknown or revoked token")
+		return
+	}
 	ch, cancel := a.opts.Events.Subscribe(scopeOf(c))
 	defer cancel()
 	endless(c)
@@ -37,6 +46,13 @@ func (a *server) events(c *gin.Context) {
 	defer keepalive.Stop()
 	for {
 		select {
+		case <-revocation:
+			revocation = a.opts.Auth.Revocation()
+			if !a.opts.Auth.Holds(c.Request.Context(), secret) {
+				fmt.Fprint(c.Writer, "event: revoked\ndata: {\"type\":\"revoked\"}\n\n")
+				c.Writer.Flush()
+				return
+			}
 		case ev, ok := <-ch:
 			if !ok {
 				fmt.Fprint(c.Writer, "event: resync\ndata: {\"type\":\"resync\"}\n\n")

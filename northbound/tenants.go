@@ -2,6 +2,7 @@ package northbound
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -23,6 +24,15 @@ func (a *server) putTenant(c *gin.Context) {
 	}
 	t.Created = time.Time{}
 	_, existed := a.opts.Auth.Tenant(c.Request.Context(), t.Name)
+	if existed != nil {
+		// A new tenant starts empty: not while a deleted one's intents
+		// of the same name are still being removed.
+		if n := a.opts.Intents.Held(t.Name); n > 0 {
+			c.Header("Retry-After", "5")
+			problem(c, http.StatusConflict, fmt.Sprintf("tenant %q was deleted and %d of its intents are still being removed; retry in a few seconds", t.Name, n))
+			return
+		}
+	}
 	saved, err := a.opts.Auth.PutTenant(c.Request.Context(), t)
 	if err != nil {
 		fail(c, err)
@@ -52,10 +62,19 @@ func (a *server) getTenant(c *gin.Context) {
 	c.JSON(http.StatusOK, a.tenantView(t))
 }
 
+// deleteTenant deletes a tenant, every token of it (open event streams
+// end) and every intent of it (their entries are removed from the
+// switches). Should the intents' deletion not finish, the leader's sweep
+// of intents without a tenant does.
 func (a *server) deleteTenant(c *gin.Context) {
-	if err := a.opts.Auth.DeleteTenant(c.Request.Context(), models.TenantName(c.Param("name"))); err != nil {
+	name := models.TenantName(c.Param("name"))
+	if err := a.opts.Auth.DeleteTenant(c.Request.Context(), name); err != nil {
 		fail(c, err)
 		return
+	}
+	n, err := a.opts.Intents.DeleteTenant(c.Request.Context(), name)
+	if err != nil {
+		a.opts.Logger.Warn("tenant deleted; its intents are left to the sweep", "tenant", name, "deleted", n, "err", err)
 	}
 	c.Status(http.StatusNoContent)
 }

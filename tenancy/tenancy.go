@@ -55,6 +55,7 @@ type Store interface {
 	GetJSON(ctx context.Context, key string, v any) (found bool, modRevision int64, err error)
 	PutJSON(ctx context.Context, key string, v any) error
 	Txn(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) error
+	List(ctx context.Context, prefix string, rev int64) ([]store.KV, int64, error)
 	DeletePrefix(ctx context.Context, prefix string) (int64, error)
 }
 
@@ -75,6 +76,10 @@ type Auth struct {
 	// unknown are hashes etcd did not know, briefly (unknownFor): a bogus
 	// token sent again and again costs one etcd read, not one each.
 	unknown map[string]time.Time
+	// revocation is closed (and replaced) when a token is revoked or a
+	// tenant deleted, here or on another replica: open event streams
+	// then check that their token still holds (see Revocation).
+	revocation chan struct{}
 }
 
 const (
@@ -86,14 +91,60 @@ const (
 // NewAuth returns an Auth over store; Run loads and follows etcd.
 func NewAuth(store Store) *Auth {
 	return &Auth{store: store, now: time.Now, tokens: map[string]models.Token{}, tenants: map[models.TenantName]models.Tenant{},
-		revoked: map[string]time.Time{}, unknown: map[string]time.Time{}}
+		revoked: map[string]time.Time{}, unknown: map[string]time.Time{}, revocation: make(chan struct{})}
+}
+
+// Revocation returns a channel closed at the next revocation of any token
+// or deletion of any tenant: whoever holds a token's authority beyond one
+// request (an event stream) checks Holds when it closes.
+func (a *Auth) Revocation() <-chan struct{} {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.revocation
+}
+
+// revoke records h as revoked (a.mu held) and tells the streams.
+func (a *Auth) revoke(h string, now time.Time) {
+	delete(a.tokens, h)
+	a.revoked[h] = now
+	a.announce()
+}
+
+// announce closes the revocation channel for a new one (a.mu held).
+func (a *Auth) announce() {
+	close(a.revocation)
+	a.revocation = make(chan struct{})
+}
+
+// Holds says whether the token with this secret is still valid: not
+// revoked, and its tenant (if any) not deleted. An error reaching etcd
+// counts as no: the holder reconnects and is authenticated afresh.
+func (a *Auth) Holds(ctx context.Context, secret string) bool {
+	h := hashSecret(secret)
+	a.mu.RLock()
+	t, ok := a.tokens[h]
+	a.mu.RUnlock()
+	if !ok {
+		return false
+	}
+	if t.Tenant == "" {
+		return true
+	}
+	_, err := a.Tenant(ctx, t.Tenant)
+	return err == nil
 }
 
 // Run lists tenants and tokens, then follows changes until ctx ends.
 func (a *Auth) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.store.Follow(ctx, store.KeyTokens, a.applyTokens) })
-	g.Go(func() error { return store.FollowJSON(ctx, a.store, store.KeyTenants, &a.mu, &a.tenants, nil) })
+	g.Go(func() error {
+		return store.FollowJSON(ctx, a.store, store.KeyTenants, &a.mu, &a.tenants, func() {
+			a.mu.Lock()
+			a.announce() // a tenant may be gone: streams check theirs
+			a.mu.Unlock()
+		})
+	})
 	return g.Wait()
 }
 
@@ -110,7 +161,7 @@ func (a *Auth) applyTokens(kvs []store.KV, reset bool) {
 		}
 		for h := range a.tokens {
 			if !listed[h] {
-				a.revoked[h] = now // deleted while the watch was down
+				a.revoke(h, now) // deleted while the watch was down
 			}
 		}
 		a.tokens = map[string]models.Token{}
@@ -119,8 +170,7 @@ func (a *Auth) applyTokens(kvs []store.KV, reset bool) {
 		h := strings.TrimPrefix(kv.Key, store.KeyTokens)
 		var t models.Token
 		if kv.Deleted || json.Unmarshal(kv.Value, &t) != nil {
-			delete(a.tokens, h)
-			a.revoked[h] = now
+			a.revoke(h, now)
 			continue
 		}
 		a.tokens[h] = t
@@ -218,33 +268,75 @@ func (a *Auth) PutTenant(ctx context.Context, t models.Tenant) (models.Tenant, e
 	return t, nil
 }
 
-// DeleteTenant removes a tenant and every token of it. Its intents stay
-// until deleted; new ones are refused.
+// DeleteTenant removes a tenant and every token of it, in one etcd
+// transaction: the tokens are listed from etcd (not this replica's cache)
+// and the transaction fails if a token was issued since, to be retried. Its
+// intents are for the intents' owner to remove (intents.Manager.DeleteTenant).
 func (a *Auth) DeleteTenant(ctx context.Context, name models.TenantName) error {
 	if _, err := a.Tenant(ctx, name); err != nil {
 		return err
 	}
-	ops := []clientv3.Op{clientv3.OpDelete(store.KeyTenants + string(name))}
-	var hashes []string
-	a.mu.RLock()
-	for h, t := range a.tokens {
-		if t.Tenant == name {
-			ops = append(ops, clientv3.OpDelete(store.KeyTokens+h))
-			hashes = append(hashes, h)
+	for attempt := 0; ; attempt++ {
+		kvs, rev, err := a.store.List(ctx, store.KeyTokens, 0)
+		if err != nil {
+			return err
 		}
+		key := store.KeyTenants + string(name)
+		ops := []clientv3.Op{clientv3.OpDelete(key)}
+		var hashes []string
+		for _, kv := range kvs {
+			var t models.Token
+			if json.Unmarshal(kv.Value, &t) == nil && t.Tenant == name {
+				ops = append(ops, clientv3.OpDelete(kv.Key))
+				hashes = append(hashes, strings.TrimPrefix(kv.Key, store.KeyTokens))
+			}
+		}
+		if len(ops) > maxTxnTokens {
+			// More than one transaction holds: revoke them a part at a
+			// time, the tenant (and the rest) last.
+			if err := a.store.Txn(ctx, nil, ops[1:maxTxnTokens+1]); err != nil {
+				return err
+			}
+			a.forget(hashes[:maxTxnTokens])
+			continue
+		}
+		cmps := []clientv3.Cmp{
+			clientv3.Compare(clientv3.Version(key), ">", 0),
+			// No token issued since the list (CreateToken of this tenant
+			// compares the tenant's key, so none can follow the delete).
+			clientv3.Compare(clientv3.CreateRevision(store.KeyTokens), "<", rev+1).WithPrefix(),
+		}
+		err = a.store.Txn(ctx, cmps, ops)
+		if errors.Is(err, store.ErrConflict) && attempt < 10 {
+			if _, err := a.Tenant(ctx, name); err != nil {
+				return err // deleted meanwhile
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		a.forget(hashes)
+		a.mu.Lock()
+		delete(a.tenants, name)
+		a.announce()
+		a.mu.Unlock()
+		return nil
 	}
-	a.mu.RUnlock()
-	if err := a.store.Txn(ctx, nil, ops); err != nil {
-		return err
-	}
+}
+
+// maxTxnTokens is how many tokens DeleteTenant deletes in one transaction
+// (etcd's --max-txn-ops is 128 by default).
+const maxTxnTokens = 100
+
+// forget revokes deleted tokens in the cache at once (the watch would too).
+func (a *Auth) forget(hashes []string) {
 	a.mu.Lock()
-	delete(a.tenants, name)
+	defer a.mu.Unlock()
+	now := a.now()
 	for _, h := range hashes {
-		delete(a.tokens, h)
-		a.revoked[h] = a.now()
+		a.revoke(h, now)
 	}
-	a.mu.Unlock()
-	return nil
 }
 
 // CreateToken issues a token and returns it with its secret, which is not
@@ -263,7 +355,21 @@ func (a *Auth) CreateToken(ctx context.Context, t models.Token) (models.Token, s
 		return t, "", err
 	}
 	t.ID, t.Created = h[:16], time.Now().UTC()
-	if err := a.store.PutJSON(ctx, store.KeyTokens+h, t); err != nil {
+	data, err := json.Marshal(t)
+	if err != nil {
+		return t, "", err
+	}
+	var cmps []clientv3.Cmp
+	if t.Tenant != "" {
+		// Only while the tenant exists: a token issued beside its
+		// deletion must not outlive it.
+		cmps = append(cmps, clientv3.Compare(clientv3.Version(store.KeyTenants+string(t.Tenant)), ">", 0))
+	}
+	err = a.store.Txn(ctx, cmps, []clientv3.Op{clientv3.OpPut(store.KeyTokens+h, string(data))})
+	if errors.Is(err, store.ErrConflict) {
+		return t, "", fmt.Errorf("%w: tenant %q", store.ErrNotFound, t.Tenant)
+	}
+	if err != nil {
 		return t, "", err
 	}
 	a.mu.Lock()
@@ -297,14 +403,15 @@ func (a *Auth) DeleteToken(ctx context.Context, id string) error {
 	if n == 0 {
 		return fmt.Errorf("%w: token %q", store.ErrNotFound, id)
 	}
-	a.mu.Lock()
+	var gone []string
+	a.mu.RLock()
 	for h := range a.tokens {
 		if strings.HasPrefix(h, id) {
-			delete(a.tokens, h)
-			a.revoked[h] = a.now()
+			gone = append(gone, h)
 		}
 	}
-	a.mu.Unlock()
+	a.mu.RUnlock()
+	a.forget(gone)
 	return nil
 }
 

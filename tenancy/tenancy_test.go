@@ -39,6 +39,9 @@ func (s *tokenStore) PutJSON(context.Context, string, any) error { return errors
 func (s *tokenStore) Txn(context.Context, []clientv3.Cmp, []clientv3.Op) error {
 	return errors.New("not here")
 }
+func (s *tokenStore) List(context.Context, string, int64) ([]store.KV, int64, error) {
+	return nil, 0, errors.New("not here")
+}
 func (s *tokenStore) DeletePrefix(context.Context, string) (int64, error) {
 	return 0, errors.New("not here")
 }

@@ -91,6 +91,7 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 	}
 	if err != nil {
 		refused.Intent = &e.in
+		m.noteFinished(b, e)
 		return Outcome{}, err
 	}
 	return Outcome{Intent: e.in, Fit: out.Fit}, nil
@@ -465,6 +466,9 @@ func (m *Manager) setState(b *batch, e *entry, state models.IntentState, reason 
 	}
 	b.undo = append(b.undo, func() { e.in.Status = prev.Status })
 	b.put(e)
+	if finishedState(state) && !finishedState(prev.Status.State) {
+		m.noteFinished(b, e)
+	}
 }
 
 // preempt frees capacity for e by displacing lower-priority intents on

@@ -299,6 +299,9 @@ func (m *Manager) lead(ctx context.Context, t *election.Term) {
 				var sweep *op
 				if ticks%orphanSweepTicks == 0 {
 					sweep = m.sweepOrphans(ctx)
+					m.mu.Lock()
+					m.finishedDue = true
+					m.mu.Unlock()
 				}
 				m.runBatch(ctx, sweep, true)
 			}
@@ -416,7 +419,8 @@ func (m *Manager) load(ctx context.Context) error {
 		}
 	}
 	m.loaded = true
-	m.fabricGen++ // plan (re-reserve) once a fabric is known
+	m.finishedDue = true // rebuild the finished records' lists
+	m.fabricGen++        // plan (re-reserve) once a fabric is known
 	m.log.Info("intents loaded", "intents", len(intents))
 	return nil
 }

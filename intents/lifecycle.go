@@ -206,6 +206,10 @@ func (m *Manager) housekeep(b *batch, tick bool) {
 	if tick && m.book != nil {
 		m.placeDetected(b)
 	}
+	if m.finishedDue && !b.full() {
+		m.finishedDue = false
+		m.expireFinished(b, now)
+	}
 	if tick {
 		for _, e := range m.all {
 			if b.full() {
@@ -662,4 +666,61 @@ func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 		out[i] = e.in
 	}
 	return out, nil
+}
+
+// finishedState says whether an intent in state s is over without
+// holding anything (Rejected, Failed): its record is kept for a while
+// only (see Config.KeepFinished).
+func finishedState(s models.IntentState) bool {
+	return s == models.StateRejected || s == models.StateFailed
+}
+
+// noteFinished records that e's record is now finished and removes its
+// tenant's oldest finished records beyond Config.MaxFinished.
+func (m *Manager) noteFinished(b *batch, e *entry) {
+	t := e.in.Tenant
+	q := append(m.finished[t], e.in.ID)
+	for len(q) > m.cfg.MaxFinished && !b.full() { // the rest at the next one, or the sweep
+		old := m.all[q[0]]
+		q = q[1:]
+		if old != nil && old != e && finishedState(old.in.Status.State) {
+			m.deleteEntry(b, old, fmt.Sprintf("removed: %s keeps at most %d rejected or failed intents", t, m.cfg.MaxFinished))
+		}
+	}
+	m.finished[t] = q
+}
+
+// expireFinished rebuilds the finished records' lists from the records
+// and removes those older than Config.KeepFinished, or beyond
+// Config.MaxFinished for their tenant, oldest first, within the batch.
+func (m *Manager) expireFinished(b *batch, now time.Time) {
+	byTenant := map[models.TenantName][]*entry{}
+	for _, e := range m.all {
+		if finishedState(e.in.Status.State) {
+			byTenant[e.in.Tenant] = append(byTenant[e.in.Tenant], e)
+		}
+	}
+	m.finished = make(map[models.TenantName][]string, len(byTenant))
+	for t, es := range byTenant {
+		slices.SortFunc(es, func(x, y *entry) int {
+			if c := x.in.Status.Updated.Compare(y.in.Status.Updated); c != 0 {
+				return c
+			}
+			return strings.Compare(x.in.ID, y.in.ID)
+		})
+		for len(es) > 0 && !b.full() {
+			e := es[0]
+			age := now.Sub(e.in.Status.Updated)
+			if age <= m.cfg.KeepFinished && len(es) <= m.cfg.MaxFinished {
+				break
+			}
+			m.deleteEntry(b, e, fmt.Sprintf("removed: %s %s ago; kept for %s", strings.ToLower(string(e.in.Status.State)), age.Round(time.Second), m.cfg.KeepFinished))
+			es = es[1:]
+		}
+		ids := make([]string, len(es))
+		for i, e := range es {
+			ids[i] = e.in.ID
+		}
+		m.finished[t] = ids
+	}
 }

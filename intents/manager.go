@@ -73,6 +73,13 @@ type Config struct {
 	// --max-txn-ops, 128 by default); admissions arriving together share
 	// a commit up to this.
 	MaxTxnOps int
+	// KeepFinished is how long a Rejected or Failed intent's record is
+	// kept for its tenant to read; default 1h. MaxFinished bounds how
+	// many such records a tenant has (the oldest go first); default 100.
+	// Neither counts against a quota, so these bound what a tenant can
+	// store in etcd with requests that are refused.
+	KeepFinished time.Duration
+	MaxFinished  int
 	// FlowPinEntries is the flow-pin table size per switch (0: unlimited).
 	FlowPinEntries int
 	// OnPins is told which switches' pins changed, to reconcile them.
@@ -273,6 +280,12 @@ type Manager struct {
 	// soft state, not stored (a new leader finds them again).
 	elephants     map[models.FlowKey]*elephant
 	detectedMoves int
+
+	// finished are each tenant's Rejected and Failed records, oldest
+	// first (IDs; one may since have changed or gone: it is skipped), to
+	// keep MaxFinished; rebuilt from the records when finishedDue.
+	finished    map[models.TenantName][]string
+	finishedDue bool
 }
 
 // New returns the manager; Run loads intents from etcd and serves.
@@ -295,6 +308,12 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.AdaptInterval <= 0 {
 		cfg.AdaptInterval = 5 * time.Second
 	}
+	if cfg.KeepFinished <= 0 {
+		cfg.KeepFinished = time.Hour
+	}
+	if cfg.MaxFinished <= 0 {
+		cfg.MaxFinished = 100
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -313,7 +332,7 @@ func New(cfg Config) (*Manager, error) {
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
 		observed: map[string]float64{}, failures: map[models.SwitchID]string{},
 		refused: map[models.SwitchID]refusal{}, room: map[models.SwitchID]learnedRoom{},
-		movedAt: map[string]int{}, jointMovedAt: map[string]int{},
+		movedAt: map[string]int{}, jointMovedAt: map[string]int{}, finished: map[models.TenantName][]string{},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
 	if cfg.Registerer != nil {

@@ -210,6 +210,19 @@ type Collective struct {
 // flow-pin entry on every switch of its path.
 const MaxPortsPerIntent = 64
 
+// Bounds on what one intent carries, so that no request stores much in
+// etcd: every list and string has one (the OpenAPI document lists them).
+const (
+	// MaxAvoid bounds avoid_switches and avoid_links, each.
+	MaxAvoid = 64
+	// MaxEndpointLen bounds a host name or address (a DNS name's length).
+	MaxEndpointLen = 253
+	// MaxLinkIDLen bounds a link named in avoid_links.
+	MaxLinkIDLen = 160
+	// MaxIntentIDLen bounds an intent ID named in disjoint_from.
+	MaxIntentIDLen = 64
+)
+
 // MaxCollectiveEndpoints bounds a collective's size (an all-to-all of n
 // endpoints has n(n-1) flows).
 const MaxCollectiveEndpoints = 64
@@ -267,13 +280,31 @@ func (s IntentSpec) Validate() error {
 	if s.Constraints.MaxHops < 0 {
 		v.add("constraints.max_hops", "must be zero (no bound) or positive")
 	}
+	if n := len(s.Constraints.AvoidSwitches); n > MaxAvoid {
+		v.add("constraints.avoid_switches", "%d switches; at most %d", n, MaxAvoid)
+		return v.err() // checking each would say nothing more
+	}
+	if n := len(s.Constraints.AvoidLinks); n > MaxAvoid {
+		v.add("constraints.avoid_links", "%d links; at most %d", n, MaxAvoid)
+		return v.err()
+	}
+	if len(s.Constraints.DisjointFrom) > MaxIntentIDLen {
+		v.add("constraints.disjoint_from", "not an intent ID: over %d characters", MaxIntentIDLen)
+	}
+	for _, f := range []struct{ field, value string }{{"src", s.Src}, {"dst", s.Dst}} {
+		if len(f.value) > MaxEndpointLen {
+			v.add(f.field, "over %d characters: not a host name or address", MaxEndpointLen)
+		}
+	}
 	for i, sw := range s.Constraints.AvoidSwitches {
 		if sw.Validate() != nil {
 			v.add(fmt.Sprintf("constraints.avoid_switches[%d]", i), "not a switch name: %q", string(sw))
 		}
 	}
 	for i, l := range s.Constraints.AvoidLinks {
-		if _, _, err := l.Ends(); err != nil {
+		if len(l) > MaxLinkIDLen {
+			v.add(fmt.Sprintf("constraints.avoid_links[%d]", i), "over %d characters: not a link", MaxLinkIDLen)
+		} else if _, _, err := l.Ends(); err != nil {
 			v.add(fmt.Sprintf("constraints.avoid_links[%d]", i), "%v", err)
 		}
 	}
@@ -286,11 +317,14 @@ func (s IntentSpec) Validate() error {
 		}
 		if len(c.Endpoints) < 2 || len(c.Endpoints) > MaxCollectiveEndpoints {
 			v.add("collective.endpoints", "want 2-%d endpoints, got %d", MaxCollectiveEndpoints, len(c.Endpoints))
+			return v.err()
 		}
 		seen := map[string]bool{}
 		for i, e := range c.Endpoints {
 			if e == "" {
 				v.add(fmt.Sprintf("collective.endpoints[%d]", i), "empty")
+			} else if len(e) > MaxEndpointLen {
+				v.add(fmt.Sprintf("collective.endpoints[%d]", i), "over %d characters: not a host name or address", MaxEndpointLen)
 			} else if seen[e] {
 				v.add(fmt.Sprintf("collective.endpoints[%d]", i), "%q appears twice", e)
 			}
@@ -450,6 +484,8 @@ func (d Drain) Validate() error {
 		if d.Switch.Validate() != nil {
 			v.add("switch", "not a switch name: %q", string(d.Switch))
 		}
+	case len(d.Link) > MaxLinkIDLen:
+		v.add("link", "over %d characters: not a link", MaxLinkIDLen)
 	default:
 		if _, _, err := d.Link.Ends(); err != nil {
 			v.add("link", "%v", err)

@@ -55,9 +55,14 @@ func (a *server) authenticate(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if !a.limiter.Allow(tok.ID, time.Now()) {
+	// A tenant's tokens share one budget (more tokens buy no more).
+	budget, whose := "token/"+tok.ID, "this token"
+	if tok.Tenant != "" {
+		budget, whose = "tenant/"+string(tok.Tenant), "tenant "+string(tok.Tenant)
+	}
+	if !a.limiter.Allow(budget, time.Now()) {
 		c.Header("Retry-After", "1")
-		problem(c, http.StatusTooManyRequests, "rate limit exceeded for this token; slow down")
+		problem(c, http.StatusTooManyRequests, "rate limit exceeded for "+whose+"; slow down")
 		return
 	}
 	scope := intents.Scope{Tenant: tok.Tenant, Operator: tok.Role == models.RoleOperator}

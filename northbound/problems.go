@@ -18,6 +18,7 @@ import (
 	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/tenancy"
 	"github.com/gin-gonic/gin"
 )
 
@@ -56,7 +57,7 @@ func fail(c *gin.Context, err error) {
 		writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: err.Error()})
 	case errors.Is(err, intents.ErrIdempotencyReuse):
 		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
-	case errors.Is(err, controller.ErrAlreadyDrained):
+	case errors.Is(err, controller.ErrAlreadyDrained), errors.Is(err, tenancy.ErrTooManyTokens):
 		writeProblem(c, api.Problem{Status: http.StatusConflict, Detail: err.Error()})
 	case errors.As(err, &refused):
 		p := api.Problem{Status: http.StatusConflict, Detail: err.Error(), Intent: refused.Intent}

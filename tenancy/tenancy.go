@@ -29,7 +29,13 @@ import (
 var (
 	// ErrUnauthenticated means a bearer token is missing or unknown.
 	ErrUnauthenticated = errors.New("tenancy: unknown token")
+	// ErrTooManyTokens means a tenant holds MaxTokensPerTenant tokens.
+	ErrTooManyTokens = errors.New("too many tokens")
 )
+
+// MaxTokensPerTenant bounds a tenant's tokens (each is an etcd key, and
+// deleting the tenant revokes them together).
+const MaxTokensPerTenant = 100
 
 // tokenPrefix marks accelnet secrets so secret scanners can find leaked ones.
 const tokenPrefix = "anet_"
@@ -348,6 +354,19 @@ func (a *Auth) CreateToken(ctx context.Context, t models.Token) (models.Token, s
 	if t.Tenant != "" {
 		if _, err := a.Tenant(ctx, t.Tenant); err != nil {
 			return t, "", err
+		}
+	}
+	if t.Tenant != "" {
+		n := 0
+		a.mu.RLock()
+		for _, other := range a.tokens {
+			if other.Tenant == t.Tenant {
+				n++
+			}
+		}
+		a.mu.RUnlock()
+		if n >= MaxTokensPerTenant {
+			return t, "", fmt.Errorf("%w: tenant %s holds %d tokens, the most it may; revoke one first", ErrTooManyTokens, t.Tenant, n)
 		}
 	}
 	secret, h, err := newSecret()

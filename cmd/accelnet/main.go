@@ -93,6 +93,8 @@ func defaultConfig() Config {
 			ElectionTTL:        2 * time.Second,
 			Headroom:           0.05,
 			PendingTimeout:     time.Minute,
+			KeepFinished:       time.Hour,
+			MaxFinished:        100,
 			APIRateLimit:       2000,
 			ObserveInterval:    5 * time.Second,
 			CongestionInterval: 5 * time.Second,
@@ -173,6 +175,9 @@ func (c Config) Validate(demo bool) error {
 	if c.PendingTimeout <= 0 {
 		return fmt.Errorf("--pending-timeout %v: must be positive", c.PendingTimeout)
 	}
+	if c.KeepFinished <= 0 || c.MaxFinished <= 0 {
+		return fmt.Errorf("--keep-finished %v, --max-finished %d: both must be positive", c.KeepFinished, c.MaxFinished)
+	}
 	if demo {
 		switch c.Workload {
 		case "none", fabricsim.PatternPermutation, fabricsim.PatternStride, fabricsim.PatternRing,
@@ -231,6 +236,8 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().Float64Var(&cfg.Headroom, "headroom", cfg.Headroom, "fraction of every link that intents may not reserve")
 	root.PersistentFlags().BoolVar(&cfg.Preemption, "preemption", cfg.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
 	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
+	root.PersistentFlags().DurationVar(&cfg.KeepFinished, "keep-finished", cfg.KeepFinished, "how long a Rejected or Failed intent's record is kept")
+	root.PersistentFlags().IntVar(&cfg.MaxFinished, "max-finished", cfg.MaxFinished, "how many Rejected or Failed intents' records a tenant keeps at most (the oldest go first)")
 	root.PersistentFlags().Uint16Var(&cfg.MTU, "mtu", cfg.MTU, "interface MTU of the fabric profile, pushed to every port over gNMI (4200 fits a 4096-byte RoCE payload)")
 	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
 	root.PersistentFlags().DurationVar(&cfg.DiscoveryInterval, "discovery-interval", cfg.DiscoveryInterval, "how often link discovery sends an LLDP probe out of every fabric port (packet-out) and checks the declared links (a miswired or lost link carries no routes); 0 turns it off")

@@ -80,6 +80,10 @@ type Config struct {
 	Headroom       float64
 	Preemption     bool
 	PendingTimeout time.Duration
+	// KeepFinished and MaxFinished bound the Rejected and Failed intents
+	// kept per tenant: for how long, and how many (intents.Config).
+	KeepFinished time.Duration
+	MaxFinished  int
 	// EtcdMaxTxnOps is the etcd cluster's --max-txn-ops (default 128 for
 	// an external cluster; the embedded one allows more).
 	EtcdMaxTxnOps int
@@ -275,6 +279,8 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		Headroom:       opts.Headroom,
 		Preemption:     opts.Preemption,
 		PendingTimeout: opts.PendingTimeout,
+		KeepFinished:   opts.KeepFinished,
+		MaxFinished:    opts.MaxFinished,
 		MaxTxnOps:      maxOps,
 		FlowPinEntries: lim.FlowPinEntries,
 		OnPins: func(sws []models.SwitchID) {

@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/gin-gonic/gin"
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
@@ -25,50 +27,16 @@ import (
 func TestOpenAPIMatchesResponses(t *testing.T) {
 	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.SampleOneIn = 1024 })
 	converged(t, h)
-	ctx := context.Background()
 
-	var raw json.RawMessage
-	if code := h.Do(t, "GET", "/api/v1/openapi.json", "", nil, &raw).StatusCode; code != 200 {
-		t.Fatalf("openapi.json: HTTP %d", code)
-	}
-	doc, err := openapi3.NewLoader().LoadFromData(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := doc.Validate(ctx); err != nil {
-		t.Fatalf("the document is not valid OpenAPI: %v", err)
-	}
-	doc.Servers = openapi3.Servers{{URL: h.API.URL + "/api/v1"}}
-	router, err := gorillamux.NewRouter(doc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	checked := map[string]bool{}
+	send := conformance(t, h, checked)
 	call := func(method, path, token string, body any, headers ...string) []byte {
 		t.Helper()
 		req, err := fabrictest.NewRequest(context.Background(), method, h.API.URL+path, token, body, headers...)
 		if err != nil {
 			t.Fatal(err)
 		}
-		route, params, err := router.FindRoute(req)
-		if err != nil {
-			t.Fatalf("%s %s is not in the document: %v", method, path, err)
-		}
-		in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
-			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		got, _ := io.ReadAll(resp.Body)
-		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
-			Body: io.NopCloser(bytes.NewReader(got)), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
-		if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
-			t.Errorf("%s %s → HTTP %d does not match the document: %v\n%s", method, path, resp.StatusCode, err, got)
-		}
-		checked[fmt.Sprintf("%s %s %d", method, route.Path, resp.StatusCode)] = true
-		return got
+		return send(req)
 	}
 	tok := tenant(t, h, "docs", 0, 0)
 	call("GET", "/api/v1/topology", "", nil)
@@ -122,4 +90,127 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	if len(checked) < 25 {
 		t.Errorf("only %d distinct (method, path, status) checked: %v", len(checked), checked)
 	}
+}
+
+// conformance loads the served OpenAPI document and returns a function
+// that sends a request and checks it and its response against the
+// document: its path and method are there, its status is listed (no
+// "default" catches the rest) and its body matches. Each checked
+// (method, path, status) is noted in checked.
+func conformance(t *testing.T, h *fabrictest.Harness, checked map[string]bool) func(*http.Request) []byte {
+	t.Helper()
+	ctx := context.Background()
+	var raw json.RawMessage
+	if code := h.Do(t, "GET", "/api/v1/openapi.json", "", nil, &raw).StatusCode; code != 200 {
+		t.Fatalf("openapi.json: HTTP %d", code)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(ctx); err != nil {
+		t.Fatalf("the document is not valid OpenAPI: %v", err)
+	}
+	doc.Servers = openapi3.Servers{{URL: h.API.URL + "/api/v1"}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(req *http.Request) []byte {
+		t.Helper()
+		route, params, err := router.FindRoute(req)
+		if err != nil {
+			t.Errorf("%s %s is not in the document: %v", req.Method, req.URL.Path, err)
+			return nil
+		}
+		in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+			Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, _ := io.ReadAll(resp.Body)
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+			Body: io.NopCloser(bytes.NewReader(got)), Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+		if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+			t.Errorf("%s %s → HTTP %d does not match the document: %v\n%s", req.Method, req.URL.Path, resp.StatusCode, err, got)
+		}
+		checked[fmt.Sprintf("%s %s %d", req.Method, route.Path, resp.StatusCode)] = true
+		return got
+	}
+}
+
+// TestOpenAPIListsEveryStatus walks every route the API serves (from its
+// router, not the document) and sends each the requests every client can
+// get wrong — no token, two Authorization headers, a tenant's token, an
+// empty or malformed or oversized body, an ID that does not exist — and
+// checks every answer against the document: a route or a status it does
+// not list fails.
+func TestOpenAPIListsEveryStatus(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(1, 2, 1))
+	converged(t, h)
+	tok := tenant(t, h, "docs", 0, 0)
+	checked := map[string]bool{}
+	send := conformance(t, h, checked)
+	eng, ok := h.Handler.(*gin.Engine)
+	if !ok {
+		t.Fatalf("the API handler is a %T, not a gin engine", h.Handler)
+	}
+	routes := 0
+	for _, r := range eng.Routes() {
+		if !strings.HasPrefix(r.Path, "/api/v1/") || r.Path == "/api/v1/openapi.json" {
+			continue
+		}
+		routes++
+		var parts []string
+		for _, p := range strings.Split(r.Path, "/") {
+			if strings.HasPrefix(p, ":") {
+				p = "nosuch"
+			}
+			parts = append(parts, p)
+		}
+		url := h.API.URL + strings.Join(parts, "/")
+		streams := r.Path == "/api/v1/events" || r.Path == "/api/v1/stream"
+		type attempt struct {
+			token   string
+			body    string
+			headers []string
+		}
+		attempts := []attempt{{}, {token: h.OperatorToken, headers: []string{"Authorization", "Bearer " + tok}}}
+		if !streams {
+			attempts = append(attempts, attempt{token: tok}, attempt{token: h.OperatorToken})
+		}
+		if r.Method == http.MethodPost || r.Method == http.MethodPut {
+			attempts = append(attempts, attempt{token: h.OperatorToken, body: "{"}, attempt{token: h.OperatorToken, body: "{}"},
+				attempt{token: h.OperatorToken, body: `{"name":"` + strings.Repeat("x", 1<<20) + `"}`})
+		}
+		if r.Path == "/api/v1/stream" {
+			attempts = nil // public: every request streams
+		}
+		for _, a := range attempts {
+			var body io.Reader
+			if a.body != "" {
+				body = strings.NewReader(a.body)
+			}
+			req, err := http.NewRequest(r.Method, url, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.body != "" {
+				req.Header.Set("Content-Type", "application/json")
+			}
+			if a.token != "" {
+				req.Header.Set("Authorization", "Bearer "+a.token)
+			}
+			for i := 0; i+1 < len(a.headers); i += 2 {
+				req.Header.Add(a.headers[i], a.headers[i+1])
+			}
+			send(req)
+		}
+	}
+	if routes < 20 {
+		t.Fatalf("only %d routes found under /api/v1/", routes)
+	}
+	t.Logf("%d routes, %d distinct (method, path, status) checked", routes, len(checked))
 }

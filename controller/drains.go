@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
@@ -240,34 +240,50 @@ func (d *Drains) Get(id string) (api.DrainView, error) {
 }
 
 func (d *Drains) view(snap *topology.Snapshot, dr models.Drain) api.DrainView {
-	v := api.DrainView{Drain: dr, State: "drained"}
-	// Drained means: the routes avoid it, the rollout that moved them is
-	// over, telemetry has had time to measure since, and it reads empty.
-	settled := d.ctrl.cfg.Now().Sub(dr.Created) > 3*d.ctrl.cfg.TelemetryInterval && d.ctrl.Settled()
-	avoided := d.ctrl.DownLinks()
-	if snap != nil {
-		for id := range drainedLinks(snap, map[string]models.Drain{dr.ID: dr}) {
-			settled = settled && avoided[id]
-		}
-	}
-	if snap == nil || !settled {
-		v.State = "draining"
-	}
+	v := api.DrainView{Drain: dr, State: "draining"}
 	if snap == nil {
 		return v
 	}
+	// Drained means: the routes avoid it, the rollout that moved them is
+	// over, and the last counter reading of each end, over an interval
+	// that began after the drain was stored, found it empty (a down link
+	// is empty). Not the smoothed load, which takes many intervals to
+	// decay.
+	avoided := d.ctrl.DownLinks()
+	drained := d.ctrl.Settled()
 	for id := range drainedLinks(snap, map[string]models.Drain{dr.ID: dr}) {
 		l, err := snap.Link(id)
 		if err != nil {
 			continue
 		}
-		load := d.ctrl.LinkLoad(l)
-		v.TrafficGbps += (load.ABbps + load.BAbps) / 1e9
-		if !load.Measured || math.Max(load.ABbps, load.BAbps) > drainedBelowBps {
-			v.State = "draining"
-		}
+		gbps, empty := d.ctrl.recentLoad(l, dr.Created)
+		v.TrafficGbps += gbps
+		drained = drained && avoided[id] && empty
+	}
+	if drained {
+		v.State = "drained"
 	}
 	return v
+}
+
+// recentLoad is what link l carried (both directions, Gb/s) over the
+// last counter reading of each end, and whether that is empty, measured
+// over intervals that began after since. A link known down is empty.
+func (c *Controller) recentLoad(l models.Link, since time.Time) (float64, bool) {
+	if c.knownDown(l) {
+		return 0, true
+	}
+	gbps, empty := 0.0, true
+	for _, e := range []models.Endpoint{l.A, l.B} {
+		p, ok := c.tele.Port(e)
+		if !ok {
+			empty = false
+			continue
+		}
+		gbps += p.RecentOutBps / 1e9
+		empty = empty && !p.Stale && !p.RecentSince.IsZero() && !p.RecentSince.Before(since) && p.RecentOutBps <= drainedBelowBps
+	}
+	return gbps, empty
 }
 
 // Delete removes a drain: traffic may use the switch or link again.

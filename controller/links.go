@@ -20,13 +20,21 @@ func (c *Controller) LinkLoad(l models.Link) api.LinkLoad {
 	a, okA := c.tele.Port(l.A)
 	b, okB := c.tele.Port(l.B)
 	ll := api.LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, ABDropBps: a.DropBps, BADropBps: b.DropBps, ABECNBps: a.ECNBps, BAECNBps: b.ECNBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
-	if okA && !a.OperUp || okB && !b.OperUp {
-		ll.Up = false
+	if okA && !a.OperUp || okB && !b.OperUp || c.knownDown(l) {
+		// Down carries nothing: 0 at once, not a decaying average.
+		ll = api.LinkLoad{Up: false, Measured: ll.Measured, Stale: ll.Stale}
 	}
 	if l.Gbps > 0 {
 		ll.Utilization = max(ll.ABbps, ll.BAbps) / (l.Gbps * 1e9)
 	}
 	return ll
+}
+
+// knownDown says whether either end of l last reported its port down.
+func (c *Controller) knownDown(l models.Link) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.operDown[l.A] || c.operDown[l.B]
 }
 
 // downLinksLocked derives the links to route around from the ports' last

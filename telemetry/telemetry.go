@@ -23,6 +23,12 @@ type PortLoad struct {
 	OperUp  bool
 	Stale   bool // no fresh sample lately (stream down or switch silent)
 	Updated time.Time
+	// RecentOutBps is the egress rate over the last sampling interval
+	// alone (not smoothed: what the port carried just now), and
+	// RecentSince when that interval began (local time the reading
+	// before it arrived; zero until two readings were seen).
+	RecentOutBps float64
+	RecentSince  time.Time
 }
 
 // counterKey names one monotonic counter of a port: which field, and for
@@ -37,9 +43,11 @@ type counterKey struct {
 // (bits/s) and returns it. Readings are timed by the switch: one not newer
 // than the last changes nothing; a counter that went backwards (switch
 // restart) starts over at 0.
-func (t *Telemetry) smoothed(k counterKey, bps *float64, value uint64, ts time.Time) float64 {
+// The second result is the rate over this interval alone (bits/s), and
+// whether there was one (a reading before it to measure from).
+func (t *Telemetry) smoothed(k counterKey, bps *float64, value uint64, ts time.Time) (float64, float64, bool) {
 	if _, at, ok := t.meter.Last(k); ok && !ts.After(at) {
-		return *bps
+		return *bps, 0, false
 	}
 	gbps, _, ok := t.meter.Observe(k, value, ts)
 	switch {
@@ -50,7 +58,7 @@ func (t *Telemetry) smoothed(k counterKey, bps *float64, value uint64, ts time.T
 	default:
 		*bps = t.Alpha*gbps*1e9 + (1-t.Alpha)**bps
 	}
-	return *bps
+	return *bps, gbps * 1e9, ok
 }
 
 type portStat struct {
@@ -58,6 +66,7 @@ type portStat struct {
 	ecn            map[string]float64 // bits/s by queue, smoothed
 	load           PortLoad
 	received       time.Time // local time of the last sample
+	outAt          time.Time // local time of the last egress reading
 }
 
 // Telemetry turns gNMI counter samples into per-port rates: the rate over
@@ -92,19 +101,32 @@ func (t *Telemetry) Observe(s models.CounterSample) {
 	p.load.Updated = p.received
 	switch s.Has {
 	case models.HasInOctets:
-		p.load.InBps = t.smoothed(counterKey{port: e, field: s.Has}, &p.in, s.InOctets, s.Timestamp)
+		p.load.InBps, _, _ = t.smoothed(counterKey{port: e, field: s.Has}, &p.in, s.InOctets, s.Timestamp)
 	case models.HasOutOctets:
-		p.load.OutBps = t.smoothed(counterKey{port: e, field: s.Has}, &p.out, s.OutOctets, s.Timestamp)
+		var recent float64
+		var ok bool
+		p.load.OutBps, recent, ok = t.smoothed(counterKey{port: e, field: s.Has}, &p.out, s.OutOctets, s.Timestamp)
+		if ok {
+			p.load.RecentOutBps, p.load.RecentSince = recent, p.outAt
+		}
+		p.outAt = p.received
 	case models.HasOutDiscards:
-		p.load.DropBps = t.smoothed(counterKey{port: e, field: s.Has}, &p.drops, s.OutDiscards, s.Timestamp)
+		p.load.DropBps, _, _ = t.smoothed(counterKey{port: e, field: s.Has}, &p.drops, s.OutDiscards, s.Timestamp)
 	case models.HasOperStatus:
 		p.load.OperUp = s.OperUp
+		if !s.OperUp {
+			// A down port carries nothing: no decaying average of what
+			// it carried, and it starts afresh when it comes back.
+			p.in, p.out, p.drops = 0, 0, 0
+			clear(p.ecn)
+			p.load.InBps, p.load.OutBps, p.load.DropBps, p.load.ECNBps, p.load.RecentOutBps = 0, 0, 0, 0, 0
+		}
 	case models.HasECNOctets:
 		if p.ecn == nil {
 			p.ecn = map[string]float64{}
 		}
 		q := p.ecn[s.Queue]
-		p.ecn[s.Queue] = t.smoothed(counterKey{port: e, field: s.Has, queue: s.Queue}, &q, s.ECNOctets, s.Timestamp)
+		p.ecn[s.Queue], _, _ = t.smoothed(counterKey{port: e, field: s.Has, queue: s.Queue}, &q, s.ECNOctets, s.Timestamp)
 		p.load.ECNBps = 0
 		for _, bps := range p.ecn {
 			p.load.ECNBps += bps

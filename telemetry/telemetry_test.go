@@ -39,3 +39,42 @@ func TestTelemetryRates(t *testing.T) {
 		t.Fatal("MarkStale did not mark the port stale")
 	}
 }
+
+// TestDownPortAndRecentRate: a port reported down carries nothing from
+// that sample on (its smoothed rate used to decay over many intervals),
+// and starts afresh when it is back; the last interval's own rate shows
+// a stop at the first reading after it, while the smoothed rate lags.
+func TestDownPortAndRecentRate(t *testing.T) {
+	tele := NewTelemetry(time.Minute)
+	now := time.Unix(100, 0)
+	tele.now = func() time.Time { return now }
+	port := models.Endpoint{Switch: "leaf1", Port: 3}
+	octets := uint64(0)
+	read := func(gbps float64) PortLoad {
+		t.Helper()
+		now = now.Add(time.Second)
+		octets += uint64(gbps * 1e9 / 8)
+		tele.Observe(models.CounterSample{Switch: "leaf1", Port: 3, Timestamp: now, OutOctets: octets, Has: models.HasOutOctets})
+		l, _ := tele.Port(port)
+		return l
+	}
+	for range 5 {
+		read(80)
+	}
+	start := now
+	l := read(0)
+	if l.RecentOutBps != 0 || l.OutBps < 1e9 || !l.RecentSince.Equal(start) {
+		t.Fatalf("first reading after the stop: recent %v since %v (want 0 since %v), smoothed %v (want still high)", l.RecentOutBps, l.RecentSince, start, l.OutBps)
+	}
+	for range 3 {
+		read(80)
+	}
+	tele.Observe(models.CounterSample{Switch: "leaf1", Port: 3, Timestamp: now, Has: models.HasOperStatus, OperUp: false})
+	if l, _ := tele.Port(port); l.OutBps != 0 || l.RecentOutBps != 0 {
+		t.Fatalf("a port reported down shows %v b/s (recent %v), want 0 at once", l.OutBps, l.RecentOutBps)
+	}
+	tele.Observe(models.CounterSample{Switch: "leaf1", Port: 3, Timestamp: now, Has: models.HasOperStatus, OperUp: true})
+	if l := read(40); l.OutBps != 40e9 {
+		t.Fatalf("back up at 40 Gb/s: %v b/s, want 40e9 (no memory of before the failure)", l.OutBps)
+	}
+}

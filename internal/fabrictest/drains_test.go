@@ -159,3 +159,98 @@ func TestConcurrentDrainsNeverPartition(t *testing.T) {
 		t.Errorf("draining %s again: HTTP %d %+v, want 409", stored.Items[0].Switch, r.StatusCode, p)
 	}
 }
+
+// TestDrainedFollowsLastEmptySample: a drain reads "drained" at the first
+// counter readings that find its links empty once traffic has moved, not
+// once a smoothed average has decayed (it took 12-15 s, over a hundred
+// readings at 100 ms). Counted in readings of the drained link's ends.
+func TestDrainedFollowsLastEmptySample(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternAllToAll, Gbps: 20, QPsPerConnection: 4, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := h.Controller.Snapshot()
+	var ends []models.Endpoint
+	for _, a := range snap.Neighbors("spine1") {
+		l, _ := snap.Link(a.Link)
+		ends = append(ends, l.A, l.B)
+	}
+	h.Eventually(t, 10*time.Second, "traffic measured on spine1", func() bool {
+		p, ok := h.Controller.PortLoad(ends[0])
+		q, _ := h.Controller.PortLoad(ends[1])
+		return ok && p.OutBps+q.OutBps > 1e9
+	})
+	var d api.DrainView
+	if r := h.Do(t, "POST", "/api/v1/drains", h.OperatorToken, models.Drain{Switch: "spine1"}, &d); r.StatusCode != http.StatusCreated {
+		t.Fatalf("drain: HTTP %d", r.StatusCode)
+	}
+	h.Eventually(t, 20*time.Second, "no flow crossing spine1 and the rollout over", func() bool {
+		for _, f := range h.Fabric.Flows() {
+			for _, hop := range f.Hops {
+				if hop.Switch == "spine1" {
+					return false
+				}
+			}
+		}
+		return h.Controller.Settled()
+	})
+	// From here, count the readings of the drained links' ends until the
+	// drain says drained (polled far faster than readings come).
+	seen := map[models.Endpoint]time.Time{}
+	readings := 0
+	h.Eventually(t, 30*time.Second, "spine1 drained", func() bool {
+		for _, e := range ends {
+			if p, ok := h.Controller.PortLoad(e); ok && !p.RecentSince.Equal(seen[e]) {
+				seen[e] = p.RecentSince
+				readings++
+			}
+		}
+		var v api.DrainView
+		h.Do(t, "GET", "/api/v1/drains/"+d.ID, h.OperatorToken, nil, &v)
+		return v.State == "drained"
+	})
+	// Each end's reading in flight when traffic left, then one clean one.
+	if perEnd := float64(readings) / float64(len(ends)); perEnd > 4 {
+		t.Fatalf("drained after %.1f readings per link end once traffic was gone, want at most 4", perEnd)
+	}
+}
+
+// TestDownLinkShowsNoLoad: a link known to be down shows no load from the
+// moment it is known down (it used to show its old load decaying for
+// seconds): every view of it as down has zero load.
+func TestDownLinkShowsNoLoad(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternAllToAll, Gbps: 20, QPsPerConnection: 4, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	snap, _ := h.Controller.Snapshot()
+	var busiest models.Link
+	h.Eventually(t, 10*time.Second, "traffic on a leaf-spine link", func() bool {
+		for _, l := range snap.Links() {
+			if h.Controller.LinkLoad(l).Utilization > 0.05 {
+				busiest = l
+				return true
+			}
+		}
+		return false
+	})
+	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkDown, Target: string(busiest.ID())}); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 20*time.Second, "the link seen down over the API", func() bool {
+		var topo api.TopologyView
+		h.GetJSON(t, "/api/v1/topology", &topo)
+		for _, l := range topo.Links {
+			if l.ID != busiest.ID() || l.Load.Up {
+				continue
+			}
+			if l.Load.Utilization != 0 || l.Load.ABbps != 0 || l.Load.BAbps != 0 {
+				t.Fatalf("link %s is down and shows utilization %.2f (%.0f / %.0f b/s)", l.ID, l.Load.Utilization, l.Load.ABbps, l.Load.BAbps)
+			}
+			return true
+		}
+		return false
+	})
+}

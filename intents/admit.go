@@ -106,14 +106,22 @@ func (m *Manager) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, err
 	}
-	for _, f := range flows {
-		if owner, ok := m.flowOwner[f.key]; ok && owner != e.in.ID {
-			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by intent %s", ErrFlowTaken, f.key, owner)}
-		}
-	}
 	t, err := m.cfg.Auth.Tenant(b.ctx, e.in.Tenant)
 	if err != nil {
 		return Outcome{}, err
+	}
+	if err := m.mayUse(t, flows); err != nil {
+		return Outcome{}, err
+	}
+	for _, f := range flows {
+		if owner, ok := m.flowOwner[f.key]; ok && owner != e.in.ID {
+			// Name the intent only to its own tenant.
+			by := "another tenant's intent"
+			if o := m.all[owner]; o != nil && o.in.Tenant == e.in.Tenant {
+				by = "intent " + owner
+			}
+			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, by)}
+		}
 	}
 	if err := m.checkQuota(t, e.in.Spec.TotalGbps(), 1, e.in.ID); err != nil {
 		return Outcome{}, err
@@ -143,7 +151,11 @@ func (m *Manager) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 	}
 	out.QPHint = hint
 	for _, v := range victims {
-		out.Preempts = append(out.Preempts, v.in.ID)
+		id := v.in.ID
+		if v.in.Tenant != e.in.Tenant {
+			id = "another tenant's intent" // not named to this one
+		}
+		out.Preempts = append(out.Preempts, id)
 	}
 	if !fit.Fits {
 		if dryRun {
@@ -168,7 +180,11 @@ func (m *Manager) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 	now := m.cfg.Now().UTC()
 	for _, v := range victims {
 		m.unpin(b, v)
-		m.setState(b, v, models.StatePending, fmt.Sprintf("preempted by %s/%s (priority %d)", e.in.Tenant, e.in.ID, e.in.Spec.Priority), now)
+		by := fmt.Sprintf("another tenant's intent of priority %d", e.in.Spec.Priority)
+		if v.in.Tenant == e.in.Tenant {
+			by = fmt.Sprintf("%s (priority %d)", e.in.ID, e.in.Spec.Priority)
+		}
+		m.setState(b, v, models.StatePending, "preempted by "+by, now)
 	}
 	e.flows = flows
 	m.pin(b, e, fit.Paths)
@@ -258,6 +274,24 @@ func (m *Manager) resolve(tenant models.TenantName, spec models.IntentSpec) ([]f
 		}
 	}
 	return flows, nil
+}
+
+// mayUse refuses flows to or from a host tenant t may not use (not in
+// its grant, or held exclusively by another tenant: which one is not said).
+func (m *Manager) mayUse(t models.Tenant, flows []flow) error {
+	checked := map[string]bool{}
+	for _, f := range flows {
+		for _, h := range []string{f.src.Name, f.dst.Name} {
+			if checked[h] {
+				continue
+			}
+			checked[h] = true
+			if !m.cfg.Auth.MayUse(t, h) {
+				return fmt.Errorf("%w: host %s is not among the hosts tenant %s may use (the operator grants hosts: POST /tenants)", ErrHostNotAllowed, h, t.Name)
+			}
+		}
+	}
+	return nil
 }
 
 func resolveHost(snap *topology.Snapshot, name string) (models.Host, error) {

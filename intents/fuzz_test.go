@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -19,6 +20,10 @@ func (l tenantList) Tenant(_ context.Context, name models.TenantName) (models.Te
 		return t, nil
 	}
 	return models.Tenant{}, store.ErrNotFound
+}
+
+func (l tenantList) MayUse(t models.Tenant, host string) bool {
+	return models.MayUse(t, host, maps.Values(l))
 }
 
 // dryRunManager is an intent manager over a small fabric that answers dry

@@ -38,6 +38,8 @@ var (
 	ErrIdempotencyReuse = errors.New("intents: idempotency key reused with a different request")
 	// ErrFlowTaken means another live intent already pins one of the flows.
 	ErrFlowTaken = errors.New("intents: flow already pinned by another intent")
+	// ErrHostNotAllowed means a tenant named a host it may not use.
+	ErrHostNotAllowed = errors.New("host not allowed")
 	// ErrTableFull means a switch's flow-pin table cannot take the entries.
 	ErrTableFull = errors.New("intents: flow-pin table full")
 )
@@ -56,6 +58,8 @@ type Store interface {
 // Tenants looks tenants up (tenancy.Auth): their quotas bound admission.
 type Tenants interface {
 	Tenant(ctx context.Context, name models.TenantName) (models.Tenant, error)
+	// MayUse says whether a tenant may reserve to or from a host.
+	MayUse(t models.Tenant, host string) bool
 }
 
 // Config configures the intent manager.

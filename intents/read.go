@@ -61,8 +61,16 @@ func (m *Manager) List(scope Scope, opts ListOptions) ([]models.Intent, string) 
 	return out, next
 }
 
-// Capacity answers how much src can reserve toward dst now.
-func (m *Manager) Capacity(src, dst string) (api.Capacity, error) {
+// Capacity answers how much src can reserve toward dst now; a tenant
+// asks only between hosts it may use.
+func (m *Manager) Capacity(ctx context.Context, scope Scope, src, dst string) (api.Capacity, error) {
+	var t models.Tenant
+	if !scope.Operator {
+		var err error
+		if t, err = m.cfg.Auth.Tenant(ctx, scope.Tenant); err != nil { // before the lock: it may ask etcd
+			return api.Capacity{}, err
+		}
+	}
 	m.mu.Lock() // the book caches paths as it goes: not a reader
 	defer m.mu.Unlock()
 	if m.book == nil {
@@ -82,6 +90,11 @@ func (m *Manager) Capacity(src, dst string) (api.Capacity, error) {
 	}
 	if len(v.Errors) > 0 {
 		return api.Capacity{}, &v
+	}
+	if !scope.Operator {
+		if err := m.mayUse(t, []flow{{src: s, dst: d}}); err != nil {
+			return api.Capacity{}, err
+		}
 	}
 	free, at := m.book.Available(s, d)
 	return api.Capacity{Src: s.Name, Dst: d.Name, AvailableGbps: free, Bottleneck: at, Headroom: m.cfg.Headroom, ReservedMLU: m.book.MLU()}, nil

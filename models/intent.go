@@ -2,6 +2,8 @@ package models
 
 import (
 	"fmt"
+	"iter"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -59,8 +61,46 @@ type Tenant struct {
 	// (a collective counts every one of its flows); 0 means no cap.
 	MaxGbps float64 `json:"max_gbps"`
 	// MaxIntents caps how many live intents the tenant holds; 0 means no cap.
-	MaxIntents int       `json:"max_intents"`
-	Created    time.Time `json:"created,omitzero"`
+	MaxIntents int `json:"max_intents"`
+	// Hosts are the hosts the tenant may reserve between, besides those
+	// it holds: host names or patterns of them ("h2-*": path.Match
+	// syntax). Empty: any host no other tenant holds.
+	Hosts []string `json:"hosts,omitempty"`
+	// Holds are hosts (names or patterns) the tenant holds exclusively:
+	// it may use them and no other tenant may reserve to or from them.
+	Holds   []string  `json:"holds,omitempty"`
+	Created time.Time `json:"created,omitzero"`
+}
+
+// MaxTenantHosts bounds the host names and patterns one tenant lists.
+const MaxTenantHosts = 1024
+
+// matches says whether any of patterns names host.
+func matches(patterns []string, host string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, host); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// HoldsHost says whether the tenant holds host exclusively.
+func (t Tenant) HoldsHost(host string) bool { return matches(t.Holds, host) }
+
+// MayUse says whether tenant t may reserve to or from host, among the
+// tenants all: it holds host, or no other tenant does and its grant
+// allows it (every host if it lists none).
+func MayUse(t Tenant, host string, all iter.Seq[Tenant]) bool {
+	if t.HoldsHost(host) {
+		return true
+	}
+	for o := range all {
+		if o.Name != t.Name && o.HoldsHost(host) {
+			return false
+		}
+	}
+	return len(t.Hosts) == 0 || matches(t.Hosts, host)
 }
 
 // Validate checks a tenant.
@@ -74,6 +114,20 @@ func (t Tenant) Validate() error {
 	}
 	if t.MaxIntents < 0 {
 		v.add("max_intents", "must be zero (no cap) or positive")
+	}
+	for _, list := range []struct {
+		field    string
+		patterns []string
+	}{{"hosts", t.Hosts}, {"holds", t.Holds}} {
+		if len(list.patterns) > MaxTenantHosts {
+			v.add(list.field, "%d entries; at most %d (use patterns: \"h1-*\")", len(list.patterns), MaxTenantHosts)
+			continue
+		}
+		for i, p := range list.patterns {
+			if _, err := path.Match(p, ""); err != nil || p == "" || len(p) > MaxEndpointLen {
+				v.add(fmt.Sprintf("%s[%d]", list.field, i), "want a host name or a pattern of them (\"h1-*\"), at most %d characters", MaxEndpointLen)
+			}
+		}
 	}
 	return v.err()
 }

@@ -188,7 +188,7 @@ func (a *server) capacity(c *gin.Context) {
 		fail(c, &v)
 		return
 	}
-	cap, err := a.opts.Intents.Capacity(src, dst)
+	cap, err := a.opts.Intents.Capacity(c.Request.Context(), scopeOf(c), src, dst)
 	if err != nil {
 		fail(c, err)
 		return

@@ -51,7 +51,7 @@ func fail(c *gin.Context, err error) {
 		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
 	case errors.Is(err, store.ErrNotFound):
 		writeProblem(c, api.Problem{Status: http.StatusNotFound, Detail: err.Error()})
-	case errors.Is(err, intents.ErrQuota):
+	case errors.Is(err, intents.ErrQuota), errors.Is(err, intents.ErrHostNotAllowed):
 		writeProblem(c, api.Problem{Status: http.StatusForbidden, Detail: err.Error()})
 	case errors.Is(err, intents.ErrPrecondition):
 		writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: err.Error()})

@@ -23,6 +23,21 @@ func (a *server) putTenant(c *gin.Context) {
 		return
 	}
 	t.Created = time.Time{}
+	if err := t.Validate(); err != nil {
+		fail(c, err)
+		return
+	}
+	if len(t.Holds) > 0 {
+		// One holder per host (of the fabric as it is).
+		if snap, _ := a.opts.Fabric.Snapshot(); snap != nil {
+			for _, h := range snap.Hosts() {
+				if held := a.opts.Auth.HeldBy(t.Name, h.Name); t.HoldsHost(h.Name) && len(held) > 0 {
+					problem(c, http.StatusConflict, fmt.Sprintf("host %s is held exclusively by tenant %s already", h.Name, held[0]))
+					return
+				}
+			}
+		}
+	}
 	_, existed := a.opts.Auth.Tenant(c.Request.Context(), t.Name)
 	if existed != nil {
 		// A new tenant starts empty: not while a deleted one's intents

@@ -245,6 +245,28 @@ func (a *Auth) Tenant(ctx context.Context, name models.TenantName) (models.Tenan
 	return t, nil
 }
 
+// MayUse says whether tenant t may reserve to or from host: its own grant
+// allows it and no other tenant holds it exclusively.
+func (a *Auth) MayUse(t models.Tenant, host string) bool {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return models.MayUse(t, host, maps.Values(a.tenants))
+}
+
+// HeldBy names the tenants other than t that hold host exclusively.
+func (a *Auth) HeldBy(t models.TenantName, host string) []models.TenantName {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	var out []models.TenantName
+	for _, o := range a.tenants {
+		if o.Name != t && o.HoldsHost(host) {
+			out = append(out, o.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Tenants lists tenants by name.
 func (a *Auth) Tenants() []models.Tenant {
 	a.mu.RLock()

@@ -503,7 +503,7 @@ func TestPreemptionAndCollectives(t *testing.T) {
 		t.Fatalf("ring: HTTP %d %+v", r.StatusCode, in.Status)
 	}
 	got := intentState(t, h, tok, low.ID)
-	if got.Status.State != models.StatePending || !strings.Contains(got.Status.Reason, "preempted by ml/"+in.ID) {
+	if got.Status.State != models.StatePending || !strings.Contains(got.Status.Reason, "preempted by "+in.ID) {
 		t.Errorf("low-priority intent: %+v", got.Status)
 	}
 	// No resource carries more than it can: reservations add up per link.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
 )
@@ -238,4 +239,109 @@ func pinsOn(t *testing.T, h *fabrictest.Harness) int {
 		n += len(st.FlowPins)
 	}
 	return n
+}
+
+// TestHostOwnership: the operator grants hosts to tenants (hosts they may
+// use) and gives hosts to hold (theirs alone). A tenant reserves (or asks capacity) only between hosts it
+// may use; one host has one exclusive holder; the refusal does not name
+// the holder. Before, any tenant could reserve every NIC of a rack.
+func TestHostOwnership(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	put := func(tn models.Tenant) int {
+		return h.Do(t, "POST", "/api/v1/tenants", h.OperatorToken, tn, nil).StatusCode
+	}
+	if code := put(models.Tenant{Name: "rack1", Holds: []string{"h1-*"}}); code != http.StatusCreated {
+		t.Fatalf("exclusive tenant: HTTP %d", code)
+	}
+	if code := put(models.Tenant{Name: "squatter", Holds: []string{"h1-2"}}); code != http.StatusConflict {
+		t.Fatalf("a second exclusive holder of h1-2: HTTP %d, want 409", code)
+	}
+	if code := put(models.Tenant{Name: "bad", Holds: []string{"h1-[x"}}); code != http.StatusUnprocessableEntity {
+		t.Fatalf("a malformed pattern: HTTP %d, want 422", code)
+	}
+	token := func(name string) string {
+		var tok api.NewTokenView
+		if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, api.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); r.StatusCode != http.StatusCreated {
+			t.Fatalf("token for %s: HTTP %d", name, r.StatusCode)
+		}
+		return tok.Secret
+	}
+	rack1 := token("rack1")
+	anyHost := tenant(t, h, "any", 0, 0)
+	if code := put(models.Tenant{Name: "narrow", Hosts: []string{"h2-1"}}); code != http.StatusCreated {
+		t.Fatalf("narrow tenant: HTTP %d", code)
+	}
+	narrow := token("narrow")
+
+	for _, tc := range []struct {
+		name, token, src, dst string
+		want                  int
+	}{
+		{"the holder, its own host to a shared one", rack1, "h1-1", "h2-1", http.StatusCreated},
+		{"another tenant, from a held host", anyHost, "h1-2", "h2-2", http.StatusForbidden},
+		{"another tenant, by the held host's address", anyHost, "10.0.1.2", "h2-2", http.StatusForbidden},
+		{"another tenant, between shared hosts", anyHost, "h2-1", "h2-2", http.StatusCreated},
+		{"a narrow grant, outside it", narrow, "h2-1", "h2-2", http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var body json.RawMessage
+			r := h.Do(t, "POST", "/api/v1/intents", tc.token, spec("x", tc.src, tc.dst, 1, 40000+len(tc.name), 1), &body)
+			if r.StatusCode != tc.want {
+				t.Fatalf("HTTP %d %s, want %d", r.StatusCode, body, tc.want)
+			}
+			if strings.Contains(string(body), "rack1") && tc.token != rack1 {
+				t.Errorf("the refusal names the holder: %s", body)
+			}
+			capCode := h.Do(t, "GET", "/api/v1/capacity?src="+tc.src+"&dst="+tc.dst, tc.token, nil, nil).StatusCode
+			if (tc.want == http.StatusForbidden) != (capCode == http.StatusForbidden) {
+				t.Errorf("capacity between the same hosts: HTTP %d", capCode)
+			}
+		})
+	}
+}
+
+// TestRefusalsNameNoOtherTenant: what one tenant is told when another
+// tenant's intent is in its way — a flow already pinned, a preemption,
+// a dry run that would preempt — names neither that intent nor its tenant
+// (a 409 used to give the other tenant's intent ID).
+func TestRefusalsNameNoOtherTenant(t *testing.T) {
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(c *stack.Config) { c.Preemption = true })
+	converged(t, h)
+	a := tenant(t, h, "alpha", 0, 0)
+	b := tenant(t, h, "bravo", 0, 0)
+	var low models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", a, spec("low", "h1-1", "h2-1", 60, 49152, 1), &low); r.StatusCode != http.StatusCreated {
+		t.Fatalf("alpha: HTTP %d", r.StatusCode)
+	}
+	leaks := func(what, text string) {
+		t.Helper()
+		if strings.Contains(text, low.ID) || strings.Contains(text, "alpha") {
+			t.Errorf("%s names alpha's intent: %q", what, text)
+		}
+	}
+	var p api.Problem
+	if r := h.Do(t, "POST", "/api/v1/intents", b, spec("same", "h1-1", "h2-1", 1, 49152, 1), &p); r.StatusCode != http.StatusConflict {
+		t.Fatalf("the same flow: HTTP %d, want 409", r.StatusCode)
+	}
+	leaks("the flow-taken refusal", p.Detail)
+	high := spec("high", "h1-1", "h2-1", 60, 50000, 1)
+	high.Priority = 7
+	var dry api.DryRunView
+	h.Do(t, "POST", "/api/v1/intents?dryRun=true", b, high, &dry)
+	if len(dry.Preempts) != 1 {
+		t.Fatalf("dry run: %+v, want one intent preempted", dry)
+	}
+	leaks("the dry run", strings.Join(dry.Preempts, " "))
+	var hi models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", b, high, &hi); r.StatusCode != http.StatusCreated {
+		t.Fatalf("bravo's high-priority intent: HTTP %d", r.StatusCode)
+	}
+	got := intentState(t, h, a, low.ID)
+	if got.Status.State != models.StatePending || !strings.Contains(got.Status.Reason, "preempted by") {
+		t.Fatalf("alpha's intent: %s %q, want preempted", got.Status.State, got.Status.Reason)
+	}
+	if strings.Contains(got.Status.Reason, hi.ID) || strings.Contains(got.Status.Reason, "bravo") {
+		t.Errorf("alpha is told who preempted it: %q", got.Status.Reason)
+	}
 }

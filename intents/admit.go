@@ -26,23 +26,26 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Outcome, error
 	if err := req.Tenant.Validate(); err != nil {
 		return Outcome{}, err
 	}
-	if _, err := m.cfg.Auth.Tenant(ctx, req.Tenant); err != nil {
+	// Looked up here, not while deciding: that holds the lock, and a
+	// tenant this replica has not cached is read from etcd.
+	t, err := m.cfg.Auth.Tenant(ctx, req.Tenant)
+	if err != nil {
 		return Outcome{}, err
 	}
 	if req.DryRun {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		b := &batch{m: m, ctx: ctx, touched: map[models.SwitchID]bool{}}
-		out, err := m.decideCreate(b, req)
+		out, err := m.decideCreate(b, req, t)
 		for i := len(b.undo) - 1; i >= 0; i-- {
 			b.undo[i]()
 		}
 		return out, err
 	}
-	return m.submit(ctx, func(b *batch) (Outcome, error) { return m.decideCreate(b, req) })
+	return m.submit(ctx, func(b *batch) (Outcome, error) { return m.decideCreate(b, req, t) })
 }
 
-func (m *Manager) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
+func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Outcome, error) {
 	if !m.loaded || m.book == nil {
 		return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", store.ErrNoTopology)
 	}
@@ -70,7 +73,7 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 	if e.in.Spec.Class == "" {
 		e.in.Spec.Class = models.ClassLosslessRDMA
 	}
-	out, err := m.admit(b, e, req.DryRun)
+	out, err := m.admit(b, e, t, req.DryRun)
 	if req.DryRun {
 		return out, err
 	}
@@ -101,12 +104,9 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest) (Outcome, error) {
 // Admitted; a refusal moves it to Rejected (returned as a RefusedError
 // with Intent set, so the caller stores it) unless the request itself is
 // wrong (unknown hosts, taken flows, quota), which stores nothing.
-func (m *Manager) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
+// t is e's tenant, looked up before deciding.
+func (m *Manager) admit(b *batch, e *entry, t models.Tenant, dryRun bool) (Outcome, error) {
 	flows, err := m.resolve(e.in.Tenant, e.in.Spec)
-	if err != nil {
-		return Outcome{}, err
-	}
-	t, err := m.cfg.Auth.Tenant(b.ctx, e.in.Tenant)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -115,12 +115,7 @@ func (m *Manager) admit(b *batch, e *entry, dryRun bool) (Outcome, error) {
 	}
 	for _, f := range flows {
 		if owner, ok := m.flowOwner[f.key]; ok && owner != e.in.ID {
-			// Name the intent only to its own tenant.
-			by := "another tenant's intent"
-			if o := m.all[owner]; o != nil && o.in.Tenant == e.in.Tenant {
-				by = "intent " + owner
-			}
-			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, by)}
+			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, m.nameFor(owner, e.in.Tenant))}
 		}
 	}
 	if err := m.checkQuota(t, e.in.Spec.TotalGbps(), 1, e.in.ID); err != nil {
@@ -274,6 +269,15 @@ func (m *Manager) resolve(tenant models.TenantName, spec models.IntentSpec) ([]f
 		}
 	}
 	return flows, nil
+}
+
+// nameFor names intent id to a tenant: by its ID if it is the tenant's
+// own, not at all if it is another tenant's.
+func (m *Manager) nameFor(id string, tenant models.TenantName) string {
+	if o := m.all[id]; o != nil && o.in.Tenant == tenant {
+		return "intent " + id
+	}
+	return "another tenant's intent"
 }
 
 // mayUse refuses flows to or from a host tenant t may not use (not in

@@ -100,7 +100,11 @@ func (b *batch) put(e *entry) {
 	prev := e.in.Revision
 	e.in.Revision = 0
 	b.undo = append(b.undo, func() { e.in.Revision = prev })
-	b.after = append(b.after, func(rev int64) { e.in.Revision = rev })
+	b.after = append(b.after, func(rev int64) {
+		e.in.Revision = rev
+		stored := e.in
+		e.stored = &stored
+	})
 }
 
 func intentKey(t models.TenantName, id string) string { return store.KeyIntents + string(t) + "/" + id }
@@ -190,7 +194,7 @@ func (m *Manager) applyFollowed(kvs []store.KV, reset bool) {
 		}
 		in, ok := m.decode(kv.Key, kv.Value, kv.Revision)
 		if ok {
-			m.all[in.ID] = &entry{in: in, since: in.Status.Updated}
+			m.all[in.ID] = newStoredEntry(in)
 		}
 	}
 	for _, kv := range kvs {
@@ -404,7 +408,7 @@ func (m *Manager) load(ctx context.Context) error {
 		if !ok {
 			continue
 		}
-		m.all[in.ID] = &entry{in: in, since: in.Status.Updated}
+		m.all[in.ID] = newStoredEntry(in)
 		if in.Status.State.Live() {
 			u := m.tenantUsage(in.Tenant)
 			u.gbps += in.Spec.TotalGbps()
@@ -502,13 +506,21 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 		if m.term != nil {
 			cmps = append(slices.Clip(cmps), m.term.Fence())
 		}
+		// No lock across the commit: reads, /metrics and the reconcilers
+		// go on while etcd answers (they may see this batch's decisions a
+		// moment early; a failed commit is undone below and the switches
+		// it touched are compared again). Only this loop decides, so
+		// nothing else changes what the batch decided meanwhile.
+		term := m.term
+		m.mu.Unlock()
 		rev, err = m.cfg.Store.Commit(ctx, cmps, b.ops)
 		switch {
-		case errors.Is(err, store.ErrConflict) && m.term != nil && !m.cfg.Leadership.Holds(ctx, m.term):
+		case errors.Is(err, store.ErrConflict) && term != nil && !m.cfg.Leadership.Holds(ctx, term):
 			err = election.ErrNotLeader // deposed: a newer leader decides from etcd
 		case err != nil && ctx.Err() != nil && !errors.Is(err, store.ErrStoreUnavailable):
 			err = fmt.Errorf("%w: leadership ended during the commit (etcd unreachable?): its outcome is unknown; retry with the same Idempotency-Key", store.ErrStoreUnavailable)
 		}
+		m.mu.Lock()
 		m.m.commitSeconds.Observe(time.Since(start).Seconds())
 		m.m.commitOps.Observe(float64(len(b.ops)))
 		if err == nil {
@@ -563,7 +575,9 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 			o.done <- opResult{out: o.out, err: o.err}
 		}
 	}
-	if err == nil && len(touched) > 0 {
+	if len(touched) > 0 {
+		// Also after a failed commit: a reconciler may have written pins
+		// decided for it, which the undo took back.
 		m.cfg.OnPins(touched)
 	}
 }

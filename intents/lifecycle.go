@@ -28,6 +28,20 @@ func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec model
 	if err := spec.Validate(); err != nil {
 		return Outcome{}, err
 	}
+	// Its tenant, looked up before deciding (see Create).
+	m.mu.RLock()
+	var owner models.TenantName
+	if e, ok := m.all[id]; ok {
+		owner = e.in.Tenant
+	}
+	m.mu.RUnlock()
+	var t models.Tenant
+	if owner != "" {
+		var err error
+		if t, err = m.cfg.Auth.Tenant(ctx, owner); err != nil {
+			return Outcome{}, err
+		}
+	}
 	return m.submit(ctx, func(b *batch) (Outcome, error) {
 		e, ok := m.all[id]
 		if !ok || !scope.sees(e.in.Tenant) {
@@ -55,8 +69,11 @@ func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec model
 		if e.in.Spec.Class == "" {
 			e.in.Spec.Class = models.ClassLosslessRDMA
 		}
-		e.in.Status.State = "" // not live while it is re-admitted
-		out, err := m.admit(b, e, false)
+		e.in.Status.State = ""     // not live while it is re-admitted
+		if t.Name != e.in.Tenant { // deleted and made again between: not the intent it was
+			return Outcome{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
+		}
+		out, err := m.admit(b, e, t, false)
 		if err != nil {
 			var refused *RefusedError
 			if errors.As(err, &refused) {
@@ -620,9 +637,15 @@ func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 			if err != nil {
 				return Outcome{}, err
 			}
+			if err := m.mayUse(t, flows); err != nil {
+				return Outcome{}, err
+			}
 			for _, f := range flows {
-				if owner, ok := m.flowOwner[f.key]; ok || taken[f.key] {
-					return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by intent %s (or twice in the batch)", ErrFlowTaken, f.key, owner)}
+				if owner, ok := m.flowOwner[f.key]; ok {
+					return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, m.nameFor(owner, tenant))}
+				}
+				if taken[f.key] {
+					return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is named twice in the batch", ErrFlowTaken, f.key)}
 				}
 				taken[f.key] = true
 				demands = append(demands, pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps})

@@ -172,8 +172,12 @@ type flow struct {
 }
 
 type entry struct {
-	in    models.Intent
-	flows []flow
+	in models.Intent
+	// stored is the intent as etcd last committed it (nil until its
+	// first commit): what reads answer, as in holds decisions whose
+	// commit may still be under way (the lock is not held across it).
+	stored *models.Intent
+	flows  []flow
 	// gen is the pin generation that carries the intent's current pins:
 	// the intent is Installed once every switch on its paths has been
 	// reconciled at gen or later (and its entries are gone, if Deleted).
@@ -197,6 +201,12 @@ type learnedRoom struct {
 // learnedRoomFor is how long a switch's refusal caps its flow-pin room:
 // then it is asked again (its memory may have been freed).
 const learnedRoomFor = time.Minute
+
+// newStoredEntry is an entry for an intent read from etcd.
+func newStoredEntry(in models.Intent) *entry {
+	stored := in
+	return &entry{in: in, stored: &stored, since: in.Status.Updated}
+}
 
 type tenantUsage struct {
 	gbps    float64

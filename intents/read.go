@@ -20,10 +20,10 @@ func (m *Manager) Get(scope Scope, id string) (models.Intent, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	e, ok := m.all[id]
-	if !ok || !scope.sees(e.in.Tenant) {
+	if !ok || e.stored == nil || !scope.sees(e.in.Tenant) {
 		return models.Intent{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
 	}
-	return m.view(e.in), nil
+	return m.view(*e.stored), nil
 }
 
 // ListOptions filter and page a listing.
@@ -43,7 +43,7 @@ func (m *Manager) List(scope Scope, opts ListOptions) ([]models.Intent, string) 
 	m.mu.RLock()
 	ids := make([]string, 0, len(m.all))
 	for id, e := range m.all {
-		if id > opts.After && scope.sees(e.in.Tenant) && (opts.State == "" || e.in.Status.State == opts.State) {
+		if id > opts.After && e.stored != nil && scope.sees(e.in.Tenant) && (opts.State == "" || e.stored.Status.State == opts.State) {
 			ids = append(ids, id)
 		}
 	}
@@ -55,7 +55,7 @@ func (m *Manager) List(scope Scope, opts ListOptions) ([]models.Intent, string) 
 	}
 	out := make([]models.Intent, len(ids))
 	for i, id := range ids {
-		out[i] = m.view(m.all[id].in)
+		out[i] = m.view(*m.all[id].stored)
 	}
 	m.mu.RUnlock()
 	return out, next

@@ -534,13 +534,16 @@ func tenantsCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "tenants", Short: "Manage tenants and their quotas (operators)"}
 	var maxGbps float64
 	var maxIntents int
+	var hosts, holds []string
 	create := &cobra.Command{
 		Use:   "create NAME",
-		Short: "Create a tenant or change its quotas",
+		Short: "Create a tenant or replace its quotas and hosts",
+		Example: `  accelnetctl tenants create vision --max-gbps 800 --max-intents 20
+  accelnetctl tenants create rack1 --holds 'h1-*' --hosts 'h5-*'`,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var t api.TenantView
-			if err := g.call(cmd, "POST", "/api/v1/tenants", models.Tenant{Name: models.TenantName(args[0]), MaxGbps: maxGbps, MaxIntents: maxIntents}, &t); err != nil {
+			if err := g.call(cmd, "POST", "/api/v1/tenants", models.Tenant{Name: models.TenantName(args[0]), MaxGbps: maxGbps, MaxIntents: maxIntents, Hosts: hosts, Holds: holds}, &t); err != nil {
 				return err
 			}
 			return printTenants(cmd.OutOrStdout(), g, []api.TenantView{t})
@@ -548,6 +551,8 @@ func tenantsCommand(g *globals) *cobra.Command {
 	}
 	create.Flags().Float64Var(&maxGbps, "max-gbps", 0, "most bandwidth its live intents may reserve (0: no cap)")
 	create.Flags().IntVar(&maxIntents, "max-intents", 0, "most live intents (0: no cap)")
+	create.Flags().StringSliceVar(&hosts, "hosts", nil, "hosts it may reserve between, besides those it holds: names or patterns (default: any host nobody holds)")
+	create.Flags().StringSliceVar(&holds, "holds", nil, "hosts it holds alone: no other tenant may reserve to or from them")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List tenants with what they reserve",

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,11 @@ func TestTenantSession(t *testing.T) {
 		t.Errorf("whoami: %s", out)
 	}
 	mustCtl(t, "tenants", "create", "vision", "--max-gbps", "400", "--max-intents", "10")
+	var rack []api.TenantView
+	if err := json.Unmarshal([]byte(mustCtl(t, "tenants", "create", "rack2", "--holds", "h2-2", "--hosts", "h1-*,h2-1", "-o", "json")), &rack); err != nil || len(rack) != 1 ||
+		!slices.Equal(rack[0].Holds, []string{"h2-2"}) || !slices.Equal(rack[0].Hosts, []string{"h1-*", "h2-1"}) {
+		t.Fatalf("a tenant with hosts: %+v %v", rack, err)
+	}
 	var tok api.NewTokenView
 	if err := json.Unmarshal([]byte(mustCtl(t, "tokens", "create", "--tenant", "vision", "-o", "json")), &tok); err != nil || tok.Secret == "" {
 		t.Fatalf("token: %+v %v", tok, err)

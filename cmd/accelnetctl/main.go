@@ -540,7 +540,7 @@ func tenantsCommand(g *globals) *cobra.Command {
 		Short: "Create a tenant or replace its quotas and hosts",
 		Example: `  accelnetctl tenants create vision --max-gbps 800 --max-intents 20
   accelnetctl tenants create rack1 --holds 'h1-*' --hosts 'h5-*'`,
-		Args:  cobra.ExactArgs(1),
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var t api.TenantView
 			if err := g.call(cmd, "POST", "/api/v1/tenants", models.Tenant{Name: models.TenantName(args[0]), MaxGbps: maxGbps, MaxIntents: maxIntents, Hosts: hosts, Holds: holds}, &t); err != nil {

@@ -180,10 +180,10 @@ func (c *Config) setDefaults() {
 // Validate reports a config the controller cannot run with.
 func (c Config) Validate() error {
 	if c.Store == nil {
-		return errors.New("controller: config needs a store.Store")
+		return errors.New("config needs a store.Store")
 	}
 	if c.Driver == nil {
-		return errors.New("controller: config needs a Driver")
+		return errors.New("config needs a Driver")
 	}
 	return nil
 }

@@ -54,7 +54,7 @@ func probeFrame(sw models.Switch, port uint32) []byte {
 }
 
 // errNotProbe means a frame is not one of accelnet's probes.
-var errNotProbe = errors.New("controller: not an accelnet link probe")
+var errNotProbe = errors.New("not an accelnet link probe")
 
 // parseProbe reads where a probe frame was sent from.
 func parseProbe(frame []byte) (models.Endpoint, error) {
@@ -98,7 +98,7 @@ type NeighborReader interface {
 }
 
 // ErrNoNeighbors means a switch serves no LLDP neighbour state.
-var ErrNoNeighbors = errors.New("controller: the switch serves no LLDP neighbours")
+var ErrNoNeighbors = errors.New("the switch serves no LLDP neighbours")
 
 // PacketSender sends packet-outs: how discovery's probes leave a port.
 type PacketSender interface {

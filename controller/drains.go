@@ -101,7 +101,7 @@ func (d *Drains) check(dr models.Drain) (*topology.Snapshot, error) {
 // ErrAlreadyDrained means a drain of the same switch or link exists: a
 // second one would leave it drained after the first is deleted, with
 // nothing to say so.
-var ErrAlreadyDrained = errors.New("controller: already drained")
+var ErrAlreadyDrained = errors.New("already drained")
 
 // maxDrainAttempts bounds how often Create decides again after another
 // drain was stored while it decided.

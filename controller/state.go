@@ -168,18 +168,18 @@ func (c *Controller) Ready() error {
 	defer c.mu.RUnlock()
 	if c.state == nil {
 		if c.topoErr != nil {
-			return fmt.Errorf("topology: %w", c.topoErr)
+			return fmt.Errorf("%w", c.topoErr)
 		}
 		return store.ErrNoTopology
 	}
 	if !c.watching {
-		return errors.New("controller: not watching etcd")
+		return errors.New("not watching etcd")
 	}
 	if c.cfg.Leadership != nil && c.cfg.Leadership.Term() == nil {
 		// A follower serves reads and forwards writes, once it knows
 		// where to.
 		if url, _ := c.cfg.Leadership.Leader(); url == "" {
-			return errors.New("controller: following, and no leader is known yet")
+			return errors.New("following, and no leader is known yet")
 		}
 		return nil
 	}
@@ -190,7 +190,7 @@ func (c *Controller) Ready() error {
 		}
 	}
 	if pending > 0 {
-		return fmt.Errorf("controller: %d of %d switches not yet in sync", pending, len(c.state.snap.Switches()))
+		return fmt.Errorf("%d of %d switches not yet in sync", pending, len(c.state.snap.Switches()))
 	}
 	return nil
 }

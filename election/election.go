@@ -23,7 +23,7 @@ import (
 // ErrNotLeader means this replica does not lead (or stopped leading while
 // the request waited): only the leader decides admissions and programs
 // switches.
-var ErrNotLeader = errors.New("election: this replica is not the leader")
+var ErrNotLeader = errors.New("this replica is not the leader")
 
 // Term is one tenure as leader. Its ID, the create revision of the
 // leader's election key, is the P4Runtime election_id (and the gNMI

@@ -16,7 +16,7 @@ import (
 )
 
 // ErrUnknown is returned for flows, hosts or links the fabric does not have.
-var ErrUnknown = errors.New("fabricsim: unknown")
+var ErrUnknown = errors.New("unknown")
 
 // AddFlows offers flows to the dataplane and returns their IDs. Every flow
 // is checked first; on any error none is added.

@@ -158,7 +158,7 @@ func (f *Fabric) takeDirty() changes {
 func New(opts Options) (*Fabric, error) {
 	snap, err := topology.New(opts.Topology)
 	if err != nil {
-		return nil, fmt.Errorf("fabricsim: %w", err)
+		return nil, fmt.Errorf("%w", err)
 	}
 	if opts.ListenHost == "" {
 		opts.ListenHost = "127.0.0.1"
@@ -190,7 +190,7 @@ func New(opts Options) (*Fabric, error) {
 		lis, err := net.Listen("tcp", net.JoinHostPort(opts.ListenHost, "0"))
 		if err != nil {
 			f.closeListeners()
-			return nil, fmt.Errorf("fabricsim: listen for %s: %w", s.Name, err)
+			return nil, fmt.Errorf("listen for %s: %w", s.Name, err)
 		}
 		sw := &Switch{
 			fabric:   f,
@@ -259,7 +259,7 @@ func (f *Fabric) Run(ctx context.Context) error {
 	for _, sw := range f.order {
 		wg.Go(func() {
 			if err := sw.grpc.Serve(sw.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-				errs <- fmt.Errorf("fabricsim: %s: %w", sw.name, err)
+				errs <- fmt.Errorf("%s: %w", sw.name, err)
 			}
 		})
 	}
@@ -349,7 +349,7 @@ func (sw *Switch) WriteDirect(updates ...*p4v1.Update) error {
 	sw.mu.Lock()
 	if sw.store == nil {
 		sw.mu.Unlock()
-		return errors.New("fabricsim: no pipeline set")
+		return errors.New("no pipeline set")
 	}
 	for _, u := range updates {
 		if err := sw.store.apply(u); err != nil {

@@ -1,6 +1,7 @@
 package fabricsim
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -12,10 +13,10 @@ import (
 // call it once, early.
 func SetLibraryLogDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("fabricsim: library log dir: %w", err)
+		return fmt.Errorf("cannot make the directory for the emulated switches' gNMI logs: %w", err)
 	}
 	if f := flag.Lookup("log_dir"); f == nil {
-		return fmt.Errorf("fabricsim: glog's log_dir flag is not registered")
+		return errors.New("the gNMI library's logger is not linked in (its log_dir flag is missing)")
 	}
 	return flag.Set("log_dir", dir)
 }

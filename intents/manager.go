@@ -28,20 +28,20 @@ import (
 
 var (
 	// ErrNoCapacity means an intent does not fit; the error says where.
-	ErrNoCapacity = errors.New("intents: not enough capacity")
+	ErrNoCapacity = errors.New("not enough capacity")
 	// ErrQuota means the tenant's quota would be exceeded.
-	ErrQuota = errors.New("intents: tenant quota exceeded")
+	ErrQuota = errors.New("tenant quota exceeded")
 	// ErrPrecondition means If-Match named a revision that is not current.
-	ErrPrecondition = errors.New("intents: revision mismatch")
+	ErrPrecondition = errors.New("revision mismatch")
 	// ErrIdempotencyReuse means an Idempotency-Key came back with a
 	// different request body.
-	ErrIdempotencyReuse = errors.New("intents: idempotency key reused with a different request")
+	ErrIdempotencyReuse = errors.New("idempotency key reused with a different request")
 	// ErrFlowTaken means another live intent already pins one of the flows.
-	ErrFlowTaken = errors.New("intents: flow already pinned by another intent")
+	ErrFlowTaken = errors.New("flow already pinned by another intent")
 	// ErrHostNotAllowed means a tenant named a host it may not use.
 	ErrHostNotAllowed = errors.New("host not allowed")
 	// ErrTableFull means a switch's flow-pin table cannot take the entries.
-	ErrTableFull = errors.New("intents: flow-pin table full")
+	ErrTableFull = errors.New("flow-pin table full")
 )
 
 // MaxFlowsPerIntent bounds the flows one intent expands to (pairs × ports).
@@ -305,13 +305,13 @@ type Manager struct {
 // New returns the manager; Run loads intents from etcd and serves.
 func New(cfg Config) (*Manager, error) {
 	if cfg.Store == nil || cfg.Auth == nil {
-		return nil, errors.New("intents: intents need a Store and an Auth")
+		return nil, errors.New("intents need a Store and an Auth")
 	}
 	if cfg.Headroom == 0 {
 		cfg.Headroom = 0.05
 	}
 	if cfg.Headroom < 0 || cfg.Headroom >= 1 {
-		return nil, fmt.Errorf("intents: headroom %v: want [0, 1)", cfg.Headroom)
+		return nil, fmt.Errorf("headroom %v: want [0, 1)", cfg.Headroom)
 	}
 	if cfg.PendingTimeout <= 0 {
 		cfg.PendingTimeout = 60 * time.Second

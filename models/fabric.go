@@ -14,7 +14,7 @@ import (
 
 // ErrInvalid is wrapped by every validation error so callers can map it to
 // "bad request" without string matching.
-var ErrInvalid = errors.New("models: invalid")
+var ErrInvalid = errors.New("invalid")
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))

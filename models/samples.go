@@ -55,4 +55,4 @@ type FlowSample struct {
 // ErrNotPrimary means a switch refused us as primary: another client holds
 // a higher election ID. A controller that sees it must stop programming (a
 // newer leader exists, or a foreign controller took the switch).
-var ErrNotPrimary = errors.New("models: not the primary controller for this switch")
+var ErrNotPrimary = errors.New("not the primary controller for this switch")

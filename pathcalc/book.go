@@ -90,7 +90,7 @@ func (b *Book) Reserve(src models.Host, path []models.Endpoint, gbps float64) er
 
 // ErrOvercommitted means a resource holds more reservations than its
 // capacity less the headroom: a bug in whoever reserved.
-var ErrOvercommitted = errors.New("pathcalc: reservations exceed capacity")
+var ErrOvercommitted = errors.New("reservations exceed capacity")
 
 // Check verifies the book's invariant: no link direction or NIC is
 // reserved above its capacity × (1 − headroom). Reserve does not check

@@ -18,7 +18,7 @@ import (
 )
 
 // ErrTableFull means a switch would need more entries than its pipeline has.
-var ErrTableFull = errors.New("pathcalc: table full")
+var ErrTableFull = errors.New("table full")
 
 // Limits are the pipeline sizes to respect (from the P4Info). Zero means
 // unlimited.

@@ -12,7 +12,7 @@ import (
 )
 
 // ErrNoPath means a demand's endpoints are not connected (down links).
-var ErrNoPath = errors.New("pathcalc: no path")
+var ErrNoPath = errors.New("no path")
 
 // Demand is bandwidth to place from one host to another.
 type Demand struct {

@@ -120,7 +120,7 @@ type LLDPNeighbor struct {
 }
 
 // ErrNoLLDP means a target serves no OpenConfig LLDP state.
-var ErrNoLLDP = errors.New("southbound: no LLDP state served")
+var ErrNoLLDP = errors.New("no LLDP state served")
 
 // LLDPNeighbors reads /lldp/interfaces/interface[*]/neighbors: each local
 // port's neighbours as the switch's own LLDP agent saw them. A target

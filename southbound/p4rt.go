@@ -31,7 +31,7 @@ import (
 
 var (
 	// ErrUnavailable means the switch could not be reached.
-	ErrUnavailable = errors.New("southbound: switch unavailable")
+	ErrUnavailable = errors.New("switch unavailable")
 )
 
 // Resolver returns a switch's addresses and device ID.

@@ -20,15 +20,15 @@ import (
 
 var (
 	// ErrNoTopology means etcd has no topology yet.
-	ErrNoTopology = errors.New("store: no topology stored")
+	ErrNoTopology = errors.New("no topology stored")
 	// ErrConflict means a write lost a race with another writer (revision check).
-	ErrConflict = errors.New("store: concurrent update")
+	ErrConflict = errors.New("concurrent update")
 	// ErrStoreUnavailable means etcd could not be reached in time.
-	ErrStoreUnavailable = errors.New("store: etcd unavailable")
+	ErrStoreUnavailable = errors.New("etcd unavailable")
 	// ErrNotFound means the named tenant, token, intent or drain does not
 	// exist (or belongs to another tenant, which looks the same from
 	// outside).
-	ErrNotFound = errors.New("store: not found")
+	ErrNotFound = errors.New("not found")
 )
 
 // Store is accelnet's view of etcd.

@@ -28,7 +28,7 @@ import (
 
 var (
 	// ErrUnauthenticated means a bearer token is missing or unknown.
-	ErrUnauthenticated = errors.New("tenancy: unknown token")
+	ErrUnauthenticated = errors.New("unknown token")
 	// ErrTooManyTokens means a tenant holds MaxTokensPerTenant tokens.
 	ErrTooManyTokens = errors.New("too many tokens")
 )

@@ -41,7 +41,8 @@ func LeafSpine(spines, leaves, hostsPerLeaf int, gbps float64) (models.Topology,
 	case !(gbps > 0):
 		return models.Topology{}, fmt.Errorf("%w: leaf-spine: gbps must be positive", models.ErrInvalid)
 	}
-	t := models.Topology{Name: fmt.Sprintf("leafspine-%dx%dx%d", spines, leaves, hostsPerLeaf)}
+	// Named as its spec is written (leafspine:LEAVESxHOSTSxSPINES).
+	t := models.Topology{Name: fmt.Sprintf("leafspine-%dx%dx%d", leaves, hostsPerLeaf, spines)}
 	dev := uint64(0)
 	for s := 1; s <= spines; s++ {
 		dev++

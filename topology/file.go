@@ -433,7 +433,7 @@ func Format(t models.Topology) []byte {
 }
 
 // ErrBadSpec is returned by ParseSpec for builder strings it cannot read.
-var ErrBadSpec = errors.New("topology: bad fabric spec")
+var ErrBadSpec = errors.New("bad fabric spec")
 
 // ParseSpec builds a fabric from a short spec, every link at GBPS (default
 // 400): "leafspine:LEAVESxHOSTSxSPINES[@GBPS]" (leaves × hosts per leaf ×

@@ -44,6 +44,8 @@ type Config struct {
 
 	HTTPAddr string
 	DataDir  string
+	// Fresh removes an earlier run's state from DataDir first (demo).
+	Fresh bool
 	// TopologySpec is a topology file or a generated fabric
 	// (leafspine:…, fattree:…), loaded into stack.Config.Topology.
 	TopologySpec string
@@ -192,7 +194,11 @@ func (c Config) Validate(demo bool) error {
 			return errors.New("--qps must be at least 1")
 		}
 	} else if c.TopologySpec == "" && len(c.EtcdEndpoints) == 0 {
-		return errors.New("--topology is required (a file, or leafspine:…/fattree:…)")
+		return errors.New("--topology is required: a topology file naming your switches and their addresses")
+	} else if topology.IsSpec(c.TopologySpec) {
+		// A generated fabric has no switch addresses: serve would warn
+		// about every switch forever.
+		return fmt.Errorf("--topology %s: serve programs real switches, and a generated fabric has no addresses for them. Give a topology file, or emulate this fabric and use the file it writes: fabricsim -topology %s -out fabric.yaml, then accelnet serve --topology fabric.yaml (accelnet demo runs both in one process)", c.TopologySpec, c.TopologySpec)
 	}
 	return nil
 }
@@ -279,6 +285,7 @@ func newRootCommand() *cobra.Command {
 	demo.Flags().Float64Var(&cfg.Gbps, "gbps", cfg.Gbps, "link and NIC speed for generated fabrics, and each host's offered load")
 	demo.Flags().IntVar(&cfg.QPs, "qps", cfg.QPs, "queue pairs (UDP source ports) per host pair in the workload")
 	demo.Flags().Uint64Var(&cfg.Seed, "seed", cfg.Seed, "workload random seed")
+	demo.Flags().BoolVar(&cfg.Fresh, "fresh", false, "start clean: remove what an earlier run left in --data-dir (tenants, tokens, intents, drains, the operator token) first")
 	demo.Flags().BoolVar(&cfg.Intents, "intents", cfg.Intents, "after the workload starts on ECMP, declare its flows as intents (tenant \"jobs\") and log the throughput before and after (turns sampling off unless --sample-one-in is given)")
 
 	// serve has no default fabric; its own variable keeps demo's default intact.
@@ -325,9 +332,26 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	defer stop()
 	started := time.Now()
 
+	// What can fail at once, before anything starts: the listen address
+	// and the data directory (etcd would wait on it forever).
+	lis, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (is another accelnet running? --http-addr picks another address)", cfg.HTTPAddr, err)
+	}
+	defer lis.Close()
 	if cfg.DataDir != "" {
 		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return fmt.Errorf("data dir: %w", err)
+			return fmt.Errorf("data directory: %w", err)
+		}
+		release, err := lockDataDir(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		defer release()
+		if cfg.Fresh {
+			if err := freshDataDir(cfg.DataDir); err != nil {
+				return err
+			}
 		}
 		if err := fabricsim.SetLibraryLogDir(filepath.Join(cfg.DataDir, "logs")); err != nil {
 			return err
@@ -367,6 +391,17 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		if opts.OperatorTokenFile != "" {
 			fmt.Printf("It is also in %s (mode 0600). It will not be shown again.\n\n", opts.OperatorTokenFile)
 		}
+	} else if line := reloaded(ctx, s.Store); line != "" {
+		// An earlier run's state changes what the demo shows: say so.
+		where := "etcd"
+		if len(cfg.EtcdEndpoints) == 0 {
+			where = cfg.DataDir
+		}
+		fmt.Printf("\nReloaded from %s: %s.", where, line)
+		if demo {
+			fmt.Printf(" (accelnet demo --fresh starts clean.)")
+		}
+		fmt.Printf("\n\n")
 	}
 
 	handler := s.Handler
@@ -374,10 +409,6 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		handler = northbound.RequireClientCert(handler)
 	}
 	srv := stack.NewHTTPServer(handler, serverTLS)
-	lis, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-	}
 	if cfg.AdvertiseURL == "" {
 		s.Advertise(advertiseURL(lis.Addr().String(), serverTLS != nil))
 	}

@@ -76,7 +76,7 @@ const (
 )
 
 // ErrSchema reports a P4Info that lacks something the controller needs.
-var ErrSchema = errors.New("p4: pipeline does not match what accelnet needs")
+var ErrSchema = errors.New("pipeline does not match what accelnet needs")
 
 // Cookie identifies this pipeline version (P4Info and compiled program)
 // in SetForwardingPipelineConfig, so a controller can tell whether a
@@ -110,7 +110,7 @@ func Load() (*p4config.P4Info, error) {
 func Parse(text []byte) (*p4config.P4Info, error) {
 	info := &p4config.P4Info{}
 	if err := (prototext.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(text, info); err != nil {
-		return nil, fmt.Errorf("p4: parse P4Info: %w", err)
+		return nil, fmt.Errorf("parse P4Info: %w", err)
 	}
 	return info, nil
 }

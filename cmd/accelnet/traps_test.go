@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/store"
+)
+
+// execute runs the accelnet command line with args until ctx ends.
+func execute(ctx context.Context, args ...string) error {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SilenceErrors = true
+	return root.ExecuteContext(ctx)
+}
+
+// waitFile waits (with a generous backstop) for path to exist, or for
+// the command under way to fail.
+func waitFile(t *testing.T, path string, failed <-chan error) {
+	t.Helper()
+	backstop := time.After(60 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		select {
+		case err := <-failed:
+			t.Fatalf("the first demo ended: %v", err)
+		case <-backstop:
+			t.Fatalf("%s did not appear in 60 s", path)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// TestStartTraps: what used to trap a new operator fails at once with
+// what to do. A second demo on a data directory in use (it waited
+// forever on etcd's lock, deaf to Ctrl-C); a listen address in use (it
+// was found only after etcd started and a token was issued); serve with
+// a generated fabric (accepted, then warned about every switch forever).
+// And --fresh starts clean: a new operator token, nothing reloaded.
+func TestStartTraps(t *testing.T) {
+	dir := t.TempDir()
+	demo := []string{"demo", "--data-dir", dir, "--topology", "leafspine:2x1x1", "--workload", "none", "--log-level", "error"}
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- execute(ctx, append(demo, "--http-addr", "127.0.0.1:0")...) }()
+	token := filepath.Join(dir, "operator.token")
+	waitFile(t, token, first)
+
+	// A backstop only: it used to wait on etcd's lock for ever.
+	second, stop := context.WithTimeout(context.Background(), 60*time.Second)
+	defer stop()
+	err := execute(second, append(demo, "--http-addr", "127.0.0.1:0")...)
+	if err == nil || !strings.Contains(err.Error(), "is in use by process "+strconv.Itoa(os.Getpid())) {
+		t.Fatalf("a second demo on the same data directory: %v", err)
+	}
+	cancel()
+	if err := <-first; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("the first demo: %v", err)
+	}
+
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	other := t.TempDir()
+	err = execute(context.Background(), "demo", "--data-dir", other, "--topology", "leafspine:2x1x1", "--workload", "none", "--http-addr", taken.Addr().String())
+	if err == nil || !strings.Contains(err.Error(), "listen on "+taken.Addr().String()) {
+		t.Fatalf("a listen address in use: %v", err)
+	}
+	if entries, _ := os.ReadDir(other); len(entries) != 0 {
+		t.Errorf("a demo that could not listen left %d files in its data directory (etcd started, a token issued?)", len(entries))
+	}
+
+	err = execute(context.Background(), "serve", "--data-dir", t.TempDir(), "--topology", "leafspine:2x2x2", "--http-addr", "127.0.0.1:0")
+	if err == nil || !strings.Contains(err.Error(), "fabricsim -topology leafspine:2x2x2 -out") {
+		t.Fatalf("serve with a generated fabric: %v", err)
+	}
+
+	// --fresh: the earlier run's token is gone and a new one issued.
+	old, err := os.ReadFile(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	again := make(chan error, 1)
+	go func() { again <- execute(ctx, append(demo, "--http-addr", "127.0.0.1:0", "--fresh")...) }()
+	backstop := time.After(60 * time.Second)
+	for {
+		if now, err := os.ReadFile(token); err == nil && len(now) > 0 && string(now) != string(old) {
+			break
+		}
+		select {
+		case err := <-again:
+			t.Fatalf("the fresh demo ended: %v", err)
+		case <-backstop:
+			t.Fatal("no new operator token 60 s after a --fresh start")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	<-again
+}
+
+// TestReloadedSaysWhatWasLeft: what an earlier run left in etcd is named
+// at start (it silently changed what the demo showed).
+func TestReloadedSaysWhatWasLeft(t *testing.T) {
+	e, err := store.StartEmbedded(t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	cli, err := store.Dial(e.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	s := store.NewStore(cli, 5*time.Second)
+	if got := reloaded(t.Context(), s); got != "" {
+		t.Fatalf("an empty etcd: %q", got)
+	}
+	for _, k := range []string{store.KeyTenants + "a", store.KeyTenants + "b", store.KeyIntents + "a/1"} {
+		if err := s.PutJSON(t.Context(), k, map[string]string{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := reloaded(t.Context(), s), "2 tenants, 1 intent"; got != want {
+		t.Fatalf("reloaded %q, want %q", got, want)
+	}
+}

@@ -209,6 +209,7 @@ type Controller struct {
 	mu       sync.RWMutex
 	state    *fabricState
 	operDown map[models.Endpoint]bool // ports whose last oper-status was DOWN
+	writeLog writeSummary
 	status   map[models.SwitchID]api.SwitchStatus
 	// known is each switch's state as last read back in full or written
 	// and confirmed: reconciles diff against it instead of reading every

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
@@ -268,11 +269,54 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	c.m.writes.WithLabelValues("insert").Add(float64(diff.Insert.Len()))
 	c.m.writes.WithLabelValues("modify").Add(float64(diff.Modify.Len()))
 	c.m.writes.WithLabelValues("delete").Add(float64(diff.Delete.Len()))
-	level := slog.LevelInfo
-	if onlyPins := diff.Len() == len(diff.Insert.FlowPins)+len(diff.Modify.FlowPins)+len(diff.Delete.FlowPins); onlyPins {
-		level = slog.LevelDebug // intents come and go by the thousand
-	}
-	c.log.Log(ctx, level, "switch programmed", "switch", sw, "insert", diff.Insert.Len(), "modify", diff.Modify.Len(), "delete", diff.Delete.Len())
+	// One line per switch at debug; at info, housekeeping sums them up
+	// (logWrites): a fabric of hundreds of switches would log hundreds of
+	// lines per change.
+	c.log.Debug("switch programmed", "switch", sw, "insert", diff.Insert.Len(), "modify", diff.Modify.Len(), "delete", diff.Delete.Len())
+	c.writeLog.add(sw, diff)
 	record(api.SwitchStatus{InSync: true, Entries: entries, LastWrites: diff.Len()})
 	return diff.Len(), nil
+}
+
+// writeSummary sums up what reconciles wrote between two log lines.
+type writeSummary struct {
+	mu                      sync.Mutex
+	switches                map[models.SwitchID]bool
+	insert, modify, delete_ int
+	pinsOnly                bool
+}
+
+func (w *writeSummary) add(sw models.SwitchID, diff models.Diff) {
+	if diff.Empty() {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.switches == nil {
+		w.switches, w.pinsOnly = map[models.SwitchID]bool{}, true
+	}
+	w.switches[sw] = true
+	w.insert += diff.Insert.Len()
+	w.modify += diff.Modify.Len()
+	w.delete_ += diff.Delete.Len()
+	w.pinsOnly = w.pinsOnly && diff.Len() == len(diff.Insert.FlowPins)+len(diff.Modify.FlowPins)+len(diff.Delete.FlowPins)
+}
+
+// logWrites logs one line for what was written since the last one (none
+// if nothing was): at info, or debug when only flow pins changed (intents
+// come and go by the thousand).
+func (c *Controller) logWrites(ctx context.Context) {
+	w := &c.writeLog
+	w.mu.Lock()
+	n, ins, mod, del, pinsOnly := len(w.switches), w.insert, w.modify, w.delete_, w.pinsOnly
+	w.switches, w.insert, w.modify, w.delete_ = nil, 0, 0, 0
+	w.mu.Unlock()
+	if n == 0 {
+		return
+	}
+	level := slog.LevelInfo
+	if pinsOnly {
+		level = slog.LevelDebug
+	}
+	c.log.Log(ctx, level, "switches programmed", "switches", n, "insert", ins, "modify", mod, "delete", del, "in_sync", c.Ready() == nil)
 }

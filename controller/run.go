@@ -97,6 +97,9 @@ func (c *Controller) watchTopology(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// writeSummaryEvery is how often what reconciles wrote is logged, summed.
+const writeSummaryEvery = 2 * time.Second
+
 // housekeeping periodically resyncs every switch and exports link load.
 func (c *Controller) housekeeping(ctx context.Context) {
 	resync := time.NewTicker(c.cfg.ResyncInterval)
@@ -117,10 +120,15 @@ func (c *Controller) housekeeping(ctx context.Context) {
 		defer t.Stop()
 		discover = t.C
 	}
+	summary := time.NewTicker(writeSummaryEvery)
+	defer summary.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			c.logWrites(ctx)
 			return
+		case <-summary.C:
+			c.logWrites(ctx)
 		case <-discover:
 			c.probe(ctx)
 		case <-damp.C:

@@ -94,7 +94,7 @@ func newRoot() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "accelnetctl",
-		Short:         "Client for accelnet's REST API: intents, capacity, topology, tenants and tokens",
+		Short:         "Client for accelnet's REST API: intents, capacity, topology, tenants, tokens, drains, elephants and switches' entries",
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
@@ -109,7 +109,7 @@ func newRoot() *cobra.Command {
 		return nil
 	}
 	root.AddCommand(configCommand(), intentsCommand(g), capacityCommand(g), topologyCommand(g),
-		tenantsCommand(g), tokensCommand(g), drainsCommand(g), whoamiCommand(g))
+		tenantsCommand(g), tokensCommand(g), drainsCommand(g), elephantsCommand(g), switchesCommand(g), whoamiCommand(g))
 	return root
 }
 
@@ -309,9 +309,36 @@ func intentsCommand(g *globals) *cobra.Command {
 	f.BoolVar(&dryRun, "dry-run", false, "only say whether it would fit, where, and what the max link utilization would become")
 	var avoid []string
 	f.StringSliceVar(&avoid, "avoid", nil, "switches to keep off the paths")
-	create.PreRunE = func(*cobra.Command, []string) error {
+	create.Example = `  accelnetctl intents create --name resnet --src h1-1 --dst h5-1 --gbps 300 --ports 49152-49153 --dry-run
+  accelnetctl intents create --name resnet --src h1-1 --dst h5-1 --gbps 300 --ports 49152-49153
+  accelnetctl intents create --name ring --collective ring-allreduce --endpoints h1-1,h2-1,h3-1 --gbps-per-gpu 100 --ports 60000
+  accelnetctl intents create -f intent.json`
+	create.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		for _, s := range avoid {
 			req.Constraints.AvoidSwitches = append(req.Constraints.AvoidSwitches, models.SwitchID(s))
+		}
+		if file != "" {
+			return nil
+		}
+		// What is missing is said here, before any request.
+		var missing []string
+		need := func(flag string, ok bool) {
+			if !ok {
+				missing = append(missing, "--"+flag)
+			}
+		}
+		need("name", req.Name != "")
+		need("ports", ports != "")
+		if pattern == "" {
+			need("src", req.Src != "")
+			need("dst", req.Dst != "")
+			need("gbps", req.Gbps > 0)
+		} else {
+			need("endpoints", len(endpoints) >= 2)
+			need("gbps-per-gpu", gbpsPerGPU > 0)
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("missing %s (or give the whole intent with -f FILE); see accelnetctl intents create --help", strings.Join(missing, ", "))
 		}
 		return nil
 	}
@@ -485,8 +512,11 @@ func capacityCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&src, "src", "", "source host name or IP")
-	cmd.Flags().StringVar(&dst, "dst", "", "destination host name or IP")
+	cmd.Flags().StringVar(&src, "src", "", "source host name or IP (required)")
+	cmd.Flags().StringVar(&dst, "dst", "", "destination host name or IP (required)")
+	_ = cmd.MarkFlagRequired("src")
+	_ = cmd.MarkFlagRequired("dst")
+	cmd.Example = "  accelnetctl capacity --src h1-1 --dst h5-1"
 	return cmd
 }
 
@@ -567,15 +597,29 @@ func tenantsCommand(g *globals) *cobra.Command {
 			return printTenants(cmd.OutOrStdout(), g, page.Items)
 		},
 	}
+	get := &cobra.Command{
+		Use:     "get NAME",
+		Short:   "One tenant with what it reserves",
+		Example: "  accelnetctl tenants get vision",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var t api.TenantView
+			if err := g.call(cmd, "GET", "/api/v1/tenants/"+url.PathEscape(args[0]), nil, &t); err != nil {
+				return err
+			}
+			return printTenants(cmd.OutOrStdout(), g, []api.TenantView{t})
+		},
+	}
 	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Delete a tenant and revoke its tokens",
-		Args:  cobra.ExactArgs(1),
+		Use:     "delete NAME",
+		Short:   "Delete a tenant: its tokens are revoked and its intents deleted",
+		Example: "  accelnetctl tenants delete vision",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, "DELETE", "/api/v1/tenants/"+url.PathEscape(args[0]), nil, nil)
 		},
 	}
-	cmd.AddCommand(create, list, del)
+	cmd.AddCommand(create, list, get, del)
 	return cmd
 }
 
@@ -613,8 +657,21 @@ func tokensCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	create.Flags().StringVar(&tenant, "tenant", "", "the tenant it acts for")
+	create.Flags().StringVar(&tenant, "tenant", "", "the tenant it acts for (required with --role tenant)")
 	create.Flags().StringVar(&role, "role", "tenant", "tenant or operator")
+	create.Example = `  accelnetctl tokens create --tenant vision
+  accelnetctl tokens create --role operator`
+	create.PreRunE = func(*cobra.Command, []string) error {
+		switch {
+		case role != string(models.RoleTenant) && role != string(models.RoleOperator):
+			return fmt.Errorf("--role %q: want tenant or operator", role)
+		case role == string(models.RoleTenant) && tenant == "":
+			return fmt.Errorf("a tenant token needs --tenant NAME (or --role operator)")
+		case role == string(models.RoleOperator) && tenant != "":
+			return fmt.Errorf("an operator token acts for every tenant: drop --tenant")
+		}
+		return nil
+	}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List tokens (never their secrets)",
@@ -704,6 +761,19 @@ func drainsCommand(g *globals) *cobra.Command {
 			return printDrains(cmd.OutOrStdout(), g, page.Items)
 		},
 	}
+	get := &cobra.Command{
+		Use:     "get ID",
+		Short:   "One drain and whether traffic is off it yet",
+		Example: "  accelnetctl drains get 1a2b3c4d5e6f",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var v api.DrainView
+			if err := g.call(cmd, "GET", "/api/v1/drains/"+url.PathEscape(args[0]), nil, &v); err != nil {
+				return err
+			}
+			return printDrains(cmd.OutOrStdout(), g, []api.DrainView{v})
+		},
+	}
 	del := &cobra.Command{
 		Use:   "delete ID",
 		Short: "Undrain: traffic may return",
@@ -712,7 +782,16 @@ func drainsCommand(g *globals) *cobra.Command {
 			return g.call(cmd, "DELETE", "/api/v1/drains/"+url.PathEscape(args[0]), nil, nil)
 		},
 	}
-	cmd.AddCommand(create, list, del)
+	create.Example = `  accelnetctl drains create --switch spine3 --reason "optics swap" --dry-run
+  accelnetctl drains create --switch spine3 --reason "optics swap"
+  accelnetctl drains create --link 'leaf1:3<->spine1:1'`
+	create.PreRunE = func(*cobra.Command, []string) error {
+		if (d.Switch == "") == (d.Link == "") {
+			return fmt.Errorf("name a switch (--switch) or a link (--link) to drain, one of them")
+		}
+		return nil
+	}
+	cmd.AddCommand(create, list, get, del)
 	return cmd
 }
 

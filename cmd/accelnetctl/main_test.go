@@ -109,8 +109,51 @@ func TestTenantSession(t *testing.T) {
 	if out := mustCtl(t, "--context", "ops", "drains", "list"); !strings.Contains(out, drains[0].ID) || !strings.Contains(out, "optics") {
 		t.Errorf("drains list: %s", out)
 	}
+	if out := mustCtl(t, "--context", "ops", "drains", "get", drains[0].ID); !strings.Contains(out, drains[0].ID) || !strings.Contains(out, "spine2") {
+		t.Errorf("drains get: %s", out)
+	}
 	mustCtl(t, "--context", "ops", "drains", "delete", drains[0].ID)
+	if out := mustCtl(t, "--context", "ops", "switches", "entries", "leaf1"); !strings.Contains(out, "routes") || !strings.Contains(out, "flow_pins") {
+		t.Errorf("switches entries: %s", out)
+	}
+	if out := mustCtl(t, "--context", "ops", "elephants"); !strings.Contains(out, "SRC PORT") {
+		t.Errorf("elephants: %s", out)
+	}
+	if out := mustCtl(t, "--context", "ops", "tenants", "get", "vision"); !strings.Contains(out, "vision") {
+		t.Errorf("tenants get: %s", out)
+	}
 	if _, err := ctl(t, "drains", "list"); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("a tenant listing drains: %v", err)
+	}
+}
+
+// TestMissingFlagsSaidFirst: a command missing what it needs says which
+// flags, before any request (the server here is one nothing answers at).
+func TestMissingFlagsSaidFirst(t *testing.T) {
+	t.Setenv("ACCELNET_CONFIG", filepath.Join(t.TempDir(), "config.yaml"))
+	t.Setenv("ACCELNET_SERVER", "http://127.0.0.1:1")
+	t.Setenv("ACCELNET_TOKEN", "anet_x")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"capacity", "--src", "h1-1"}, `"dst" not set`},
+		{[]string{"intents", "create", "--name", "a", "--src", "h1-1"}, "missing --ports, --dst, --gbps"},
+		{[]string{"intents", "create", "--name", "r", "--collective", "ring-allreduce", "--ports", "5"}, "missing --endpoints, --gbps-per-gpu"},
+		{[]string{"drains", "create"}, "name a switch (--switch) or a link (--link)"},
+		{[]string{"drains", "create", "--switch", "spine1", "--link", "leaf1:3<->spine1:1"}, "one of them"},
+		{[]string{"tokens", "create"}, "needs --tenant"},
+		{[]string{"tokens", "create", "--role", "admin"}, `--role "admin"`},
+		{[]string{"switches", "entries", "bad name!"}, "switch name"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			out, err := ctl(t, tc.args...)
+			if err == nil || !strings.Contains(err.Error()+out, tc.want) {
+				t.Fatalf("err %v, output %q; want %q", err, out, tc.want)
+			}
+			if strings.Contains(err.Error()+out, "127.0.0.1:1") {
+				t.Fatalf("it sent a request first: %v", err)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package southbound_test
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ func TestSilentSwitchStallsNoOther(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { silent.Close() })
+	var mu sync.Mutex
 	var held []net.Conn
 	go func() {
 		for {
@@ -35,10 +37,14 @@ func TestSilentSwitchStallsNoOther(t *testing.T) {
 			if err != nil {
 				return
 			}
+			mu.Lock()
 			held = append(held, c) // accepted, never read or answered
+			mu.Unlock()
 		}
 	}()
 	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
 		for _, c := range held {
 			c.Close()
 		}

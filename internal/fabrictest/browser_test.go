@@ -308,3 +308,61 @@ func TestDashboardElephants(t *testing.T) {
 		t.Errorf("console errors: %v", errs)
 	}
 }
+
+// TestDashboardOperatorView: what a new operator tripped over. A refused
+// token says so where it is seen (it only changed grey placeholder text);
+// a switch's per-table entry counts stay (the once-a-second redraw put the
+// total back); a long elephant list shows its biggest ten and a count,
+// expandable; a lost connection greys the map out, not just the badge.
+func TestDashboardOperatorView(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	bin := chromium(t)
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 4, 4), func(o *stack.Config) { o.SampleOneIn = 1024 })
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, poll, consoleErrors := openDashboard(t, bin, h)
+	poll("the dashboard to draw", `window.accelnet && window.accelnet.ready`, 30*time.Second)
+	signIn := func(tok string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.SendKeys(chromedp.CSS("#token"), tok)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("#login button"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	signIn("anet_not-a-token")
+	poll("'token refused' shown", `(() => { const e = document.getElementById('login-error'); return !e.hidden && e.textContent === 'token refused'; })()`, 15*time.Second)
+
+	signIn(h.OperatorToken)
+	poll("the error gone once signed in", `document.getElementById('login-error').hidden && document.getElementById('who').textContent === 'operator'`, 15*time.Second)
+	poll("more than ten elephants, ten shown", `window.accelnet.elephants.length > 10 &&
+		document.querySelectorAll('#elephant-list li').length === 10 &&
+		document.getElementById('elephants-toggle').textContent === 'show all ' + window.accelnet.elephants.length`, 30*time.Second)
+	if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("#elephants-toggle"))); err != nil {
+		t.Fatal(err)
+	}
+	poll("every elephant shown", `document.querySelectorAll('#elephant-list li').length === window.accelnet.elephants.length`, 10*time.Second)
+
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(window.accelnet.select('switch', 'leaf1'), true)`)); err != nil {
+		t.Fatal(err)
+	}
+	poll("leaf1's entries per table", `document.getElementById('entry-counts').textContent.includes('routes')`, 15*time.Second)
+	updates, err := chromedp.Run(ctx, chromedp.Evaluate[int](`window.accelnet.updates`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll("two more updates, the counts still shown", fmt.Sprintf(`window.accelnet.updates >= %d && document.getElementById('entry-counts').textContent.includes('routes')`, updates+2), 15*time.Second)
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %v", errs)
+	}
+
+	// The controller goes away: nothing listens, open streams are cut.
+	h.API.Listener.Close()
+	h.API.CloseClientConnections()
+	poll("the map greyed out", `document.getElementById('view').classList.contains('stale') && document.getElementById('status').classList.contains('lost')`, 30*time.Second)
+}

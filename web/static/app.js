@@ -25,7 +25,12 @@ const state = {
   events: null,         // AbortController of the intent event stream
   elephants: [],        // detected elephants (operators only)
   elephantTimer: null,
+  elephantsAll: false,  // the whole list shown, not the top ones
+  entryCounts: new Map(), // switch name -> "routes 12, flow_pins 3, …" (operators)
+  updates: 0,           // topology updates received
 };
+
+const ELEPHANTS_SHOWN = 10; // a longer list is collapsed to its biggest
 
 // Test and debugging hooks.
 window.accelnet = {
@@ -51,6 +56,7 @@ window.accelnet = {
   selectIntent(id) { selectIntent(id); },
   get highlighted() { return state.highlighted.slice(); },
   get elephants() { return state.elephants.slice(); },
+  get updates() { return state.updates; },
 };
 
 // miswired: link discovery found the cable goes elsewhere, or stopped
@@ -330,10 +336,9 @@ async function select(sel) {
     try {
       const res = await authFetch(`/api/v1/switches/${encodeURIComponent(sel.id)}/entries`);
       const body = await res.json();
-      if (state.selected === sel) {
-        const el = document.getElementById('entry-counts');
-        if (el) el.textContent = res.ok ? Object.entries(body.counts).map(([k, v]) => `${k} ${v}`).join(', ') : (body.detail || res.statusText);
-      }
+      // Kept, so that the once-a-second redraw shows them too.
+      state.entryCounts.set(sel.id, res.ok ? Object.entries(body.counts).map(([k, v]) => `${k} ${v}`).join(', ') : (body.detail || res.statusText));
+      if (state.selected === sel) renderDetails();
     } catch (err) {
       const el = document.getElementById('entry-counts');
       if (el) el.textContent = 'unavailable';
@@ -359,7 +364,7 @@ function renderDetails() {
     const st = sw.status || {};
     details.innerHTML = `<dl><dt>switch</dt><dd>${sw.name}</dd><dt>role</dt><dd>${sw.role}</dd><dt>device id</dt><dd>${sw.device_id}</dd>` +
       (sw.drained ? '<dt>drained</dt><dd class="down">yes (maintenance)</dd>' : '') +
-      `<dt>in sync</dt><dd>${st.in_sync ? 'yes' : 'no'}</dd><dt>entries</dt><dd id="entry-counts">${st.entries ?? '—'}</dd>` +
+      `<dt>in sync</dt><dd>${st.in_sync ? 'yes' : 'no'}</dd><dt>entries</dt><dd id="entry-counts">${escapeHTML(state.entryCounts.get(sw.name) ?? String(st.entries ?? '—'))}</dd>` +
       `<dt>traffic out</dt><dd>${fmtBps(switchBps(sw.name))}</dd>` +
       (st.last_error ? `<dt>last error</dt><dd class="down">${st.last_error}</dd>` : '') + '</dl>';
   }
@@ -429,6 +434,8 @@ function renderSummary(topo) {
 
 function onTopology(topo) {
   state.topo = topo;
+  state.updates++;
+  document.getElementById('view').classList.remove('stale');
   record(topo);
   draw();
   renderSummary(topo);
@@ -449,7 +456,11 @@ function connect() {
     onTopology(JSON.parse(e.data));
   });
   // EventSource reconnects by itself; say so while it does.
-  es.addEventListener('error', () => setStatus('lost', 'connection to the controller lost — retrying'));
+  // What the map shows is no longer current: grey it out.
+  es.addEventListener('error', () => {
+    setStatus('lost', 'connection to the controller lost — retrying');
+    document.getElementById('view').classList.add('stale');
+  });
 }
 
 // --- intents: sign in with a token, list them, follow their events ---
@@ -519,6 +530,7 @@ function onEvent(name, data) {
   if (ev.type === 'intent' && ev.intent) state.intents.set(ev.intent.id, ev.intent);
   else if (ev.type === 'intent-removed') state.intents.delete(ev.id);
   else if (ev.type === 'resync') { loadIntents().catch(() => {}); return; }
+  else if (ev.type === 'revoked') { signOut('token revoked'); return; }
   else return;
   renderIntents();
   draw();
@@ -530,7 +542,7 @@ async function followEvents(abort) {
   while (!abort.signal.aborted) {
     try {
       const res = await authFetch('/api/v1/events', { signal: abort.signal });
-      if (res.status === 401) { signOut('that token was not accepted'); return; }
+      if (res.status === 401) { signOut('token refused'); return; }
       if (!res.ok) throw new Error('events: HTTP ' + res.status);
       await loadIntents(); // after subscribing, so nothing falls between
       const reader = res.body.getReader();
@@ -567,12 +579,25 @@ function renderElephants() {
     el.innerHTML = '<p class="hint">None detected.</p>';
     return;
   }
-  const rows = state.elephants.map((e) => {
+  // Biggest first; a long list shows its top ones and a count, so that
+  // it does not push the rest of the page away.
+  const all = state.elephants.slice().sort((a, b) => b.gbps - a.gbps);
+  const shown = state.elephantsAll ? all : all.slice(0, ELEPHANTS_SHOWN);
+  const pinned = all.filter((e) => e.pinned).length;
+  const rows = shown.map((e) => {
     const where = e.pinned ? 'pinned' : 'not pinned: ' + e.reason;
     return `<li><span class="state state-${e.pinned ? 'Installed' : 'Pending'}">${escapeHTML(where)}</span> ` +
       `${escapeHTML(e.src)} → ${escapeHTML(e.dst)} :${e.src_port} · ${e.gbps.toFixed(1)} Gb/s</li>`;
   });
-  el.innerHTML = '<ul id="elephant-list">' + rows.join('') + '</ul>';
+  let more = '';
+  if (all.length > ELEPHANTS_SHOWN) {
+    more = `<button type="button" id="elephants-toggle" aria-expanded="${state.elephantsAll}">` +
+      (state.elephantsAll ? `show the top ${ELEPHANTS_SHOWN}` : `show all ${all.length}`) + '</button>';
+  }
+  el.innerHTML = `<p id="elephant-count">${all.length} detected, ${pinned} pinned</p>` +
+    '<ul id="elephant-list">' + rows.join('') + '</ul>' + more;
+  const toggle = document.getElementById('elephants-toggle');
+  if (toggle) toggle.addEventListener('click', () => { state.elephantsAll = !state.elephantsAll; renderElephants(); });
 }
 
 async function loadElephants() {
@@ -596,8 +621,9 @@ function followElephants(on) {
 async function signIn(token) {
   state.token = token;
   const res = await authFetch('/api/v1/whoami');
-  if (!res.ok) { signOut('that token was not accepted'); return; }
+  if (!res.ok) { signOut(res.status === 401 ? 'token refused' : `sign-in failed: HTTP ${res.status}`); return; }
   const who = await res.json();
+  document.getElementById('login-error').hidden = true;
   sessionStorage.setItem('accelnet-token', token);
   document.getElementById('login').hidden = true;
   const whoEl = document.getElementById('who');
@@ -624,7 +650,11 @@ function signOut(why) {
   document.getElementById('logout').hidden = true;
   const input = document.getElementById('token');
   input.value = '';
-  input.placeholder = why || 'API token';
+  // Said where it is seen, not only as placeholder text.
+  const err = document.getElementById('login-error');
+  err.textContent = why || '';
+  err.hidden = !why;
+  state.entryCounts.clear();
   renderIntents();
   draw();
 }

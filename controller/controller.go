@@ -87,6 +87,7 @@ type Overlay interface {
 // then watched (store.Store).
 type Store interface {
 	Topology(ctx context.Context) (t models.Topology, modRevision, revision int64, err error)
+	TopologyAt(ctx context.Context, rev int64) (t models.Topology, modRevision, revision int64, err error)
 	WatchKey(ctx context.Context, key string, fromRev int64, fn func(store.KV)) error
 }
 

@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -80,12 +79,14 @@ func (c *Controller) watchTopology(ctx context.Context) error {
 				c.log.Warn("topology deleted from etcd; keeping the last one programmed")
 				return
 			}
-			var next models.Topology
-			if err := json.Unmarshal(kv.Value, &next); err != nil {
-				c.log.Error("undecodable topology in etcd", "revision", kv.Revision, "err", err)
+			// The head changed: read the topology its parts make up, at
+			// the head's revision.
+			next, modRev, _, err := c.cfg.Store.TopologyAt(ctx, kv.Revision)
+			if err != nil {
+				c.log.Error("cannot read the topology etcd now holds; keeping the last one programmed", "revision", kv.Revision, "err", err)
 				return
 			}
-			c.setTopology(ctx, next, kv.Revision)
+			c.setTopology(ctx, next, modRev)
 		})
 		if err != nil && ctx.Err() == nil {
 			c.log.Warn("topology watch ended; re-listing", "err", err)

@@ -270,12 +270,11 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 		return nil, err
 	}
 	// The stream outlives this call, but until arbitration answers, the
-	// caller's context and the arbitration timeout bound it: opening it
-	// waits for the transport, which a switch that accepts connections
-	// and never answers would hold for gRPC's 20 s connect timeout.
-	arbCtx, arbDone := context.WithTimeout(ctx, d.opts.ArbitrationTimeout)
-	defer arbDone()
-	giveUp := context.AfterFunc(arbCtx, cancel)
+	// caller's context bounds it: opening it waits for the transport,
+	// which a switch that accepts connections and never answers would
+	// hold for gRPC's 20 s connect timeout, whatever the caller's deadline.
+	giveUp := context.AfterFunc(ctx, cancel)
+	defer giveUp()
 	stream, err := client.StreamChannel(streamCtx)
 	if err != nil {
 		return fail(fmt.Errorf("%w: %s: open stream: %v", ErrUnavailable, sw.Name, err))
@@ -343,13 +342,12 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 			return fail(err)
 		}
 		if !giveUp() { // the stream was given up just as the answer came
-			return fail(fmt.Errorf("%w: %s: arbitration: %v", ErrUnavailable, sw.Name, arbCtx.Err()))
+			return fail(fmt.Errorf("%w: %s: arbitration: %v", ErrUnavailable, sw.Name, ctx.Err()))
 		}
-	case <-arbCtx.Done():
-		if ctx.Err() != nil {
-			return fail(ctx.Err())
-		}
+	case <-time.After(d.opts.ArbitrationTimeout):
 		return fail(fmt.Errorf("%w: %s: no arbitration answer in %s", ErrUnavailable, sw.Name, d.opts.ArbitrationTimeout))
+	case <-ctx.Done():
+		return fail(ctx.Err())
 	}
 
 	// What the switch runs: a switch that has no pipeline yet (fresh or

@@ -6,10 +6,17 @@
 //
 // Everything lives under one versioned prefix, /accelnet/v1/:
 //
-//	/accelnet/v1/topology   JSON models.Topology: the whole fabric, replaced
-//	                        atomically (one key, so a reader never sees half
-//	                        a change; a k=16 fat-tree is about 400 KB, under
-//	                        etcd's default 1.5 MiB request limit)
+//	/accelnet/v1/topology   the topology's head: JSON {format, name, parts},
+//	                        the parts' keys in order; replaced in one small
+//	                        transaction once its parts are stored, so a
+//	                        reader (head and parts at one revision) never
+//	                        sees half a change. Watchers watch this key.
+//	fabric/<s|l|h>-<sha256> a run of switches, links or hosts (JSON
+//	                        models.Topology with that list only), at most
+//	                        256 KiB: a k=32 fat-tree (2.3 MB) fits under
+//	                        etcd's 1.5 MiB request limit; named by content,
+//	                        so a changed link writes one part
+//	locks/topology          serializes topology writers (etcd mutex)
 //	intents/<tenant>/<id>   JSON models.Intent, spec and status; its mod
 //	                        revision is the API's ETag
 //	idempotency/<tenant>/<sha256 of key>  which intent an Idempotency-Key made

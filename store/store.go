@@ -14,8 +14,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/accelnet/accelnet/models"
 )
 
 var (
@@ -54,51 +52,6 @@ func (s *Store) Wrap(err error, what string) error {
 		return fmt.Errorf("%w: %s: %v", ErrStoreUnavailable, what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
-}
-
-// Topology returns the stored topology with the key's mod revision (for
-// PutTopology's check) and the store revision it was read at (to watch from).
-func (s *Store) Topology(ctx context.Context) (t models.Topology, modRevision, revision int64, err error) {
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	resp, err := s.cli.Get(ctx, KeyTopology)
-	if err != nil {
-		return t, 0, 0, s.Wrap(err, "get topology")
-	}
-	if len(resp.Kvs) == 0 {
-		return t, 0, resp.Header.Revision, ErrNoTopology
-	}
-	if err := json.Unmarshal(resp.Kvs[0].Value, &t); err != nil {
-		return t, 0, resp.Header.Revision, fmt.Errorf("decode stored topology: %w", err)
-	}
-	return t, resp.Kvs[0].ModRevision, resp.Header.Revision, nil
-}
-
-// PutTopology validates and stores a topology. If expectModRevision is not
-// negative, the write only happens if the key's mod revision still equals it
-// (0: the key must not exist); otherwise it returns ErrConflict.
-func (s *Store) PutTopology(ctx context.Context, t models.Topology, expectModRevision int64) (int64, error) {
-	if err := t.Validate(); err != nil {
-		return 0, err
-	}
-	data, err := json.Marshal(t)
-	if err != nil {
-		return 0, fmt.Errorf("encode topology: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	txn := s.cli.Txn(ctx)
-	if expectModRevision >= 0 {
-		txn = txn.If(clientv3.Compare(clientv3.ModRevision(KeyTopology), "=", expectModRevision))
-	}
-	resp, err := txn.Then(clientv3.OpPut(KeyTopology, string(data))).Commit()
-	if err != nil {
-		return 0, s.Wrap(err, "put topology")
-	}
-	if !resp.Succeeded {
-		return 0, ErrConflict
-	}
-	return resp.Header.Revision, nil
 }
 
 // Dial connects an etcd client to endpoints.

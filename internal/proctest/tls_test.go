@@ -15,7 +15,7 @@ import (
 	"github.com/accelnet/accelnet/southbound"
 )
 
-// TestProductionTLS runs what the Production section of the README
+// TestProductionTLS runs what docs/production.md
 // describes, as processes: the API over HTTPS with client certificates
 // required, P4Runtime and gNMI over mutual TLS to fabricsim, a follower
 // forwarding to the leader over mutual TLS; settings from a --config file

@@ -1,0 +1,169 @@
+package proctest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/internal/fabrictest"
+)
+
+// readmeCommands are the commands of the README, in order: every line of
+// its ```sh blocks, and the "$ " lines of its transcripts, continuation
+// lines joined. A block after an HTML comment "not run by the README
+// test" is left out, and so is a command that says it runs until Ctrl-C.
+// errors are the HTTP statuses the README says its commands answer with
+// besides 2xx (comment lines "#  409 …").
+func readmeCommands(t *testing.T, path string) (commands []string, errors []string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := regexp.MustCompile(`^#\s+([45]\d\d) `)
+	var block []string
+	kind, skip, inBlock := "", false, false
+	flush := func() {
+		var cmd string
+		for _, l := range block {
+			if kind == "text" {
+				if !strings.HasPrefix(l, "$ ") && cmd == "" {
+					continue // output
+				}
+				l = strings.TrimPrefix(l, "$ ")
+			}
+			if m := status.FindStringSubmatch(strings.TrimSpace(l)); m != nil && !skip {
+				errors = append(errors, m[1])
+			}
+			if cmd == "" && (strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#")) {
+				continue
+			}
+			cmd += l + "\n"
+			if strings.HasSuffix(l, "\\") {
+				continue
+			}
+			if !skip && !strings.Contains(cmd, "until Ctrl-C") {
+				commands = append(commands, strings.TrimSpace(cmd))
+			}
+			cmd = ""
+		}
+		block = nil
+	}
+	lastComment := false
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		l := sc.Text()
+		switch {
+		case !inBlock && strings.HasPrefix(l, "```"):
+			inBlock, kind = true, strings.TrimPrefix(l, "```")
+			skip = lastComment || (kind != "sh" && kind != "text")
+		case inBlock && l == "```":
+			inBlock = false
+			flush()
+		case inBlock:
+			block = append(block, l)
+		}
+		if !inBlock && strings.TrimSpace(l) != "" {
+			lastComment = strings.HasPrefix(l, "<!-- not run by the README test")
+		}
+	}
+	return commands, errors
+}
+
+// TestREADMECommands runs the README's commands as written, in order, in
+// one shell, against `accelnet demo` (the newcomer's first hour): each
+// must succeed, and the HTTP answers must be 2xx except the errors the
+// README shows. (It used to use a context it never created, an intent ID
+// from another run, and an operator token it had not yet read.)
+func TestREADMECommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo")
+	}
+	for _, tool := range []string{"bash", "curl", "jq"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the README's commands need %s (.ci/run installs it)", tool)
+		}
+	}
+	commands, wantErrors := readmeCommands(t, filepath.Join("..", "..", "README.md"))
+	if len(commands) < 20 {
+		t.Fatalf("found %d commands in the README", len(commands))
+	}
+	dir := t.TempDir()
+	addr := fabrictest.FreeAddr(t)
+	demo := Start(t, "demo", Bin(t, "accelnet"), "demo", "--data-dir", filepath.Join(dir, "accelnet-data"), "--http-addr", addr)
+	backstop := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if demo.Exited() || time.Now().After(backstop) {
+			t.Fatalf("the demo is not ready (%v):\n%s", err, demo.Log())
+		}
+		<-time.After(100 * time.Millisecond)
+	}
+
+	var script strings.Builder
+	fmt.Fprintf(&script, "set -eo pipefail\nexport PATH=%q:\"$PATH\" ACCELNET_CONFIG=%q\n", filepath.Dir(Bin(t, "accelnetctl")), filepath.Join(dir, "config.yaml"))
+	// Every HTTP status to stderr, the answers untouched for pipes.
+	script.WriteString("curl() { command curl -w '%{stderr}HTTP %{http_code}\\n' \"$@\"; }\n")
+	for i, c := range commands {
+		c = strings.ReplaceAll(c, "localhost:8080", addr)
+		fmt.Fprintf(&script, "echo %q >&2\n%s\n", fmt.Sprintf("README command %d", i+1), c)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", script.String())
+	sh.Dir = dir
+	var stdout, stderr bytes.Buffer
+	sh.Stdout, sh.Stderr = &stdout, &stderr
+	err := sh.Run()
+	where := ""
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if n, ok := strings.CutPrefix(l, "README command "); ok {
+			where = n
+		}
+	}
+	if err != nil {
+		idx := 0
+		fmt.Sscan(where, &idx)
+		cmd := ""
+		if idx > 0 && idx <= len(commands) {
+			cmd = commands[idx-1]
+		}
+		t.Fatalf("README command %s failed (%v):\n%s\nstderr:\n%s\nstdout:\n%s", where, err, cmd, tail(stderr.String()), tail(stdout.String()))
+	}
+	var gotErrors []string
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if code, ok := strings.CutPrefix(l, "HTTP "); ok && !strings.HasPrefix(code, "2") {
+			gotErrors = append(gotErrors, code)
+		}
+	}
+	slices.Sort(gotErrors)
+	slices.Sort(wantErrors)
+	if !slices.Equal(gotErrors, wantErrors) {
+		t.Errorf("HTTP errors %v, the README shows %v\nstderr:\n%s", gotErrors, wantErrors, tail(stderr.String()))
+	}
+	t.Logf("%d README commands ran", len(commands))
+}
+
+// tail is the end of a long output.
+func tail(s string) string {
+	if len(s) > 4000 {
+		return "…" + s[len(s)-4000:]
+	}
+	return s
+}

@@ -2,6 +2,7 @@ package fabrictest_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,7 @@ import (
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
 )
 
 // chromium finds the browser .ci/run installs.
@@ -365,4 +367,116 @@ func TestDashboardOperatorView(t *testing.T) {
 	h.API.Listener.Close()
 	h.API.CloseClientConnections()
 	poll("the map greyed out", `document.getElementById('view').classList.contains('stale') && document.getElementById('status').classList.contains('lost')`, 30*time.Second)
+}
+
+// TestDashboardPodOverview: a fat-tree too big to draw switch by switch
+// (k=8: 80 switches, which had no labels and a core layer nobody could
+// click) opens on an overview of its pods; clicking a pod opens it with
+// every one of its switches labelled; selecting a switch of another pod
+// from the list opens that pod.
+func TestDashboardPodOverview(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a browser")
+	}
+	bin := chromium(t)
+	topo, err := topology.FatTree(8, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := fabrictest.New(t, topo)
+	h.Eventually(t, 60*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, poll, consoleErrors := openDashboard(t, bin, h)
+	poll("the overview of 8 pods", `window.accelnet && window.accelnet.ready && window.accelnet.view === 'overview' &&
+		window.accelnet.pods.length === 8 && window.accelnet.labelled.includes('pod 8')`, 30*time.Second)
+	if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+		os.WriteFile(filepath.Join(artifactDir(t), "dashboard-fattree8-pods.png"), png, 0o644)
+	}
+	type box struct{ Pod, X, Y, W, H float64 }
+	boxes, err := chromedp.Run(ctx, chromedp.Evaluate[[]box](`window.accelnet.podBoxes`))
+	if err != nil || len(boxes) != 8 {
+		t.Fatalf("pod boxes %v, %v", boxes, err)
+	}
+	// The canvas's offset in the page, to click inside a box.
+	off, err := chromedp.Run(ctx, chromedp.Evaluate[[]float64](`(() => { const r = document.getElementById('fabric').getBoundingClientRect(); return [r.left, r.top]; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := boxes[2]
+	if _, err := chromedp.Run(ctx, chromedp.MouseClickXY(off[0]+b.X+b.W/2, off[1]+b.Y+b.H/2)); err != nil {
+		t.Fatal(err)
+	}
+	var pod3 []string
+	for _, sw := range topo.Switches {
+		if sw.Pod == int(b.Pod) {
+			pod3 = append(pod3, string(sw.Name))
+		}
+	}
+	want, _ := json.Marshal(pod3)
+	poll("the pod opened, its switches labelled", fmt.Sprintf(`window.accelnet.view === 'pod' && window.accelnet.pod === %d &&
+		%s.every((n) => window.accelnet.labelled.includes(n))`, int(b.Pod), want), 15*time.Second)
+	if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+		os.WriteFile(filepath.Join(artifactDir(t), "dashboard-fattree8-pod.png"), png, 0o644)
+	}
+	var other models.Switch
+	for _, sw := range topo.Switches {
+		if sw.Pod == 7 && sw.Role == models.RoleLeaf {
+			other = sw
+			break
+		}
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#switch-list button[data-name=%q]`, other.Name)))); err != nil {
+		t.Fatal(err)
+	}
+	poll("its pod opened", fmt.Sprintf(`window.accelnet.view === 'pod' && window.accelnet.pod === 7 && window.accelnet.labelled.includes(%q) &&
+		document.getElementById('details').textContent.includes(%q)`, other.Name, other.Name), 15*time.Second)
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %v", errs)
+	}
+}
+
+// TestDashboardScreenshots makes the screenshots in docs/: the default
+// demo's fabric (leafspine:8x8x4) and a k=8 fat-tree's overview and one
+// of its pods, each under a permutation. Run on demand:
+// ACCELNET_SCREENSHOTS=1 go test ./internal/fabrictest -run TestDashboardScreenshots
+func TestDashboardScreenshots(t *testing.T) {
+	if os.Getenv("ACCELNET_SCREENSHOTS") == "" {
+		t.Skip("set ACCELNET_SCREENSHOTS=1 to remake the screenshots in docs/")
+	}
+	bin := chromium(t)
+	for _, tc := range []struct{ spec, file string }{
+		{"leafspine:8x8x4@400", "dashboard-demo"},
+		{"fattree:8@400", "dashboard-fattree8"},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			topo, err := topology.Load(tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := fabrictest.New(t, topo)
+			h.Eventually(t, 5*time.Minute, "every switch in sync", func() bool { return h.Converged() == nil })
+			if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 400, Seed: 1}); err != nil {
+				t.Fatal(err)
+			}
+			ctx, poll, _ := openDashboard(t, bin, h)
+			poll("load drawn", `window.accelnet && window.accelnet.ready && window.accelnet.maxUtilization() > 0.5`, 60*time.Second)
+			shot := func(name string) {
+				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join("..", "..", "docs", name+".png"), png, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			shot(tc.file)
+			if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(window.accelnet.pods.length > 0 && (window.accelnet.setView('pod', 2), true))`)); err == nil {
+				if v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.accelnet.view`)); v == "pod" {
+					shot(tc.file + "-pod2")
+				}
+			}
+		})
+	}
 }

@@ -28,7 +28,14 @@ const state = {
   elephantsAll: false,  // the whole list shown, not the top ones
   entryCounts: new Map(), // switch name -> "routes 12, flow_pins 3, …" (operators)
   updates: 0,           // topology updates received
+  view: null,           // 'overview' (one box per pod), 'pod' (state.pod), 'full'; null: chosen by size
+  pod: 0,
+  tierSpacing: [0, 0, 0], // pixels between neighbours in each tier (labels where they fit)
+  podBoxes: [],         // overview: {pod, x, y, w, h}
 };
+
+// A fabric with pods and more switches than this opens on its overview.
+const OVERVIEW_ABOVE = 60;
 
 const ELEPHANTS_SHOWN = 10; // a longer list is collapsed to its biggest
 
@@ -57,6 +64,12 @@ window.accelnet = {
   get highlighted() { return state.highlighted.slice(); },
   get elephants() { return state.elephants.slice(); },
   get updates() { return state.updates; },
+  get view() { return currentView(); },
+  get pod() { return state.pod; },
+  setView(kind, pod) { setView(kind, pod); },
+  get pods() { return state.podBoxes.map((b) => b.pod); },
+  get podBoxes() { return state.podBoxes.map((b) => ({ ...b })); },
+  labelled: [],
 };
 
 // miswired: link discovery found the cable goes elsewhere, or stopped
@@ -92,7 +105,7 @@ function tierOf(sw) {
 
 // layout places switches in tiers; fat-tree pods side by side.
 function layout(topo) {
-  const key = topo.switches.map((s) => s.name).join(',') + '|' + topo.hosts.length;
+  const key = currentView() + state.pod + '|' + topo.switches.map((s) => s.name).join(',') + '|' + topo.hosts.length;
   const w = canvas.clientWidth, h = canvas.clientHeight;
   const sizeKey = key + `|${w}x${h}`;
   if (sizeKey === state.layoutKey) return;
@@ -110,6 +123,7 @@ function layout(topo) {
     const pods = [...new Set(list.map((s) => s.pod || 0))];
     const gap = pods.length > 1 ? 24 : 0;
     const usable = w - 2 * margin - gap * (pods.length - 1);
+    state.tierSpacing[t] = list.length > 1 ? usable / (list.length - 1) : w;
     list.forEach((sw, i) => {
       const podIdx = pods.indexOf(sw.pod || 0);
       const x = margin + (list.length === 1 ? usable / 2 : (usable * i) / (list.length - 1)) + gap * podIdx;
@@ -153,10 +167,120 @@ function fmtBps(bps) {
   return Math.round(bps) + ' b/s';
 }
 
-function draw() {
+// --- views: the whole fabric, an overview of its pods, one pod ---
+
+function hasPods(topo) { return topo.switches.some((s) => s.pod > 0); }
+
+function currentView() {
+  if (!state.topo) return 'full';
+  if (!hasPods(state.topo)) return 'full';
+  if (state.view) return state.view;
+  return state.topo.switches.length > OVERVIEW_ABOVE ? 'overview' : 'full';
+}
+
+function setView(kind, pod) {
+  state.view = kind;
+  if (kind === 'pod') state.pod = pod;
+  state.layoutKey = '';
+  renderViewBar();
+  draw();
+}
+
+// viewTopo is what the map draws: in a pod's view, the pod's switches,
+// the cores it reaches, the links among them and its hosts.
+function viewTopo() {
   const topo = state.topo;
+  if (!topo || currentView() !== 'pod') return topo;
+  const inPod = new Set(topo.switches.filter((s) => s.pod === state.pod).map((s) => s.name));
+  const links = topo.links.filter((l) => inPod.has(l.a.switch) || inPod.has(l.b.switch));
+  const keep = new Set(inPod);
+  for (const l of links) { keep.add(l.a.switch); keep.add(l.b.switch); }
+  return { ...topo, switches: topo.switches.filter((s) => keep.has(s.name)), links,
+    hosts: topo.hosts.filter((h) => inPod.has(h.attach.switch)) };
+}
+
+function renderViewBar() {
+  const bar = document.getElementById('viewbar');
+  if (!state.topo || !hasPods(state.topo)) { bar.hidden = true; return; }
+  bar.hidden = false;
+  const v = currentView();
+  const pods = [...new Set(state.topo.switches.map((s) => s.pod).filter((p) => p > 0))].sort((a, b) => a - b);
+  bar.innerHTML = `<button type="button" data-view="overview" aria-pressed="${v === 'overview'}">pods</button>` +
+    `<button type="button" data-view="full" aria-pressed="${v === 'full'}">every switch</button>` +
+    `<select aria-label="One pod">${['<option value="">one pod…</option>', ...pods.map((p) => `<option value="${p}"${v === 'pod' && p === state.pod ? ' selected' : ''}>pod ${p}</option>`)].join('')}</select>`;
+  for (const b of bar.querySelectorAll('button')) b.addEventListener('click', () => setView(b.dataset.view));
+  bar.querySelector('select').addEventListener('change', (e) => { if (e.target.value) setView('pod', Number(e.target.value)); });
+}
+
+// drawOverview draws one box per pod under one band of cores: each box
+// coloured by the busiest link inside the pod, its line to the cores by
+// the busiest of its uplinks; down links counted in red. A click opens
+// the pod.
+function drawOverview(topo) {
+  const w = canvas.clientWidth, h = canvas.clientHeight, margin = 40;
+  const podOf = new Map(topo.switches.map((s) => [s.name, s.pod || 0]));
+  const pods = [...new Set(topo.switches.map((s) => s.pod).filter((p) => p > 0))].sort((a, b) => a - b);
+  const stats = new Map(pods.map((p) => [p, { inside: 0, up: 0, down: 0, hosts: 0, switches: 0 }]));
+  let coreU = 0, cores = 0;
+  for (const sw of topo.switches) {
+    if (sw.pod > 0) stats.get(sw.pod).switches++;
+    else cores++;
+  }
+  for (const hst of topo.hosts) {
+    const p = podOf.get(hst.attach.switch);
+    if (stats.has(p)) stats.get(p).hosts++;
+  }
+  for (const l of topo.links) {
+    const pa = podOf.get(l.a.switch), pb = podOf.get(l.b.switch);
+    const p = pa || pb;
+    if (!stats.has(p)) continue;
+    const st = stats.get(p);
+    if (!l.load.up) st.down++;
+    if (pa && pb) st.inside = Math.max(st.inside, l.load.utilization);
+    else { st.up = Math.max(st.up, l.load.utilization); coreU = Math.max(coreU, l.load.utilization); }
+  }
+  const coreBox = { x: margin, y: 0.1 * h, w: w - 2 * margin, h: 28 };
+  const gap = 12;
+  const bw = Math.max(30, (w - 2 * margin - gap * (pods.length - 1)) / pods.length);
+  state.podBoxes = pods.map((p, i) => ({ pod: p, x: margin + i * (bw + gap), y: 0.5 * h, w: bw, h: 70 }));
+  for (const b of state.podBoxes) {
+    const st = stats.get(b.pod);
+    ctx.strokeStyle = utilColor(st.up); ctx.lineWidth = 3;
+    ctx.beginPath(); ctx.moveTo(b.x + b.w / 2, b.y); ctx.lineTo(b.x + b.w / 2, coreBox.y + coreBox.h); ctx.stroke();
+  }
+  ctx.fillStyle = '#223044'; ctx.fillRect(coreBox.x, coreBox.y, coreBox.w, coreBox.h);
+  ctx.strokeStyle = utilColor(coreU); ctx.lineWidth = 2; ctx.strokeRect(coreBox.x, coreBox.y, coreBox.w, coreBox.h);
+  ctx.fillStyle = '#ffffff'; ctx.font = '12px system-ui'; ctx.textAlign = 'center';
+  ctx.fillText(`${cores} core switches · busiest uplink ${(100 * coreU).toFixed(0)}%`, coreBox.x + coreBox.w / 2, coreBox.y + 18);
+  const labelled = [];
+  for (const b of state.podBoxes) {
+    const st = stats.get(b.pod);
+    const sel = state.selected && state.selected.kind === 'pod' && state.selected.id === b.pod;
+    ctx.fillStyle = '#1d2a38'; ctx.fillRect(b.x, b.y, b.w, b.h);
+    ctx.strokeStyle = sel ? '#ffffff' : utilColor(st.inside); ctx.lineWidth = sel ? 3 : 2; ctx.strokeRect(b.x, b.y, b.w, b.h);
+    // two bars: uplinks, inside
+    ctx.fillStyle = utilColor(st.up); ctx.fillRect(b.x + 4, b.y + 4, (b.w - 8) * Math.min(1, st.up), 5);
+    ctx.fillStyle = utilColor(st.inside); ctx.fillRect(b.x + 4, b.y + 12, (b.w - 8) * Math.min(1, st.inside), 5);
+    ctx.fillStyle = '#ffffff'; ctx.font = (b.w < 60 ? '10px' : '12px') + ' system-ui'; ctx.textAlign = 'center';
+    ctx.fillText(`pod ${b.pod}`, b.x + b.w / 2, b.y + 34);
+    ctx.fillStyle = '#9aa4ae'; ctx.font = '10px system-ui';
+    if (b.w >= 60) ctx.fillText(`${st.switches} sw · ${st.hosts} hosts`, b.x + b.w / 2, b.y + 48);
+    if (st.down) { ctx.fillStyle = '#ff5c5c'; ctx.fillText(`${st.down} down`, b.x + b.w / 2, b.y + 62); }
+    labelled.push(`pod ${b.pod}`);
+  }
+  window.accelnet.labelled = labelled;
+  window.accelnet.drawn = [];
+}
+
+function draw() {
   ctx.clearRect(0, 0, canvas.clientWidth, canvas.clientHeight);
-  if (!topo) return;
+  if (!state.topo) return;
+  if (currentView() === 'overview') {
+    drawOverview(state.topo);
+    return;
+  }
+  state.podBoxes = [];
+  const topo = viewTopo();
   layout(topo);
   const drawn = [];
   // Host links first, under everything.
@@ -202,11 +326,13 @@ function draw() {
   }
   ctx.setLineDash([]);
   drawHighlight();
-  const small = topo.switches.length > 60;
+  const labelled = [];
   for (const sw of topo.switches) {
     const p = state.pos.get(sw.name);
     const sel = state.selected && state.selected.kind === 'switch' && state.selected.id === sw.name;
     const synced = sw.status && sw.status.in_sync;
+    // A label where the tier leaves room for one.
+    const small = state.tierSpacing[tierOf(sw)] < 50;
     const wbox = small ? 8 : 46, hbox = small ? 8 : 18;
     ctx.fillStyle = sw.drained ? '#4a525c' : (synced ? '#2d5b8c' : '#7a5d12');
     ctx.strokeStyle = sel ? '#ffffff' : '#0f1419';
@@ -216,10 +342,12 @@ function draw() {
     if (!small) {
       ctx.fillStyle = '#ffffff'; ctx.font = '10px system-ui'; ctx.textAlign = 'center';
       ctx.fillText(sw.name, p.x, p.y + 3);
+      labelled.push(sw.name);
     }
     drawn.push(sw.name);
   }
   window.accelnet.drawn = drawn;
+  window.accelnet.labelled = labelled;
 }
 
 // The selected intent's paths, drawn over the links: every link a flow
@@ -276,12 +404,17 @@ function distToSegment(px, py, a, b) {
 
 function hit(px, py) {
   if (!state.topo) return null;
-  for (const sw of state.topo.switches) {
+  if (currentView() === 'overview') {
+    const b = state.podBoxes.find((b) => px >= b.x && px <= b.x + b.w && py >= b.y && py <= b.y + b.h);
+    return b ? { kind: 'pod', id: b.pod } : null;
+  }
+  const topo = viewTopo();
+  for (const sw of topo.switches) {
     const p = state.pos.get(sw.name);
     if (p && Math.abs(px - p.x) <= 24 && Math.abs(py - p.y) <= 10) return { kind: 'switch', id: sw.name };
   }
   let best = null, bestD = 5;
-  for (const l of state.topo.links) {
+  for (const l of topo.links) {
     const a = state.pos.get(l.a.switch), b = state.pos.get(l.b.switch);
     if (!a || !b) continue;
     const d = distToSegment(px, py, a, b);
@@ -306,6 +439,7 @@ canvas.addEventListener('mousemove', (e) => {
   if (!h) { tooltip.hidden = true; return; }
   let text = h.id;
   if (h.kind === 'link') text = linkText(state.topo.links.find((l) => l.id === h.id));
+  if (h.kind === 'pod') text = `pod ${h.id}: click to open`;
   tooltip.textContent = text;
   tooltip.style.left = (e.clientX - r.left + 12) + 'px';
   tooltip.style.top = (e.clientY - r.top + 12) + 'px';
@@ -315,7 +449,8 @@ canvas.addEventListener('mouseleave', () => { tooltip.hidden = true; });
 canvas.addEventListener('click', (e) => {
   const r = canvas.getBoundingClientRect();
   const h = hit(e.clientX - r.left, e.clientY - r.top);
-  if (h) select(h);
+  if (h && h.kind === 'pod') setView('pod', h.id);
+  else if (h) select(h);
 });
 
 function switchBps(name) {
@@ -329,6 +464,12 @@ function switchBps(name) {
 
 async function select(sel) {
   state.selected = sel;
+  if (sel.kind === 'switch' && currentView() !== 'full') {
+    // Show it: the pod it is in (a core: every switch).
+    const sw = state.topo && state.topo.switches.find((x) => x.name === sel.id);
+    if (sw && sw.pod > 0 && (currentView() !== 'pod' || state.pod !== sw.pod)) setView('pod', sw.pod);
+    else if (sw && !(sw.pod > 0)) setView('full');
+  }
   document.querySelectorAll('#switch-list button').forEach((b) => b.setAttribute('aria-pressed', String(sel.kind === 'switch' && b.dataset.name === sel.id)));
   renderDetails();
   draw();
@@ -437,6 +578,10 @@ function onTopology(topo) {
   state.updates++;
   document.getElementById('view').classList.remove('stale');
   record(topo);
+  if (!state.viewBarFor || state.viewBarFor !== topo.switches.length) {
+    state.viewBarFor = topo.switches.length;
+    renderViewBar();
+  }
   draw();
   renderSummary(topo);
   renderDetails();

@@ -103,3 +103,16 @@ type (
 		RxBps float64 `json:"rx_bps"` // out of the fabric (leaf port out)
 	}
 )
+
+// History is the recent load of a link (utilization, 0-1) or a switch
+// (traffic out, bit/s), oldest first, one point per interval.
+type History struct {
+	IntervalSeconds float64        `json:"interval_seconds"`
+	Points          []HistoryPoint `json:"points"`
+}
+
+// HistoryPoint is one sample: Unix time (seconds) and value.
+type HistoryPoint struct {
+	T int64   `json:"t"`
+	V float64 `json:"v"`
+}

@@ -59,6 +59,10 @@ type Options struct {
 	ReadTimeout time.Duration
 	// StreamInterval is how often /api/v1/stream sends the topology; default 1s.
 	StreamInterval time.Duration
+	// HistoryInterval is how often every link's and switch's load is kept
+	// for /api/v1/history (default 5s), HistoryLength for how long
+	// (default 15 minutes).
+	HistoryInterval, HistoryLength time.Duration
 	// Done, when closed, ends open streams (for a prompt shutdown).
 	Done <-chan struct{}
 	// Leader, if set, says who leads: a follower passes requests only
@@ -82,6 +86,12 @@ func New(opts Options) http.Handler {
 	if opts.RateLimit == 0 {
 		opts.RateLimit = 2000
 	}
+	if opts.HistoryInterval <= 0 {
+		opts.HistoryInterval = 5 * time.Second
+	}
+	if opts.HistoryLength <= 0 {
+		opts.HistoryLength = 15 * time.Minute
+	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
@@ -93,7 +103,11 @@ func New(opts Options) http.Handler {
 	r.NoMethod(func(c *gin.Context) { problem(c, http.StatusMethodNotAllowed, c.Request.Method+" is not allowed here") })
 
 	a := &server{opts: opts, done: opts.Done, limiter: tenancy.NewRateLimiter(opts.RateLimit),
-		authFailures: tenancy.NewRateLimiter(authFailuresPerSecond)}
+		authFailures: tenancy.NewRateLimiter(authFailuresPerSecond),
+		history: &history{interval: opts.HistoryInterval, keep: max(1, int(opts.HistoryLength/opts.HistoryInterval)), series: map[string][]api.HistoryPoint{}}}
+	if a.done != nil {
+		go a.sampleHistory() // until the API is shut down
+	}
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", a.ready)
 	if opts.Gatherer != nil {
@@ -105,6 +119,7 @@ func New(opts Options) http.Handler {
 	// replica serves them).
 	v1.GET("/topology", a.topology)
 	v1.GET("/stream", a.stream)
+	v1.GET("/history", a.getHistory)
 	v1.GET("/openapi.json", serveOpenAPI)
 	// A follower authenticates before it forwards to the leader, so the
 	// limits per token and per client address apply where the client is.
@@ -152,6 +167,7 @@ type server struct {
 	// authFailures limits unknown tokens per client address (see
 	// authenticate).
 	authFailures *tenancy.RateLimiter
+	history      *history
 }
 
 // ready answers 200 once this replica can serve: as leader, every switch

@@ -80,6 +80,9 @@ type Config struct {
 	Headroom       float64
 	Preemption     bool
 	PendingTimeout time.Duration
+	// HistoryInterval is how often the API keeps every link's and
+	// switch's load for /api/v1/history (default 5s; 15 minutes kept).
+	HistoryInterval time.Duration
 	// KeepFinished and MaxFinished bound the Rejected and Failed intents
 	// kept per tenant: for how long, and how many (intents.Config).
 	KeepFinished time.Duration
@@ -357,6 +360,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		Done:      s.stopAPI,
 		Leader:    s.Leadership,
 
+		HistoryInterval:  opts.HistoryInterval,
 		ForwardTransport: opts.ForwardTransport,
 	})
 	return s, nil

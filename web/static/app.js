@@ -7,7 +7,7 @@ const tooltip = document.getElementById('tooltip');
 const statusEl = document.getElementById('status');
 const details = document.getElementById('details');
 const chart = document.getElementById('chart');
-const HISTORY_SECONDS = 300;
+const HISTORY_SECONDS = 900; // the server keeps 15 minutes too (/api/v1/history)
 const MAX_HOSTS_DRAWN = 256; // above this, hosts are drawn as one box per leaf
 
 const state = {
@@ -69,6 +69,7 @@ window.accelnet = {
   setView(kind, pod) { setView(kind, pod); },
   get pods() { return state.podBoxes.map((b) => b.pod); },
   get podBoxes() { return state.podBoxes.map((b) => ({ ...b })); },
+  historyLength(key) { return (state.history.get(key) || []).length; },
   labelled: [],
 };
 
@@ -462,8 +463,24 @@ function switchBps(name) {
   return bps;
 }
 
+// loadHistory fills a selection's chart with what the server kept of it
+// (the page's own points only start when it opened).
+async function loadHistory(sel) {
+  const q = sel.kind === 'link' ? 'link=' : 'switch=';
+  const res = await fetch('/api/v1/history?' + q + encodeURIComponent(sel.id));
+  if (!res.ok) return;
+  const body = await res.json();
+  const key = sel.kind + ':' + sel.id;
+  const mine = state.history.get(key) || [];
+  const first = mine.length ? mine[0].t : Infinity;
+  const older = body.points.filter((p) => p.t < first).map((p) => ({ t: p.t, v: p.v }));
+  state.history.set(key, older.concat(mine));
+  if (state.selected === sel) drawChart();
+}
+
 async function select(sel) {
   state.selected = sel;
+  if (sel.kind === 'link' || sel.kind === 'switch') loadHistory(sel).catch(() => {});
   if (sel.kind === 'switch' && currentView() !== 'full') {
     // Show it: the pod it is in (a core: every switch).
     const sw = state.topo && state.topo.switches.find((x) => x.name === sel.id);
@@ -522,7 +539,7 @@ function drawChart() {
   const maxV = sel.kind === 'link' ? 1 : Math.max(1, ...series.map((p) => p.v));
   c.strokeStyle = '#334'; c.strokeRect(0.5, 0.5, chart.width - 1, chart.height - 1);
   c.fillStyle = '#9aa4ae'; c.font = '10px system-ui';
-  c.fillText(sel.kind === 'link' ? 'utilization, last 5 min' : 'traffic out, last 5 min', 6, 12);
+  c.fillText(sel.kind === 'link' ? 'utilization, last 15 min' : 'traffic out, last 15 min', 6, 12);
   c.strokeStyle = '#4ea1ff'; c.lineWidth = 1.5; c.beginPath();
   series.forEach((p, i) => {
     const x = chart.width * (1 - (now - p.t) / HISTORY_SECONDS);

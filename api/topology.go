@@ -116,3 +116,16 @@ type HistoryPoint struct {
 	T int64   `json:"t"`
 	V float64 `json:"v"`
 }
+
+// TopologyDelta is what changed in the topology view since the last event
+// of a stream (its switches, links and hosts by name, whole): after the
+// first whole TopologyView, /api/v1/stream sends these while the
+// topology's revision stays, and a whole view again when it moves.
+type TopologyDelta struct {
+	Revision        int64        `json:"revision"`
+	Switches        []SwitchView `json:"switches,omitempty"`
+	Links           []LinkView   `json:"links,omitempty"`
+	Hosts           []HostView   `json:"hosts,omitempty"`
+	// UndeclaredLinks is set when they changed (to none: empty).
+	UndeclaredLinks *[]string `json:"undeclared_links,omitempty"`
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"slices"
 	"time"
 
@@ -33,16 +34,25 @@ func (a *server) stream(c *gin.Context) {
 	c.Header("X-Accel-Buffering", "no")
 	tick := time.NewTicker(a.opts.StreamInterval)
 	defer tick.Stop()
+	// The whole view once (and again when the topology changes), then
+	// each interval only what changed: a "load" event, empty if nothing
+	// did (so the client knows the stream is alive).
+	var last *api.TopologyView
 	for {
 		if v, ok := a.view(); ok {
-			data, err := json.Marshal(v)
+			event, body := "topology", any(v)
+			if last != nil && sameShape(*last, v) {
+				event, body = "load", delta(*last, v)
+			}
+			data, err := json.Marshal(body)
 			if err != nil {
 				return
 			}
-			if _, err := fmt.Fprintf(c.Writer, "event: topology\ndata: %s\n\n", data); err != nil {
+			if _, err := fmt.Fprintf(c.Writer, "event: %s\ndata: %s\n\n", event, data); err != nil {
 				return
 			}
 			c.Writer.Flush()
+			last = &v
 		}
 		select {
 		case <-c.Request.Context().Done():
@@ -52,6 +62,56 @@ func (a *server) stream(c *gin.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// sameShape says whether two views are of one topology (same revision,
+// same switches, links and hosts in the same order): then a delta of
+// one from the other carries everything.
+func sameShape(a, b api.TopologyView) bool {
+	if a.Revision != b.Revision || a.Name != b.Name || len(a.Switches) != len(b.Switches) || len(a.Links) != len(b.Links) || len(a.Hosts) != len(b.Hosts) {
+		return false
+	}
+	for i := range a.Switches {
+		if a.Switches[i].Name != b.Switches[i].Name {
+			return false
+		}
+	}
+	for i := range a.Links {
+		if a.Links[i].ID != b.Links[i].ID {
+			return false
+		}
+	}
+	for i := range a.Hosts {
+		if a.Hosts[i].Name != b.Hosts[i].Name {
+			return false
+		}
+	}
+	return true
+}
+
+// delta is what changed from prev to next (views of the same shape).
+func delta(prev, next api.TopologyView) api.TopologyDelta {
+	d := api.TopologyDelta{Revision: next.Revision}
+	for i, sw := range next.Switches {
+		if !reflect.DeepEqual(sw, prev.Switches[i]) {
+			d.Switches = append(d.Switches, sw)
+		}
+	}
+	for i, l := range next.Links {
+		if !reflect.DeepEqual(l, prev.Links[i]) {
+			d.Links = append(d.Links, l)
+		}
+	}
+	for i, h := range next.Hosts {
+		if !reflect.DeepEqual(h, prev.Hosts[i]) {
+			d.Hosts = append(d.Hosts, h)
+		}
+	}
+	if !slices.Equal(prev.UndeclaredLinks, next.UndeclaredLinks) {
+		u := append([]string{}, next.UndeclaredLinks...)
+		d.UndeclaredLinks = &u
+	}
+	return d
 }
 
 // view assembles the topology with status and live load.

@@ -341,11 +341,13 @@ func TestLinkFailureIsRoutedAround(t *testing.T) {
 }
 
 // TestTopologyStream reads the dashboard's server-sent events over HTTP:
-// the topology arrives at once and again every interval.
+// the whole topology at once, then each interval a "load" event with only
+// what changed (the whole topology used to come every second), and the
+// whole topology again when it changes in etcd.
 func TestTopologyStream(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(1, 2, 1))
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", h.API.URL+"/api/v1/stream", nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -358,24 +360,54 @@ func TestTopologyStream(t *testing.T) {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	events := 0
-	for sc.Scan() && events < 2 {
-		line := sc.Text()
-		data, ok := strings.CutPrefix(line, "data: ")
-		if !ok {
+	next := func() (string, string) {
+		t.Helper()
+		name := ""
+		for sc.Scan() {
+			line := sc.Text()
+			if n, ok := strings.CutPrefix(line, "event: "); ok {
+				name = n
+			}
+			if data, ok := strings.CutPrefix(line, "data: "); ok {
+				return name, data
+			}
+		}
+		t.Fatalf("the stream ended: %v", sc.Err())
+		return "", ""
+	}
+	name, data := next()
+	var v api.TopologyView
+	if err := json.Unmarshal([]byte(data), &v); err != nil || name != "topology" || len(v.Switches) != 3 || len(v.Links) != 2 {
+		t.Fatalf("first event %q: %d switches, %d links (%v)", name, len(v.Switches), len(v.Links), err)
+	}
+	for range 2 {
+		name, delta := next()
+		var d api.TopologyDelta
+		if err := json.Unmarshal([]byte(delta), &d); err != nil || name != "load" || d.Revision != v.Revision {
+			t.Fatalf("then %q at revision %d (%v), want load events at %d", name, d.Revision, err, v.Revision)
+		}
+		if len(delta) >= len(data) {
+			t.Errorf("a load event of %d bytes, the whole topology %d", len(delta), len(data))
+		}
+	}
+	topo, rev, _, err := h.Store.Topology(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo.Links[0].Gbps = 40
+	if _, err := h.Store.PutTopology(ctx, topo, rev); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		name, data := next()
+		if name != "topology" {
 			continue
 		}
-		var v api.TopologyView
-		if err := json.Unmarshal([]byte(data), &v); err != nil {
-			t.Fatalf("event data: %v", err)
+		var w api.TopologyView
+		if err := json.Unmarshal([]byte(data), &w); err != nil || w.Revision == v.Revision {
+			t.Fatalf("the topology again: revision %d (was %d), %v", w.Revision, v.Revision, err)
 		}
-		if len(v.Switches) != 3 || len(v.Links) != 2 {
-			t.Fatalf("streamed topology: %d switches, %d links", len(v.Switches), len(v.Links))
-		}
-		events++
-	}
-	if events < 2 {
-		t.Fatalf("got %d events: %v", events, sc.Err())
+		return
 	}
 }
 

@@ -617,6 +617,22 @@ function connect() {
     setStatus('live', 'live');
     onTopology(JSON.parse(e.data));
   });
+  // After the whole topology, each second only what changed.
+  es.addEventListener('load', (e) => {
+    setStatus('live', 'live');
+    if (!state.topo) return;
+    const d = JSON.parse(e.data);
+    const merge = (list, changed, key) => {
+      if (!changed) return list;
+      const by = new Map(changed.map((x) => [x[key], x]));
+      return list.map((x) => by.get(x[key]) || x);
+    };
+    onTopology({ ...state.topo, revision: d.revision,
+      switches: merge(state.topo.switches, d.switches, 'name'),
+      links: merge(state.topo.links, d.links, 'id'),
+      hosts: merge(state.topo.hosts, d.hosts, 'name'),
+      undeclared_links: d.undeclared_links !== undefined ? d.undeclared_links : state.topo.undeclared_links });
+  });
   // EventSource reconnects by itself; say so while it does.
   // What the map shows is no longer current: grey it out.
   es.addEventListener('error', () => {

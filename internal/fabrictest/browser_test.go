@@ -218,6 +218,12 @@ func TestDashboardInBrowser(t *testing.T) {
 // consoleErrors returns what the page logged as errors so far.
 func openDashboard(t *testing.T, bin string, h *fabrictest.Harness) (context.Context, func(what, expr string, timeout time.Duration), func() []string) {
 	t.Helper()
+	return openDashboardAt(t, bin, h.API.URL)
+}
+
+// openDashboardAt is openDashboard for the server at url.
+func openDashboardAt(t *testing.T, bin, url string) (context.Context, func(what, expr string, timeout time.Duration), func() []string) {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),
 		chromedp.NoSandbox,
@@ -262,7 +268,7 @@ func openDashboard(t *testing.T, bin string, h *fabrictest.Harness) (context.Con
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Navigate(h.API.URL+"/")); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Navigate(url+"/")); err != nil {
 		t.Fatalf("open dashboard: %v", err)
 	}
 	return ctx, poll, func() []string {
@@ -460,23 +466,42 @@ func TestDashboardScreenshots(t *testing.T) {
 			if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 400, Seed: 1}); err != nil {
 				t.Fatal(err)
 			}
-			ctx, poll, _ := openDashboard(t, bin, h)
-			poll("load drawn", `window.accelnet && window.accelnet.ready && window.accelnet.maxUtilization() > 0.5`, 60*time.Second)
-			shot := func(name string) {
-				png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(filepath.Join("..", "..", "docs", name+".png"), png, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			shot(tc.file)
-			if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(window.accelnet.pods.length > 0 && (window.accelnet.setView('pod', 2), true))`)); err == nil {
-				if v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.accelnet.view`)); v == "pod" {
-					shot(tc.file + "-pod2")
-				}
-			}
+			shootDashboard(t, bin, h.API.URL, tc.file)
 		})
 	}
+}
+
+// shootDashboard saves screenshots of the dashboard at url in docs/: as
+// it opens, and one of its pods if it has pods.
+func shootDashboard(t *testing.T, bin, url, file string) {
+	ctx, poll, _ := openDashboardAt(t, bin, url)
+	poll("load drawn", `window.accelnet && window.accelnet.ready && window.accelnet.maxUtilization() > 0.3`, 60*time.Second)
+	shot := func(name string) {
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shot(file)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(window.accelnet.pods.length > 0 && (window.accelnet.setView('pod', 2), true))`)); err == nil {
+		if v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`window.accelnet.view`)); v == "pod" {
+			shot(file + "-pod2")
+		}
+	}
+}
+
+// TestDashboardScreenshotOf saves screenshots of a dashboard already
+// running (a fabric too big to emulate beside a browser in one test), as
+// docs/$ACCELNET_SCREENSHOT_NAME.png: e.g. accelnet demo --topology
+// fattree:16 --http-addr 127.0.0.1:18082, then
+// ACCELNET_SCREENSHOT_URL=http://127.0.0.1:18082 ACCELNET_SCREENSHOT_NAME=dashboard-fattree16 go test ./internal/fabrictest -run TestDashboardScreenshotOf
+func TestDashboardScreenshotOf(t *testing.T) {
+	url, name := os.Getenv("ACCELNET_SCREENSHOT_URL"), os.Getenv("ACCELNET_SCREENSHOT_NAME")
+	if url == "" || name == "" {
+		t.Skip("set ACCELNET_SCREENSHOT_URL and ACCELNET_SCREENSHOT_NAME")
+	}
+	shootDashboard(t, chromium(t), url, name)
 }

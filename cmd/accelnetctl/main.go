@@ -118,9 +118,10 @@ func configCommand() *cobra.Command {
 	var server, token string
 	var use bool
 	set := &cobra.Command{
-		Use:   "set-context NAME",
-		Short: "Create or change a context",
-		Args:  cobra.ExactArgs(1),
+		Use:     "set-context NAME",
+		Example: `  accelnetctl config set-context ops --server http://localhost:8080 --token "$(cat accelnet-data/operator.token)" --use`,
+		Short:   "Create or change a context",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, path, err := loadFile()
 			if err != nil {
@@ -151,9 +152,10 @@ func configCommand() *cobra.Command {
 	set.Flags().StringVar(&token, "token", "", "bearer token")
 	set.Flags().BoolVar(&use, "use", false, "make it the current context")
 	useCmd := &cobra.Command{
-		Use:   "use-context NAME",
-		Short: "Switch the current context",
-		Args:  cobra.ExactArgs(1),
+		Use:     "use-context NAME",
+		Example: `  accelnetctl config use-context vision`,
+		Short:   "Switch the current context",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, path, err := loadFile()
 			if err != nil {
@@ -167,9 +169,10 @@ func configCommand() *cobra.Command {
 		},
 	}
 	view := &cobra.Command{
-		Use:   "view",
-		Short: "Show the contexts (tokens shortened)",
-		Args:  cobra.NoArgs,
+		Use:     "view",
+		Example: `  accelnetctl config view`,
+		Short:   "Show the contexts (tokens shortened)",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, _, err := loadFile()
 			if err != nil {
@@ -345,7 +348,9 @@ func intentsCommand(g *globals) *cobra.Command {
 
 	var state, tenant string
 	list := &cobra.Command{
-		Use:   "list",
+		Use: "list",
+		Example: `  accelnetctl intents list --state Installed
+  accelnetctl --context ops intents list --tenant vision -o json`,
 		Short: "List intents (every page)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -378,9 +383,10 @@ func intentsCommand(g *globals) *cobra.Command {
 	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's (operators)")
 
 	get := &cobra.Command{
-		Use:   "get ID",
-		Short: "Show one intent with its flows and recent events",
-		Args:  cobra.ExactArgs(1),
+		Use:     "get ID",
+		Example: `  accelnetctl intents get 1a22c2066bfd8e8bd5d -o json`,
+		Short:   "Show one intent with its flows and recent events",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var in models.Intent
 			if err := g.call(cmd, "GET", "/api/v1/intents/"+url.PathEscape(args[0]), nil, &in); err != nil {
@@ -390,9 +396,10 @@ func intentsCommand(g *globals) *cobra.Command {
 		},
 	}
 	del := &cobra.Command{
-		Use:   "delete ID…",
-		Short: "Delete intents (their entries are removed from the switches)",
-		Args:  cobra.MinimumNArgs(1),
+		Use:     "delete ID…",
+		Example: `  accelnetctl intents delete 1a22c2066bfd8e8bd5d 1a22c20580a9f9f6ff0`,
+		Short:   "Delete intents (their entries are removed from the switches)",
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -411,9 +418,10 @@ func intentsCommand(g *globals) *cobra.Command {
 		},
 	}
 	watch := &cobra.Command{
-		Use:   "watch",
-		Short: "Follow intent and topology changes as they happen (Ctrl-C stops)",
-		Args:  cobra.NoArgs,
+		Use:     "watch",
+		Example: `  accelnetctl intents watch`,
+		Short:   "Follow intent and topology changes as they happen (Ctrl-C stops)",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
 			if err != nil {
@@ -522,7 +530,9 @@ func capacityCommand(g *globals) *cobra.Command {
 
 func topologyCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "topology",
+		Use: "topology",
+		Example: `  accelnetctl topology
+  accelnetctl topology -o json | jq '.links[] | select(.load.utilization > 0.9) | .id'`,
 		Short: "Switches and links with their current load",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -584,9 +594,10 @@ func tenantsCommand(g *globals) *cobra.Command {
 	create.Flags().StringSliceVar(&hosts, "hosts", nil, "hosts it may reserve between, besides those it holds: names or patterns (default: any host nobody holds)")
 	create.Flags().StringSliceVar(&holds, "holds", nil, "hosts it holds alone: no other tenant may reserve to or from them")
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List tenants with what they reserve",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Example: `  accelnetctl tenants list`,
+		Short:   "List tenants with what they reserve",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var page struct {
 				Items []api.TenantView `json:"items"`
@@ -673,9 +684,10 @@ func tokensCommand(g *globals) *cobra.Command {
 		return nil
 	}
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "List tokens (never their secrets)",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Example: `  accelnetctl tokens list`,
+		Short:   "List tokens (never their secrets)",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var page struct {
 				Items []models.Token `json:"items"`
@@ -695,9 +707,10 @@ func tokensCommand(g *globals) *cobra.Command {
 		},
 	}
 	del := &cobra.Command{
-		Use:   "delete ID",
-		Short: "Revoke a token",
-		Args:  cobra.ExactArgs(1),
+		Use:     "delete ID",
+		Example: `  accelnetctl tokens delete 3f2a9c0d1e4b5a67`,
+		Short:   "Revoke a token",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, "DELETE", "/api/v1/tokens/"+url.PathEscape(args[0]), nil, nil)
 		},
@@ -748,9 +761,10 @@ func drainsCommand(g *globals) *cobra.Command {
 	f.BoolVar(&d.Force, "force", false, "drain even if it cuts hosts off")
 	f.BoolVar(&dryRun, "dry-run", false, "only say what the drain would do")
 	list := &cobra.Command{
-		Use:   "list",
-		Short: "Drains and whether traffic is off them yet",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Example: `  accelnetctl drains list`,
+		Short:   "Drains and whether traffic is off them yet",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var page struct {
 				Items []api.DrainView `json:"items"`
@@ -775,9 +789,10 @@ func drainsCommand(g *globals) *cobra.Command {
 		},
 	}
 	del := &cobra.Command{
-		Use:   "delete ID",
-		Short: "Undrain: traffic may return",
-		Args:  cobra.ExactArgs(1),
+		Use:     "delete ID",
+		Example: `  accelnetctl drains delete 1a2b3c4d5e6f`,
+		Short:   "Undrain: traffic may return",
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd, "DELETE", "/api/v1/drains/"+url.PathEscape(args[0]), nil, nil)
 		},
@@ -812,9 +827,10 @@ func printDrains(out io.Writer, g *globals, ds []api.DrainView) error {
 
 func whoamiCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "whoami",
-		Short: "Show the token in use (role and tenant)",
-		Args:  cobra.NoArgs,
+		Use:     "whoami",
+		Example: `  accelnetctl whoami`,
+		Short:   "Show the token in use (role and tenant)",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var t models.Token
 			if err := g.call(cmd, "GET", "/api/v1/whoami", nil, &t); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
+	"github.com/spf13/cobra"
 )
 
 func TestMain(m *testing.M) { fabrictest.Main(m) }
@@ -156,4 +157,19 @@ func TestMissingFlagsSaidFirst(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEveryCommandHasAnExample: each command that does something shows
+// how to use it in its help.
+func TestEveryCommandHasAnExample(t *testing.T) {
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Runnable() && c.Name() != "help" && c.Name() != "completion" && c.Parent() != nil && c.Parent().Name() != "completion" && c.Example == "" {
+			t.Errorf("%s has no example", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot())
 }

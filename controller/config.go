@@ -104,6 +104,7 @@ func (c *Controller) ReconcileConfig(ctx context.Context, sw models.SwitchID) (i
 			return 0, fmt.Errorf("config of %s port %d reads back %+v after setting %+v", sw, port, after[port], want[port])
 		}
 	}
-	c.log.Info("interface config applied", "switch", sw, "ports", len(change), "mtu", c.cfg.MTU)
+	c.log.Debug("interface config applied", "switch", sw, "ports", len(change), "mtu", c.cfg.MTU)
+	c.writeLog.addConfig(len(change)) // summed at info by logWrites
 	return len(change), nil
 }

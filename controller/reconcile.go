@@ -284,6 +284,14 @@ type writeSummary struct {
 	switches                map[models.SwitchID]bool
 	insert, modify, delete_ int
 	pinsOnly                bool
+	configs, ports          int // switches whose interfaces were configured, ports set
+}
+
+func (w *writeSummary) addConfig(ports int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.configs++
+	w.ports += ports
 }
 
 func (w *writeSummary) add(sw models.SwitchID, diff models.Diff) {
@@ -309,8 +317,12 @@ func (c *Controller) logWrites(ctx context.Context) {
 	w := &c.writeLog
 	w.mu.Lock()
 	n, ins, mod, del, pinsOnly := len(w.switches), w.insert, w.modify, w.delete_, w.pinsOnly
-	w.switches, w.insert, w.modify, w.delete_ = nil, 0, 0, 0
+	configs, ports := w.configs, w.ports
+	w.switches, w.insert, w.modify, w.delete_, w.configs, w.ports = nil, 0, 0, 0, 0, 0
 	w.mu.Unlock()
+	if configs > 0 {
+		c.log.Info("interface config applied", "switches", configs, "ports", ports, "mtu", c.cfg.MTU)
+	}
 	if n == 0 {
 		return
 	}

@@ -371,7 +371,13 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 		}); err != nil {
 			return fail(mapStatus(fmt.Sprintf("%s: set pipeline", sw.Name), err))
 		}
-		d.log.Info("pipeline pushed", "switch", sw.Name, "target", cmp.Or(string(sw.Target), string(models.TargetFabricsim)),
+		// A switch found running another pipeline is news; a fresh one
+		// (a fabric coming up: hundreds at once) is debug.
+		level := slog.LevelInfo
+		if running == "none" {
+			level = slog.LevelDebug
+		}
+		d.log.Log(ctx, level, "pipeline pushed", "switch", sw.Name, "target", cmp.Or(string(sw.Target), string(models.TargetFabricsim)),
 			"was", running, "cookie", fmt.Sprintf("%#x", p4.Cookie()))
 	}
 	// The client library builds entities by name from the P4Info it last

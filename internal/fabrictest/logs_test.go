@@ -34,7 +34,8 @@ func (h *countingHandler) count(key string) int {
 
 // TestProgrammingLogsSummed: programming a fabric logs a summed line
 // every couple of seconds at info, not a line per switch (a fabric of
-// hundreds of switches logged hundreds of lines per change); the
+// hundreds of switches logged hundreds of lines per change, and as many
+// "pipeline pushed" and "interface config applied" at start); the
 // per-switch lines are at debug.
 func TestProgrammingLogsSummed(t *testing.T) {
 	logs := &countingHandler{counts: map[string]int{}}
@@ -42,8 +43,13 @@ func TestProgrammingLogsSummed(t *testing.T) {
 	converged(t, h)
 	h.Stop() // flushes the last summary
 	switches := 20
-	if n := logs.count("INFO switch programmed"); n != 0 {
-		t.Errorf("%d per-switch lines at info", n)
+	for _, perSwitch := range []string{"switch programmed", "pipeline pushed"} {
+		if n := logs.count("INFO " + perSwitch); n != 0 {
+			t.Errorf("%d per-switch %q lines at info on a fresh fabric", n, perSwitch)
+		}
+	}
+	if n := logs.count("INFO interface config applied"); n < 1 || n >= switches/2 {
+		t.Errorf("%d interface-config lines at info for %d switches, want summed", n, switches)
 	}
 	if n := logs.count("DEBUG switch programmed"); n < switches {
 		t.Errorf("%d per-switch lines at debug, want one per switch at least (%d)", n, switches)

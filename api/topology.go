@@ -122,10 +122,10 @@ type HistoryPoint struct {
 // first whole TopologyView, /api/v1/stream sends these while the
 // topology's revision stays, and a whole view again when it moves.
 type TopologyDelta struct {
-	Revision        int64        `json:"revision"`
-	Switches        []SwitchView `json:"switches,omitempty"`
-	Links           []LinkView   `json:"links,omitempty"`
-	Hosts           []HostView   `json:"hosts,omitempty"`
+	Revision int64        `json:"revision"`
+	Switches []SwitchView `json:"switches,omitempty"`
+	Links    []LinkView   `json:"links,omitempty"`
+	Hosts    []HostView   `json:"hosts,omitempty"`
 	// UndeclaredLinks is set when they changed (to none: empty).
 	UndeclaredLinks *[]string `json:"undeclared_links,omitempty"`
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -105,8 +106,14 @@ func New(opts Options) http.Handler {
 	a := &server{opts: opts, done: opts.Done, limiter: tenancy.NewRateLimiter(opts.RateLimit),
 		authFailures: tenancy.NewRateLimiter(authFailuresPerSecond),
 		history:      &history{interval: opts.HistoryInterval, keep: max(1, int(opts.HistoryLength/opts.HistoryInterval)), series: map[string][]api.HistoryPoint{}}}
+	// History is sampled from the first request on (a handler never
+	// served samples nothing) until the API is shut down (Done).
+	var sampling sync.Once
 	if a.done != nil {
-		go a.sampleHistory() // until the API is shut down
+		r.Use(func(c *gin.Context) {
+			sampling.Do(func() { go a.sampleHistory() })
+			c.Next()
+		})
 	}
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", a.ready)

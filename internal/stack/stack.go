@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -168,8 +169,12 @@ type Stack struct {
 
 	log             *slog.Logger
 	observeInterval time.Duration
-	stopAPI         chan struct{} // closed when Run ends, to end the API's open streams
+	stopAPI         chan struct{} // closed when Run ends (or at Close), to end the API's open streams and sampling
+	stopAPIOnce     sync.Once
 }
+
+// endAPI ends the API's open streams and its history sampling.
+func (s *Stack) endAPI() { s.stopAPIOnce.Do(func() { close(s.stopAPI) }) }
 
 // New starts etcd (if embedded), binds the emulated switches (if any),
 // stores the topology, and builds the controller and API. Run starts them.
@@ -390,7 +395,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	parts.Go(func() error { s.Intents.Observe(pctx, s.Driver, s.observeInterval); return nil })
 	parts.Go(func() error { return s.Controller.Run(pctx) })
 	err := parts.Wait()
-	close(s.stopAPI)
+	s.endAPI()
 	s.Driver.Close()
 	stopFabric()
 	return errors.Join(err, fabric.Wait())
@@ -453,6 +458,7 @@ func (s *Stack) Advertise(url string) { s.Leadership.SetSelf(url) }
 
 // Close releases what New acquired. Call it after Run returns.
 func (s *Stack) Close() {
+	s.endAPI()
 	if s.Driver != nil {
 		s.Driver.Close()
 	}

@@ -100,7 +100,10 @@ func TestREADMECommands(t *testing.T) {
 	}
 	dir := t.TempDir()
 	addr := fabrictest.FreeAddr(t)
-	demo := Start(t, "demo", Bin(t, "accelnet"), "demo", "--data-dir", filepath.Join(dir, "accelnet-data"), "--http-addr", addr)
+	// Without its workload: the commands do not need the traffic, and at
+	// line rate it would take both cores from the packages tested beside
+	// this one.
+	demo := Start(t, "demo", Bin(t, "accelnet"), "demo", "--data-dir", filepath.Join(dir, "accelnet-data"), "--http-addr", addr, "--workload", "none")
 	backstop := time.Now().Add(2 * time.Minute)
 	for {
 		resp, err := http.Get("http://" + addr + "/readyz")

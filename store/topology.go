@@ -1,12 +1,12 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -225,49 +225,48 @@ type topologyPart struct {
 }
 
 // topologyParts cuts t's switches, links and hosts into runs of at most
-// maxPartBytes of JSON each, in order, named by kind and content.
+// maxPartBytes of JSON each, in order, named by kind and content. A part
+// is the JSON of a models.Topology holding that one list, assembled from
+// its items' JSON (each item is encoded once).
 func topologyParts(t models.Topology) ([]topologyPart, error) {
 	var out []topologyPart
-	add := func(kind string, part models.Topology) error {
-		data, err := json.Marshal(part)
-		if err != nil {
-			return fmt.Errorf("encode topology: %w", err)
+	for _, list := range []struct {
+		kind, field string
+		items       []any
+	}{
+		{"s", "switches", anys(t.Switches)}, {"l", "links", anys(t.Links)}, {"h", "hosts", anys(t.Hosts)},
+	} {
+		var run [][]byte
+		size := 0
+		emit := func() {
+			data := []byte(`{"` + list.field + `":[`)
+			data = append(data, bytes.Join(run, []byte(","))...)
+			data = append(data, "]}"...)
+			sum := sha256.Sum256(data)
+			out = append(out, topologyPart{key: list.kind + "-" + hex.EncodeToString(sum[:]), data: data})
+			run, size = nil, 0
 		}
-		sum := sha256.Sum256(data)
-		out = append(out, topologyPart{key: kind + "-" + hex.EncodeToString(sum[:]), data: data})
-		return nil
-	}
-	if err := cut(t.Switches, func(run []models.Switch) error { return add("s", models.Topology{Switches: run}) }); err != nil {
-		return nil, err
-	}
-	if err := cut(t.Links, func(run []models.Link) error { return add("l", models.Topology{Links: run}) }); err != nil {
-		return nil, err
-	}
-	if err := cut(t.Hosts, func(run []models.Host) error { return add("h", models.Topology{Hosts: run}) }); err != nil {
-		return nil, err
+		for _, it := range list.items {
+			data, err := json.Marshal(it)
+			if err != nil {
+				return nil, fmt.Errorf("encode topology: %w", err)
+			}
+			if len(run) > 0 && size+len(data)+1 > maxPartBytes {
+				emit()
+			}
+			run, size = append(run, data), size+len(data)+1
+		}
+		if len(run) > 0 {
+			emit()
+		}
 	}
 	return out, nil
 }
 
-// cut calls emit with consecutive runs of items of at most maxPartBytes of
-// JSON (an item larger than that alone).
-func cut[T any](items []T, emit func([]T) error) error {
-	start, size := 0, 0
+func anys[T any](items []T) []any {
+	out := make([]any, len(items))
 	for i, it := range items {
-		data, err := json.Marshal(it)
-		if err != nil {
-			return fmt.Errorf("encode topology: %w", err)
-		}
-		if i > start && size+len(data)+1 > maxPartBytes {
-			if err := emit(slices.Clip(items[start:i])); err != nil {
-				return err
-			}
-			start, size = i, 0
-		}
-		size += len(data) + 1
+		out[i] = it
 	}
-	if start < len(items) {
-		return emit(items[start:])
-	}
-	return nil
+	return out
 }

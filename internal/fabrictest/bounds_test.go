@@ -124,10 +124,7 @@ func TestTenantRateLimitShared(t *testing.T) {
 	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(c *stack.Config) { c.APIRateLimit = rate })
 	converged(t, h)
 	a := tenant(t, h, "ml", 0, 0)
-	var second api.NewTokenView
-	if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, api.TokenRequest{Tenant: "ml", Role: models.RoleTenant}, &second); r.StatusCode != http.StatusCreated {
-		t.Fatalf("second token: HTTP %d", r.StatusCode)
-	}
+	second := tokenFor(t, h, "ml")
 	start := time.Now()
 	ok := 0
 	for i := range 40 {

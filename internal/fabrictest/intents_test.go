@@ -1,7 +1,6 @@
 package fabrictest_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
@@ -29,11 +28,17 @@ func tenant(t *testing.T, h *fabrictest.Harness, name string, maxGbps float64, m
 	if r := h.Do(t, "POST", "/api/v1/tenants", h.OperatorToken, models.Tenant{Name: models.TenantName(name), MaxGbps: maxGbps, MaxIntents: maxIntents}, nil); r.StatusCode != http.StatusCreated {
 		t.Fatalf("create tenant %s: HTTP %d", name, r.StatusCode)
 	}
+	return tokenFor(t, h, name).Secret
+}
+
+// tokenFor issues a tenant token for the tenant name (as the operator).
+func tokenFor(t *testing.T, h *fabrictest.Harness, name string) api.NewTokenView {
+	t.Helper()
 	var tok api.NewTokenView
 	if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, api.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); r.StatusCode != http.StatusCreated || tok.Secret == "" {
 		t.Fatalf("token for %s: HTTP %d %+v", name, r.StatusCode, tok)
 	}
-	return tok.Secret
+	return tok
 }
 
 func spec(name, src, dst string, gbps float64, firstPort, ports int) models.IntentSpec {
@@ -122,14 +127,8 @@ func TestIntentLifecycle(t *testing.T) {
 	h.Eventually(t, 10*time.Second, "deleted intent's record removed", func() bool {
 		return h.Do(t, "GET", "/api/v1/intents/"+in.ID, tok, nil, nil).StatusCode == http.StatusNotFound
 	})
-	for _, sw := range snap.Switches() {
-		st, err := h.Driver.Read(context.Background(), sw.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(st.FlowPins) != 0 {
-			t.Errorf("%s still has %d flow pins after the delete", sw.Name, len(st.FlowPins))
-		}
+	if n := pinsOn(t, h); n != 0 {
+		t.Errorf("%d flow pins still on the switches after the delete", n)
 	}
 	h.Do(t, "GET", "/api/v1/capacity?src="+src.Name+"&dst="+dst.Name, tok, nil, &c)
 	if c.AvailableGbps < 95-1e-9 {
@@ -148,24 +147,7 @@ func TestTenantIsolation(t *testing.T) {
 	hosts := snap.Hosts()
 
 	// B watches events from before A's intent exists.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", h.API.URL+"/api/v1/events", nil)
-	req.Header.Set("Authorization", "Bearer "+b)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("events: %v %v", resp, err)
-	}
-	defer resp.Body.Close()
-	lines := make(chan string, 256)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
+	lines := openEvents(t, h, b)
 
 	var ina models.Intent
 	if r := h.Do(t, "POST", "/api/v1/intents", a, spec("a-job", hosts[0].Name, hosts[2].Name, 10, 50000, 1), &ina); r.StatusCode != http.StatusCreated {

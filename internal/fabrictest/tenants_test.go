@@ -75,16 +75,9 @@ func streamEnds(t *testing.T, lines <-chan string) bool {
 // of a token still valid stays open.
 func TestRevocationEndsEventStreams(t *testing.T) {
 	_, a, b := twoReplicas(t, fabrictest.LeafSpine(1, 2, 1))
-	newToken := func(tenant string) api.NewTokenView {
-		var tok api.NewTokenView
-		if r := a.Do(t, "POST", "/api/v1/tokens", a.OperatorToken, api.TokenRequest{Tenant: models.TenantName(tenant), Role: models.RoleTenant}, &tok); r.StatusCode != http.StatusCreated {
-			t.Fatalf("token for %s: HTTP %d", tenant, r.StatusCode)
-		}
-		return tok
-	}
 	tenant(t, a, "ml", 0, 0)
 	tenant(t, a, "hpc", 0, 0)
-	revoked, kept, other := newToken("ml"), newToken("ml"), newToken("hpc")
+	revoked, kept, other := tokenFor(t, a, "ml"), tokenFor(t, a, "ml"), tokenFor(t, a, "hpc")
 
 	onLeader, onFollower := openEvents(t, a, revoked.Secret), openEvents(t, b, revoked.Secret)
 	keptStream := openEvents(t, b, kept.Secret)
@@ -155,10 +148,7 @@ func TestDeletedTenantLeavesNothing(t *testing.T) {
 	})
 	// A second token, and one written to etcd by another replica that
 	// this one has not cached (its watch is not needed to find it).
-	tenant2 := api.NewTokenView{}
-	if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, api.TokenRequest{Tenant: "x", Role: models.RoleTenant}, &tenant2); r.StatusCode != http.StatusCreated {
-		t.Fatalf("second token: HTTP %d", r.StatusCode)
-	}
+	tenant2 := tokenFor(t, h, "x")
 	foreign, _ := json.Marshal(models.Token{ID: "00000000feedbeef", Tenant: "x", Role: models.RoleTenant})
 	if _, err := h.Store.Commit(t.Context(), nil, []clientv3.Op{clientv3.OpPut(store.KeyTokens+"00000000feedbeef"+strings.Repeat("0", 48), string(foreign))}); err != nil {
 		t.Fatal(err)
@@ -187,10 +177,7 @@ func TestDeletedTenantLeavesNothing(t *testing.T) {
 		r := h.Do(t, "POST", "/api/v1/tenants", h.OperatorToken, models.Tenant{Name: "x"}, nil)
 		return r.StatusCode == http.StatusCreated
 	})
-	var fresh api.NewTokenView
-	if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, api.TokenRequest{Tenant: "x", Role: models.RoleTenant}, &fresh); r.StatusCode != http.StatusCreated {
-		t.Fatalf("new token: HTTP %d", r.StatusCode)
-	}
+	fresh := tokenFor(t, h, "x")
 	var list api.IntentList
 	h.Do(t, "GET", "/api/v1/intents", fresh.Secret, nil, &list)
 	if len(list.Items) != 0 {
@@ -260,19 +247,12 @@ func TestHostOwnership(t *testing.T) {
 	if code := put(models.Tenant{Name: "bad", Holds: []string{"h1-[x"}}); code != http.StatusUnprocessableEntity {
 		t.Fatalf("a malformed pattern: HTTP %d, want 422", code)
 	}
-	token := func(name string) string {
-		var tok api.NewTokenView
-		if r := h.Do(t, "POST", "/api/v1/tokens", h.OperatorToken, api.TokenRequest{Tenant: models.TenantName(name), Role: models.RoleTenant}, &tok); r.StatusCode != http.StatusCreated {
-			t.Fatalf("token for %s: HTTP %d", name, r.StatusCode)
-		}
-		return tok.Secret
-	}
-	rack1 := token("rack1")
+	rack1 := tokenFor(t, h, "rack1").Secret
 	anyHost := tenant(t, h, "any", 0, 0)
 	if code := put(models.Tenant{Name: "narrow", Hosts: []string{"h2-1"}}); code != http.StatusCreated {
 		t.Fatalf("narrow tenant: HTTP %d", code)
 	}
-	narrow := token("narrow")
+	narrow := tokenFor(t, h, "narrow").Secret
 
 	for _, tc := range []struct {
 		name, token, src, dst string

@@ -132,12 +132,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if mine.ID == "" || theirs.ID == "" {
 		t.Fatal("intents not created")
 	}
-	if _, err := chromedp.Run(ctx, chromedp.SendKeys(chromedp.CSS("#token"), tok)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("#login button"))); err != nil {
-		t.Fatal(err)
-	}
+	signInWith(t, ctx, tok)
 	poll("the tenant's intent listed", fmt.Sprintf(`window.accelnet.intents.some((i) => i.id === %q && i.state === 'Installed')`, mine.ID), 15*time.Second)
 	if ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`window.accelnet.intents.map((i) => i.tenant)`)); err != nil || slices.Contains(ids, "speech") {
 		t.Errorf("the tenant's dashboard lists %v (%v)", ids, err)
@@ -210,6 +205,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if errs := consoleErrors(); len(errs) > 0 {
 		t.Errorf("console errors: %v", errs)
+	}
+}
+
+// signInWith types tok into the dashboard's sign-in form and submits it.
+func signInWith(t *testing.T, ctx context.Context, tok string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.SendKeys(chromedp.CSS("#token"), tok)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("#login button"))); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -290,15 +296,7 @@ func TestDashboardElephants(t *testing.T) {
 	topo := oneElephant(t, h)
 	ctx, poll, consoleErrors := openDashboard(t, bin, h)
 	poll("the dashboard to draw", `window.accelnet && window.accelnet.ready`, 30*time.Second)
-	signIn := func(tok string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.SendKeys(chromedp.CSS("#token"), tok)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("#login button"))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	signIn := func(tok string) { signInWith(t, ctx, tok) }
 	signIn(h.OperatorToken)
 	poll("the elephant listed", fmt.Sprintf(`!document.getElementById('elephants-section').hidden &&
 		window.accelnet.elephants.some((e) => e.src === %q && e.dst === %q && e.src_port === 50000 && e.pinned) &&
@@ -334,15 +332,7 @@ func TestDashboardOperatorView(t *testing.T) {
 	}
 	ctx, poll, consoleErrors := openDashboard(t, bin, h)
 	poll("the dashboard to draw", `window.accelnet && window.accelnet.ready`, 30*time.Second)
-	signIn := func(tok string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.SendKeys(chromedp.CSS("#token"), tok)); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := chromedp.Run(ctx, chromedp.Click(chromedp.CSS("#login button"))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	signIn := func(tok string) { signInWith(t, ctx, tok) }
 	signIn("anet_not-a-token")
 	poll("'token refused' shown", `(() => { const e = document.getElementById('login-error'); return !e.hidden && e.textContent === 'token refused'; })()`, 15*time.Second)
 

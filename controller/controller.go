@@ -253,7 +253,7 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		cfg:         cfg,
 		log:         cfg.Logger,
-		m:           newMetrics(cfg.Registerer),
+		m:           newMetrics(cfg.Registerer, tele.Samples),
 		tele:        tele,
 		status:      map[models.SwitchID]api.SwitchStatus{},
 		known:       map[models.SwitchID]knownState{},

@@ -21,7 +21,7 @@ type metrics struct {
 	weightChanges     prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, samples func() int64) *metrics {
 	m := &metrics{
 		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "accelnet_reconcile_total",
@@ -83,6 +83,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Times measured link load moved the congestion-aware WCMP weights (each one a staged rollout).",
 	})
 	if reg != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "accelnet_telemetry_samples_total",
+			Help: "Interface counter and status values taken in over gNMI (one counter of one port each).",
+		}, func() float64 { return float64(samples()) }))
 		reg.MustRegister(m.weightChanges)
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
 			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads)

@@ -170,6 +170,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 			for _, next := range st.ro.confirmed(sw, stage, st.snap.Switches()) {
 				c.Enqueue(next) // the next stage's switches
 			}
+			c.logRollout(st.ro)
 		}
 	}()
 	c.mu.RLock()

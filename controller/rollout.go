@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,38 @@ type rollout struct {
 	// after a failure): distance d then moves at stage d+1.
 	offset int
 	once   sync.Once
+	// began is when the rollout was created; spans the stages it went
+	// through (for the log line when it finishes); reported once.
+	began    time.Time
+	spans    []stageSpan
+	reported bool
+}
+
+// stageSpan is one stage a rollout went through: how many switches it
+// changed and how long it took from its start to its last confirmation
+// (or its timeout).
+type stageSpan struct {
+	stage, switches int
+	took            time.Duration
+}
+
+// finished returns, once, how long the rollout took and its stages, when
+// it is over.
+func (r *rollout) finished() (took time.Duration, stages string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stage <= r.last || r.reported || r.affected == nil {
+		return 0, "", false
+	}
+	r.reported = true
+	var b strings.Builder
+	for i, s := range r.spans {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%d:%dsw/%s", s.stage, s.switches, s.took.Round(time.Millisecond))
+	}
+	return r.now().Sub(r.began), b.String(), true
 }
 
 // prepare computes, once, which switches move at which stage and, for the
@@ -397,8 +430,12 @@ func (r *rollout) nextLocked(_ []models.Switch) []models.SwitchID {
 }
 
 func (r *rollout) advanceLocked() {
+	now := r.now()
+	if r.stage >= 1 && r.stage < len(r.affected) && len(r.affected[r.stage]) > 0 {
+		r.spans = append(r.spans, stageSpan{stage: r.stage, switches: len(r.affected[r.stage]), took: now.Sub(r.started)})
+	}
 	r.stage++
-	r.started = r.now()
+	r.started = now
 	if r.stage > r.last {
 		r.prev = nil // done: let the old plan go
 	}
@@ -416,7 +453,8 @@ func (r *rollout) stuck(all []models.Switch) []models.SwitchID {
 }
 
 func newRollout(prev *fabricState, now func() time.Time) *rollout {
-	return &rollout{prev: prev, oldDown: prev.down, stage: 1, last: 1 << 30, now: now, started: now(), synced: map[models.SwitchID]int{}}
+	t := now()
+	return &rollout{prev: prev, oldDown: prev.down, stage: 1, last: 1 << 30, now: now, started: t, began: t, synced: map[models.SwitchID]int{}}
 }
 
 // staged is what sw should have at stage: per destination prefix, the new
@@ -512,6 +550,14 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 		}
 	}
 	return out.Canonical()
+}
+
+// logRollout says, once, that a rollout finished: how long it took from
+// the change, and each stage's switches and time.
+func (c *Controller) logRollout(ro *rollout) {
+	if took, stages, ok := ro.finished(); ok {
+		c.log.Info("rollout finished", "took", took.Round(time.Millisecond), "stages", stages)
+	}
 }
 
 // stagedGroupID is the stand-in ID of a group's new form during a rollout

@@ -141,6 +141,7 @@ func (c *Controller) housekeeping(ctx context.Context) {
 					for _, sw := range next {
 						c.Enqueue(sw)
 					}
+					c.logRollout(st.ro)
 				}
 			}
 		case <-congestion:

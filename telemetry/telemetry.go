@@ -8,6 +8,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/accelnet/accelnet/models"
@@ -80,7 +81,14 @@ type Telemetry struct {
 	ports map[models.Endpoint]*portStat
 	meter RateMeter[counterKey] // Span 0: the rate since the previous reading
 	now   func() time.Time
+	// samples counts the values taken in (one per counter or status
+	// reading of a port).
+	samples atomic.Int64
 }
+
+// Samples is how many values (one counter or status reading of one
+// port each) were taken in so far.
+func (t *Telemetry) Samples() int64 { return t.samples.Load() }
 
 // NewTelemetry returns an empty aggregator.
 func NewTelemetry(staleAfter time.Duration) *Telemetry {
@@ -89,6 +97,7 @@ func NewTelemetry(staleAfter time.Duration) *Telemetry {
 
 // Observe folds one sample in.
 func (t *Telemetry) Observe(s models.CounterSample) {
+	t.samples.Add(1)
 	e := models.Endpoint{Switch: s.Switch, Port: s.Port}
 	t.mu.Lock()
 	defer t.mu.Unlock()

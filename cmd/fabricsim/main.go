@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -37,6 +39,8 @@ type Config struct {
 	HTTPAddr string
 	Out      string
 	LogDir   string
+	// CounterInterval is how often counters advance and are published.
+	CounterInterval time.Duration
 	// TLS for the switches' P4Runtime and gNMI: certificate and key, and
 	// a CA to require client certificates from (mutual TLS).
 	TLS southbound.TLSFiles
@@ -61,6 +65,7 @@ func main() {
 	flag.StringVar(&cfg.Probe, "probe", "", "only GET this URL and exit 0 if it answers 200 (a health check)")
 	flag.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "control API address (/sim/v1/…)")
 	flag.StringVar(&cfg.Out, "out", cfg.Out, "where to write the topology with switch addresses")
+	flag.DurationVar(&cfg.CounterInterval, "counter-interval", 500*time.Millisecond, "how often counters advance and are published over gNMI (a fabric of thousands of switches wants seconds)")
 	flag.StringVar(&cfg.LogDir, "log-dir", cfg.LogDir, "directory for the gnmi library's logs")
 	flag.StringVar(&cfg.TLS.Cert, "tls-cert", "", "PEM certificate: the switches serve P4Runtime and gNMI over TLS (with -tls-key)")
 	flag.StringVar(&cfg.TLS.Key, "tls-key", "", "PEM key of -tls-cert")
@@ -91,7 +96,7 @@ func run(cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	opts := fabricsim.Options{Topology: topo, ListenHost: cfg.ListenHost, AdvertiseHost: cfg.AdvertiseHost, Logger: log}
+	opts := fabricsim.Options{Topology: topo, ListenHost: cfg.ListenHost, AdvertiseHost: cfg.AdvertiseHost, Logger: log, CounterInterval: cfg.CounterInterval}
 	if cfg.TLS.Enabled() {
 		if opts.TLS, err = cfg.TLS.ServerConfig(); err != nil {
 			return err
@@ -114,7 +119,14 @@ func run(cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	srv := stack.NewHTTPServer(f.Handler(), nil)
+	// The control API, and Go's profiler beside it (a lab tool: no
+	// authentication, like the rest of its API).
+	mux := http.NewServeMux()
+	mux.Handle("/sim/v1/", f.Handler())
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := stack.NewHTTPServer(mux, nil)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return f.Run(ctx) })
 	g.Go(func() error { return stack.ServeHTTP(ctx, srv, lis) })

@@ -40,6 +40,8 @@ type loopFigures struct {
 	moved    int           // flows placed or moved
 	settleOK bool          // settled before the backstop
 	writes   int64         // Write RPCs in settleRounds rounds after settling
+	// what changed in those rounds, to say where writes came from.
+	afterSettle string
 }
 
 func (f loopFigures) ratio() float64 {
@@ -317,6 +319,8 @@ func (r *loopRun) converge(phase string) loopFigures {
 		fig.from95 = 0 // at 95% before any placement (nothing to fix)
 	}
 	writes := r.fab.WriteRPCs()
+	perSwitch := r.switchWrites()
+	biases, moves, rounds := r.h.Controller.Biases(), in.DetectedMoves(), in.DetectedRounds()
 	if testing.Verbose() {
 		r.tb.Logf("settled: %s", phase)
 	}
@@ -324,6 +328,17 @@ func (r *loopRun) converge(phase string) loopFigures {
 		<-poll.C
 	}
 	fig.writes = r.fab.WriteRPCs() - writes
+	if fig.writes != 0 {
+		var written []string
+		for sw, n := range r.switchWrites() {
+			if d := n - perSwitch[sw]; d > 0 {
+				written = append(written, fmt.Sprintf("%s:%d", sw, d))
+			}
+		}
+		sort.Strings(written)
+		fig.afterSettle = fmt.Sprintf("written %v; %d placement rounds, %d flows moved; weight biases %v → %v; settled now %v",
+			written, in.DetectedRounds()-rounds, in.DetectedMoves()-moves, biases, r.h.Controller.Biases(), r.h.Controller.Settled())
+	}
 	fig.live = r.live()
 	if os.Getenv("DEBUG_LOOP") != "" {
 		r.tb.Logf("model of the live paths: %.3f; controller's last: %+v", r.modelLive(), r.h.Intents.DetectedQuality().Throughput)
@@ -333,6 +348,17 @@ func (r *loopRun) converge(phase string) loopFigures {
 	}
 	r.figures = append(r.figures, fig)
 	return fig
+}
+
+// switchWrites is every switch's Write RPCs so far.
+func (r *loopRun) switchWrites() map[models.SwitchID]int64 {
+	out := map[models.SwitchID]int64{}
+	for _, sw := range r.snap.Switches() {
+		if s := r.fab.Switch(sw.Name); s != nil {
+			out[sw.Name], _ = s.WriteStats()
+		}
+	}
+	return out
 }
 
 // failLink takes a fabric link down in fabricsim (the controller finds
@@ -578,7 +604,7 @@ func TestLoopConverges(t *testing.T) {
 				case f.ratio() < 0.98:
 					t.Errorf("%s: throughput ratio %.3f, %.3f of the one-shot placement's %.3f", f.phase, f.live, f.ratio(), f.oneShot)
 				case f.writes != 0:
-					t.Errorf("%s: %d Write RPCs in %d rounds after settling, want none", f.phase, f.writes, settleRounds)
+					t.Errorf("%s: %d Write RPCs in %d rounds after settling, want none (%s)", f.phase, f.writes, settleRounds, f.afterSettle)
 				}
 			}
 		})

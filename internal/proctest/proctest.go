@@ -119,6 +119,9 @@ func StartEnv(t testing.TB, name string, env []string, bin string, args ...strin
 	return p
 }
 
+// Pid is the process's ID.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Log is what the process printed so far.
 func (p *Proc) Log() string {
 	data, _ := os.ReadFile(p.log)

@@ -54,6 +54,9 @@ type Config struct {
 	CounterInterval   time.Duration
 	TelemetryInterval time.Duration
 	ResyncInterval    time.Duration
+	// Workers reconcile switches in parallel, per kind of work (tables,
+	// interface config, sampling); default 4.
+	Workers int
 	// AdvertiseURL is this replica's API as other replicas reach it: the
 	// value it campaigns with, where followers forward writes. Set it
 	// here or with Stack.Advertise before Run.
@@ -331,6 +334,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		Limits:             pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize},
 		TelemetryInterval:  opts.TelemetryInterval,
 		ResyncInterval:     opts.ResyncInterval,
+		Workers:            opts.Workers,
 		FlapHalfLife:       opts.FlapHalfLife,
 		CongestionInterval: opts.CongestionInterval,
 		Packets:            s.Driver,

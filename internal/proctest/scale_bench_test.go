@@ -1,0 +1,218 @@
+package proctest_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/proctest"
+)
+
+// BenchmarkScale runs a large fabric live: fabricsim in a process of its
+// own, `accelnet serve` (embedded etcd) in another, and measures
+//
+//   - cold start: accelnet's process start → "accelnet ready" (every
+//     switch's pipeline pushed, its tables written, read back and in sync);
+//     cold_start_s, and the log line's own startup= (from its first
+//     line, etcd's start included);
+//   - P4Runtime updates written during it, and per second from the first
+//     write to the last (updates_per_s);
+//   - then, over a steady window with nothing changing, gNMI values taken
+//     in per second (samples_per_s), accelnet's CPU per value
+//     (cpu_us_per_sample: its whole CPU over the window divided by the
+//     values, so an upper bound) and fabricsim's CPU (sim_cpu_cores);
+//   - resident memory of both (peak and now), accelnet's Go heap, and the
+//     embedded etcd's database file.
+//
+// The fabric, accelnet's flags and fabricsim's flags come from the
+// environment:
+//
+//	ACCELNET_SCALE_TOPOLOGY=fattree:32@100 \
+//	ACCELNET_SCALE_ARGS="--workers 64 --telemetry-interval 5s" \
+//	ACCELNET_SCALE_SIM_ARGS="-counter-interval 5s" \
+//	go test ./internal/proctest -run '^$' -bench 'Scale$' -benchtime 1x -timeout 60m
+//
+// (default fattree:16@100 with the default flags; the window is
+// ACCELNET_SCALE_WINDOW, default 30s).
+func BenchmarkScale(b *testing.B) {
+	spec := envOr("ACCELNET_SCALE_TOPOLOGY", "fattree:16@100")
+	window, err := time.ParseDuration(envOr("ACCELNET_SCALE_WINDOW", "30s"))
+	if err != nil {
+		b.Fatalf("ACCELNET_SCALE_WINDOW: %v", err)
+	}
+	for range b.N { // one run is the measurement: -benchtime 1x
+		measureScale(b, spec, strings.Fields(os.Getenv("ACCELNET_SCALE_ARGS")), strings.Fields(os.Getenv("ACCELNET_SCALE_SIM_ARGS")), window)
+	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func measureScale(b *testing.B, spec string, args, simArgs []string, window time.Duration) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	simAPI, topoFile := fabrictest.FreeAddr(b), filepath.Join(dir, "fabric.yaml")
+	sim := proctest.Start(b, "fabricsim", proctest.Bin(b, "fabricsim"), append([]string{"-topology", spec, "-http-addr", simAPI,
+		"-out", topoFile, "-log-dir", filepath.Join(dir, "logs")}, simArgs...)...)
+	simURL := "http://" + simAPI
+	proctest.Wait(b, 10*time.Minute, "fabricsim's control API", func() error {
+		_, err := proctest.Call(ctx, nil, "GET", simURL+"/sim/v1/stats", "", nil, nil)
+		return err
+	})
+	addr := fabrictest.FreeAddr(b)
+	t0 := time.Now()
+	acc := proctest.Start(b, "accelnet", proctest.Bin(b, "accelnet"), append([]string{"serve", "--topology", topoFile,
+		"--http-addr", addr, "--data-dir", filepath.Join(dir, "accelnet")}, args...)...)
+	ready := regexp.MustCompile(`accelnet ready: every switch programmed"? startup=(\S+)`)
+	var startup string
+	poll := time.NewTicker(200 * time.Millisecond)
+	defer poll.Stop()
+	for backstop := time.Now().Add(45 * time.Minute); startup == ""; <-poll.C {
+		if m := ready.FindStringSubmatch(acc.Log()); m != nil {
+			startup = m[1]
+			break
+		}
+		if acc.Exited() || sim.Exited() {
+			b.Fatalf("a process exited before every switch was programmed")
+		}
+		if time.Now().After(backstop) {
+			b.Fatalf("not every switch programmed after %s", time.Since(t0).Round(time.Second))
+		}
+	}
+	coldStart := time.Since(t0)
+	var w struct {
+		Last       int64 `json:"last"`
+		FirstSince int64 `json:"first_since"`
+	}
+	if _, err := proctest.Call(ctx, nil, "GET", fmt.Sprintf("%s/sim/v1/writes?since=%d", simURL, t0.UnixNano()), "", nil, &w); err != nil {
+		b.Fatal(err)
+	}
+	var report struct {
+		Switches []struct {
+			Updates int64 `json:"write_updates"`
+			Writes  int64 `json:"write_rpcs"`
+		} `json:"switches"`
+	}
+	if _, err := proctest.Call(ctx, &http.Client{Timeout: 5 * time.Minute}, "GET", simURL+"/sim/v1/switches", "", nil, &report); err != nil {
+		b.Fatalf("read fabricsim's switches: %.300s", err)
+	}
+	switches := report.Switches
+	var updates, rpcs int64
+	for _, s := range switches {
+		updates, rpcs = updates+s.Updates, rpcs+s.Writes
+	}
+	writing := time.Duration(w.Last - w.FirstSince)
+	b.Logf("%s: %d switches programmed %s after accelnet started (log: startup=%s); %d updates in %d Write RPCs, first to last write %s",
+		spec, len(switches), coldStart.Round(time.Millisecond), startup, updates, rpcs, writing.Round(time.Millisecond))
+
+	// The steady state: nothing changes, counters stream in.
+	metrics := func() map[string]float64 {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		text, err := io.ReadAll(resp.Body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return promValues(string(text), "accelnet_telemetry_samples_total", "process_cpu_seconds_total", "go_memstats_heap_inuse_bytes")
+	}
+	before, simCPU0, w0 := metrics(), cpuSeconds(b, sim.Pid()), time.Now()
+	for deadline := w0.Add(window); time.Now().Before(deadline); <-poll.C {
+		if acc.Exited() || sim.Exited() {
+			b.Fatal("a process exited in the steady window")
+		}
+	}
+	after, simCPU1, span := metrics(), cpuSeconds(b, sim.Pid()), time.Since(w0).Seconds()
+	samples := after["accelnet_telemetry_samples_total"] - before["accelnet_telemetry_samples_total"]
+	cpu := after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]
+	accRSS, accPeak := rss(b, acc.Pid())
+	simRSS, simPeak := rss(b, sim.Pid())
+	db, _ := os.Stat(filepath.Join(dir, "accelnet", "etcd", "member", "snap", "db"))
+	var dbBytes int64
+	if db != nil {
+		dbBytes = db.Size()
+	}
+	b.Logf("steady %s: %.0f values/s taken in, accelnet CPU %.2f cores (%.1f µs per value), fabricsim CPU %.2f cores; RSS accelnet %d MiB (peak %d), fabricsim %d MiB (peak %d); accelnet heap %d MiB; etcd db %d KiB",
+		time.Duration(span*float64(time.Second)).Round(time.Second), samples/span, cpu/span, 1e6*cpu/max(samples, 1), (simCPU1-simCPU0)/span,
+		accRSS>>20, accPeak>>20, simRSS>>20, simPeak>>20, int64(after["go_memstats_heap_inuse_bytes"])>>20, dbBytes>>10)
+	b.ReportMetric(coldStart.Seconds(), "cold_start_s")
+	b.ReportMetric(float64(len(switches)), "switches")
+	b.ReportMetric(float64(updates), "updates")
+	if writing > 0 {
+		b.ReportMetric(float64(updates)/writing.Seconds(), "updates_per_s")
+	}
+	b.ReportMetric(samples/span, "samples_per_s")
+	b.ReportMetric(1e6*cpu/max(samples, 1), "cpu_us_per_sample")
+	b.ReportMetric((simCPU1-simCPU0)/span, "sim_cpu_cores")
+	b.ReportMetric(float64(accPeak>>20), "accelnet_peak_rss_MiB")
+	b.ReportMetric(float64(simPeak>>20), "sim_peak_rss_MiB")
+	b.ReportMetric(after["go_memstats_heap_inuse_bytes"]/(1<<20), "accelnet_heap_MiB")
+	b.ReportMetric(float64(dbBytes>>10), "etcd_db_KiB")
+}
+
+// promValues picks unlabelled samples out of a Prometheus text exposition.
+func promValues(text string, names ...string) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		for _, n := range names {
+			if name == n {
+				out[n], _ = strconv.ParseFloat(strings.TrimSpace(value), 64)
+			}
+		}
+	}
+	return out
+}
+
+// cpuSeconds is a process's user and system CPU time so far.
+func cpuSeconds(b *testing.B, pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The command name (field 2) may hold spaces: count from after it.
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	utime, _ := strconv.ParseFloat(fields[11], 64)
+	stime, _ := strconv.ParseFloat(fields[12], 64)
+	return (utime + stime) / 100 // USER_HZ: 100 on Linux
+}
+
+// rss is a process's resident memory now and at its peak, in bytes.
+func rss(b *testing.B, pid int) (now, peak int64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		name, value, _ := strings.Cut(line, ":")
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		switch name {
+		case "VmRSS":
+			now = kb << 10
+		case "VmHWM":
+			peak = kb << 10
+		}
+	}
+	return now, peak
+}

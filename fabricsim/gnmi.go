@@ -27,7 +27,6 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/models/oc"
-	"github.com/accelnet/accelnet/southbound/ocpath"
 )
 
 // gnmiServer serves one switch's OpenConfig interfaces. State lives in a
@@ -280,13 +279,25 @@ func (g *gnmiServer) leafAddrs(port uint32) []leafAddr {
 		return a
 	}
 	name := models.InterfaceName(port)
+	// The elements are shared: one per name for those without keys (for
+	// every switch), one per interface for the keyed ones (a fat-tree of
+	// thousands of switches publishes millions of leaves).
+	iface := &gnmipb.PathElem{Name: "interface", Key: map[string]string{"name": name}}
+	qosIface := &gnmipb.PathElem{Name: "interface", Key: map[string]string{"interface-id": name}}
 	a := make([]leafAddr, len(publishedLeaves))
 	for i, l := range publishedLeaves {
 		if l.qos {
-			a[i] = leafAddr{name + "/qos/" + l.path[0], ocpath.Queue(name, rdmaQueue, l.path[0])}
-		} else {
-			a[i] = leafAddr{name + "/" + strings.Join(l.path, "/"), interfacePath(name, l.path...)}
+			// As ocpath.Queue: /qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/<leaf>.
+			a[i] = leafAddr{name + "/qos/" + l.path[0], &gnmipb.Path{Elem: []*gnmipb.PathElem{
+				sharedElem("qos"), sharedElem("interfaces"), qosIface, sharedElem("output"), sharedElem("queues"), rdmaQueueElem, sharedElem("state"), sharedElem(l.path[0]),
+			}}}
+			continue
 		}
+		elems := []*gnmipb.PathElem{sharedElem("interfaces"), iface}
+		for _, e := range l.path {
+			elems = append(elems, sharedElem(e))
+		}
+		a[i] = leafAddr{name + "/" + strings.Join(l.path, "/"), &gnmipb.Path{Elem: elems}}
 	}
 	if g.addrs == nil {
 		g.addrs = map[uint32][]leafAddr{}
@@ -294,6 +305,21 @@ func (g *gnmiServer) leafAddrs(port uint32) []leafAddr {
 	g.addrs[port] = a
 	return a
 }
+
+// sharedElems are published paths' elements without keys, one per name
+// (never modified).
+var sharedElems sync.Map
+
+func sharedElem(name string) *gnmipb.PathElem {
+	if e, ok := sharedElems.Load(name); ok {
+		return e.(*gnmipb.PathElem)
+	}
+	e, _ := sharedElems.LoadOrStore(name, &gnmipb.PathElem{Name: name})
+	return e.(*gnmipb.PathElem)
+}
+
+// rdmaQueueElem is queue[name=RDMA], shared by every published path.
+var rdmaQueueElem = &gnmipb.PathElem{Name: "queue", Key: map[string]string{"name": rdmaQueue}}
 
 func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool) error {
 	cfg := g.ifConfig(port)
@@ -360,11 +386,14 @@ func (g *gnmiServer) query(elems []string) ([]*gnmipb.Notification, error) {
 }
 
 // encode converts a cached (PROTO-typed) notification to the requested encoding.
+// A PROTO notification is sent as the cache holds it: the cache replaces
+// a leaf's notification when it changes and never modifies one, so
+// copying each (most of what a sample cost) bought nothing.
 func encode(n *gnmipb.Notification, enc gnmipb.Encoding) *gnmipb.Notification {
-	n = proto.Clone(n).(*gnmipb.Notification)
 	if enc != gnmipb.Encoding_JSON && enc != gnmipb.Encoding_JSON_IETF {
 		return n
 	}
+	n = proto.Clone(n).(*gnmipb.Notification)
 	for _, u := range n.Update {
 		var v any
 		switch x := u.GetVal().GetValue().(type) {

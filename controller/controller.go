@@ -197,8 +197,10 @@ type Controller struct {
 	// tables, config and sampling are the three kinds of work on a switch,
 	// each with its own queue and workers (see reconcilers.go).
 	tables, config, sampling *reconciler
-	tele                     *telemetry.Telemetry
-	subs                     *telemetry.Streams
+	// slots bounds the reconciles of every kind running at once.
+	slots *inflight
+	tele  *telemetry.Telemetry
+	subs  *telemetry.Streams
 
 	// runCtx is Run's context while it runs (nil before and after);
 	// background are the goroutines started under it (route computations,
@@ -271,6 +273,13 @@ func New(cfg Config) (*Controller, error) {
 	c.config.skip = c.configUnmanaged
 	c.config.after = c.recordConfig
 	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
+	c.slots = newInflight(cfg.Workers*len(c.reconcilers()), cfg.ReconcileTimeout, time.Now)
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "accelnet_reconciles_at_once",
+			Help: "How many switch reconciles (tables, interface config, sampling) may run at once: every worker, halved when reconciles run out their timeout and grown back as they complete in time.",
+		}, func() float64 { return float64(c.slots.bound()) }))
+	}
 	return c, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/accelnet/accelnet/models"
 )
@@ -121,5 +122,39 @@ func TestAdoptGroupIDs(t *testing.T) {
 		Routes: []models.Route{{Prefix: p1, GroupID: 9}, {Prefix: p2, GroupID: 5}, {Prefix: p3, GroupID: 6}}}.Canonical()
 	if got := adoptGroupIDs(split, actual); !slices.ContainsFunc(got.Groups, func(g models.Group) bool { return g.ID == 9 }) {
 		t.Errorf("a split group was renamed: %+v", got.Groups)
+	}
+}
+
+// TestRolloutTimeline: a finished rollout reports, once, how long it took
+// and each stage that changed switches (how many, how long), for the log
+// line operators read; stages without changes are not listed.
+func TestRolloutTimeline(t *testing.T) {
+	now := time.Unix(100, 0)
+	r := newRollout(&fabricState{}, func() time.Time { return now })
+	r.affected = []map[models.SwitchID]bool{{}, {"a": true, "b": true}, {}, {"c": true}}
+	r.last, r.changed = 3, map[models.SwitchID]bool{"a": true, "b": true, "c": true}
+	all := []models.Switch{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	now = now.Add(5 * time.Millisecond) // planning
+	if got := r.begin(); len(got) != 2 {
+		t.Fatalf("first stage: %v, want a and b", got)
+	}
+	if _, _, ok := r.finished(); ok {
+		t.Fatal("finished before any stage completed")
+	}
+	now = now.Add(40 * time.Millisecond)
+	r.confirmed("a", 1, all)
+	if next := r.confirmed("b", 1, all); !slices.Equal(next, []models.SwitchID{"c"}) {
+		t.Fatalf("after stage 1: %v, want c (stage 2 has no change)", next)
+	}
+	now = now.Add(15 * time.Millisecond)
+	if next := r.confirmed("c", 3, all); len(next) != 3 {
+		t.Fatalf("after the last stage: %v, want every changed switch for the cleanup", next)
+	}
+	took, stages, ok := r.finished()
+	if !ok || took != 60*time.Millisecond || stages != "1:2sw/40ms 3:1sw/15ms" {
+		t.Fatalf("finished() = %s %q %v, want 60ms \"1:2sw/40ms 3:1sw/15ms\" true", took, stages, ok)
+	}
+	if _, _, again := r.finished(); again {
+		t.Fatal("reported twice")
 	}
 }

@@ -180,7 +180,15 @@ func (c *Controller) work(ctx context.Context, r *reconciler) {
 			r.queue.Done(key)
 			continue
 		}
+		if c.slots.acquire(tctx) != nil {
+			r.queue.Forget(key) // the term or the controller ended
+			r.queue.Done(key)
+			continue
+		}
 		err := c.run(tctx, r, sw)
+		if cut, bound := c.slots.release(key, errors.As(err, new(timedOut))); cut {
+			c.log.Warn("switches answer slower than reconciles are sent; fewer at once", "switch", key, "reconciler", r.kind, "reconciles_at_once", bound)
+		}
 		c.runDeferred()
 		switch {
 		case err == nil:
@@ -212,6 +220,12 @@ func (c *Controller) work(ctx context.Context, r *reconciler) {
 		r.queue.Done(key)
 	}
 }
+
+// timedOut marks a reconcile error that came with the reconcile's own
+// timeout running out; its message is the error's.
+type timedOut struct{ error }
+
+func (t timedOut) Unwrap() error { return t.error }
 
 // foreignPrimary records that a controller other than our replicas holds
 // the primary role on a switch.
@@ -260,5 +274,8 @@ func (c *Controller) safely(ctx context.Context, kind string, sw models.SwitchID
 		c.m.reconcileDuration.WithLabelValues(kind).Observe(time.Since(start).Seconds())
 	}()
 	writes, err = reconcile(ctx, sw)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		err = timedOut{err} // ran out its own timeout (see inflight)
+	}
 	return err
 }

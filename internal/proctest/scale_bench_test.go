@@ -9,13 +9,19 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	apiv "github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/proctest"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
 )
 
 // BenchmarkScale runs a large fabric live: fabricsim in a process of its
@@ -50,8 +56,12 @@ func BenchmarkScale(b *testing.B) {
 	if err != nil {
 		b.Fatalf("ACCELNET_SCALE_WINDOW: %v", err)
 	}
+	intents, err := strconv.Atoi(envOr("ACCELNET_SCALE_INTENTS", "0"))
+	if err != nil {
+		b.Fatalf("ACCELNET_SCALE_INTENTS: %v", err)
+	}
 	for range b.N { // one run is the measurement: -benchtime 1x
-		measureScale(b, spec, strings.Fields(os.Getenv("ACCELNET_SCALE_ARGS")), strings.Fields(os.Getenv("ACCELNET_SCALE_SIM_ARGS")), window)
+		measureScale(b, spec, strings.Fields(os.Getenv("ACCELNET_SCALE_ARGS")), strings.Fields(os.Getenv("ACCELNET_SCALE_SIM_ARGS")), window, intents)
 	}
 }
 
@@ -62,7 +72,7 @@ func envOr(name, def string) string {
 	return def
 }
 
-func measureScale(b *testing.B, spec string, args, simArgs []string, window time.Duration) {
+func measureScale(b *testing.B, spec string, args, simArgs []string, window time.Duration, intents int) {
 	ctx := context.Background()
 	dir := b.TempDir()
 	simAPI, topoFile := fabrictest.FreeAddr(b), filepath.Join(dir, "fabric.yaml")
@@ -75,24 +85,11 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	})
 	addr := fabrictest.FreeAddr(b)
 	t0 := time.Now()
-	acc := proctest.Start(b, "accelnet", proctest.Bin(b, "accelnet"), append([]string{"serve", "--topology", topoFile,
-		"--http-addr", addr, "--data-dir", filepath.Join(dir, "accelnet")}, args...)...)
-	ready := regexp.MustCompile(`accelnet ready: every switch programmed"? startup=(\S+)`)
-	var startup string
+	accArgs := append([]string{"serve", "--topology", topoFile, "--http-addr", addr, "--data-dir", filepath.Join(dir, "accelnet")}, args...)
+	acc := proctest.Start(b, "accelnet", proctest.Bin(b, "accelnet"), accArgs...)
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
-	for backstop := time.Now().Add(45 * time.Minute); startup == ""; <-poll.C {
-		if m := ready.FindStringSubmatch(acc.Log()); m != nil {
-			startup = m[1]
-			break
-		}
-		if acc.Exited() || sim.Exited() {
-			b.Fatalf("a process exited before every switch was programmed")
-		}
-		if time.Now().After(backstop) {
-			b.Fatalf("not every switch programmed after %s", time.Since(t0).Round(time.Second))
-		}
-	}
+	startup := waitReady(b, acc, sim, poll)
 	coldStart := time.Since(t0)
 	var w struct {
 		Last       int64 `json:"last"`
@@ -151,6 +148,13 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	b.Logf("steady %s: %.0f values/s taken in, accelnet CPU %.2f cores (%.1f µs per value), fabricsim CPU %.2f cores; RSS accelnet %d MiB (peak %d), fabricsim %d MiB (peak %d); accelnet heap %d MiB; etcd db %d KiB",
 		time.Duration(span*float64(time.Second)).Round(time.Second), samples/span, cpu/span, 1e6*cpu/max(samples, 1), (simCPU1-simCPU0)/span,
 		accRSS>>20, accPeak>>20, simRSS>>20, simPeak>>20, int64(after["go_memstats_heap_inuse_bytes"])>>20, dbBytes>>10)
+	if intents > 0 {
+		measureIntents(b, "http://"+addr, filepath.Join(dir, "accelnet"), topoFile, intents, func() (*proctest.Proc, string) {
+			acc.Stop()
+			acc = proctest.Start(b, "accelnet-again", proctest.Bin(b, "accelnet"), accArgs...)
+			return acc, waitReady(b, acc, sim, poll)
+		}, acc.Pid)
+	}
 	b.ReportMetric(coldStart.Seconds(), "cold_start_s")
 	b.ReportMetric(float64(len(switches)), "switches")
 	b.ReportMetric(float64(updates), "updates")
@@ -164,6 +168,123 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	b.ReportMetric(float64(simPeak>>20), "sim_peak_rss_MiB")
 	b.ReportMetric(after["go_memstats_heap_inuse_bytes"]/(1<<20), "accelnet_heap_MiB")
 	b.ReportMetric(float64(dbBytes>>10), "etcd_db_KiB")
+}
+
+// waitReady waits until acc logs that every switch is programmed and
+// returns the line's startup= figure.
+func waitReady(b *testing.B, acc, sim *proctest.Proc, poll *time.Ticker) string {
+	ready := regexp.MustCompile(`accelnet ready: every switch programmed"? startup=(\S+)`)
+	for backstop := time.Now().Add(45 * time.Minute); ; <-poll.C {
+		if m := ready.FindStringSubmatch(acc.Log()); m != nil {
+			return m[1]
+		}
+		if acc.Exited() || sim.Exited() {
+			b.Fatalf("a process exited before every switch was programmed")
+		}
+		if time.Now().After(backstop) {
+			b.Fatal("not every switch programmed after 45 minutes")
+		}
+	}
+}
+
+// measureIntents admits n one-flow intents from 64 clients (64 tenants),
+// each answered after its etcd commit, then reads them all back a page
+// at a time, and restarts accelnet on the same data to time how long it
+// takes to load them and be ready again.
+func measureIntents(b *testing.B, api, dataDir, topoFile string, n int, restart func() (*proctest.Proc, string), pid func() int) {
+	ctx := context.Background()
+	data, err := os.ReadFile(filepath.Join(dataDir, "operator.token"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	operator := strings.TrimSpace(string(data))
+	topo, err := topology.Load(topoFile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hosts := topo.Hosts
+	const clients = 64
+	tokens := make([]string, clients)
+	for i := range tokens {
+		name := models.TenantName(fmt.Sprintf("scale%d", i))
+		if code, err := proctest.Call(ctx, nil, "POST", api+"/api/v1/tenants", operator, models.Tenant{Name: name}, nil); err != nil || code != http.StatusCreated {
+			b.Fatalf("create tenant: HTTP %d %v", code, err)
+		}
+		var tok apiv.NewTokenView
+		if code, err := proctest.Call(ctx, nil, "POST", api+"/api/v1/tokens", operator, apiv.TokenRequest{Tenant: name, Role: models.RoleTenant}, &tok); err != nil || code != http.StatusCreated {
+			b.Fatalf("create token: HTTP %d %v", code, err)
+		}
+		tokens[i] = tok.Secret
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: clients}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr, Timeout: time.Minute}
+	var next, failed atomic.Int64
+	latencies := make([][]time.Duration, clients)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				// Spread over the fabric: pairs of hosts, a source port per round.
+				src, dst := hosts[i%len(hosts)], hosts[(i/len(hosts)+1+i)%len(hosts)]
+				if src.Name == dst.Name {
+					dst = hosts[(i+1)%len(hosts)]
+				}
+				port := uint16(1 + i/len(hosts))
+				spec := models.IntentSpec{Name: "s", Src: src.Name, Dst: dst.Name, Gbps: 0.001, SrcPorts: models.PortRange{First: port, Last: port}}
+				t0 := time.Now()
+				code, err := proctest.Call(ctx, cl, "POST", api+"/api/v1/intents", tokens[c], spec, nil)
+				latencies[c] = append(latencies[c], time.Since(t0))
+				if err != nil || code != http.StatusCreated {
+					if failed.Add(1) == 1 {
+						b.Logf("first failed admission: HTTP %d %v", code, err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	admitting := time.Since(start)
+	all := slices.Concat(latencies...)
+	slices.Sort(all)
+	if f := failed.Load(); f > 0 {
+		b.Fatalf("%d of %d admissions failed", f, n)
+	}
+	// Paging through every intent as the operator.
+	var pages []time.Duration
+	for token, seen := "", 0; ; {
+		var list apiv.IntentList
+		t0 := time.Now()
+		if code, err := proctest.Call(ctx, cl, "GET", api+"/api/v1/intents?limit=1000&page_token="+token, operator, nil, &list); err != nil || code != http.StatusOK {
+			b.Fatalf("list intents: HTTP %d %v", code, err)
+		}
+		pages = append(pages, time.Since(t0))
+		seen += len(list.Items)
+		if token = list.NextPageToken; token == "" {
+			if seen < n {
+				b.Fatalf("listed %d intents, admitted %d", seen, n)
+			}
+			break
+		}
+	}
+	slices.Sort(pages)
+	rssNow, _ := rss(b, pid())
+	_, again := restart()
+	b.Logf("%d intents: admitted at %.0f/s, p50 %s, p99 %s; %d pages of 1,000 listed, p50 %s, worst %s; accelnet RSS %d MiB with them; restarted on the same data: ready (startup=%s)",
+		n, float64(n)/admitting.Seconds(), all[len(all)/2].Round(time.Millisecond), all[len(all)*99/100].Round(time.Millisecond),
+		len(pages), pages[len(pages)/2].Round(time.Millisecond), pages[len(pages)-1].Round(time.Millisecond), rssNow>>20, again)
+	b.ReportMetric(float64(n)/admitting.Seconds(), "intents/s")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "admit_p99_ms")
+	b.ReportMetric(float64(pages[len(pages)/2].Microseconds())/1000, "page_p50_ms")
+	b.ReportMetric(float64(rssNow>>20), "rss_with_intents_MiB")
+	if d, err := time.ParseDuration(again); err == nil {
+		b.ReportMetric(d.Seconds(), "restart_ready_s")
+	}
 }
 
 // promValues picks unlabelled samples out of a Prometheus text exposition.

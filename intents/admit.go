@@ -436,7 +436,7 @@ func (m *Manager) pin(b *batch, e *entry, paths [][]models.Endpoint) {
 		}
 	}
 	e.in.Status.ReservedGbps = reserved
-	m.awaiting[e.in.ID] = true
+	m.await(e.in.ID)
 	b.undo = append(b.undo, func() { m.unpinNow(e) })
 }
 

@@ -395,6 +395,7 @@ func (m *Manager) load(ctx context.Context) error {
 	// memory may disagree with it either way.
 	m.all, m.flowOwner, m.idem, m.idemOf = map[string]*entry{}, map[models.FlowKey]string{}, map[string]idemRecord{}, map[string]string{}
 	m.usage, m.awaiting = map[models.TenantName]*tenantUsage{}, map[string]bool{}
+	m.awaitNew, m.awaitingOn, m.touched = map[string]bool{}, map[models.SwitchID]map[string]bool{}, map[models.SwitchID]bool{}
 	m.gen++
 	for sw := range m.pins {
 		m.changes[sw], m.changesBase[sw] = nil, m.gen // reconcilers compare in full once

@@ -120,7 +120,7 @@ func (m *Manager) deleteEntry(b *batch, e *entry, why string) models.Intent {
 	n := len(e.switches)
 	m.unpin(b, e)
 	m.setState(b, e, models.StateDeleted, fmt.Sprintf("%s; removing its entries from %d switches", why, n), now)
-	m.awaiting[e.in.ID] = true
+	m.await(e.in.ID)
 	return e.in
 }
 
@@ -198,28 +198,7 @@ func (m *Manager) housekeep(b *batch, tick bool) {
 		m.retry = false
 		m.retryWaiting(b, now)
 	}
-	for id := range m.awaiting {
-		if b.full() {
-			break
-		}
-		e := m.all[id]
-		if e == nil {
-			delete(m.awaiting, id)
-			continue
-		}
-		if !m.confirmed(e) {
-			m.reportFailure(b, e, now)
-			continue
-		}
-		delete(m.awaiting, id)
-		b.undo = append(b.undo, func() { m.awaiting[id] = true })
-		switch e.in.Status.State {
-		case models.StateAdmitted:
-			m.setState(b, e, models.StateInstalled, fmt.Sprintf("entries confirmed by read-back on %d switches", len(e.switches)), now)
-		case models.StateDeleted:
-			m.remove(b, e)
-		}
-	}
+	m.settleAwaiting(b, now)
 	if tick && m.book != nil {
 		m.placeDetected(b)
 	}
@@ -235,6 +214,41 @@ func (m *Manager) housekeep(b *batch, tick bool) {
 			if e.in.Status.State == models.StatePending && now.Sub(e.since) > m.cfg.PendingTimeout {
 				m.setState(b, e, models.StateFailed, fmt.Sprintf("pending for over %s: %s", m.cfg.PendingTimeout, e.in.Status.Reason), now)
 			}
+		}
+	}
+}
+
+// settleAwaiting moves the intents whose switches were all read back
+// (Installed, or removed once Deleted) and reports failures for the rest.
+func (m *Manager) settleAwaiting(b *batch, now time.Time) {
+	ids := m.toSettle()
+	for i, id := range ids {
+		if b.full() {
+			for _, rest := range ids[i:] {
+				m.awaitNew[rest] = true // look again next batch
+			}
+			break
+		}
+		if !m.awaiting[id] {
+			continue
+		}
+		e := m.all[id]
+		if e == nil {
+			delete(m.awaiting, id)
+			continue
+		}
+		if !m.confirmed(e) {
+			m.waitOn(id, e.switches)
+			m.reportFailure(b, e, now)
+			continue
+		}
+		delete(m.awaiting, id)
+		b.undo = append(b.undo, func() { m.await(id) })
+		switch e.in.Status.State {
+		case models.StateAdmitted:
+			m.setState(b, e, models.StateInstalled, fmt.Sprintf("entries confirmed by read-back on %d switches", len(e.switches)), now)
+		case models.StateDeleted:
+			m.remove(b, e)
 		}
 	}
 }
@@ -322,7 +336,7 @@ func (m *Manager) replan(b *batch, now time.Time) {
 						}
 					}
 				}
-				m.awaiting[id] = true
+				m.await(id)
 			}
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -253,8 +254,19 @@ type Manager struct {
 	changesBase map[models.SwitchID]uint64
 	synced      map[models.SwitchID]uint64
 	awaiting    map[string]bool // Admitted or Deleted, waiting for switches
-	retry       bool            // capacity was freed: retry Pending and Degraded
-	loaded      bool
+	// What the awaiting intents wait on, so a batch looks only at those
+	// something changed for (every batch looked at every awaiting intent:
+	// after a restart with 100,000 intents, each waiting for its switches'
+	// first read-back, that was a third of the restart's CPU): awaitingOn
+	// lists them by the switches they waited on when last looked at (ids
+	// no longer awaiting are dropped as met), awaitNew are the ones that
+	// started waiting (again), touched the switches read back or failed
+	// since the last look.
+	awaitingOn map[models.SwitchID]map[string]bool
+	awaitNew   map[string]bool
+	touched    map[models.SwitchID]bool
+	retry      bool // capacity was freed: retry Pending and Degraded
+	loaded     bool
 	// movedAt is the adapt round each intent last moved in (hold-down);
 	// round counts adapt rounds.
 	movedAt  map[string]int
@@ -343,6 +355,7 @@ func New(cfg Config) (*Manager, error) {
 		all: map[string]*entry{}, flowOwner: map[models.FlowKey]string{}, idem: map[string]idemRecord{}, idemOf: map[string]string{},
 		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{}, elephants: map[models.FlowKey]*elephant{},
 		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
+		awaitNew: map[string]bool{}, awaitingOn: map[models.SwitchID]map[string]bool{}, touched: map[models.SwitchID]bool{},
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
 		observed: map[string]float64{}, failures: map[models.SwitchID]string{},
 		refused: map[models.SwitchID]refusal{}, room: map[models.SwitchID]learnedRoom{},
@@ -412,6 +425,47 @@ func (m *Manager) logChange(sw models.SwitchID, key models.FlowKey) {
 	m.changes[sw] = append(m.changes[sw], pinChange{gen: m.gen, key: key})
 }
 
+// await marks an intent as waiting for its switches.
+func (m *Manager) await(id string) {
+	m.awaiting[id] = true
+	m.awaitNew[id] = true // indexed by its switches once looked at
+}
+
+// waitOn indexes an awaiting intent by the switches it waits on.
+func (m *Manager) waitOn(id string, switches []models.SwitchID) {
+	for _, sw := range switches {
+		if m.awaitingOn[sw] == nil {
+			m.awaitingOn[sw] = map[string]bool{}
+		}
+		m.awaitingOn[sw][id] = true
+	}
+}
+
+// touch records that something an intent waiting on sw waits for changed.
+func (m *Manager) touch(sw models.SwitchID) { m.touched[sw] = true }
+
+// toSettle takes the awaiting intents to look at: those that started
+// waiting, and those waiting on a switch touched, since the last look.
+func (m *Manager) toSettle() []string {
+	var ids []string
+	for id := range m.awaitNew {
+		ids = append(ids, id)
+	}
+	clear(m.awaitNew)
+	for sw := range m.touched {
+		for id := range m.awaitingOn[sw] {
+			if !m.awaiting[id] {
+				delete(m.awaitingOn[sw], id) // met (or gone) since
+				continue
+			}
+			ids = append(ids, id)
+		}
+	}
+	clear(m.touched)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
 // Synced records that sw was read back matching its pins of generation gen.
 func (m *Manager) Synced(sw models.SwitchID, gen uint64) {
 	m.mu.Lock()
@@ -419,6 +473,7 @@ func (m *Manager) Synced(sw models.SwitchID, gen uint64) {
 		m.synced[sw] = gen
 	}
 	delete(m.failures, sw)
+	m.touch(sw)
 	if gen > m.changesBase[sw] {
 		// The switch has everything up to gen: forget those changes.
 		log := m.changes[sw]
@@ -477,6 +532,7 @@ func (m *Manager) ProgramFailed(sw models.SwitchID, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.failures[sw] = err.Error()
+	m.touch(sw)
 }
 
 // SetFabric gives the manager the topology and the links that are down;

@@ -216,6 +216,34 @@ func measureIntents(b *testing.B, api, dataDir, topoFile string, n int, restart 
 		}
 		tokens[i] = tok.Secret
 	}
+	// ACCELNET_SCALE_PROFILES=DIR keeps a CPU profile of 20 s of admission,
+	// a heap profile with the intents loaded, and a CPU profile of the
+	// restart's first 30 s.
+	profiles := os.Getenv("ACCELNET_SCALE_PROFILES")
+	profile := func(path, file string) error {
+		req, _ := http.NewRequest("GET", api+path, nil)
+		req.Header.Set("Authorization", "Bearer "+operator)
+		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(profiles, file), data, 0o644)
+	}
+	if profiles != "" {
+		go func() {
+			if err := profile("/debug/pprof/profile?seconds=20", "admission.cpu"); err != nil {
+				b.Logf("admission profile: %v", err)
+			}
+		}()
+	}
 	tr := &http.Transport{MaxIdleConnsPerHost: clients}
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr, Timeout: time.Minute}
@@ -274,7 +302,22 @@ func measureIntents(b *testing.B, api, dataDir, topoFile string, n int, restart 
 	}
 	slices.Sort(pages)
 	rssNow, _ := rss(b, pid())
+	var restarted sync.WaitGroup
+	if profiles != "" {
+		if err := profile("/debug/pprof/heap?gc=1", "intents.heap"); err != nil {
+			b.Logf("heap profile: %v", err)
+		}
+		restarted.Go(func() {
+			for range 600 { // until the restarted API answers
+				if profile("/debug/pprof/profile?seconds=30", "restart.cpu") == nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
 	_, again := restart()
+	restarted.Wait()
 	b.Logf("%d intents: admitted at %.0f/s, p50 %s, p99 %s; %d pages of 1,000 listed, p50 %s, worst %s; accelnet RSS %d MiB with them; restarted on the same data: ready (startup=%s)",
 		n, float64(n)/admitting.Seconds(), all[len(all)/2].Round(time.Millisecond), all[len(all)*99/100].Round(time.Millisecond),
 		len(pages), pages[len(pages)/2].Round(time.Millisecond), pages[len(pages)-1].Round(time.Millisecond), rssNow>>20, again)

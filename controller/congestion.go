@@ -160,9 +160,14 @@ func (c *Controller) adjustWeights() {
 	c.mu.Unlock()
 	if changed {
 		c.m.weightChanges.Inc()
+		c.weightChanges.Add(1)
 		c.refreshDown("congestion weights changed", "ports_biased", len(c.Biases()))
 	}
 }
+
+// WeightChanges is how many times measured load moved the congestion
+// weights so far (each a staged rollout).
+func (c *Controller) WeightChanges() int64 { return c.weightChanges.Load() }
 
 // weightsMoving says whether a weight change is under way: a direction
 // getting its weight back step by step. (One hot interval is not: on a

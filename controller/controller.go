@@ -199,8 +199,10 @@ type Controller struct {
 	tables, config, sampling *reconciler
 	// slots bounds the reconciles of every kind running at once.
 	slots *inflight
-	tele  *telemetry.Telemetry
-	subs  *telemetry.Streams
+	// weightChanges counts congestion weight changes (WeightChanges).
+	weightChanges atomic.Int64
+	tele          *telemetry.Telemetry
+	subs          *telemetry.Streams
 
 	// runCtx is Run's context while it runs (nil before and after);
 	// background are the goroutines started under it (route computations,

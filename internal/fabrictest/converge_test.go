@@ -267,7 +267,8 @@ func (r *loopRun) getJSON(path string, v any) int {
 }
 
 // converge waits, after a change, until the loop settles (settleRounds
-// placement rounds in a row without a move, every rollout finished),
+// placement rounds in a row without a move or a congestion weight change,
+// every rollout finished),
 // then watches settleRounds more rounds for writes, and records the
 // phase's figures.
 func (r *loopRun) converge(phase string) loopFigures {
@@ -277,6 +278,10 @@ func (r *loopRun) converge(phase string) loopFigures {
 	in := r.h.Intents
 	rounds0, moves0 := in.DetectedRounds(), in.DetectedMoves()
 	lastRound, lastMoves, quiet := rounds0, moves0, 0
+	// The congestion weights are a loop of their own, slower than
+	// placement (a cut needs two hot intervals, a step back three calm
+	// ones): a round in which they moved is not quiet either.
+	lastWeights := r.h.Controller.WeightChanges()
 	var firstPlaced time.Time
 	backstop := time.Now().Add(3 * time.Minute)
 	poll := time.NewTicker(20 * time.Millisecond)
@@ -302,17 +307,21 @@ func (r *loopRun) converge(phase string) loopFigures {
 			lastRound, quiet = round, 0
 			continue
 		}
-		if moves != lastMoves {
+		weights := r.h.Controller.WeightChanges()
+		switch {
+		case moves != lastMoves:
 			fig.rounds++
 			fig.moved += moves - lastMoves
 			quiet = 0
 			if firstPlaced.IsZero() {
 				firstPlaced = time.Now()
 			}
-		} else {
+		case weights != lastWeights:
+			quiet = 0
+		default:
 			quiet++
 		}
-		lastRound, lastMoves = round, moves
+		lastRound, lastMoves, lastWeights = round, moves, weights
 	}
 	fig.settleOK = quiet >= settleRounds && r.h.Controller.Settled()
 	if fig.to95 >= 0 && fig.from95 < 0 {

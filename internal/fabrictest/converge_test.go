@@ -282,6 +282,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 	// placement (a cut needs two hot intervals, a step back three calm
 	// ones): a round in which they moved is not quiet either.
 	lastWeights := r.h.Controller.WeightChanges()
+	weights0 := lastWeights
 	var firstPlaced time.Time
 	backstop := time.Now().Add(3 * time.Minute)
 	poll := time.NewTicker(20 * time.Millisecond)
@@ -324,6 +325,10 @@ func (r *loopRun) converge(phase string) loopFigures {
 		lastRound, lastMoves, lastWeights = round, moves, weights
 	}
 	fig.settleOK = quiet >= settleRounds && r.h.Controller.Settled()
+	if !fig.settleOK {
+		fig.afterSettle = fmt.Sprintf("%d placement rounds, %d congestion weight changes since the change; biases now %v; the last %d rounds quiet (no move, no weight change); Settled %v",
+			in.DetectedRounds()-rounds0, r.h.Controller.WeightChanges()-weights0, r.h.Controller.Biases(), quiet, r.h.Controller.Settled())
+	}
 	if fig.to95 >= 0 && fig.from95 < 0 {
 		fig.from95 = 0 // at 95% before any placement (nothing to fix)
 	}
@@ -609,7 +614,7 @@ func TestLoopConverges(t *testing.T) {
 					f.phase, f.live, f.oneShot, f.rounds, f.moved, f.to95.Round(time.Millisecond), f.writes)
 				switch {
 				case !f.settleOK:
-					t.Errorf("%s: not settled after %d placement rounds", f.phase, maxLoopRounds)
+					t.Errorf("%s: not settled after %d placement rounds (%s)", f.phase, maxLoopRounds, f.afterSettle)
 				case f.ratio() < 0.98:
 					t.Errorf("%s: throughput ratio %.3f, %.3f of the one-shot placement's %.3f", f.phase, f.live, f.ratio(), f.oneShot)
 				case f.writes != 0:

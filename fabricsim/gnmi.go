@@ -27,6 +27,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/models/oc"
+	"github.com/accelnet/accelnet/southbound/ocpath"
 )
 
 // gnmiServer serves one switch's OpenConfig interfaces. State lives in a
@@ -279,25 +280,14 @@ func (g *gnmiServer) leafAddrs(port uint32) []leafAddr {
 		return a
 	}
 	name := models.InterfaceName(port)
-	// The elements are shared: one per name for those without keys (for
-	// every switch), one per interface for the keyed ones (a fat-tree of
-	// thousands of switches publishes millions of leaves).
-	iface := &gnmipb.PathElem{Name: "interface", Key: map[string]string{"name": name}}
-	qosIface := &gnmipb.PathElem{Name: "interface", Key: map[string]string{"interface-id": name}}
+	keyed := map[string]*gnmipb.PathElem{} // this interface's keyed elements
 	a := make([]leafAddr, len(publishedLeaves))
 	for i, l := range publishedLeaves {
 		if l.qos {
-			// As ocpath.Queue: /qos/interfaces/interface[interface-id]/output/queues/queue[name]/state/<leaf>.
-			a[i] = leafAddr{name + "/qos/" + l.path[0], &gnmipb.Path{Elem: []*gnmipb.PathElem{
-				sharedElem("qos"), sharedElem("interfaces"), qosIface, sharedElem("output"), sharedElem("queues"), rdmaQueueElem, sharedElem("state"), sharedElem(l.path[0]),
-			}}}
-			continue
+			a[i] = leafAddr{name + "/qos/" + l.path[0], sharedElems(ocpath.Queue(name, rdmaQueue, l.path[0]), keyed)}
+		} else {
+			a[i] = leafAddr{name + "/" + strings.Join(l.path, "/"), sharedElems(interfacePath(name, l.path...), keyed)}
 		}
-		elems := []*gnmipb.PathElem{sharedElem("interfaces"), iface}
-		for _, e := range l.path {
-			elems = append(elems, sharedElem(e))
-		}
-		a[i] = leafAddr{name + "/" + strings.Join(l.path, "/"), &gnmipb.Path{Elem: elems}}
 	}
 	if g.addrs == nil {
 		g.addrs = map[uint32][]leafAddr{}
@@ -306,20 +296,30 @@ func (g *gnmiServer) leafAddrs(port uint32) []leafAddr {
 	return a
 }
 
-// sharedElems are published paths' elements without keys, one per name
-// (never modified).
-var sharedElems sync.Map
+// unkeyedElems are published paths' elements without keys, one per name
+// for every switch (never modified).
+var unkeyedElems sync.Map
 
-func sharedElem(name string) *gnmipb.PathElem {
-	if e, ok := sharedElems.Load(name); ok {
-		return e.(*gnmipb.PathElem)
+// sharedElems makes p's elements shared ones: one per name for those
+// without keys, one per interface (in keyed) for the keyed ones — a
+// fat-tree of thousands of switches publishes millions of leaves, and a
+// path of its own for each was a third of fabricsim's heap.
+func sharedElems(p *gnmipb.Path, keyed map[string]*gnmipb.PathElem) *gnmipb.Path {
+	for i, e := range p.Elem {
+		if len(e.Key) > 0 {
+			k := e.Name + fmt.Sprint(e.Key)
+			if have, ok := keyed[k]; ok {
+				p.Elem[i] = have
+			} else {
+				keyed[k] = e
+			}
+			continue
+		}
+		have, _ := unkeyedElems.LoadOrStore(e.Name, e)
+		p.Elem[i] = have.(*gnmipb.PathElem)
 	}
-	e, _ := sharedElems.LoadOrStore(name, &gnmipb.PathElem{Name: name})
-	return e.(*gnmipb.PathElem)
+	return p
 }
-
-// rdmaQueueElem is queue[name=RDMA], shared by every published path.
-var rdmaQueueElem = &gnmipb.PathElem{Name: "queue", Key: map[string]string{"name": rdmaQueue}}
 
 func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool) error {
 	cfg := g.ifConfig(port)

@@ -6,7 +6,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/pprof"
+	_ "net/http/pprof" // /debug/pprof/ (see New)
 	"sync"
 	"time"
 
@@ -158,7 +158,8 @@ func New(opts Options) http.Handler {
 	op.GET("/elephants", a.listElephants)
 	// Go's profiler, for this replica (not forwarded): CPU and heap
 	// profiles name no tenant's data but cost CPU, so operators only.
-	r.GET("/debug/pprof/*rest", a.authenticate, operatorOnly, gin.WrapH(profiler()))
+	// (net/http/pprof registers its handlers on http.DefaultServeMux.)
+	r.GET("/debug/pprof/*rest", a.authenticate, operatorOnly, gin.WrapH(http.DefaultServeMux))
 	dashboard := gin.WrapH(web.Handler())
 	for _, path := range []string{"/", "/index.html", "/app.js", "/style.css"} {
 		r.GET(path, dashboard)
@@ -169,17 +170,6 @@ func New(opts Options) http.Handler {
 		r.Any(prefix+"*rest", a.authenticate, operatorOnly, gin.WrapH(h))
 	}
 	return r
-}
-
-// profiler serves net/http/pprof's handlers under /debug/pprof/.
-func profiler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	return mux
 }
 
 type server struct {

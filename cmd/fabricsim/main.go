@@ -13,7 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/pprof"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -123,9 +123,7 @@ func run(cfg Config, log *slog.Logger) error {
 	// authentication, like the rest of its API).
 	mux := http.NewServeMux()
 	mux.Handle("/sim/v1/", f.Handler())
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/pprof/", http.DefaultServeMux) // net/http/pprof's handlers
 	srv := stack.NewHTTPServer(mux, nil)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return f.Run(ctx) })

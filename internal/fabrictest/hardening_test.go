@@ -163,7 +163,8 @@ func TestInputRefused(t *testing.T) {
 // TestSimAPINeedsOperator: the emulator's control API mounted on the
 // demo's server takes switches down and shows every tenant's flows: no
 // token is refused (401), a tenant's too (403), reads and writes alike;
-// the operator's works.
+// the operator's works. So does Go's profiler (/debug/pprof/): it costs
+// CPU and shows the process's insides.
 func TestSimAPINeedsOperator(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
 	converged(t, h)
@@ -180,6 +181,9 @@ func TestSimAPINeedsOperator(t *testing.T) {
 		{"tenant fault", "POST", "/sim/v1/faults", tok, fault, http.StatusForbidden},
 		{"tenant flows", "GET", "/sim/v1/flows", tok, nil, http.StatusForbidden},
 		{"operator flows", "GET", "/sim/v1/flows", h.OperatorToken, nil, http.StatusOK},
+		{"anonymous profile", "GET", "/debug/pprof/heap", "", nil, http.StatusUnauthorized},
+		{"tenant profile", "GET", "/debug/pprof/heap", tok, nil, http.StatusForbidden},
+		{"operator profile", "GET", "/debug/pprof/heap", h.OperatorToken, nil, http.StatusOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if r := h.Do(t, tc.method, tc.path, tc.token, tc.body, nil); r.StatusCode != tc.want {

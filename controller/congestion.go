@@ -159,7 +159,6 @@ func (c *Controller) adjustWeights() {
 	}
 	c.mu.Unlock()
 	if changed {
-		c.m.weightChanges.Inc()
 		c.weightChanges.Add(1)
 		c.refreshDown("congestion weights changed", "ports_biased", len(c.Biases()))
 	}

@@ -257,7 +257,6 @@ func New(cfg Config) (*Controller, error) {
 	c := &Controller{
 		cfg:         cfg,
 		log:         cfg.Logger,
-		m:           newMetrics(cfg.Registerer, tele.Samples),
 		tele:        tele,
 		status:      map[models.SwitchID]api.SwitchStatus{},
 		known:       map[models.SwitchID]knownState{},
@@ -276,12 +275,7 @@ func New(cfg Config) (*Controller, error) {
 	c.config.after = c.recordConfig
 	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
 	c.slots = newInflight(cfg.Workers*len(c.reconcilers()), cfg.ReconcileTimeout, time.Now)
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "accelnet_reconciles_at_once",
-			Help: "How many switch reconciles (tables, interface config, sampling) may run at once: every worker, halved when reconciles run out their timeout and grown back as they complete in time.",
-		}, func() float64 { return float64(c.slots.bound()) }))
-	}
+	c.m = newMetrics(cfg.Registerer, counts{samples: tele.Samples, weightChanges: c.WeightChanges, atOnce: c.slots.bound})
 	return c, nil
 }
 

@@ -18,10 +18,15 @@ type metrics struct {
 	topologyRevision  prometheus.Gauge
 	linksDown         prometheus.Gauge
 	fullReads         prometheus.Counter
-	weightChanges     prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer, samples func() int64) *metrics {
+// counts are figures the controller keeps itself, exported as they are.
+type counts struct {
+	samples, weightChanges func() int64
+	atOnce                 func() int
+}
+
+func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 	m := &metrics{
 		reconcileTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "accelnet_reconcile_total",
@@ -78,16 +83,17 @@ func newMetrics(reg prometheus.Registerer, samples func() int64) *metrics {
 			Help: "Reconciles that read a switch's tables in full (first contact, reconnect, error, periodic resync).",
 		}),
 	}
-	m.weightChanges = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "accelnet_congestion_weight_changes_total",
-		Help: "Times measured link load moved the congestion-aware WCMP weights (each one a staged rollout).",
-	})
 	if reg != nil {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "accelnet_telemetry_samples_total",
 			Help: "Interface counter and status values taken in over gNMI (one counter of one port each).",
-		}, func() float64 { return float64(samples()) }))
-		reg.MustRegister(m.weightChanges)
+		}, func() float64 { return float64(n.samples()) }), prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "accelnet_congestion_weight_changes_total",
+			Help: "Times measured link load moved the congestion-aware WCMP weights (each one a staged rollout).",
+		}, func() float64 { return float64(n.weightChanges()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "accelnet_reconciles_at_once",
+			Help: "How many switch reconciles (tables, interface config, sampling) may run at once: every worker, halved when reconciles run out their timeout and grown back as they complete in time.",
+		}, func() float64 { return float64(n.atOnce()) }))
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
 			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads)
 	}

@@ -308,11 +308,13 @@ func measureIntents(b *testing.B, api, dataDir, topoFile string, n int, restart 
 			b.Logf("heap profile: %v", err)
 		}
 		restarted.Go(func() {
-			for range 600 { // until the restarted API answers
+			// Until the restarted API answers (a backstop of a minute).
+			retry := time.NewTicker(50 * time.Millisecond)
+			defer retry.Stop()
+			for backstop := time.Now().Add(time.Minute); time.Now().Before(backstop); <-retry.C {
 				if profile("/debug/pprof/profile?seconds=30", "restart.cpu") == nil {
 					return
 				}
-				time.Sleep(50 * time.Millisecond)
 			}
 		})
 	}

@@ -96,6 +96,13 @@ type Config struct {
 	Store  Store
 	Driver Driver
 	Limits pathcalc.Limits
+	// PerLeafRoutes writes every destination leaf's route as it is
+	// planned. By default sibling prefixes that go the same way are
+	// merged (pathcalc.Aggregate): a pod whose leaves' prefixes fill an
+	// aligned block (as the fat-tree builder hands them out) takes one
+	// entry per switch outside it. Rollouts are planned per leaf either
+	// way.
+	PerLeafRoutes bool
 	// Overlay, if set, adds flow pins to every switch's routes.
 	Overlay Overlay
 	// Leadership, if set, limits programming to this replica's terms as

@@ -142,6 +142,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		return 0, nil // no longer in the topology
 	}
 	stage := 0
+	planned := true // desired is the plan's, not a rollout's mix
 	if st.ro != nil {
 		if stage = st.ro.stageNow(); stage > 0 {
 			if prev := st.ro.previous(); prev != nil {
@@ -150,14 +151,17 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 					case st.ro.pruning(stage):
 						pruned := old.Plan.Switches[sw]
 						pruned.FlowPins = desired.FlowPins
-						desired = pruned
+						desired, planned = pruned, false
 					case st.ro.touches(sw):
 						dist, early := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
-						desired = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist, early[sw])
+						desired, planned = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist, early[sw]), false
 					}
 				}
 			}
 		}
+	}
+	if !c.cfg.PerLeafRoutes {
+		desired.Routes = st.aggregated(sw, desired.Routes, planned)
 	}
 	defer func() {
 		if stage == 0 {

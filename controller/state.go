@@ -38,6 +38,28 @@ type fabricState struct {
 	derive func(ctx context.Context) (pathcalc.Result, error)
 	// bias are the congestion-aware WCMP weight biases the routes use.
 	bias map[models.Endpoint]float64
+	// agg are the plan's routes aggregated (pathcalc.Aggregate), by
+	// switch, made on first use: a switch's every reconcile needs them.
+	aggMu sync.Mutex
+	agg   map[models.SwitchID][]models.Route
+}
+
+// aggregated is routes (sw's, of st's plan when planned; else a staged
+// mix, not kept) with sibling prefixes that go the same way merged.
+func (st *fabricState) aggregated(sw models.SwitchID, routes []models.Route, planned bool) []models.Route {
+	if !planned {
+		return pathcalc.Aggregate(routes)
+	}
+	st.aggMu.Lock()
+	defer st.aggMu.Unlock()
+	if r, ok := st.agg[sw]; ok {
+		return r
+	}
+	if st.agg == nil {
+		st.agg = map[models.SwitchID][]models.Route{}
+	}
+	st.agg[sw] = pathcalc.Aggregate(routes)
+	return st.agg[sw]
 }
 
 func (c *Controller) current() *fabricState {

@@ -346,23 +346,106 @@ func (p Phase) Len() int { return p.Insert.Len() + p.Modify.Len() + p.Delete.Len
 // without blackholing anything), members, groups, table entries (which
 // may reference them), then group deletions, then member deletions.
 // Empty phases are left out.
+//
+// Routes may nest (an aggregate and more-specific routes inside it), and
+// P4Runtime does not order the updates of one request, so route writes
+// are layered: new routes go in before any route that contains them
+// (innermost first), modified routes after every new one, and removed
+// routes after those, each before any route inside it (outermost first).
+// While a switch goes from one table to the other, every address then
+// matches either its old route or its new one, never a third (see
+// pathcalc.Aggregate). Routes that do not nest share one batch, as
+// before: a cold start or a change of per-leaf routes is not split.
 func (d Diff) Phases() []Phase {
+	ins := routeLayers(d.Insert.Routes, false)
+	dels := routeLayers(d.Delete.Routes, true)
+	entries := Phase{Name: "entries",
+		Insert: ForwardingState{FlowPins: d.Insert.FlowPins, PortMACs: d.Insert.PortMACs, Punts: d.Insert.Punts},
+		Modify: ForwardingState{Routes: d.Modify.Routes, FlowPins: d.Modify.FlowPins, PortMACs: d.Modify.PortMACs, HashSeed: d.Modify.HashSeed},
+		Delete: ForwardingState{PortMACs: d.Delete.PortMACs, Punts: d.Delete.Punts}}
+	// The last layer of inserts may share the entries' batch when no
+	// route is modified there; the first layer of deletes, when no route
+	// is written there at all.
+	if len(ins) > 0 && len(d.Modify.Routes) == 0 {
+		entries.Insert.Routes, ins = ins[len(ins)-1], ins[:len(ins)-1]
+	}
+	if len(dels) > 0 && len(entries.Insert.Routes) == 0 && len(ins) == 0 && len(d.Modify.Routes) == 0 {
+		entries.Delete.Routes, dels = dels[0], dels[1:]
+	}
 	all := []Phase{
 		{Name: "pin deletes", Delete: ForwardingState{FlowPins: d.Delete.FlowPins}},
 		{Name: "members", Insert: ForwardingState{Members: d.Insert.Members}, Modify: ForwardingState{Members: d.Modify.Members}},
 		{Name: "groups", Insert: ForwardingState{Groups: d.Insert.Groups}, Modify: ForwardingState{Groups: d.Modify.Groups}},
-		{Name: "entries",
-			Insert: ForwardingState{Routes: d.Insert.Routes, FlowPins: d.Insert.FlowPins, PortMACs: d.Insert.PortMACs, Punts: d.Insert.Punts},
-			Modify: ForwardingState{Routes: d.Modify.Routes, FlowPins: d.Modify.FlowPins, PortMACs: d.Modify.PortMACs, HashSeed: d.Modify.HashSeed},
-			Delete: ForwardingState{Routes: d.Delete.Routes, PortMACs: d.Delete.PortMACs, Punts: d.Delete.Punts}},
-		{Name: "group deletes", Delete: ForwardingState{Groups: d.Delete.Groups}},
-		{Name: "member deletes", Delete: ForwardingState{Members: d.Delete.Members}},
 	}
+	for _, l := range ins {
+		all = append(all, Phase{Name: "nested route inserts", Insert: ForwardingState{Routes: l}})
+	}
+	all = append(all, entries)
+	for _, l := range dels {
+		all = append(all, Phase{Name: "nested route deletes", Delete: ForwardingState{Routes: l}})
+	}
+	all = append(all,
+		Phase{Name: "group deletes", Delete: ForwardingState{Groups: d.Delete.Groups}},
+		Phase{Name: "member deletes", Delete: ForwardingState{Members: d.Delete.Members}})
 	out := all[:0]
 	for _, p := range all {
 		if p.Len() > 0 {
 			out = append(out, p)
 		}
+	}
+	return out
+}
+
+// routeLayers splits routes into batches none of which holds two routes
+// of which one contains the other: innermost first (a route's layer is
+// one past the highest layer of the routes inside it), or outermost
+// first (one past the number of routes containing it). Routes that do
+// not nest come back as one layer, in their order.
+func routeLayers(routes []Route, outermostFirst bool) [][]Route {
+	if len(routes) == 0 {
+		return nil
+	}
+	order := make([]int, len(routes))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return comparePrefix(routes[a].Prefix, routes[b].Prefix) })
+	layer := make([]int, len(routes))
+	// Sorted by address then length, the routes inside a prefix follow it:
+	// a stack holds the prefixes containing the current one.
+	var stack []int
+	pop := func() {
+		top := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if !outermostFirst && len(stack) > 0 {
+			parent := stack[len(stack)-1]
+			layer[parent] = max(layer[parent], layer[top]+1)
+		}
+	}
+	nested := false
+	for _, i := range order {
+		p := routes[i].Prefix
+		for len(stack) > 0 && !routes[stack[len(stack)-1]].Prefix.Overlaps(p) {
+			pop()
+		}
+		if outermostFirst {
+			layer[i] = len(stack)
+		}
+		nested = nested || len(stack) > 0
+		stack = append(stack, i)
+	}
+	for len(stack) > 0 {
+		pop()
+	}
+	if !nested {
+		return [][]Route{routes}
+	}
+	var out [][]Route
+	for _, i := range order {
+		for len(out) <= layer[i] {
+			out = append(out, nil)
+		}
+		out[layer[i]] = append(out[layer[i]], routes[i])
 	}
 	return out
 }

@@ -26,6 +26,9 @@ type Limits struct {
 	RouteEntries int // LPM routes per switch
 	SelectorSize int // action-selector members per switch (sum of group sizes + members)
 	MaxGroupSize int // members per ECMP group
+	// Aggregated says routes are written merged (Aggregate): RouteEntries
+	// then bounds what a switch's routes aggregate to.
+	Aggregated bool
 }
 
 // Request is what Compute routes.
@@ -390,9 +393,6 @@ func groupID(key string, taken map[uint32]bool) uint32 {
 func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.ForwardingState, []Warning, error) {
 	var st models.ForwardingState
 	var warnings []Warning
-	if lim.RouteEntries > 0 && len(t.routes) > lim.RouteEntries {
-		return st, nil, fmt.Errorf("%w: %s needs %d routes, ipv4_lpm holds %d", ErrTableFull, sw, len(t.routes), lim.RouteEntries)
-	}
 	// Trim sets over the selector's group limit, once per set, and turn
 	// capacities into integer weights.
 	sets := make([][]uint32, len(t.sets))
@@ -472,6 +472,14 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 			st.Routes = append(st.Routes, models.Route{Prefix: r.prefix, GroupID: g})
 		} else if ports := sets[r.set]; len(ports) == 1 {
 			st.Routes = append(st.Routes, models.Route{Prefix: r.prefix, MemberID: ports[0]})
+		}
+	}
+	if n := len(st.Routes); lim.RouteEntries > 0 && n > lim.RouteEntries {
+		if lim.Aggregated {
+			n = len(Aggregate(st.Routes))
+		}
+		if n > lim.RouteEntries {
+			return st, nil, fmt.Errorf("%w: %s needs %d routes, ipv4_lpm holds %d", ErrTableFull, sw, n, lim.RouteEntries)
 		}
 	}
 	for port := range members {

@@ -71,7 +71,7 @@ func TestFatTreeECMPWidth(t *testing.T) {
 	topo, _ := topology.FatTree(k, 100)
 	res := compute(t, topo, Limits{})
 	snap, _ := topology.New(topo)
-	remote := netip.MustParsePrefix("10.0.32.0/24") // leaf 32: pod 8
+	remote := netip.MustParsePrefix("10.0.32.0/24") // pod 8, leaf 1 (pods hold aligned blocks of 4 /24s)
 	for _, sw := range snap.Switches() {
 		st := res.Plan.Switches[sw.Name]
 		var route models.Route
@@ -133,6 +133,18 @@ func TestLimits(t *testing.T) {
 	snap, _ := topology.New(topo)
 	if _, err := Compute(context.Background(), snap, Request{Limits: Limits{RouteEntries: 3}}); !errors.Is(err, ErrTableFull) {
 		t.Errorf("route table limit: got %v", err)
+	}
+	// A k=8 fat-tree's switches route 32 leaves; aggregated, at most 16.
+	ft, _ := topology.FatTree(8, 100)
+	snap, _ = topology.New(ft)
+	if _, err := Compute(context.Background(), snap, Request{Limits: Limits{RouteEntries: 16}}); !errors.Is(err, ErrTableFull) {
+		t.Errorf("per-leaf routes over the limit: got %v", err)
+	}
+	if _, err := Compute(context.Background(), snap, Request{Limits: Limits{RouteEntries: 16, Aggregated: true}}); err != nil {
+		t.Errorf("aggregated routes within the limit: %v", err)
+	}
+	if _, err := Compute(context.Background(), snap, Request{Limits: Limits{RouteEntries: 6, Aggregated: true}}); !errors.Is(err, ErrTableFull) {
+		t.Errorf("aggregated routes over the limit: got %v", err)
 	}
 }
 

@@ -77,6 +77,13 @@ func LeafSpine(spines, leaves, hostsPerLeaf int, gbps float64) (models.Topology,
 // switches, k/2 hosts per leaf, every link gbps. In pod p, leaf e has hosts
 // on ports 1..k/2 and spine a on port k/2+a+1; spine a has leaf e on port
 // e+1 and core a·k/2+j on port k/2+j+1; core c has pod p on port p+1.
+//
+// Addresses are handed out per pod in aligned blocks: with s the smallest
+// power of two ≥ k/2, leaf e of pod P (both counted from 1) has the /24
+// of leaf number P·s+e-1 (10.<n/256>.<n%256>.0/24), so pod P's leaves
+// fill the block of s /24s from P·s (k=16: pod 1 is 10.0.8.0/21). Routes
+// toward a pod then aggregate to one entry per switch outside it (two
+// when k/2 is not a power of two; see pathcalc.Aggregate).
 func FatTree(k int, gbps float64) (models.Topology, error) {
 	switch {
 	case k < 2 || k%2 != 0:
@@ -87,6 +94,10 @@ func FatTree(k int, gbps float64) (models.Topology, error) {
 		return models.Topology{}, fmt.Errorf("%w: fat-tree: gbps must be positive", models.ErrInvalid)
 	}
 	half := k / 2
+	stride := 1
+	for stride < half {
+		stride *= 2
+	}
 	t := models.Topology{Name: fmt.Sprintf("fattree-%d", k)}
 	dev := uint64(0)
 	core := func(c int) models.SwitchID { return models.SwitchID(fmt.Sprintf("core%d", c+1)) }
@@ -110,7 +121,7 @@ func FatTree(k int, gbps float64) (models.Topology, error) {
 		}
 		for e := 0; e < half; e++ {
 			dev++
-			n := p*half + e + 1
+			n := (p+1)*stride + e
 			prefix := leafPrefix(n)
 			t.Switches = append(t.Switches, models.Switch{Name: edge(p, e), Role: models.RoleLeaf, DeviceID: dev, Prefix: prefix, Pod: p + 1})
 			for h := 0; h < half; h++ {

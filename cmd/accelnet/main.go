@@ -253,6 +253,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().Uint32Var(&cfg.SampleOneIn, "sample-one-in", cfg.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
 	root.PersistentFlags().Float64Var(&cfg.ElephantGbps, "elephant-gbps", cfg.ElephantGbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")
 	root.PersistentFlags().DurationVar(&cfg.TelemetryInterval, "telemetry-interval", cfg.TelemetryInterval, "gNMI sample interval of the switches' interface counters (link load, congestion weights, drains); a fabric of thousands of switches wants 5-10s")
+	root.PersistentFlags().BoolVar(&cfg.PerLeafRoutes, "per-leaf-routes", cfg.PerLeafRoutes, "write one route per destination leaf instead of merging sibling prefixes that go the same way (a pod in an aligned block takes one entry per switch outside it)")
 	root.PersistentFlags().IntVar(&cfg.Workers, "workers", cfg.Workers, "switches reconciled at once, per kind of work (tables, interface config, sampling)")
 	root.PersistentFlags().DurationVar(&cfg.ObserveInterval, "observe-interval", cfg.ObserveInterval, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -142,10 +143,14 @@ func TestAPIEndpoints(t *testing.T) {
 	if code := h.GetJSON(t, "/api/v1/switches/leaf1/entries", &e); code != http.StatusOK {
 		t.Fatalf("entries: HTTP %d", code)
 	}
-	// leaf1: a route to each of the 2 other leaves' prefixes through one
-	// ECMP group over both spines, and a /32 to each of its 2 hosts.
-	if e.Counts["routes"] != 4 || e.Counts["groups"] != 1 || e.Counts["members"] != 4 {
-		t.Errorf("leaf1 counts = %v, want 4 routes, 1 group, 4 members", e.Counts)
+	// leaf1: one route to the 2 other leaves' prefixes (10.0.2.0/24 and
+	// 10.0.3.0/24 aggregate to 10.0.2.0/23) through one ECMP group over
+	// both spines, and a /32 to each of its 2 hosts.
+	if e.Counts["routes"] != 3 || e.Counts["groups"] != 1 || e.Counts["members"] != 4 {
+		t.Errorf("leaf1 counts = %v, want 3 routes, 1 group, 4 members", e.Counts)
+	}
+	if !slices.ContainsFunc(e.Entries.Routes, func(r models.Route) bool { return r.Prefix == netip.MustParsePrefix("10.0.2.0/23") }) {
+		t.Errorf("leaf1 has no aggregate route 10.0.2.0/23: %v", e.Entries.Routes)
 	}
 	if len(e.Entries.Groups) == 1 && len(e.Entries.Groups[0].Members) != 2 {
 		t.Errorf("leaf1's ECMP group has %d members, want 2 (one per spine)", len(e.Entries.Groups[0].Members))

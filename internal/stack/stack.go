@@ -57,6 +57,8 @@ type Config struct {
 	// Workers reconcile switches in parallel, per kind of work (tables,
 	// interface config, sampling); default 4.
 	Workers int
+	// PerLeafRoutes turns route aggregation off (controller.Config).
+	PerLeafRoutes bool
 	// AdvertiseURL is this replica's API as other replicas reach it: the
 	// value it campaigns with, where followers forward writes. Set it
 	// here or with Stack.Advertise before Run.
@@ -331,10 +333,11 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		MTU:                opts.MTU,
 		Store:              s.Store,
 		Driver:             s.Driver,
-		Limits:             pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize},
+		Limits:             pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize, Aggregated: !opts.PerLeafRoutes},
 		TelemetryInterval:  opts.TelemetryInterval,
 		ResyncInterval:     opts.ResyncInterval,
 		Workers:            opts.Workers,
+		PerLeafRoutes:      opts.PerLeafRoutes,
 		FlapHalfLife:       opts.FlapHalfLife,
 		CongestionInterval: opts.CongestionInterval,
 		Packets:            s.Driver,

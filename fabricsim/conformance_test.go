@@ -14,6 +14,7 @@ import (
 	"time"
 
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
+	"github.com/openconfig/ygot/ytypes"
 	p4config "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/genproto/googleapis/rpc/code"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/models/oc"
 	"github.com/accelnet/accelnet/southbound/p4"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -911,4 +913,10 @@ func TestGNMIAsIndependentClientsUseIt(t *testing.T) {
 	if _, err := g.Get(ctx, &gnmipb.GetRequest{Path: []*gnmipb.Path{{Origin: "openconfig-other", Elem: mtu(1).GetElem()}}}); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("an origin not served: %v, want INVALID_ARGUMENT", err)
 	}
+}
+
+// validateOC checks a path and value against the ygot-generated OpenConfig
+// schema, as a real target would before accepting or serving it.
+func validateOC(p *gnmipb.Path, v *gnmipb.TypedValue) error {
+	return ytypes.SetNode(oc.SchemaTree["Device"], &oc.Device{}, p, v, &ytypes.InitMissingElements{})
 }

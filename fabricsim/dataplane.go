@@ -351,7 +351,7 @@ func (f *Fabric) tick(now time.Time) {
 					}
 				}
 			}
-			if err := sw.gnmi.publish(ts, p.port, p.c, p.up); err != nil {
+			if err := sw.gnmi.publish(ts, p.port, p.c, p.up, true); err != nil {
 				// A sample overtaken by an oper-status change is refused
 				// as stale and sent again next tick: not worth a warning.
 				level := slog.LevelWarn

@@ -321,7 +321,11 @@ func sharedElems(p *gnmipb.Path, keyed map[string]*gnmipb.PathElem) *gnmipb.Path
 	return p
 }
 
-func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool) error {
+// publish sends port's state to the cache: every counter (the counter
+// tick's samples go out whether they changed or not), and the other
+// leaves that changed. With withCounters false (a Set's config change)
+// the counters are left to the next tick.
+func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp, withCounters bool) error {
 	cfg := g.ifConfig(port)
 	name := models.InterfaceName(port)
 	values := [...]*gnmipb.TypedValue{ // in publishedLeaves' order
@@ -351,7 +355,7 @@ func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp bool)
 		v := valueKey(values[i])
 		// Counters go out at every sample, changed or not: an idle port's
 		// fresh timestamp is what tells a collector its rate fell to zero.
-		if g.published[addr.key] == v && !publishedLeaves[i].counter {
+		if publishedLeaves[i].counter && !withCounters || g.published[addr.key] == v && !publishedLeaves[i].counter {
 			continue
 		}
 		prev[addr.key] = g.published[addr.key]
@@ -532,12 +536,6 @@ func wantDataType(n *gnmipb.Notification, t gnmipb.GetRequest_DataType) bool {
 	return !inConfig // STATE and OPERATIONAL
 }
 
-// validateOC checks a path and value against the ygot-generated OpenConfig
-// schema, as a real target would before accepting or serving it.
-func validateOC(p *gnmipb.Path, v *gnmipb.TypedValue) error {
-	return ytypes.SetNode(oc.SchemaTree["Device"], &oc.Device{}, p, v, &ytypes.InitMissingElements{})
-}
-
 // Set changes interface configuration: /interfaces/interface[name=N]/config/
 // {enabled,mtu,description}, or the config container as JSON. The request
 // is applied whole or not at all; disabling an interface takes its link down.
@@ -557,6 +555,7 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 	}
 	g.mu.Lock()
 	staged := map[uint32]ifConfig{}
+	touched := map[uint32]bool{} // the ports this request sets
 	for k, v := range g.config {
 		staged[k] = v
 	}
@@ -603,16 +602,15 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 			// uint16, a string) its encoding is RFC 7951's.
 			v = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: j}}
 		}
-		if err := validateOC(full, v); err != nil {
+		// Checked against the OpenConfig schema as a real target would, and
+		// decoded, in one pass.
+		dev := &oc.Device{}
+		if err := ytypes.SetNode(oc.SchemaTree["Device"], dev, full, v, &ytypes.InitMissingElements{}); err != nil {
 			return status.Errorf(codes.InvalidArgument, "%v: %v", full, err)
 		}
 		cfg := get(port)
 		if replace && leaf == "" {
 			cfg = defaultConfig()
-		}
-		dev := &oc.Device{}
-		if err := ytypes.SetNode(oc.SchemaTree["Device"], dev, full, v, &ytypes.InitMissingElements{}); err != nil {
-			return status.Errorf(codes.InvalidArgument, "%v: %v", full, err)
 		}
 		set := dev.GetInterfaces().GetInterface(models.InterfaceName(port)).GetConfig()
 		if set.Enabled != nil {
@@ -627,7 +625,7 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 		if set.Description != nil {
 			cfg.Description = *set.Description
 		}
-		staged[port] = cfg
+		staged[port], touched[port] = cfg, true
 		return nil
 	}
 	for _, d := range req.GetDelete() {
@@ -646,7 +644,7 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 		case "description":
 			cfg.Description = def.Description
 		}
-		staged[port] = cfg
+		staged[port], touched[port] = cfg, true
 		resp.Response = append(resp.Response, &gnmipb.UpdateResult{Path: d, Op: gnmipb.UpdateResult_DELETE})
 	}
 	for _, u := range req.GetReplace() {
@@ -680,7 +678,9 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 		} else {
 			f.adminDown[e] = true
 		}
-		pubs = append(pubs, pub{port, *f.counters[e], f.operUpLocked(e)})
+		if touched[port] {
+			pubs = append(pubs, pub{port, *f.counters[e], f.operUpLocked(e)})
+		}
 	}
 	f.markDirty("", true, false)
 	f.mu.Unlock()
@@ -690,7 +690,7 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 	ts := time.Now().UnixNano()
 	var peers []models.Endpoint
 	for _, p := range pubs {
-		if err := g.publish(ts, p.port, p.c, p.up); err != nil {
+		if err := g.publish(ts, p.port, p.c, p.up, false); err != nil {
 			return nil, status.Errorf(codes.Internal, "publish: %v", err)
 		}
 		if l, ok := f.snap.LinkAt(models.Endpoint{Switch: g.sw.name, Port: p.port}); ok {

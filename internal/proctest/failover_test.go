@@ -1,6 +1,7 @@
 package proctest_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,10 @@ type setup struct {
 	env                  []string
 	https                bool
 	client               *http.Client
+	// startWithin bounds fabricsim's start and each replica's first
+	// readiness (default 30s; a fabric of thousands of switches takes
+	// minutes).
+	startWithin time.Duration
 }
 
 type replica struct {
@@ -68,9 +73,10 @@ func deployWith(t testing.TB, fabric string, replicas int, s setup) *deployment 
 	c := fabrictest.NewCluster(t, 3)
 	d := &deployment{t: t, etcd: c.Endpoints(), simAPI: fabrictest.FreeAddr(t), topoFile: filepath.Join(t.TempDir(), "fabric.yaml"), setup: s}
 	dir := t.TempDir()
+	within := cmp.Or(s.startWithin, 30*time.Second)
 	proctest.Start(t, "fabricsim", proctest.Bin(t, "fabricsim"), append([]string{"-topology", fabric, "-http-addr", d.simAPI,
 		"-out", d.topoFile, "-log-dir", filepath.Join(dir, "logs")}, s.simArgs...)...)
-	proctest.Wait(t, 30*time.Second, "fabricsim's control API", func() error {
+	proctest.Wait(t, within, "fabricsim's control API", func() error {
 		_, err := proctest.Call(context.Background(), nil, "GET", "http://"+d.simAPI+"/sim/v1/switches", "", nil, nil)
 		return err
 	})
@@ -79,7 +85,7 @@ func deployWith(t testing.TB, fabric string, replicas int, s setup) *deployment 
 		d.replicas = append(d.replicas, r)
 		d.start(r)
 		if i == 0 { // the first one leads and issues the operator token
-			d.waitRole(r, "leader", 30*time.Second)
+			d.waitRole(r, "leader", within)
 			data, err := os.ReadFile(filepath.Join(r.dataDir, "operator.token"))
 			if err != nil {
 				t.Fatal(err)
@@ -88,7 +94,7 @@ func deployWith(t testing.TB, fabric string, replicas int, s setup) *deployment 
 		}
 	}
 	for _, r := range d.replicas[1:] {
-		d.waitRole(r, "follower", 30*time.Second)
+		d.waitRole(r, "follower", within)
 	}
 	return d
 }

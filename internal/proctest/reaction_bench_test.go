@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/accelnet/accelnet/internal/proctest"
+	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -24,10 +27,24 @@ import (
 // for a second after the first write.
 //
 //	go test ./internal/proctest -run '^$' -bench FailureReactionProcesses -benchtime 30x -timeout 30m
+//
+// For larger fabrics and switch failures (docs/scaling.md):
+//
+//	ACCELNET_REACTION_TOPOLOGY=fattree:32@100 \
+//	ACCELNET_REACTION_ARGS="--workers 64 --telemetry-interval 5s" \
+//	ACCELNET_REACTION_SIM_ARGS="-counter-interval 5s" \
+//	ACCELNET_REACTION_FAIL=switch \
+//	go test ./internal/proctest -run '^$' -bench FailureReactionProcesses -benchtime 30x -timeout 60m
+//
+// ACCELNET_REACTION_FAIL=switch fails spine and core switches (a switch
+// that goes down loses its tables: its return is a full reprogram)
+// instead of links.
 func BenchmarkFailureReactionProcesses(b *testing.B) {
-	d := deployWith(b, "fattree:16@100", 1, setup{replicaArgs: []string{"--congestion-interval", "0", "--sample-one-in", "0"}})
+	spec := envOr("ACCELNET_REACTION_TOPOLOGY", "fattree:16@100")
+	args := append([]string{"--congestion-interval", "0", "--sample-one-in", "0"}, strings.Fields(os.Getenv("ACCELNET_REACTION_ARGS"))...)
+	d := deployWith(b, spec, 1, setup{replicaArgs: args, simArgs: strings.Fields(os.Getenv("ACCELNET_REACTION_SIM_ARGS")), startWithin: 15 * time.Minute})
 	r := d.replicas[0]
-	d.waitRole(r, "leader", 5*time.Minute)
+	d.waitRole(r, "leader", time.Minute)
 	ctx := context.Background()
 	sim := "http://" + d.simAPI
 	if code, err := proctest.Call(ctx, nil, "POST", sim+"/sim/v1/workloads", "", map[string]any{"pattern": "multi-tenant", "gbps": 100, "tenants": 64, "seed": 1}, nil); err != nil || code != 201 {
@@ -41,9 +58,22 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	links := snap.FabricLinks()
+	// What fails: links (by ID), or spine and core switches (by name).
+	var targets []string
+	failSwitches := os.Getenv("ACCELNET_REACTION_FAIL") == "switch"
+	if failSwitches {
+		for _, sw := range snap.Switches() {
+			if sw.Role != models.RoleLeaf {
+				targets = append(targets, string(sw.Name))
+			}
+		}
+	} else {
+		for _, l := range snap.FabricLinks() {
+			targets = append(targets, string(l.ID()))
+		}
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	rng.Shuffle(len(links), func(i, j int) { links[i], links[j] = links[j], links[i] })
+	rng.Shuffle(len(targets), func(i, j int) { targets[i], targets[j] = targets[j], targets[i] })
 	type writes struct {
 		Last       int64 `json:"last"`
 		FirstSince int64 `json:"first_since"`
@@ -57,48 +87,56 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	}
 	// quiet waits until something was written after t0 and then nothing
 	// for a second, and returns the writes.
-	quiet := func(t0 time.Time) writes {
+	quiet := func(t0 time.Time, backstop time.Duration) writes {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
-		deadline := time.Now().Add(60 * time.Second)
+		deadline := time.Now().Add(backstop)
 		for range tick.C {
 			w := read(t0)
 			if w.FirstSince != 0 && time.Since(time.Unix(0, w.Last)) > time.Second {
 				return w
 			}
 			if time.Now().After(deadline) {
-				b.Fatalf("no quiet second within a minute of %s", t0)
+				b.Fatalf("no quiet second within %s of %s", backstop, t0)
 			}
 		}
 		return writes{}
 	}
-	setLink := func(id string, up bool) {
-		if code, err := proctest.Call(ctx, nil, "POST", sim+"/sim/v1/links", "", map[string]any{"link": id, "up": up}, nil); err != nil || code >= 300 {
-			b.Fatalf("set %s up=%v: HTTP %d, %v", id, up, code, err)
+	set := func(target string, up bool) {
+		path, body := "/sim/v1/links", map[string]any{"link": target, "up": up}
+		if failSwitches {
+			kind := "switch-down"
+			if up {
+				kind = "switch-up"
+			}
+			path, body = "/sim/v1/faults", map[string]any{"kind": kind, "target": target}
+		}
+		if code, err := proctest.Call(ctx, nil, "POST", sim+path, "", body, nil); err != nil || code >= 300 {
+			b.Fatalf("set %s up=%v: HTTP %d, %v", target, up, code, err)
 		}
 	}
-	quiet(time.Unix(0, 1)) // the workload's start settled
+	quiet(time.Unix(0, 1), 15*time.Minute) // the cold start and the workload's start settled
 	// One failure and return, not measured: the first after startup also
 	// pays for warming what the controller keeps.
-	warm := links[len(links)-1]
+	warm := targets[len(targets)-1]
 	t := time.Now()
-	setLink(string(warm.ID()), false)
-	quiet(t)
+	set(warm, false)
+	quiet(t, 5*time.Minute)
 	t = time.Now()
-	setLink(string(warm.ID()), true)
-	quiet(t)
+	set(warm, true)
+	quiet(t, 5*time.Minute)
 	var took, first []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
-		l := links[i%len(links)]
+		target := targets[i%len(targets)]
 		t0 := time.Now()
-		setLink(string(l.ID()), false)
-		w := quiet(t0)
+		set(target, false)
+		w := quiet(t0, 5*time.Minute)
 		took = append(took, time.Unix(0, w.Last).Sub(t0))
 		first = append(first, time.Unix(0, w.FirstSince).Sub(t0))
 		t1 := time.Now()
-		setLink(string(l.ID()), true)
-		quiet(t1)
+		set(target, true)
+		quiet(t1, 5*time.Minute)
 	}
 	b.StopTimer()
 	slices.Sort(took)

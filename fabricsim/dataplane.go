@@ -322,28 +322,37 @@ func (f *Fabric) tick(now time.Time) {
 	f.recomputeLocked()
 	type pub struct {
 		port uint32
-		c    portCounters
 		up   bool
 		peer models.Endpoint // what the port is cabled to, if a switch
 	}
-	snapshot := map[*Switch][]pub{}
+	type sample struct {
+		pubs   []pub
+		ports  []uint32
+		values []portCounters
+	}
+	snapshot := map[*Switch]*sample{}
 	for _, sw := range f.order {
 		if sw.down.Load() {
 			continue // a switch that is down publishes nothing
 		}
-		for _, port := range f.snap.Ports(sw.name) {
+		ports := f.snap.Ports(sw.name)
+		smp := &sample{ports: ports, values: make([]portCounters, len(ports))}
+		for i, port := range ports {
 			e := models.Endpoint{Switch: sw.name, Port: port}
-			p := pub{port: port, c: *f.counters[e], up: f.operUpLocked(e)}
+			p := pub{port: port, up: f.operUpLocked(e)}
 			if peer, _, ok := f.peerLocked(e); ok {
 				p.peer = peer
 			}
-			snapshot[sw] = append(snapshot[sw], p)
+			smp.pubs = append(smp.pubs, p)
+			smp.values[i] = *f.counters[e]
 		}
+		snapshot[sw] = smp
 	}
 	f.mu.Unlock()
 	ts := now.UnixNano()
-	for sw, ps := range snapshot {
-		for _, p := range ps {
+	for sw, smp := range snapshot {
+		sw.gnmi.setCounters(ts, smp.ports, smp.values)
+		for _, p := range smp.pubs {
 			if p.peer.Switch != "" {
 				if peer, err := f.snap.Switch(p.peer.Switch); err == nil {
 					if err := sw.gnmi.publishLLDP(ts, p.port, peer, p.peer.Port); err != nil {
@@ -351,7 +360,7 @@ func (f *Fabric) tick(now time.Time) {
 					}
 				}
 			}
-			if err := sw.gnmi.publish(ts, p.port, p.c, p.up, true); err != nil {
+			if err := sw.gnmi.publish(ts, p.port, p.up); err != nil {
 				// A sample overtaken by an oper-status change is refused
 				// as stale and sent again next tick: not worth a warning.
 				level := slog.LevelWarn

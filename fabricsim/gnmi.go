@@ -30,10 +30,12 @@ import (
 	"github.com/accelnet/accelnet/southbound/ocpath"
 )
 
-// gnmiServer serves one switch's OpenConfig interfaces. State lives in a
-// gnmi cache (one target: the switch), refreshed every counter interval with
-// the leaves whose values changed; the cache's match index turns those
-// changes into ON_CHANGE updates. Subscribe is implemented here rather than
+// gnmiServer serves one switch's OpenConfig interfaces. Status and
+// configuration live in a gnmi cache (one target: the switch), refreshed
+// every counter interval with the leaves whose values changed; the cache's
+// match index turns those changes into ON_CHANGE updates. Counters, which
+// change at every tick, are kept as the last tick's sample and read from
+// it by Get and Subscribe alike (setCounters). Subscribe is implemented here rather than
 // with the gnmi module's subscribe server, which streams every cache update
 // regardless of mode and ignores sample_interval and heartbeats.
 type gnmiServer struct {
@@ -47,6 +49,11 @@ type gnmiServer struct {
 	published map[string]string // leaf path → last published value
 	addrs     map[uint32][]leafAddr
 	config    map[uint32]ifConfig
+	// counters are the ports' counters at the last tick, served from here
+	// rather than the cache (see counterNotifications); watchers are the
+	// ON_CHANGE subscriptions, by subscriber, whose paths may hold some.
+	counters counterSample
+	watchers map[*subscriber][][]string
 	// master is the highest master-arbitration election ID a Set carried:
 	// Sets with a lower one are refused, fencing out a deposed controller.
 	master *gnmi_ext.Uint128
@@ -271,8 +278,9 @@ var publishedLeaves = []struct {
 // once per interface: publish runs for every port of every switch at
 // every sample, and rebuilding them was most of what it allocated.
 type leafAddr struct {
-	key  string
-	path *gnmipb.Path // shared by every notification: never modified
+	key   string
+	path  *gnmipb.Path // shared by every notification: never modified
+	elems []string     // the path as the cache keys it (counters are matched by it)
 }
 
 func (g *gnmiServer) leafAddrs(port uint32) []leafAddr {
@@ -284,9 +292,12 @@ func (g *gnmiServer) leafAddrs(port uint32) []leafAddr {
 	a := make([]leafAddr, len(publishedLeaves))
 	for i, l := range publishedLeaves {
 		if l.qos {
-			a[i] = leafAddr{name + "/qos/" + l.path[0], sharedElems(ocpath.Queue(name, rdmaQueue, l.path[0]), keyed)}
+			a[i] = leafAddr{key: name + "/qos/" + l.path[0], path: sharedElems(ocpath.Queue(name, rdmaQueue, l.path[0]), keyed)}
 		} else {
-			a[i] = leafAddr{name + "/" + strings.Join(l.path, "/"), sharedElems(interfacePath(name, l.path...), keyed)}
+			a[i] = leafAddr{key: name + "/" + strings.Join(l.path, "/"), path: sharedElems(interfacePath(name, l.path...), keyed)}
+		}
+		if l.counter {
+			a[i].elems = gpath.ToStrings(a[i].path, false)
 		}
 	}
 	if g.addrs == nil {
@@ -321,41 +332,34 @@ func sharedElems(p *gnmipb.Path, keyed map[string]*gnmipb.PathElem) *gnmipb.Path
 	return p
 }
 
-// publish sends port's state to the cache: every counter (the counter
-// tick's samples go out whether they changed or not), and the other
-// leaves that changed. With withCounters false (a Set's config change)
-// the counters are left to the next tick.
-func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp, withCounters bool) error {
+// publish sends the cache port's leaves that changed: its status and
+// configuration. Counters are not cached: they change at every tick, and
+// are served from the last tick's sample (setCounters).
+func (g *gnmiServer) publish(ts int64, port uint32, operUp bool) error {
 	cfg := g.ifConfig(port)
 	name := models.InterfaceName(port)
-	values := [...]*gnmipb.TypedValue{ // in publishedLeaves' order
-		uintVal(uint64(c.inOctets)),
-		uintVal(uint64(c.outOctets)),
-		uintVal(uint64(c.inOctets / packetBytes)),
-		uintVal(uint64(c.outOctets / packetBytes)),
-		uintVal(uint64(c.inDiscardOctets / packetBytes)),
-		uintVal(uint64(c.outDiscardOctets / packetBytes)),
-		strVal(upDown(operUp)),
-		strVal(upDown(cfg.Enabled)),
-		strVal(name),
-		boolVal(cfg.Enabled),
-		uintVal(uint64(cfg.MTU)),
-		strVal(cfg.Description),
-		strVal(name),
-		boolVal(cfg.Enabled),
-		uintVal(uint64(cfg.MTU)),
-		strVal(cfg.Description),
-		uintVal(uint64(c.ecnOctets)),
-		uintVal(uint64(c.ecnOctets / packetBytes)),
+	values := [...]*gnmipb.TypedValue{ // in publishedLeaves' order; nil: a counter
+		6:  strVal(upDown(operUp)),
+		7:  strVal(upDown(cfg.Enabled)),
+		8:  strVal(name),
+		9:  boolVal(cfg.Enabled),
+		10: uintVal(uint64(cfg.MTU)),
+		11: strVal(cfg.Description),
+		12: strVal(name),
+		13: boolVal(cfg.Enabled),
+		14: uintVal(uint64(cfg.MTU)),
+		15: strVal(cfg.Description),
+		17: nil,
 	}
 	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)}}
 	prev := map[string]string{}
 	g.mu.Lock()
 	for i, addr := range g.leafAddrs(port) {
+		if publishedLeaves[i].counter {
+			continue
+		}
 		v := valueKey(values[i])
-		// Counters go out at every sample, changed or not: an idle port's
-		// fresh timestamp is what tells a collector its rate fell to zero.
-		if publishedLeaves[i].counter && !withCounters || g.published[addr.key] == v && !publishedLeaves[i].counter {
+		if g.published[addr.key] == v {
 			continue
 		}
 		prev[addr.key] = g.published[addr.key]
@@ -377,7 +381,115 @@ func (g *gnmiServer) publish(ts int64, port uint32, c portCounters, operUp, with
 	return nil
 }
 
-// query collects the cached notifications under a path (wildcards allowed).
+// counterValue is the value of publishedLeaves[i], a counter, for c.
+func counterValue(i int, c portCounters) uint64 {
+	switch i {
+	case 0:
+		return uint64(c.inOctets)
+	case 1:
+		return uint64(c.outOctets)
+	case 2:
+		return uint64(c.inOctets / packetBytes)
+	case 3:
+		return uint64(c.outOctets / packetBytes)
+	case 4:
+		return uint64(c.inDiscardOctets / packetBytes)
+	case 5:
+		return uint64(c.outDiscardOctets / packetBytes)
+	case 16:
+		return uint64(c.ecnOctets)
+	case 17:
+		return uint64(c.ecnOctets / packetBytes)
+	}
+	return 0
+}
+
+// counterSample is every port's counters at one tick.
+type counterSample struct {
+	ts     int64
+	ports  []uint32
+	values []portCounters
+}
+
+// setCounters takes a tick's counters (ports and values are the
+// caller's no more) and sends them to the ON_CHANGE subscriptions that
+// cover some. Before, every tick published every counter of every port
+// into the cache — its tree, its path strings, its match index — the
+// emulator's largest cost at scale; sampled subscriptions and Get read the
+// sample when they need it instead.
+func (g *gnmiServer) setCounters(ts int64, ports []uint32, values []portCounters) {
+	g.mu.Lock()
+	g.counters = counterSample{ts: ts, ports: ports, values: values}
+	type watch struct {
+		s *subscriber
+		q [][]string
+	}
+	var ws []watch
+	for s, q := range g.watchers {
+		ws = append(ws, watch{s, q})
+	}
+	g.mu.Unlock()
+	for _, w := range ws {
+		for _, q := range w.q {
+			w.s.sendNotifications(g.counterNotifications(q))
+		}
+	}
+}
+
+// counterNotifications are the last tick's counter leaves under the path
+// elems (as the cache matches a query: "*" is any one element, and a path
+// holds everything below it), one notification per leaf as the cache
+// would give them.
+func (g *gnmiServer) counterNotifications(elems []string) []*gnmipb.Notification {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	smp := g.counters
+	var out []*gnmipb.Notification
+	for j, port := range smp.ports {
+		for i, addr := range g.leafAddrs(port) {
+			if !publishedLeaves[i].counter || !matches(elems, addr.elems) {
+				continue
+			}
+			out = append(out, &gnmipb.Notification{Timestamp: smp.ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)},
+				Update: []*gnmipb.Update{{Path: addr.path, Val: uintVal(counterValue(i, smp.values[j]))}}})
+		}
+	}
+	return out
+}
+
+// matches says whether a query (cache elements, "*" for any one) selects
+// the leaf at elems: the leaf or a container above it.
+func matches(query, elems []string) bool {
+	if len(query) > len(elems) {
+		return false
+	}
+	for i, q := range query {
+		if q != "*" && q != elems[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// watchCounters sends s the counters under each of queries at every tick
+// (an ON_CHANGE subscription: counters change at every tick) until the
+// returned func is called.
+func (g *gnmiServer) watchCounters(s *subscriber, query []string) func() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.watchers == nil {
+		g.watchers = map[*subscriber][][]string{}
+	}
+	g.watchers[s] = append(g.watchers[s], query)
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		delete(g.watchers, s)
+	}
+}
+
+// query collects the cached notifications under a path (wildcards
+// allowed) and the last tick's counters under it.
 func (g *gnmiServer) query(elems []string) ([]*gnmipb.Notification, error) {
 	var out []*gnmipb.Notification
 	err := g.cache.Query(string(g.sw.name), elems, func(_ []string, _ *ctree.Leaf, v any) error {
@@ -386,7 +498,7 @@ func (g *gnmiServer) query(elems []string) ([]*gnmipb.Notification, error) {
 		}
 		return nil
 	})
-	return out, err
+	return append(out, g.counterNotifications(elems)...), err
 }
 
 // encode converts a cached (PROTO-typed) notification to the requested encoding.
@@ -666,7 +778,6 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 	f := g.sw.fabric
 	type pub struct {
 		port uint32
-		c    portCounters
 		up   bool
 	}
 	var pubs []pub
@@ -679,7 +790,7 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 			f.adminDown[e] = true
 		}
 		if touched[port] {
-			pubs = append(pubs, pub{port, *f.counters[e], f.operUpLocked(e)})
+			pubs = append(pubs, pub{port, f.operUpLocked(e)})
 		}
 	}
 	f.markDirty("", true, false)
@@ -690,7 +801,7 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 	ts := time.Now().UnixNano()
 	var peers []models.Endpoint
 	for _, p := range pubs {
-		if err := g.publish(ts, p.port, p.c, p.up, false); err != nil {
+		if err := g.publish(ts, p.port, p.up); err != nil {
 			return nil, status.Errorf(codes.Internal, "publish: %v", err)
 		}
 		if l, ok := f.snap.LinkAt(models.Endpoint{Switch: g.sw.name, Port: p.port}); ok {
@@ -943,6 +1054,7 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 			case gnmipb.SubscriptionMode_ON_CHANGE:
 				remove := g.match.AddQuery(queries[i], onChange{s})
 				defer remove()
+				defer g.watchCounters(s, queries[i][1:])()
 				if hb > 0 {
 					samplers = append(samplers, sampler{sub: sub, interval: hb})
 				}

@@ -34,13 +34,13 @@ func TestSampleOvertakenByLinkChange(t *testing.T) {
 		return ""
 	}
 	t0 := time.Now().UnixNano()
-	if err := g.publish(t0, port, portCounters{}, true, true); err != nil {
+	if err := g.publish(t0, port, true); err != nil {
 		t.Fatal(err)
 	}
 	if err := g.publishOper(t0+2, port, false); err != nil { // the link fails
 		t.Fatal(err)
 	}
-	if err := g.publish(t0+1, port, portCounters{inOctets: 1}, true, true); err == nil { // a sample from before the failure
+	if err := g.publish(t0+1, port, true); err == nil { // a sample from before the failure
 		t.Fatal("the cache took an older sample over a newer change")
 	}
 	if got := operStatus(); got != "DOWN" {
@@ -55,9 +55,8 @@ func TestSampleOvertakenByLinkChange(t *testing.T) {
 }
 
 // TestSetPublishesOnlyWhatItSets: a gNMI Set of one port's MTU is in the
-// published state at once, and neither that port's counters nor any other
-// port's state are published again by it (the counter tick's job: a Set
-// of a whole switch used to republish every port's counters).
+// published state at once, and no other port's state is published again
+// by it; counters are the last tick's, whatever Sets happen.
 func TestSetPublishesOnlyWhatItSets(t *testing.T) {
 	topo, _ := topology.LeafSpine(2, 2, 2, 100)
 	f, err := New(Options{Topology: topo, CounterInterval: time.Hour}) // no ticks
@@ -76,10 +75,11 @@ func TestSetPublishesOnlyWhatItSets(t *testing.T) {
 	}
 	t0 := time.Now().UnixNano()
 	for _, port := range []uint32{1, 2, 3} {
-		if err := g.publish(t0, port, portCounters{}, true, true); err != nil {
+		if err := g.publish(t0, port, true); err != nil {
 			t.Fatal(err)
 		}
 	}
+	g.setCounters(t0, []uint32{1, 2, 3}, []portCounters{{inOctets: 10}, {inOctets: 20}, {inOctets: 30}})
 	path := interfacePath(models.InterfaceName(2), "config", "mtu")
 	if _, err := g.Set(context.Background(), &gnmipb.SetRequest{Update: []*gnmipb.Update{{Path: path, Val: uintVal(4200)}}}); err != nil {
 		t.Fatal(err)
@@ -88,11 +88,79 @@ func TestSetPublishesOnlyWhatItSets(t *testing.T) {
 		t.Errorf("port 2's MTU after the Set: %v at %d (published at %d before)", v, ts, t0)
 	}
 	for _, port := range []uint32{1, 2, 3} {
-		if ts, _ := stamp(port, "state", "counters", "in-octets"); ts != t0 {
-			t.Errorf("port %d's counters published again by a Set of port 2's MTU (timestamp %d, was %d)", port, ts, t0)
+		if ts, v := stamp(port, "state", "counters", "in-octets"); ts != t0 || v.GetUintVal() != uint64(10*port) {
+			t.Errorf("port %d's in-octets after a Set of port 2's MTU: %v at %d, want %d at %d", port, v, ts, 10*port, t0)
 		}
 	}
 	if ts, _ := stamp(3, "config", "mtu"); ts != t0 {
 		t.Errorf("port 3's config published again by a Set of port 2's (timestamp %d, was %d)", ts, t0)
+	}
+}
+
+// TestCountersServedFromTheSample: counters are not in the cache but every
+// way of reading them finds the last tick's: a path to one leaf, a
+// container, wildcards (one element, or everything below), the RDMA
+// queue's ECN counters; and an ON_CHANGE subscription to counters gets
+// each tick's.
+func TestCountersServedFromTheSample(t *testing.T) {
+	topo, _ := topology.LeafSpine(2, 2, 2, 100)
+	f, err := New(Options{Topology: topo, CounterInterval: time.Hour}) // no ticks
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.closeListeners()
+	g := f.Switch("leaf1").gnmi
+	ports := []uint32{1, 2, 3, 4}
+	g.setCounters(7, ports, []portCounters{{inOctets: 1000}, {inOctets: 2000, ecnOctets: 500}, {}, {}})
+	count := func(elems ...string) int {
+		ns, err := g.query(elems)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, x := range ns {
+			if x.GetTimestamp() == 7 {
+				n++
+			}
+		}
+		return n
+	}
+	eth2 := models.InterfaceName(2)
+	for _, tc := range []struct {
+		elems []string
+		want  int
+	}{
+		{[]string{"interfaces", "interface", eth2, "state", "counters", "in-octets"}, 1},
+		{[]string{"interfaces", "interface", eth2, "state", "counters"}, 6},
+		{[]string{"interfaces", "interface", "*", "state", "counters", "out-octets"}, 4},
+		{[]string{"interfaces", "interface", eth2}, 6},
+		{[]string{"interfaces", "*"}, 24},
+		{[]string{"qos", "interfaces", "interface", "*", "output", "queues", "queue", "*", "state", "ecn-marked-octets"}, 4},
+		{[]string{"interfaces", "interface", eth2, "config"}, 0},
+	} {
+		if got := count(tc.elems...); got != tc.want {
+			t.Errorf("%v: %d counters of the sample, want %d", tc.elems, got, tc.want)
+		}
+	}
+	ns, _ := g.query([]string{"interfaces", "interface", eth2, "state", "counters", "in-octets"})
+	if v := ns[len(ns)-1].GetUpdate()[0].GetVal().GetUintVal(); v != 2000 {
+		t.Errorf("port 2's in-octets: %d, want 2000", v)
+	}
+	// An ON_CHANGE subscriber gets the counters it covers at every tick.
+	s := &subscriber{g: g, list: &gnmipb.SubscriptionList{Encoding: gnmipb.Encoding_PROTO}, wake: make(chan struct{}, 1)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	defer s.cancel()
+	stop := g.watchCounters(s, []string{"interfaces", "interface", "*", "state", "counters", "in-octets"})
+	g.setCounters(8, ports, []portCounters{{inOctets: 1}, {inOctets: 2}, {inOctets: 3}, {inOctets: 4}})
+	stop()
+	g.setCounters(9, ports, []portCounters{{}, {}, {}, {}})
+	got, _ := s.next()
+	if len(got) != 4 {
+		t.Fatalf("the ON_CHANGE subscriber got %d notifications, want the 4 ports' in-octets of one tick", len(got))
+	}
+	for _, r := range got {
+		if ts := r.GetUpdate().GetTimestamp(); ts != 8 {
+			t.Errorf("a notification of tick %d reached the subscriber (want only tick 8's)", ts)
+		}
 	}
 }

@@ -48,7 +48,7 @@ type rollout struct {
 	started     time.Time
 	now         func() time.Time
 	synced      map[models.SwitchID]int // stage each switch last confirmed
-	dist        map[netip.Prefix]map[models.SwitchID]int
+	dist        map[netip.Prefix]distances
 	early       map[models.SwitchID]map[netip.Prefix]bool // moves at the first stage, by switch
 	affected    []map[models.SwitchID]bool                // by stage: switches whose routes change then
 	changed     map[models.SwitchID]bool                  // switches whose state changes at all
@@ -111,7 +111,7 @@ func (r *rollout) finished() (took time.Duration, stages string, ok bool) {
 // distances on new routes only (each of its next hops is nearer and so
 // has moved too). Distances are computed only toward the destinations
 // some staged move needs.
-func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *models.Plan) (map[netip.Prefix]map[models.SwitchID]int, map[models.SwitchID]map[netip.Prefix]bool) {
+func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *models.Plan) (map[netip.Prefix]distances, map[models.SwitchID]map[netip.Prefix]bool) {
 	r.once.Do(func() {
 		offset := 0
 		if base != nil {
@@ -155,7 +155,8 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 		// Destinations whose every waiting move descends the old distances
 		// move entirely at the first stage.
 		descends := map[netip.Prefix]bool{}
-		oldDist := map[models.SwitchID]map[models.SwitchID]int{} // by destination leaf, on demand
+		oldDist := map[models.SwitchID]pathcalc.Dist{} // by destination leaf, on demand
+		var oldHops, newHops *pathcalc.Hops
 		for _, m := range waiting {
 			if ok, seen := descends[m.p]; seen && !ok {
 				continue
@@ -163,16 +164,19 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 			leaf, known := owner[m.p]
 			good := known
 			if known {
-				if oldDist[leaf] == nil {
-					oldDist[leaf] = pathcalc.Distances(st.snap, leaf, r.oldDown)
+				if oldHops == nil {
+					oldHops = pathcalc.NewHops(st.snap, r.oldDown)
+				}
+				if _, ok := oldDist[leaf]; !ok {
+					oldDist[leaf] = oldHops.To(leaf)
 				}
 				good = nearer(st.snap, oldDist[leaf], m.sw, m.next)
 			}
 			descends[m.p] = good
 		}
 		// The rest wait for the stage of their new distance.
-		dist := map[netip.Prefix]map[models.SwitchID]int{}
-		newDist := map[models.SwitchID]map[models.SwitchID]int{}
+		dist := map[netip.Prefix]distances{}
+		newDist := map[models.SwitchID]pathcalc.Dist{}
 		last := 1
 		var staged []move
 		for _, m := range waiting {
@@ -187,11 +191,14 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 			if !known {
 				continue // no distance: takes its new route when written
 			}
-			if newDist[leaf] == nil {
-				newDist[leaf] = pathcalc.Distances(st.snap, leaf, st.down)
+			if newHops == nil {
+				newHops = pathcalc.NewHops(st.snap, st.down)
+			}
+			if _, ok := newDist[leaf]; !ok {
+				newDist[leaf] = newHops.To(leaf)
 			}
 			dist[m.p] = newDist[leaf]
-			if d, ok := newDist[leaf][m.sw]; ok {
+			if d, ok := newDist[leaf].Of(m.sw); ok {
 				last = max(last, d)
 				staged = append(staged, m)
 			}
@@ -216,7 +223,8 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 			}
 		}
 		for _, m := range staged {
-			affected[dist[m.p][m.sw]+offset][m.sw] = true
+			d, _ := dist[m.p].Of(m.sw)
+			affected[d+offset][m.sw] = true
 		}
 		r.mu.Lock()
 		r.dist, r.early, r.last, r.affected, r.changed, r.offset = dist, early, last+offset, affected, changed, offset
@@ -225,6 +233,12 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.dist, r.early
+}
+
+// distances is every switch's hop distance toward one destination
+// (pathcalc.Dist).
+type distances interface {
+	Of(models.SwitchID) (int, bool)
 }
 
 // prefixOwners maps every leaf's prefix and host route to the leaf.
@@ -246,8 +260,8 @@ func prefixOwners(snap *topology.Snapshot) map[netip.Prefix]models.SwitchID {
 
 // nearer says whether every next hop of sw (by egress port) is a host or
 // a switch strictly nearer the destination than sw by dist.
-func nearer(snap *topology.Snapshot, dist map[models.SwitchID]int, sw models.SwitchID, ports []uint32) bool {
-	mine, ok := dist[sw]
+func nearer(snap *topology.Snapshot, dist distances, sw models.SwitchID, ports []uint32) bool {
+	mine, ok := dist.Of(sw)
 	if !ok {
 		return false
 	}
@@ -256,7 +270,7 @@ func nearer(snap *topology.Snapshot, dist map[models.SwitchID]int, sw models.Swi
 		if !slices.Contains(ports, a.LocalPort) {
 			return
 		}
-		if d, ok := dist[a.Peer]; !ok || d >= mine {
+		if d, ok := dist.Of(a.Peer); !ok || d >= mine {
 			good = false
 		}
 	})
@@ -464,7 +478,7 @@ func newRollout(prev *fabricState, now func() time.Time) *rollout {
 // is installed in its new form under a stand-in ID (stagedGroupID) for the
 // new routes; the rollout's last write gives the real ID the new members
 // and moves the routes back to it.
-func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, dist map[netip.Prefix]map[models.SwitchID]int, early map[netip.Prefix]bool) models.ForwardingState {
+func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, dist map[netip.Prefix]distances, early map[netip.Prefix]bool) models.ForwardingState {
 	oldGroups := map[uint32]models.Group{}
 	for _, g := range oldSt.Groups {
 		oldGroups[g.ID] = g
@@ -491,7 +505,11 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 	for _, r := range newSt.Routes {
 		seen[r.Prefix] = true
 		old, hadOld := oldRoutes[r.Prefix]
-		d, reaches := dist[r.Prefix][sw]
+		var d int
+		reaches := false
+		if dp, ok := dist[r.Prefix]; ok {
+			d, reaches = dp.Of(sw)
+		}
 		// A route whose next hops are the same under another group ID (a
 		// pruned group renamed) forwards alike either way: take the new.
 		same := hadOld && old.MemberID == r.MemberID && (old.GroupID == 0) == (r.GroupID == 0) &&

@@ -22,7 +22,7 @@ func TestStagedGroupStandIn(t *testing.T) {
 	newSt := models.ForwardingState{Members: []models.Member{members[0], members[2]},
 		Groups: []models.Group{{ID: 7, Members: []models.GroupMember{{MemberID: 1, Weight: 1}, {MemberID: 3, Weight: 1}}}},
 		Routes: []models.Route{{Prefix: p1, GroupID: 7}, {Prefix: p2, GroupID: 7}}}
-	dist := map[netip.Prefix]map[models.SwitchID]int{p1: {"s": 1}, p2: {"s": 3}}
+	dist := map[netip.Prefix]distances{p1: fixedDist{"s": 1}, p2: fixedDist{"s": 3}}
 
 	mid := staged("s", 1, oldSt, newSt, dist, nil)
 	groups := map[uint32][]models.GroupMember{}
@@ -59,7 +59,7 @@ func TestStagedEarlyAndRenamed(t *testing.T) {
 	newSt := models.ForwardingState{Members: members,
 		Groups: []models.Group{{ID: 8, Members: both}},
 		Routes: []models.Route{{Prefix: p1, MemberID: 1}, {Prefix: p2, MemberID: 3}, {Prefix: p3, GroupID: 8}}}
-	dist := map[netip.Prefix]map[models.SwitchID]int{p1: {"s": 3}, p2: {"s": 3}, p3: {"s": 3}}
+	dist := map[netip.Prefix]distances{p1: fixedDist{"s": 3}, p2: fixedDist{"s": 3}, p3: fixedDist{"s": 3}}
 	got := map[netip.Prefix]models.Route{}
 	for _, r := range staged("s", 1, oldSt, newSt, dist, map[netip.Prefix]bool{p1: true}).Routes {
 		got[r.Prefix] = r
@@ -157,4 +157,12 @@ func TestRolloutTimeline(t *testing.T) {
 	if _, _, again := r.finished(); again {
 		t.Fatal("reported twice")
 	}
+}
+
+// fixedDist is a distance table written out by a test.
+type fixedDist map[models.SwitchID]int
+
+func (f fixedDist) Of(sw models.SwitchID) (int, bool) {
+	d, ok := f[sw]
+	return d, ok
 }

@@ -104,6 +104,41 @@ func (c *Controller) confirm(ctx context.Context, sw models.SwitchID, diff model
 	return nil
 }
 
+// desiredOf is what sw should have now: its routes in st's plan, or
+// during a rollout what the current stage gives it (planned false), and
+// the stage (0: none). The pruning stage after a failure needs only the
+// old routes pruned, so it does not wait for the new routes, which are
+// computed meanwhile (at k=48 that is seconds of CPU: the pruning's
+// reconciles used to wait for it, and time out).
+func (c *Controller) desiredOf(ctx context.Context, st *fabricState, sw models.SwitchID) (desired models.ForwardingState, stage int, planned bool, err error) {
+	var prev *fabricState
+	if st.ro != nil {
+		if stage = st.ro.stageNow(); stage > 0 {
+			prev = st.ro.previous()
+		}
+	}
+	if prev != nil && st.ro.pruning(stage) {
+		old, err := c.planOf(ctx, prev)
+		if err == nil {
+			return old.Plan.Switches[sw], stage, false, nil
+		}
+	}
+	plan, err := c.planOf(ctx, st)
+	if err != nil {
+		return desired, stage, false, err
+	}
+	desired = plan.Plan.Switches[sw]
+	if prev == nil || !st.ro.touches(sw) {
+		return desired, stage, true, nil
+	}
+	old, err := c.planOf(ctx, prev)
+	if err != nil {
+		return desired, stage, true, nil // the new routes at once
+	}
+	dist, early := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
+	return staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist, early[sw]), stage, false, nil
+}
+
 // Reconcile makes one switch match the plan: read desired, read actual,
 // diff, write the minimal batch, record status. It returns the number of
 // updates written.
@@ -129,36 +164,16 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	if c.cfg.Overlay != nil && !c.cfg.Overlay.PinsReady() {
 		return 0, nil // queued again once the intents are placed
 	}
-	plan, err := c.planOf(ctx, st)
-	if err != nil {
-		record(api.SwitchStatus{LastError: err.Error()})
-		return 0, err
-	}
-	desired, ok := plan.Plan.Switches[sw]
-	if !ok {
+	if _, err := st.snap.Switch(sw); err != nil {
 		c.mu.Lock()
 		delete(c.status, sw)
 		c.mu.Unlock()
 		return 0, nil // no longer in the topology
 	}
-	stage := 0
-	planned := true // desired is the plan's, not a rollout's mix
-	if st.ro != nil {
-		if stage = st.ro.stageNow(); stage > 0 {
-			if prev := st.ro.previous(); prev != nil {
-				if old, err := c.planOf(ctx, prev); err == nil {
-					switch {
-					case st.ro.pruning(stage):
-						pruned := old.Plan.Switches[sw]
-						pruned.FlowPins = desired.FlowPins
-						desired, planned = pruned, false
-					case st.ro.touches(sw):
-						dist, early := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
-						desired, planned = staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist, early[sw]), false
-					}
-				}
-			}
-		}
+	desired, stage, planned, err := c.desiredOf(ctx, st, sw)
+	if err != nil {
+		record(api.SwitchStatus{LastError: err.Error()})
+		return 0, err
 	}
 	if !c.cfg.PerLeafRoutes {
 		desired.Routes = st.aggregated(sw, desired.Routes, planned)

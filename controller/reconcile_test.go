@@ -6,8 +6,10 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -131,5 +133,70 @@ func TestReconcileIsIncremental(t *testing.T) {
 	last := sws.writes[len(sws.writes)-1]
 	if len(last.Insert.Routes) != 1 || last.Insert.Routes[0] != lost || last.Len() != 1 {
 		t.Fatalf("resync wrote %+v, want an insert of %v alone", last, lost)
+	}
+}
+
+// TestPruningDoesNotWaitForNewRoutes: after a failure, the pruning stage
+// writes the old routes pruned while the new routes are still being
+// computed (here: never finished). At k=48 the new routes take seconds
+// of CPU, and the pruning's reconciles used to wait for them and time
+// out.
+func TestPruningDoesNotWaitForNewRoutes(t *testing.T) {
+	topo, err := topology.LeafSpine(2, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sws := &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}}
+	c, err := New(Config{Store: &store.Store{}, Driver: sws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	c.setTopology(ctx, topo, 1)
+	const leaf = models.SwitchID("leaf1")
+	if _, err := c.Reconcile(ctx, leaf); err != nil {
+		t.Fatal(err)
+	}
+	// leaf1's port 2 is its link to spine1: it fails.
+	st := c.current()
+	link, ok := st.snap.LinkAt(models.Endpoint{Switch: leaf, Port: 2})
+	if !ok {
+		t.Fatal("no link at leaf1:2")
+	}
+	down := map[models.LinkID]bool{link.ID(): true}
+	cur, err := c.planOf(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pruned := &fabricState{rev: st.rev, snap: st.snap, down: st.down, derive: func(ctx context.Context) (pathcalc.Result, error) {
+		return pathcalc.Result{Plan: pathcalc.Prune(st.snap, cur.Plan, down)}, nil
+	}}
+	next := &fabricState{rev: st.rev, snap: st.snap, down: down}
+	next.once.Do(func() { next.ready = make(chan struct{}) }) // the new routes: being computed, never done
+	next.ro = newRollout(pruned, c.cfg.Now)
+	next.ro.base = &cur.Plan
+	c.mu.Lock()
+	c.state = next
+	c.mu.Unlock()
+
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second) // a backstop: waiting for the new routes never ends
+	defer cancel()
+	if _, err := c.Reconcile(wait, leaf); err != nil {
+		t.Fatalf("the pruning stage's reconcile: %v", err)
+	}
+	sws.mu.Lock()
+	have := sws.tables[leaf]
+	sws.mu.Unlock()
+	for _, g := range have.Groups {
+		for _, m := range g.Members {
+			if m.MemberID == 2 {
+				t.Errorf("leaf1's group %d still sends out of port 2, whose link failed: %+v", g.ID, have)
+			}
+		}
+	}
+	for _, r := range have.Routes {
+		if r.MemberID == 2 {
+			t.Errorf("leaf1's route %v still goes out of port 2, whose link failed", r.Prefix)
+		}
 	}
 }

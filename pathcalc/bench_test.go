@@ -115,3 +115,32 @@ func BenchmarkComputeFatTree48(b *testing.B) {
 	}
 	b.ReportMetric(float64(peak)/(1<<20), "heap_MiB")
 }
+
+// BenchmarkPruneFatTree48: the pruned plan after a core–pod link of a
+// k=48 fat-tree fails — the first stage of the controller's reaction,
+// written before the new routes are known.
+//
+//	go test ./pathcalc -run '^$' -bench PruneFatTree48 -cpu 1 -benchtime 3x
+func BenchmarkPruneFatTree48(b *testing.B) {
+	topo, _ := topology.FatTree(48, 400)
+	snap, err := topology.New(topo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	res, err := Compute(context.Background(), snap, Request{Limits: Limits{MaxGroupSize: 64}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var down models.LinkID
+	for _, l := range snap.FabricLinks() {
+		if l.A.Switch == "p5-spine3" && l.B.Switch == "core50" || l.B.Switch == "p5-spine3" && l.A.Switch == "core50" {
+			down = l.ID()
+		}
+	}
+	if down == "" {
+		b.Fatal("no link p5-spine3 <-> core50")
+	}
+	for b.Loop() {
+		Prune(snap, res.Plan, map[models.LinkID]bool{down: true})
+	}
+}

@@ -186,7 +186,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		inSync := c.status[sw].InSync
 		c.mu.RUnlock()
 		if inSync {
-			for _, next := range st.ro.confirmed(sw, stage, st.snap.Switches()) {
+			for _, next := range st.ro.confirmed(sw, stage) {
 				c.Enqueue(next) // the next stage's switches
 			}
 			c.logRollout(st.ro)

@@ -389,7 +389,7 @@ func (r *rollout) stageNow() int {
 // rollout moves to the next stage with changes; it returns the switches to
 // program then (nil if the stage is not complete), or all of them once the
 // rollout is over, for the routes the new plan drops.
-func (r *rollout) confirmed(sw models.SwitchID, stage int, all []models.Switch) []models.SwitchID {
+func (r *rollout) confirmed(sw models.SwitchID, stage int) []models.SwitchID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if stage != r.stage || r.stage > r.last || r.affected == nil {
@@ -401,7 +401,7 @@ func (r *rollout) confirmed(sw models.SwitchID, stage int, all []models.Switch) 
 			return nil
 		}
 	}
-	return r.nextLocked(all)
+	return r.nextLocked()
 }
 
 // abandon ends a rollout that cannot be planned: switches take the new
@@ -421,11 +421,11 @@ func (r *rollout) begin() []models.SwitchID {
 		return nil
 	}
 	r.stage-- // nextLocked moves to the first stage with changes
-	return r.nextLocked(nil)
+	return r.nextLocked()
 }
 
 // nextLocked advances past the current stage and any without changes.
-func (r *rollout) nextLocked(_ []models.Switch) []models.SwitchID {
+func (r *rollout) nextLocked() []models.SwitchID {
 	r.advanceLocked()
 	for r.stage <= r.last && len(r.affected[r.stage]) == 0 {
 		r.advanceLocked()
@@ -457,13 +457,13 @@ func (r *rollout) advanceLocked() {
 
 // stuck moves a rollout past a stage that waited too long, returning the
 // switches to program next.
-func (r *rollout) stuck(all []models.Switch) []models.SwitchID {
+func (r *rollout) stuck() []models.SwitchID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stage > r.last || r.affected == nil || r.now().Sub(r.started) < stageTimeout {
 		return nil
 	}
-	return r.nextLocked(all)
+	return r.nextLocked()
 }
 
 func newRollout(prev *fabricState, now func() time.Time) *rollout {

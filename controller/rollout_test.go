@@ -133,7 +133,6 @@ func TestRolloutTimeline(t *testing.T) {
 	r := newRollout(&fabricState{}, func() time.Time { return now })
 	r.affected = []map[models.SwitchID]bool{{}, {"a": true, "b": true}, {}, {"c": true}}
 	r.last, r.changed = 3, map[models.SwitchID]bool{"a": true, "b": true, "c": true}
-	all := []models.Switch{{Name: "a"}, {Name: "b"}, {Name: "c"}}
 	now = now.Add(5 * time.Millisecond) // planning
 	if got := r.begin(); len(got) != 2 {
 		t.Fatalf("first stage: %v, want a and b", got)
@@ -142,12 +141,12 @@ func TestRolloutTimeline(t *testing.T) {
 		t.Fatal("finished before any stage completed")
 	}
 	now = now.Add(40 * time.Millisecond)
-	r.confirmed("a", 1, all)
-	if next := r.confirmed("b", 1, all); !slices.Equal(next, []models.SwitchID{"c"}) {
+	r.confirmed("a", 1)
+	if next := r.confirmed("b", 1); !slices.Equal(next, []models.SwitchID{"c"}) {
 		t.Fatalf("after stage 1: %v, want c (stage 2 has no change)", next)
 	}
 	now = now.Add(15 * time.Millisecond)
-	if next := r.confirmed("c", 3, all); len(next) != 3 {
+	if next := r.confirmed("c", 3); len(next) != 3 {
 		t.Fatalf("after the last stage: %v, want every changed switch for the cleanup", next)
 	}
 	took, stages, ok := r.finished()

@@ -136,7 +136,7 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			c.runDeferred()
 			c.refreshDown("flap dampening changed")
 			if st := c.current(); st != nil && st.ro != nil {
-				if next := st.ro.stuck(st.snap.Switches()); next != nil {
+				if next := st.ro.stuck(); next != nil {
 					c.log.Warn("rollout stage timed out; moving on", "stage", st.ro.stageNow())
 					for _, sw := range next {
 						c.Enqueue(sw)

@@ -246,32 +246,36 @@ func (g *gnmiServer) publishLLDP(ts int64, port uint32, peer models.Switch, peer
 	return nil
 }
 
-// publishedLeaves are the leaves publish sends for every interface, in the
-// order of its values: under /interfaces/interface[name]/..., or, with
-// qos, the RDMA queue's /qos/.../queue[name]/state/<leaf>.
+// publishedLeaves are the leaves served for every interface: under
+// /interfaces/interface[name]/..., or, with qos, the RDMA queue's
+// /qos/.../queue[name]/state/<leaf>. A counter's value comes from the
+// last tick's sample (never cached: see setCounters); every other leaf's
+// from the port's status and configuration, published to the cache when
+// it changes.
 var publishedLeaves = []struct {
 	path    []string
-	counter bool // sent at every sample, changed or not
 	qos     bool
+	counter func(c portCounters) uint64
+	state   func(name string, operUp bool, cfg ifConfig) *gnmipb.TypedValue
 }{
-	{path: []string{"state", "counters", "in-octets"}, counter: true},
-	{path: []string{"state", "counters", "out-octets"}, counter: true},
-	{path: []string{"state", "counters", "in-unicast-pkts"}, counter: true},
-	{path: []string{"state", "counters", "out-unicast-pkts"}, counter: true},
-	{path: []string{"state", "counters", "in-discards"}, counter: true},
-	{path: []string{"state", "counters", "out-discards"}, counter: true},
-	{path: []string{"state", "oper-status"}},
-	{path: []string{"state", "admin-status"}},
-	{path: []string{"state", "name"}},
-	{path: []string{"state", "enabled"}},
-	{path: []string{"state", "mtu"}},
-	{path: []string{"state", "description"}},
-	{path: []string{"config", "name"}},
-	{path: []string{"config", "enabled"}},
-	{path: []string{"config", "mtu"}},
-	{path: []string{"config", "description"}},
-	{path: []string{"ecn-marked-octets"}, counter: true, qos: true},
-	{path: []string{"ecn-marked-pkts"}, counter: true, qos: true},
+	{path: []string{"state", "counters", "in-octets"}, counter: func(c portCounters) uint64 { return uint64(c.inOctets) }},
+	{path: []string{"state", "counters", "out-octets"}, counter: func(c portCounters) uint64 { return uint64(c.outOctets) }},
+	{path: []string{"state", "counters", "in-unicast-pkts"}, counter: func(c portCounters) uint64 { return uint64(c.inOctets / packetBytes) }},
+	{path: []string{"state", "counters", "out-unicast-pkts"}, counter: func(c portCounters) uint64 { return uint64(c.outOctets / packetBytes) }},
+	{path: []string{"state", "counters", "in-discards"}, counter: func(c portCounters) uint64 { return uint64(c.inDiscardOctets / packetBytes) }},
+	{path: []string{"state", "counters", "out-discards"}, counter: func(c portCounters) uint64 { return uint64(c.outDiscardOctets / packetBytes) }},
+	{path: []string{"state", "oper-status"}, state: func(_ string, up bool, _ ifConfig) *gnmipb.TypedValue { return strVal(upDown(up)) }},
+	{path: []string{"state", "admin-status"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return strVal(upDown(c.Enabled)) }},
+	{path: []string{"state", "name"}, state: func(n string, _ bool, _ ifConfig) *gnmipb.TypedValue { return strVal(n) }},
+	{path: []string{"state", "enabled"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return boolVal(c.Enabled) }},
+	{path: []string{"state", "mtu"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return uintVal(uint64(c.MTU)) }},
+	{path: []string{"state", "description"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return strVal(c.Description) }},
+	{path: []string{"config", "name"}, state: func(n string, _ bool, _ ifConfig) *gnmipb.TypedValue { return strVal(n) }},
+	{path: []string{"config", "enabled"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return boolVal(c.Enabled) }},
+	{path: []string{"config", "mtu"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return uintVal(uint64(c.MTU)) }},
+	{path: []string{"config", "description"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return strVal(c.Description) }},
+	{path: []string{"ecn-marked-octets"}, qos: true, counter: func(c portCounters) uint64 { return uint64(c.ecnOctets) }},
+	{path: []string{"ecn-marked-pkts"}, qos: true, counter: func(c portCounters) uint64 { return uint64(c.ecnOctets / packetBytes) }},
 }
 
 // leafAddr is one published leaf's path and its key in published, built
@@ -296,7 +300,7 @@ func (g *gnmiServer) leafAddrs(port uint32) []leafAddr {
 		} else {
 			a[i] = leafAddr{key: name + "/" + strings.Join(l.path, "/"), path: sharedElems(interfacePath(name, l.path...), keyed)}
 		}
-		if l.counter {
+		if l.counter != nil {
 			a[i].elems = gpath.ToStrings(a[i].path, false)
 		}
 	}
@@ -332,39 +336,28 @@ func sharedElems(p *gnmipb.Path, keyed map[string]*gnmipb.PathElem) *gnmipb.Path
 	return p
 }
 
-// publish sends the cache port's leaves that changed: its status and
+// publish sends the cache the port's leaves that changed: its status and
 // configuration. Counters are not cached: they change at every tick, and
 // are served from the last tick's sample (setCounters).
 func (g *gnmiServer) publish(ts int64, port uint32, operUp bool) error {
 	cfg := g.ifConfig(port)
 	name := models.InterfaceName(port)
-	values := [...]*gnmipb.TypedValue{ // in publishedLeaves' order; nil: a counter
-		6:  strVal(upDown(operUp)),
-		7:  strVal(upDown(cfg.Enabled)),
-		8:  strVal(name),
-		9:  boolVal(cfg.Enabled),
-		10: uintVal(uint64(cfg.MTU)),
-		11: strVal(cfg.Description),
-		12: strVal(name),
-		13: boolVal(cfg.Enabled),
-		14: uintVal(uint64(cfg.MTU)),
-		15: strVal(cfg.Description),
-		17: nil,
-	}
 	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)}}
 	prev := map[string]string{}
 	g.mu.Lock()
 	for i, addr := range g.leafAddrs(port) {
-		if publishedLeaves[i].counter {
-			continue
+		l := publishedLeaves[i]
+		if l.state == nil {
+			continue // a counter
 		}
-		v := valueKey(values[i])
+		val := l.state(name, operUp, cfg)
+		v := valueKey(val)
 		if g.published[addr.key] == v {
 			continue
 		}
 		prev[addr.key] = g.published[addr.key]
 		g.published[addr.key] = v
-		n.Update = append(n.Update, &gnmipb.Update{Path: addr.path, Val: values[i]})
+		n.Update = append(n.Update, &gnmipb.Update{Path: addr.path, Val: val})
 	}
 	g.mu.Unlock()
 	if len(n.Update) == 0 {

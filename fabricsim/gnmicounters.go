@@ -4,29 +4,6 @@ import (
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
 )
 
-// counterValue is the value of publishedLeaves[i], a counter, for c.
-func counterValue(i int, c portCounters) uint64 {
-	switch i {
-	case 0:
-		return uint64(c.inOctets)
-	case 1:
-		return uint64(c.outOctets)
-	case 2:
-		return uint64(c.inOctets / packetBytes)
-	case 3:
-		return uint64(c.outOctets / packetBytes)
-	case 4:
-		return uint64(c.inDiscardOctets / packetBytes)
-	case 5:
-		return uint64(c.outDiscardOctets / packetBytes)
-	case 16:
-		return uint64(c.ecnOctets)
-	case 17:
-		return uint64(c.ecnOctets / packetBytes)
-	}
-	return 0
-}
-
 // counterSample is every port's counters at one tick.
 type counterSample struct {
 	ts     int64
@@ -70,11 +47,12 @@ func (g *gnmiServer) counterNotifications(elems []string) []*gnmipb.Notification
 	var out []*gnmipb.Notification
 	for j, port := range smp.ports {
 		for i, addr := range g.leafAddrs(port) {
-			if !publishedLeaves[i].counter || !matches(elems, addr.elems) {
+			value := publishedLeaves[i].counter
+			if value == nil || !matches(elems, addr.elems) {
 				continue
 			}
 			out = append(out, &gnmipb.Notification{Timestamp: smp.ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)},
-				Update: []*gnmipb.Update{{Path: addr.path, Val: uintVal(counterValue(i, smp.values[j]))}}})
+				Update: []*gnmipb.Update{{Path: addr.path, Val: uintVal(value(smp.values[j]))}}})
 		}
 	}
 	return out

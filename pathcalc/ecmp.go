@@ -345,24 +345,6 @@ func reduceWeights(caps []float64, maxTotal int) ([]int32, float64) {
 	return best, bestErr
 }
 
-// distancesTo is a BFS over switches from dst, in hops.
-func distancesTo(snap *topology.Snapshot, dst models.SwitchID, down map[models.LinkID]bool) map[models.SwitchID]int {
-	dist := map[models.SwitchID]int{dst: 0}
-	queue := []models.SwitchID{dst}
-	for head := 0; head < len(queue); head++ {
-		cur := queue[head]
-		d := dist[cur] + 1
-		snap.EachNeighbor(cur, func(a topology.Adjacency) {
-			if _, seen := dist[a.Peer]; seen || (len(down) > 0 && down[a.Link]) {
-				return
-			}
-			dist[a.Peer] = d
-			queue = append(queue, a.Peer)
-		})
-	}
-	return dist
-}
-
 // portSetKey names a group by its ports (and weights, when not equal), so
 // its ID is the same whenever the plan is recomputed.
 func portSetKey(ports []uint32, weights []int32) string {
@@ -498,5 +480,12 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 // Distances is every switch's hop distance to switch dst over the links
 // that are not down (switches that cannot reach it are absent).
 func Distances(snap *topology.Snapshot, dst models.SwitchID, down map[models.LinkID]bool) map[models.SwitchID]int {
-	return distancesTo(snap, dst, down)
+	d := NewHops(snap, down).To(dst)
+	out := make(map[models.SwitchID]int, len(d.d))
+	for sw, i := range d.h.index {
+		if d.d[i] >= 0 {
+			out[sw] = int(d.d[i])
+		}
+	}
+	return out
 }

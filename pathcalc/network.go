@@ -20,7 +20,8 @@ type network struct {
 	// shortest paths between leaves, as lists of egress resources; nil
 	// entries are computed on first use.
 	paths map[[2]models.SwitchID][][]int
-	dists map[models.SwitchID]map[models.SwitchID]int
+	dists map[models.SwitchID]Dist
+	graph *Hops // the switches numbered for dists, on first use
 	hops  map[[2]models.SwitchID][]nextHop
 	// seeds are the switches' hash seeds (device IDs), for ECMP emulation.
 	seeds map[models.SwitchID]uint32
@@ -50,7 +51,7 @@ func newNetwork(snap *topology.Snapshot, down map[models.LinkID]bool) *network {
 		egress: map[models.Endpoint]int{},
 		nicTx:  map[string]int{},
 		paths:  map[[2]models.SwitchID][][]int{},
-		dists:  map[models.SwitchID]map[models.SwitchID]int{},
+		dists:  map[models.SwitchID]Dist{},
 		hops:   map[[2]models.SwitchID][]nextHop{},
 		seeds:  map[models.SwitchID]uint32{},
 		byDst:  map[models.SwitchID][][]hopIdx{},
@@ -105,12 +106,13 @@ func (n *network) nextHops(at, b models.SwitchID) []nextHop {
 		return h
 	}
 	dist := n.distTo(b)
+	here, _ := dist.Of(at)
 	var out []nextHop
 	for _, adj := range n.snap.Neighbors(at) {
 		if n.down[adj.Link] {
 			continue
 		}
-		if d, ok := dist[adj.Peer]; ok && d == dist[at]-1 {
+		if d, ok := dist.Of(adj.Peer); ok && d == here-1 {
 			out = append(out, nextHop{res: n.egress[models.Endpoint{Switch: at, Port: adj.LocalPort}], peer: adj.Peer})
 		}
 	}
@@ -132,7 +134,7 @@ func (n *network) hopsTo(b models.SwitchID) [][]hopIdx {
 	dist := n.distTo(b)
 	out := make([][]hopIdx, len(n.swIndex))
 	for _, sw := range n.snap.Switches() {
-		d, ok := dist[sw.Name]
+		d, ok := dist.Of(sw.Name)
 		if !ok {
 			continue
 		}
@@ -141,7 +143,7 @@ func (n *network) hopsTo(b models.SwitchID) [][]hopIdx {
 			if n.down[adj.Link] {
 				return
 			}
-			if pd, ok := dist[adj.Peer]; ok && pd == d-1 {
+			if pd, ok := dist.Of(adj.Peer); ok && pd == d-1 {
 				out[i] = append(out[i], hopIdx{res: n.egress[models.Endpoint{Switch: sw.Name, Port: adj.LocalPort}], peer: n.swIndex[adj.Peer]})
 			}
 		})
@@ -172,7 +174,7 @@ func (n *network) leafPaths(a, b models.SwitchID) [][]int {
 			walk(h.peer, append(acc, h.res))
 		}
 	}
-	if _, ok := n.distTo(b)[a]; ok {
+	if _, ok := n.distTo(b).Of(a); ok {
 		walk(n.swIndex[a], make([]int, 0, 8))
 	}
 	var out [][]int
@@ -237,11 +239,14 @@ func (n *network) ecmpPath(src, dst models.Host, srcPort uint16) []int {
 }
 
 // distTo is the hop distance of every switch to b, computed once per b.
-func (n *network) distTo(b models.SwitchID) map[models.SwitchID]int {
+func (n *network) distTo(b models.SwitchID) Dist {
 	if d, ok := n.dists[b]; ok {
 		return d
 	}
-	d := distancesTo(n.snap, b, n.down)
+	if n.graph == nil {
+		n.graph = NewHops(n.snap, n.down)
+	}
+	d := n.graph.To(b)
 	n.dists[b] = d
 	return d
 }

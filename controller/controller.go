@@ -95,14 +95,14 @@ type Store interface {
 type Config struct {
 	Store  Store
 	Driver Driver
-	Limits pathcalc.Limits
-	// PerLeafRoutes writes every destination leaf's route as it is
-	// planned. By default sibling prefixes that go the same way are
-	// merged (pathcalc.Aggregate): a pod whose leaves' prefixes fill an
+	// Limits are the pipeline's sizes, and how routes are written: by
+	// default sibling prefixes that go the same way are merged
+	// (pathcalc.Aggregate), so a pod whose leaves' prefixes fill an
 	// aligned block (as the fat-tree builder hands them out) takes one
-	// entry per switch outside it. Rollouts are planned per leaf either
-	// way.
-	PerLeafRoutes bool
+	// entry per switch outside it; Limits.PerLeafRoutes writes every
+	// destination leaf's route as planned. Rollouts are planned per leaf
+	// either way.
+	Limits pathcalc.Limits
 	// Overlay, if set, adds flow pins to every switch's routes.
 	Overlay Overlay
 	// Leadership, if set, limits programming to this replica's terms as

@@ -175,7 +175,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		record(api.SwitchStatus{LastError: err.Error()})
 		return 0, err
 	}
-	if !c.cfg.PerLeafRoutes {
+	if !c.cfg.Limits.PerLeafRoutes {
 		desired.Routes = st.aggregated(sw, desired.Routes, planned)
 	}
 	defer func() {

@@ -26,9 +26,10 @@ type Limits struct {
 	RouteEntries int // LPM routes per switch
 	SelectorSize int // action-selector members per switch (sum of group sizes + members)
 	MaxGroupSize int // members per ECMP group
-	// Aggregated says routes are written merged (Aggregate): RouteEntries
-	// then bounds what a switch's routes aggregate to.
-	Aggregated bool
+	// PerLeafRoutes says routes are written as planned, one per
+	// destination leaf. By default they are written merged (Aggregate),
+	// and RouteEntries bounds what a switch's routes aggregate to.
+	PerLeafRoutes bool
 }
 
 // Request is what Compute routes.
@@ -457,7 +458,7 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 		}
 	}
 	if n := len(st.Routes); lim.RouteEntries > 0 && n > lim.RouteEntries {
-		if lim.Aggregated {
+		if !lim.PerLeafRoutes {
 			n = len(Aggregate(st.Routes))
 		}
 		if n > lim.RouteEntries {

@@ -137,13 +137,13 @@ func TestLimits(t *testing.T) {
 	// A k=8 fat-tree's switches route 32 leaves; aggregated, at most 16.
 	ft, _ := topology.FatTree(8, 100)
 	snap, _ = topology.New(ft)
-	if _, err := Compute(context.Background(), snap, Request{Limits: Limits{RouteEntries: 16}}); !errors.Is(err, ErrTableFull) {
+	if _, err := Compute(context.Background(), snap, Request{Limits: Limits{RouteEntries: 16, PerLeafRoutes: true}}); !errors.Is(err, ErrTableFull) {
 		t.Errorf("per-leaf routes over the limit: got %v", err)
 	}
-	if _, err := Compute(context.Background(), snap, Request{Limits: Limits{RouteEntries: 16, Aggregated: true}}); err != nil {
+	if _, err := Compute(context.Background(), snap, Request{Limits: Limits{RouteEntries: 16}}); err != nil {
 		t.Errorf("aggregated routes within the limit: %v", err)
 	}
-	if _, err := Compute(context.Background(), snap, Request{Limits: Limits{RouteEntries: 6, Aggregated: true}}); !errors.Is(err, ErrTableFull) {
+	if _, err := Compute(context.Background(), snap, Request{Limits: Limits{RouteEntries: 6}}); !errors.Is(err, ErrTableFull) {
 		t.Errorf("aggregated routes over the limit: got %v", err)
 	}
 }

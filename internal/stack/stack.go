@@ -57,7 +57,7 @@ type Config struct {
 	// Workers reconcile switches in parallel, per kind of work (tables,
 	// interface config, sampling); default 4.
 	Workers int
-	// PerLeafRoutes turns route aggregation off (controller.Config).
+	// PerLeafRoutes turns route aggregation off (pathcalc.Limits).
 	PerLeafRoutes bool
 	// AdvertiseURL is this replica's API as other replicas reach it: the
 	// value it campaigns with, where followers forward writes. Set it
@@ -333,11 +333,10 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		MTU:                opts.MTU,
 		Store:              s.Store,
 		Driver:             s.Driver,
-		Limits:             pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize, Aggregated: !opts.PerLeafRoutes},
+		Limits:             pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize, PerLeafRoutes: opts.PerLeafRoutes},
 		TelemetryInterval:  opts.TelemetryInterval,
 		ResyncInterval:     opts.ResyncInterval,
 		Workers:            opts.Workers,
-		PerLeafRoutes:      opts.PerLeafRoutes,
 		FlapHalfLife:       opts.FlapHalfLife,
 		CongestionInterval: opts.CongestionInterval,
 		Packets:            s.Driver,

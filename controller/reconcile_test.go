@@ -76,11 +76,10 @@ func upsert[T any, K comparable](have, ins, mod, del []T, key func(T) K) []T {
 	return out
 }
 
-// TestReconcileIsIncremental: a switch's first reconcile writes its
-// routes; the next writes nothing; the controller trusts what it wrote
-// (no table read per reconcile) until told to resync, and then writes back
-// exactly the one entry that went missing behind its back.
-func TestReconcileIsIncremental(t *testing.T) {
+// tableController is a controller over a 2×2 leaf-spine (one host per
+// leaf) of tableSwitches, its topology loaded.
+func tableController(t *testing.T) (*Controller, *tableSwitches) {
+	t.Helper()
 	topo, err := topology.LeafSpine(2, 2, 1, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -90,8 +89,17 @@ func TestReconcileIsIncremental(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.setTopology(t.Context(), topo, 1)
+	return c, sws
+}
+
+// TestReconcileIsIncremental: a switch's first reconcile writes its
+// routes; the next writes nothing; the controller trusts what it wrote
+// (no table read per reconcile) until told to resync, and then writes back
+// exactly the one entry that went missing behind its back.
+func TestReconcileIsIncremental(t *testing.T) {
+	c, sws := tableController(t)
 	ctx := t.Context()
-	c.setTopology(ctx, topo, 1)
 	const leaf = models.SwitchID("leaf1")
 
 	n, err := c.Reconcile(ctx, leaf)
@@ -142,17 +150,8 @@ func TestReconcileIsIncremental(t *testing.T) {
 // of CPU, and the pruning's reconciles used to wait for them and time
 // out.
 func TestPruningDoesNotWaitForNewRoutes(t *testing.T) {
-	topo, err := topology.LeafSpine(2, 2, 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sws := &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}}
-	c, err := New(Config{Store: &store.Store{}, Driver: sws})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, sws := tableController(t)
 	ctx := t.Context()
-	c.setTopology(ctx, topo, 1)
 	const leaf = models.SwitchID("leaf1")
 	if _, err := c.Reconcile(ctx, leaf); err != nil {
 		t.Fatal(err)

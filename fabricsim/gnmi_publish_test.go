@@ -54,17 +54,24 @@ func TestSampleOvertakenByLinkChange(t *testing.T) {
 	}
 }
 
+// untickedLeaf is leaf1's gNMI server in a 2×2 leaf-spine with two hosts
+// per leaf whose counters never tick: the test publishes.
+func untickedLeaf(t *testing.T) *gnmiServer {
+	t.Helper()
+	topo, _ := topology.LeafSpine(2, 2, 2, 100)
+	f, err := New(Options{Topology: topo, CounterInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.closeListeners)
+	return f.Switch("leaf1").gnmi
+}
+
 // TestSetPublishesOnlyWhatItSets: a gNMI Set of one port's MTU is in the
 // published state at once, and no other port's state is published again
 // by it; counters are the last tick's, whatever Sets happen.
 func TestSetPublishesOnlyWhatItSets(t *testing.T) {
-	topo, _ := topology.LeafSpine(2, 2, 2, 100)
-	f, err := New(Options{Topology: topo, CounterInterval: time.Hour}) // no ticks
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.closeListeners()
-	g := f.Switch("leaf1").gnmi
+	g := untickedLeaf(t)
 	stamp := func(port uint32, leaf ...string) (int64, *gnmipb.TypedValue) {
 		ns, err := g.query(append([]string{"interfaces", "interface", models.InterfaceName(port)}, leaf...))
 		if err != nil || len(ns) == 0 {
@@ -103,13 +110,7 @@ func TestSetPublishesOnlyWhatItSets(t *testing.T) {
 // queue's ECN counters; and an ON_CHANGE subscription to counters gets
 // each tick's.
 func TestCountersServedFromTheSample(t *testing.T) {
-	topo, _ := topology.LeafSpine(2, 2, 2, 100)
-	f, err := New(Options{Topology: topo, CounterInterval: time.Hour}) // no ticks
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.closeListeners()
-	g := f.Switch("leaf1").gnmi
+	g := untickedLeaf(t)
 	ports := []uint32{1, 2, 3, 4}
 	g.setCounters(7, ports, []portCounters{{inOctets: 1000}, {inOctets: 2000, ecnOctets: 500}, {}, {}})
 	count := func(elems ...string) int {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/store"
 )
 
@@ -175,8 +176,12 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		record(api.SwitchStatus{LastError: err.Error()})
 		return 0, err
 	}
-	if !c.cfg.Limits.PerLeafRoutes {
-		desired.Routes = st.aggregated(sw, desired.Routes, planned)
+	switch {
+	case c.cfg.Limits.PerLeafRoutes:
+	case planned:
+		desired.Routes = st.aggregated(sw)
+	default: // a rollout's mix, for this switch and stage only
+		desired.Routes = pathcalc.Aggregate(desired.Routes)
 	}
 	defer func() {
 		if stage == 0 {

@@ -44,12 +44,9 @@ type fabricState struct {
 	agg   map[models.SwitchID][]models.Route
 }
 
-// aggregated is routes (sw's, of st's plan when planned; else a staged
-// mix, not kept) with sibling prefixes that go the same way merged.
-func (st *fabricState) aggregated(sw models.SwitchID, routes []models.Route, planned bool) []models.Route {
-	if !planned {
-		return pathcalc.Aggregate(routes)
-	}
+// aggregated is sw's routes in st's plan (computed: see planOf) with
+// sibling prefixes that go the same way merged.
+func (st *fabricState) aggregated(sw models.SwitchID) []models.Route {
 	st.aggMu.Lock()
 	defer st.aggMu.Unlock()
 	if r, ok := st.agg[sw]; ok {
@@ -58,7 +55,7 @@ func (st *fabricState) aggregated(sw models.SwitchID, routes []models.Route, pla
 	if st.agg == nil {
 		st.agg = map[models.SwitchID][]models.Route{}
 	}
-	st.agg[sw] = pathcalc.Aggregate(routes)
+	st.agg[sw] = pathcalc.Aggregate(st.plan.Plan.Switches[sw].Routes)
 	return st.agg[sw]
 }
 

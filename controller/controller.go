@@ -340,7 +340,7 @@ func (c *Controller) followLeadership(ctx context.Context) {
 			if t != nil {
 				c.log.Info("taking over the switches", "election_id", t.ID)
 				c.enqueueAll()
-				c.enqueueConfig()
+				c.enqueueConfig(front)
 			}
 		}
 		select {
@@ -368,37 +368,40 @@ func (c *Controller) Resync(sw models.SwitchID) {
 	c.mu.Unlock()
 	c.Enqueue(sw)
 	if st := c.current(); st != nil {
-		c.enqueueConfigOf(st.snap, sw)
+		c.enqueueConfigOf(st.snap, sw, front)
 	}
 }
 
-func (c *Controller) enqueueAll() {
+func (c *Controller) enqueueAll() { c.enqueueEvery(front) }
+
+// enqueueEvery queues every switch's tables in lane l.
+func (c *Controller) enqueueEvery(l lane) {
 	st := c.current()
 	if st == nil {
 		return
 	}
 	for _, sw := range st.snap.Switches() {
-		c.tables.queue.Add(string(sw.Name))
+		c.tables.queue.addIn(string(sw.Name), l)
 	}
 }
 
-// enqueueConfig queues every switch's configuration: interfaces (gNMI)
-// and, on leaves, packet sampling (P4Runtime).
-func (c *Controller) enqueueConfig() {
+// enqueueConfig queues every switch's configuration, in lane l:
+// interfaces (gNMI) and, on leaves, packet sampling (P4Runtime).
+func (c *Controller) enqueueConfig(l lane) {
 	st := c.current()
 	if st == nil {
 		return
 	}
 	for _, sw := range st.snap.Switches() {
-		c.enqueueConfigOf(st.snap, sw.Name)
+		c.enqueueConfigOf(st.snap, sw.Name, l)
 	}
 }
 
-func (c *Controller) enqueueConfigOf(snap *topology.Snapshot, sw models.SwitchID) {
+func (c *Controller) enqueueConfigOf(snap *topology.Snapshot, sw models.SwitchID, l lane) {
 	if c.cfg.Config != nil {
-		c.config.queue.Add(string(sw))
+		c.config.queue.addIn(string(sw), l)
 	}
 	if _, ok := c.cfg.Driver.(Sampler); ok && c.cfg.SampleOneIn > 0 && len(snap.HostsOn(sw)) > 0 {
-		c.sampling.queue.Add(string(sw))
+		c.sampling.queue.addIn(string(sw), l)
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -10,12 +11,21 @@ import (
 // queued many times is handed out once; a key is never handed to two
 // workers at once (re-adding it while it is processed queues it again for
 // after Done); failed keys come back after an exponential backoff.
+//
+// Keys come in two lanes. Add queues a change (a failure's pruning, a
+// rollout's stage, a new topology): it is handed out before any key
+// AddBackground queued (the periodic resync of every switch), whatever
+// their order, and a key waiting in the background lane that is added
+// again by Add moves to the front lane. At k=48 a resync is 2,880
+// reconciles that take longer than the interval between failures; in one
+// lane a failure's few switches waited behind all of them.
 type Queue struct {
 	mu         sync.Mutex
-	order      []string
-	queued     map[string]bool
+	order      []string // the front lane
+	later      []string // the background lane
+	queued     map[string]lane
 	processing map[string]bool
-	again      map[string]bool // re-added while processing
+	again      map[string]lane // re-added while processing
 	failures   map[string]int
 	timers     map[string]*time.Timer
 	wake       chan struct{}
@@ -27,9 +37,9 @@ type Queue struct {
 // NewQueue returns an empty queue; backoff runs from base to max.
 func NewQueue(base, max time.Duration) *Queue {
 	return &Queue{
-		queued:     map[string]bool{},
+		queued:     map[string]lane{},
 		processing: map[string]bool{},
-		again:      map[string]bool{},
+		again:      map[string]lane{},
 		failures:   map[string]int{},
 		timers:     map[string]*time.Timer{},
 		wake:       make(chan struct{}, 1),
@@ -45,26 +55,53 @@ func (q *Queue) signal() {
 	}
 }
 
-// Add queues key now.
-func (q *Queue) Add(key string) {
+// lane is where a key waits: front (a change) or background (a resync).
+type lane uint8
+
+const (
+	none lane = iota
+	front
+	background
+)
+
+// Add queues key now, in the front lane.
+func (q *Queue) Add(key string) { q.addIn(key, front) }
+
+// AddBackground queues key behind every key Add queued (see Queue).
+func (q *Queue) AddBackground(key string) { q.addIn(key, background) }
+
+func (q *Queue) addIn(key string, l lane) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.addLocked(key)
+	q.addLocked(key, l)
 }
 
-func (q *Queue) addLocked(key string) {
+func (q *Queue) addLocked(key string, l lane) {
 	if q.closed {
 		return
 	}
 	if q.processing[key] {
-		q.again[key] = true
+		if a := q.again[key]; a == none || l < a {
+			q.again[key] = l
+		}
 		return
 	}
-	if q.queued[key] {
+	switch q.queued[key] {
+	case front:
 		return
+	case background:
+		if l == background {
+			return
+		}
+		i := slices.Index(q.later, key)
+		q.later = slices.Delete(q.later, i, i+1)
 	}
-	q.queued[key] = true
-	q.order = append(q.order, key)
+	q.queued[key] = l
+	if l == front {
+		q.order = append(q.order, key)
+	} else {
+		q.later = append(q.later, key)
+	}
 	q.signal()
 }
 
@@ -82,7 +119,7 @@ func (q *Queue) AddAfter(key string, d time.Duration) {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		delete(q.timers, key)
-		q.addLocked(key)
+		q.addLocked(key, front)
 	})
 }
 
@@ -116,12 +153,9 @@ func (q *Queue) Get(ctx context.Context) (string, bool) {
 			q.mu.Unlock()
 			return "", false
 		}
-		if len(q.order) > 0 {
-			key := q.order[0]
-			q.order = q.order[1:]
-			delete(q.queued, key)
+		if key, ok := q.popLocked(); ok {
 			q.processing[key] = true
-			if len(q.order) > 0 {
+			if len(q.order)+len(q.later) > 0 {
 				q.signal()
 			}
 			q.mu.Unlock()
@@ -136,22 +170,36 @@ func (q *Queue) Get(ctx context.Context) (string, bool) {
 	}
 }
 
-// Done marks key finished; if it was re-added meanwhile it is queued again.
+// popLocked takes the next key, the front lane's first.
+func (q *Queue) popLocked() (string, bool) {
+	for _, lane := range []*[]string{&q.order, &q.later} {
+		if len(*lane) > 0 {
+			key := (*lane)[0]
+			*lane = (*lane)[1:]
+			delete(q.queued, key)
+			return key, true
+		}
+	}
+	return "", false
+}
+
+// Done marks key finished; if it was re-added meanwhile it is queued again,
+// in the lane it was re-added to (the front one if both).
 func (q *Queue) Done(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.processing, key)
-	if q.again[key] {
+	if l := q.again[key]; l != none {
 		delete(q.again, key)
-		q.addLocked(key)
+		q.addLocked(key, l)
 	}
 }
 
-// Len is the number of keys waiting.
+// Len is the number of keys waiting, in both lanes.
 func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.order)
+	return len(q.order) + len(q.later)
 }
 
 // Idle says whether no key is waiting or being processed (keys added
@@ -159,7 +207,7 @@ func (q *Queue) Len() int {
 func (q *Queue) Idle() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.order) == 0 && len(q.processing) == 0
+	return len(q.order)+len(q.later) == 0 && len(q.processing) == 0
 }
 
 // Close stops handing out keys and cancels pending delayed adds.

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -109,4 +110,60 @@ func TestQueueBackoff(t *testing.T) {
 			t.Fatalf("after Forget the backoff should restart, got %v", d)
 		}
 	})
+}
+
+// TestQueueChangesGoBeforeResync: keys Add queues are handed out before
+// every key AddBackground queued, a background key added again by Add
+// moves to the front lane, and a key re-added while processing comes back
+// in the most urgent lane it was re-added to.
+func TestQueueChangesGoBeforeResync(t *testing.T) {
+	q := NewQueue(time.Millisecond, time.Second)
+	defer q.Close()
+	ctx := context.Background()
+	next := func() string {
+		t.Helper()
+		k, ok := q.Get(ctx)
+		if !ok {
+			t.Fatal("queue closed")
+		}
+		q.Done(k)
+		return k
+	}
+	for _, k := range []string{"a", "b", "c"} {
+		q.AddBackground(k)
+	}
+	q.Add("d")
+	q.Add("b")
+	q.AddBackground("d") // already in the front lane: stays there
+	if q.Len() != 4 {
+		t.Fatalf("len = %d, want 4 (each key once)", q.Len())
+	}
+	var got []string
+	for range 4 {
+		got = append(got, next())
+	}
+	if want := []string{"d", "b", "a", "c"}; !slices.Equal(got, want) {
+		t.Fatalf("handed out %v, want %v", got, want)
+	}
+
+	q.AddBackground("e")
+	k, _ := q.Get(ctx)
+	q.AddBackground(k) // a resync while it runs: after Done, behind changes
+	q.Add("f")
+	q.Done(k)
+	if a, b := next(), next(); a != "f" || b != "e" {
+		t.Fatalf("handed out %s, %s; want f, then e again from the background lane", a, b)
+	}
+	q.AddBackground("g")
+	q.AddBackground("h")
+	k, _ = q.Get(ctx)
+	q.AddBackground(k)
+	q.Add(k) // a change while it runs too: after Done, in front
+	q.Done(k)
+	if a, b := next(), next(); a != "g" || b != "h" {
+		t.Fatalf("handed out %s, %s; want g (re-added by a change), then h", a, b)
+	}
+	if !q.Idle() {
+		t.Fatalf("queue not idle: %d waiting", q.Len())
+	}
 }

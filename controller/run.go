@@ -150,8 +150,10 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			c.mu.Lock()
 			clear(c.known)
 			c.mu.Unlock()
-			c.enqueueAll()
-			c.enqueueConfig()
+			// Behind any change: a resync finds nothing to do almost
+			// always, and takes longer than a failure may wait.
+			c.enqueueEvery(background)
+			c.enqueueConfig(background)
 		case <-export.C:
 			if snap, _ := c.Snapshot(); snap != nil {
 				for _, l := range snap.Links() {

@@ -160,7 +160,7 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 	c.subs.Sync(ctx, snap.Switches())
 	c.warm(ctx, st)
 	c.enqueueAll()
-	c.enqueueConfig()
+	c.enqueueConfig(front)
 }
 
 // warm computes a fabric state's routes in the background, so a follower

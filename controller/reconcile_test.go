@@ -1,9 +1,13 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,5 +201,46 @@ func TestPruningDoesNotWaitForNewRoutes(t *testing.T) {
 		if r.MemberID == 2 {
 			t.Errorf("leaf1's route %v still goes out of port 2, whose link failed", r.Prefix)
 		}
+	}
+}
+
+// TestCompromisesLoggedOncePerPlan: a plan whose switches give
+// something up (more equal-cost ports than a group may hold) is one
+// warning line, with the count, not one line per switch.
+func TestCompromisesLoggedOncePerPlan(t *testing.T) {
+	topo, err := topology.LeafSpine(4, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := New(Config{Store: &store.Store{}, Driver: &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}},
+		Logger: log, Limits: pathcalc.Limits{MaxGroupSize: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.setTopology(t.Context(), topo, 1)
+	plan, err := c.planOf(t.Context(), c.current())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Warnings) < 2 {
+		t.Fatalf("%d warnings; want several (every leaf has more equal-cost ports than a group of 1)", len(plan.Warnings))
+	}
+	var lines []map[string]any
+	for line := range strings.Lines(buf.String()) {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(m["msg"].(string), "compromise") {
+			lines = append(lines, m)
+		}
+	}
+	if len(lines) != 1 {
+		t.Fatalf("%d log lines about compromises, want 1:\n%s", len(lines), buf.String())
+	}
+	if got := lines[0]["count"]; got != float64(len(plan.Warnings)) {
+		t.Fatalf("logged count %v, want %d", got, len(plan.Warnings))
 	}
 }

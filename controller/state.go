@@ -129,12 +129,27 @@ func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
 	start := time.Now()
 	st.plan, st.err = pathcalc.Compute(ctx, st.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down, PortBias: st.bias})
 	c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
-	for _, w := range st.plan.Warnings {
-		c.log.Warn("route compromise", "switch", w.Switch, "detail", w.Message)
-	}
+	c.logCompromises(st)
 	if st.err != nil {
 		c.log.Error("route computation failed", "revision", st.rev, "err", st.err)
 	}
+}
+
+// logCompromises logs what a plan gave up as one line (at k=32 a failed
+// core link leaves hundreds of leaves with inexact WCMP weights: one
+// line each drowned the log), each switch's at debug level.
+func (c *Controller) logCompromises(st *fabricState) {
+	ws := st.plan.Warnings
+	if len(ws) == 0 {
+		return
+	}
+	switches := map[models.SwitchID]bool{}
+	for _, w := range ws {
+		switches[w.Switch] = true
+		c.log.Debug("route compromise", "switch", w.Switch, "detail", w.Message)
+	}
+	c.log.Warn("route compromises", "revision", st.rev, "count", len(ws), "switches", len(switches),
+		"first_switch", ws[0].Switch, "first", ws[0].Message, "each", "at debug level")
 }
 
 // setTopology installs a new topology revision and queues every switch.

@@ -6,8 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"maps"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -801,6 +803,49 @@ func TestP4RTFlowSampleDigests(t *testing.T) {
 			t.Fatal(err)
 		}
 		break
+	}
+}
+
+// TestSampledPortsFollowWrites: the sampler's view of what a leaf samples
+// is read once per change of its tables — kept while nothing is written,
+// read again after a flow_sample entry goes in and after it goes out.
+func TestSampledPortsFollowWrites(t *testing.T) {
+	topo, _ := topology.LeafSpine(1, 2, 1, 100)
+	f := run(t, topo)
+	sw := f.Switch("leaf1")
+	c, s := primary(t, sw)
+	sampled := func() map[uint32]uint64 {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return f.sampledPortsLocked(sw)
+	}
+	if err := c.write(1, &p4v1.Update{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_DigestEntry{DigestEntry: &p4v1.DigestEntry{
+		DigestId: s.DigestID(p4.DigestFlowSample), Config: &p4v1.DigestEntry_Config{MaxListSize: 2, MaxTimeoutNs: 1e6}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sampled(); len(got) != 0 {
+		t.Fatalf("sampled before any flow_sample entry: %v", got)
+	}
+	prm, _ := s.Param(p4.ActionSample, p4.ParamOneIn)
+	entry := &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableFlowSample),
+		Match: []*p4v1.FieldMatch{{FieldId: s.MatchFieldID(p4.TableFlowSample, p4.FieldIngressPort), FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: []byte{1}}}}},
+		Action: &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: s.ActionID(p4.ActionSample),
+			Params: []*p4v1.Action_Param{{ParamId: prm.GetId(), Value: []byte{0x04, 0x00}}}}}}}}}
+	if err := c.write(1, &p4v1.Update{Type: p4v1.Update_INSERT, Entity: entry}); err != nil {
+		t.Fatal(err)
+	}
+	first := sampled()
+	if !maps.Equal(first, map[uint32]uint64{1: 1024}) {
+		t.Fatalf("sampled after the insert: %v, want port 1 one in 1024", first)
+	}
+	if again := sampled(); reflect.ValueOf(again).Pointer() != reflect.ValueOf(first).Pointer() {
+		t.Fatal("read again although nothing was written")
+	}
+	if err := c.write(1, &p4v1.Update{Type: p4v1.Update_DELETE, Entity: entry}); err != nil {
+		t.Fatal(err)
+	}
+	if got := sampled(); len(got) != 0 {
+		t.Fatalf("sampled after the delete: %v", got)
 	}
 }
 

@@ -68,6 +68,9 @@ type Switch struct {
 	writeRPCs    atomic.Int64
 	writeUpdates atomic.Int64
 	lastWrite    atomic.Int64 // unix nanoseconds of the last Write that changed a table
+	// tablesGen counts changes of the switch's tables (writes, a new
+	// pipeline, a reboot): what is derived from them is redone when it moves.
+	tablesGen atomic.Uint64
 	// recent are the times of the last writes that changed a table (a
 	// ring, under mu), for FirstWriteSince.
 	recent     [64]int64
@@ -108,9 +111,12 @@ type Fabric struct {
 	portRate  map[models.Endpoint]*portRates
 	pinRate   map[models.SwitchID]map[models.FlowKey]float64 // bits/s through each flow-pin entry
 	pinOctets map[models.SwitchID]map[models.FlowKey]float64
-	faultLog  []FaultRecord
-	stats     dataplaneStats
-	last      time.Time
+	// sampled is each switch's flow_sample ports at a tablesGen (see
+	// sampledPortsLocked).
+	sampled  map[*Switch]sampledPorts
+	faultLog []FaultRecord
+	stats    dataplaneStats
+	last     time.Time
 	// lastSample is when sampled packets were last emitted (see sample).
 	lastSample time.Time
 }
@@ -184,6 +190,7 @@ func New(opts Options) (*Fabric, error) {
 		portRate:  map[models.Endpoint]*portRates{},
 		pinRate:   map[models.SwitchID]map[models.FlowKey]float64{},
 		pinOctets: map[models.SwitchID]map[models.FlowKey]float64{},
+		sampled:   map[*Switch]sampledPorts{},
 	}
 	spec := snap.Spec()
 	for i, s := range spec.Switches {
@@ -397,7 +404,10 @@ func (sw *Switch) FirstWriteSince(since time.Time) time.Time {
 // SetWriteDelay makes every Write wait d before it is processed.
 func (sw *Switch) SetWriteDelay(d time.Duration) { sw.faults.writeDelayNanos.Store(int64(d)) }
 
-func (sw *Switch) tablesChanged() { sw.fabric.markDirty(sw.name, false, false) }
+func (sw *Switch) tablesChanged() {
+	sw.tablesGen.Add(1)
+	sw.fabric.markDirty(sw.name, false, false)
+}
 
 // dropStreams ends every open StreamChannel (and gNMI Subscribe) of the
 // switch, as a gRPC disconnect or a reboot does.

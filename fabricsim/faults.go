@@ -179,6 +179,7 @@ func (f *Fabric) setSwitchUp(sw *Switch) {
 	sw.mu.Lock()
 	sw.config, sw.store, sw.saved, sw.savedSchema = nil, nil, nil, nil
 	sw.mu.Unlock()
+	sw.tablesGen.Add(1)
 	f.mu.Lock()
 	for _, port := range f.snap.Ports(sw.name) {
 		f.counters[models.Endpoint{Switch: sw.name, Port: port}] = &portCounters{}

@@ -2,7 +2,9 @@ package pathcalc
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -142,5 +144,56 @@ func BenchmarkPruneFatTree48(b *testing.B) {
 	}
 	for b.Loop() {
 		Prune(snap, res.Plan, map[models.LinkID]bool{down: true})
+	}
+}
+
+// BenchmarkRecompute: the new plan after one link of a fat-tree fails
+// (a core–pod link, then a leaf–spine link) and after it returns, made
+// from the plan before (Recompute), against the same plan made from
+// scratch (Compute): what the controller plans after each link change.
+//
+//	go test ./pathcalc -run '^$' -bench Recompute -cpu 1 -benchtime 5x
+func BenchmarkRecompute(b *testing.B) {
+	for _, k := range []int{32, 48} {
+		topo, _ := topology.FatTree(k, 400)
+		snap, err := topology.New(topo)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lim := Limits{MaxGroupSize: 64}
+		base, err := Compute(context.Background(), snap, Request{Limits: lim})
+		if err != nil {
+			b.Fatal(err)
+		}
+		links := snap.FabricLinks()
+		for _, l := range []models.Link{links[0], links[len(links)-1]} {
+			down := Request{Limits: lim, DownLinks: map[models.LinkID]bool{l.ID(): true}}
+			failed, err := Compute(context.Background(), snap, down)
+			if err != nil {
+				b.Fatal(err)
+			}
+			name := fmt.Sprintf("fattree:%d/%s", k, strings.SplitN(string(l.ID()), ":", 2)[0])
+			b.Run(name+"/fails", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := Recompute(context.Background(), base, snap, down); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(name+"/returns", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := Recompute(context.Background(), failed, snap, Request{Limits: lim}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run(name+"/from-scratch", func(b *testing.B) {
+				for b.Loop() {
+					if _, err := Compute(context.Background(), snap, down); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -54,6 +54,8 @@ type Warning struct {
 type Result struct {
 	Plan     models.Plan
 	Warnings []Warning
+	// routing is how the plan was made, for Recompute.
+	routing *routing
 }
 
 // Compute returns shortest-path WCMP forwarding state for every switch:
@@ -76,134 +78,11 @@ type Result struct {
 // larger than Limits.MaxGroupSize keep the lowest-numbered ports and produce
 // a Warning: traffic still reaches its destination, on fewer paths.
 func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result, error) {
-	switches := snap.Switches()
-	index := make(map[models.SwitchID]int, len(switches))
-	for i, sw := range switches {
-		index[sw.Name] = i
+	r, err := newRouting(ctx, snap, req)
+	if err != nil {
+		return Result{}, err
 	}
-	type hop struct {
-		peer int
-		port uint32
-		gbps float64
-	}
-	// adjacency over working links, by switch index
-	adj := make([][]hop, len(switches))
-	for i, sw := range switches {
-		for _, a := range snap.Neighbors(sw.Name) {
-			if !req.DownLinks[a.Link] {
-				gbps := a.Gbps
-				if b, ok := req.PortBias[models.Endpoint{Switch: sw.Name, Port: a.LocalPort}]; ok && b > 0 && b < 1 {
-					gbps *= b
-				}
-				adj[i] = append(adj[i], hop{peer: index[a.Peer], port: a.LocalPort, gbps: gbps})
-			}
-		}
-	}
-	// Per switch: interned egress-port sets and the routes using them.
-	tables := make([]routeTable, len(switches))
-	for i := range tables {
-		tables[i].byHash = map[uint64][]int{}
-	}
-	dist := make([]int32, len(switches))
-	capTo := make([]float64, len(switches))
-	fanIn := make([]int, len(switches))
-	from, to := make([]int, len(switches)), make([]int, len(switches))
-	var next []hop
-	queue := make([]int, 0, len(switches))
-	var ports []uint32
-	var weights []float64
-	for d, leaf := range switches {
-		if leaf.Role != models.RoleLeaf {
-			continue
-		}
-		hosts := snap.HostsOn(leaf.Name)
-		if len(hosts) == 0 {
-			continue
-		}
-		if err := ctx.Err(); err != nil {
-			return Result{}, err
-		}
-		var prefixes []netip.Prefix
-		if leaf.Prefix.IsValid() {
-			prefixes = []netip.Prefix{leaf.Prefix}
-		} else {
-			for _, h := range hosts {
-				prefixes = append(prefixes, netip.PrefixFrom(h.IP, 32))
-			}
-		}
-		for i := range dist {
-			dist[i] = -1
-		}
-		dist[d] = 0
-		queue = append(queue[:0], d)
-		for head := 0; head < len(queue); head++ { // queue keeps the BFS order
-			cur := queue[head]
-			for _, h := range adj[cur] {
-				if dist[h.peer] < 0 {
-					dist[h.peer] = dist[cur] + 1
-					queue = append(queue, h.peer)
-				}
-			}
-		}
-		// WCMP: each next hop is weighted by what it can carry onward for
-		// this switch — its link, or its own capacity toward the leaf
-		// shared among the switches that send to it, whichever is less —
-		// computed nearest switches first. On a symmetric Clos every
-		// weight is equal (plain ECMP); after a failure, switches send
-		// less toward next hops with less left beyond them.
-		// Next hops of every switch, gathered once for the passes below.
-		next = next[:0]
-		for _, s := range queue {
-			fanIn[s] = 0
-			from[s] = len(next)
-			if s != d {
-				for _, h := range adj[s] {
-					if dist[h.peer] == dist[s]-1 {
-						next = append(next, h)
-					}
-				}
-			}
-			to[s] = len(next)
-		}
-		for _, h := range next {
-			fanIn[h.peer]++
-		}
-		capTo[d] = math.Inf(1)
-		for _, s := range queue[1:] { // nearest first: every next hop's capTo is known
-			ports, weights = ports[:0], weights[:0]
-			capTo[s] = 0
-			for _, h := range next[from[s]:to[s]] {
-				w := capTo[h.peer] / float64(fanIn[h.peer])
-				if h.gbps < w {
-					w = h.gbps
-				}
-				capTo[s] += w
-				ports = append(ports, h.port)
-				weights = append(weights, w)
-			}
-			set := tables[s].internWeighted(ports, weights)
-			for _, p := range prefixes {
-				tables[s].routes = append(tables[s].routes, prefixRoute{prefix: p, set: set})
-			}
-		}
-		for _, h := range hosts {
-			tables[d].routes = append(tables[d].routes, prefixRoute{prefix: netip.PrefixFrom(h.IP, 32), set: tables[d].intern([]uint32{h.Attach.Port})})
-		}
-	}
-	res := Result{Plan: models.Plan{Switches: make(map[models.SwitchID]models.ForwardingState, len(switches))}}
-	for i, sw := range switches {
-		state, warnings, err := buildState(sw.Name, &tables[i], req.Limits)
-		if err != nil {
-			return Result{}, err
-		}
-		state.PortMACs = PortMACs(snap, sw)
-		seed := HashSeed(sw)
-		state.HashSeed = &seed
-		state.Punts = []uint16{models.EtherTypeLLDP} // link discovery's probes
-		res.Plan.Switches[sw.Name] = state
-		res.Warnings = append(res.Warnings, warnings...)
-	}
-	return res, nil
+	return r.result(nil, nil)
 }
 
 // HashSeed is a switch's ECMP hash seed: the low 32 bits of its device
@@ -261,29 +140,48 @@ func (t *routeTable) intern(ports []uint32) int { return t.internWeighted(ports,
 // equal capacities intern as a plain port set. It allocates only for a
 // set it has not seen.
 func (t *routeTable) internWeighted(ports []uint32, caps []float64) int {
+	return t.internNormalized(normalize(ports, caps))
+}
+
+// normalize sorts ports in place, with caps (parallel, or nil), and drops
+// repeated ports (the first one's capacity stays); caps all equal become
+// nil. It allocates nothing.
+func normalize(ports []uint32, caps []float64) ([]uint32, []float64) {
 	equal := true
 	for _, c := range caps {
 		equal = equal && c == caps[0]
 	}
-	var w []float64
 	if equal {
-		slices.Sort(ports)
-		ports = slices.Compact(ports)
-	} else {
-		idx := make([]int, len(ports))
-		for i := range idx {
-			idx[i] = i
-		}
-		slices.SortFunc(idx, func(a, b int) int { return int(ports[a]) - int(ports[b]) })
-		sorted := make([]uint32, 0, len(ports))
-		for _, i := range idx {
-			if len(sorted) == 0 || sorted[len(sorted)-1] != ports[i] {
-				sorted = append(sorted, ports[i])
-				w = append(w, caps[i])
+		caps = nil
+	}
+	for i := 1; i < len(ports); i++ { // insertion sort: next hops come nearly sorted
+		for j := i; j > 0 && ports[j] < ports[j-1]; j-- {
+			ports[j], ports[j-1] = ports[j-1], ports[j]
+			if caps != nil {
+				caps[j], caps[j-1] = caps[j-1], caps[j]
 			}
 		}
-		ports = sorted
 	}
+	n := 0
+	for i, p := range ports {
+		if i > 0 && p == ports[n-1] {
+			continue
+		}
+		ports[n] = p
+		if caps != nil {
+			caps[n] = caps[i]
+		}
+		n++
+	}
+	if caps != nil {
+		caps = caps[:n]
+	}
+	return ports[:n], caps
+}
+
+// internNormalized is intern for a normalized set (see normalize); it
+// keeps copies, never ports or w.
+func (t *routeTable) internNormalized(ports []uint32, w []float64) int {
 	h := uint64(14695981039346656037)
 	for i, p := range ports {
 		h = (h ^ uint64(p)) * 1099511628211
@@ -297,7 +195,7 @@ func (t *routeTable) internWeighted(ports []uint32, caps []float64) int {
 		}
 	}
 	t.sets = append(t.sets, slices.Clone(ports))
-	t.weights = append(t.weights, w)
+	t.weights = append(t.weights, slices.Clone(w))
 	t.byHash[h] = append(t.byHash[h], len(t.sets)-1)
 	return len(t.sets) - 1
 }

@@ -1,0 +1,533 @@
+package pathcalc
+
+import (
+	"context"
+	"math"
+	"net/netip"
+	"slices"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// What Compute works out per destination leaf — every switch's distance
+// and WCMP capacity toward it, and the weighted next hops each switch
+// takes — is kept with the plan (routing), so that the plan after a
+// change of links (a failure, a return, a drain, congestion weights) is
+// made by Recompute from the one before: only the destinations the change
+// touches are worked again, and only the switches whose choices change are
+// rebuilt. On a fat-tree almost every link is on a shortest path to almost
+// every leaf, but a failed link changes the weights of few switches
+// toward each; a destination's distances change only where a switch lost
+// its last next hop toward it (or a link shortened a path), and only such
+// destinations are searched again in full. Recompute's plan is exactly
+// Compute's (TestRecomputeIsCompute), switch states it leaves alone are
+// the previous plan's, shared.
+
+// hop is a working link out of a switch: the switch at its other end (by
+// index), the local port, and what the link counts for in WCMP (its speed,
+// scaled by the port's congestion bias).
+type hop struct {
+	peer int
+	port uint32
+	gbps float64
+}
+
+// routing is a plan's per-destination working (see above).
+type routing struct {
+	snap     *topology.Snapshot
+	req      Request
+	switches []models.Switch
+	index    map[models.SwitchID]int
+	adj      [][]hop
+	// dests are the destination leaves (switch indices), in the order
+	// routes are made; prefixes are what each is routed as.
+	dests    []int
+	prefixes [][]netip.Prefix
+	// dist and capTo are by destination, then switch (dist -1: cannot
+	// reach it; capTo of the destination itself: +Inf).
+	dist  [][]int32
+	capTo [][]float64
+	// tables and choice are by switch: its interned next-hop sets (with
+	// its routes), and for each destination the set it takes (-1: none).
+	tables []*routeTable
+	choice [][]int32
+	// warnings are by switch.
+	warnings [][]Warning
+}
+
+// adjacency is every switch's working links (not down), by index.
+func adjacency(snap *topology.Snapshot, switches []models.Switch, index map[models.SwitchID]int, req Request) [][]hop {
+	adj := make([][]hop, len(switches))
+	for i, sw := range switches {
+		for _, a := range snap.Neighbors(sw.Name) {
+			if req.DownLinks[a.Link] {
+				continue
+			}
+			gbps := a.Gbps
+			if b, ok := req.PortBias[models.Endpoint{Switch: sw.Name, Port: a.LocalPort}]; ok && b > 0 && b < 1 {
+				gbps *= b
+			}
+			adj[i] = append(adj[i], hop{peer: index[a.Peer], port: a.LocalPort, gbps: gbps})
+		}
+	}
+	return adj
+}
+
+// scratch is what one destination's working reuses from the last.
+type scratch struct {
+	queue    []int
+	next     []hop
+	from, to []int
+	fanIn    []int
+	ports    []uint32
+	weights  []float64
+	dirty    []bool
+	buckets  [][]int
+	// fanInAt says which propagate call counted fanIn[s] (its stamp).
+	fanInAt []uint64
+	stamp   uint64
+}
+
+func newScratch(n int) *scratch {
+	return &scratch{
+		queue: make([]int, 0, n), from: make([]int, n), to: make([]int, n),
+		fanIn: make([]int, n), dirty: make([]bool, n), fanInAt: make([]uint64, n),
+	}
+}
+
+// full searches toward destination d over adj, filling dist (every
+// element set) and capTo, and calls emit for every switch that reaches d
+// (d excluded), nearest first, with its next hops' ports and capacities.
+//
+// WCMP: each next hop is weighted by what it can carry onward for this
+// switch — its link, or its own capacity toward the leaf shared among the
+// switches that send to it, whichever is less — computed nearest switches
+// first. On a symmetric Clos every weight is equal (plain ECMP); after a
+// failure, switches send less toward next hops with less left beyond them.
+func (sc *scratch) full(adj [][]hop, d int, dist []int32, capTo []float64, emit func(s int, ports []uint32, caps []float64)) {
+	for i := range dist {
+		dist[i] = -1
+	}
+	dist[d] = 0
+	queue := append(sc.queue[:0], d)
+	for head := 0; head < len(queue); head++ { // queue keeps the BFS order
+		cur := queue[head]
+		for _, h := range adj[cur] {
+			if dist[h.peer] < 0 {
+				dist[h.peer] = dist[cur] + 1
+				queue = append(queue, h.peer)
+			}
+		}
+	}
+	sc.queue = queue
+	// Next hops of every switch, gathered once for the pass below.
+	next := sc.next[:0]
+	for _, s := range queue {
+		sc.fanIn[s] = 0
+		sc.from[s] = len(next)
+		if s != d {
+			for _, h := range adj[s] {
+				if dist[h.peer] == dist[s]-1 {
+					next = append(next, h)
+				}
+			}
+		}
+		sc.to[s] = len(next)
+	}
+	sc.next = next
+	for _, h := range next {
+		sc.fanIn[h.peer]++
+	}
+	capTo[d] = math.Inf(1)
+	for _, s := range queue[1:] { // nearest first: every next hop's capTo is known
+		ports, weights := sc.ports[:0], sc.weights[:0]
+		capTo[s] = 0
+		for _, h := range next[sc.from[s]:sc.to[s]] {
+			w := min(capTo[h.peer]/float64(sc.fanIn[h.peer]), h.gbps)
+			capTo[s] += w
+			ports = append(ports, h.port)
+			weights = append(weights, w)
+		}
+		sc.ports, sc.weights = ports, weights
+		emit(s, ports, weights)
+	}
+}
+
+// upstream calls f for every switch that sends to s toward the
+// destination of dist (one hop farther, over a working link), once per
+// link.
+func upstream(adj [][]hop, dist []int32, s int, f func(x int)) {
+	for _, h := range adj[s] {
+		if dist[h.peer] == dist[s]+1 {
+			f(h.peer)
+		}
+	}
+}
+
+// propagate redoes, toward the destination of dist (whose distances the
+// change keeps: see Recompute), the WCMP capacities of the seed switches
+// and of every switch upstream whose inputs they change, nearest first,
+// updating capTo and calling emit for each switch redone. It reports
+// false, having stopped, when a switch has no next hop left (distances
+// change) or when more than a quarter of the switches would be redone (a
+// core link's change reaches every leaf's weights: one search in full
+// costs less): the destination must then be searched again in full.
+func (sc *scratch) propagate(adj [][]hop, dist []int32, capTo []float64, seeds []int, emit func(s int, ports []uint32, caps []float64)) bool {
+	var maxDist int32
+	marked, limit := 0, len(adj)/4
+	mark := func(s int) {
+		if sc.dirty[s] || dist[s] <= 0 {
+			return
+		}
+		marked++
+		sc.dirty[s] = true
+		for int(dist[s]) >= len(sc.buckets) {
+			sc.buckets = append(sc.buckets, nil)
+		}
+		sc.buckets[dist[s]] = append(sc.buckets[dist[s]], s)
+		maxDist = max(maxDist, dist[s])
+	}
+	defer func() { // leave the scratch clean, even when stopped early
+		for i := range sc.buckets {
+			for _, s := range sc.buckets[i] {
+				sc.dirty[s] = false
+			}
+			sc.buckets[i] = sc.buckets[i][:0]
+		}
+	}()
+	for _, s := range seeds {
+		mark(s)
+	}
+	// Fan-ins (unchanged distances: counted over the new links) are
+	// counted once per switch per call, when first needed.
+	sc.stamp++
+	fanIn := func(p int) int {
+		if sc.fanInAt[p] != sc.stamp {
+			n := 0
+			upstream(adj, dist, p, func(int) { n++ })
+			sc.fanIn[p], sc.fanInAt[p] = n, sc.stamp
+		}
+		return sc.fanIn[p]
+	}
+	for b := int32(1); b <= maxDist; b++ {
+		for i := 0; i < len(sc.buckets[b]); i++ {
+			if marked > limit {
+				return false
+			}
+			s := sc.buckets[b][i]
+			ports, weights := sc.ports[:0], sc.weights[:0]
+			total := 0.0
+			for _, h := range adj[s] {
+				if dist[h.peer] != dist[s]-1 {
+					continue
+				}
+				w := min(capTo[h.peer]/float64(fanIn(h.peer)), h.gbps)
+				total += w
+				ports = append(ports, h.port)
+				weights = append(weights, w)
+			}
+			sc.ports, sc.weights = ports, weights
+			if len(ports) == 0 {
+				return false
+			}
+			emit(s, ports, weights)
+			if total != capTo[s] {
+				capTo[s] = total
+				upstream(adj, dist, s, mark)
+			}
+		}
+	}
+	return true
+}
+
+// newRouting is Compute, keeping the working for Recompute.
+func newRouting(ctx context.Context, snap *topology.Snapshot, req Request) (*routing, error) {
+	switches := snap.Switches()
+	r := &routing{snap: snap, req: req, switches: switches, index: make(map[models.SwitchID]int, len(switches))}
+	for i, sw := range switches {
+		r.index[sw.Name] = i
+	}
+	r.adj = adjacency(snap, switches, r.index, req)
+	r.tables = make([]*routeTable, len(switches))
+	r.choice = make([][]int32, len(switches))
+	for i := range r.tables {
+		r.tables[i] = &routeTable{byHash: map[uint64][]int{}}
+	}
+	for d, leaf := range switches {
+		if leaf.Role != models.RoleLeaf || len(snap.HostsOn(leaf.Name)) == 0 {
+			continue
+		}
+		r.dests = append(r.dests, d)
+		r.prefixes = append(r.prefixes, destPrefixes(snap, leaf))
+	}
+	for s := range r.choice {
+		r.choice[s] = make([]int32, len(r.dests))
+		for j := range r.choice[s] {
+			r.choice[s][j] = -1
+		}
+	}
+	sc := newScratch(len(switches))
+	r.dist = make([][]int32, len(r.dests))
+	r.capTo = make([][]float64, len(r.dests))
+	for j, d := range r.dests {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.dist[j], r.capTo[j] = make([]int32, len(switches)), make([]float64, len(switches))
+		sc.full(r.adj, d, r.dist[j], r.capTo[j], func(s int, ports []uint32, caps []float64) {
+			r.choice[s][j] = int32(r.tables[s].internWeighted(ports, caps))
+		})
+		r.addHostRoutes(d)
+	}
+	for s := range switches {
+		r.addRoutes(s)
+	}
+	return r, nil
+}
+
+// destPrefixes is what a destination leaf is routed as: its prefix, or
+// each of its hosts' /32 when it has none.
+func destPrefixes(snap *topology.Snapshot, leaf models.Switch) []netip.Prefix {
+	if leaf.Prefix.IsValid() {
+		return []netip.Prefix{leaf.Prefix}
+	}
+	var out []netip.Prefix
+	for _, h := range snap.HostsOn(leaf.Name) {
+		out = append(out, netip.PrefixFrom(h.IP, 32))
+	}
+	return out
+}
+
+// addHostRoutes interns leaf d's host ports in its table (its routes are
+// made by addRoutes, in destination order).
+func (r *routing) addHostRoutes(d int) {
+	for _, h := range r.snap.HostsOn(r.switches[d].Name) {
+		r.tables[d].intern([]uint32{h.Attach.Port})
+	}
+}
+
+// addRoutes makes switch s's routes from its choices, destination by
+// destination; a destination leaf's own hosts at its turn.
+func (r *routing) addRoutes(s int) {
+	t := r.tables[s]
+	t.routes = t.routes[:0]
+	for j, d := range r.dests {
+		if d == s {
+			for _, h := range r.snap.HostsOn(r.switches[d].Name) {
+				t.routes = append(t.routes, prefixRoute{prefix: netip.PrefixFrom(h.IP, 32), set: t.intern([]uint32{h.Attach.Port})})
+			}
+			continue
+		}
+		if c := r.choice[s][j]; c >= 0 {
+			for _, p := range r.prefixes[j] {
+				t.routes = append(t.routes, prefixRoute{prefix: p, set: int(c)})
+			}
+		}
+	}
+}
+
+// result builds the plan: every switch's state from its table, or, for
+// switches not in rebuild (when rebuild is non-nil), prev's state as is.
+func (r *routing) result(prev *Result, rebuild []bool) (Result, error) {
+	res := Result{Plan: models.Plan{Switches: make(map[models.SwitchID]models.ForwardingState, len(r.switches))}, routing: r}
+	if r.warnings == nil {
+		r.warnings = make([][]Warning, len(r.switches))
+	}
+	for i, sw := range r.switches {
+		if rebuild != nil && !rebuild[i] {
+			res.Plan.Switches[sw.Name] = prev.Plan.Switches[sw.Name]
+		} else {
+			state, warnings, err := buildState(sw.Name, r.tables[i], r.req.Limits)
+			if err != nil {
+				return Result{}, err
+			}
+			state.PortMACs = PortMACs(r.snap, sw)
+			seed := HashSeed(sw)
+			state.HashSeed = &seed
+			state.Punts = []uint16{models.EtherTypeLLDP} // link discovery's probes
+			res.Plan.Switches[sw.Name] = state
+			r.warnings[i] = warnings
+		}
+		res.Warnings = append(res.Warnings, r.warnings[i]...)
+	}
+	return res, nil
+}
+
+// Recompute is Compute(ctx, snap, req) made from prev, a plan of the same
+// snapshot and limits (see the comment at the top of this file); any
+// other prev is computed afresh. The states of switches whose routes do
+// not change are prev's.
+func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Request) (Result, error) {
+	old := prev.routing
+	if old == nil || old.snap != snap || old.req.Limits != req.Limits {
+		return Compute(ctx, snap, req)
+	}
+	type change struct {
+		a, b    int  // switch indices
+		removed bool // else added; neither: a's port toward b reweighted
+		biased  bool
+	}
+	var changes []change
+	ends := func(id models.LinkID) (int, int, bool) {
+		l, err := snap.Link(id)
+		if err != nil {
+			return 0, 0, false
+		}
+		a, okA := old.index[l.A.Switch]
+		b, okB := old.index[l.B.Switch]
+		return a, b, okA && okB
+	}
+	for id := range old.req.DownLinks {
+		if !req.DownLinks[id] {
+			if a, b, ok := ends(id); ok {
+				changes = append(changes, change{a: a, b: b})
+			}
+		}
+	}
+	for id := range req.DownLinks {
+		if !old.req.DownLinks[id] {
+			if a, b, ok := ends(id); ok {
+				changes = append(changes, change{a: a, b: b, removed: true})
+			}
+		}
+	}
+	bias := func(m map[models.Endpoint]float64, e models.Endpoint) float64 {
+		if b, ok := m[e]; ok && b > 0 && b < 1 {
+			return b
+		}
+		return 1
+	}
+	for _, m := range []map[models.Endpoint]float64{old.req.PortBias, req.PortBias} {
+		for e := range m {
+			if bias(old.req.PortBias, e) == bias(req.PortBias, e) {
+				continue
+			}
+			l, ok := snap.LinkAt(e)
+			if !ok {
+				continue
+			}
+			a, b, ok := ends(l.ID())
+			if !ok {
+				continue
+			}
+			if l.B == e {
+				a, b = b, a
+			}
+			changes = append(changes, change{a: a, b: b, biased: true})
+		}
+	}
+	r := &routing{
+		snap: snap, req: req, switches: old.switches, index: old.index,
+		adj:   adjacency(snap, old.switches, old.index, req),
+		dests: old.dests, prefixes: old.prefixes,
+		dist: slices.Clone(old.dist), capTo: slices.Clone(old.capTo),
+		tables: slices.Clone(old.tables), choice: slices.Clone(old.choice),
+		warnings: slices.Clone(old.warnings),
+	}
+	n := len(r.switches)
+	// moved[s]: switch s's new choices, by destination in order, as
+	// ports and capacities (nil ports: none). A destination's are staged
+	// in pending until its working is done (a propagation given up for a
+	// full search leaves nothing behind).
+	type choice struct {
+		j     int
+		ports []uint32
+		w     []float64
+	}
+	moved := make([][]choice, n)
+	var pending []struct {
+		s int
+		c choice
+	}
+	record := func(s, j int, ports []uint32, caps []float64) {
+		ports, w := normalize(ports, caps) // the scratch's: copied if kept
+		if c := old.choice[s][j]; c >= 0 {
+			t := old.tables[s]
+			if slices.Equal(t.sets[c], ports) && slices.Equal(t.weights[c], w) {
+				return
+			}
+		}
+		pending = append(pending, struct {
+			s int
+			c choice
+		}{s, choice{j, slices.Clone(ports), slices.Clone(w)}})
+	}
+	sc := newScratch(n)
+	var seeds []int
+	for j, d := range r.dests {
+		if err := ctx.Err(); err != nil {
+			return Result{}, err
+		}
+		dist := old.dist[j]
+		seeds, pending = seeds[:0], pending[:0]
+		search := false
+		for _, ch := range changes {
+			da, db := dist[ch.a], dist[ch.b]
+			switch {
+			case ch.biased:
+				if da >= 0 && da == db+1 {
+					seeds = append(seeds, ch.a)
+				}
+			case da == db: // not on a shortest path, before or after
+			case da < 0 || db < 0 || max(da, db)-min(da, db) > 1:
+				search = true // an added link: reachability or distances change
+			default:
+				u, v := ch.a, ch.b
+				if da < db {
+					u, v = v, u
+				}
+				seeds = append(seeds, u)                                           // its next hops change
+				upstream(r.adj, dist, v, func(x int) { seeds = append(seeds, x) }) // v's fan-in changes
+			}
+		}
+		if !search && len(seeds) == 0 {
+			continue
+		}
+		emit := func(s int, ports []uint32, caps []float64) { record(s, j, ports, caps) }
+		if capTo := slices.Clone(old.capTo[j]); search || !sc.propagate(r.adj, dist, capTo, seeds, emit) {
+			// Distances change: search again, and compare every switch.
+			pending = pending[:0]
+			r.dist[j], r.capTo[j] = make([]int32, n), make([]float64, n)
+			sc.full(r.adj, d, r.dist[j], r.capTo[j], emit)
+			for s, was := range dist {
+				if was > 0 && r.dist[j][s] < 0 { // no longer reaches it
+					moved[s] = append(moved[s], choice{j: j})
+				}
+			}
+		} else {
+			r.capTo[j] = capTo
+		}
+		for _, p := range pending {
+			moved[p.s] = append(moved[p.s], p.c)
+		}
+	}
+	rebuild := make([]bool, n)
+	for s, m := range moved {
+		if len(m) == 0 {
+			continue
+		}
+		rebuild[s] = true
+		t := &routeTable{byHash: map[uint64][]int{}}
+		cs := make([]int32, len(r.dests))
+		for j, d := range r.dests {
+			cs[j] = -1
+			if d == s {
+				for _, h := range snap.HostsOn(r.switches[d].Name) {
+					t.intern([]uint32{h.Attach.Port})
+				}
+			}
+			if len(m) > 0 && m[0].j == j {
+				if m[0].ports != nil {
+					cs[j] = int32(t.internNormalized(m[0].ports, m[0].w))
+				}
+				m = m[1:]
+			} else if c := old.choice[s][j]; c >= 0 {
+				cs[j] = int32(t.internNormalized(old.tables[s].sets[c], old.tables[s].weights[c]))
+			}
+		}
+		r.tables[s], r.choice[s] = t, cs
+		r.addRoutes(s)
+	}
+	return r.result(&prev, rebuild)
+}

@@ -1,0 +1,142 @@
+package pathcalc
+
+import (
+	"context"
+	"maps"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// TestRecomputeIsCompute walks random sequences of changes — links
+// failing (one or several at once, including every uplink of a switch, so
+// that distances change and destinations become unreachable), links
+// returning, ports' congestion biases changing — over fat-trees, a
+// leaf-spine and a rail-optimized fabric, and checks that each plan
+// Recompute makes from the one before is exactly the plan Compute makes
+// from scratch, warnings included.
+func TestRecomputeIsCompute(t *testing.T) {
+	ft4, _ := topology.FatTree(4, 100)
+	ft8, _ := topology.FatTree(8, 100)
+	ls, _ := topology.LeafSpine(4, 6, 2, 100)
+	rail, _ := topology.RailOptimized(4, 4, 2, 100)
+	for name, topo := range map[string]models.Topology{"fattree:4": ft4, "fattree:8": ft8, "leafspine": ls, "rail": rail} {
+		t.Run(name, func(t *testing.T) {
+			snap, err := topology.New(topo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			links := snap.FabricLinks()
+			rng := rand.New(rand.NewPCG(uint64(len(links)), 7))
+			ctx := context.Background()
+			req := Request{Limits: Limits{MaxGroupSize: 8}, DownLinks: map[models.LinkID]bool{}, PortBias: map[models.Endpoint]float64{}}
+			prev, err := Compute(ctx, snap, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for step := range 60 {
+				next := Request{Limits: req.Limits, DownLinks: maps.Clone(req.DownLinks), PortBias: maps.Clone(req.PortBias)}
+				switch what := rng.IntN(6); {
+				case what == 0 && len(next.DownLinks) > 0: // everything returns
+					clear(next.DownLinks)
+				case what == 1: // a switch loses every link
+					sw := links[rng.IntN(len(links))].A.Switch
+					snap.EachNeighbor(sw, func(a topology.Adjacency) { next.DownLinks[a.Link] = true })
+				case what == 2: // biases change
+					for range 1 + rng.IntN(4) {
+						l := links[rng.IntN(len(links))]
+						e := l.A
+						if rng.IntN(2) == 0 {
+							e = l.B
+						}
+						if rng.IntN(3) == 0 {
+							delete(next.PortBias, e)
+						} else {
+							next.PortBias[e] = []float64{0.3, 0.5, 0.7}[rng.IntN(3)]
+						}
+					}
+				default: // a few links flip
+					for range 1 + rng.IntN(3) {
+						id := links[rng.IntN(len(links))].ID()
+						next.DownLinks[id] = !next.DownLinks[id]
+						if !next.DownLinks[id] {
+							delete(next.DownLinks, id)
+						}
+					}
+				}
+				got, err := Recompute(ctx, prev, snap, next)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, err := Compute(ctx, snap, next)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got.Plan, want.Plan) {
+					for sw, w := range want.Plan.Switches {
+						if g := got.Plan.Switches[sw]; !reflect.DeepEqual(g, w) {
+							t.Fatalf("step %d (%d links down, %d biases): %s differs from Compute's:\n got %+v\nwant %+v", step, len(next.DownLinks), len(next.PortBias), sw, g, w)
+						}
+					}
+					t.Fatalf("step %d: plans differ in their switches", step)
+				}
+				if !reflect.DeepEqual(got.Warnings, want.Warnings) {
+					t.Fatalf("step %d: warnings differ:\n got %v\nwant %v", step, got.Warnings, want.Warnings)
+				}
+				prev, req = got, next
+			}
+		})
+	}
+}
+
+// TestRecomputeTouchesFew: one link of a k=8 fat-tree failing, then
+// returning, rebuilds only the switch states that change (about half:
+// WCMP weights toward the failed link's leaves shift fabric-wide); every
+// other switch's state is the previous plan's, shared, not made again.
+func TestRecomputeTouchesFew(t *testing.T) {
+	topo, _ := topology.FatTree(8, 100)
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	base, err := Compute(ctx, snap, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, next, prev Result) {
+		t.Helper()
+		kept, same := 0, 0
+		for sw, st := range next.Plan.Switches {
+			o := prev.Plan.Switches[sw]
+			if &st.Routes[0] == &o.Routes[0] {
+				kept++
+			}
+			if reflect.DeepEqual(st, o) {
+				same++
+			}
+		}
+		if kept != same || same == len(next.Plan.Switches) {
+			t.Errorf("%s: %d switch states kept, %d unchanged (of %d); want every unchanged one kept, and some changed", what, kept, same, len(next.Plan.Switches))
+		}
+	}
+	for _, l := range []models.Link{snap.FabricLinks()[0], snap.FabricLinks()[len(snap.FabricLinks())-1]} {
+		down := map[models.LinkID]bool{l.ID(): true}
+		failed, err := Recompute(ctx, base, snap, Request{DownLinks: down})
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Recompute(ctx, failed, snap, Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(string(l.ID())+" failing", failed, base)
+		check(string(l.ID())+" returning", back, failed)
+		if !reflect.DeepEqual(back.Plan, base.Plan) {
+			t.Errorf("%s failing and returning: the plan is not the one before", l.ID())
+		}
+	}
+}

@@ -139,7 +139,7 @@ func (c *Controller) refreshDown(why string, args ...any) {
 		return
 	}
 	c.deferred.Store(false)
-	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}, bias: bias}
+	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}, bias: bias, basis: st}
 	for id := range down {
 		next.planned[id] = !operDown(id) // avoided by a drain or dampening, not a failure
 	}

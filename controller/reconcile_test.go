@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -242,5 +243,66 @@ func TestCompromisesLoggedOncePerPlan(t *testing.T) {
 	}
 	if got := lines[0]["count"]; got != float64(len(plan.Warnings)) {
 		t.Fatalf("logged count %v, want %d", got, len(plan.Warnings))
+	}
+}
+
+// TestReplanComesFromThePlanBefore: after a link fails, the new routes
+// are made from the plan before (pathcalc.Recompute): the same routes as
+// from scratch, the switches the failure leaves alone keep their states
+// (shared, not made again) and their aggregated routes.
+func TestReplanComesFromThePlanBefore(t *testing.T) {
+	c, _ := tableController(t)
+	ctx := t.Context()
+	c.runMu.Lock()
+	c.runCtx = ctx // plans are computed in the background, as in Run
+	c.runMu.Unlock()
+	t.Cleanup(func() {
+		c.runMu.Lock()
+		c.runCtx = nil
+		c.runMu.Unlock()
+		c.background.Wait()
+	})
+	st := c.current()
+	before, err := c.planOf(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aggBefore := map[models.SwitchID][]models.Route{}
+	for sw := range before.Plan.Switches {
+		aggBefore[sw] = st.aggregated(sw)
+	}
+	// leaf1's port 2 is its link to spine1: it fails.
+	c.observeOperStatus(models.CounterSample{Switch: "leaf1", Port: 2, Has: models.HasOperStatus})
+	next := c.current()
+	if next == st || len(next.down) != 1 {
+		t.Fatalf("no new state routing around the failed link (down: %v)", next.down)
+	}
+	after, err := c.planOf(ctx, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := pathcalc.Compute(ctx, next.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: next.down, PortBias: next.bias})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(after.Plan, want.Plan) {
+		t.Fatalf("the new routes differ from the routes computed from scratch")
+	}
+	kept := 0
+	for sw, s := range after.Plan.Switches {
+		o := before.Plan.Switches[sw].Routes
+		if len(s.Routes) == 0 || &s.Routes[0] != &o[0] {
+			continue
+		}
+		kept++
+		next.aggMu.Lock()
+		agg, ok := next.agg[sw]
+		next.aggMu.Unlock()
+		if !ok || &agg[0] != &aggBefore[sw][0] {
+			t.Errorf("%s keeps its state but not its aggregated routes", sw)
+		}
+	}
+	if kept == 0 || kept == len(after.Plan.Switches) {
+		t.Fatalf("%d of %d switch states kept; want those the failure leaves alone (spine2)", kept, len(after.Plan.Switches))
 	}
 }

@@ -36,6 +36,11 @@ type fabricState struct {
 	// derive, if set, makes the state's routes from another state's
 	// instead of computing them (the pruned step after a failure).
 	derive func(ctx context.Context) (pathcalc.Result, error)
+	// basis, if set, is the state of the same topology this one replaces:
+	// its routes are made from basis's (pathcalc.Recompute), redoing only
+	// what the change of links or weights touches. Cleared once used, so
+	// states do not chain.
+	basis *fabricState
 	// bias are the congestion-aware WCMP weight biases the routes use.
 	bias map[models.Endpoint]float64
 	// agg are the plan's routes aggregated (pathcalc.Aggregate), by
@@ -57,6 +62,26 @@ func (st *fabricState) aggregated(sw models.SwitchID) []models.Route {
 	}
 	st.agg[sw] = pathcalc.Aggregate(st.plan.Plan.Switches[sw].Routes)
 	return st.agg[sw]
+}
+
+// inheritAggregated takes from's aggregated routes for every switch whose
+// routes st's plan shares with from's (Recompute keeps the states of the
+// switches a change leaves alone): at k=48 aggregating every switch again
+// costs half a second.
+func (st *fabricState) inheritAggregated(from *fabricState) {
+	from.aggMu.Lock()
+	defer from.aggMu.Unlock()
+	st.aggMu.Lock()
+	defer st.aggMu.Unlock()
+	for sw, agg := range from.agg {
+		a, b := st.plan.Plan.Switches[sw].Routes, from.plan.Plan.Switches[sw].Routes
+		if len(a) > 0 && len(a) == len(b) && &a[0] == &b[0] {
+			if st.agg == nil {
+				st.agg = map[models.SwitchID][]models.Route{}
+			}
+			st.agg[sw] = agg
+		}
+	}
 }
 
 func (c *Controller) current() *fabricState {
@@ -127,8 +152,20 @@ func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
 		return
 	}
 	start := time.Now()
-	st.plan, st.err = pathcalc.Compute(ctx, st.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down, PortBias: st.bias})
+	req := pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down, PortBias: st.bias}
+	basis := st.basis
+	st.basis = nil
+	var prev pathcalc.Result
+	if basis != nil && basis.snap == st.snap {
+		if p, err := c.planOf(ctx, basis); err == nil {
+			prev = p
+		}
+	}
+	st.plan, st.err = pathcalc.Recompute(ctx, prev, st.snap, req) // from scratch without prev
 	c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
+	if st.err == nil && prev.Plan.Switches != nil {
+		st.inheritAggregated(basis)
+	}
 	c.logCompromises(st)
 	if st.err != nil {
 		c.log.Error("route computation failed", "revision", st.rev, "err", st.err)

@@ -125,6 +125,11 @@ type routeTable struct {
 	weights [][]float64 // nil: equal
 	byHash  map[uint64][]int
 	routes  []prefixRoute
+	// reduced are the sets' integer weights (nil: equal) and inexact
+	// whether they are off by more than WeightTolerance, once the table's
+	// state is built (buildState).
+	reduced [][]int32
+	inexact []bool
 }
 
 type prefixRoute struct {
@@ -198,6 +203,33 @@ func (t *routeTable) internNormalized(ports []uint32, w []float64) int {
 	t.weights = append(t.weights, slices.Clone(w))
 	t.byHash[h] = append(t.byHash[h], len(t.sets)-1)
 	return len(t.sets) - 1
+}
+
+// integerWeights is the group weights capacities become: trimmed to the
+// selector's max group size, reduced (reduceWeights), with the error; nil
+// when they come out all equal. A group of equal weights is the plain
+// ECMP group of its ports: capacities that differ by a fraction of a
+// percent (every leaf's, after a core link fails) give the group the
+// switch already has, not a new one under another ID.
+func integerWeights(caps []float64, lim Limits) ([]int32, float64) {
+	if lim.MaxGroupSize > 0 && len(caps) > lim.MaxGroupSize {
+		caps = caps[:lim.MaxGroupSize]
+	}
+	w, e := reduceWeights(caps, maxWeightTotal(lim))
+	for _, x := range w {
+		if x != w[0] {
+			return w, e
+		}
+	}
+	return nil, e
+}
+
+// maxWeightTotal is the most a group's weights may add up to.
+func maxWeightTotal(lim Limits) int {
+	if lim.MaxGroupSize > 0 {
+		return lim.MaxGroupSize
+	}
+	return defaultMaxWeightTotal
 }
 
 // MaxWeightTotal bounds the sum of a WCMP group's member weights: targets
@@ -278,31 +310,44 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 	// capacities into integer weights.
 	sets := make([][]uint32, len(t.sets))
 	weights := make([][]int32, len(t.sets))
-	maxTotal := lim.MaxGroupSize
-	if maxTotal <= 0 {
-		maxTotal = defaultMaxWeightTotal
+	// One warning per group: sets whose capacities differ but make the
+	// same weights are one group (the worst error of them is reported).
+	type inexactGroup struct {
+		ports []uint32
+		worst float64
 	}
+	var inexact []inexactGroup
+	groupAt := map[string]int{} // in inexact, by group key
+	inexactAt := make([]bool, len(t.sets))
 	for i, ports := range t.sets {
-		caps := t.weights[i]
 		if lim.MaxGroupSize > 0 && len(ports) > lim.MaxGroupSize {
 			warnings = append(warnings, Warning{Switch: sw, Message: fmt.Sprintf(
 				"%d equal-cost ports toward some prefixes; the selector's max group size is %d, so only ports %d..%d are used",
 				len(ports), lim.MaxGroupSize, ports[0], ports[lim.MaxGroupSize-1])})
 			ports = ports[:lim.MaxGroupSize]
-			if caps != nil {
-				caps = caps[:lim.MaxGroupSize]
-			}
 		}
 		sets[i] = ports
-		if caps != nil {
-			w, e := reduceWeights(caps, maxTotal)
+		if t.weights[i] != nil {
+			w, e := integerWeights(t.weights[i], lim)
+			inexactAt[i] = e > WeightTolerance
 			if e > WeightTolerance {
-				warnings = append(warnings, Warning{Switch: sw, Message: fmt.Sprintf(
-					"WCMP weights for ports %v within a total of %d are off by up to %.0f%% of a member's share", ports, maxTotal, 100*e)})
+				k := portSetKey(ports, w)
+				at, seen := groupAt[k]
+				if !seen {
+					at = len(inexact)
+					groupAt[k] = at
+					inexact = append(inexact, inexactGroup{ports: ports})
+				}
+				inexact[at].worst = max(inexact[at].worst, e)
 			}
 			weights[i] = w
 		}
 	}
+	for _, g := range inexact {
+		warnings = append(warnings, Warning{Switch: sw, Message: fmt.Sprintf(
+			"WCMP weights for ports %v within a total of %d are off by up to %.0f%% of a member's share", g.ports, maxWeightTotal(lim), 100*g.worst)})
+	}
+	t.reduced, t.inexact = weights, inexactAt // the table is done: kept for Recompute
 	members := map[uint32]bool{}
 	groupOf := make([]uint32, len(sets)) // set → group ID (0: single port)
 	used := make([]bool, len(sets))

@@ -135,6 +135,9 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 			if base != nil && !reflect.DeepEqual(base.Switches[sw], oldSt) {
 				pruning[sw], changed[sw] = true, true // the first stage: to oldPlan
 			}
+			if !changed[sw] {
+				continue // the same state (most often the very same: see pathcalc.Recompute)
+			}
 			moved := changedPrefixes(oldSt, newSt)
 			if len(moved) == 0 {
 				continue

@@ -154,7 +154,7 @@ func BenchmarkPruneFatTree48(b *testing.B) {
 //
 //	go test ./pathcalc -run '^$' -bench Recompute -cpu 1 -benchtime 5x
 func BenchmarkRecompute(b *testing.B) {
-	for _, k := range []int{32, 48} {
+	for _, k := range []int{16, 32, 48} {
 		topo, _ := topology.FatTree(k, 400)
 		snap, err := topology.New(topo)
 		if err != nil {

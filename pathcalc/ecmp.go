@@ -251,8 +251,8 @@ func reduceWeights(caps []float64, maxTotal int) ([]int32, float64) {
 		sum += c
 	}
 	best, bestErr := []int32(nil), math.Inf(1)
+	w := make([]int32, len(caps))
 	for total := len(caps); total <= max(maxTotal, len(caps)); total++ {
-		w := make([]int32, len(caps))
 		got := 0
 		for i, c := range caps {
 			w[i] = int32(max(1, math.Round(float64(total)*c/sum)))
@@ -267,7 +267,7 @@ func reduceWeights(caps []float64, maxTotal int) ([]int32, float64) {
 			worst = math.Max(worst, math.Abs(float64(w[i])/float64(got)-want)/want)
 		}
 		if worst < bestErr-1e-12 {
-			best, bestErr = w, worst
+			best, bestErr = append(best[:0], w...), worst
 		}
 		if worst <= WeightTolerance {
 			break

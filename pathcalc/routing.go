@@ -446,6 +446,7 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		s int
 		c choice
 	}
+	reduced := weightMemo{lim: req.Limits, at: map[uint64][]int{}}
 	record := func(s, j int, ports []uint32, caps []float64) {
 		ports, w := normalize(ports, caps) // the scratch's: copied if kept
 		if c := old.choice[s][j]; c >= 0 {
@@ -463,7 +464,7 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 				var iw []int32
 				e := 0.0
 				if w != nil {
-					iw, e = integerWeights(w, req.Limits)
+					iw, e = reduced.of(w)
 				}
 				if slices.Equal(iw, t.reduced[c]) && (e > WeightTolerance) == t.inexact[c] {
 					return
@@ -552,4 +553,36 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		r.addRoutes(s)
 	}
 	return r.result(&prev, rebuild)
+}
+
+// weightMemo is integerWeights remembered by capacities: after a change
+// many switches see the same capacities toward many destinations (a
+// pod's leaves, all alike), and reducing them is the costly part of
+// comparing a choice with the one before.
+type weightMemo struct {
+	lim  Limits
+	at   map[uint64][]int // by hash of the capacities, into seen
+	seen []reducedWeights
+}
+
+type reducedWeights struct {
+	caps []float64
+	w    []int32
+	e    float64
+}
+
+func (m *weightMemo) of(caps []float64) ([]int32, float64) {
+	h := uint64(14695981039346656037)
+	for _, c := range caps {
+		h = (h ^ math.Float64bits(c)) * 1099511628211
+	}
+	for _, i := range m.at[h] {
+		if slices.Equal(m.seen[i].caps, caps) {
+			return m.seen[i].w, m.seen[i].e
+		}
+	}
+	w, e := integerWeights(caps, m.lim)
+	m.at[h] = append(m.at[h], len(m.seen))
+	m.seen = append(m.seen, reducedWeights{caps: slices.Clone(caps), w: w, e: e})
+	return w, e
 }

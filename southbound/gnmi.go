@@ -96,76 +96,108 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 		sub.Subscription = append(sub.Subscription, &gnmipb.Subscription{Path: ocpath.Queue("*", "*", "ecn-marked-octets"),
 			Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: sample})
 	}
-	stream, err := gnmipb.NewGNMIClient(cc).Subscribe(ctx)
+	// Answers are read straight from the wire (gnmiwire.go).
+	stream, err := cc.NewStream(ctx, &grpc.StreamDesc{StreamName: "Subscribe", ServerStreams: true, ClientStreams: true},
+		gnmipb.GNMI_Subscribe_FullMethodName, grpc.ForceCodec(subscribeCodec{}))
 	if err != nil {
 		return false, fmt.Errorf("%w: gnmi subscribe %s: %w", ErrUnavailable, sw.Name, err)
 	}
-	if err := stream.Send(&gnmipb.SubscribeRequest{Request: &gnmipb.SubscribeRequest_Subscribe{Subscribe: sub}}); err != nil {
+	if err := stream.SendMsg(&gnmipb.SubscribeRequest{Request: &gnmipb.SubscribeRequest_Subscribe{Subscribe: sub}}); err != nil {
 		return false, fmt.Errorf("%w: gnmi subscribe %s: %w", ErrUnavailable, sw.Name, err)
 	}
+	var resp wireResponse
 	for {
-		resp, err := stream.Recv()
-		if err != nil {
+		if err := stream.RecvMsg(&resp); err != nil {
 			if ctx.Err() != nil {
 				return answered, ctx.Err()
 			}
 			return answered, fmt.Errorf("%w: gnmi stream %s: %w", ErrUnavailable, sw.Name, err)
 		}
 		answered = true
-		if resp.GetSyncResponse() {
-			if synced != nil {
-				synced()
-			}
-			continue
-		}
-		n := resp.GetUpdate()
-		if n == nil {
-			continue
-		}
-		at := time.Unix(0, n.GetTimestamp())
-		for _, l := range leavesOf(n) {
-			if s, ok := sampleOf(sw.Name, at, l); ok {
-				fn(s)
-			}
+		if resp.sampled(sw.Name, fn) && synced != nil {
+			synced()
 		}
 	}
 }
 
+// sampled calls fn for every counter sample of one answer and reports
+// whether it was sync_response.
+func (r *wireResponse) sampled(sw models.SwitchID, fn func(models.CounterSample)) (sync bool) {
+	if r.slow != nil {
+		if r.slow.GetSyncResponse() {
+			return true
+		}
+		n := r.slow.GetUpdate()
+		if n == nil {
+			return false
+		}
+		at := time.Unix(0, n.GetTimestamp())
+		for _, l := range leavesOf(n) {
+			if s, ok := sampleOf(sw, at, l); ok {
+				fn(s)
+			}
+		}
+		return false
+	}
+	if r.sync || !r.update {
+		return r.sync
+	}
+	at := time.Unix(0, r.ts)
+	for i := range r.leaves {
+		if s, ok := sampleOf(sw, at, wirePath{r, &r.leaves[i]}); ok {
+			fn(s)
+		}
+	}
+	return false
+}
+
+// leafView is what sampleOf reads of a leaf: its path's element names
+// and keys, and its value as an unsigned number or a string. A leaf of
+// gNMI's generated messages (leaf) and one read from the wire (wirePath)
+// are both.
+type leafView interface {
+	Len() int
+	NameIs(i int, name string) bool
+	Key(i int, key string) string
+	Uint() (uint64, bool)
+	String() (string, bool)
+}
+
 // sampleOf decodes one leaf of /interfaces/interface[name=ethN]/state/...
 // or of a queue's ECN counter.
-func sampleOf(sw models.SwitchID, at time.Time, l leaf) (models.CounterSample, bool) {
-	elems := l.elems
-	if len(elems) == 8 && elems[0].GetName() == "qos" && elems[2].GetName() == "interface" && elems[5].GetName() == "queue" && elems[7].GetName() == "ecn-marked-octets" {
-		port, ok := models.PortFromInterface(elems[2].GetKey()["interface-id"])
-		v, isUint := uintValue(l.val)
+func sampleOf(sw models.SwitchID, at time.Time, l leafView) (models.CounterSample, bool) {
+	n := l.Len()
+	if n == 8 && l.NameIs(0, "qos") && l.NameIs(2, "interface") && l.NameIs(5, "queue") && l.NameIs(7, "ecn-marked-octets") {
+		port, ok := models.PortFromInterface(l.Key(2, "interface-id"))
+		v, isUint := l.Uint()
 		if !ok || !isUint {
 			return models.CounterSample{}, false
 		}
-		return models.CounterSample{Switch: sw, Port: port, Timestamp: at, ECNOctets: v, Queue: elems[5].GetKey()["name"], Has: models.HasECNOctets}, true
+		return models.CounterSample{Switch: sw, Port: port, Timestamp: at, ECNOctets: v, Queue: l.Key(5, "name"), Has: models.HasECNOctets}, true
 	}
-	if len(elems) < 4 || elems[0].GetName() != "interfaces" || elems[1].GetName() != "interface" || elems[2].GetName() != "state" {
+	if n < 4 || !l.NameIs(0, "interfaces") || !l.NameIs(1, "interface") || !l.NameIs(2, "state") {
 		return models.CounterSample{}, false
 	}
-	port, ok := models.PortFromInterface(elems[1].GetKey()["name"])
+	port, ok := models.PortFromInterface(l.Key(1, "name"))
 	if !ok {
 		return models.CounterSample{}, false
 	}
 	s := models.CounterSample{Switch: sw, Port: port, Timestamp: at}
 	counter := func(dst *uint64, has models.SampleFields) bool {
-		v, ok := uintValue(l.val)
+		v, ok := l.Uint()
 		*dst, s.Has = v, has
 		return ok
 	}
-	switch elems[len(elems)-1].GetName() {
-	case "in-octets":
+	switch {
+	case l.NameIs(n-1, "in-octets"):
 		ok = counter(&s.InOctets, models.HasInOctets)
-	case "out-octets":
+	case l.NameIs(n-1, "out-octets"):
 		ok = counter(&s.OutOctets, models.HasOutOctets)
-	case "out-discards":
+	case l.NameIs(n-1, "out-discards"):
 		ok = counter(&s.OutDiscards, models.HasOutDiscards)
-	case "oper-status":
+	case l.NameIs(n-1, "oper-status"):
 		var v string
-		v, ok = stringValue(l.val)
+		v, ok = l.String()
 		s.OperUp, s.Has = v == "UP", models.HasOperStatus
 	default:
 		ok = false

@@ -110,6 +110,12 @@ type leaf struct {
 	val   *gnmipb.TypedValue
 }
 
+func (l leaf) Len() int                       { return len(l.elems) }
+func (l leaf) NameIs(i int, name string) bool { return l.elems[i].GetName() == name }
+func (l leaf) Key(i int, key string) string   { return l.elems[i].GetKey()[key] }
+func (l leaf) Uint() (uint64, bool)           { return uintValue(l.val) }
+func (l leaf) String() (string, bool)         { return stringValue(l.val) }
+
 // leavesOf flattens a notification's updates into scalar leaves with full
 // paths: typed scalars as they are, JSON subtrees (what a target answers
 // for a container when asked for JSON_IETF) walked down to their scalars.

@@ -1,0 +1,216 @@
+package southbound
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// decodeBoth reads one answer from the wire as the stream does and, for
+// comparison, through gNMI's generated messages; it returns each way's
+// samples, whether it was sync_response and whether it failed, and
+// whether the wire reading gave up for the generated messages.
+func decodeBoth(data []byte) (wire, generated []models.CounterSample, wireSync, genSync, wireErr, genErr, slow bool) {
+	var r wireResponse
+	if (subscribeCodec{}).Unmarshal(data, &r) != nil {
+		wireErr = true
+	} else {
+		wireSync = r.sampled("leaf1", func(s models.CounterSample) { wire = append(wire, s) })
+		slow = r.slow != nil
+	}
+	var resp gnmipb.SubscribeResponse
+	if proto.Unmarshal(data, &resp) != nil {
+		return wire, nil, wireSync, false, wireErr, true, slow
+	}
+	genSync = resp.GetSyncResponse()
+	if n := resp.GetUpdate(); n != nil {
+		for _, l := range leavesOf(n) {
+			if s, ok := sampleOf("leaf1", time.Unix(0, n.GetTimestamp()), l); ok {
+				generated = append(generated, s)
+			}
+		}
+	}
+	return wire, generated, wireSync, genSync, wireErr, genErr, slow
+}
+
+// randomResponse is a SubscribeResponse of the kinds targets send —
+// counters, oper-status, ECN counters under a random split between prefix
+// and path, sync_response — with noise: unknown leaves, missing or extra
+// keys, every kind of typed value, JSON, deprecated fields.
+func randomResponse(rng *rand.Rand) *gnmipb.SubscribeResponse {
+	if rng.IntN(10) == 0 {
+		return &gnmipb.SubscribeResponse{Response: &gnmipb.SubscribeResponse_SyncResponse{SyncResponse: rng.IntN(4) != 0}}
+	}
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	elem := func(name string, keys ...string) *gnmipb.PathElem {
+		e := &gnmipb.PathElem{Name: name}
+		for i := 0; i+1 < len(keys); i += 2 {
+			if e.Key == nil {
+				e.Key = map[string]string{}
+			}
+			e.Key[keys[i]] = keys[i+1]
+		}
+		return e
+	}
+	n := &gnmipb.Notification{Timestamp: rng.Int64(), Atomic: rng.IntN(5) == 0}
+	if rng.IntN(5) == 0 {
+		n.Delete = []*gnmipb.Path{{Elem: []*gnmipb.PathElem{elem("interfaces")}}}
+	}
+	split := rng.IntN(4) // how many elements go to the prefix
+	for range 1 + rng.IntN(5) {
+		port := pick("eth1", "eth2", "eth48", "bogus", "")
+		var elems []*gnmipb.PathElem
+		switch rng.IntN(8) {
+		case 0, 1, 2, 3:
+			elems = []*gnmipb.PathElem{elem("interfaces"), elem("interface", "name", port), elem("state")}
+			if rng.IntN(2) == 0 {
+				elems = append(elems, elem("counters"))
+			}
+			elems = append(elems, elem(pick("in-octets", "out-octets", "out-discards", "oper-status", "mtu")))
+		case 4, 5:
+			elems = []*gnmipb.PathElem{elem("qos"), elem("interfaces"), elem("interface", "interface-id", port), elem("output"),
+				elem("queues"), elem("queue", "name", pick("RDMA", "3", "")), elem("state"), elem(pick("ecn-marked-octets", "dropped-pkts"))}
+		case 6:
+			elems = []*gnmipb.PathElem{elem("interfaces"), elem("interface", "name", port, "extra", "x"), elem("state"), elem("oper-status")}
+		default:
+			elems = []*gnmipb.PathElem{elem(pick("interfaces", "x", "")), elem("state")}
+		}
+		var val *gnmipb.TypedValue
+		switch rng.IntN(12) {
+		case 0, 1, 2:
+			val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: rng.Uint64()}}
+		case 3:
+			val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_IntVal{IntVal: rng.Int64N(200) - 100}}
+		case 4, 5:
+			val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: pick("UP", "DOWN", "")}}
+		case 6:
+			val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: true}}
+		case 7:
+			val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: []byte(pick(`"42"`, `"UP"`, `{"counters":{"in-octets":"7"}}`))}}
+		case 8:
+			val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_DoubleVal{DoubleVal: 1.5}}
+		case 9:
+			val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_AsciiVal{AsciiVal: "UP"}}
+		case 10:
+			val = &gnmipb.TypedValue{}
+		}
+		u := &gnmipb.Update{Val: val, Duplicates: uint32(rng.IntN(2))}
+		if s := min(split, len(elems)); n.Prefix == nil && s > 0 && len(n.Update) == 0 {
+			n.Prefix = &gnmipb.Path{Elem: elems[:s], Target: "leaf1", Origin: pick("", "openconfig")}
+			elems = elems[s:]
+		} else if n.Prefix != nil {
+			elems = elems[min(len(n.Prefix.Elem), len(elems)):]
+		}
+		u.Path = &gnmipb.Path{Elem: elems}
+		if rng.IntN(10) == 0 {
+			u.Path.Element = []string{"deprecated"}
+		}
+		n.Update = append(n.Update, u)
+	}
+	return &gnmipb.SubscribeResponse{Response: &gnmipb.SubscribeResponse_Update{Update: n}}
+}
+
+// TestWireDecodingIsProto: reading a telemetry answer from the wire gives
+// the samples (and sync_response) that decoding it into gNMI's generated
+// messages gives, for 5,000 random answers, each also concatenated with
+// another (protobuf merges them: the wire reading gives up and decodes
+// the generated way) and cut short (both refuse it); the wire reading
+// does the work for most answers, and leaves JSON values to the slow way.
+func TestWireDecodingIsProto(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	fast, samples := 0, 0
+	for i := range 5000 {
+		a, err := proto.Marshal(randomResponse(rng))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.Marshal(randomResponse(rng))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, data := range [][]byte{a, append(append([]byte(nil), a...), b...), a[:len(a)*2/3]} {
+			wire, generated, wireSync, genSync, wireErr, genErr, slow := decodeBoth(data)
+			if wireErr != genErr || wireSync != genSync || !reflect.DeepEqual(wire, generated) {
+				var resp gnmipb.SubscribeResponse
+				_ = proto.Unmarshal(data, &resp)
+				t.Fatalf("answer %d/%d (%v): from the wire %v sync %v err %v, generated %v sync %v err %v", i, j, &resp, wire, wireSync, wireErr, generated, genSync, genErr)
+			}
+			if j == 0 && !slow {
+				fast++
+			}
+			samples += len(wire)
+		}
+	}
+	if fast < 2500 || samples < 1000 {
+		t.Fatalf("the wire reading did %d of 5,000 answers, %d samples in all: the test does not exercise it", fast, samples)
+	}
+	json, _ := proto.Marshal(&gnmipb.SubscribeResponse{Response: &gnmipb.SubscribeResponse_Update{Update: &gnmipb.Notification{Update: []*gnmipb.Update{{
+		Path: &gnmipb.Path{Elem: []*gnmipb.PathElem{{Name: "interfaces"}}},
+		Val:  &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: []byte(`{"interface":[{"name":"eth1","state":{"oper-status":"UP"}}]}`)}},
+	}}}}})
+	if wire, _, _, _, _, _, slow := decodeBoth(json); !slow || len(wire) != 1 {
+		t.Fatalf("a JSON subtree: %v samples, decoded the slow way %v; want one sample, the slow way", wire, slow)
+	}
+}
+
+// FuzzWireDecoding: whatever bytes arrive, reading them from the wire
+// never panics and agrees with gNMI's generated messages.
+func FuzzWireDecoding(f *testing.F) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 20 {
+		data, _ := proto.Marshal(randomResponse(rng))
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		wire, generated, wireSync, genSync, wireErr, genErr, _ := decodeBoth(data)
+		if wireErr != genErr || wireSync != genSync || !reflect.DeepEqual(wire, generated) {
+			t.Fatalf("from the wire %v sync %v err %v, generated %v sync %v err %v", wire, wireSync, wireErr, generated, genSync, genErr)
+		}
+	})
+}
+
+// BenchmarkWireDecoding: one k=48 leaf's counter answer (48 interfaces,
+// three counters each, prefix with the target), read from the wire and
+// through the generated messages.
+func BenchmarkWireDecoding(b *testing.B) {
+	n := &gnmipb.Notification{Timestamp: 1, Prefix: &gnmipb.Path{Target: "leaf1"}}
+	for port := 1; port <= 48; port++ {
+		for _, c := range []string{"in-octets", "out-octets", "out-discards"} {
+			n.Update = append(n.Update, &gnmipb.Update{
+				Path: &gnmipb.Path{Elem: []*gnmipb.PathElem{{Name: "interfaces"}, {Name: "interface", Key: map[string]string{"name": fmt.Sprintf("eth%d", port)}},
+					{Name: "state"}, {Name: "counters"}, {Name: c}}},
+				Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: uint64(port) << 20}}})
+		}
+	}
+	data, err := proto.Marshal(&gnmipb.SubscribeResponse{Response: &gnmipb.SubscribeResponse_Update{Update: n}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("wire", func(b *testing.B) {
+		var r wireResponse
+		for b.Loop() {
+			if err := (subscribeCodec{}).Unmarshal(data, &r); err != nil {
+				b.Fatal(err)
+			}
+			r.sampled("leaf1", func(models.CounterSample) {})
+		}
+	})
+	b.Run("generated", func(b *testing.B) {
+		for b.Loop() {
+			var resp gnmipb.SubscribeResponse
+			if err := proto.Unmarshal(data, &resp); err != nil {
+				b.Fatal(err)
+			}
+			for _, l := range leavesOf(resp.GetUpdate()) {
+				sampleOf("leaf1", time.Unix(0, 1), l)
+			}
+		}
+	})
+}

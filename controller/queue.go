@@ -59,7 +59,7 @@ func (q *Queue) signal() {
 type lane uint8
 
 const (
-	none lane = iota
+	noLane lane = iota
 	front
 	background
 )
@@ -81,7 +81,7 @@ func (q *Queue) addLocked(key string, l lane) {
 		return
 	}
 	if q.processing[key] {
-		if a := q.again[key]; a == none || l < a {
+		if a := q.again[key]; a == noLane || l < a {
 			q.again[key] = l
 		}
 		return
@@ -172,10 +172,10 @@ func (q *Queue) Get(ctx context.Context) (string, bool) {
 
 // popLocked takes the next key, the front lane's first.
 func (q *Queue) popLocked() (string, bool) {
-	for _, lane := range []*[]string{&q.order, &q.later} {
-		if len(*lane) > 0 {
-			key := (*lane)[0]
-			*lane = (*lane)[1:]
+	for _, keys := range []*[]string{&q.order, &q.later} {
+		if len(*keys) > 0 {
+			key := (*keys)[0]
+			*keys = (*keys)[1:]
 			delete(q.queued, key)
 			return key, true
 		}
@@ -189,7 +189,7 @@ func (q *Queue) Done(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.processing, key)
-	if l := q.again[key]; l != none {
+	if l := q.again[key]; l != noLane {
 		delete(q.again, key)
 		q.addLocked(key, l)
 	}

@@ -2,6 +2,7 @@ package pathcalc
 
 import (
 	"context"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
@@ -58,6 +59,13 @@ type routing struct {
 	choice [][]int32
 	// warnings are by switch.
 	warnings [][]Warning
+}
+
+// kept is req as a plan keeps it: its maps copied, so that a caller
+// changing them later does not change what the next Recompute compares.
+func kept(req Request) Request {
+	req.DownLinks, req.PortBias = maps.Clone(req.DownLinks), maps.Clone(req.PortBias)
+	return req
 }
 
 // adjacency is every switch's working links (not down), by index.
@@ -250,7 +258,7 @@ func (sc *scratch) propagate(adj [][]hop, dist []int32, capTo []float64, seeds [
 // newRouting is Compute, keeping the working for Recompute.
 func newRouting(ctx context.Context, snap *topology.Snapshot, req Request) (*routing, error) {
 	switches := snap.Switches()
-	r := &routing{snap: snap, req: req, switches: switches, index: make(map[models.SwitchID]int, len(switches))}
+	r := &routing{snap: snap, req: kept(req), switches: switches, index: make(map[models.SwitchID]int, len(switches))}
 	for i, sw := range switches {
 		r.index[sw.Name] = i
 	}
@@ -369,10 +377,11 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 	if old == nil || old.snap != snap || old.req.Limits != req.Limits {
 		return Compute(ctx, snap, req)
 	}
+	// A link that went down or came back, or (biased) whose weight out of
+	// a changed (its congestion bias).
 	type change struct {
-		a, b    int  // switch indices
-		removed bool // else added; neither: a's port toward b reweighted
-		biased  bool
+		a, b   int // switch indices
+		biased bool
 	}
 	var changes []change
 	ends := func(id models.LinkID) (int, int, bool) {
@@ -394,7 +403,7 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 	for id := range req.DownLinks {
 		if !old.req.DownLinks[id] {
 			if a, b, ok := ends(id); ok {
-				changes = append(changes, change{a: a, b: b, removed: true})
+				changes = append(changes, change{a: a, b: b})
 			}
 		}
 	}
@@ -424,7 +433,7 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		}
 	}
 	r := &routing{
-		snap: snap, req: req, switches: old.switches, index: old.index,
+		snap: snap, req: kept(req), switches: old.switches, index: old.index,
 		adj:   adjacency(snap, old.switches, old.index, req),
 		dests: old.dests, prefixes: old.prefixes,
 		dist: slices.Clone(old.dist), capTo: slices.Clone(old.capTo),
@@ -442,10 +451,11 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		w     []float64
 	}
 	moved := make([][]choice, n)
-	var pending []struct {
+	type pendingChoice struct {
 		s int
 		c choice
 	}
+	var pending []pendingChoice
 	reduced := weightMemo{lim: req.Limits, at: map[uint64][]int{}}
 	record := func(s, j int, ports []uint32, caps []float64) {
 		ports, w := normalize(ports, caps) // the scratch's: copied if kept
@@ -471,10 +481,7 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 				}
 			}
 		}
-		pending = append(pending, struct {
-			s int
-			c choice
-		}{s, choice{j, slices.Clone(ports), slices.Clone(w)}})
+		pending = append(pending, pendingChoice{s, choice{j, slices.Clone(ports), slices.Clone(w)}})
 	}
 	sc := newScratch(n)
 	var seeds []int

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"maps"
-	"reflect"
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
@@ -208,7 +207,7 @@ func (c *Controller) enqueuePruned(ctx context.Context, ro *rollout) {
 	for sw, st := range pruned.Plan.Switches {
 		// Prune shares the state of every switch it leaves alone, so this
 		// compares slice headers for all but the few it changed.
-		if !reflect.DeepEqual(ro.base.Switches[sw], st) {
+		if !ro.base.Switches[sw].Equal(st) {
 			c.Enqueue(sw)
 		}
 	}

@@ -3,7 +3,6 @@ package controller
 import (
 	"fmt"
 	"net/netip"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -129,10 +128,10 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 		for sw, newSt := range newPlan.Switches {
 			oldSt := oldPlan.Switches[sw]
 			// Plans hold canonical states: compare them as they are.
-			if !reflect.DeepEqual(oldSt, newSt) {
+			if !oldSt.Equal(newSt) {
 				changed[sw] = true
 			}
-			if base != nil && !reflect.DeepEqual(base.Switches[sw], oldSt) {
+			if base != nil && !base.Switches[sw].Equal(oldSt) {
 				pruning[sw], changed[sw] = true, true // the first stage: to oldPlan
 			}
 			if !changed[sw] {

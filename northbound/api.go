@@ -106,7 +106,7 @@ func New(opts Options) http.Handler {
 
 	a := &server{opts: opts, done: opts.Done, limiter: tenancy.NewRateLimiter(opts.RateLimit),
 		authFailures: tenancy.NewRateLimiter(authFailuresPerSecond),
-		history:      &history{interval: opts.HistoryInterval, keep: max(1, int(opts.HistoryLength/opts.HistoryInterval)), series: map[string][]api.HistoryPoint{}}}
+		history:      &history{interval: opts.HistoryInterval, keep: max(1, int(opts.HistoryLength/opts.HistoryInterval)), series: map[historyKey]*series{}}}
 	// History is sampled from the first request on (a handler never
 	// served samples nothing) until the API is shut down (Done).
 	var sampling sync.Once

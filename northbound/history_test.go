@@ -1,0 +1,60 @@
+package northbound
+
+import (
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// TestHistoryFollowsTheTopology: every link keeps its utilization and
+// every switch its traffic out, at most keep points each; the series of
+// a link or switch no longer in the topology go.
+func TestHistoryFollowsTheTopology(t *testing.T) {
+	snapOf := func(spines, leaves int) *topology.Snapshot {
+		topo, err := topology.LeafSpine(spines, leaves, 1, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := topology.New(topo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap
+	}
+	load := func(l models.Link) api.LinkLoad { return api.LinkLoad{Utilization: 0.5, ABbps: 1e9, BAbps: 2e9} }
+	h := &history{interval: time.Second, keep: 3, series: map[historyKey]*series{}}
+	big := snapOf(2, 3)
+	for i := range 5 {
+		h.record(time.Unix(int64(i), 0), big, load)
+	}
+	link := big.Links()[0]
+	points, ok := h.get(historyKey{link: link.ID()})
+	if !ok || len(points) != 3 || points[2].T != 4 || points[2].V != 0.5 {
+		t.Fatalf("%s: %v (kept %v); want the last 3 points, utilization 0.5", link.ID(), points, ok)
+	}
+	// Every switch sends on each of its links: 1 Gb/s as A, 2 as B.
+	sw := link.A.Switch
+	want := 0.0
+	for _, l := range big.Links() {
+		if l.A.Switch == sw {
+			want += 1e9
+		}
+		if l.B.Switch == sw {
+			want += 2e9
+		}
+	}
+	if points, _ := h.get(historyKey{sw: sw}); len(points) != 3 || points[0].V != want {
+		t.Fatalf("%s: %v, want %v b/s out", sw, points, want)
+	}
+	small := snapOf(2, 2)
+	h.record(time.Unix(5, 0), small, load)
+	if _, ok := h.get(historyKey{sw: "leaf3"}); ok {
+		t.Fatal("leaf3 left the topology and kept its history")
+	}
+	if len(h.series) != len(small.Links())+len(small.Switches()) {
+		t.Fatalf("%d series, want one per link and switch of the topology (%d)", len(h.series), len(small.Links())+len(small.Switches()))
+	}
+}

@@ -808,7 +808,8 @@ func TestP4RTFlowSampleDigests(t *testing.T) {
 
 // TestSampledPortsFollowWrites: the sampler's view of what a leaf samples
 // is read once per change of its tables — kept while nothing is written,
-// read again after a flow_sample entry goes in and after it goes out.
+// read again after a flow_sample entry goes in and after it goes out —
+// and the sampler knows when no switch samples at all.
 func TestSampledPortsFollowWrites(t *testing.T) {
 	topo, _ := topology.LeafSpine(1, 2, 1, 100)
 	f := run(t, topo)
@@ -817,7 +818,11 @@ func TestSampledPortsFollowWrites(t *testing.T) {
 	sampled := func() map[uint32]uint64 {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.sampledPortsLocked(sw)
+		ports := f.sampledPortsLocked(sw)
+		if any := f.anySampledLocked(); any != (len(ports) > 0) {
+			t.Fatalf("some switch samples: %v, but leaf1 (the only one that may) samples %v", any, ports)
+		}
+		return ports
 	}
 	if err := c.write(1, &p4v1.Update{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_DigestEntry{DigestEntry: &p4v1.DigestEntry{
 		DigestId: s.DigestID(p4.DigestFlowSample), Config: &p4v1.DigestEntry_Config{MaxListSize: 2, MaxTimeoutNs: 1e6}}}}}); err != nil {

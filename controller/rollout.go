@@ -589,10 +589,35 @@ func stagedGroupID(id uint32) uint32 { return id | 1<<31 }
 // reconcile is queued or running (a rollout's last writes, which drop
 // what the old routes used, are queued as its last stage completes), and
 // no congestion weight is on its way back up.
-func (c *Controller) Settled() bool {
+func (c *Controller) Settled() bool { return c.Unsettled() == "" }
+
+// UnsettledWeights is what Unsettled says when only a congestion weight
+// on its way back up keeps the controller from Settled.
+const UnsettledWeights = "a congestion weight is on its way back up"
+
+// Unsettled says what keeps the controller from Settled ("" when nothing
+// does): for tests and logs that wait on it.
+func (c *Controller) Unsettled() string {
 	st := c.current()
-	if st == nil || c.deferred.Load() || c.Ready() != nil || !c.idle() || c.weightsMoving() {
-		return false
+	switch {
+	case st == nil:
+		return "no topology"
+	case c.deferred.Load():
+		return "a planned change waits for its turn"
+	case c.Ready() != nil:
+		return "not ready: " + c.Ready().Error()
+	case !c.idle():
+		var queued []string
+		for _, r := range c.reconcilers() {
+			if !r.queue.Idle() {
+				queued = append(queued, fmt.Sprintf("%s: %d queued", r.kind, r.queue.Len()))
+			}
+		}
+		return "reconciles queued or running (" + strings.Join(queued, ", ") + ")"
+	case c.weightsMoving():
+		return UnsettledWeights
+	case st.ro != nil && st.ro.stageNow() != 0:
+		return fmt.Sprintf("a rollout is at stage %d", st.ro.stageNow())
 	}
-	return st.ro == nil || st.ro.stageNow() == 0
+	return ""
 }

@@ -356,6 +356,10 @@ func (r *routing) result(prev *Result, rebuild []bool) (Result, error) {
 			if err != nil {
 				return Result{}, err
 			}
+			// What Recompute reads of a built table is its sets and the
+			// choices: the routes (a thousand per switch at k=48) and the
+			// interning index go, or every plan kept would hold them.
+			r.tables[i].routes, r.tables[i].byHash = nil, nil
 			state.PortMACs = PortMACs(r.snap, sw)
 			seed := HashSeed(sw)
 			state.HashSeed = &seed

@@ -101,19 +101,33 @@ const (
 	fixed64Field
 )
 
+// messageFields are one message's known fields, by number (0: unknown):
+// every message read here numbers its fields below 16. An array, not a
+// map: it is looked up for every field of every answer.
+type messageFields [16]fieldKind
+
 var (
-	responseFields     = map[protowire.Number]fieldKind{1: messageField, 3: varintField, 4: messageField, 5: messageField}
-	notificationFields = map[protowire.Number]fieldKind{1: varintField, 2: messageField, 4: messageField, 5: messageField, 6: varintField}
-	updateFields       = map[protowire.Number]fieldKind{1: messageField, 2: messageField, 3: messageField, 4: varintField}
-	pathFields         = map[protowire.Number]fieldKind{1: stringField, 2: stringField, 3: messageField, 4: stringField}
-	elemFields         = map[protowire.Number]fieldKind{1: stringField, 2: messageField}
-	keyFields          = map[protowire.Number]fieldKind{1: stringField, 2: stringField}
-	valueFields        = map[protowire.Number]fieldKind{1: stringField, 2: varintField, 3: varintField, 4: varintField, 5: bytesField,
+	responseFields     = messageFields{1: messageField, 3: varintField, 4: messageField, 5: messageField}
+	notificationFields = messageFields{1: varintField, 2: messageField, 4: messageField, 5: messageField, 6: varintField}
+	updateFields       = messageFields{1: messageField, 2: messageField, 3: messageField, 4: varintField}
+	pathFields         = messageFields{1: stringField, 2: stringField, 3: messageField, 4: stringField}
+	elemFields         = messageFields{1: stringField, 2: messageField}
+	keyFields          = messageFields{1: stringField, 2: stringField}
+	valueFields        = messageFields{1: stringField, 2: varintField, 3: varintField, 4: varintField, 5: bytesField,
 		6: fixed32Field, 7: messageField, 8: messageField, 9: messageField, 10: bytesField, 11: bytesField, 12: stringField,
 		13: bytesField, 14: fixed64Field}
 )
 
-var wireTypeOf = map[fieldKind]protowire.Type{varintField: protowire.VarintType, bytesField: protowire.BytesType,
+// kind is field num's kind, 0 if unknown.
+func (m *messageFields) kind(num protowire.Number) fieldKind {
+	if num < 0 || int(num) >= len(m) {
+		return 0
+	}
+	return m[num]
+}
+
+// wireTypeOf is each kind's wire type.
+var wireTypeOf = [...]protowire.Type{varintField: protowire.VarintType, bytesField: protowire.BytesType,
 	stringField: protowire.BytesType, messageField: protowire.BytesType, fixed32Field: protowire.Fixed32Type, fixed64Field: protowire.Fixed64Type}
 
 // fields walks b's fields, calling f with each known one's number and
@@ -121,14 +135,15 @@ var wireTypeOf = map[fieldKind]protowire.Type{varintField: protowire.VarintType,
 // does not parse, a known field has another wire type or a string field
 // is not UTF-8, or f says stop (f must stop at a message field it does
 // not read). Unknown fields are skipped, as protobuf keeps them unread.
-func fields(b []byte, known map[protowire.Number]fieldKind, f func(num protowire.Number, v uint64, data []byte) bool) bool {
+func fields(b []byte, known *messageFields, f func(num protowire.Number, v uint64, data []byte) bool) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return false
 		}
 		b = b[n:]
-		kind, isKnown := known[num]
+		kind := known.kind(num)
+		isKnown := kind != 0
 		if isKnown && typ != wireTypeOf[kind] {
 			return false
 		}
@@ -157,7 +172,7 @@ func fields(b []byte, known map[protowire.Number]fieldKind, f func(num protowire
 func (r *wireResponse) parse(b []byte) bool {
 	r.reset()
 	seen := false // one of the oneof's fields: a second is left to protobuf
-	return fields(b, responseFields, func(num protowire.Number, v uint64, data []byte) bool {
+	return fields(b, &responseFields, func(num protowire.Number, v uint64, data []byte) bool {
 		switch num {
 		case 1: // update
 			if seen {
@@ -179,7 +194,7 @@ func (r *wireResponse) parse(b []byte) bool {
 
 func (r *wireResponse) notification(b []byte) bool {
 	prefixSeen := false
-	return fields(b, notificationFields, func(num protowire.Number, v uint64, data []byte) bool {
+	return fields(b, &notificationFields, func(num protowire.Number, v uint64, data []byte) bool {
 		switch num {
 		case 1:
 			r.ts = int64(v)
@@ -207,7 +222,7 @@ func (r *wireResponse) updateOf(b []byte) bool {
 	l := wireLeaf{from: len(r.elems)}
 	l.to = l.from
 	pathSeen, valSeen := false, false
-	ok := fields(b, updateFields, func(num protowire.Number, v uint64, data []byte) bool {
+	ok := fields(b, &updateFields, func(num protowire.Number, v uint64, data []byte) bool {
 		switch num {
 		case 1:
 			if pathSeen {
@@ -237,12 +252,12 @@ func (r *wireResponse) updateOf(b []byte) bool {
 }
 
 func (r *wireResponse) path(b []byte) bool {
-	return fields(b, pathFields, func(num protowire.Number, v uint64, data []byte) bool {
+	return fields(b, &pathFields, func(num protowire.Number, v uint64, data []byte) bool {
 		if num != 3 {
 			return true // element (deprecated), origin, target
 		}
 		e := wireElem{from: len(r.keys)}
-		ok := fields(data, elemFields, func(num protowire.Number, v uint64, data []byte) bool {
+		ok := fields(data, &elemFields, func(num protowire.Number, v uint64, data []byte) bool {
 			switch num {
 			case 1:
 				e.name = data // a string field given twice: the last counts
@@ -261,7 +276,7 @@ func (r *wireResponse) path(b []byte) bool {
 // of one key winning as protobuf's map does.
 func (r *wireResponse) key(b []byte, from int) bool {
 	var kv wireKey
-	ok := fields(b, keyFields, func(num protowire.Number, v uint64, data []byte) bool {
+	ok := fields(b, &keyFields, func(num protowire.Number, v uint64, data []byte) bool {
 		switch num { // a map entry's key and value: fields 1 and 2, both strings
 		case 1:
 			kv.k = data
@@ -286,7 +301,7 @@ func (r *wireResponse) key(b []byte, from int) bool {
 // value reads a TypedValue (a oneof: the last field wins); JSON is left
 // to the slow way, which walks JSON subtrees.
 func (l *wireLeaf) value(b []byte) bool {
-	return fields(b, valueFields, func(num protowire.Number, v uint64, data []byte) bool {
+	return fields(b, &valueFields, func(num protowire.Number, v uint64, data []byte) bool {
 		switch num {
 		case 1:
 			l.kind, l.s = stringKind, data

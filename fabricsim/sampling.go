@@ -49,7 +49,6 @@ func (f *Fabric) sampleLocked(dt float64) {
 		return // nothing samples: the flows need not be walked (27,648 at k=48, 20 times a second)
 	}
 	limit := int(math.Ceil(maxSamplesPerSecond * dt))
-	oneIn := map[*Switch]map[uint32]uint64{} // what each switch samples, read once a tick
 	type due struct {
 		port uint32
 		spec FlowSpec
@@ -57,13 +56,7 @@ func (f *Fabric) sampleLocked(dt float64) {
 	}
 	dues := map[*Switch][]due{}
 	for _, fl := range f.flows {
-		// Sampling comes before forwarding: a flow dropped further on is
-		// sampled at what it offers.
-		gbps := fl.RateGbps
-		if !fl.Delivered {
-			gbps = f.offeredGbps(fl.Spec)
-		}
-		if gbps <= 0 || len(fl.Hops) == 0 {
+		if len(fl.Hops) == 0 {
 			continue
 		}
 		first := fl.Hops[0]
@@ -71,13 +64,17 @@ func (f *Fabric) sampleLocked(dt float64) {
 		if sw == nil || sw.down.Load() {
 			continue
 		}
-		rates, ok := oneIn[sw]
-		if !ok {
-			rates = f.sampledPortsLocked(sw)
-			oneIn[sw] = rates
-		}
-		n := rates[first.InPort]
+		n := f.sampledPortsLocked(sw)[first.InPort]
 		if n == 0 {
+			continue
+		}
+		// Sampling comes before forwarding: a flow dropped further on is
+		// sampled at what it offers.
+		gbps := fl.RateGbps
+		if !fl.Delivered {
+			gbps = f.offeredGbps(fl.Spec)
+		}
+		if gbps <= 0 {
 			continue
 		}
 		fl.sampleCarry += gbps * 1e9 * dt / 8 / packetBytes / float64(n)

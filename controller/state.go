@@ -155,15 +155,16 @@ func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
 	req := pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down, PortBias: st.bias}
 	basis := st.basis
 	st.basis = nil
-	var prev pathcalc.Result
-	if basis != nil && basis.snap == st.snap {
-		if p, err := c.planOf(ctx, basis); err == nil {
-			prev = p
-		}
+	var prev pathcalc.Result // none: Recompute computes from scratch
+	planned := false         // basis's plan is done, and can be read
+	if basis != nil {
+		var err error
+		prev, err = c.planOf(ctx, basis)
+		planned = err == nil
 	}
-	st.plan, st.err = pathcalc.Recompute(ctx, prev, st.snap, req) // from scratch without prev
+	st.plan, st.err = pathcalc.Recompute(ctx, prev, st.snap, req)
 	c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
-	if st.err == nil && prev.Plan.Switches != nil {
+	if st.err == nil && planned {
 		st.inheritAggregated(basis)
 	}
 	c.logCompromises(st)

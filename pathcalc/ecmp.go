@@ -187,13 +187,7 @@ func normalize(ports []uint32, caps []float64) ([]uint32, []float64) {
 // internNormalized is intern for a normalized set (see normalize); it
 // keeps copies, never ports or w.
 func (t *routeTable) internNormalized(ports []uint32, w []float64) int {
-	h := uint64(14695981039346656037)
-	for i, p := range ports {
-		h = (h ^ uint64(p)) * 1099511628211
-		if w != nil {
-			h = (h ^ math.Float64bits(w[i])) * 1099511628211
-		}
-	}
+	h := setHash(ports, w)
 	for _, i := range t.byHash[h] {
 		if slices.Equal(t.sets[i], ports) && slices.Equal(t.weights[i], w) {
 			return i
@@ -203,6 +197,19 @@ func (t *routeTable) internNormalized(ports []uint32, w []float64) int {
 	t.weights = append(t.weights, slices.Clone(w))
 	t.byHash[h] = append(t.byHash[h], len(t.sets)-1)
 	return len(t.sets) - 1
+}
+
+// setHash is an FNV-1a hash of ports and their capacities, for the
+// indexes that intern them.
+func setHash(ports []uint32, caps []float64) uint64 {
+	h := uint64(14695981039346656037)
+	for _, p := range ports {
+		h = (h ^ uint64(p)) * 1099511628211
+	}
+	for _, c := range caps {
+		h = (h ^ math.Float64bits(c)) * 1099511628211
+	}
+	return h
 }
 
 // integerWeights is the group weights capacities become: trimmed to the

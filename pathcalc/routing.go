@@ -68,6 +68,15 @@ func kept(req Request) Request {
 	return req
 }
 
+// bias is what the link out of e counts for in WCMP, as a share of its
+// speed: its PortBias when that is in (0, 1), else 1.
+func (req Request) bias(e models.Endpoint) float64 {
+	if b, ok := req.PortBias[e]; ok && b > 0 && b < 1 {
+		return b
+	}
+	return 1
+}
+
 // adjacency is every switch's working links (not down), by index.
 func adjacency(snap *topology.Snapshot, switches []models.Switch, index map[models.SwitchID]int, req Request) [][]hop {
 	adj := make([][]hop, len(switches))
@@ -76,10 +85,7 @@ func adjacency(snap *topology.Snapshot, switches []models.Switch, index map[mode
 			if req.DownLinks[a.Link] {
 				continue
 			}
-			gbps := a.Gbps
-			if b, ok := req.PortBias[models.Endpoint{Switch: sw.Name, Port: a.LocalPort}]; ok && b > 0 && b < 1 {
-				gbps *= b
-			}
+			gbps := a.Gbps * req.bias(models.Endpoint{Switch: sw.Name, Port: a.LocalPort})
 			adj[i] = append(adj[i], hop{peer: index[a.Peer], port: a.LocalPort, gbps: gbps})
 		}
 	}
@@ -292,7 +298,6 @@ func newRouting(ctx context.Context, snap *topology.Snapshot, req Request) (*rou
 		sc.full(r.adj, d, r.dist[j], r.capTo[j], func(s int, ports []uint32, caps []float64) {
 			r.choice[s][j] = int32(r.tables[s].internWeighted(ports, caps))
 		})
-		r.addHostRoutes(d)
 	}
 	for s := range switches {
 		r.addRoutes(s)
@@ -311,14 +316,6 @@ func destPrefixes(snap *topology.Snapshot, leaf models.Switch) []netip.Prefix {
 		out = append(out, netip.PrefixFrom(h.IP, 32))
 	}
 	return out
-}
-
-// addHostRoutes interns leaf d's host ports in its table (its routes are
-// made by addRoutes, in destination order).
-func (r *routing) addHostRoutes(d int) {
-	for _, h := range r.snap.HostsOn(r.switches[d].Name) {
-		r.tables[d].intern([]uint32{h.Attach.Port})
-	}
 }
 
 // addRoutes makes switch s's routes from its choices, destination by
@@ -411,15 +408,9 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 			}
 		}
 	}
-	bias := func(m map[models.Endpoint]float64, e models.Endpoint) float64 {
-		if b, ok := m[e]; ok && b > 0 && b < 1 {
-			return b
-		}
-		return 1
-	}
 	for _, m := range []map[models.Endpoint]float64{old.req.PortBias, req.PortBias} {
 		for e := range m {
-			if bias(old.req.PortBias, e) == bias(req.PortBias, e) {
+			if old.req.bias(e) == req.bias(e) {
 				continue
 			}
 			l, ok := snap.LinkAt(e)
@@ -544,13 +535,8 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		rebuild[s] = true
 		t := &routeTable{byHash: map[uint64][]int{}}
 		cs := make([]int32, len(r.dests))
-		for j, d := range r.dests {
+		for j := range r.dests {
 			cs[j] = -1
-			if d == s {
-				for _, h := range snap.HostsOn(r.switches[d].Name) {
-					t.intern([]uint32{h.Attach.Port})
-				}
-			}
 			if len(m) > 0 && m[0].j == j {
 				if m[0].ports != nil {
 					cs[j] = int32(t.internNormalized(m[0].ports, m[0].w))
@@ -583,10 +569,7 @@ type reducedWeights struct {
 }
 
 func (m *weightMemo) of(caps []float64) ([]int32, float64) {
-	h := uint64(14695981039346656037)
-	for _, c := range caps {
-		h = (h ^ math.Float64bits(c)) * 1099511628211
-	}
+	h := setHash(nil, caps)
 	for _, i := range m.at[h] {
 		if slices.Equal(m.seen[i].caps, caps) {
 			return m.seen[i].w, m.seen[i].e

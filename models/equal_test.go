@@ -45,24 +45,8 @@ func TestEqualIsDeepEqual(t *testing.T) {
 	}
 	// nonNil gives DeepEqual's view of empty tables: nil.
 	nonNil := func(s ForwardingState) ForwardingState {
-		if len(s.Members) == 0 {
-			s.Members = nil
-		}
-		if len(s.Groups) == 0 {
-			s.Groups = nil
-		}
-		if len(s.Routes) == 0 {
-			s.Routes = nil
-		}
-		if len(s.FlowPins) == 0 {
-			s.FlowPins = nil
-		}
-		if len(s.PortMACs) == 0 {
-			s.PortMACs = nil
-		}
-		if len(s.Punts) == 0 {
-			s.Punts = nil
-		}
+		s.Members, s.Groups, s.Routes = nilIfEmpty(s.Members), nilIfEmpty(s.Groups), nilIfEmpty(s.Routes)
+		s.FlowPins, s.PortMACs, s.Punts = nilIfEmpty(s.FlowPins), nilIfEmpty(s.PortMACs), nilIfEmpty(s.Punts)
 		return s
 	}
 	equal, differ := 0, 0
@@ -93,4 +77,11 @@ func TestEqualIsDeepEqual(t *testing.T) {
 	if equal < 1000 || differ < 1000 {
 		t.Fatalf("%d equal pairs, %d different: the test does not exercise both", equal, differ)
 	}
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }

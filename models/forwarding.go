@@ -110,18 +110,23 @@ type ForwardingState struct {
 // without reflection, and at once for states that share their tables.
 func (s ForwardingState) Equal(o ForwardingState) bool {
 	groupEqual := func(a, b Group) bool { return a.ID == b.ID && same(a.Members, b.Members) }
-	return same(s.Members, o.Members) && same(s.Routes, o.Routes) && same(s.FlowPins, o.FlowPins) &&
-		same(s.PortMACs, o.PortMACs) && same(s.Punts, o.Punts) &&
-		(len(s.Groups) == len(o.Groups) && (len(s.Groups) == 0 || &s.Groups[0] == &o.Groups[0]) || slices.EqualFunc(s.Groups, o.Groups, groupEqual)) &&
+	return same(s.Members, o.Members) && sameFunc(s.Groups, o.Groups, groupEqual) && same(s.Routes, o.Routes) &&
+		same(s.FlowPins, o.FlowPins) && same(s.PortMACs, o.PortMACs) && same(s.Punts, o.Punts) &&
 		(s.HashSeed == nil) == (o.HashSeed == nil) && (s.HashSeed == nil || *s.HashSeed == *o.HashSeed)
 }
 
 // same is slices.Equal, at once for slices that share their elements.
 func same[T comparable](a, b []T) bool {
+	return sameFunc(a, b, func(x, y T) bool { return x == y })
+}
+
+// sameFunc is slices.EqualFunc, at once for slices that share their
+// elements.
+func sameFunc[T any](a, b []T, eq func(T, T) bool) bool {
 	if len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) {
 		return true
 	}
-	return slices.Equal(a, b)
+	return slices.EqualFunc(a, b, eq)
 }
 
 // EtherTypeLLDP is the EtherType of LLDP frames, which link discovery's

@@ -116,18 +116,16 @@ func (s ForwardingState) Equal(o ForwardingState) bool {
 }
 
 // same is slices.Equal, at once for slices that share their elements.
-func same[T comparable](a, b []T) bool {
-	return sameFunc(a, b, func(x, y T) bool { return x == y })
-}
+func same[T comparable](a, b []T) bool { return shared(a, b) || slices.Equal(a, b) }
 
 // sameFunc is slices.EqualFunc, at once for slices that share their
 // elements.
 func sameFunc[T any](a, b []T, eq func(T, T) bool) bool {
-	if len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) {
-		return true
-	}
-	return slices.EqualFunc(a, b, eq)
+	return shared(a, b) || slices.EqualFunc(a, b, eq)
 }
+
+// shared says whether a and b are the same elements (or both empty).
+func shared[T any](a, b []T) bool { return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) }
 
 // EtherTypeLLDP is the EtherType of LLDP frames, which link discovery's
 // probes are.

@@ -599,13 +599,16 @@ const UnsettledWeights = "a congestion weight is on its way back up"
 // does): for tests and logs that wait on it.
 func (c *Controller) Unsettled() string {
 	st := c.current()
-	switch {
-	case st == nil:
+	if st == nil {
 		return "no topology"
-	case c.deferred.Load():
+	}
+	if c.deferred.Load() {
 		return "a planned change waits for its turn"
-	case c.Ready() != nil:
-		return "not ready: " + c.Ready().Error()
+	}
+	if err := c.Ready(); err != nil {
+		return "not ready: " + err.Error()
+	}
+	switch {
 	case !c.idle():
 		var queued []string
 		for _, r := range c.reconcilers() {

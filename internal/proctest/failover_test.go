@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/proctest"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
 )
 
 func TestMain(m *testing.M) {
@@ -294,11 +296,28 @@ func TestKill9Failover(t *testing.T) {
 // No acknowledged intent may be lost. Run:
 //
 //	go test ./internal/proctest -run '^$' -bench Failover -benchtime 10x
+//
+// ACCELNET_FAILOVER_INTENTS=N stores N one-flow intents first (64
+// tenants, spread over the fabric's hosts), so that the new leader takes
+// over with them; ACCELNET_FAILOVER_TOPOLOGY sets the fabric (default
+// fattree:8@100).
 func BenchmarkFailover(b *testing.B) {
+	stored, err := strconv.Atoi(envOr("ACCELNET_FAILOVER_INTENTS", "0"))
+	if err != nil {
+		b.Fatalf("ACCELNET_FAILOVER_INTENTS: %v", err)
+	}
 	// A 1 s lease (the embedded etcd members' 500 ms election timeout
 	// allows it); the tests keep the 2 s default, safer on a loaded CI.
-	d := deployWith(b, "fattree:8@100", 2, setup{replicaArgs: []string{"--election-ttl", "1s"}})
-	_, follow := d.leader()
+	d := deployWith(b, envOr("ACCELNET_FAILOVER_TOPOLOGY", "fattree:8@100"), 2, setup{replicaArgs: []string{"--election-ttl", "1s"}, startWithin: 5 * time.Minute})
+	lead, follow := d.leader()
+	if stored > 0 {
+		topo, err := topology.Load(d.topoFile)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took, _ := admitMany(b, lead.url(), d.token, topo.Hosts, stored)
+		b.Logf("%d intents stored in %s", stored, took.Round(time.Millisecond))
+	}
 	tok := d.tenantToken(follow, "bench")
 	var takeovers, firstAcks []time.Duration
 	var mu sync.Mutex
@@ -347,8 +366,8 @@ func BenchmarkFailover(b *testing.B) {
 		t0 := time.Now()
 		lead.proc.Kill()
 		killed <- t0
-		takeovers = append(takeovers, d.waitRole(follow, "leader", 20*time.Second))
-		proctest.Wait(b, 20*time.Second, "an intent acknowledged after the kill", func() error {
+		takeovers = append(takeovers, d.waitRole(follow, "leader", 5*time.Minute))
+		proctest.Wait(b, 5*time.Minute, "an intent acknowledged after the kill", func() error {
 			mu.Lock()
 			defer mu.Unlock()
 			if firstAck == 0 {
@@ -360,7 +379,7 @@ func BenchmarkFailover(b *testing.B) {
 		load.Wait()
 		firstAcks = append(firstAcks, firstAck)
 		d.start(lead)
-		d.waitRole(lead, "follower", 30*time.Second)
+		d.waitRole(lead, "follower", 5*time.Minute)
 	}
 	b.StopTimer()
 	_, follow = d.leader()

@@ -65,6 +65,29 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
+// operatorGet reads api+path with the operator's token, into file
+// unless file is "" (then the answer is read and dropped).
+func operatorGet(api, token, path, file string) error {
+	req, err := http.NewRequest("GET", api+path, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || file == "" {
+		return err
+	}
+	return os.WriteFile(file, data, 0o644)
+}
+
 func envOr(name, def string) string {
 	if v := os.Getenv(name); v != "" {
 		return v
@@ -145,9 +168,23 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	if db != nil {
 		dbBytes = db.Size()
 	}
-	b.Logf("steady %s: %.0f values/s taken in, accelnet CPU %.2f cores (%.1f µs per value), fabricsim CPU %.2f cores; RSS accelnet %d MiB (peak %d), fabricsim %d MiB (peak %d); accelnet heap %d MiB; etcd db %d KiB",
+	// The live heap: what is left after a collection (the profile's
+	// ?gc=1 runs one first; ACCELNET_SCALE_PROFILES=DIR keeps it).
+	token, err := os.ReadFile(filepath.Join(dir, "accelnet", "operator.token"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	heapFile := ""
+	if d := os.Getenv("ACCELNET_SCALE_PROFILES"); d != "" {
+		heapFile = filepath.Join(d, "steady.heap")
+	}
+	if err := operatorGet("http://"+addr, strings.TrimSpace(string(token)), "/debug/pprof/heap?gc=1", heapFile); err != nil {
+		b.Fatalf("heap profile: %v", err)
+	}
+	live := metrics()["go_memstats_heap_inuse_bytes"]
+	b.Logf("steady %s: %.0f values/s taken in, accelnet CPU %.2f cores (%.1f µs per value), fabricsim CPU %.2f cores; RSS accelnet %d MiB (peak %d), fabricsim %d MiB (peak %d); accelnet heap %d MiB, %d MiB after a collection; etcd db %d KiB",
 		time.Duration(span*float64(time.Second)).Round(time.Second), samples/span, cpu/span, 1e6*cpu/max(samples, 1), (simCPU1-simCPU0)/span,
-		accRSS>>20, accPeak>>20, simRSS>>20, simPeak>>20, int64(after["go_memstats_heap_inuse_bytes"])>>20, dbBytes>>10)
+		accRSS>>20, accPeak>>20, simRSS>>20, simPeak>>20, int64(after["go_memstats_heap_inuse_bytes"])>>20, int64(live)>>20, dbBytes>>10)
 	if intents > 0 {
 		measureIntents(b, "http://"+addr, filepath.Join(dir, "accelnet"), topoFile, intents, func() (*proctest.Proc, string) {
 			acc.Stop()
@@ -167,6 +204,7 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	b.ReportMetric(float64(accPeak>>20), "accelnet_peak_rss_MiB")
 	b.ReportMetric(float64(simPeak>>20), "sim_peak_rss_MiB")
 	b.ReportMetric(after["go_memstats_heap_inuse_bytes"]/(1<<20), "accelnet_heap_MiB")
+	b.ReportMetric(live/(1<<20), "accelnet_live_heap_MiB")
 	b.ReportMetric(float64(dbBytes>>10), "etcd_db_KiB")
 }
 
@@ -203,39 +241,12 @@ func measureIntents(b *testing.B, api, dataDir, topoFile string, n int, restart 
 		b.Fatal(err)
 	}
 	hosts := topo.Hosts
-	const clients = 64
-	tokens := make([]string, clients)
-	for i := range tokens {
-		name := models.TenantName(fmt.Sprintf("scale%d", i))
-		if code, err := proctest.Call(ctx, nil, "POST", api+"/api/v1/tenants", operator, models.Tenant{Name: name}, nil); err != nil || code != http.StatusCreated {
-			b.Fatalf("create tenant: HTTP %d %v", code, err)
-		}
-		var tok apiv.NewTokenView
-		if code, err := proctest.Call(ctx, nil, "POST", api+"/api/v1/tokens", operator, apiv.TokenRequest{Tenant: name, Role: models.RoleTenant}, &tok); err != nil || code != http.StatusCreated {
-			b.Fatalf("create token: HTTP %d %v", code, err)
-		}
-		tokens[i] = tok.Secret
-	}
 	// ACCELNET_SCALE_PROFILES=DIR keeps a CPU profile of 20 s of admission,
 	// a heap profile with the intents loaded, and a CPU profile of the
 	// restart's first 30 s.
 	profiles := os.Getenv("ACCELNET_SCALE_PROFILES")
 	profile := func(path, file string) error {
-		req, _ := http.NewRequest("GET", api+path, nil)
-		req.Header.Set("Authorization", "Bearer "+operator)
-		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("HTTP %d", resp.StatusCode)
-		}
-		data, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(profiles, file), data, 0o644)
+		return operatorGet(api, operator, path, filepath.Join(profiles, file))
 	}
 	if profiles != "" {
 		go func() {
@@ -244,45 +255,10 @@ func measureIntents(b *testing.B, api, dataDir, topoFile string, n int, restart 
 			}
 		}()
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: clients}
+	admitting, all := admitMany(b, api, operator, hosts, n)
+	tr := &http.Transport{MaxIdleConnsPerHost: 8}
 	defer tr.CloseIdleConnections()
 	cl := &http.Client{Transport: tr, Timeout: time.Minute}
-	var next, failed atomic.Int64
-	latencies := make([][]time.Duration, clients)
-	start := time.Now()
-	var wg sync.WaitGroup
-	for c := range clients {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n {
-					return
-				}
-				// Spread over the fabric: pairs of hosts, a source port per round.
-				src, dst := hosts[i%len(hosts)], hosts[(i/len(hosts)+1+i)%len(hosts)]
-				if src.Name == dst.Name {
-					dst = hosts[(i+1)%len(hosts)]
-				}
-				port := uint16(1 + i/len(hosts))
-				spec := models.IntentSpec{Name: "s", Src: src.Name, Dst: dst.Name, Gbps: 0.001, SrcPorts: models.PortRange{First: port, Last: port}}
-				t0 := time.Now()
-				code, err := proctest.Call(ctx, cl, "POST", api+"/api/v1/intents", tokens[c], spec, nil)
-				latencies[c] = append(latencies[c], time.Since(t0))
-				if err != nil || code != http.StatusCreated {
-					if failed.Add(1) == 1 {
-						b.Logf("first failed admission: HTTP %d %v", code, err)
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	admitting := time.Since(start)
-	all := slices.Concat(latencies...)
-	slices.Sort(all)
-	if f := failed.Load(); f > 0 {
-		b.Fatalf("%d of %d admissions failed", f, n)
-	}
 	// Paging through every intent as the operator.
 	var pages []time.Duration
 	for token, seen := "", 0; ; {
@@ -330,6 +306,67 @@ func measureIntents(b *testing.B, api, dataDir, topoFile string, n int, restart 
 	if d, err := time.ParseDuration(again); err == nil {
 		b.ReportMetric(d.Seconds(), "restart_ready_s")
 	}
+}
+
+// admitMany admits n one-flow intents through api from 64 clients, one
+// tenant each (made with the operator's token), spread over hosts, each
+// answered after its etcd commit; it returns how long that took and every
+// answer's latency, sorted.
+func admitMany(b *testing.B, api, operator string, hosts []models.Host, n int) (time.Duration, []time.Duration) {
+	ctx := context.Background()
+	const clients = 64
+	tokens := make([]string, clients)
+	for i := range tokens {
+		name := models.TenantName(fmt.Sprintf("scale%d", i))
+		if code, err := proctest.Call(ctx, nil, "POST", api+"/api/v1/tenants", operator, models.Tenant{Name: name}, nil); err != nil || code != http.StatusCreated {
+			b.Fatalf("create tenant: HTTP %d %v", code, err)
+		}
+		var tok apiv.NewTokenView
+		if code, err := proctest.Call(ctx, nil, "POST", api+"/api/v1/tokens", operator, apiv.TokenRequest{Tenant: name, Role: models.RoleTenant}, &tok); err != nil || code != http.StatusCreated {
+			b.Fatalf("create token: HTTP %d %v", code, err)
+		}
+		tokens[i] = tok.Secret
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: clients}
+	defer tr.CloseIdleConnections()
+	cl := &http.Client{Transport: tr, Timeout: time.Minute}
+	var next, failed atomic.Int64
+	latencies := make([][]time.Duration, clients)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				// Spread over the fabric: pairs of hosts, a source port per round.
+				src, dst := hosts[i%len(hosts)], hosts[(i/len(hosts)+1+i)%len(hosts)]
+				if src.Name == dst.Name {
+					dst = hosts[(i+1)%len(hosts)]
+				}
+				port := uint16(1 + i/len(hosts))
+				spec := models.IntentSpec{Name: "s", Src: src.Name, Dst: dst.Name, Gbps: 0.001, SrcPorts: models.PortRange{First: port, Last: port}}
+				t0 := time.Now()
+				code, err := proctest.Call(ctx, cl, "POST", api+"/api/v1/intents", tokens[c], spec, nil)
+				latencies[c] = append(latencies[c], time.Since(t0))
+				if err != nil || code != http.StatusCreated {
+					if failed.Add(1) == 1 {
+						b.Logf("first failed admission: HTTP %d %v", code, err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	admitting := time.Since(start)
+	all := slices.Concat(latencies...)
+	slices.Sort(all)
+	if f := failed.Load(); f > 0 {
+		b.Fatalf("%d of %d admissions failed", f, n)
+	}
+	return admitting, all
 }
 
 // promValues picks unlabelled samples out of a Prometheus text exposition.

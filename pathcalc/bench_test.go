@@ -3,6 +3,7 @@ package pathcalc
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strings"
 	"testing"
@@ -195,5 +196,54 @@ func BenchmarkRecompute(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkBookAdmission: one admission's ledger work, as the intent
+// manager does it — fit a one-flow demand between two random hosts and
+// reserve it — on a book that already holds 100,000 such flows, and the
+// book's heap after them (its path caches included).
+//
+//	go test ./pathcalc -run '^$' -bench BookAdmission -cpu 1 -benchtime 20000x
+func BenchmarkBookAdmission(b *testing.B) {
+	for _, k := range []int{16, 48} {
+		b.Run(fmt.Sprintf("fattree:%d", k), func(b *testing.B) {
+			topo, _ := topology.FatTree(k, 400)
+			snap, err := topology.New(topo)
+			if err != nil {
+				b.Fatal(err)
+			}
+			hosts := snap.Hosts()
+			rng := rand.New(rand.NewPCG(uint64(k), 1))
+			admit := func(book *Book) {
+				src, dst := hosts[rng.IntN(len(hosts))], hosts[rng.IntN(len(hosts))]
+				if src.Name == dst.Name {
+					return
+				}
+				f := book.Fit([]Demand{{Src: src, Dst: dst, Gbps: 0.001}}, PathConstraints{})
+				if f.Fits {
+					_ = book.Reserve(src, f.Paths[0], 0.001)
+				}
+			}
+			var before runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			book, err := NewBook(snap, nil, 0.05)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range 100_000 {
+				admit(book)
+			}
+			var after runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&after)
+			b.ResetTimer()
+			for b.Loop() {
+				admit(book)
+			}
+			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20), "book_heap_MiB")
+			runtime.KeepAlive(book)
+		})
 	}
 }

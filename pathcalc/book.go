@@ -22,7 +22,15 @@ type Book struct {
 	reserved []float64
 	excess   []float64 // see SetExcess; nil: none
 	headroom float64
+	// mlu is the highest reserved utilization, kept as reservations
+	// change: every Fit reports it, and a fabric has hundreds of
+	// thousands of resources (a millisecond to look over at k=48).
+	mlu float64
 }
+
+// bookCacheHops bounds the paths a Book keeps (network.budget): about
+// 64 MiB.
+const bookCacheHops = 1 << 22
 
 // NewBook returns an empty book for snap with down links out of service;
 // headroom in [0, 1) is the fraction of every resource never reserved.
@@ -31,6 +39,7 @@ func NewBook(snap *topology.Snapshot, down map[models.LinkID]bool, headroom floa
 		return nil, fmt.Errorf("%w: headroom must be in [0, 1)", models.ErrInvalid)
 	}
 	n := newNetwork(snap, down)
+	n.budget = bookCacheHops
 	return &Book{n: n, reserved: make([]float64, len(n.capacity)), headroom: headroom}, nil
 }
 
@@ -82,8 +91,21 @@ func (b *Book) Reserve(src models.Host, path []models.Endpoint, gbps float64) er
 	if !ok {
 		return fmt.Errorf("%w: %s's path %v crosses a link that is down or gone", ErrNoPath, src.Name, path)
 	}
+	again := false
 	for _, r := range rs {
+		was := b.reserved[r] / b.n.capacity[r]
 		b.reserved[r] = math.Max(b.reserved[r]+gbps, 0)
+		if gbps >= 0 {
+			b.mlu = math.Max(b.mlu, b.reserved[r]/b.n.capacity[r])
+		} else if !(was < b.mlu) {
+			again = true // the highest may have come down
+		}
+	}
+	if again {
+		b.mlu = 0
+		for r, c := range b.n.capacity {
+			b.mlu = math.Max(b.mlu, b.reserved[r]/c)
+		}
 	}
 	return nil
 }
@@ -525,6 +547,18 @@ func (n *network) throughput(demands []Demand, routes [][]int) float64 {
 
 func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {
 	extra := map[int]float64{}
+	room := func(r int) float64 { return b.n.capacity[r]*(1-b.headroom) - b.reserved[r] - extra[r] }
+	var allow func(h hopIdx) bool
+	if len(c.AvoidSwitches) > 0 || len(c.AvoidLinks) > 0 {
+		allow = func(h hopIdx) bool {
+			e := b.n.resources[h.res].egress
+			if c.AvoidSwitches[e.Switch] {
+				return false
+			}
+			l, ok := b.n.snap.LinkAt(e)
+			return !ok || !c.AvoidLinks[l.ID()]
+		}
+	}
 	out := Fit{Fits: true, Paths: make([][]models.Endpoint, 0, len(flows)), FreeGbps: math.Inf(1)}
 	for _, d := range flows {
 		_, okS := b.n.nicTx[d.Src.Name]
@@ -532,38 +566,31 @@ func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {
 		if !okS || !okD {
 			return b.refuse(out, fmt.Sprintf("%s or %s is not in the fabric", d.Src.Name, d.Dst.Name))
 		}
-		candidates := [][]int{nil}
-		if d.Src.Attach.Switch != d.Dst.Attach.Switch {
-			candidates = b.n.leafPaths(d.Src.Attach.Switch, d.Dst.Attach.Switch)
-		}
-		// The path with the most reservable bandwidth left; among equals
-		// (the hosts' own NIC or port is the limit on every path) the one
-		// whose fabric links have the most left, so a connection's flows
-		// spread over the spines instead of stacking on the first.
-		best, bestFree, bestAt, bestInner := -1, math.Inf(-1), -1, math.Inf(-1)
-		for ci, p := range candidates {
-			if !b.allowed(p, d.Dst.Attach.Switch, c) {
-				continue
+		// The path with the most reservable bandwidth left. The hosts' NIC
+		// and port are on every path: among paths they limit alike, the
+		// one whose fabric links have the most left, so a connection's
+		// flows spread over the spines instead of stacking on the first.
+		var p []int
+		hops := 0
+		if a, z := d.Src.Attach.Switch, d.Dst.Attach.Switch; a != z {
+			var ok bool
+			p, hops, ok = b.n.bestPath(a, z, room, allow)
+			if hops < 0 {
+				return b.refuse(out, fmt.Sprintf("no working path from %s to %s", d.Src.Name, d.Dst.Name))
 			}
-			free, at, inner := math.Inf(1), -1, math.Inf(1)
-			for _, r := range b.n.route(d.Src, d.Dst, p) {
-				if f := b.n.capacity[r]*(1-b.headroom) - b.reserved[r] - extra[r]; f < free {
-					free, at = f, r
-				}
-			}
-			for _, r := range p {
-				inner = math.Min(inner, b.n.capacity[r]*(1-b.headroom)-b.reserved[r]-extra[r])
-			}
-			if free > bestFree+1e-9 || (free > bestFree-1e-9 && inner > bestInner+1e-9) {
-				best, bestFree, bestAt, bestInner = ci, free, at, inner
+			if !ok {
+				return b.refuse(out, fmt.Sprintf("no path from %s to %s satisfies the constraints", d.Src.Name, d.Dst.Name))
 			}
 		}
-		if best < 0 {
-			reason := fmt.Sprintf("no working path from %s to %s", d.Src.Name, d.Dst.Name)
-			if len(candidates) > 0 {
-				reason = fmt.Sprintf("no path from %s to %s satisfies the constraints", d.Src.Name, d.Dst.Name)
+		if c.AvoidSwitches[d.Dst.Attach.Switch] || (c.MaxHops > 0 && hops+1 > c.MaxHops) {
+			return b.refuse(out, fmt.Sprintf("no path from %s to %s satisfies the constraints", d.Src.Name, d.Dst.Name))
+		}
+		route := b.n.route(d.Src, d.Dst, p)
+		bestFree, bestAt := math.Inf(1), -1
+		for _, r := range route {
+			if f := room(r); f < bestFree {
+				bestFree, bestAt = f, r
 			}
-			return b.refuse(out, reason)
 		}
 		if bestFree < out.FreeGbps || bestFree < d.Gbps-1e-9 {
 			out.FreeGbps, out.Bottleneck = math.Max(bestFree, 0), b.n.resources[bestAt].String()
@@ -573,7 +600,6 @@ func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {
 			out.Reason = fmt.Sprintf("%.1f Gb/s from %s to %s: at most %.1f Gb/s reservable on %s", d.Gbps, d.Src.Name, d.Dst.Name, out.FreeGbps, out.Bottleneck)
 			break
 		}
-		route := b.n.route(d.Src, d.Dst, candidates[best])
 		var path []models.Endpoint
 		for _, r := range route {
 			extra[r] += d.Gbps
@@ -587,8 +613,9 @@ func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {
 	if math.IsInf(out.FreeGbps, 1) {
 		out.FreeGbps = 0
 	}
-	for r, c := range b.n.capacity {
-		out.MLU = math.Max(out.MLU, (b.reserved[r]+extra[r])/c)
+	out.MLU = b.mlu
+	for r, x := range extra {
+		out.MLU = math.Max(out.MLU, (b.reserved[r]+x)/b.n.capacity[r])
 	}
 	return out
 }
@@ -616,13 +643,7 @@ func (b *Book) Available(src, dst models.Host) (float64, string) {
 }
 
 // MLU is the highest reserved utilization.
-func (b *Book) MLU() float64 {
-	m := 0.0
-	for r, c := range b.n.capacity {
-		m = math.Max(m, b.reserved[r]/c)
-	}
-	return m
-}
+func (b *Book) MLU() float64 { return b.mlu }
 
 // Candidates lists the allowed shortest paths for a flow from src to dst
 // (egress ports, source leaf first, ending at dst's port).

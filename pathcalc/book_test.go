@@ -3,6 +3,9 @@ package pathcalc
 import (
 	"context"
 	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -157,5 +160,176 @@ func TestPlaceJointMovesStackedReservations(t *testing.T) {
 	}
 	if err := b.Check(); err != nil { // PlaceJoint changes nothing
 		t.Fatal(err)
+	}
+}
+
+// TestBookAnswersAlikeUnderItsCacheBudget: a ledger whose path caches
+// start over every few leaf pairs (a budget of a few hops) lists
+// candidates, fits, reserves and releases exactly as one that keeps
+// everything, and keeps its cache
+// within the budget; the highest reserved utilization it keeps as it
+// goes is the one over every resource, after reservations and releases.
+func TestBookAnswersAlikeUnderItsCacheBudget(t *testing.T) {
+	topo, err := topology.FatTree(8, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := map[models.LinkID]bool{snap.FabricLinks()[3].ID(): true}
+	kept, err := NewBook(snap, down, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept.n.budget = 0 // keeps every path
+	tight, err := NewBook(snap, down, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tight.n.budget = 100
+	hosts := snap.Hosts()
+	rng := rand.New(rand.NewPCG(1, 2))
+	type held struct {
+		src  models.Host
+		path []models.Endpoint
+		gbps float64
+	}
+	var reserved []held
+	mlu := func(b *Book) float64 {
+		m := 0.0
+		for r, c := range b.n.capacity {
+			m = math.Max(m, b.reserved[r]/c)
+		}
+		return m
+	}
+	for step := range 600 {
+		if len(reserved) > 0 && rng.IntN(3) == 0 { // release one
+			i := rng.IntN(len(reserved))
+			h := reserved[i]
+			reserved = slices.Delete(reserved, i, i+1)
+			for _, b := range []*Book{kept, tight} {
+				if err := b.Reserve(h.src, h.path, -h.gbps); err != nil {
+					t.Fatal(err)
+				}
+			}
+		} else {
+			src, dst := hosts[rng.IntN(len(hosts))], hosts[rng.IntN(len(hosts))]
+			if src.Name == dst.Name {
+				continue
+			}
+			if a, b := kept.Candidates(src, dst, PathConstraints{}), tight.Candidates(src, dst, PathConstraints{}); !reflect.DeepEqual(a, b) {
+				t.Fatalf("step %d: %s→%s candidates differ with a cache budget:\n%v\n%v", step, src.Name, dst.Name, a, b)
+			}
+			d := []Demand{{Src: src, Dst: dst, Gbps: 1 + 30*rng.Float64()}}
+			a, b := kept.Fit(d, PathConstraints{}), tight.Fit(d, PathConstraints{})
+			if !reflect.DeepEqual(a, b) {
+				t.Fatalf("step %d: %s→%s fits differently with a cache budget:\n%+v\n%+v", step, src.Name, dst.Name, a, b)
+			}
+			if !a.Fits {
+				continue
+			}
+			reserved = append(reserved, held{src, a.Paths[0], d[0].Gbps})
+			for _, b := range []*Book{kept, tight} {
+				if err := b.Reserve(src, a.Paths[0], d[0].Gbps); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, b := range []*Book{kept, tight} {
+			if got, want := b.MLU(), mlu(b); got != want {
+				t.Fatalf("step %d: MLU %v, the resources say %v", step, got, want)
+			}
+		}
+		if tight.n.cached > 100+len(snap.Switches())*8 { // one destination's next hops may pass it alone
+			t.Fatalf("step %d: %d hops cached, budget 100", step, tight.n.cached)
+		}
+	}
+	if len(kept.n.paths) <= len(tight.n.paths) {
+		t.Errorf("the unbounded book keeps %d leaf pairs' paths, the bounded one %d: the budget did nothing", len(kept.n.paths), len(tight.n.paths))
+	}
+}
+
+// TestBestPathIsTheBestOfEveryPath: the path Fit takes, worked out over
+// the shortest-path graph, is the one a look at every shortest path
+// (leafPaths) gives: the most room at its tightest fabric hop, the first
+// listed among equals, and none when constraints leave none — over random
+// reservations, a link down, and switches and links to avoid.
+func TestBestPathIsTheBestOfEveryPath(t *testing.T) {
+	topo, err := topology.FatTree(8, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := snap.FabricLinks()
+	book, err := NewBook(snap, map[models.LinkID]bool{links[5].ID(): true}, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for r := range book.reserved { // uneven load, many ties left
+		book.reserved[r] = float64(rng.IntN(4) * 20)
+	}
+	room := func(r int) float64 { return book.n.capacity[r]*(1-book.headroom) - book.reserved[r] }
+	var leaves []models.SwitchID
+	for _, sw := range snap.Switches() {
+		if sw.Role == models.RoleLeaf {
+			leaves = append(leaves, sw.Name)
+		}
+	}
+	switches := snap.Switches()
+	ties := 0
+	for trial := range 2000 {
+		a, z := leaves[rng.IntN(len(leaves))], leaves[rng.IntN(len(leaves))]
+		if a == z {
+			continue
+		}
+		var c PathConstraints
+		if trial%3 == 0 {
+			c.AvoidSwitches = map[models.SwitchID]bool{switches[rng.IntN(len(switches))].Name: true}
+			c.AvoidLinks = map[models.LinkID]bool{links[rng.IntN(len(links))].ID(): true}
+		}
+		var want []int
+		best, equal := math.Inf(-1), 0
+		for _, p := range book.n.leafPaths(a, z) {
+			if !book.allowed(p, z, PathConstraints{AvoidSwitches: c.AvoidSwitches, AvoidLinks: c.AvoidLinks}) {
+				continue
+			}
+			inner := math.Inf(1)
+			for _, r := range p {
+				inner = min(inner, room(r))
+			}
+			switch {
+			case inner > best:
+				best, want, equal = inner, p, 1
+			case inner == best:
+				equal++
+			}
+		}
+		var allow func(h hopIdx) bool
+		if c.AvoidSwitches != nil {
+			allow = func(h hopIdx) bool {
+				e := book.n.resources[h.res].egress
+				l, ok := snap.LinkAt(e)
+				return !c.AvoidSwitches[e.Switch] && (!ok || !c.AvoidLinks[l.ID()])
+			}
+		}
+		got, _, ok := book.n.bestPath(a, z, room, allow)
+		if c.AvoidSwitches[z] { // Fit refuses a destination leaf to avoid itself
+			got, ok = nil, false
+		}
+		if ok != (want != nil) || !slices.Equal(got, want) {
+			t.Fatalf("%s→%s avoiding %v: best path %v (ok %v), every path says %v", a, z, c, got, ok, want)
+		}
+		if equal > 1 {
+			ties++
+		}
+	}
+	if ties == 0 {
+		t.Error("no trial had equally good paths: the first-listed rule was not tried")
 	}
 }

@@ -1,6 +1,9 @@
 package pathcalc
 
 import (
+	"math"
+	"slices"
+
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -30,6 +33,20 @@ type network struct {
 	swIndex map[models.SwitchID]int
 	resPeer []int
 	byDst   map[models.SwitchID][][]hopIdx
+	// out is every switch's working links by number, on first use (the
+	// next hops toward a destination are those of them one hop nearer).
+	out [][]hopIdx
+	// budget, if above zero, bounds what paths and byDst keep (counted
+	// in hops; cached): past it both start over. A Book lives as long as
+	// the fabric and is asked about any pair of leaves: unbounded, at
+	// k=48 it kept gigabytes (576 paths per pair of pods' leaves, a
+	// next-hop list per destination leaf). One-shot placements keep all.
+	budget, cached int
+	// best and bestAt are bestPath's per-switch working, valid where
+	// bestAt is the call's epoch.
+	best   []float64
+	bestAt []uint32
+	epoch  uint32
 }
 
 type resourceName struct {
@@ -131,25 +148,118 @@ func (n *network) hopsTo(b models.SwitchID) [][]hopIdx {
 	if h, ok := n.byDst[b]; ok {
 		return h
 	}
-	dist := n.distTo(b)
+	dist := n.distTo(b).d
 	out := make([][]hopIdx, len(n.swIndex))
-	for _, sw := range n.snap.Switches() {
-		d, ok := dist.Of(sw.Name)
-		if !ok {
+	size := 0
+	for i, hops := range n.links() {
+		if dist == nil || dist[i] <= 0 {
 			continue
 		}
-		i := n.swIndex[sw.Name]
-		n.snap.EachNeighbor(sw.Name, func(adj topology.Adjacency) {
-			if n.down[adj.Link] {
-				return
+		for _, h := range hops {
+			if dist[h.peer] == dist[i]-1 {
+				out[i] = append(out[i], h)
 			}
-			if pd, ok := dist.Of(adj.Peer); ok && pd == d-1 {
-				out[i] = append(out[i], hopIdx{res: n.egress[models.Endpoint{Switch: sw.Name, Port: adj.LocalPort}], peer: n.swIndex[adj.Peer]})
-			}
-		})
+		}
+		size += len(out[i])
 	}
+	n.keep(size)
 	n.byDst[b] = out
 	return out
+}
+
+// links is every switch's working links by number (out), made on first
+// use.
+func (n *network) links() [][]hopIdx {
+	if n.out == nil {
+		n.out = make([][]hopIdx, len(n.swIndex))
+		for _, sw := range n.snap.Switches() {
+			i := n.swIndex[sw.Name]
+			n.snap.EachNeighbor(sw.Name, func(adj topology.Adjacency) {
+				if !n.down[adj.Link] {
+					n.out[i] = append(n.out[i], hopIdx{res: n.egress[models.Endpoint{Switch: sw.Name, Port: adj.LocalPort}], peer: n.swIndex[adj.Peer]})
+				}
+			})
+		}
+	}
+	return n.out
+}
+
+// bestPath is, of the shortest paths from leaf a to leaf b over working
+// links that take only allowed hops (nil: any), one whose tightest hop
+// has the most room, as egress resources: of those the first in the
+// order leafPaths lists them. hops is the switches' distance (a path has
+// that many links); it is -1 when b cannot be reached at all, and ok is
+// false when no path is allowed.
+//
+// Worked out over the shortest-path graph, nearest switches first,
+// instead of over every path: between two k=48 pods' leaves there are
+// 576 paths of four links but 1,200 links in all, and nothing is kept
+// between calls but the distances to b.
+func (n *network) bestPath(a, b models.SwitchID, room func(r int) float64, allowed func(h hopIdx) bool) (path []int, hops int, ok bool) {
+	dist := n.distTo(b).d
+	ai, bi := n.swIndex[a], n.swIndex[b]
+	if dist == nil || dist[ai] < 0 {
+		return nil, -1, false
+	}
+	links := n.links()
+	if len(n.best) != len(links) {
+		n.best, n.bestAt = make([]float64, len(links)), make([]uint32, len(links))
+	}
+	n.epoch++
+	if n.epoch == 0 { // wrapped: no stamp may match an old one
+		clear(n.bestAt)
+		n.epoch = 1
+	}
+	next := func(s int, h hopIdx) bool {
+		return dist[h.peer] == dist[s]-1 && (allowed == nil || allowed(h))
+	}
+	// value(s) is the most room a path from s to b can have at its
+	// tightest hop (-Inf: none is allowed).
+	var value func(s int) float64
+	value = func(s int) float64 {
+		if s == bi {
+			return math.Inf(1)
+		}
+		if n.bestAt[s] == n.epoch {
+			return n.best[s]
+		}
+		v := math.Inf(-1)
+		for _, h := range links[s] {
+			if next(s, h) {
+				v = max(v, min(room(h.res), value(h.peer)))
+			}
+		}
+		n.best[s], n.bestAt[s] = v, n.epoch
+		return v
+	}
+	target := value(ai)
+	if math.IsInf(target, -1) {
+		return nil, int(dist[ai]), false
+	}
+	path = make([]int, 0, dist[ai])
+	for s := ai; s != bi; {
+		// Some hop of s keeps the target (value(s) is at least it).
+		i := slices.IndexFunc(links[s], func(h hopIdx) bool { return next(s, h) && min(room(h.res), value(h.peer)) >= target })
+		if i < 0 {
+			return nil, int(dist[ai]), false // cannot happen: values are exact
+		}
+		path, s = append(path, links[s][i].res), links[s][i].peer
+	}
+	return path, int(dist[ai]), true
+}
+
+// keep counts size hops about to be cached against the budget, starting
+// the caches over first if they would pass it.
+func (n *network) keep(size int) {
+	if n.budget <= 0 {
+		return
+	}
+	if n.cached+size > n.budget {
+		clear(n.paths)
+		clear(n.byDst)
+		n.cached = 0
+	}
+	n.cached += size
 }
 
 // leafPaths returns every shortest path from leaf a to leaf b that avoids
@@ -186,6 +296,7 @@ func (n *network) leafPaths(a, b models.SwitchID) [][]int {
 		out[i] = flat[start:end:end]
 		start = end
 	}
+	n.keep(len(flat))
 	n.paths[key] = out
 	return out
 }

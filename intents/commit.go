@@ -184,6 +184,7 @@ func (m *Manager) applyFollowed(kvs []store.KV, reset bool) {
 	defer m.mu.Unlock()
 	if reset {
 		m.all = map[string]*entry{}
+		m.mirrored = true
 	}
 	for _, kv := range kvs {
 		if kv.Deleted {
@@ -381,7 +382,7 @@ func (m *Manager) failQueued() {
 // load rebuilds the in-memory view from etcd: the intents with their
 // stored paths (re-reserved on the next SetFabric) and idempotency keys.
 func (m *Manager) load(ctx context.Context) error {
-	intents, rev, err := m.cfg.Store.List(ctx, store.KeyIntents, 0)
+	all, rev, err := m.loadIntents(ctx)
 	if err != nil {
 		return err
 	}
@@ -393,7 +394,7 @@ func (m *Manager) load(ctx context.Context) error {
 	defer m.mu.Unlock()
 	// Start from etcd's truth: after a commit whose outcome is unknown,
 	// memory may disagree with it either way.
-	m.all, m.flowOwner, m.idem, m.idemOf = map[string]*entry{}, map[models.FlowKey]string{}, map[string]idemRecord{}, map[string]string{}
+	m.flowOwner, m.idem, m.idemOf = map[models.FlowKey]string{}, map[string]idemRecord{}, map[string]string{}
 	m.usage, m.awaiting = map[models.TenantName]*tenantUsage{}, map[string]bool{}
 	m.awaitNew, m.awaitingOn, m.touched = map[string]bool{}, map[models.SwitchID]map[string]bool{}, map[models.SwitchID]bool{}
 	m.gen++
@@ -404,13 +405,9 @@ func (m *Manager) load(ctx context.Context) error {
 	m.elephants = map[models.FlowKey]*elephant{}
 	m.needReload = false
 	m.pinsReady = false
-	for _, kv := range intents {
-		in, ok := m.decode(kv.Key, kv.Value, kv.Revision)
-		if !ok {
-			continue
-		}
-		m.all[in.ID] = newStoredEntry(in)
-		if in.Status.State.Live() {
+	m.all, m.mirrored = all, false // from now on the leader's own
+	for _, e := range all {
+		if in := e.in; in.Status.State.Live() {
 			u := m.tenantUsage(in.Tenant)
 			u.gbps += in.Spec.TotalGbps()
 			u.intents++
@@ -426,8 +423,61 @@ func (m *Manager) load(ctx context.Context) error {
 	m.loaded = true
 	m.finishedDue = true // rebuild the finished records' lists
 	m.fabricGen++        // plan (re-reserve) once a fabric is known
-	m.log.Info("intents loaded", "intents", len(intents))
+	m.log.Info("intents loaded", "intents", len(all))
 	return nil
+}
+
+// loadIntents reads every intent from etcd at one revision (returned),
+// as new entries. A follower's copy (mirrored) is only caught up: the
+// intents written since it was current are read and decoded, the rest
+// are its entries as they are, and what is gone from etcd is dropped. At
+// 100,000 intents decoding them all is seconds of a takeover.
+func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, error) {
+	m.mu.RLock()
+	mirrored, since, copied := m.mirrored, m.followed, m.all
+	m.mu.RUnlock()
+	all := map[string]*entry{}
+	if mirrored {
+		keys, changed, rev, err := m.cfg.Store.ListSince(ctx, store.KeyIntents, since)
+		if err != nil {
+			return nil, 0, err
+		}
+		fresh := make(map[string]store.KV, len(changed))
+		for _, kv := range changed {
+			fresh[kv.Key] = kv
+		}
+		caughtUp := true
+		for _, kv := range keys {
+			if c, ok := fresh[kv.Key]; ok {
+				if in, ok := m.decode(c.Key, c.Value, c.Revision); ok {
+					all[in.ID] = newStoredEntry(in)
+				}
+				continue
+			}
+			e := copied[kv.Key[strings.LastIndexByte(kv.Key, '/')+1:]]
+			if e == nil || e.in.Revision != kv.Revision || intentKey(e.in.Tenant, e.in.ID) != kv.Key {
+				caughtUp = false // not the copy it should be: read everything
+				break
+			}
+			all[e.in.ID] = e
+		}
+		if caughtUp {
+			m.log.Info("intents caught up from the follower's copy", "intents", len(all), "read", len(changed))
+			return all, rev, nil
+		}
+		m.log.Warn("the follower's copy of the intents disagrees with etcd; reading them all")
+		clear(all)
+	}
+	kvs, rev, err := m.cfg.Store.List(ctx, store.KeyIntents, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, kv := range kvs {
+		if in, ok := m.decode(kv.Key, kv.Value, kv.Revision); ok {
+			all[in.ID] = newStoredEntry(in)
+		}
+	}
+	return all, rev, nil
 }
 
 // addUsage changes a tenant's live reservations by gbps over n intents,

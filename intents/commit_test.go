@@ -26,6 +26,10 @@ func (s *stalledStore) Follow(ctx context.Context, _ string, _ func([]store.KV, 
 	return nil
 }
 
+func (s *stalledStore) ListSince(context.Context, string, int64) ([]store.KV, []store.KV, int64, error) {
+	return nil, nil, 1, nil
+}
+
 func (s *stalledStore) List(context.Context, string, int64) ([]store.KV, int64, error) {
 	return nil, 1, nil
 }

@@ -54,6 +54,9 @@ type Store interface {
 	store.Follower
 	List(ctx context.Context, prefix string, rev int64) ([]store.KV, int64, error)
 	Commit(ctx context.Context, cmps []clientv3.Cmp, ops []clientv3.Op) (int64, error)
+	// ListSince is List for a copy current at revision since: every key
+	// (no values) and the values written after since (store.Store).
+	ListSince(ctx context.Context, prefix string, since int64) (keys, changed []store.KV, rev int64, err error)
 }
 
 // Tenants looks tenants up (tenancy.Auth): their quotas bound admission.
@@ -284,6 +287,9 @@ type Manager struct {
 	// closed (and replaced) whenever it grows.
 	followed   int64
 	followedCh chan struct{}
+	// mirrored: all is a follower's copy of etcd's intents, complete as
+	// of revision followed (a new term's load only catches it up).
+	mirrored bool
 
 	// overcommitted counts batches that left the ledger over capacity.
 	overcommitted int

@@ -1,0 +1,150 @@
+package intents
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
+)
+
+// TestTakeoverCatchesUpTheFollowersCopy: a follower's copy of the
+// intents, current at some revision, is caught up at a new term instead
+// of read again: intents written since are read (and only those),
+// deleted ones dropped, the rest kept as the very entries the follower
+// decoded. What comes out is what reading everything gives. A copy that
+// disagrees with etcd (an entry missing or at another revision) is
+// read again in full.
+func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
+	e, err := store.StartEmbedded(t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	cli, err := store.Dial(e.Endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	st := store.NewStore(cli, 5*time.Second)
+	ctx := context.Background()
+	put := func(tenant models.TenantName, id string, gbps float64) {
+		t.Helper()
+		in := models.Intent{ID: id, Tenant: tenant, Spec: models.IntentSpec{Name: id, Src: "h1-1", Dst: "h2-1", Gbps: gbps}}
+		in.Status.State = models.StateInstalled
+		if err := st.PutJSON(ctx, intentKey(tenant, id), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 50 {
+		put(models.TenantName(fmt.Sprintf("t%d", i%3)), fmt.Sprintf("i%02d", i), float64(i+1))
+	}
+
+	m, err := New(Config{Store: st, Auth: tenantList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Follow until the copy holds all 50, then stop, as a follower does
+	// when its term begins.
+	fctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = st.Follow(fctx, store.KeyIntents, m.applyFollowed)
+	}()
+	backstop := time.After(time.Minute)
+	for {
+		m.mu.Lock()
+		n := len(m.all)
+		if m.followedCh == nil {
+			m.followedCh = make(chan struct{})
+		}
+		grew := m.followedCh
+		m.mu.Unlock()
+		if n == 50 {
+			break
+		}
+		select {
+		case <-grew:
+		case <-backstop:
+			t.Fatalf("the follower's copy has %d of 50 intents after a minute", n)
+		}
+	}
+	stop()
+	<-done
+	copied := map[string]*entry{}
+	m.mu.RLock()
+	for id, e := range m.all {
+		copied[id] = e
+	}
+	m.mu.RUnlock()
+
+	// While nobody follows: one intent changes, one goes, one is new.
+	put("t1", "i01", 99)
+	if err := st.Delete(ctx, intentKey("t2", "i02")); err != nil {
+		t.Fatal(err)
+	}
+	put("t0", "new", 7)
+
+	full := func() map[string]models.Intent {
+		kvs, _, err := st.List(ctx, store.KeyIntents, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]models.Intent{}
+		for _, kv := range kvs {
+			in, ok := m.decode(kv.Key, kv.Value, kv.Revision)
+			if !ok {
+				t.Fatalf("undecodable %s", kv.Key)
+			}
+			out[in.ID] = in
+		}
+		return out
+	}
+	intentsOf := func(all map[string]*entry) map[string]models.Intent {
+		out := map[string]models.Intent{}
+		for id, e := range all {
+			out[id] = e.in
+		}
+		return out
+	}
+	all, _, err := m.loadIntents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := full()
+	if got := intentsOf(all); !reflect.DeepEqual(got, want) {
+		t.Fatalf("caught up: %d intents, want the %d etcd has: %v", len(got), len(want), got)
+	}
+	if all["i01"].in.Spec.Gbps != 99 || all["new"] == nil || all["i02"] != nil {
+		t.Errorf("the changes made while nobody followed are not all there")
+	}
+	reused := 0
+	for id, e := range all {
+		if copied[id] == e {
+			reused++
+		}
+	}
+	if reused != 48 {
+		t.Errorf("%d of the follower's entries kept, want the 48 unchanged", reused)
+	}
+
+	// A copy that disagrees with etcd is not trusted: everything is read.
+	m.mu.Lock()
+	m.all = copied
+	delete(m.all, "i03")
+	m.mu.Unlock()
+	all, _, err = m.loadIntents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := intentsOf(all); !reflect.DeepEqual(got, want) {
+		t.Fatalf("a copy missing an intent gave %d intents, want %d", len(got), len(want))
+	}
+	if all["i04"] == copied["i04"] {
+		t.Error("a copy that disagrees with etcd was kept in part")
+	}
+}

@@ -1,6 +1,7 @@
 package northbound
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -24,16 +25,19 @@ func TestHistoryFollowsTheTopology(t *testing.T) {
 		}
 		return snap
 	}
-	load := func(l models.Link) api.LinkLoad { return api.LinkLoad{Utilization: 0.5, ABbps: 1e9, BAbps: 2e9} }
+	u := 0.0 // every link's utilization this round
+	load := func(l models.Link) api.LinkLoad { return api.LinkLoad{Utilization: u, ABbps: 1e9, BAbps: 2e9} }
 	h := &history{interval: time.Second, keep: 3, series: map[historyKey]*series{}}
 	big := snapOf(2, 3)
 	for i := range 5 {
+		u = float64(i) / 10
 		h.record(time.Unix(int64(i), 0), big, load)
 	}
 	link := big.Links()[0]
 	points, ok := h.get(historyKey{link: link.ID()})
-	if !ok || len(points) != 3 || points[2].T != 4 || points[2].V != 0.5 {
-		t.Fatalf("%s: %v (kept %v); want the last 3 points, utilization 0.5", link.ID(), points, ok)
+	want3 := []api.HistoryPoint{{T: 2, V: 0.2}, {T: 3, V: 0.3}, {T: 4, V: 0.4}}
+	if !ok || !slices.Equal(points, want3) {
+		t.Fatalf("%s: %v (kept %v); want the last 3 points, oldest first: %v", link.ID(), points, ok, want3)
 	}
 	// Every switch sends on each of its links: 1 Gb/s as A, 2 as B.
 	sw := link.A.Switch
@@ -56,5 +60,14 @@ func TestHistoryFollowsTheTopology(t *testing.T) {
 	}
 	if len(h.series) != len(small.Links())+len(small.Switches()) {
 		t.Fatalf("%d series, want one per link and switch of the topology (%d)", len(h.series), len(small.Links())+len(small.Switches()))
+	}
+	// What joins the topology has the points since it joined, no more.
+	u = 0.37
+	h.record(time.Unix(6, 0), big, load)
+	if points, _ := h.get(historyKey{sw: "leaf3"}); !slices.Equal(points, []api.HistoryPoint{{T: 6, V: want}}) {
+		t.Fatalf("leaf3 back: %v, want one point", points)
+	}
+	if points, _ := h.get(historyKey{link: link.ID()}); len(points) != 3 || points[2] != (api.HistoryPoint{T: 6, V: 0.37}) {
+		t.Fatalf("%s: %v, want 3 points ending at 0.37", link.ID(), points)
 	}
 }

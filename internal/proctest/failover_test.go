@@ -234,13 +234,18 @@ func intentSpec(name, src, dst string, port int) models.IntentSpec {
 // installed lists the intents via r and says whether every ID in ids is
 // there and Installed.
 func (d *deployment) installed(via *replica, token string, ids []string) error {
-	var list api.IntentList
-	if _, err := proctest.Call(context.Background(), d.setup.client, "GET", via.url()+"/api/v1/intents?limit=1000", token, nil, &list); err != nil {
-		return err
-	}
 	state := map[string]models.IntentState{}
-	for _, in := range list.Items {
-		state[in.ID] = in.Status.State
+	for page := ""; ; {
+		var list api.IntentList
+		if _, err := proctest.Call(context.Background(), d.setup.client, "GET", via.url()+"/api/v1/intents?limit=1000&page_token="+page, token, nil, &list); err != nil {
+			return err
+		}
+		for _, in := range list.Items {
+			state[in.ID] = in.Status.State
+		}
+		if page = list.NextPageToken; page == "" {
+			break
+		}
 	}
 	for _, id := range ids {
 		if s, ok := state[id]; !ok {
@@ -300,7 +305,8 @@ func TestKill9Failover(t *testing.T) {
 // ACCELNET_FAILOVER_INTENTS=N stores N one-flow intents first (64
 // tenants, spread over the fabric's hosts), so that the new leader takes
 // over with them; ACCELNET_FAILOVER_TOPOLOGY sets the fabric (default
-// fattree:8@100).
+// fattree:8@100); ACCELNET_FAILOVER_PROFILES=DIR keeps a CPU profile of
+// each new leader's first 20 s.
 func BenchmarkFailover(b *testing.B) {
 	stored, err := strconv.Atoi(envOr("ACCELNET_FAILOVER_INTENTS", "0"))
 	if err != nil {
@@ -363,10 +369,19 @@ func BenchmarkFailover(b *testing.B) {
 			}
 			return nil
 		})
+		var profiled sync.WaitGroup
+		if dir := os.Getenv("ACCELNET_FAILOVER_PROFILES"); dir != "" {
+			profiled.Go(func() { // the new leader's first 20 s
+				if err := operatorGet(follow.url(), d.token, "/debug/pprof/profile?seconds=20", filepath.Join(dir, fmt.Sprintf("takeover-%d.cpu", i+1))); err != nil {
+					b.Logf("takeover profile: %v", err)
+				}
+			})
+		}
 		t0 := time.Now()
 		lead.proc.Kill()
 		killed <- t0
 		takeovers = append(takeovers, d.waitRole(follow, "leader", 5*time.Minute))
+		b.Logf("takeover %d: %s", i+1, takeovers[len(takeovers)-1].Round(time.Millisecond))
 		proctest.Wait(b, 5*time.Minute, "an intent acknowledged after the kill", func() error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -377,6 +392,7 @@ func BenchmarkFailover(b *testing.B) {
 		})
 		stopLoad()
 		load.Wait()
+		profiled.Wait()
 		firstAcks = append(firstAcks, firstAck)
 		d.start(lead)
 		d.waitRole(lead, "follower", 5*time.Minute)

@@ -341,12 +341,32 @@ func (c *Controller) followLeadership(ctx context.Context) {
 				c.log.Info("taking over the switches", "election_id", t.ID)
 				c.enqueueAll()
 				c.enqueueConfig(front)
+				go c.logTakeover(t)
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
+		}
+	}
+}
+
+// logTakeover logs once term t has read every switch back (or says
+// nothing if the term ends first): how long a takeover took.
+func (c *Controller) logTakeover(t *election.Term) {
+	start := c.cfg.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.Context().Done():
+			return
+		case <-tick.C:
+		}
+		if c.Ready() == nil && c.cfg.Leadership.Term() == t {
+			c.log.Info("took over: every switch read back and in sync", "election_id", t.ID, "took", c.cfg.Now().Sub(start).Round(time.Millisecond))
+			return
 		}
 	}
 }

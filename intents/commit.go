@@ -604,6 +604,7 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 	touched := slices.Collect(maps.Keys(b.touched))
 	if err == nil && !m.pinsReady && m.loaded && m.snap != nil && m.planned == m.fabricGen {
 		m.pinsReady = true // every switch may be compared now, pins or not
+		m.log.Info("intents placed on the fabric; switches' pins are compared from now on", "intents", len(m.all))
 		touched = touched[:0]
 		for _, sw := range m.snap.Switches() {
 			touched = append(touched, sw.Name)

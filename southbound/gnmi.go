@@ -105,16 +105,19 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 	if err := stream.SendMsg(&gnmipb.SubscribeRequest{Request: &gnmipb.SubscribeRequest_Subscribe{Subscribe: sub}}); err != nil {
 		return false, fmt.Errorf("%w: gnmi subscribe %s: %w", ErrUnavailable, sw.Name, err)
 	}
-	var resp wireResponse
+	var msg wireMessage
 	for {
-		if err := stream.RecvMsg(&resp); err != nil {
+		if err := stream.RecvMsg(&msg); err != nil {
+			msg.release()
 			if ctx.Err() != nil {
 				return answered, ctx.Err()
 			}
 			return answered, fmt.Errorf("%w: gnmi stream %s: %w", ErrUnavailable, sw.Name, err)
 		}
 		answered = true
-		if resp.sampled(sw.Name, fn) && synced != nil {
+		sync := msg.r.sampled(sw.Name, fn)
+		msg.release()
+		if sync && synced != nil {
 			synced()
 		}
 	}

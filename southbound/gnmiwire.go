@@ -1,6 +1,8 @@
 package southbound
 
 import (
+	"fmt"
+	"sync"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -16,13 +18,16 @@ import (
 // during a failure. subscribeCodec reads the fields sampleOf needs —
 // notification timestamp, prefix and update paths with their keys, typed
 // scalar values, sync_response — into flat arrays reused from one answer
-// to the next. Anything else (a JSON value, a field that appears twice
+// to the next, shared by every stream (wirePool): a stream waits most of
+// its life for its next answer, and at k=48 2,880 streams each keeping
+// its own arrays (and, through them, its last answer's bytes) held
+// 100 MB. Anything else (a JSON value, a field that appears twice
 // where protobuf would merge the two, bytes that do not parse) falls back
 // to proto.Unmarshal of the whole answer and the generated messages, so
 // both ways read a stream alike (TestWireDecodingIsProto).
 
 // subscribeCodec sends gNMI requests as protobuf does and decodes answers
-// into a *wireResponse.
+// into a *wireResponse, or into a *wireMessage with one from wirePool.
 type subscribeCodec struct{}
 
 func (subscribeCodec) Name() string { return "proto" }
@@ -30,12 +35,35 @@ func (subscribeCodec) Name() string { return "proto" }
 func (subscribeCodec) Marshal(v any) ([]byte, error) { return proto.Marshal(v.(proto.Message)) }
 
 func (subscribeCodec) Unmarshal(data []byte, v any) error {
-	r := v.(*wireResponse)
+	var r *wireResponse
+	switch v := v.(type) {
+	case *wireMessage:
+		v.r = wirePool.Get().(*wireResponse)
+		r = v.r
+	case *wireResponse:
+		r = v
+	default:
+		return fmt.Errorf("gnmi answer decoded into a %T", v)
+	}
 	if r.parse(data) {
 		return nil
 	}
 	r.slow = &gnmipb.SubscribeResponse{}
 	return proto.Unmarshal(data, r.slow)
+}
+
+// wireMessage is what a stream receives into: an answer's working, taken
+// from wirePool for it and given back (release) once it is read.
+type wireMessage struct{ r *wireResponse }
+
+var wirePool = sync.Pool{New: func() any { return new(wireResponse) }}
+
+func (m *wireMessage) release() {
+	if m.r != nil {
+		m.r.reset()
+		wirePool.Put(m.r)
+		m.r = nil
+	}
 }
 
 // wireResponse is one SubscribeResponse: slow when the fast reading gave

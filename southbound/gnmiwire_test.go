@@ -18,13 +18,16 @@ import (
 // samples, whether it was sync_response and whether it failed, and
 // whether the wire reading gave up for the generated messages.
 func decodeBoth(data []byte) (wire, generated []models.CounterSample, wireSync, genSync, wireErr, genErr, slow bool) {
-	var r wireResponse
-	if (subscribeCodec{}).Unmarshal(data, &r) != nil {
+	// As a stream does: the working comes from the pool that every
+	// stream shares, still holding some earlier answer's.
+	var m wireMessage
+	if (subscribeCodec{}).Unmarshal(data, &m) != nil {
 		wireErr = true
 	} else {
-		wireSync = r.sampled("leaf1", func(s models.CounterSample) { wire = append(wire, s) })
-		slow = r.slow != nil
+		wireSync = m.r.sampled("leaf1", func(s models.CounterSample) { wire = append(wire, s) })
+		slow = m.r.slow != nil
 	}
+	m.release()
 	var resp gnmipb.SubscribeResponse
 	if proto.Unmarshal(data, &resp) != nil {
 		return wire, nil, wireSync, false, wireErr, true, slow

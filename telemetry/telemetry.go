@@ -32,42 +32,57 @@ type PortLoad struct {
 	RecentSince  time.Time
 }
 
-// counterKey names one monotonic counter of a port: which field, and for
-// ECN marks which queue.
-type counterKey struct {
-	port  models.Endpoint
-	field models.SampleFields
-	queue string
+// reading is a counter's last value, as the switch timed it.
+type reading struct {
+	bytes uint64
+	at    time.Time
+	set   bool
 }
 
-// smoothed folds a reading of counter k into the moving average *bps
-// (bits/s) and returns it. Readings are timed by the switch: one not newer
-// than the last changes nothing; a counter that went backwards (switch
-// restart) starts over at 0.
+// smoothed folds a reading of a counter (whose last one is *last) into
+// the moving average *bps (bits/s) and returns it. Readings are timed by
+// the switch: one not newer than the last changes nothing; a counter that
+// went backwards (switch restart) starts over at 0.
 // The second result is the rate over this interval alone (bits/s), and
 // whether there was one (a reading before it to measure from).
-func (t *Telemetry) smoothed(k counterKey, bps *float64, value uint64, ts time.Time) (float64, float64, bool) {
-	if _, at, ok := t.meter.Last(k); ok && !ts.After(at) {
+//
+// Each port keeps its counters' last readings itself: a RateMeter keyed
+// by port, field and queue held 125 MB at k=48 (a map entry and a slice
+// per counter, for 138,000 ports).
+func (t *Telemetry) smoothed(last *reading, bps *float64, value uint64, ts time.Time) (float64, float64, bool) {
+	if last.set && !ts.After(last.at) {
 		return *bps, 0, false
 	}
-	gbps, _, ok := t.meter.Observe(k, value, ts)
-	switch {
-	case !ok:
-		*bps = 0
-	case *bps == 0:
-		*bps = gbps * 1e9
-	default:
-		*bps = t.Alpha*gbps*1e9 + (1-t.Alpha)**bps
+	prev := *last
+	*last = reading{bytes: value, at: ts, set: true}
+	if !prev.set || value < prev.bytes {
+		*bps = 0 // the first reading, or the counter started over
+		return 0, 0, false
 	}
-	return *bps, gbps * 1e9, ok
+	bits := float64(value-prev.bytes) * 8 / ts.Sub(prev.at).Seconds()
+	if *bps == 0 {
+		*bps = bits
+	} else {
+		*bps = t.Alpha*bits + (1-t.Alpha)**bps
+	}
+	return *bps, bits, true
 }
 
 type portStat struct {
-	in, out, drops float64            // bits/s, smoothed
-	ecn            map[string]float64 // bits/s by queue, smoothed
-	load           PortLoad
-	received       time.Time // local time of the last sample
-	outAt          time.Time // local time of the last egress reading
+	in, out, drops float64 // bits/s, smoothed
+	// inR, outR, dropR are the counters' last readings.
+	inR, outR, dropR reading
+	ecn              map[string]*queueStat // by queue
+	load             PortLoad
+	received         time.Time // local time of the last sample
+	outAt            time.Time // local time of the last egress reading
+}
+
+// queueStat is one egress queue's ECN-marked traffic: smoothed bits/s and
+// the counter's last reading.
+type queueStat struct {
+	bps  float64
+	last reading
 }
 
 // Telemetry turns gNMI counter samples into per-port rates: the rate over
@@ -79,7 +94,6 @@ type Telemetry struct {
 
 	mu    sync.RWMutex
 	ports map[models.Endpoint]*portStat
-	meter RateMeter[counterKey] // Span 0: the rate since the previous reading
 	now   func() time.Time
 	// samples counts the values taken in (one per counter or status
 	// reading of a port).
@@ -110,35 +124,41 @@ func (t *Telemetry) Observe(s models.CounterSample) {
 	p.load.Updated = p.received
 	switch s.Has {
 	case models.HasInOctets:
-		p.load.InBps, _, _ = t.smoothed(counterKey{port: e, field: s.Has}, &p.in, s.InOctets, s.Timestamp)
+		p.load.InBps, _, _ = t.smoothed(&p.inR, &p.in, s.InOctets, s.Timestamp)
 	case models.HasOutOctets:
 		var recent float64
 		var ok bool
-		p.load.OutBps, recent, ok = t.smoothed(counterKey{port: e, field: s.Has}, &p.out, s.OutOctets, s.Timestamp)
+		p.load.OutBps, recent, ok = t.smoothed(&p.outR, &p.out, s.OutOctets, s.Timestamp)
 		if ok {
 			p.load.RecentOutBps, p.load.RecentSince = recent, p.outAt
 		}
 		p.outAt = p.received
 	case models.HasOutDiscards:
-		p.load.DropBps, _, _ = t.smoothed(counterKey{port: e, field: s.Has}, &p.drops, s.OutDiscards, s.Timestamp)
+		p.load.DropBps, _, _ = t.smoothed(&p.dropR, &p.drops, s.OutDiscards, s.Timestamp)
 	case models.HasOperStatus:
 		p.load.OperUp = s.OperUp
 		if !s.OperUp {
 			// A down port carries nothing: no decaying average of what
 			// it carried, and it starts afresh when it comes back.
 			p.in, p.out, p.drops = 0, 0, 0
-			clear(p.ecn)
+			for _, q := range p.ecn {
+				q.bps = 0
+			}
 			p.load.InBps, p.load.OutBps, p.load.DropBps, p.load.ECNBps, p.load.RecentOutBps = 0, 0, 0, 0, 0
 		}
 	case models.HasECNOctets:
 		if p.ecn == nil {
-			p.ecn = map[string]float64{}
+			p.ecn = map[string]*queueStat{}
 		}
 		q := p.ecn[s.Queue]
-		p.ecn[s.Queue], _, _ = t.smoothed(counterKey{port: e, field: s.Has, queue: s.Queue}, &q, s.ECNOctets, s.Timestamp)
+		if q == nil {
+			q = &queueStat{}
+			p.ecn[s.Queue] = q
+		}
+		t.smoothed(&q.last, &q.bps, s.ECNOctets, s.Timestamp)
 		p.load.ECNBps = 0
-		for _, bps := range p.ecn {
-			p.load.ECNBps += bps
+		for _, q := range p.ecn {
+			p.load.ECNBps += q.bps
 		}
 	}
 }

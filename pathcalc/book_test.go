@@ -170,14 +170,7 @@ func TestPlaceJointMovesStackedReservations(t *testing.T) {
 // within the budget; the highest reserved utilization it keeps as it
 // goes is the one over every resource, after reservations and releases.
 func TestBookAnswersAlikeUnderItsCacheBudget(t *testing.T) {
-	topo, err := topology.FatTree(8, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := fatTree(t, 8)
 	down := map[models.LinkID]bool{snap.FabricLinks()[3].ID(): true}
 	kept, err := NewBook(snap, down, 0.05)
 	if err != nil {
@@ -257,14 +250,7 @@ func TestBookAnswersAlikeUnderItsCacheBudget(t *testing.T) {
 // listed among equals, and none when constraints leave none — over random
 // reservations, a link down, and switches and links to avoid.
 func TestBestPathIsTheBestOfEveryPath(t *testing.T) {
-	topo, err := topology.FatTree(8, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := fatTree(t, 8)
 	links := snap.FabricLinks()
 	book, err := NewBook(snap, map[models.LinkID]bool{links[5].ID(): true}, 0.05)
 	if err != nil {

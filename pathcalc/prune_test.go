@@ -13,7 +13,7 @@ import (
 // pruned routes without touching the failed link (checked by following
 // every branch).
 func TestPrune(t *testing.T) {
-	snap := fatTree4(t)
+	snap := fatTree(t, 4)
 	res, err := Compute(context.Background(), snap, Request{})
 	if err != nil {
 		t.Fatal(err)

@@ -81,7 +81,7 @@ func maxLoad(m map[models.Endpoint]float64) float64 {
 // fat-tree, equal weights overload the surviving core path into that pod;
 // WCMP weights (1:2 at the other pods' edges) spread it evenly.
 func TestWCMPAfterAFailure(t *testing.T) {
-	snap := fatTree4(t)
+	snap := fatTree(t, 4)
 	var failed models.LinkID
 	for _, l := range snap.Links() {
 		a, _ := snap.Switch(l.A.Switch)
@@ -180,7 +180,7 @@ func TestReduceWeights(t *testing.T) {
 // to a switch that has one too. (Two next-hop sets whose capacities
 // differ but reduce to the same integer weights once lost their routes.)
 func TestEveryReachableDestinationRouted(t *testing.T) {
-	snap := fatTree4(t)
+	snap := fatTree(t, 4)
 	var fabric []models.LinkID
 	for _, l := range snap.FabricLinks() {
 		fabric = append(fabric, l.ID())
@@ -218,10 +218,10 @@ func routed(st models.ForwardingState, prefix string) bool {
 	return false
 }
 
-// fatTree4 is a k=4 fat-tree of 100 Gb/s links.
-func fatTree4(t *testing.T) *topology.Snapshot {
+// fatTree is a k-ary fat-tree of 100 Gb/s links.
+func fatTree(t *testing.T, k int) *topology.Snapshot {
 	t.Helper()
-	topo, err := topology.FatTree(4, 100)
+	topo, err := topology.FatTree(k, 100)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,11 +42,17 @@ type network struct {
 	// k=48 it kept gigabytes (576 paths per pair of pods' leaves, a
 	// next-hop list per destination leaf). One-shot placements keep all.
 	budget, cached int
-	// best and bestAt are bestPath's per-switch working, valid where
-	// bestAt is the call's epoch.
-	best   []float64
-	bestAt []uint32
-	epoch  uint32
+	// memo is bestPath's working (a pointer: a network copied for a
+	// residual shares it, epoch included, so no stamp is mistaken).
+	memo *pathMemo
+}
+
+// pathMemo is bestPath's per-switch working: best[s] is valid where at[s]
+// is the call's epoch.
+type pathMemo struct {
+	best  []float64
+	at    []uint32
+	epoch uint32
 }
 
 type resourceName struct {
@@ -202,13 +208,14 @@ func (n *network) bestPath(a, b models.SwitchID, room func(r int) float64, allow
 		return nil, -1, false
 	}
 	links := n.links()
-	if len(n.best) != len(links) {
-		n.best, n.bestAt = make([]float64, len(links)), make([]uint32, len(links))
+	if n.memo == nil {
+		n.memo = &pathMemo{best: make([]float64, len(links)), at: make([]uint32, len(links))}
 	}
-	n.epoch++
-	if n.epoch == 0 { // wrapped: no stamp may match an old one
-		clear(n.bestAt)
-		n.epoch = 1
+	m := n.memo
+	m.epoch++
+	if m.epoch == 0 { // wrapped: no stamp may match an old one
+		clear(m.at)
+		m.epoch = 1
 	}
 	next := func(s int, h hopIdx) bool {
 		return dist[h.peer] == dist[s]-1 && (allowed == nil || allowed(h))
@@ -220,8 +227,8 @@ func (n *network) bestPath(a, b models.SwitchID, room func(r int) float64, allow
 		if s == bi {
 			return math.Inf(1)
 		}
-		if n.bestAt[s] == n.epoch {
-			return n.best[s]
+		if m.at[s] == m.epoch {
+			return m.best[s]
 		}
 		v := math.Inf(-1)
 		for _, h := range links[s] {
@@ -229,7 +236,7 @@ func (n *network) bestPath(a, b models.SwitchID, room func(r int) float64, allow
 				v = max(v, min(room(h.res), value(h.peer)))
 			}
 		}
-		n.best[s], n.bestAt[s] = v, n.epoch
+		m.best[s], m.at[s] = v, m.epoch
 		return v
 	}
 	target := value(ai)

@@ -90,7 +90,10 @@ func (h *history) get(key historyKey) ([]api.HistoryPoint, bool) {
 	if !ok {
 		return nil, false
 	}
-	from := max(s.first, s.round+1-uint64(h.keep))
+	from := s.first
+	if keep := uint64(h.keep); s.round >= keep {
+		from = max(from, s.round+1-keep)
+	}
 	out := make([]api.HistoryPoint, 0, s.round+1-from)
 	for r := from; r <= s.round; r++ {
 		i := r % uint64(h.keep)

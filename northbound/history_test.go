@@ -29,6 +29,10 @@ func TestHistoryFollowsTheTopology(t *testing.T) {
 	load := func(l models.Link) api.LinkLoad { return api.LinkLoad{Utilization: u, ABbps: 1e9, BAbps: 2e9} }
 	h := &history{interval: time.Second, keep: 3, series: map[historyKey]*series{}}
 	big := snapOf(2, 3)
+	h.record(time.Unix(0, 0), big, load)
+	if points, _ := h.get(historyKey{link: big.Links()[0].ID()}); len(points) != 1 {
+		t.Fatalf("after one round: %v, want its one point", points)
+	}
 	for i := range 5 {
 		u = float64(i) / 10
 		h.record(time.Unix(int64(i), 0), big, load)

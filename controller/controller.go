@@ -341,7 +341,7 @@ func (c *Controller) followLeadership(ctx context.Context) {
 				c.log.Info("taking over the switches", "election_id", t.ID)
 				c.enqueueAll()
 				c.enqueueConfig(front)
-				go c.logTakeover(t)
+				go c.logTakeover(ctx, t)
 			}
 		}
 		select {
@@ -353,13 +353,15 @@ func (c *Controller) followLeadership(ctx context.Context) {
 }
 
 // logTakeover logs once term t has read every switch back (or says
-// nothing if the term ends first): how long a takeover took.
-func (c *Controller) logTakeover(t *election.Term) {
+// nothing if the term or ctx ends first): how long a takeover took.
+func (c *Controller) logTakeover(ctx context.Context, t *election.Term) {
 	start := c.cfg.Now()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
+		case <-ctx.Done():
+			return
 		case <-t.Context().Done():
 			return
 		case <-tick.C:

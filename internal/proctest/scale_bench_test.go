@@ -49,7 +49,8 @@ import (
 //	go test ./internal/proctest -run '^$' -bench 'Scale$' -benchtime 1x -timeout 60m
 //
 // (default fattree:16@100 with the default flags; the window is
-// ACCELNET_SCALE_WINDOW, default 30s).
+// ACCELNET_SCALE_WINDOW, default 30s; ACCELNET_SCALE_ENV adds NAME=value
+// pairs to accelnet's environment alone, such as its own GOMEMLIMIT).
 func BenchmarkScale(b *testing.B) {
 	spec := envOr("ACCELNET_SCALE_TOPOLOGY", "fattree:16@100")
 	window, err := time.ParseDuration(envOr("ACCELNET_SCALE_WINDOW", "30s"))
@@ -109,7 +110,8 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	addr := fabrictest.FreeAddr(b)
 	t0 := time.Now()
 	accArgs := append([]string{"serve", "--topology", topoFile, "--http-addr", addr, "--data-dir", filepath.Join(dir, "accelnet")}, args...)
-	acc := proctest.Start(b, "accelnet", proctest.Bin(b, "accelnet"), accArgs...)
+	accEnv := strings.Fields(os.Getenv("ACCELNET_SCALE_ENV"))
+	acc := proctest.StartEnv(b, "accelnet", accEnv, proctest.Bin(b, "accelnet"), accArgs...)
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
 	startup := waitReady(b, acc, sim, poll)
@@ -188,7 +190,7 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	if intents > 0 {
 		measureIntents(b, "http://"+addr, filepath.Join(dir, "accelnet"), topoFile, intents, func() (*proctest.Proc, string) {
 			acc.Stop()
-			acc = proctest.Start(b, "accelnet-again", proctest.Bin(b, "accelnet"), accArgs...)
+			acc = proctest.StartEnv(b, "accelnet-again", accEnv, proctest.Bin(b, "accelnet"), accArgs...)
 			return acc, waitReady(b, acc, sim, poll)
 		}, acc.Pid)
 	}

@@ -419,7 +419,7 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.Run(ctx) })
-	g.Go(func() error { return stack.ServeHTTP(ctx, srv, lis) })
+	g.Go(func() error { return stack.ServeHTTP(ctx, srv, lis, log) })
 	g.Go(func() error { return announce(ctx, s, cfg, lis.Addr().String(), started, log) })
 	if demo && cfg.Workload != "none" {
 		id, err := s.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: cfg.Workload, Gbps: cfg.Gbps, QPsPerConnection: cfg.QPs, Seed: cfg.Seed})

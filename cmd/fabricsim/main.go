@@ -127,7 +127,7 @@ func run(cfg Config, log *slog.Logger) error {
 	srv := stack.NewHTTPServer(mux, nil)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return f.Run(ctx) })
-	g.Go(func() error { return stack.ServeHTTP(ctx, srv, lis) })
+	g.Go(func() error { return stack.ServeHTTP(ctx, srv, lis, log) })
 	log.Info("control API up", "url", "http://"+cfg.HTTPAddr+"/sim/v1/switches")
 	return g.Wait()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -29,7 +30,7 @@ func TestSlowClientsCannotHoldTheServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- stack.ServeHTTP(ctx, srv, lis) }()
+	go func() { done <- stack.ServeHTTP(ctx, srv, lis, slog.New(slog.DiscardHandler)) }()
 	t.Cleanup(func() { cancel(); <-done })
 	addr := lis.Addr().String()
 

@@ -496,8 +496,11 @@ func NewHTTPServer(handler http.Handler, tlsConfig *tls.Config) *http.Server {
 }
 
 // ServeHTTP serves srv on lis until ctx ends, then shuts it down, giving
-// requests in flight up to three seconds.
-func ServeHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {
+// requests in flight up to three seconds (shutdownGrace); those still
+// running then are cut, and that is logged, not an error: the stop was
+// asked for, and a process that exits non-zero after SIGTERM reads as a
+// crash (a slow admission's client retries with its Idempotency-Key).
+func ServeHTTP(ctx context.Context, srv *http.Server, lis net.Listener, log *slog.Logger) error {
 	errc := make(chan error, 1)
 	go func() {
 		if srv.TLSConfig != nil {
@@ -511,14 +514,21 @@ func ServeHTTP(ctx context.Context, srv *http.Server, lis net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	err := srv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("requests still running when the HTTP server stopped were cut", "grace", shutdownGrace)
+		err = srv.Close()
+	}
 	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)
 	}
 	return err
 }
+
+// shutdownGrace is how long requests in flight may finish at a stop.
+const shutdownGrace = 3 * time.Second
 
 // ReserveWorkload turns every flow of an emulated workload into an intent
 // of tenant (created if needed), reserving its demand less the headroom:

@@ -586,8 +586,12 @@ func runLoopScenario(tb testing.TB, topo models.Topology, sc loopScenario, seed 
 	h.Stop()
 	h = serve()
 	h.OperatorToken = token
-	h.Eventually(tb, time.Minute, "the intents reloaded and installed", func() bool {
-		return h.Intents.Counts()[models.StateInstalled] > 0 && h.Controller.Settled()
+	// Reloaded records say Installed at once; wait until they are placed
+	// on the fabric again (the ledger rebuilt, their pins derived), or the
+	// job's elephants may be placed around a ledger still empty and
+	// moved again when it fills.
+	h.Eventually(tb, time.Minute, "the intents reloaded, placed and installed", func() bool {
+		return h.Intents.Counts()[models.StateInstalled] > 0 && h.Intents.PinsReady() && h.Controller.Settled()
 	})
 	r := newLoopRun(tb, h, fab)
 	r.start(seed)

@@ -139,21 +139,24 @@ type PathConstraints struct {
 }
 
 func (b *Book) allowed(path []int, dstLeaf models.SwitchID, c PathConstraints) bool {
-	if c.MaxHops > 0 && len(path)+1 > c.MaxHops {
+	return c.admits(len(path), dstLeaf) && !slices.ContainsFunc(path, func(r int) bool { return !b.hopAllowed(r, c) })
+}
+
+// admits says whether c allows a path of links hops ending at leaf dst.
+func (c PathConstraints) admits(links int, dst models.SwitchID) bool {
+	return (c.MaxHops <= 0 || links+1 <= c.MaxHops) && !c.AvoidSwitches[dst]
+}
+
+// hopAllowed says whether c lets a path leave through egress resource r:
+// not from a switch to avoid, not over a link to avoid.
+func (b *Book) hopAllowed(r int, c PathConstraints) bool {
+	e := b.n.resources[r].egress
+	if c.AvoidSwitches[e.Switch] {
 		return false
 	}
-	if c.AvoidSwitches[dstLeaf] {
-		return false
-	}
-	for _, r := range path {
-		e := b.n.resources[r].egress
-		if c.AvoidSwitches[e.Switch] {
+	if len(c.AvoidLinks) > 0 {
+		if l, ok := b.n.snap.LinkAt(e); ok && c.AvoidLinks[l.ID()] {
 			return false
-		}
-		if len(c.AvoidLinks) > 0 {
-			if l, ok := b.n.snap.LinkAt(e); ok && c.AvoidLinks[l.ID()] {
-				return false
-			}
 		}
 	}
 	return true
@@ -550,14 +553,7 @@ func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {
 	room := func(r int) float64 { return b.n.capacity[r]*(1-b.headroom) - b.reserved[r] - extra[r] }
 	var allow func(h hopIdx) bool
 	if len(c.AvoidSwitches) > 0 || len(c.AvoidLinks) > 0 {
-		allow = func(h hopIdx) bool {
-			e := b.n.resources[h.res].egress
-			if c.AvoidSwitches[e.Switch] {
-				return false
-			}
-			l, ok := b.n.snap.LinkAt(e)
-			return !ok || !c.AvoidLinks[l.ID()]
-		}
+		allow = func(h hopIdx) bool { return b.hopAllowed(h.res, c) }
 	}
 	out := Fit{Fits: true, Paths: make([][]models.Endpoint, 0, len(flows)), FreeGbps: math.Inf(1)}
 	for _, d := range flows {
@@ -582,7 +578,7 @@ func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {
 				return b.refuse(out, fmt.Sprintf("no path from %s to %s satisfies the constraints", d.Src.Name, d.Dst.Name))
 			}
 		}
-		if c.AvoidSwitches[d.Dst.Attach.Switch] || (c.MaxHops > 0 && hops+1 > c.MaxHops) {
+		if !c.admits(hops, d.Dst.Attach.Switch) {
 			return b.refuse(out, fmt.Sprintf("no path from %s to %s satisfies the constraints", d.Src.Name, d.Dst.Name))
 		}
 		route := b.n.route(d.Src, d.Dst, p)

@@ -20,6 +20,17 @@ type counterReading struct {
 	at    time.Time
 }
 
+// followedBy says whether a reading of bytes at at continues r: the
+// counter did not go backwards and time moved on (else it starts over).
+func (r counterReading) followedBy(bytes uint64, at time.Time) bool {
+	return bytes >= r.bytes && at.After(r.at)
+}
+
+// gbpsTo is the rate in Gb/s from r to a reading of bytes at at.
+func (r counterReading) gbpsTo(bytes uint64, at time.Time) float64 {
+	return float64(bytes-r.bytes) * 8 / at.Sub(r.at).Seconds() / 1e9
+}
+
 // Observe records a reading and returns the rate in Gb/s over the span,
 // and over the time since the previous reading alone (quicker to follow a
 // change, noisier); ok is false for the first reading of a key, or the
@@ -29,7 +40,7 @@ func (r *RateMeter[K]) Observe(k K, bytes uint64, at time.Time) (gbps, latest fl
 		r.last = map[K][]counterReading{}
 	}
 	hist := r.last[k]
-	if n := len(hist); n > 0 && (bytes < hist[n-1].bytes || !at.After(hist[n-1].at)) {
+	if n := len(hist); n > 0 && !hist[n-1].followedBy(bytes, at) {
 		hist = hist[:0] // started over
 	}
 	// Keep only what the next reading can need: the newest at least Span
@@ -46,10 +57,7 @@ func (r *RateMeter[K]) Observe(k K, bytes uint64, at time.Time) (gbps, latest fl
 	}
 	oldest, previous := hist[0], hist[len(hist)-1]
 	r.last[k] = append(hist, counterReading{bytes: bytes, at: at})
-	rate := func(from counterReading) float64 {
-		return float64(bytes-from.bytes) * 8 / at.Sub(from.at).Seconds() / 1e9
-	}
-	return rate(oldest), rate(previous), true
+	return oldest.gbpsTo(bytes, at), previous.gbpsTo(bytes, at), true
 }
 
 // Retain forgets every key keep says no to.

@@ -32,11 +32,11 @@ type PortLoad struct {
 	RecentSince  time.Time
 }
 
-// reading is a counter's last value, as the switch timed it.
+// reading is a counter's last value, as the switch timed it (a
+// RateMeter's reading, one per counter).
 type reading struct {
-	bytes uint64
-	at    time.Time
-	set   bool
+	counterReading
+	set bool
 }
 
 // smoothed folds a reading of a counter (whose last one is *last) into
@@ -54,12 +54,12 @@ func (t *Telemetry) smoothed(last *reading, bps *float64, value uint64, ts time.
 		return *bps, 0, false
 	}
 	prev := *last
-	*last = reading{bytes: value, at: ts, set: true}
-	if !prev.set || value < prev.bytes {
+	*last = reading{counterReading{bytes: value, at: ts}, true}
+	if !prev.set || !prev.followedBy(value, ts) {
 		*bps = 0 // the first reading, or the counter started over
 		return 0, 0, false
 	}
-	bits := float64(value-prev.bytes) * 8 / ts.Sub(prev.at).Seconds()
+	bits := prev.gbpsTo(value, ts) * 1e9
 	if *bps == 0 {
 		*bps = bits
 	} else {

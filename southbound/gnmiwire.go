@@ -27,7 +27,7 @@ import (
 // both ways read a stream alike (TestWireDecodingIsProto).
 
 // subscribeCodec sends gNMI requests as protobuf does and decodes answers
-// into a *wireResponse, or into a *wireMessage with one from wirePool.
+// into a *wireMessage, with a *wireResponse from wirePool.
 type subscribeCodec struct{}
 
 func (subscribeCodec) Name() string { return "proto" }
@@ -35,16 +35,12 @@ func (subscribeCodec) Name() string { return "proto" }
 func (subscribeCodec) Marshal(v any) ([]byte, error) { return proto.Marshal(v.(proto.Message)) }
 
 func (subscribeCodec) Unmarshal(data []byte, v any) error {
-	var r *wireResponse
-	switch v := v.(type) {
-	case *wireMessage:
-		v.r = wirePool.Get().(*wireResponse)
-		r = v.r
-	case *wireResponse:
-		r = v
-	default:
+	m, ok := v.(*wireMessage)
+	if !ok {
 		return fmt.Errorf("gnmi answer decoded into a %T", v)
 	}
+	m.r = wirePool.Get().(*wireResponse)
+	r := m.r
 	if r.parse(data) {
 		return nil
 	}

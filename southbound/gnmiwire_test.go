@@ -197,12 +197,13 @@ func BenchmarkWireDecoding(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("wire", func(b *testing.B) {
-		var r wireResponse
+		var m wireMessage // as a stream reads it
 		for b.Loop() {
-			if err := (subscribeCodec{}).Unmarshal(data, &r); err != nil {
+			if err := (subscribeCodec{}).Unmarshal(data, &m); err != nil {
 				b.Fatal(err)
 			}
-			r.sampled("leaf1", func(models.CounterSample) {})
+			m.r.sampled("leaf1", func(models.CounterSample) {})
+			m.release()
 		}
 	})
 	b.Run("generated", func(b *testing.B) {

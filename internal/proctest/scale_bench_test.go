@@ -69,11 +69,10 @@ func BenchmarkScale(b *testing.B) {
 // operatorGet reads api+path with the operator's token, into file
 // unless file is "" (then the answer is read and dropped).
 func operatorGet(api, token, path, file string) error {
-	req, err := http.NewRequest("GET", api+path, nil)
+	req, err := fabrictest.NewRequest(context.Background(), "GET", api+path, token, nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
 	if err != nil {
 		return err

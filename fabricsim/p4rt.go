@@ -438,8 +438,10 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 			case *p4v1.Entity_TableEntry:
 				got, err = sw.store.readTable(x.TableEntry)
 				if err == nil && x.TableEntry.GetCounterData() != nil {
-					for _, e := range got {
-						withCounters = append(withCounters, e.GetTableEntry())
+					for _, e := range got { // a copy, to be given its counter
+						te := proto.Clone(e.GetTableEntry()).(*p4v1.TableEntry)
+						e.Entity = &p4v1.Entity_TableEntry{TableEntry: te}
+						withCounters = append(withCounters, te)
 					}
 				}
 			case *p4v1.Entity_ActionProfileMember:

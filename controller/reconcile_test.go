@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/netip"
 	"reflect"
@@ -304,5 +305,50 @@ func TestReplanComesFromThePlanBefore(t *testing.T) {
 	}
 	if kept == 0 || kept == len(after.Plan.Switches) {
 		t.Fatalf("%d of %d switch states kept; want those the failure leaves alone (spine2)", kept, len(after.Plan.Switches))
+	}
+}
+
+// unreachableSwitch is tableSwitches with one switch that cannot be read.
+type unreachableSwitch struct {
+	*tableSwitches
+	down models.SwitchID
+}
+
+func (s unreachableSwitch) Read(ctx context.Context, sw models.SwitchID) (models.ForwardingState, error) {
+	if sw == s.down {
+		return models.ForwardingState{}, errors.New("connection refused")
+	}
+	return s.tableSwitches.Read(ctx, sw)
+}
+
+// TestTriedAllDoesNotWaitForADownSwitch: the first sweep is over once
+// every switch was reconciled, a switch that cannot be reached included
+// (Ready still says that one is not in sync).
+func TestTriedAllDoesNotWaitForADownSwitch(t *testing.T) {
+	topo, err := topology.LeafSpine(2, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sws := unreachableSwitch{&tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}}, "spine2"}
+	c, err := New(Config{Store: &store.Store{}, Driver: sws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.setTopology(t.Context(), topo, 1)
+	c.watching = true
+	for i, sw := range []models.SwitchID{"leaf1", "leaf2", "spine1", "spine2"} {
+		if c.TriedAll() {
+			t.Fatalf("tried all after %d of 4 switches", i)
+		}
+		_, err := c.Reconcile(t.Context(), sw)
+		if (err != nil) != (sw == sws.down) {
+			t.Fatalf("reconcile %s: %v", sw, err)
+		}
+	}
+	if !c.TriedAll() {
+		t.Fatal("every switch reconciled (one failing), yet the sweep is not over")
+	}
+	if err := c.Ready(); err == nil {
+		t.Fatal("ready with spine2 unreachable")
 	}
 }

@@ -233,6 +233,24 @@ func (c *Controller) Status() map[models.SwitchID]api.SwitchStatus {
 	return out
 }
 
+// TriedAll says every switch of the topology was reconciled at least
+// once in this term (read back and brought in sync, or found failing):
+// a new leader's first sweep is over. Unlike Ready, it does not wait
+// for switches that are down.
+func (c *Controller) TriedAll() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.state == nil || !c.Leading() {
+		return false
+	}
+	for _, sw := range c.state.snap.Switches() {
+		if c.status[sw.Name].LastReconcile.IsZero() {
+			return false
+		}
+	}
+	return true
+}
+
 // Ready is nil once a topology is loaded, etcd is watched and every switch
 // has been brought in sync at least once; otherwise it says what is missing.
 func (c *Controller) Ready() error {

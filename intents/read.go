@@ -147,7 +147,8 @@ type PinCounterReader interface {
 // Detected elephants are read every second (or every interval, if
 // shorter): their rates decide whether they stay pinned. Intents are read
 // every interval: at tens of thousands of intents, reading each second
-// would cost more than admitting them.
+// would cost more than admitting them; and not before a new term's first
+// read-back of the switches is over (Config.Settled).
 func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time.Duration) {
 	every := min(interval, time.Second)
 	intentMeter := telemetry.RateMeter[models.FlowKey]{Span: interval}
@@ -164,7 +165,7 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 				continue // the leader reads the switches
 			}
 		}
-		readIntents := time.Since(lastIntents) >= interval-every/2
+		readIntents := time.Since(lastIntents) >= interval-every/2 && (m.cfg.Settled == nil || m.cfg.Settled())
 		if readIntents {
 			lastIntents = time.Now()
 		}

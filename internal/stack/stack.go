@@ -304,6 +304,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 			})
 		},
 		Utilization:   ctrl.utilization,
+		Settled:       ctrl.triedAll,
 		AdaptInterval: opts.AdaptInterval,
 		Detected:      detected,
 		Leadership:    s.Leadership,
@@ -427,6 +428,12 @@ func (l *lateController) snapshot() *topology.Snapshot {
 		return snap
 	}
 	return nil
+}
+
+// triedAll says the controller's first sweep of this term is over.
+func (l *lateController) triedAll() bool {
+	c := l.c.Load()
+	return c != nil && c.TriedAll()
 }
 
 // resolve is a switch of the current topology.

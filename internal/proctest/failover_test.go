@@ -37,6 +37,7 @@ type deployment struct {
 	replicas []*replica
 	token    string
 	setup    setup
+	sim      *proctest.Proc
 }
 
 // setup adjusts a deployment: extra arguments for fabricsim and the
@@ -76,7 +77,7 @@ func deployWith(t testing.TB, fabric string, replicas int, s setup) *deployment 
 	d := &deployment{t: t, etcd: c.Endpoints(), simAPI: fabrictest.FreeAddr(t), topoFile: filepath.Join(t.TempDir(), "fabric.yaml"), setup: s}
 	dir := t.TempDir()
 	within := cmp.Or(s.startWithin, 30*time.Second)
-	proctest.Start(t, "fabricsim", proctest.Bin(t, "fabricsim"), append([]string{"-topology", fabric, "-http-addr", d.simAPI,
+	d.sim = proctest.Start(t, "fabricsim", proctest.Bin(t, "fabricsim"), append([]string{"-topology", fabric, "-http-addr", d.simAPI,
 		"-out", d.topoFile, "-log-dir", filepath.Join(dir, "logs")}, s.simArgs...)...)
 	proctest.Wait(t, within, "fabricsim's control API", func() error {
 		_, err := proctest.Call(context.Background(), nil, "GET", "http://"+d.simAPI+"/sim/v1/switches", "", nil, nil)
@@ -306,8 +307,9 @@ func TestKill9Failover(t *testing.T) {
 // tenants, spread over the fabric's hosts), so that the new leader takes
 // over with them; ACCELNET_FAILOVER_TOPOLOGY sets the fabric (default
 // fattree:8@100), ACCELNET_FAILOVER_ARGS adds the replicas' flags;
-// ACCELNET_FAILOVER_PROFILES=DIR keeps a CPU profile of
-// each new leader's first 20 s.
+// ACCELNET_FAILOVER_PROFILES=DIR keeps CPU profiles of each new
+// leader's and of fabricsim's first 20 s after the kill, the new
+// leader's goroutines every 4 s of it, and the replicas' logs.
 func BenchmarkFailover(b *testing.B) {
 	stored, err := strconv.Atoi(envOr("ACCELNET_FAILOVER_INTENTS", "0"))
 	if err != nil {
@@ -327,6 +329,7 @@ func BenchmarkFailover(b *testing.B) {
 		b.Logf("%d intents stored in %s", stored, took.Round(time.Millisecond))
 	}
 	tok := d.tenantToken(follow, "bench")
+	profiles := os.Getenv("ACCELNET_FAILOVER_PROFILES")
 	var takeovers, firstAcks []time.Duration
 	var mu sync.Mutex
 	var acked []string
@@ -372,18 +375,39 @@ func BenchmarkFailover(b *testing.B) {
 			return nil
 		})
 		var profiled sync.WaitGroup
-		if dir := os.Getenv("ACCELNET_FAILOVER_PROFILES"); dir != "" {
+		if profiles != "" {
 			profiled.Go(func() { // the new leader's first 20 s
-				if err := operatorGet(follow.url(), d.token, "/debug/pprof/profile?seconds=20", filepath.Join(dir, fmt.Sprintf("takeover-%d.cpu", i+1))); err != nil {
+				if err := operatorGet(follow.url(), d.token, "/debug/pprof/profile?seconds=20", filepath.Join(profiles, fmt.Sprintf("takeover-%d.cpu", i+1))); err != nil {
 					b.Logf("takeover profile: %v", err)
+				}
+			})
+			profiled.Go(func() { // where the new leader's goroutines wait, every 4 s
+				for n := 1; n <= 5; n++ {
+					<-time.After(4 * time.Second)
+					if err := operatorGet(follow.url(), d.token, "/debug/pprof/goroutine?debug=1", filepath.Join(profiles, fmt.Sprintf("takeover-%d-goroutines-%ds.txt", i+1, 4*n))); err != nil {
+						b.Logf("goroutines: %v", err)
+					}
+				}
+			})
+			profiled.Go(func() { // fabricsim's, over the same 20 s
+				if err := operatorGet("http://"+d.simAPI, "", "/debug/pprof/profile?seconds=20", filepath.Join(profiles, fmt.Sprintf("takeover-%d-fabricsim.cpu", i+1))); err != nil {
+					b.Logf("fabricsim profile: %v", err)
 				}
 			})
 		}
 		t0 := time.Now()
+		cpu0 := [3]float64{cpuSeconds(b, follow.proc.Pid()), cpuSeconds(b, d.sim.Pid()), cpuSeconds(b, os.Getpid())}
 		lead.proc.Kill()
 		killed <- t0
-		takeovers = append(takeovers, d.waitRole(follow, "leader", 5*time.Minute))
-		b.Logf("takeover %d: %s", i+1, takeovers[len(takeovers)-1].Round(time.Millisecond))
+		took := d.waitRole(follow, "leader", 5*time.Minute)
+		takeovers = append(takeovers, took)
+		// Where the two cores went meanwhile (this process runs the three
+		// etcd members and the load).
+		cpu := func(pid int, before float64) string {
+			return fmt.Sprintf("%.2f", (cpuSeconds(b, pid)-before)/took.Seconds())
+		}
+		b.Logf("takeover %d: %s; cores used meanwhile: new leader %s, fabricsim %s, etcd and load %s", i+1, took.Round(time.Millisecond),
+			cpu(follow.proc.Pid(), cpu0[0]), cpu(d.sim.Pid(), cpu0[1]), cpu(os.Getpid(), cpu0[2]))
 		proctest.Wait(b, 5*time.Minute, "an intent acknowledged after the kill", func() error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -396,10 +420,14 @@ func BenchmarkFailover(b *testing.B) {
 		load.Wait()
 		profiled.Wait()
 		firstAcks = append(firstAcks, firstAck)
+		keepLog(b, profiles, fmt.Sprintf("killed-%d-%s.log", i+1, lead.name), lead.proc)
 		d.start(lead)
 		d.waitRole(lead, "follower", 5*time.Minute)
 	}
 	b.StopTimer()
+	for _, r := range d.replicas {
+		keepLog(b, profiles, r.name+".log", r.proc)
+	}
 	_, follow = d.leader()
 	proctest.Wait(b, 60*time.Second, "every acknowledged intent installed", func() error { return d.installed(follow, tok, acked) })
 	slices.Sort(takeovers)
@@ -410,4 +438,14 @@ func BenchmarkFailover(b *testing.B) {
 	b.ReportMetric(ms(firstAcks[len(firstAcks)/2]), "first_ack_p50_ms")
 	b.ReportMetric(ms(firstAcks[len(firstAcks)-1]), "first_ack_max_ms")
 	b.ReportMetric(float64(len(acked)), "intents_acked")
+}
+
+// keepLog writes what p printed to dir/name, if dir is set.
+func keepLog(b *testing.B, dir, name string, p *proctest.Proc) {
+	if dir == "" {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(p.Log()), 0o644); err != nil {
+		b.Logf("keep %s: %v", name, err)
+	}
 }

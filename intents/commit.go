@@ -431,11 +431,34 @@ func (m *Manager) load(ctx context.Context) error {
 // as new entries. A follower's copy (mirrored) is only caught up: the
 // intents written since it was current are read and decoded, the rest
 // are its entries as they are, and what is gone from etcd is dropped. At
-// 100,000 intents decoding them all is seconds of a takeover.
+// 100,000 intents decoding them all is seconds of a takeover, and even
+// listing their keys (ListSince) over two: the changes are watched for
+// (Changes) and the copy checked by its count; where that cannot be
+// done, the keys are listed.
 func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, error) {
 	m.mu.RLock()
 	mirrored, since, copied := m.mirrored, m.followed, m.all
 	m.mu.RUnlock()
+	if mirrored && since > 0 {
+		changes, rev, count, err := m.cfg.Store.Changes(ctx, store.KeyIntents, since)
+		if err == nil {
+			all := maps.Clone(copied)
+			for _, kv := range changes {
+				if kv.Deleted {
+					delete(all, kv.Key[strings.LastIndexByte(kv.Key, '/')+1:])
+				} else if in, ok := m.decode(kv.Key, kv.Value, kv.Revision); ok {
+					all[in.ID] = newStoredEntry(in)
+				}
+			}
+			if int64(len(all)) == count {
+				m.log.Info("intents caught up from the follower's copy", "intents", len(all), "changes", len(changes))
+				return all, rev, nil
+			}
+			m.log.Warn("the follower's copy of the intents, caught up, disagrees with etcd; listing them", "have", len(all), "etcd", count)
+		} else {
+			m.log.Info("cannot watch the intents' changes since the follower's copy; listing them", "err", err)
+		}
+	}
 	all := map[string]*entry{}
 	if mirrored {
 		keys, changed, rev, err := m.cfg.Store.ListSince(ctx, store.KeyIntents, since)

@@ -30,6 +30,10 @@ func (s *stalledStore) ListSince(context.Context, string, int64) ([]store.KV, []
 	return nil, nil, 1, nil
 }
 
+func (s *stalledStore) Changes(context.Context, string, int64) ([]store.KV, int64, int64, error) {
+	return nil, 1, 0, nil
+}
+
 func (s *stalledStore) List(context.Context, string, int64) ([]store.KV, int64, error) {
 	return nil, 1, nil
 }

@@ -57,6 +57,9 @@ type Store interface {
 	// ListSince is List for a copy current at revision since: every key
 	// (no values) and the values written after since (store.Store).
 	ListSince(ctx context.Context, prefix string, since int64) (keys, changed []store.KV, rev int64, err error)
+	// Changes is what was written under prefix after revision since, in
+	// order, and the revision and key count that makes (store.Store).
+	Changes(ctx context.Context, prefix string, since int64) (changes []store.KV, rev, count int64, err error)
 }
 
 // Tenants looks tenants up (tenancy.Auth): their quotas bound admission.

@@ -3,6 +3,7 @@ package intents
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
@@ -11,13 +12,26 @@ import (
 	"github.com/accelnet/accelnet/store"
 )
 
+// listCounter counts the store's listings of every intent key.
+type listCounter struct {
+	*store.Store
+	listings int
+}
+
+func (l *listCounter) ListSince(ctx context.Context, prefix string, since int64) ([]store.KV, []store.KV, int64, error) {
+	l.listings++
+	return l.Store.ListSince(ctx, prefix, since)
+}
+
 // TestTakeoverCatchesUpTheFollowersCopy: a follower's copy of the
 // intents, current at some revision, is caught up at a new term instead
-// of read again: intents written since are read (and only those),
-// deleted ones dropped, the rest kept as the very entries the follower
-// decoded. What comes out is what reading everything gives. A copy that
-// disagrees with etcd (an entry missing or at another revision) is
-// read again in full.
+// of read again: intents written since are read (and only those: by a
+// watch from the copy's revision, no listing), deleted ones dropped, the
+// rest kept as the very entries the follower decoded. What comes out is
+// what reading everything gives — also when the revisions since the copy
+// were compacted away (then the keys are listed). A copy that disagrees
+// with etcd (an entry missing or at another revision) is read again in
+// full.
 func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 	e, err := store.StartEmbedded(t.TempDir(), "")
 	if err != nil {
@@ -43,7 +57,8 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 		put(models.TenantName(fmt.Sprintf("t%d", i%3)), fmt.Sprintf("i%02d", i), float64(i+1))
 	}
 
-	m, err := New(Config{Store: st, Auth: tenantList{}})
+	counted := &listCounter{Store: st}
+	m, err := New(Config{Store: counted, Auth: tenantList{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,10 +146,19 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 	if reused != 48 {
 		t.Errorf("%d of the follower's entries kept, want the 48 unchanged", reused)
 	}
+	if counted.listings != 0 {
+		t.Errorf("caught up with %d listings of every key, want none (the changes watched)", counted.listings)
+	}
+	m.mu.Lock()
+	m.all = maps.Clone(copied)
+	m.mu.Unlock()
+	if all, _, err = m.loadIntents(ctx); err != nil || !reflect.DeepEqual(intentsOf(all), want) {
+		t.Fatalf("caught up a second time from the same copy: %d intents, %v", len(all), err)
+	}
 
 	// A copy that disagrees with etcd is not trusted: everything is read.
 	m.mu.Lock()
-	m.all = copied
+	m.all = maps.Clone(copied)
 	delete(m.all, "i03")
 	m.mu.Unlock()
 	all, _, err = m.loadIntents(ctx)
@@ -146,5 +170,27 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 	}
 	if all["i04"] == copied["i04"] {
 		t.Error("a copy that disagrees with etcd was kept in part")
+	}
+
+	// The revisions since the copy compacted away: the keys are listed.
+	listed := counted.listings
+	now, err := cli.Get(ctx, "compact-here")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Compact(ctx, now.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	m.mu.Lock()
+	m.all = maps.Clone(copied)
+	m.mu.Unlock()
+	if all, _, err = m.loadIntents(ctx); err != nil || !reflect.DeepEqual(intentsOf(all), want) {
+		t.Fatalf("caught up after a compaction: %d intents, %v", len(all), err)
+	}
+	if counted.listings != listed+1 {
+		t.Errorf("after a compaction: %d listings, want 1", counted.listings-listed)
+	}
+	if all["i04"] != copied["i04"] {
+		t.Error("after a compaction the copy was not kept")
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -215,5 +216,59 @@ func TestNewID(t *testing.T) {
 	}
 	if a, b := NewID(t0), NewID(t0); a == b || !strings.HasPrefix(a, ids[0][:11]) {
 		t.Errorf("two IDs at one millisecond: %s %s", a, b)
+	}
+}
+
+// TestChanges: what was written under a prefix after a revision comes in
+// order (puts and deletions, nothing from outside the prefix), with the
+// revision it brings a copy to and the prefix's key count there; with
+// nothing written since, it answers at once; compacted revisions are an
+// error.
+func TestChanges(t *testing.T) {
+	s := embedded(t)
+	ctx := t.Context()
+	put := func(key string, v int) int64 {
+		t.Helper()
+		if err := s.PutJSON(ctx, key, v); err != nil {
+			t.Fatal(err)
+		}
+		_, rev, err := s.List(ctx, key, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	put(Prefix+"c/a", 1)
+	since := put(Prefix+"c/b", 2)
+	put(Prefix+"c/a", 3)
+	put(Prefix+"other", 4)
+	if err := s.Delete(ctx, Prefix+"c/b"); err != nil {
+		t.Fatal(err)
+	}
+	last := put(Prefix+"c/c", 5)
+
+	changes, rev, count, err := s.Changes(ctx, Prefix+"c/", since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range changes {
+		got = append(got, fmt.Sprintf("%s deleted=%v %s", strings.TrimPrefix(kv.Key, Prefix), kv.Deleted, kv.Value))
+	}
+	want := []string{"c/a deleted=false 3", "c/b deleted=true ", "c/c deleted=false 5"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("changes since %d: %q, want %q", since, got, want)
+	}
+	if rev < last || count != 2 {
+		t.Fatalf("brought to revision %d with %d keys; want at least %d with 2", rev, count, last)
+	}
+	if changes, rev, count, err := s.Changes(ctx, Prefix+"c/", rev); err != nil || len(changes) != 0 || count != 2 {
+		t.Fatalf("nothing written since %d: %d changes, %d keys, %v", rev, len(changes), count, err)
+	}
+	if _, err := s.cli.Compact(ctx, last); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := s.Changes(ctx, Prefix+"c/", since); err == nil {
+		t.Fatal("changes from compacted revisions answered")
 	}
 }

@@ -281,7 +281,9 @@ func (m *Manager) lead(ctx context.Context, t *election.Term) {
 		case <-ctx.Done():
 			return
 		case <-adapt.C:
-			if m.cfg.Utilization != nil && m.reloadIfNeeded(ctx) == nil {
+			// Not before the first sweep is over: rates are not read
+			// until then (Observe), and the sweep has the CPU.
+			if m.cfg.Utilization != nil && m.settled() && m.reloadIfNeeded(ctx) == nil {
 				m.mu.Lock()
 				m.adaptDue = true
 				m.mu.Unlock()

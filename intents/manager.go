@@ -100,9 +100,10 @@ type Config struct {
 	// installed intents on hot links move to cooler paths (see adapt).
 	Utilization func(models.Endpoint) (float64, bool)
 	// Settled, if set, says this term's first read-back of the switches
-	// is over. Until then Observe reads no intent's pin counters: at a
+	// is over. Until then Observe reads no intent's pin counters (at a
 	// takeover with 100,000 intents that read is as large as the
-	// read-back itself, and would compete with it for the switches.
+	// read-back itself, and would compete with it for the switches), and
+	// no intent is moved for load (adapt).
 	Settled func() bool
 	// AdaptInterval is how often intents are checked against measured
 	// load; default 5s.
@@ -459,13 +460,14 @@ func (m *Manager) waitOn(id string, switches []models.SwitchID) {
 func (m *Manager) touch(sw models.SwitchID) { m.touched[sw] = true }
 
 // toSettle takes the awaiting intents to look at: those that started
-// waiting, and those waiting on a switch touched, since the last look.
-func (m *Manager) toSettle() []string {
-	var ids []string
-	for id := range m.awaitNew {
+// waiting (fresh: not yet indexed by their switches), and those waiting
+// on a switch touched, since the last look.
+func (m *Manager) toSettle() (ids []string, fresh map[string]bool) {
+	fresh = m.awaitNew
+	for id := range fresh {
 		ids = append(ids, id)
 	}
-	clear(m.awaitNew)
+	m.awaitNew = map[string]bool{}
 	for sw := range m.touched {
 		for id := range m.awaitingOn[sw] {
 			if !m.awaiting[id] {
@@ -477,7 +479,7 @@ func (m *Manager) toSettle() []string {
 	}
 	clear(m.touched)
 	slices.Sort(ids)
-	return slices.Compact(ids)
+	return slices.Compact(ids), fresh
 }
 
 // Synced records that sw was read back matching its pins of generation gen.

@@ -165,7 +165,7 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 				continue // the leader reads the switches
 			}
 		}
-		readIntents := time.Since(lastIntents) >= interval-every/2 && (m.cfg.Settled == nil || m.cfg.Settled())
+		readIntents := time.Since(lastIntents) >= interval-every/2 && m.settled()
 		if readIntents {
 			lastIntents = time.Now()
 		}
@@ -243,6 +243,10 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 		m.obsMu.Unlock()
 	}
 }
+
+// settled says this term's first read-back of the switches is over
+// (Config.Settled; always, without one).
+func (m *Manager) settled() bool { return m.cfg.Settled == nil || m.cfg.Settled() }
 
 // measuredRate is a pinned flow's rate from its pin's direct counter.
 type measuredRate struct {

@@ -122,6 +122,13 @@ type Config struct {
 	SampleOneIn uint32
 	// Workers reconcile switches in parallel, per kind of work; default 4.
 	Workers int
+	// SweepWorkers reconcile switches' tables in parallel while a new
+	// term reads every switch back (its first sweep); default 16, and
+	// never fewer than Workers.
+	// Each works on another switch, so what bounds them is this
+	// controller's CPU, not a switch's: at k=16 with 100,000 intents four
+	// at a time took 18 s to read 320 switches back, sixteen 8.6 s.
+	SweepWorkers int
 	// ResyncInterval re-reconciles every switch even without changes, to
 	// repair drift; default 30s.
 	ResyncInterval time.Duration
@@ -162,6 +169,10 @@ func (c *Config) setDefaults() {
 	if c.Workers <= 0 {
 		c.Workers = 4
 	}
+	if c.SweepWorkers <= 0 {
+		c.SweepWorkers = 16
+	}
+	c.SweepWorkers = max(c.SweepWorkers, c.Workers)
 	if c.ResyncInterval <= 0 {
 		c.ResyncInterval = 30 * time.Second
 	}
@@ -201,6 +212,8 @@ type Controller struct {
 	cfg Config
 	log *slog.Logger
 	m   *metrics
+	// sweepers are the tables' extra workers of a first sweep, running.
+	sweepers atomic.Int32
 	// tables, config and sampling are the three kinds of work on a switch,
 	// each with its own queue and workers (see reconcilers.go).
 	tables, config, sampling *reconciler
@@ -281,7 +294,7 @@ func New(cfg Config) (*Controller, error) {
 	c.config.skip = c.configUnmanaged
 	c.config.after = c.recordConfig
 	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
-	c.slots = newInflight(cfg.Workers*len(c.reconcilers()), cfg.ReconcileTimeout, time.Now)
+	c.slots = newInflight(cfg.Workers*len(c.reconcilers())+max(cfg.SweepWorkers-cfg.Workers, 0), cfg.ReconcileTimeout, time.Now)
 	c.m = newMetrics(cfg.Registerer, counts{samples: tele.Samples, weightChanges: c.WeightChanges, atOnce: c.slots.bound})
 	return c, nil
 }
@@ -323,6 +336,8 @@ func (c *Controller) setElectionID(id uint64) {
 // what differs (nothing, if the previous leader left them correct).
 func (c *Controller) followLeadership(ctx context.Context) {
 	var last *election.Term
+	var sweeps sync.WaitGroup
+	defer sweeps.Wait()
 	for {
 		changed := c.cfg.Leadership.Changed()
 		t := c.cfg.Leadership.Term()
@@ -342,12 +357,44 @@ func (c *Controller) followLeadership(ctx context.Context) {
 				c.enqueueAll()
 				c.enqueueConfig(front)
 				go c.logTakeover(ctx, t)
+				sweeps.Go(func() { c.sweep(ctx, t) })
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-changed:
+		}
+	}
+}
+
+// sweep adds SweepWorkers−Workers workers to the tables' reconciler
+// until term t's first sweep is over (TriedAll), t ends or ctx does; a
+// reconcile under way when it ends finishes.
+func (c *Controller) sweep(ctx context.Context, t *election.Term) {
+	extra := c.cfg.SweepWorkers - c.cfg.Workers
+	if extra <= 0 {
+		return
+	}
+	sctx, cancel := context.WithCancel(t.Context())
+	defer context.AfterFunc(ctx, cancel)()
+	var wg sync.WaitGroup
+	for range extra {
+		c.sweepers.Add(1)
+		wg.Go(func() {
+			defer c.sweepers.Add(-1)
+			c.work(sctx, c.tables)
+		})
+	}
+	defer wg.Wait()
+	defer cancel() // before the wait: the workers end with sctx
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for !c.TriedAll() {
+		select {
+		case <-sctx.Done():
+			return
+		case <-tick.C:
 		}
 	}
 }

@@ -255,6 +255,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().DurationVar(&cfg.TelemetryInterval, "telemetry-interval", cfg.TelemetryInterval, "gNMI sample interval of the switches' interface counters (link load, congestion weights, drains); a fabric of thousands of switches wants 5-10s")
 	root.PersistentFlags().BoolVar(&cfg.PerLeafRoutes, "per-leaf-routes", cfg.PerLeafRoutes, "write one route per destination leaf instead of merging sibling prefixes that go the same way (a pod in an aligned block takes one entry per switch outside it)")
 	root.PersistentFlags().IntVar(&cfg.Workers, "workers", cfg.Workers, "switches reconciled at once, per kind of work (tables, interface config, sampling)")
+	root.PersistentFlags().IntVar(&cfg.SweepWorkers, "sweep-workers", cfg.SweepWorkers, "switches' tables reconciled at once while a new leader reads every switch back (each a different switch); 0: 16; never fewer than --workers")
 	root.PersistentFlags().DurationVar(&cfg.ObserveInterval, "observe-interval", cfg.ObserveInterval, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
 	root.PersistentFlags().StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate: serve the API, dashboard and /metrics over HTTPS (with --tls-key)")

@@ -57,6 +57,10 @@ type Config struct {
 	// Workers reconcile switches in parallel, per kind of work (tables,
 	// interface config, sampling); default 4.
 	Workers int
+	// SweepWorkers reconcile switches' tables in parallel during a new
+	// term's first read-back of every switch; default 16 (at least
+	// Workers).
+	SweepWorkers int
 	// PerLeafRoutes turns route aggregation off (pathcalc.Limits).
 	PerLeafRoutes bool
 	// AdvertiseURL is this replica's API as other replicas reach it: the
@@ -338,6 +342,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		TelemetryInterval:  opts.TelemetryInterval,
 		ResyncInterval:     opts.ResyncInterval,
 		Workers:            opts.Workers,
+		SweepWorkers:       opts.SweepWorkers,
 		FlapHalfLife:       opts.FlapHalfLife,
 		CongestionInterval: opts.CongestionInterval,
 		Packets:            s.Driver,

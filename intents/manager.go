@@ -389,6 +389,19 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+// Ready is nil once this replica can answer for the intents: a leader's
+// loaded from etcd, a follower's copy listed (until then a follower
+// would answer every list empty, and a takeover would have no copy to
+// catch up).
+func (m *Manager) Ready() error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if !m.loaded && !m.mirrored {
+		return errors.New("the intents are not read from etcd yet")
+	}
+	return nil
+}
+
 // --- what the reconcilers see ---
 
 // PinsReady says the pins are known: the intents were loaded (for this

@@ -194,3 +194,19 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 		t.Error("after a compaction the copy was not kept")
 	}
 }
+
+// TestFollowerReadyOnceListed: a follower answers for the intents only
+// once its copy is listed; before, every list would come back empty.
+func TestFollowerReadyOnceListed(t *testing.T) {
+	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Ready() == nil {
+		t.Fatal("ready before anything was read from etcd")
+	}
+	m.applyFollowed(nil, true) // the first listing: no intents at all
+	if err := m.Ready(); err != nil {
+		t.Fatalf("copy listed, yet: %v", err)
+	}
+}

@@ -183,7 +183,8 @@ type server struct {
 }
 
 // ready answers 200 once this replica can serve: as leader, every switch
-// in sync; as follower, the state followed and a leader known. It says
+// in sync; as follower, the state followed (the intents' copy listed)
+// and a leader known. It says
 // which role the replica has and who leads.
 func (a *server) ready(c *gin.Context) {
 	body := gin.H{"status": "ready"}
@@ -195,7 +196,11 @@ func (a *server) ready(c *gin.Context) {
 		}
 	}
 	code := http.StatusOK
-	if err := a.opts.Fabric.Ready(); err != nil {
+	err := a.opts.Fabric.Ready()
+	if err == nil && a.opts.Intents != nil {
+		err = a.opts.Intents.Ready()
+	}
+	if err != nil {
 		body["status"], body["reason"] = "not ready", err.Error()
 		code = http.StatusServiceUnavailable
 	}

@@ -336,8 +336,8 @@ func (c *Controller) setElectionID(id uint64) {
 // what differs (nothing, if the previous leader left them correct).
 func (c *Controller) followLeadership(ctx context.Context) {
 	var last *election.Term
-	var sweeps sync.WaitGroup
-	defer sweeps.Wait()
+	var terms sync.WaitGroup
+	defer terms.Wait()
 	for {
 		changed := c.cfg.Leadership.Changed()
 		t := c.cfg.Leadership.Term()
@@ -356,8 +356,7 @@ func (c *Controller) followLeadership(ctx context.Context) {
 				c.log.Info("taking over the switches", "election_id", t.ID)
 				c.enqueueAll()
 				c.enqueueConfig(front)
-				go c.logTakeover(ctx, t)
-				sweeps.Go(func() { c.sweep(ctx, t) })
+				terms.Go(func() { c.takeOver(ctx, t) })
 			}
 		}
 		select {
@@ -368,50 +367,37 @@ func (c *Controller) followLeadership(ctx context.Context) {
 	}
 }
 
-// sweep adds SweepWorkers−Workers workers to the tables' reconciler
-// until term t's first sweep is over (TriedAll), t ends or ctx does; a
-// reconcile under way when it ends finishes.
-func (c *Controller) sweep(ctx context.Context, t *election.Term) {
-	extra := c.cfg.SweepWorkers - c.cfg.Workers
-	if extra <= 0 {
-		return
-	}
-	sctx, cancel := context.WithCancel(t.Context())
-	defer context.AfterFunc(ctx, cancel)()
-	var wg sync.WaitGroup
-	for range extra {
+// takeOver runs term t's first sweep and says how it went: until every
+// switch was tried (TriedAll) the tables' reconciler has SweepWorkers
+// workers instead of Workers, and once every switch is read back and in
+// sync the takeover is logged with how long it took. It ends with t or
+// ctx; a reconcile under way then finishes.
+func (c *Controller) takeOver(ctx context.Context, t *election.Term) {
+	start := c.cfg.Now()
+	tctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	defer context.AfterFunc(ctx, stop)()
+	sctx, endSweep := context.WithCancel(tctx)
+	var sweepers sync.WaitGroup
+	for range c.cfg.SweepWorkers - c.cfg.Workers {
 		c.sweepers.Add(1)
-		wg.Go(func() {
+		sweepers.Go(func() {
 			defer c.sweepers.Add(-1)
 			c.work(sctx, c.tables)
 		})
 	}
-	defer wg.Wait()
-	defer cancel() // before the wait: the workers end with sctx
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for !c.TriedAll() {
-		select {
-		case <-sctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// logTakeover logs once term t has read every switch back (or says
-// nothing if the term or ctx ends first): how long a takeover took.
-func (c *Controller) logTakeover(ctx context.Context, t *election.Term) {
-	start := c.cfg.Now()
+	defer sweepers.Wait()
+	defer endSweep() // before the wait: the sweep's workers end with sctx
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
-		case <-ctx.Done():
-			return
-		case <-t.Context().Done():
+		case <-tctx.Done():
 			return
 		case <-tick.C:
+		}
+		if sctx.Err() == nil && c.TriedAll() {
+			endSweep()
 		}
 		if c.Ready() == nil && c.cfg.Leadership.Term() == t {
 			c.log.Info("took over: every switch read back and in sync", "election_id", t.ID, "took", c.cfg.Now().Sub(start).Round(time.Millisecond))

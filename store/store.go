@@ -202,6 +202,9 @@ func (s *Store) Changes(ctx context.Context, prefix string, since int64) (change
 				return nil, 0, 0, s.Wrap(resp.Err(), "watch "+prefix)
 			case resp.Created:
 				created = true
+				if err := s.cli.RequestProgress(ctx); err != nil {
+					return nil, 0, 0, s.Wrap(err, "watch "+prefix)
+				}
 			case resp.IsProgressNotify():
 				cresp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly(), clientv3.WithRev(resp.Header.Revision))
 				if err != nil {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/storetest"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -58,17 +58,7 @@ func (h *heldReads) peak() int {
 // once every switch was tried, the tables go back to Workers at once.
 // Real etcd and leader election.
 func TestFirstSweepReadsMoreSwitchesAtOnce(t *testing.T) {
-	e, err := store.StartEmbedded(t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := store.Dial(e.Endpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	st := store.NewStore(cli, 5*time.Second)
+	st, cli := storetest.Etcd(t)
 	topo, err := topology.LeafSpine(4, 4, 1, 100) // 8 switches
 	if err != nil {
 		t.Fatal(err)

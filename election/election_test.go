@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/storetest"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -29,16 +30,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // hands over at once, to a term with a higher election ID; stepping down
 // comes back later with a higher one still.
 func TestLeadership(t *testing.T) {
-	e, err := store.StartEmbedded(t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cli, err := store.Dial(e.Endpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
+	_, cli := storetest.Etcd(t)
 
 	run := func(l *Leadership) (stop func()) {
 		ctx, cancel := context.WithCancel(context.Background())

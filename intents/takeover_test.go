@@ -10,6 +10,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/storetest"
 )
 
 // listCounter counts the store's listings of every intent key.
@@ -33,17 +34,7 @@ func (l *listCounter) ListSince(ctx context.Context, prefix string, since int64)
 // with etcd (an entry missing or at another revision) is read again in
 // full.
 func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
-	e, err := store.StartEmbedded(t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	cli, err := store.Dial(e.Endpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cli.Close() })
-	st := store.NewStore(cli, 5*time.Second)
+	st, cli := storetest.Etcd(t)
 	ctx := context.Background()
 	put := func(tenant models.TenantName, id string, gbps float64) {
 		t.Helper()

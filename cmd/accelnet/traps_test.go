@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/storetest"
 )
 
 // execute runs the accelnet command line with args until ctx ends.
@@ -116,17 +117,7 @@ func TestStartTraps(t *testing.T) {
 // TestReloadedSaysWhatWasLeft: what an earlier run left in etcd is named
 // at start (it silently changed what the demo showed).
 func TestReloadedSaysWhatWasLeft(t *testing.T) {
-	e, err := store.StartEmbedded(t.TempDir(), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	cli, err := store.Dial(e.Endpoints)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	s := store.NewStore(cli, 5*time.Second)
+	s, _ := storetest.Etcd(t)
 	if got := reloaded(t.Context(), s); got != "" {
 		t.Fatalf("an empty etcd: %q", got)
 	}

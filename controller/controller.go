@@ -124,10 +124,10 @@ type Config struct {
 	Workers int
 	// SweepWorkers reconcile switches' tables in parallel while a new
 	// term reads every switch back (its first sweep); default 16, and
-	// never fewer than Workers.
-	// Each works on another switch, so what bounds them is this
-	// controller's CPU, not a switch's: at k=16 with 100,000 intents four
-	// at a time took 18 s to read 320 switches back, sixteen 8.6 s.
+	// never fewer than Workers. Each works on another switch, so what
+	// bounds them is this controller's CPU, not a switch's: at k=16 with
+	// 100,000 intents four at a time took 18 s to read 320 switches back,
+	// sixteen 8.6 s.
 	SweepWorkers int
 	// ResyncInterval re-reconciles every switch even without changes, to
 	// repair drift; default 30s.

@@ -283,7 +283,7 @@ func (m *Manager) lead(ctx context.Context, t *election.Term) {
 		case <-adapt.C:
 			// Not before the first sweep is over: rates are not read
 			// until then (Observe), and the sweep has the CPU.
-			if m.cfg.Utilization != nil && m.settled() && m.reloadIfNeeded(ctx) == nil {
+			if m.cfg.Utilization != nil && m.swept() && m.reloadIfNeeded(ctx) == nil {
 				m.mu.Lock()
 				m.adaptDue = true
 				m.mu.Unlock()

@@ -99,12 +99,12 @@ type Config struct {
 	// leaving through a port (from telemetry), and whether it is known:
 	// installed intents on hot links move to cooler paths (see adapt).
 	Utilization func(models.Endpoint) (float64, bool)
-	// Settled, if set, says this term's first read-back of the switches
+	// Swept, if set, says this term's first read-back of the switches
 	// is over. Until then Observe reads no intent's pin counters (at a
 	// takeover with 100,000 intents that read is as large as the
 	// read-back itself, and would compete with it for the switches), and
 	// no intent is moved for load (adapt).
-	Settled func() bool
+	Swept func() bool
 	// AdaptInterval is how often intents are checked against measured
 	// load; default 5s.
 	AdaptInterval time.Duration

@@ -148,7 +148,7 @@ type PinCounterReader interface {
 // shorter): their rates decide whether they stay pinned. Intents are read
 // every interval: at tens of thousands of intents, reading each second
 // would cost more than admitting them; and not before a new term's first
-// read-back of the switches is over (Config.Settled).
+// read-back of the switches is over (Config.Swept).
 func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time.Duration) {
 	every := min(interval, time.Second)
 	intentMeter := telemetry.RateMeter[models.FlowKey]{Span: interval}
@@ -165,7 +165,7 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 				continue // the leader reads the switches
 			}
 		}
-		readIntents := time.Since(lastIntents) >= interval-every/2 && m.settled()
+		readIntents := time.Since(lastIntents) >= interval-every/2 && m.swept()
 		if readIntents {
 			lastIntents = time.Now()
 		}
@@ -244,9 +244,9 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 	}
 }
 
-// settled says this term's first read-back of the switches is over
-// (Config.Settled; always, without one).
-func (m *Manager) settled() bool { return m.cfg.Settled == nil || m.cfg.Settled() }
+// swept says this term's first read-back of the switches is over
+// (Config.Swept; always, without one).
+func (m *Manager) swept() bool { return m.cfg.Swept == nil || m.cfg.Swept() }
 
 // measuredRate is a pinned flow's rate from its pin's direct counter.
 type measuredRate struct {

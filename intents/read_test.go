@@ -39,10 +39,10 @@ func (r *countingReader) times(k models.FlowKey) int {
 // TestObserveWaitsForTheFirstSweep: until the switches were read back in
 // this term, Observe reads no installed intent's counters (a new leader
 // with 100,000 intents would read as much again, beside the read-back);
-// detected elephants are read all along, and intents once settled.
+// detected elephants are read all along, and intents once swept.
 func TestObserveWaitsForTheFirstSweep(t *testing.T) {
-	var settled atomic.Bool
-	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}, Settled: settled.Load})
+	var swept atomic.Bool
+	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}, Swept: swept.Load})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +85,6 @@ func TestObserveWaitsForTheFirstSweep(t *testing.T) {
 	if n := r.times(intentFlow); n != 0 {
 		t.Fatalf("the intent's counters read %d times before the first sweep was over", n)
 	}
-	settled.Store(true)
-	wait("the intent read once settled", func() bool { return r.times(intentFlow) >= 2 })
+	swept.Store(true)
+	wait("the intent read once swept", func() bool { return r.times(intentFlow) >= 2 })
 }

@@ -308,7 +308,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 			})
 		},
 		Utilization:   ctrl.utilization,
-		Settled:       ctrl.triedAll,
+		Swept:         ctrl.triedAll,
 		AdaptInterval: opts.AdaptInterval,
 		Detected:      detected,
 		Leadership:    s.Leadership,

@@ -294,7 +294,7 @@ func New(cfg Config) (*Controller, error) {
 	c.config.skip = c.configUnmanaged
 	c.config.after = c.recordConfig
 	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
-	c.slots = newInflight(cfg.Workers*len(c.reconcilers())+max(cfg.SweepWorkers-cfg.Workers, 0), cfg.ReconcileTimeout, time.Now)
+	c.slots = newInflight(cfg.Workers*len(c.reconcilers()), cfg.ReconcileTimeout, time.Now)
 	c.m = newMetrics(cfg.Registerer, counts{samples: tele.Samples, weightChanges: c.WeightChanges, atOnce: c.slots.bound})
 	return c, nil
 }
@@ -379,7 +379,10 @@ func (c *Controller) takeOver(ctx context.Context, t *election.Term) {
 	defer context.AfterFunc(ctx, stop)()
 	sctx, endSweep := context.WithCancel(tctx)
 	var sweepers sync.WaitGroup
-	for range c.cfg.SweepWorkers - c.cfg.Workers {
+	extra := c.cfg.SweepWorkers - c.cfg.Workers
+	c.slots.widen(extra)
+	defer c.slots.widen(-extra) // after the workers ended (deferred below)
+	for range extra {
 		c.sweepers.Add(1)
 		sweepers.Go(func() {
 			defer c.sweepers.Add(-1)

@@ -91,6 +91,18 @@ func (l *inflight) release(sw string, timedOut bool) (cut bool, limit int) {
 	return cut, int(l.limit)
 }
 
+// widen raises the bound and its maximum by n (lowers them, n < 0): a
+// first sweep's extra workers come with their own room, and take it
+// back when they end, so the bound at other times is as before.
+func (l *inflight) widen(n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.max = max(1, l.max+float64(n))
+	l.limit = min(l.max, max(l.min, l.limit+float64(n)))
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
 // bound is the number of reconciles allowed at once now.
 func (l *inflight) bound() int {
 	l.mu.Lock()

@@ -107,3 +107,32 @@ func TestInflightAdapts(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestInflightWidens: a sweep's extra room raises the bound and its
+// maximum, a waiting reconcile starts at once, and taking it back leaves
+// the bound as it was.
+func TestInflightWidens(t *testing.T) {
+	l := newInflight(4, 10*time.Second, time.Now)
+	ctx := context.Background()
+	for range 4 {
+		if err := l.acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	started := make(chan error, 1)
+	go func() { started <- l.acquire(ctx) }() // waits at the bound
+	l.widen(12)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if got := l.bound(); got != 16 {
+		t.Fatalf("widened by 12: bound %d, want 16", got)
+	}
+	for range 5 {
+		l.release("sw", false)
+	}
+	l.widen(-12)
+	if got := l.bound(); got != 4 {
+		t.Fatalf("narrowed again: bound %d, want 4", got)
+	}
+}

@@ -77,6 +77,11 @@ type KV struct {
 	Deleted  bool
 }
 
+// eventKV is a watch event as a KV.
+func eventKV(ev *clientv3.Event) KV {
+	return KV{Key: string(ev.Kv.Key), Value: ev.Kv.Value, Revision: ev.Kv.ModRevision, Deleted: ev.Type == clientv3.EventTypeDelete}
+}
+
 // Follow lists prefix and calls fn with everything (reset true), then
 // watches from the next revision and calls fn with each change, re-listing
 // after compaction or a broken watch, until ctx ends.
@@ -107,7 +112,7 @@ func (s *Store) Follow(ctx context.Context, prefix string, fn func(kvs []KV, res
 			}
 			changes := make([]KV, len(w.Events))
 			for i, ev := range w.Events {
-				changes[i] = KV{Key: string(ev.Kv.Key), Value: ev.Kv.Value, Revision: ev.Kv.ModRevision, Deleted: ev.Type == clientv3.EventTypeDelete}
+				changes[i] = eventKV(ev)
 			}
 			fn(changes, false)
 		}
@@ -213,7 +218,7 @@ func (s *Store) Changes(ctx context.Context, prefix string, since int64) (change
 				return changes, resp.Header.Revision, cresp.Count, nil
 			}
 			for _, ev := range resp.Events {
-				changes = append(changes, KV{Key: string(ev.Kv.Key), Value: ev.Kv.Value, Revision: ev.Kv.ModRevision, Deleted: ev.Type == clientv3.EventTypeDelete})
+				changes = append(changes, eventKV(ev))
 			}
 		case <-ask.C:
 			if created { // ignored while the watch is behind: asked again
@@ -236,7 +241,7 @@ func (s *Store) WatchKey(ctx context.Context, key string, fromRev int64, fn func
 			return err
 		}
 		for _, ev := range resp.Events {
-			fn(KV{Key: string(ev.Kv.Key), Value: ev.Kv.Value, Revision: ev.Kv.ModRevision, Deleted: ev.Type == clientv3.EventTypeDelete})
+			fn(eventKV(ev))
 		}
 	}
 	return ctx.Err()

@@ -186,18 +186,7 @@ func (m *Manager) applyFollowed(kvs []store.KV, reset bool) {
 		m.all = map[string]*entry{}
 		m.mirrored = true
 	}
-	for _, kv := range kvs {
-		if kv.Deleted {
-			if i := strings.LastIndexByte(kv.Key, '/'); i >= 0 {
-				delete(m.all, kv.Key[i+1:])
-			}
-			continue
-		}
-		in, ok := m.decode(kv.Key, kv.Value, kv.Revision)
-		if ok {
-			m.all[in.ID] = newStoredEntry(in)
-		}
-	}
+	m.apply(m.all, kvs)
 	for _, kv := range kvs {
 		m.followed = max(m.followed, kv.Revision)
 	}
@@ -208,6 +197,21 @@ func (m *Manager) applyFollowed(kvs []store.KV, reset bool) {
 	m.loaded = false // decisions need a full load first
 	m.pinsReady = false
 }
+
+// apply writes intents listed or watched in etcd into all: each put
+// decoded as a new entry, each deletion dropped.
+func (m *Manager) apply(all map[string]*entry, kvs []store.KV) {
+	for _, kv := range kvs {
+		if kv.Deleted {
+			delete(all, intentID(kv.Key))
+		} else if in, ok := m.decode(kv.Key, kv.Value, kv.Revision); ok {
+			all[in.ID] = newStoredEntry(in)
+		}
+	}
+}
+
+// intentID is the intent ID an intent key ends with (intentKey).
+func intentID(key string) string { return key[strings.LastIndexByte(key, '/')+1:] }
 
 // WaitFollowed waits (until ctx ends) for a follower's records to
 // include etcd revision rev: a write it forwarded to the leader is then
@@ -445,13 +449,7 @@ func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, er
 		changes, rev, count, err := m.cfg.Store.Changes(ctx, store.KeyIntents, since)
 		if err == nil {
 			all := maps.Clone(copied)
-			for _, kv := range changes {
-				if kv.Deleted {
-					delete(all, kv.Key[strings.LastIndexByte(kv.Key, '/')+1:])
-				} else if in, ok := m.decode(kv.Key, kv.Value, kv.Revision); ok {
-					all[in.ID] = newStoredEntry(in)
-				}
-			}
+			m.apply(all, changes)
 			if int64(len(all)) == count {
 				m.log.Info("intents caught up from the follower's copy", "intents", len(all), "changes", len(changes))
 				return all, rev, nil
@@ -479,7 +477,7 @@ func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, er
 				}
 				continue
 			}
-			e := copied[kv.Key[strings.LastIndexByte(kv.Key, '/')+1:]]
+			e := copied[intentID(kv.Key)]
 			if e == nil || e.in.Revision != kv.Revision || intentKey(e.in.Tenant, e.in.ID) != kv.Key {
 				caughtUp = false // not the copy it should be: read everything
 				break

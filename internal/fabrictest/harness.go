@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -116,10 +115,7 @@ func (h *Harness) Crash() {
 
 func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Config)) *Harness {
 	t.Helper()
-	var logger *slog.Logger
-	if os.Getenv("ACCELNET_TEST_LOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
+	logger := testLogger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := stack.Config{
 		Topology:          &topo,

@@ -175,10 +175,17 @@ func (m *Manager) placeDetected(b *batch) {
 		}
 	}
 	m.detectedRounds++
-	for key := range m.elephants {
+	unpinned := 0
+	for key, el := range m.elephants {
 		if _, still := want[key]; !still {
+			if el.path != nil {
+				unpinned++
+			}
 			m.dropDetected(b, key)
 		}
+	}
+	if unpinned > 0 {
+		m.log.Info("detected elephants unpinned: no longer detected", "flows", unpinned, "detected", len(want))
 	}
 	if len(want) == 0 {
 		return

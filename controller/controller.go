@@ -250,9 +250,13 @@ type Controller struct {
 	biasState map[models.Endpoint]*portBias
 	// Link discovery (see discovery.go), under discMu: what arrived at
 	// each port, since when probes go out, and each link's state.
-	discMu       sync.Mutex
-	sightings    map[models.Endpoint]sighting
-	probesSent   map[models.Endpoint]uint64 // probes sent out of each port, ever
+	discMu     sync.Mutex
+	sightings  map[models.Endpoint]sighting
+	probesSent map[models.Endpoint]uint64 // probes sent out of each port, ever
+	// heard counts, per switch, the probe rounds in which it delivered a
+	// probe (see judgeLinks); heardNow marks those that did this round.
+	heard        map[models.SwitchID]uint64
+	heardNow     map[models.SwitchID]bool
 	probingSince time.Time
 	linkStates   map[models.LinkID]api.LinkDiscovery
 	undeclared   []string
@@ -284,6 +288,8 @@ func New(cfg Config) (*Controller, error) {
 		operDown:    map[models.Endpoint]bool{},
 		sightings:   map[models.Endpoint]sighting{},
 		probesSent:  map[models.Endpoint]uint64{},
+		heard:       map[models.SwitchID]uint64{},
+		heardNow:    map[models.SwitchID]bool{},
 		confirmed:   map[models.LinkID]bool{},
 		lldp:        map[models.Endpoint]sighting{},
 		noNeighbors: map[models.SwitchID]bool{},

@@ -24,9 +24,10 @@ import (
 // is confirmed when both its ends have heard each other lately; miswired
 // when either end hears a port other than the one declared (two cables
 // swapped): a miswired link carries no routes; lost when it was
-// confirmed and an end has heard nothing lately (a target that reports
-// no oper-status, BMv2's simple_switch_grpc, fails a link this way: the
-// controller's own detection), and routed around as well; missing when
+// confirmed and an end has heard nothing lately while its switch heard
+// its other ports (a target that reports no oper-status, BMv2's
+// simple_switch_grpc, fails a link this way: the controller's own
+// detection; see probesMissed), and routed around as well; missing when
 // neither end has heard anything since probing began (reported only: a
 // target that cannot punt would otherwise lose every route). Frames
 // arriving where no link is declared are undeclared links.
@@ -106,18 +107,25 @@ type PacketSender interface {
 }
 
 // sighting is what arrived at a port: from where, and when; sent is how
-// many probes had been sent out of from by then (probes only).
+// many probes had been sent out of from by then, heard how many rounds
+// the switch had delivered probes in (probes only).
 type sighting struct {
-	from models.Endpoint
-	at   time.Time
-	sent uint64
+	from  models.Endpoint
+	at    time.Time
+	sent  uint64
+	heard uint64
 }
 
-// probesMissed is how many probes sent out of the far end since the last
-// one heard make a confirmed link lost (with the time window passed as
-// well): the probe of the round just sent may still be on its way, so it
-// takes three whole rounds unheard. Counting probes, not only time, a
-// controller starved of CPU, which probes late, loses no link for it.
+// probesMissed is how many probe rounds make a confirmed link lost: the
+// probe of the round just sent may still be on its way, so it takes
+// three whole rounds unheard. They are counted where the probes arrive:
+// a link end is lost once its switch delivered probes at its other ports
+// in probesMissed rounds since it last delivered one from this port (and
+// the time window passed). Silence alone is no evidence: a controller
+// starved of CPU probes late and reads its packet-ins late, a busy switch
+// or stream drops them (as a switch's CPU path does past its rate), and
+// a stalled stream delivers nothing at all for a while — each silences
+// every port of a switch at once, where a failed link silences one.
 const probesMissed = 4
 
 // PacketIn takes a packet a switch sent its controller (wired to the
@@ -129,7 +137,8 @@ func (c *Controller) PacketIn(sw models.SwitchID, port uint32, payload []byte) {
 	}
 	at := models.Endpoint{Switch: sw, Port: port}
 	c.discMu.Lock()
-	c.sightings[at] = sighting{from: from, at: c.cfg.Now(), sent: c.probesSent[from]}
+	c.sightings[at] = sighting{from: from, at: c.cfg.Now(), sent: c.probesSent[from], heard: c.heard[sw]}
+	c.heardNow[sw] = true
 	c.discMu.Unlock()
 }
 
@@ -227,9 +236,23 @@ func (c *Controller) judgeLinks() {
 	operDown := maps.Clone(c.operDown)
 	c.mu.RUnlock()
 	c.discMu.Lock()
+	for sw := range c.heardNow {
+		c.heard[sw]++
+	}
+	clear(c.heardNow)
 	fresh := func(e models.Endpoint) (sighting, bool) {
 		s, ok := c.sightings[e]
 		return s, ok && (now.Sub(s.at) <= window || c.probesSent[s.from]-s.sent < probesMissed)
+	}
+	// silent says an end heard nothing lately while its switch went on
+	// delivering probes at its other ports (see probesMissed).
+	silent := func(e models.Endpoint) bool {
+		s, ok := c.sightings[e]
+		if !ok {
+			return false
+		}
+		_, isFresh := fresh(e)
+		return !isFresh && c.heard[e.Switch]-s.heard > probesMissed
 	}
 	// What the switches' own LLDP agents say (state, not liveness: an
 	// entry outlives a link that went down).
@@ -266,8 +289,15 @@ func (c *Controller) judgeLinks() {
 			d.State = api.DiscoveryConfirmed // by the switches' LLDP agents alone
 		case operDown[l.A] || operDown[l.B]:
 			d.State = api.DiscoveryDown
-		case c.confirmed[l.ID()]:
+		case c.confirmed[l.ID()] && (silent(l.A) || silent(l.B)):
 			d.State = api.DiscoveryLost
+		case c.confirmed[l.ID()]:
+			// Neither end's switch says anything either way (its
+			// packet-ins stopped): the link stays as it was judged.
+			d.State = api.DiscoveryConfirmed
+			if c.linkStates[l.ID()].State == api.DiscoveryLost {
+				d.State = api.DiscoveryLost
+			}
 		case !c.probingSince.IsZero() && now.Sub(c.probingSince) > window:
 			d.State = api.DiscoveryMissing
 		default:

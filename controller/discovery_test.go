@@ -1,0 +1,172 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// cabling carries discovery's probes between a controller's switches:
+// a probe sent out of a port arrives as a packet-in at the far end of its
+// link, unless the link is cut; a held switch's packet-ins queue until it
+// is released (a stalled stream, a busy controller's reader), and then
+// arrive all at once.
+type cabling struct {
+	c    *Controller
+	snap *topology.Snapshot
+
+	mu     sync.Mutex
+	cut    map[models.LinkID]bool
+	held   map[models.SwitchID]bool
+	queued []func()
+}
+
+func (w *cabling) SendPacket(_ context.Context, sw models.SwitchID, port uint32, payload []byte) error {
+	for _, a := range w.snap.Neighbors(sw) {
+		if a.LocalPort != port {
+			continue
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.cut[a.Link] {
+			return nil // sent, lost on the wire
+		}
+		deliver := func() { w.c.PacketIn(a.Peer, a.PeerPort, payload) }
+		if w.held[a.Peer] {
+			w.queued = append(w.queued, deliver)
+		} else {
+			defer deliver() // after the unlock (deferred first, run last)
+		}
+		return nil
+	}
+	return nil
+}
+
+// release delivers what a held switch queued, and holds it no more.
+func (w *cabling) release(sw models.SwitchID) {
+	w.mu.Lock()
+	delete(w.held, sw)
+	queued := w.queued
+	w.queued = nil
+	w.mu.Unlock()
+	for _, f := range queued {
+		f()
+	}
+}
+
+// discoveryController is a leading controller over a 2-spine, 3-leaf
+// fabric whose probes travel over a cabling, on a clock the test moves.
+func discoveryController(t *testing.T) (*Controller, *cabling, func(rounds int)) {
+	t.Helper()
+	topo, err := topology.LeafSpine(2, 3, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	w := &cabling{snap: snap, cut: map[models.LinkID]bool{}, held: map[models.SwitchID]bool{}}
+	c, err := New(Config{Store: &store.Store{}, Driver: &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}},
+		Packets: w, DiscoveryInterval: time.Second, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.c = c
+	c.setTopology(t.Context(), topo, 1)
+	rounds := func(n int) {
+		for range n {
+			now = now.Add(time.Second)
+			c.probe(t.Context())
+		}
+	}
+	return c, w, rounds
+}
+
+func discoveryStates(c *Controller) map[api.DiscoveryState]int {
+	states, _ := c.LinkDiscovery()
+	out := map[api.DiscoveryState]int{}
+	for _, d := range states {
+		out[d.State]++
+	}
+	return out
+}
+
+// TestDiscoveryLosesACutLink: a link that stops carrying probes (a target
+// that reports no oper-status) is lost after probesMissed rounds and
+// carries no routes; once it carries them again it is confirmed.
+func TestDiscoveryLosesACutLink(t *testing.T) {
+	c, w, rounds := discoveryController(t)
+	rounds(2)
+	if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 6 {
+		t.Fatalf("after two rounds: %v, want 6 confirmed", s)
+	}
+	cut := w.snap.Neighbors("leaf1")[0].Link
+	w.mu.Lock()
+	w.cut[cut] = true
+	w.mu.Unlock()
+	rounds(probesMissed + 2)
+	states, _ := c.LinkDiscovery()
+	if states[cut].State != api.DiscoveryLost {
+		t.Fatalf("cut link %s is %s after %d rounds, want lost", cut, states[cut].State, probesMissed+2)
+	}
+	if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 5 {
+		t.Errorf("the other links: %v, want 5 confirmed", s)
+	}
+	if m := c.Miswired(); len(m) != 1 || m[0] != cut {
+		t.Errorf("links out of routes: %v, want %s", m, cut)
+	}
+	w.mu.Lock()
+	delete(w.cut, cut)
+	w.mu.Unlock()
+	rounds(1)
+	if states, _ := c.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed || len(c.Miswired()) != 0 {
+		t.Errorf("repaired link %s is %s, routes avoid %v", cut, states[cut].State, c.Miswired())
+	}
+}
+
+// TestDiscoveryLosesNoLinkToSilence: packet-ins that stop coming for many
+// rounds — from one switch (its stream stalled or its CPU path dropping),
+// or from every switch (the controller starved of CPU, reading none) —
+// lose no link: silence at every port of a switch at once is not a
+// failed cable. When they come again, nothing changed.
+func TestDiscoveryLosesNoLinkToSilence(t *testing.T) {
+	c, w, rounds := discoveryController(t)
+	rounds(2)
+	for _, held := range [][]models.SwitchID{{"spine2"}, {"leaf1", "leaf2", "leaf3", "spine1", "spine2"}} {
+		w.mu.Lock()
+		for _, sw := range held {
+			w.held[sw] = true
+		}
+		w.mu.Unlock()
+		rounds(3 * probesMissed)
+		if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 6 || len(c.Miswired()) != 0 {
+			t.Fatalf("packet-ins from %v held for %d rounds: %v, routes avoid %v; want every link confirmed", held, 3*probesMissed, s, c.Miswired())
+		}
+		for _, sw := range held {
+			w.release(sw)
+		}
+		rounds(1)
+		if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 6 {
+			t.Fatalf("after the packet-ins from %v came: %v", held, s)
+		}
+	}
+	// A cut link is still found while a switch at its far end is silent:
+	// its near end's switch hears its other ports.
+	cut := w.snap.Neighbors("leaf2")[1].Link
+	w.mu.Lock()
+	w.cut[cut] = true
+	w.held["leaf2"] = true
+	w.mu.Unlock()
+	rounds(probesMissed + 2)
+	if states, _ := c.LinkDiscovery(); states[cut].State != api.DiscoveryLost {
+		t.Errorf("link %s cut while leaf2 is silent: %s, want lost", cut, states[cut].State)
+	}
+}

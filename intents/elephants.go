@@ -167,8 +167,11 @@ const (
 // late in a busy controller's queue delays every flow alike and
 // silences none. When the leaf sends nothing at all, or does not stamp
 // its lists, the controller's clock says, after at least
-// silenceBackstop.
-func (e *Elephants) silentLocked(f *sampledFlow, now time.Time) bool {
+// silenceBackstop — unless a pin counter measures the flow (measured):
+// a leaf that sends nothing at all may be one whose stream stalled, or
+// whose lists a busy controller dropped, and then its samples say
+// nothing; the counter, read over its own RPC, still does.
+func (e *Elephants) silentLocked(f *sampledFlow, now time.Time, measured bool) bool {
 	if f.samples < e.MinSamples || f.length <= 0 {
 		return false
 	}
@@ -181,7 +184,7 @@ func (e *Elephants) silentLocked(f *sampledFlow, now time.Time) bool {
 	if f.leafTime && e.leafClock[f.leaf].Sub(f.last) > quiet {
 		return true
 	}
-	return now.Sub(f.arrived) > max(quiet, silenceBackstop)
+	return !measured && now.Sub(f.arrived) > max(quiet, silenceBackstop)
 }
 
 // Sampled is a flow's rate (Gb/s) as estimated from its samples alone,
@@ -198,25 +201,25 @@ func (e *Elephants) Sampled(k models.FlowKey) (float64, bool) {
 
 // Detected returns the flows estimated at half the threshold or more
 // (Above marks those at the threshold), and forgets those that faded
-// (no sample for 5 Tau).
+// (no sample for 5 Tau, and no pin counter measuring them).
 func (e *Elephants) Detected() []DetectedFlow {
 	now := e.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var out []DetectedFlow
 	for k, f := range e.flows {
-		if now.Sub(f.arrived) > 5*e.Tau {
-			delete(e.flows, k)
-			continue
-		}
-		if e.silentLocked(f, now) {
-			continue // stopped: its samples stopped coming
-		}
 		g, measured := e.rateLocked(f, e.clockLocked(f, now)), false
 		if e.Measured != nil {
 			if mg, ok := e.Measured(k); ok {
 				g, measured = mg, true
 			}
+		}
+		if now.Sub(f.arrived) > 5*e.Tau && !measured {
+			delete(e.flows, k)
+			continue
+		}
+		if e.silentLocked(f, now, measured) {
+			continue // stopped: its samples stopped coming
 		}
 		if g >= e.Threshold/2 && (measured || f.samples >= e.MinSamples) {
 			out = append(out, DetectedFlow{Key: k, Leaf: f.leaf, Gbps: g, Measured: measured, Above: g >= e.Threshold})

@@ -153,8 +153,18 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 	if rate(b) != 0 || rate(a) == 0 {
 		t.Errorf("after 500 ms of lists without b: a %.1f, b %.1f Gb/s; want b silent, a on", rate(a), rate(b))
 	}
-	// Every flow of the leaf stops: no lists at all. The controller's
-	// clock says so, after the backstop.
+	// No lists at all from the leaf: a is pinned and its pin counter
+	// still measures it (the leaf's stream stalled, or the controller
+	// dropped its lists): it stays, for as long as the counter says so.
+	e.Measured = func(k models.FlowKey) (float64, bool) { return 40, k == a }
+	now = now.Add(6 * e.Tau)
+	if g := rate(a); g != 40 {
+		t.Errorf("a at %.1f Gb/s after %v without lists while its pin counter reads 40, want 40", g, 6*e.Tau)
+	}
+	// Every flow of the leaf stops (a's pin removed with it): no lists
+	// and no counter, and the controller's clock says so after the
+	// backstop.
+	e.Measured = nil
 	now = now.Add(silenceBackstop + time.Second)
 	if d := e.Detected(); len(d) != 0 {
 		t.Errorf("%v without any list from the leaf, still detected: %+v", silenceBackstop+time.Second, d)

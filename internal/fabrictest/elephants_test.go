@@ -1,10 +1,13 @@
 package fabrictest_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
@@ -126,4 +129,49 @@ func oneElephant(t *testing.T, h *fabrictest.Harness) models.Topology {
 		return len(d) == 1 && d[0].Pinned
 	})
 	return topo
+}
+
+// TestElephantsPinnedAgainAfterLeaseLoss: the leader's etcd session
+// expires (its lease revoked, as a machine too busy to renew it sees)
+// while undeclared elephants are pinned. The replica campaigns again and
+// leads a new term, which starts from etcd (the elephants, soft state,
+// start over): its first sweep ends, the elephants are detected and
+// pinned again and the workload's throughput ratio comes back.
+func TestElephantsPinnedAgainAfterLeaseLoss(t *testing.T) {
+	topo, err := topology.Load("leafspine:4x4x4@100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := fabrictest.NewWith(t, topo, func(o *stack.Config) { o.SampleOneIn = 1024 })
+	converged(t, h)
+	id, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ratio := workloadRatio(t, h, id)
+	pinned := func() bool {
+		n := 0
+		for _, d := range h.Intents.DetectedFlows() {
+			if d.Pinned {
+				n++
+			}
+		}
+		return n >= 12 // 16 hosts, a permutation with no intra-leaf pairs
+	}
+	h.Eventually(t, 30*time.Second, "the elephants pinned", func() bool { return ratio() >= 0.95 && pinned() })
+	term := h.Leadership.Term()
+	resp, err := h.Etcd.Get(context.Background(), term.Key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the term's key: %v %v", resp, err)
+	}
+	if _, err := h.Etcd.Revoke(context.Background(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 30*time.Second, "a new term", func() bool {
+		n := h.Leadership.Term()
+		return term.Context().Err() != nil && n != nil && n.ID != term.ID
+	})
+	h.Eventually(t, 60*time.Second, "the new term in sync, its elephants pinned", func() bool {
+		return h.Controller.TriedAll() && h.Converged() == nil && ratio() >= 0.95 && pinned()
+	})
 }

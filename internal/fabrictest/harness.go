@@ -125,7 +125,14 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Co
 		TelemetryInterval: 100 * time.Millisecond,
 		ObserveInterval:   250 * time.Millisecond,
 		AdaptInterval:     500 * time.Millisecond,
-		Logger:            logger,
+		// A longer lease than the default 2 s: the race detector and a
+		// busy CI machine starve a test process for seconds at a time,
+		// and a replica that loses its lease starts a new term (every
+		// switch read back, the detected elephants found again) in the
+		// middle of whatever the test measures. Failover tests wait on
+		// the lease expiring: 5 s is still short for them.
+		ElectionTTL: 5 * time.Second,
+		Logger:      logger,
 	}
 	if tune != nil {
 		tune(&opts)

@@ -514,6 +514,13 @@ func (m *Manager) AdaptRounds() int {
 	return m.round
 }
 
+// AdaptMoves is how many intents were moved off links measured hot.
+func (m *Manager) AdaptMoves() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.adaptMoves
+}
+
 func (m *Manager) adapt(b *batch, now time.Time) {
 	m.round++
 	// Detected elephants are placed on what reservations leave and are
@@ -633,6 +640,11 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 		moves++
 		m.setState(b, e, models.StateAdmitted, fmt.Sprintf("moved off a link measured at %.0f%% to a cooler path", 100*h.worst), now)
 		b.undo = append(b.undo, func() { delete(m.movedAt, e.in.ID) })
+	}
+	if moves > 0 {
+		m.adaptMoves += moves
+		b.undo = append(b.undo, func() { m.adaptMoves -= moves })
+		m.log.Info("intents moved off links measured hot", "intents", moves, "hot", len(hots))
 	}
 }
 

@@ -321,6 +321,8 @@ type Manager struct {
 	// soft state, not stored (a new leader finds them again).
 	elephants     map[models.FlowKey]*elephant
 	detectedMoves int
+	// adaptMoves counts intents moved off links measured hot (adapt).
+	adaptMoves int
 
 	// finished are each tenant's Rejected and Failed records, oldest
 	// first (IDs; one may since have changed or gone: it is skipped), to

@@ -38,7 +38,7 @@ type loopFigures struct {
 	to95     time.Duration // change → live ≥ 0.95 × oneShot (-1: never)
 	from95   time.Duration // first placement after the change → the same
 	rounds   int           // placement rounds that moved something
-	moved    int           // flows placed or moved
+	moved    int           // flows placed or moved, intents moved off hot links
 	settleOK bool          // settled before the backstop
 	// resettled counts settlings undone by a congestion weight that moved
 	// in the rounds watched after them (see converge).
@@ -280,6 +280,9 @@ func (r *loopRun) converge(phase string) loopFigures {
 	start := time.Now()
 	fig := loopFigures{phase: phase, oneShot: r.oneShot(), to95: -1, from95: -1}
 	in := r.h.Intents
+	// Moves are the detected elephants' and the intents' moved off links
+	// measured hot: both are the loop acting.
+	loopMoves := func() int { return in.DetectedMoves() + in.AdaptMoves() }
 	rounds0 := in.DetectedRounds()
 	// The congestion weights are a loop of their own, slower than
 	// placement (a cut needs two hot intervals, a step back three calm
@@ -297,7 +300,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 	// placement rounds keep ticking; the backstop still bounds them.
 	excused := 0
 	settle := func() bool {
-		lastRound, lastMoves, lastWeights, quiet := in.DetectedRounds(), in.DetectedMoves(), r.h.Controller.WeightChanges(), 0
+		lastRound, lastMoves, lastWeights, quiet := in.DetectedRounds(), loopMoves(), r.h.Controller.WeightChanges(), 0
 		for quiet < settleRounds || !r.h.Controller.Settled() {
 			if time.Now().After(backstop) || in.DetectedRounds()-rounds0-excused > maxLoopRounds {
 				break
@@ -309,7 +312,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 					fig.from95 = time.Since(firstPlaced)
 				}
 			}
-			round, moves := in.DetectedRounds(), in.DetectedMoves()
+			round, moves := in.DetectedRounds(), loopMoves()
 			if round == lastRound {
 				continue
 			}
@@ -357,7 +360,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 		}
 		writes := r.fab.WriteRPCs()
 		perSwitch := r.switchWrites()
-		biases, moves, rounds, weights := r.h.Controller.Biases(), in.DetectedMoves(), in.DetectedRounds(), r.h.Controller.WeightChanges()
+		biases, moves, rounds, weights := r.h.Controller.Biases(), loopMoves(), in.DetectedRounds(), r.h.Controller.WeightChanges()
 		for target := in.DetectedRounds() + settleRounds; in.DetectedRounds() < target && time.Now().Before(backstop.Add(time.Minute)); {
 			<-poll.C
 		}
@@ -373,8 +376,8 @@ func (r *loopRun) converge(phase string) loopFigures {
 		}
 		sort.Strings(written)
 		fig.afterSettle = fmt.Sprintf("written %v; %d placement rounds, %d flows moved, %d weight changes; weight biases %v → %v; settled now %v",
-			written, in.DetectedRounds()-rounds, in.DetectedMoves()-moves, r.h.Controller.WeightChanges()-weights, biases, r.h.Controller.Biases(), r.h.Controller.Settled())
-		if in.DetectedMoves() != moves || r.h.Controller.WeightChanges() == weights || in.DetectedRounds()-rounds0 > maxLoopRounds {
+			written, in.DetectedRounds()-rounds, loopMoves()-moves, r.h.Controller.WeightChanges()-weights, biases, r.h.Controller.Biases(), r.h.Controller.Settled())
+		if loopMoves() != moves || r.h.Controller.WeightChanges() == weights || in.DetectedRounds()-rounds0 > maxLoopRounds {
 			break
 		}
 		fig.resettled++

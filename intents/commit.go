@@ -408,7 +408,7 @@ func (m *Manager) load(ctx context.Context) error {
 		m.changes[sw], m.changesBase[sw] = nil, m.gen // reconcilers compare in full once
 	}
 	m.pins, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, nil
-	m.elephants = map[models.FlowKey]*elephant{}
+	m.keepDetectedLocked()
 	m.needReload = false
 	m.pinsReady = false
 	m.all, m.mirrored = all, false // from now on the leader's own

@@ -175,6 +175,7 @@ func (m *Manager) placeDetected(b *batch) {
 		}
 	}
 	m.detectedRounds++
+	m.detectedAt = m.cfg.Now()
 	unpinned := 0
 	for key, el := range m.elephants {
 		if _, still := want[key]; !still {
@@ -522,6 +523,51 @@ func (m *Manager) unpinDetected(b *batch, el *elephant) {
 		}
 	}
 	el.path = nil
+}
+
+// keepDetected is how recently the elephants must have been placed for a
+// load to keep them (see keepDetectedLocked).
+const keepDetected = 5 * time.Second
+
+// keepDetectedLocked keeps, across a load, the pinned elephants placed
+// in the last keepDetected: a new term of this replica (its lease lost to
+// a busy machine and won again) or a reload after an uncertain commit
+// would otherwise leave them out of the pins, so the switches' pins would
+// be deleted and the flows hashed onto colliding paths until they were
+// found again. Their pins come back once the intents are placed
+// (restoreDetectedLocked). Anything older is forgotten: a replica that
+// led long ago knows nothing of today's flows.
+func (m *Manager) keepDetectedLocked() {
+	if m.cfg.Now().Sub(m.detectedAt) > keepDetected {
+		m.elephants = map[models.FlowKey]*elephant{}
+		return
+	}
+	for key, el := range m.elephants {
+		if el.path == nil {
+			delete(m.elephants, key)
+		}
+	}
+	m.restoreDetected = len(m.elephants) > 0
+}
+
+// restoreDetectedLocked puts the kept elephants' pins back after the
+// intents were placed: an elephant an intent now declares is dropped
+// (its pins are the intent's); the next placement round moves or drops
+// the rest as it would have.
+func (m *Manager) restoreDetectedLocked(b *batch) {
+	if !m.restoreDetected {
+		return
+	}
+	m.restoreDetected = false
+	for key, el := range m.elephants {
+		if _, declared := m.flowOwner[key]; declared {
+			delete(m.elephants, key)
+			continue
+		}
+		path := el.path
+		el.path = nil
+		m.pinDetected(b, el, path)
+	}
 }
 
 // dropDetected forgets a detected flow and its pins (it ended, or an

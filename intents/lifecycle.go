@@ -394,6 +394,7 @@ func (m *Manager) replan(b *batch, now time.Time) {
 		m.place(b, e, now, "a link on its path went down")
 	}
 	m.retryWaiting(b, now)
+	m.restoreDetectedLocked(b)
 }
 
 // sizePins makes each switch's pin map, after a load, as large as the

@@ -318,9 +318,14 @@ type Manager struct {
 	flowRates map[models.FlowKey]measuredRate
 
 	// elephants are the detected flows placed (or not) by placeDetected:
-	// soft state, not stored (a new leader finds them again).
+	// soft state, not stored (a new leader finds them again; the same
+	// replica leading again keeps them: keepDetectedLocked).
 	elephants     map[models.FlowKey]*elephant
 	detectedMoves int
+	// detectedAt is when the elephants were last placed; restoreDetected
+	// says a load kept them and their pins come back at the next replan.
+	detectedAt      time.Time
+	restoreDetected bool
 	// adaptMoves counts intents moved off links measured hot (adapt).
 	adaptMoves int
 

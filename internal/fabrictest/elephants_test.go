@@ -131,13 +131,14 @@ func oneElephant(t *testing.T, h *fabrictest.Harness) models.Topology {
 	return topo
 }
 
-// TestElephantsPinnedAgainAfterLeaseLoss: the leader's etcd session
-// expires (its lease revoked, as a machine too busy to renew it sees)
-// while undeclared elephants are pinned. The replica campaigns again and
-// leads a new term, which starts from etcd (the elephants, soft state,
-// start over): its first sweep ends, the elephants are detected and
-// pinned again and the workload's throughput ratio comes back.
-func TestElephantsPinnedAgainAfterLeaseLoss(t *testing.T) {
+// TestElephantsKeptAcrossALeaseLoss: the leader's etcd session expires
+// (its lease revoked, as a machine too busy to renew it sees) while
+// undeclared elephants are pinned and the loop is settled. The replica
+// campaigns again and leads a new term, which starts from etcd — and
+// keeps the elephants it placed a moment ago: the new term reads every
+// switch back, finds every pin where it was, and writes nothing; no flow
+// is hashed onto a colliding path meanwhile.
+func TestElephantsKeptAcrossALeaseLoss(t *testing.T) {
 	topo, err := topology.Load("leafspine:4x4x4@100")
 	if err != nil {
 		t.Fatal(err)
@@ -149,16 +150,24 @@ func TestElephantsPinnedAgainAfterLeaseLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	ratio := workloadRatio(t, h, id)
-	pinned := func() bool {
+	pinned := func() int {
 		n := 0
 		for _, d := range h.Intents.DetectedFlows() {
 			if d.Pinned {
 				n++
 			}
 		}
-		return n >= 12 // 16 hosts, a permutation with no intra-leaf pairs
+		return n
 	}
-	h.Eventually(t, 30*time.Second, "the elephants pinned", func() bool { return ratio() >= 0.95 && pinned() })
+	h.Eventually(t, 30*time.Second, "the elephants pinned", func() bool { return ratio() >= 0.95 && pinned() >= 12 })
+	// Settled: three placement rounds in a row move nothing.
+	for moves, round := h.Intents.DetectedMoves(), h.Intents.DetectedRounds(); ; moves, round = h.Intents.DetectedMoves(), h.Intents.DetectedRounds() {
+		h.Eventually(t, 30*time.Second, "three placement rounds", func() bool { return h.Intents.DetectedRounds() >= round+3 })
+		if h.Intents.DetectedMoves() == moves && h.Controller.Settled() {
+			break
+		}
+	}
+	elephants, moves, writes := pinned(), h.Intents.DetectedMoves(), h.Fabric.WriteRPCs()
 	term := h.Leadership.Term()
 	resp, err := h.Etcd.Get(context.Background(), term.Key)
 	if err != nil || len(resp.Kvs) != 1 {
@@ -167,11 +176,19 @@ func TestElephantsPinnedAgainAfterLeaseLoss(t *testing.T) {
 	if _, err := h.Etcd.Revoke(context.Background(), clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
 		t.Fatal(err)
 	}
-	h.Eventually(t, 30*time.Second, "a new term", func() bool {
+	h.Eventually(t, 30*time.Second, "a new term, every switch read back", func() bool {
 		n := h.Leadership.Term()
-		return term.Context().Err() != nil && n != nil && n.ID != term.ID
+		return term.Context().Err() != nil && n != nil && n.ID != term.ID && h.Controller.TriedAll() && h.Converged() == nil && h.Intents.PinsReady()
 	})
-	h.Eventually(t, 60*time.Second, "the new term in sync, its elephants pinned", func() bool {
-		return h.Controller.TriedAll() && h.Converged() == nil && ratio() >= 0.95 && pinned()
-	})
+	round := h.Intents.DetectedRounds()
+	h.Eventually(t, 30*time.Second, "two placement rounds in the new term", func() bool { return h.Intents.DetectedRounds() >= round+2 })
+	if w := h.Fabric.WriteRPCs() - writes; w != 0 {
+		t.Errorf("%d Write RPCs across the term change, want none (the elephants' pins kept)", w)
+	}
+	if m := h.Intents.DetectedMoves() - moves; m != 0 || pinned() != elephants {
+		t.Errorf("%d elephants moved across the term change, %d pinned (%d before)", m, pinned(), elephants)
+	}
+	if r := ratio(); r < 0.95 {
+		t.Errorf("throughput ratio %.2f after the term change", r)
+	}
 }

@@ -208,9 +208,17 @@ func (e *Elephants) Detected() []DetectedFlow {
 	defer e.mu.Unlock()
 	var out []DetectedFlow
 	for k, f := range e.flows {
-		g, measured := e.rateLocked(f, e.clockLocked(f, now)), false
+		sampled := e.rateLocked(f, e.clockLocked(f, now))
+		g, measured := sampled, false
 		if e.Measured != nil {
-			if mg, ok := e.Measured(k); ok {
+			// A pin counter that did not move between two reads (a
+			// switch that syncs its counters from the ASIC late, an
+			// emulator whose tick stalled on a busy machine) reads a
+			// running flow at 0: while its samples say it runs at half
+			// the threshold or more, they are believed instead, or the
+			// flow would be unpinned and hashed again. A flow that truly
+			// slows shows in both within a few Tau.
+			if mg, ok := e.Measured(k); ok && (mg >= e.Threshold/2 || sampled < e.Threshold/2 || f.samples < e.MinSamples) {
 				g, measured = mg, true
 			}
 		}

@@ -153,6 +153,16 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 	if rate(b) != 0 || rate(a) == 0 {
 		t.Errorf("after 500 ms of lists without b: a %.1f, b %.1f Gb/s; want b silent, a on", rate(a), rate(b))
 	}
+	// a's pin counter stops moving (read at 0) while its samples go on
+	// at 40 Gb/s: the samples are believed, and a stays an elephant.
+	e.Measured = func(k models.FlowKey) (float64, bool) { return 0, k == a }
+	for range 4 {
+		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
+		e.Observe("leaf1", list(1, a))
+	}
+	if g := rate(a); g < 34 {
+		t.Errorf("a at %.1f Gb/s with its counter stuck at 0 and its samples at 40, want the samples' rate", g)
+	}
 	// No lists at all from the leaf: a is pinned and its pin counter
 	// still measures it (the leaf's stream stalled, or the controller
 	// dropped its lists): it stays, for as long as the counter says so.

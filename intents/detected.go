@@ -174,6 +174,17 @@ func (m *Manager) placeDetected(b *batch) {
 			want[d.Key] = d
 		}
 	}
+	if m.cfg.Now().Before(m.restoredUntil) {
+		// Kept across a load (keepDetectedLocked): between the terms no
+		// pin counter was read and the switches' samples may have
+		// stopped, so the detector may not list them yet. They stay
+		// where they are until it has had keepDetected to see them again.
+		for key, el := range m.elephants {
+			if _, listed := want[key]; !listed && el.path != nil {
+				want[key] = el.flow
+			}
+		}
+	}
 	m.detectedRounds++
 	m.detectedAt = m.cfg.Now()
 	unpinned := 0
@@ -535,7 +546,8 @@ const keepDetected = 5 * time.Second
 // would otherwise leave them out of the pins, so the switches' pins would
 // be deleted and the flows hashed onto colliding paths until they were
 // found again. Their pins come back once the intents are placed
-// (restoreDetectedLocked). Anything older is forgotten: a replica that
+// (restoreDetectedLocked), and they stay pinned for keepDetected while
+// the detector finds them again. Anything older is forgotten: a replica that
 // led long ago knows nothing of today's flows.
 func (m *Manager) keepDetectedLocked() {
 	if m.cfg.Now().Sub(m.detectedAt) > keepDetected {
@@ -559,6 +571,7 @@ func (m *Manager) restoreDetectedLocked(b *batch) {
 		return
 	}
 	m.restoreDetected = false
+	m.restoredUntil = m.cfg.Now().Add(keepDetected)
 	for key, el := range m.elephants {
 		if _, declared := m.flowOwner[key]; declared {
 			delete(m.elephants, key)

@@ -326,6 +326,7 @@ type Manager struct {
 	// says a load kept them and their pins come back at the next replan.
 	detectedAt      time.Time
 	restoreDetected bool
+	restoredUntil   time.Time // kept elephants stay pinned until then
 	// adaptMoves counts intents moved off links measured hot (adapt).
 	adaptMoves int
 

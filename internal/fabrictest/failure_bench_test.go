@@ -2,8 +2,8 @@ package fabrictest_test
 
 import (
 	"fmt"
-	"os"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"

@@ -167,12 +167,16 @@ const (
 // late in a busy controller's queue delays every flow alike and
 // silences none. When the leaf sends nothing at all, or does not stamp
 // its lists, the controller's clock says, after at least
-// silenceBackstop — unless a pin counter measures the flow (measured):
-// a leaf that sends nothing at all may be one whose stream stalled, or
-// whose lists a busy controller dropped, and then its samples say
-// nothing; the counter, read over its own RPC, still does.
+// silenceBackstop. Neither rule silences a flow a pin counter measures
+// (measured): its samples can stop for other reasons — a stream that
+// stalled, lists a busy controller or a switch's CPU path dropped, a
+// leaf's lists missing its flows for seconds on a busy machine (seen
+// beside CPU burners: every pinned flow of a leaf silenced at once, their
+// counters reading 60-80 Gb/s) — and the counter, read over its own RPC,
+// says whether the flow runs: such a flow goes when that falls under half
+// the threshold, a second or two after it stops.
 func (e *Elephants) silentLocked(f *sampledFlow, now time.Time, measured bool) bool {
-	if f.samples < e.MinSamples || f.length <= 0 {
+	if measured || f.samples < e.MinSamples || f.length <= 0 {
 		return false
 	}
 	bps := e.rateLocked(f, f.last) * 1e9 // as of its last sample
@@ -184,7 +188,7 @@ func (e *Elephants) silentLocked(f *sampledFlow, now time.Time, measured bool) b
 	if f.leafTime && e.leafClock[f.leaf].Sub(f.last) > quiet {
 		return true
 	}
-	return !measured && now.Sub(f.arrived) > max(quiet, silenceBackstop)
+	return now.Sub(f.arrived) > max(quiet, silenceBackstop)
 }
 
 // Sampled is a flow's rate (Gb/s) as estimated from its samples alone,

@@ -153,10 +153,27 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 	if rate(b) != 0 || rate(a) == 0 {
 		t.Errorf("after 500 ms of lists without b: a %.1f, b %.1f Gb/s; want b silent, a on", rate(a), rate(b))
 	}
+	// a is pinned and its counter reads 40 Gb/s; the leaf's lists go on
+	// without a for a second (lost on the way): the counter says it runs.
+	e.Measured = func(k models.FlowKey) (float64, bool) { return 40, k == a }
+	e.Observe("leaf1", list(1, a)) // b is back, a is the one missing now
+	for range 20 {
+		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
+		e.Observe("leaf1", list(1, b))
+	}
+	if g := rate(a); g != 40 {
+		t.Errorf("a at %.1f Gb/s, missing from a second of lists while its counter reads 40, want 40", g)
+	}
+	// Its counter falls to nothing (it stopped): it goes.
+	e.Measured = func(k models.FlowKey) (float64, bool) { return 0, k == a }
+	if g := rate(a); g != 0 {
+		t.Errorf("a at %.1f Gb/s with its counter at 0 and no samples for a second, want gone", g)
+	}
 	// a's pin counter stops moving (read at 0) while its samples go on
 	// at 40 Gb/s: the samples are believed, and a stays an elephant.
 	e.Measured = func(k models.FlowKey) (float64, bool) { return 0, k == a }
-	for range 4 {
+	for range 100 { // five seconds: its estimate back to 40 after the gap above
+
 		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
 		e.Observe("leaf1", list(1, a))
 	}

@@ -244,15 +244,12 @@ func (c *Controller) judgeLinks() {
 		s, ok := c.sightings[e]
 		return s, ok && (now.Sub(s.at) <= window || c.probesSent[s.from]-s.sent < probesMissed)
 	}
-	// silent says an end heard nothing lately while its switch went on
-	// delivering probes at its other ports (see probesMissed).
-	silent := func(e models.Endpoint) bool {
+	// silent says an end that heard nothing lately (not fresh) did so
+	// while its switch went on delivering probes at its other ports (see
+	// probesMissed).
+	silent := func(e models.Endpoint, isFresh bool) bool {
 		s, ok := c.sightings[e]
-		if !ok {
-			return false
-		}
-		_, isFresh := fresh(e)
-		return !isFresh && c.heard[e.Switch]-s.heard > probesMissed
+		return ok && !isFresh && c.heard[e.Switch]-s.heard > probesMissed
 	}
 	// What the switches' own LLDP agents say (state, not liveness: an
 	// entry outlives a link that went down).
@@ -289,7 +286,7 @@ func (c *Controller) judgeLinks() {
 			d.State = api.DiscoveryConfirmed // by the switches' LLDP agents alone
 		case operDown[l.A] || operDown[l.B]:
 			d.State = api.DiscoveryDown
-		case c.confirmed[l.ID()] && (silent(l.A) || silent(l.B)):
+		case c.confirmed[l.ID()] && (silent(l.A, okA) || silent(l.B, okB)):
 			d.State = api.DiscoveryLost
 		case c.confirmed[l.ID()]:
 			// Neither end's switch says anything either way (its

@@ -8,7 +8,6 @@ import (
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -64,23 +63,10 @@ func (w *cabling) release(sw models.SwitchID) {
 // fabric whose probes travel over a cabling, on a clock the test moves.
 func discoveryController(t *testing.T) (*Controller, *cabling, func(rounds int)) {
 	t.Helper()
-	topo, err := topology.LeafSpine(2, 3, 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Unix(1_000_000, 0)
-	w := &cabling{snap: snap, cut: map[models.LinkID]bool{}, held: map[models.SwitchID]bool{}}
-	c, err := New(Config{Store: &store.Store{}, Driver: &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}},
-		Packets: w, DiscoveryInterval: time.Second, Now: func() time.Time { return now }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.c = c
-	c.setTopology(t.Context(), topo, 1)
+	w := &cabling{cut: map[models.LinkID]bool{}, held: map[models.SwitchID]bool{}}
+	c, _ := tableControllerWith(t, 2, 3, Config{Packets: w, DiscoveryInterval: time.Second, Now: func() time.Time { return now }})
+	w.c, w.snap = c, c.current().snap
 	rounds := func(n int) {
 		for range n {
 			now = now.Add(time.Second)

@@ -86,12 +86,21 @@ func upsert[T any, K comparable](have, ins, mod, del []T, key func(T) K) []T {
 // leaf) of tableSwitches, its topology loaded.
 func tableController(t *testing.T) (*Controller, *tableSwitches) {
 	t.Helper()
-	topo, err := topology.LeafSpine(2, 2, 1, 100)
+	return tableControllerWith(t, 2, 2, Config{})
+}
+
+// tableControllerWith is a controller configured as cfg (its store and
+// driver filled in) over a leaf-spine of tableSwitches, one host per
+// leaf, its topology loaded.
+func tableControllerWith(t *testing.T, spines, leaves int, cfg Config) (*Controller, *tableSwitches) {
+	t.Helper()
+	topo, err := topology.LeafSpine(spines, leaves, 1, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sws := &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}}
-	c, err := New(Config{Store: &store.Store{}, Driver: sws})
+	cfg.Store, cfg.Driver = &store.Store{}, sws
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -68,10 +68,14 @@ func BenchmarkFailureReaction(b *testing.B) {
 		return t
 	}
 	// settled waits until the controller routes around (or over) link id
-	// and has finished rolling the change out, its last writes included.
-	settled := func(id models.LinkID, down bool) {
+	// and has finished rolling the change out, its last writes included;
+	// it returns when the controller was seen routing so (within the
+	// 20 ms of a poll).
+	settled := func(id models.LinkID, down bool) time.Time {
 		h.Eventually(b, 60*time.Second, fmt.Sprintf("controller to see %s down=%v", id, down), func() bool { return h.Controller.DownLinks()[id] == down })
+		seen := time.Now()
 		h.Eventually(b, 60*time.Second, "the rollout finished", h.Controller.Settled)
+		return seen
 	}
 	firstWrite := func(since time.Time) time.Time {
 		var t time.Time
@@ -92,9 +96,7 @@ func BenchmarkFailureReaction(b *testing.B) {
 			b.Fatal(err)
 		}
 		setTook := time.Since(t0) // the emulator's own lock, before it reports
-		h.Eventually(b, 60*time.Second, fmt.Sprintf("controller to see %s down", l.ID()), func() bool { return h.Controller.DownLinks()[l.ID()] })
-		seenAt := time.Since(t0) // within the 20 ms of a poll
-		settled(l.ID(), true)
+		seenAt := settled(l.ID(), true).Sub(t0)
 		if w := lastWrite(); w.After(t0) {
 			took = append(took, w.Sub(t0))
 			first = append(first, firstWrite(t0).Sub(t0))

@@ -345,6 +345,7 @@ func (r *routing) result(prev *Result, rebuild []bool) (Result, error) {
 	if r.warnings == nil {
 		r.warnings = make([][]Warning, len(r.switches))
 	}
+	lists := routeLists{} // the rebuilt switches' equal lists, shared
 	for i, sw := range r.switches {
 		if rebuild != nil && !rebuild[i] {
 			res.Plan.Switches[sw.Name] = prev.Plan.Switches[sw.Name]
@@ -357,6 +358,7 @@ func (r *routing) result(prev *Result, rebuild []bool) (Result, error) {
 			// choices: the routes (a thousand per switch at k=48) and the
 			// interning index go, or every plan kept would hold them.
 			r.tables[i].routes, r.tables[i].byHash = nil, nil
+			state.Routes = lists.share(state.Routes)
 			state.PortMACs = PortMACs(r.snap, sw)
 			seed := HashSeed(sw)
 			state.HashSeed = &seed

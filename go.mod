@@ -3,7 +3,6 @@ module github.com/accelnet/accelnet
 go 1.26.0
 
 require (
-	github.com/antoninbas/p4runtime-go-client v0.0.0-20250129182037-de3748d9d859
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/getkin/kin-openapi v0.153.0

@@ -78,3 +78,31 @@ func TestDownPortAndRecentRate(t *testing.T) {
 		t.Fatalf("back up at 40 Gb/s: %v b/s, want 40e9 (no memory of before the failure)", l.OutBps)
 	}
 }
+
+// TestECNByQueue: each egress queue's ECN-marked counter is its own
+// rate, the port's ECN rate their sum, and a port reported down marks
+// nothing until its queues are read again.
+func TestECNByQueue(t *testing.T) {
+	tele := NewTelemetry(time.Minute)
+	tele.Alpha = 1
+	port := models.Endpoint{Switch: "leaf1", Port: 3}
+	t0 := time.Unix(100, 0)
+	ecn := func(queue string, at time.Duration, octets uint64) {
+		tele.Observe(models.CounterSample{Switch: "leaf1", Port: 3, Queue: queue, Timestamp: t0.Add(at), ECNOctets: octets, Has: models.HasECNOctets})
+	}
+	ecn("q0", 0, 0)
+	ecn("q3", 0, 1_000_000)
+	ecn("q0", time.Second, 125_000_000)           // 1 Gb/s
+	ecn("q3", time.Second, 1_000_000+375_000_000) // 3 Gb/s, its counter apart from q0's
+	if l, _ := tele.Port(port); l.ECNBps != 4e9 {
+		t.Fatalf("ECN %v b/s over two queues, want 4e9", l.ECNBps)
+	}
+	ecn("q0", 2*time.Second, 125_000_000) // q0 stops marking; q3's rate stands
+	if l, _ := tele.Port(port); l.ECNBps != 3e9 {
+		t.Fatalf("ECN %v b/s after q0 stopped, want 3e9", l.ECNBps)
+	}
+	tele.Observe(models.CounterSample{Switch: "leaf1", Port: 3, Timestamp: t0.Add(2 * time.Second), Has: models.HasOperStatus, OperUp: false})
+	if l, _ := tele.Port(port); l.ECNBps != 0 {
+		t.Fatalf("a port reported down marks %v b/s", l.ECNBps)
+	}
+}

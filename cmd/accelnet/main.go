@@ -58,6 +58,9 @@ type Config struct {
 	// ForeignEntries is what to do with entries of accelnet's tables the
 	// controller did not write: remove or keep.
 	ForeignEntries string
+	// MemoryLimit is the Go runtime's soft memory limit: auto, none or a
+	// size (memlimit.go).
+	MemoryLimit string
 
 	// demo only
 	Workload string
@@ -110,6 +113,7 @@ func defaultConfig() Config {
 		},
 		DataDir:        "accelnet-data",
 		ForeignEntries: "remove",
+		MemoryLimit:    "auto",
 		LogLevel:       "info",
 		TopologySpec:   "leafspine:8x8x4",
 		Workload:       "permutation",
@@ -163,6 +167,9 @@ func (c Config) Validate(demo bool) error {
 	}
 	if c.ForeignEntries != "remove" && c.ForeignEntries != "keep" {
 		return fmt.Errorf("--foreign-entries %q: want remove or keep", c.ForeignEntries)
+	}
+	if _, _, err := memoryLimit(c.MemoryLimit, func(string) string { return "" }, func(string) ([]byte, error) { return nil, os.ErrNotExist }); err != nil {
+		return err
 	}
 	if c.MTU < 68 {
 		return fmt.Errorf("--mtu %d: below the IPv4 minimum of 68", c.MTU)
@@ -267,6 +274,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.Key, "southbound-tls-key", "", "PEM key of --southbound-tls-cert")
 	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.ServerName, "southbound-tls-server-name", "", "name to verify in every switch's certificate (default: the host it is dialled at)")
 	root.PersistentFlags().StringVar(&cfg.ForeignEntries, "foreign-entries", cfg.ForeignEntries, "entries in accelnet's tables the controller did not write (no accelnet tag in their metadata): remove (as drift) or keep (left alone; one it needs under the same key is taken over)")
+	root.PersistentFlags().StringVar(&cfg.MemoryLimit, "memory-limit", cfg.MemoryLimit, "soft memory limit of the Go runtime: the collector runs more often near it instead of letting the heap grow to twice what is live. auto: GOMEMLIMIT if set, else 90% of the container's memory limit (cgroup), else none; none; or a size such as 1800MiB")
 	root.PersistentFlags().StringVar(&configFile, "config", "", "YAML file of flag values (keys are flag names: http-addr: \":8080\", etcd-endpoints: [a:2379, b:2379]); flags given on the command line and ACCELNET_* environment variables win over it")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyConfig(cmd.Flags(), configFile, os.LookupEnv)
@@ -337,6 +345,11 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
+	limit, err := applyMemoryLimit(cfg.MemoryLimit)
+	if err != nil {
+		return err
+	}
+	log.Info("memory limit", "limit", limit)
 
 	// What can fail at once, before anything starts: the listen address
 	// and the data directory (etcd would wait on it forever).

@@ -160,6 +160,17 @@ var wireTypeOf = [...]protowire.Type{varintField: protowire.VarintType, bytesFie
 // is not UTF-8, or f says stop (f must stop at a message field it does
 // not read). Unknown fields are skipped, as protobuf keeps them unread.
 func fields(b []byte, known *messageFields, f func(num protowire.Number, v uint64, data []byte) bool) bool {
+	return walk(b, known, false, f)
+}
+
+// strictFields is fields that also says false at an unknown field: for a
+// message whose every field the reading must have seen (P4Runtime's
+// FieldMatch numbers one of its oneof's fields 100).
+func strictFields(b []byte, known *messageFields, f func(num protowire.Number, v uint64, data []byte) bool) bool {
+	return walk(b, known, true, f)
+}
+
+func walk(b []byte, known *messageFields, strict bool, f func(num protowire.Number, v uint64, data []byte) bool) bool {
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
@@ -168,7 +179,7 @@ func fields(b []byte, known *messageFields, f func(num protowire.Number, v uint6
 		b = b[n:]
 		kind := known.kind(num)
 		isKnown := kind != 0
-		if isKnown && typ != wireTypeOf[kind] {
+		if !isKnown && strict || isKnown && typ != wireTypeOf[kind] {
 			return false
 		}
 		var v uint64

@@ -77,9 +77,10 @@ type P4RTOptions struct {
 // P4RT is the P4Runtime driver: one connection and arbitration stream per
 // switch, opened on first use and reopened after it breaks.
 type P4RT struct {
-	opts   P4RTOptions
-	schema *p4.Schema
-	log    *slog.Logger
+	opts    P4RTOptions
+	schema  *p4.Schema
+	pinWire pinWire // how a flow pin is named on the wire (p4read.go)
+	log     *slog.Logger
 
 	mu       sync.Mutex
 	conns    map[models.SwitchID]*p4conn
@@ -154,7 +155,7 @@ func NewP4RT(schema *p4.Schema, opts P4RTOptions) *P4RT {
 	if len(opts.EntryTag) == 0 {
 		opts.EntryTag = []byte("accelnet")
 	}
-	return &P4RT{opts: opts, schema: schema, log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, dialing: map[models.SwitchID]*pendingDial{},
+	return &P4RT{opts: opts, schema: schema, pinWire: newPinWire(schema), log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, dialing: map[models.SwitchID]*pendingDial{},
 		election: opts.ElectionID, foreign: map[models.SwitchID]foreignKeys{}}
 }
 
@@ -444,7 +445,8 @@ func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingS
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableHashSeed), IsDefaultAction: true}}},
 	}}
 	var st, other models.ForwardingState
-	if err := readAll(ctx, c, req, "read "+string(id), func(e *p4v1.Entity) {
+	pin := func(p models.FlowPin) { st.FlowPins = append(st.FlowPins, p) }
+	if err := d.readPins(ctx, c, req, "read "+string(id), d.opts.KeepForeign, pin, func(e *p4v1.Entity) {
 		if te := e.GetTableEntry(); te != nil && d.opts.KeepForeign && !bytes.Equal(te.GetMetadata(), d.opts.EntryTag) {
 			d.decode(e, &other)
 			return
@@ -568,7 +570,8 @@ func (d *P4RT) ReadPins(ctx context.Context, id models.SwitchID, keys []models.F
 	}
 	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entries}
 	var st models.ForwardingState
-	if err := readAll(ctx, c, req, "read pins of "+string(id), func(e *p4v1.Entity) { d.decode(e, &st) }); err != nil {
+	pin := func(p models.FlowPin) { st.FlowPins = append(st.FlowPins, p) }
+	if err := d.readPins(ctx, c, req, "read pins of "+string(id), false, pin, func(e *p4v1.Entity) { d.decode(e, &st) }); err != nil {
 		return nil, err
 	}
 	return st.FlowPins, nil

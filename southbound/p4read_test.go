@@ -1,0 +1,193 @@
+package southbound
+
+import (
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"testing"
+
+	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound/p4"
+)
+
+// TestPinFieldsAreP4Runtimes: the field tables the wire reading walks
+// are p4runtime.proto's, every field below 16 of each message.
+func TestPinFieldsAreP4Runtimes(t *testing.T) {
+	for _, c := range []struct {
+		m     proto.Message
+		known *messageFields
+	}{
+		{&p4v1.Entity{}, &entityFields}, {&p4v1.TableEntry{}, &tableEntryFields}, {&p4v1.FieldMatch{}, &fieldMatchFields},
+		{&p4v1.FieldMatch_Exact{}, &exactFields}, {&p4v1.TableAction{}, &tableActionFields}, {&p4v1.Action{}, &actionFields},
+		{&p4v1.Action_Param{}, &paramFields},
+	} {
+		var want messageFields
+		fs := c.m.ProtoReflect().Descriptor().Fields()
+		for i := range fs.Len() {
+			f := fs.Get(i)
+			if f.Number() >= 16 {
+				continue
+			}
+			switch f.Kind() {
+			case protoreflect.MessageKind:
+				want[f.Number()] = messageField
+			case protoreflect.BytesKind:
+				want[f.Number()] = bytesField
+			case protoreflect.StringKind:
+				want[f.Number()] = stringField
+			default:
+				want[f.Number()] = varintField
+			}
+		}
+		if want != *c.known {
+			t.Errorf("%s: fields %v, p4runtime.proto says %v", c.m.ProtoReflect().Descriptor().Name(), *c.known, want)
+		}
+	}
+}
+
+// TestPinsReadFromTheWire: a Read answer's entities decode to the same
+// state read from the wire as through the generated messages, whatever
+// a pin entry holds (the controller's shape, foreign metadata, fields
+// it never writes, another table's entries, fields in another order),
+// and the controller's own pins are the ones read from the wire.
+func TestPinsReadFromTheWire(t *testing.T) {
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewP4RT(schema, P4RTOptions{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	variants := []func(*p4v1.TableEntry){
+		func(*p4v1.TableEntry) {}, // as the controller writes it
+		func(te *p4v1.TableEntry) { te.Metadata = []byte("someone else") },
+		func(te *p4v1.TableEntry) { te.Metadata = nil },
+		func(te *p4v1.TableEntry) { slices.Reverse(te.Match) },
+		func(te *p4v1.TableEntry) { te.Priority = 7 },
+		func(te *p4v1.TableEntry) { te.Match = te.Match[:2] },
+		func(te *p4v1.TableEntry) { te.Match = append(te.Match, te.Match[0]) },
+		func(te *p4v1.TableEntry) { te.Action.GetAction().ActionId = schema.ActionID(p4.ActionDrop) },
+		func(te *p4v1.TableEntry) {
+			te.Action.GetAction().Params = append(te.Action.GetAction().Params, &p4v1.Action_Param{ParamId: 9, Value: []byte{1}})
+		},
+		func(te *p4v1.TableEntry) {
+			te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileMemberId{ActionProfileMemberId: 3}}
+		},
+		func(te *p4v1.TableEntry) {
+			te.Match[0].FieldMatchType = &p4v1.FieldMatch_Other{Other: &anypb.Any{TypeUrl: "x"}}
+		},
+		func(te *p4v1.TableEntry) { te.Match[1].FieldId = 99 },
+		func(te *p4v1.TableEntry) { te.TableId = schema.TableID(p4.TablePunt) },
+	}
+	for _, tagged := range []bool{false, true} {
+		d.opts.KeepForeign = tagged
+		var resp p4v1.ReadResponse
+		wireOnly := 0
+		for i := range 300 {
+			pin := models.FlowPin{Key: models.FlowKey{Src: randAddr(rng), Dst: randAddr(rng), SrcPort: uint16(rng.IntN(65536))}, Port: uint32(rng.IntN(64))}
+			e := d.entities(models.ForwardingState{FlowPins: []models.FlowPin{pin}}, false)[0]
+			v := i % len(variants)
+			variants[v](e.GetTableEntry())
+			if v == 0 {
+				wireOnly++
+			}
+			resp.Entities = append(resp.Entities, e)
+		}
+		resp.Entities = append(resp.Entities, d.entities(models.ForwardingState{Members: []models.Member{{ID: 3, Port: 3}},
+			Routes: []models.Route{{Prefix: randPrefix(rng), MemberID: 3}}}, false)...)
+		data, err := proto.Marshal(&resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var slow, slowOther models.ForwardingState
+		var back p4v1.ReadResponse
+		if err := proto.Unmarshal(data, &back); err != nil {
+			t.Fatal(err)
+		}
+		split := func(e *p4v1.Entity, st, other *models.ForwardingState) {
+			if te := e.GetTableEntry(); te != nil && tagged && string(te.GetMetadata()) != string(d.opts.EntryTag) {
+				d.decode(e, other)
+				return
+			}
+			d.decode(e, st)
+		}
+		for _, e := range back.GetEntities() {
+			split(e, &slow, &slowOther)
+		}
+		codec := readCodec{w: d.pinWire}
+		if tagged {
+			codec.tag = d.opts.EntryTag
+		}
+		var m readMessage
+		if err := codec.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		fast := models.ForwardingState{FlowPins: slices.Clone(m.pins)}
+		var fastOther models.ForwardingState
+		for _, e := range m.entities {
+			split(e, &fast, &fastOther)
+		}
+		if !fast.Canonical().Equal(slow.Canonical()) || !fastOther.Canonical().Equal(slowOther.Canonical()) {
+			t.Fatalf("tagged=%v: read from the wire %d pins (%d foreign), through protobuf %d (%d foreign)",
+				tagged, len(fast.FlowPins), len(fastOther.FlowPins), len(slow.FlowPins), len(slowOther.FlowPins))
+		}
+		if len(m.pins) < wireOnly {
+			t.Errorf("tagged=%v: %d pins read from the wire, want at least the %d the controller's shape", tagged, len(m.pins), wireOnly)
+		}
+		if len(m.entities) < len(resp.Entities)-len(m.pins) {
+			t.Errorf("entities lost: %d pins + %d others of %d", len(m.pins), len(m.entities), len(resp.Entities))
+		}
+	}
+}
+
+func randAddr(rng *rand.Rand) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))})
+}
+
+func randPrefix(rng *rand.Rand) netip.Prefix { return netip.PrefixFrom(randAddr(rng), 24).Masked() }
+
+// BenchmarkReadPins: one Read answer of 1,000 flow pins decoded from the
+// wire (wire) and through P4Runtime's generated messages (proto).
+//
+//	go test ./southbound -run '^$' -bench ReadPins -benchmem
+func BenchmarkReadPins(b *testing.B) {
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := NewP4RT(schema, P4RTOptions{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	var st models.ForwardingState
+	for range 1000 {
+		st.FlowPins = append(st.FlowPins, models.FlowPin{Key: models.FlowKey{Src: randAddr(rng), Dst: randAddr(rng), SrcPort: uint16(rng.IntN(65536))}, Port: uint32(rng.IntN(64))})
+	}
+	data, err := proto.Marshal(&p4v1.ReadResponse{Entities: d.entities(st, false)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("wire", func(b *testing.B) {
+		codec := readCodec{w: d.pinWire, tag: d.opts.EntryTag}
+		var m readMessage
+		for b.Loop() {
+			if err := codec.Unmarshal(data, &m); err != nil || len(m.pins) != 1000 {
+				b.Fatal(err, len(m.pins))
+			}
+		}
+	})
+	b.Run("proto", func(b *testing.B) {
+		for b.Loop() {
+			var resp p4v1.ReadResponse
+			if err := proto.Unmarshal(data, &resp); err != nil {
+				b.Fatal(err)
+			}
+			var got models.ForwardingState
+			for _, e := range resp.GetEntities() {
+				d.decode(e, &got)
+			}
+		}
+	})
+}

@@ -25,7 +25,9 @@ import (
 // controller writes (three exact matches, the pin action with its port,
 // the tag) straight to a models.FlowPin; any other entity, or a pin entry
 // with anything else in it, goes through proto.Unmarshal and decode as
-// before, so both ways read alike (TestPinsReadFromTheWire).
+// before, so both ways read alike (TestPinsReadFromTheWire). The pins'
+// direct counters, read for every installed intent every few seconds,
+// are read the same way (TestPinCountersReadFromTheWire).
 
 // pinWire is what a flow-pin entry is named by in the P4Info.
 type pinWire struct {
@@ -57,7 +59,14 @@ type readCodec struct {
 // readMessage is one Read answer: its flow pins and its other entities.
 type readMessage struct {
 	pins     []models.FlowPin
+	counters []pinCount
 	entities []*p4v1.Entity
+}
+
+// pinCount is a flow pin's direct counter (bytes).
+type pinCount struct {
+	key   models.FlowKey
+	bytes uint64
 }
 
 func (readCodec) Name() string { return "proto" }
@@ -69,7 +78,7 @@ func (c readCodec) Unmarshal(data []byte, v any) error {
 	if !ok {
 		return fmt.Errorf("read answer decoded into a %T", v)
 	}
-	m.pins, m.entities = m.pins[:0], m.entities[:0]
+	m.pins, m.counters, m.entities = m.pins[:0], m.counters[:0], m.entities[:0]
 	for len(data) > 0 {
 		num, typ, n := protowire.ConsumeTag(data)
 		if n < 0 {
@@ -92,6 +101,10 @@ func (c readCodec) Unmarshal(data []byte, v any) error {
 			m.pins = append(m.pins, p)
 			continue
 		}
+		if k, n, ok := c.counter(ent); ok {
+			m.counters = append(m.counters, pinCount{k, n})
+			continue
+		}
 		e := &p4v1.Entity{}
 		if err := proto.Unmarshal(ent, e); err != nil {
 			return err
@@ -112,25 +125,92 @@ var (
 	tableActionFields = messageFields{1: messageField, 2: varintField, 3: varintField, 4: messageField}
 	actionFields      = messageFields{1: varintField, 4: messageField}
 	paramFields       = messageFields{2: varintField, 3: bytesField}
+
+	directCounterFields = messageFields{1: messageField, 2: messageField}
+	counterDataFields   = messageFields{1: varintField, 2: varintField}
 )
 
 // pin reads an Entity's bytes as a flow pin of the controller's shape.
 func (c readCodec) pin(ent []byte) (models.FlowPin, bool) {
-	var te []byte
-	if !strictFields(ent, &entityFields, func(num protowire.Number, _ uint64, data []byte) bool {
-		if num != 2 || te != nil { // Entity.table_entry, once
-			return false
-		}
-		te = data
-		return true
-	}) || te == nil {
+	te, ok := only(ent, &entityFields, 2) // Entity.table_entry
+	if !ok {
 		return models.FlowPin{}, false
 	}
-	var p models.FlowPin
+	key, action, meta, ok := c.key(te)
+	if !ok || action == nil || c.tag != nil && !bytes.Equal(meta, c.tag) {
+		return models.FlowPin{}, false
+	}
+	port, ok := c.port(action)
+	if !ok {
+		return models.FlowPin{}, false
+	}
+	return models.FlowPin{Key: key, Port: port}, true
+}
+
+// counter reads an Entity's bytes as a flow pin's direct counter: its
+// key and byte count.
+func (c readCodec) counter(ent []byte) (models.FlowKey, uint64, bool) {
+	dc, ok := only(ent, &entityFields, 8) // Entity.direct_counter_entry
+	if !ok {
+		return models.FlowKey{}, 0, false
+	}
+	var te, data []byte
+	if !strictFields(dc, &directCounterFields, func(num protowire.Number, _ uint64, b []byte) bool {
+		switch {
+		case num == 1 && te == nil:
+			te = b
+		case num == 2 && data == nil:
+			data = b
+		default:
+			return false
+		}
+		return true
+	}) || te == nil {
+		return models.FlowKey{}, 0, false
+	}
+	key, _, _, ok := c.key(te) // the action is ignored (p4runtime.proto)
+	if !ok {
+		return models.FlowKey{}, 0, false
+	}
+	var count uint64
+	seen := false
+	if !strictFields(data, &counterDataFields, func(num protowire.Number, v uint64, _ []byte) bool {
+		if num == 1 {
+			if seen {
+				return false
+			}
+			count, seen = v, true
+		}
+		return true
+	}) {
+		return models.FlowKey{}, 0, false
+	}
+	return key, count, true
+}
+
+// only is the one field num of a message's bytes, where it is the only
+// field there is.
+func only(b []byte, known *messageFields, num protowire.Number) ([]byte, bool) {
+	var out []byte
+	if !strictFields(b, known, func(n protowire.Number, _ uint64, data []byte) bool {
+		if n != num || out != nil {
+			return false
+		}
+		out = data
+		return true
+	}) || out == nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// key reads a flow-pin TableEntry: its key, its action's and metadata's
+// bytes (nil: none).
+func (c readCodec) key(te []byte) (key models.FlowKey, action, meta []byte, ok bool) {
 	var table uint64
-	var action, meta []byte
 	var matched [3]bool
-	ok := strictFields(te, &tableEntryFields, func(num protowire.Number, v uint64, data []byte) bool {
+	var p models.FlowPin
+	ok = strictFields(te, &tableEntryFields, func(num protowire.Number, v uint64, data []byte) bool {
 		switch {
 		case num == 1 && table == 0: // table_id
 			table = v
@@ -145,18 +225,10 @@ func (c readCodec) pin(ent []byte) (models.FlowPin, bool) {
 		}
 		return true
 	})
-	if !ok || table != uint64(c.w.table) || matched != [3]bool{true, true, true} || action == nil {
-		return models.FlowPin{}, false
+	if !ok || table != uint64(c.w.table) || matched != [3]bool{true, true, true} {
+		return models.FlowKey{}, nil, nil, false
 	}
-	if c.tag != nil && !bytes.Equal(meta, c.tag) {
-		return models.FlowPin{}, false
-	}
-	port, ok := c.port(action)
-	if !ok {
-		return models.FlowPin{}, false
-	}
-	p.Port = port
-	return p, true
+	return p.Key, action, meta, true
 }
 
 // match reads one FieldMatch of a pin: an exact match on one of its
@@ -252,11 +324,13 @@ func (c readCodec) port(b []byte) (uint32, bool) {
 	return uint32(p4.Uint(port)), true
 }
 
-// readPins is readAll with flow pins read from the wire: each goes to
-// pin, every other entity to fn. tagged: a pin must carry the
-// controller's tag to be read this way (Read with --foreign-entries
-// keep tells the others apart).
-func (d *P4RT) readPins(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, what string, tagged bool, pin func(models.FlowPin), fn func(*p4v1.Entity)) error {
+// readWire is readAll with flow pins and their direct counters read
+// from the wire: each pin goes to pin, each counter to count (nil: not
+// asked for, dropped), every other entity to fn. tagged: a pin must
+// carry the controller's tag to be read this way (Read with
+// --foreign-entries keep tells the others apart).
+func (d *P4RT) readWire(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, what string, tagged bool,
+	pin func(models.FlowPin), count func(models.FlowKey, uint64), fn func(*p4v1.Entity)) error {
 	codec := readCodec{w: d.pinWire}
 	if tagged {
 		codec.tag = d.opts.EntryTag
@@ -281,7 +355,14 @@ func (d *P4RT) readPins(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, w
 			return mapStatus(what, err)
 		}
 		for _, p := range m.pins {
-			pin(p)
+			if pin != nil {
+				pin(p)
+			}
+		}
+		for _, n := range m.counters {
+			if count != nil {
+				count(n.key, n.bytes)
+			}
 		}
 		for _, e := range m.entities {
 			fn(e)

@@ -24,7 +24,7 @@ func TestPinFieldsAreP4Runtimes(t *testing.T) {
 	}{
 		{&p4v1.Entity{}, &entityFields}, {&p4v1.TableEntry{}, &tableEntryFields}, {&p4v1.FieldMatch{}, &fieldMatchFields},
 		{&p4v1.FieldMatch_Exact{}, &exactFields}, {&p4v1.TableAction{}, &tableActionFields}, {&p4v1.Action{}, &actionFields},
-		{&p4v1.Action_Param{}, &paramFields},
+		{&p4v1.Action_Param{}, &paramFields}, {&p4v1.DirectCounterEntry{}, &directCounterFields}, {&p4v1.CounterData{}, &counterDataFields},
 	} {
 		var want messageFields
 		fs := c.m.ProtoReflect().Descriptor().Fields()
@@ -140,6 +140,78 @@ func TestPinsReadFromTheWire(t *testing.T) {
 		}
 		if len(m.entities) < len(resp.Entities)-len(m.pins) {
 			t.Errorf("entities lost: %d pins + %d others of %d", len(m.pins), len(m.entities), len(resp.Entities))
+		}
+	}
+}
+
+// TestPinCountersReadFromTheWire: flow pins' direct counters read from
+// the wire are the counts read through the generated messages, whatever
+// the entries hold.
+func TestPinCountersReadFromTheWire(t *testing.T) {
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := NewP4RT(schema, P4RTOptions{})
+	rng := rand.New(rand.NewPCG(3, 4))
+	variants := []func(*p4v1.DirectCounterEntry){
+		func(dc *p4v1.DirectCounterEntry) { dc.TableEntry.Action, dc.TableEntry.Metadata = nil, nil }, // match only
+		func(*p4v1.DirectCounterEntry) {}, // with its action and tag
+		func(dc *p4v1.DirectCounterEntry) { dc.Data = nil },
+		func(dc *p4v1.DirectCounterEntry) { dc.Data.ByteCount = -5 },
+		func(dc *p4v1.DirectCounterEntry) { dc.Data.PacketCount = 0 },
+		func(dc *p4v1.DirectCounterEntry) { dc.TableEntry.TableId = schema.TableID(p4.TableIPv4LPM) },
+		func(dc *p4v1.DirectCounterEntry) { dc.TableEntry.Match = dc.TableEntry.Match[1:] },
+		func(dc *p4v1.DirectCounterEntry) { dc.TableEntry.Priority = 3 },
+	}
+	var resp p4v1.ReadResponse
+	for i := range 200 {
+		pin := models.FlowPin{Key: models.FlowKey{Src: randAddr(rng), Dst: randAddr(rng), SrcPort: uint16(rng.IntN(65536))}, Port: 1}
+		te := d.entities(models.ForwardingState{FlowPins: []models.FlowPin{pin}}, false)[0].GetTableEntry()
+		dc := &p4v1.DirectCounterEntry{TableEntry: te, Data: &p4v1.CounterData{ByteCount: rng.Int64N(1 << 40), PacketCount: 9}}
+		variants[i%len(variants)](dc)
+		resp.Entities = append(resp.Entities, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: dc}})
+	}
+	data, err := proto.Marshal(&resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slowCount := func(e *p4v1.Entity, out map[models.FlowKey]uint64) {
+		dc := e.GetDirectCounterEntry()
+		var st models.ForwardingState
+		d.decode(&p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: dc.GetTableEntry()}}, &st)
+		if len(st.FlowPins) == 1 {
+			out[st.FlowPins[0].Key] = uint64(dc.GetData().GetByteCount())
+		}
+	}
+	slow := map[models.FlowKey]uint64{}
+	var back p4v1.ReadResponse
+	if err := proto.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range back.GetEntities() {
+		slowCount(e, slow)
+	}
+	var m readMessage
+	if err := (readCodec{w: d.pinWire}).Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	fast := map[models.FlowKey]uint64{}
+	for _, c := range m.counters {
+		fast[c.key] = c.bytes
+	}
+	for _, e := range m.entities {
+		slowCount(e, fast)
+	}
+	if len(m.counters) < 125 { // the first five variants are of the shape read from the wire
+		t.Errorf("%d of 200 counters read from the wire, want 125", len(m.counters))
+	}
+	if len(fast) != len(slow) {
+		t.Fatalf("%d counts from the wire, %d through protobuf", len(fast), len(slow))
+	}
+	for k, n := range slow {
+		if fast[k] != n {
+			t.Fatalf("%s: %d from the wire, %d through protobuf", k, fast[k], n)
 		}
 	}
 }

@@ -446,7 +446,7 @@ func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingS
 	}}
 	var st, other models.ForwardingState
 	pin := func(p models.FlowPin) { st.FlowPins = append(st.FlowPins, p) }
-	if err := d.readPins(ctx, c, req, "read "+string(id), d.opts.KeepForeign, pin, func(e *p4v1.Entity) {
+	if err := d.readWire(ctx, c, req, "read "+string(id), d.opts.KeepForeign, pin, nil, func(e *p4v1.Entity) {
 		if te := e.GetTableEntry(); te != nil && d.opts.KeepForeign && !bytes.Equal(te.GetMetadata(), d.opts.EntryTag) {
 			d.decode(e, &other)
 			return
@@ -571,7 +571,7 @@ func (d *P4RT) ReadPins(ctx context.Context, id models.SwitchID, keys []models.F
 	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entries}
 	var st models.ForwardingState
 	pin := func(p models.FlowPin) { st.FlowPins = append(st.FlowPins, p) }
-	if err := d.readPins(ctx, c, req, "read pins of "+string(id), false, pin, func(e *p4v1.Entity) { d.decode(e, &st) }); err != nil {
+	if err := d.readWire(ctx, c, req, "read pins of "+string(id), false, pin, nil, func(e *p4v1.Entity) { d.decode(e, &st) }); err != nil {
 		return nil, err
 	}
 	return st.FlowPins, nil
@@ -606,7 +606,12 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 	for _, k := range keys {
 		wanted[k] = true
 	}
-	err = readAll(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entities}, "read pin counters of "+string(id), func(e *p4v1.Entity) {
+	count := func(k models.FlowKey, bytes uint64) {
+		if wanted[k] {
+			out[k] = bytes
+		}
+	}
+	err = d.readWire(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entities}, "read pin counters of "+string(id), false, nil, count, func(e *p4v1.Entity) {
 		dc := e.GetDirectCounterEntry()
 		if dc == nil {
 			return

@@ -85,7 +85,10 @@ func (c readCodec) Unmarshal(data []byte, v any) error {
 			return protowire.ParseError(n)
 		}
 		data = data[n:]
-		if num != 1 || typ != protowire.BytesType { // not ReadResponse.entities
+		if num == 1 && typ != protowire.BytesType {
+			return fmt.Errorf("read answer: entities field of wire type %d", typ)
+		}
+		if num != 1 { // not ReadResponse.entities
 			if n = protowire.ConsumeFieldValue(num, typ, data); n < 0 {
 				return protowire.ParseError(n)
 			}

@@ -13,11 +13,7 @@ import (
 // value with no bits past its prefix, and decodes back to what was
 // written; entities to delete carry no action.
 func TestEntitiesOnTheWire(t *testing.T) {
-	schema, err := p4.LoadSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := NewP4RT(schema, P4RTOptions{})
+	d, schema := testDriver(t)
 	st := models.ForwardingState{
 		Members: []models.Member{{ID: 3, Port: 3}},
 		Groups:  []models.Group{{ID: 7, Members: []models.GroupMember{{MemberID: 3, Weight: 2}}}},
@@ -64,4 +60,15 @@ func TestEntitiesOnTheWire(t *testing.T) {
 			t.Errorf("an entity to delete carries an action: %v", e)
 		}
 	}
+}
+
+// testDriver is a driver of the embedded schema, connected to nothing:
+// for what it builds and decodes.
+func testDriver(tb testing.TB) (*P4RT, *p4.Schema) {
+	tb.Helper()
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return NewP4RT(schema, P4RTOptions{}), schema
 }

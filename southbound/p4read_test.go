@@ -56,11 +56,7 @@ func TestPinFieldsAreP4Runtimes(t *testing.T) {
 // it never writes, another table's entries, fields in another order),
 // and the controller's own pins are the ones read from the wire.
 func TestPinsReadFromTheWire(t *testing.T) {
-	schema, err := p4.LoadSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := NewP4RT(schema, P4RTOptions{})
+	d, schema := testDriver(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	variants := []func(*p4v1.TableEntry){
 		func(*p4v1.TableEntry) {}, // as the controller writes it
@@ -88,7 +84,7 @@ func TestPinsReadFromTheWire(t *testing.T) {
 		var resp p4v1.ReadResponse
 		wireOnly := 0
 		for i := range 300 {
-			pin := models.FlowPin{Key: models.FlowKey{Src: randAddr(rng), Dst: randAddr(rng), SrcPort: uint16(rng.IntN(65536))}, Port: uint32(rng.IntN(64))}
+			pin := randPin(rng)
 			e := d.entities(models.ForwardingState{FlowPins: []models.FlowPin{pin}}, false)[0]
 			v := i % len(variants)
 			variants[v](e.GetTableEntry())
@@ -148,11 +144,7 @@ func TestPinsReadFromTheWire(t *testing.T) {
 // the wire are the counts read through the generated messages, whatever
 // the entries hold.
 func TestPinCountersReadFromTheWire(t *testing.T) {
-	schema, err := p4.LoadSchema()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := NewP4RT(schema, P4RTOptions{})
+	d, schema := testDriver(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	variants := []func(*p4v1.DirectCounterEntry){
 		func(dc *p4v1.DirectCounterEntry) { dc.TableEntry.Action, dc.TableEntry.Metadata = nil, nil }, // match only
@@ -166,7 +158,7 @@ func TestPinCountersReadFromTheWire(t *testing.T) {
 	}
 	var resp p4v1.ReadResponse
 	for i := range 200 {
-		pin := models.FlowPin{Key: models.FlowKey{Src: randAddr(rng), Dst: randAddr(rng), SrcPort: uint16(rng.IntN(65536))}, Port: 1}
+		pin := randPin(rng)
 		te := d.entities(models.ForwardingState{FlowPins: []models.FlowPin{pin}}, false)[0].GetTableEntry()
 		dc := &p4v1.DirectCounterEntry{TableEntry: te, Data: &p4v1.CounterData{ByteCount: rng.Int64N(1 << 40), PacketCount: 9}}
 		variants[i%len(variants)](dc)
@@ -216,6 +208,10 @@ func TestPinCountersReadFromTheWire(t *testing.T) {
 	}
 }
 
+func randPin(rng *rand.Rand) models.FlowPin {
+	return models.FlowPin{Key: models.FlowKey{Src: randAddr(rng), Dst: randAddr(rng), SrcPort: uint16(rng.IntN(65536))}, Port: uint32(rng.IntN(64))}
+}
+
 func randAddr(rng *rand.Rand) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))})
 }
@@ -227,15 +223,11 @@ func randPrefix(rng *rand.Rand) netip.Prefix { return netip.PrefixFrom(randAddr(
 //
 //	go test ./southbound -run '^$' -bench ReadPins -benchmem
 func BenchmarkReadPins(b *testing.B) {
-	schema, err := p4.LoadSchema()
-	if err != nil {
-		b.Fatal(err)
-	}
-	d := NewP4RT(schema, P4RTOptions{})
+	d, _ := testDriver(b)
 	rng := rand.New(rand.NewPCG(1, 2))
 	var st models.ForwardingState
 	for range 1000 {
-		st.FlowPins = append(st.FlowPins, models.FlowPin{Key: models.FlowKey{Src: randAddr(rng), Dst: randAddr(rng), SrcPort: uint16(rng.IntN(65536))}, Port: uint32(rng.IntN(64))})
+		st.FlowPins = append(st.FlowPins, randPin(rng))
 	}
 	data, err := proto.Marshal(&p4v1.ReadResponse{Entities: d.entities(st, false)})
 	if err != nil {

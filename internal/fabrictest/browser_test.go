@@ -238,6 +238,9 @@ func openDashboardAt(t *testing.T, bin, url string) (context.Context, func(what,
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium puts its singleton socket in a directory of its own in
+		// TMPDIR and leaves it behind: in the test's, it goes with it.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.WindowSize(1280, 800),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)

@@ -168,7 +168,7 @@ func (c Config) Validate(demo bool) error {
 	if c.ForeignEntries != "remove" && c.ForeignEntries != "keep" {
 		return fmt.Errorf("--foreign-entries %q: want remove or keep", c.ForeignEntries)
 	}
-	if _, _, err := memoryLimit(c.MemoryLimit, func(string) string { return "" }, func(string) ([]byte, error) { return nil, os.ErrNotExist }); err != nil {
+	if err := checkMemoryLimit(c.MemoryLimit); err != nil {
 		return err
 	}
 	if c.MTU < 68 {

@@ -54,11 +54,24 @@ func memoryLimit(spec string, getenv func(string) string, read func(string) ([]b
 		}
 		return 0, "none: no container memory limit found", nil
 	}
-	n, err := parseSize(spec)
-	if err != nil {
-		return 0, "", fmt.Errorf("--memory-limit %q: %v", spec, err)
+	if err := checkMemoryLimit(spec); err != nil {
+		return 0, "", err
 	}
+	n, _ := parseSize(spec)
 	return n, "--memory-limit", nil
+}
+
+// checkMemoryLimit says whether spec is a --memory-limit value, before
+// anything starts (what auto finds is looked up when it is applied).
+func checkMemoryLimit(spec string) error {
+	switch spec {
+	case "auto", "", "none", "0":
+		return nil
+	}
+	if _, err := parseSize(spec); err != nil {
+		return fmt.Errorf("--memory-limit %q: %v", spec, err)
+	}
+	return nil
 }
 
 // parseSize reads bytes, or a number with KiB, MiB, GiB or TiB.

@@ -199,15 +199,21 @@ func (t *routeTable) internNormalized(ports []uint32, w []float64) int {
 	return len(t.sets) - 1
 }
 
+// FNV-1a over 64-bit words: the hash of the indexes that intern port
+// sets (setHash) and route lists (routesHash).
+const fnvOffset = 14695981039346656037
+
+func fnvAdd(h, v uint64) uint64 { return (h ^ v) * 1099511628211 }
+
 // setHash is an FNV-1a hash of ports and their capacities, for the
 // indexes that intern them.
 func setHash(ports []uint32, caps []float64) uint64 {
-	h := uint64(14695981039346656037)
+	h := uint64(fnvOffset)
 	for _, p := range ports {
-		h = (h ^ uint64(p)) * 1099511628211
+		h = fnvAdd(h, uint64(p))
 	}
 	for _, c := range caps {
-		h = (h ^ math.Float64bits(c)) * 1099511628211
+		h = fnvAdd(h, math.Float64bits(c))
 	}
 	return h
 }

@@ -34,17 +34,15 @@ func (l routeLists) share(routes []models.Route) []models.Route {
 	return routes
 }
 
-// routesHash is FNV-1a over the routes' fields.
+// routesHash is FNV-1a over the routes' fields (fnvAdd).
 func routesHash(routes []models.Route) uint64 {
-	const prime = 1099511628211
-	h := uint64(14695981039346656037)
-	mix := func(v uint64) { h = (h ^ v) * prime }
+	h := uint64(fnvOffset)
 	for _, r := range routes {
 		a := r.Prefix.Addr().As16()
-		mix(binary.BigEndian.Uint64(a[:8]))
-		mix(binary.BigEndian.Uint64(a[8:]))
-		mix(uint64(r.Prefix.Bits())<<32 | uint64(r.MemberID))
-		mix(uint64(r.GroupID))
+		h = fnvAdd(h, binary.BigEndian.Uint64(a[:8]))
+		h = fnvAdd(h, binary.BigEndian.Uint64(a[8:]))
+		h = fnvAdd(h, uint64(r.Prefix.Bits())<<32|uint64(r.MemberID))
+		h = fnvAdd(h, uint64(r.GroupID))
 	}
 	return h
 }

@@ -79,55 +79,40 @@ func (c readCodec) Unmarshal(data []byte, v any) error {
 		return fmt.Errorf("read answer decoded into a %T", v)
 	}
 	m.pins, m.counters, m.entities = m.pins[:0], m.counters[:0], m.entities[:0]
-	for len(data) > 0 {
-		num, typ, n := protowire.ConsumeTag(data)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		data = data[n:]
-		if num == 1 && typ != protowire.BytesType {
-			return fmt.Errorf("read answer: entities field of wire type %d", typ)
-		}
-		if num != 1 { // not ReadResponse.entities
-			if n = protowire.ConsumeFieldValue(num, typ, data); n < 0 {
-				return protowire.ParseError(n)
-			}
-			data = data[n:]
-			continue
-		}
-		ent, n := protowire.ConsumeBytes(data)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		data = data[n:]
+	var err error
+	if !fields(data, &readResponseFields, func(_ protowire.Number, _ uint64, ent []byte) bool {
 		if p, ok := c.pin(ent); ok {
 			m.pins = append(m.pins, p)
-			continue
+			return true
 		}
 		if k, n, ok := c.counter(ent); ok {
 			m.counters = append(m.counters, pinCount{k, n})
-			continue
+			return true
 		}
 		e := &p4v1.Entity{}
-		if err := proto.Unmarshal(ent, e); err != nil {
-			return err
+		if err = proto.Unmarshal(ent, e); err != nil {
+			return false
 		}
 		m.entities = append(m.entities, e)
+		return true
+	}) && err == nil {
+		err = errors.New("read answer does not parse")
 	}
-	return nil
+	return err
 }
 
 // The P4Runtime messages a flow pin is read through, with every field
 // they declare below 16 (p4runtime.proto), so that one the reading does
 // not expect is left to protobuf rather than skipped.
 var (
-	entityFields      = messageFields{1: messageField, 2: messageField, 3: messageField, 4: messageField, 5: messageField, 6: messageField, 7: messageField, 8: messageField, 9: messageField, 10: messageField, 11: messageField, 12: messageField}
-	tableEntryFields  = messageFields{1: varintField, 2: messageField, 3: messageField, 4: varintField, 5: varintField, 6: messageField, 7: messageField, 8: varintField, 9: varintField, 10: messageField, 11: bytesField, 12: messageField}
-	fieldMatchFields  = messageFields{1: varintField, 2: messageField, 3: messageField, 4: messageField, 6: messageField, 7: messageField}
-	exactFields       = messageFields{1: bytesField}
-	tableActionFields = messageFields{1: messageField, 2: varintField, 3: varintField, 4: messageField}
-	actionFields      = messageFields{1: varintField, 4: messageField}
-	paramFields       = messageFields{2: varintField, 3: bytesField}
+	readResponseFields = messageFields{1: messageField}
+	entityFields       = messageFields{1: messageField, 2: messageField, 3: messageField, 4: messageField, 5: messageField, 6: messageField, 7: messageField, 8: messageField, 9: messageField, 10: messageField, 11: messageField, 12: messageField}
+	tableEntryFields   = messageFields{1: varintField, 2: messageField, 3: messageField, 4: varintField, 5: varintField, 6: messageField, 7: messageField, 8: varintField, 9: varintField, 10: messageField, 11: bytesField, 12: messageField}
+	fieldMatchFields   = messageFields{1: varintField, 2: messageField, 3: messageField, 4: messageField, 6: messageField, 7: messageField}
+	exactFields        = messageFields{1: bytesField}
+	tableActionFields  = messageFields{1: messageField, 2: varintField, 3: varintField, 4: messageField}
+	actionFields       = messageFields{1: varintField, 4: messageField}
+	paramFields        = messageFields{2: varintField, 3: bytesField}
 
 	directCounterFields = messageFields{1: messageField, 2: messageField}
 	counterDataFields   = messageFields{1: varintField, 2: varintField}
@@ -212,13 +197,12 @@ func only(b []byte, known *messageFields, num protowire.Number) ([]byte, bool) {
 func (c readCodec) key(te []byte) (key models.FlowKey, action, meta []byte, ok bool) {
 	var table uint64
 	var matched [3]bool
-	var p models.FlowPin
 	ok = strictFields(te, &tableEntryFields, func(num protowire.Number, v uint64, data []byte) bool {
 		switch {
 		case num == 1 && table == 0: // table_id
 			table = v
 		case num == 2: // match
-			return c.match(data, &p, &matched)
+			return c.match(data, &key, &matched)
 		case num == 3 && action == nil:
 			action = data
 		case num == 11 && meta == nil: // metadata
@@ -231,12 +215,12 @@ func (c readCodec) key(te []byte) (key models.FlowKey, action, meta []byte, ok b
 	if !ok || table != uint64(c.w.table) || matched != [3]bool{true, true, true} {
 		return models.FlowKey{}, nil, nil, false
 	}
-	return p.Key, action, meta, true
+	return key, action, meta, true
 }
 
-// match reads one FieldMatch of a pin: an exact match on one of its
-// three fields, each once.
-func (c readCodec) match(b []byte, p *models.FlowPin, matched *[3]bool) bool {
+// match reads one FieldMatch of a pin's key: an exact match on one of
+// its three fields, each once.
+func (c readCodec) match(b []byte, key *models.FlowKey, matched *[3]bool) bool {
 	var id uint64
 	var value []byte
 	exact := false
@@ -245,14 +229,8 @@ func (c readCodec) match(b []byte, p *models.FlowPin, matched *[3]bool) bool {
 		case num == 1 && id == 0:
 			id = v
 		case num == 2 && !exact:
-			exact = true
-			return strictFields(data, &exactFields, func(_ protowire.Number, _ uint64, data []byte) bool {
-				if value != nil {
-					return false
-				}
-				value = data
-				return true
-			})
+			value, exact = only(data, &exactFields, 1)
+			return exact
 		default:
 			return false
 		}
@@ -263,15 +241,15 @@ func (c readCodec) match(b []byte, p *models.FlowPin, matched *[3]bool) bool {
 	var i int
 	switch uint32(id) {
 	case c.w.src:
-		i, p.Key.Src = 0, p4.Addr(value)
+		i, key.Src = 0, p4.Addr(value)
 	case c.w.dst:
-		i, p.Key.Dst = 1, p4.Addr(value)
+		i, key.Dst = 1, p4.Addr(value)
 	case c.w.sport:
-		i, p.Key.SrcPort = 2, uint16(p4.Uint(value))
+		i, key.SrcPort = 2, uint16(p4.Uint(value))
 	default:
 		return false
 	}
-	if id == 0 || matched[i] {
+	if matched[i] {
 		return false
 	}
 	matched[i] = true
@@ -281,20 +259,14 @@ func (c readCodec) match(b []byte, p *models.FlowPin, matched *[3]bool) bool {
 // port reads a TableAction that calls the pin action with its port as
 // its one parameter.
 func (c readCodec) port(b []byte) (uint32, bool) {
-	var a []byte
-	if !strictFields(b, &tableActionFields, func(num protowire.Number, _ uint64, data []byte) bool {
-		if num != 1 || a != nil { // TableAction.action
-			return false
-		}
-		a = data
-		return true
-	}) || a == nil {
+	a, ok := only(b, &tableActionFields, 1) // TableAction.action
+	if !ok {
 		return 0, false
 	}
 	var id uint64
 	var port []byte
 	params := 0
-	ok := strictFields(a, &actionFields, func(num protowire.Number, v uint64, data []byte) bool {
+	ok = strictFields(a, &actionFields, func(num protowire.Number, v uint64, data []byte) bool {
 		switch {
 		case num == 1 && id == 0: // action_id
 			id = v

@@ -29,13 +29,14 @@ import (
 // direct counters, read for every installed intent every few seconds,
 // are read the same way (TestPinCountersReadFromTheWire).
 
-// pinWire is what a flow-pin entry is named by in the P4Info.
-type pinWire struct {
+// pinIDs is what a flow-pin entry is named by in the P4Info: the IDs
+// the driver writes pins with (entities) and reads them back by.
+type pinIDs struct {
 	table, src, dst, sport, action, port uint32
 }
 
-func newPinWire(s *p4.Schema) pinWire {
-	w := pinWire{
+func newPinIDs(s *p4.Schema) pinIDs {
+	w := pinIDs{
 		table:  s.TableID(p4.TableFlowPin),
 		src:    s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Src),
 		dst:    s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Dst),
@@ -52,7 +53,7 @@ func newPinWire(s *p4.Schema) pinWire {
 // the only entry metadata a pin read from the wire may carry (others go
 // the generated way, to be told apart as foreign).
 type readCodec struct {
-	w   pinWire
+	w   pinIDs
 	tag []byte
 }
 
@@ -306,7 +307,7 @@ func (c readCodec) port(b []byte) (uint32, bool) {
 // --foreign-entries keep tells the others apart).
 func (d *P4RT) readWire(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, what string, tagged bool,
 	pin func(models.FlowPin), count func(models.FlowKey, uint64), fn func(*p4v1.Entity)) error {
-	codec := readCodec{w: d.pinWire}
+	codec := readCodec{w: d.pinIDs}
 	if tagged {
 		codec.tag = d.opts.EntryTag
 	}

@@ -77,10 +77,10 @@ type P4RTOptions struct {
 // P4RT is the P4Runtime driver: one connection and arbitration stream per
 // switch, opened on first use and reopened after it breaks.
 type P4RT struct {
-	opts    P4RTOptions
-	schema  *p4.Schema
-	pinWire pinWire // how a flow pin is named on the wire (p4read.go)
-	log     *slog.Logger
+	opts   P4RTOptions
+	schema *p4.Schema
+	pinIDs pinIDs // how a flow pin is named on the wire (p4read.go)
+	log    *slog.Logger
 
 	mu       sync.Mutex
 	conns    map[models.SwitchID]*p4conn
@@ -155,7 +155,7 @@ func NewP4RT(schema *p4.Schema, opts P4RTOptions) *P4RT {
 	if len(opts.EntryTag) == 0 {
 		opts.EntryTag = []byte("accelnet")
 	}
-	return &P4RT{opts: opts, schema: schema, pinWire: newPinWire(schema), log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, dialing: map[models.SwitchID]*pendingDial{},
+	return &P4RT{opts: opts, schema: schema, pinIDs: newPinIDs(schema), log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, dialing: map[models.SwitchID]*pendingDial{},
 		election: opts.ElectionID, foreign: map[models.SwitchID]foreignKeys{}}
 }
 
@@ -788,10 +788,9 @@ func canonical(b []byte) []byte {
 	return b
 }
 
-// exact is an exact match on a table's field, by name.
-func (d *P4RT) exact(table, field string, v []byte) *p4v1.FieldMatch {
-	return &p4v1.FieldMatch{FieldId: d.schema.MatchFieldID(table, field),
-		FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: canonical(v)}}}
+// exact is an exact match on the field with this ID.
+func exact(id uint32, v []byte) *p4v1.FieldMatch {
+	return &p4v1.FieldMatch{FieldId: id, FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: canonical(v)}}}
 }
 
 // action is a call of an action, by name, with its parameters in the
@@ -879,16 +878,15 @@ func (d *P4RT) entities(fs models.ForwardingState, forDelete bool) []*p4v1.Entit
 			}}}}
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: te}})
 	}
-	pinTable := d.schema.TableID(p4.TableFlowPin)
+	ids := d.pinIDs // a pin is written by the thousand: no lookup by name per pin
 	for _, p := range fs.FlowPins {
 		src, dst := p.Key.Src.As4(), p.Key.Dst.As4()
-		te := &p4v1.TableEntry{TableId: pinTable, Match: []*p4v1.FieldMatch{
-			d.exact(p4.TableFlowPin, p4.FieldIPv4Src, src[:]),
-			d.exact(p4.TableFlowPin, p4.FieldIPv4Dst, dst[:]),
-			d.exact(p4.TableFlowPin, p4.FieldUDPSrcPort, u32(uint32(p.Key.SrcPort), 2)),
+		te := &p4v1.TableEntry{TableId: ids.table, Match: []*p4v1.FieldMatch{
+			exact(ids.src, src[:]), exact(ids.dst, dst[:]), exact(ids.sport, u32(uint32(p.Key.SrcPort), 2)),
 		}}
 		if !forDelete {
-			te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: d.action(p4.ActionPinEgress, portBytes(p.Port))}}
+			te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{
+				ActionId: ids.action, Params: []*p4v1.Action_Param{{ParamId: ids.port, Value: portBytes(p.Port)}}}}}
 		}
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: d.tagged(te, forDelete)}})
 	}

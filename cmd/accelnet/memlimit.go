@@ -54,24 +54,19 @@ func memoryLimit(spec string, getenv func(string) string, read func(string) ([]b
 		}
 		return 0, "none: no container memory limit found", nil
 	}
-	if err := checkMemoryLimit(spec); err != nil {
-		return 0, "", err
+	n, err := parseSize(spec)
+	if err != nil {
+		return 0, "", fmt.Errorf("--memory-limit %q: %v", spec, err)
 	}
-	n, _ := parseSize(spec)
 	return n, "--memory-limit", nil
 }
 
 // checkMemoryLimit says whether spec is a --memory-limit value, before
-// anything starts (what auto finds is looked up when it is applied).
+// anything starts (what auto finds is looked up when it is applied:
+// nothing is read here).
 func checkMemoryLimit(spec string) error {
-	switch spec {
-	case "auto", "", "none", "0":
-		return nil
-	}
-	if _, err := parseSize(spec); err != nil {
-		return fmt.Errorf("--memory-limit %q: %v", spec, err)
-	}
-	return nil
+	_, _, err := memoryLimit(spec, func(string) string { return "" }, func(string) ([]byte, error) { return nil, os.ErrNotExist })
+	return err
 }
 
 // parseSize reads bytes, or a number with KiB, MiB, GiB or TiB.

@@ -173,7 +173,6 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 	// at 40 Gb/s: the samples are believed, and a stays an elephant.
 	e.Measured = func(k models.FlowKey) (float64, bool) { return 0, k == a }
 	for range 100 { // five seconds: its estimate back to 40 after the gap above
-
 		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
 		e.Observe("leaf1", list(1, a))
 	}

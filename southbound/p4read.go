@@ -55,6 +55,9 @@ func newPinIDs(s *p4.Schema) pinIDs {
 type readCodec struct {
 	w   pinIDs
 	tag []byte
+	// pins, counters: which the reading takes from the wire (those not
+	// asked for are decoded into entities like any other).
+	pins, counters bool
 }
 
 // readMessage is one Read answer: its flow pins and its other entities.
@@ -82,13 +85,17 @@ func (c readCodec) Unmarshal(data []byte, v any) error {
 	m.pins, m.counters, m.entities = m.pins[:0], m.counters[:0], m.entities[:0]
 	var err error
 	if !fields(data, &readResponseFields, func(_ protowire.Number, _ uint64, ent []byte) bool {
-		if p, ok := c.pin(ent); ok {
-			m.pins = append(m.pins, p)
-			return true
+		if c.pins {
+			if p, ok := c.pin(ent); ok {
+				m.pins = append(m.pins, p)
+				return true
+			}
 		}
-		if k, n, ok := c.counter(ent); ok {
-			m.counters = append(m.counters, pinCount{k, n})
-			return true
+		if c.counters {
+			if k, n, ok := c.counter(ent); ok {
+				m.counters = append(m.counters, pinCount{k, n})
+				return true
+			}
 		}
 		e := &p4v1.Entity{}
 		if err = proto.Unmarshal(ent, e); err != nil {
@@ -300,14 +307,14 @@ func (c readCodec) port(b []byte) (uint32, bool) {
 	return uint32(p4.Uint(port)), true
 }
 
-// readWire is readAll with flow pins and their direct counters read
-// from the wire: each pin goes to pin, each counter to count (nil: not
-// asked for, dropped), every other entity to fn. tagged: a pin must
-// carry the controller's tag to be read this way (Read with
-// --foreign-entries keep tells the others apart).
+// readWire sends one ReadRequest and hands the answer's flow pins to pin
+// and their direct counters to count, read from the wire (nil: not read
+// that way), and every other entity to fn. tagged: a pin must carry the
+// controller's tag to be read this way (Read with --foreign-entries keep
+// tells the others apart).
 func (d *P4RT) readWire(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, what string, tagged bool,
 	pin func(models.FlowPin), count func(models.FlowKey, uint64), fn func(*p4v1.Entity)) error {
-	codec := readCodec{w: d.pinIDs}
+	codec := readCodec{w: d.pinIDs, pins: pin != nil, counters: count != nil}
 	if tagged {
 		codec.tag = d.opts.EntryTag
 	}
@@ -331,14 +338,10 @@ func (d *P4RT) readWire(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, w
 			return mapStatus(what, err)
 		}
 		for _, p := range m.pins {
-			if pin != nil {
-				pin(p)
-			}
+			pin(p)
 		}
 		for _, n := range m.counters {
-			if count != nil {
-				count(n.key, n.bytes)
-			}
+			count(n.key, n.bytes)
 		}
 		for _, e := range m.entities {
 			fn(e)

@@ -114,7 +114,7 @@ func TestPinsReadFromTheWire(t *testing.T) {
 		for _, e := range back.GetEntities() {
 			split(e, &slow, &slowOther)
 		}
-		codec := readCodec{w: d.pinIDs}
+		codec := readCodec{w: d.pinIDs, pins: true, counters: true}
 		if tagged {
 			codec.tag = d.opts.EntryTag
 		}
@@ -185,7 +185,7 @@ func TestPinCountersReadFromTheWire(t *testing.T) {
 		slowCount(e, slow)
 	}
 	var m readMessage
-	if err := (readCodec{w: d.pinIDs}).Unmarshal(data, &m); err != nil {
+	if err := (readCodec{w: d.pinIDs, counters: true}).Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
 	fast := map[models.FlowKey]uint64{}
@@ -234,7 +234,7 @@ func BenchmarkReadPins(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("wire", func(b *testing.B) {
-		codec := readCodec{w: d.pinIDs, tag: d.opts.EntryTag}
+		codec := readCodec{w: d.pinIDs, tag: d.opts.EntryTag, pins: true}
 		var m readMessage
 		for b.Loop() {
 			if err := codec.Unmarshal(data, &m); err != nil || len(m.pins) != 1000 {

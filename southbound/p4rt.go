@@ -524,23 +524,8 @@ func (d *P4RT) takeOver(id models.SwitchID, diff models.Diff) models.Diff {
 }
 
 // readAll sends one ReadRequest and hands every entity of the answer to fn.
-func readAll(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, what string, fn func(*p4v1.Entity)) error {
-	rs, err := c.client.Read(ctx, req)
-	if err != nil {
-		return mapStatus(what, err)
-	}
-	for {
-		resp, err := rs.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return mapStatus(what, err)
-		}
-		for _, e := range resp.GetEntities() {
-			fn(e)
-		}
-	}
+func (d *P4RT) readAll(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, what string, fn func(*p4v1.Entity)) error {
+	return d.readWire(ctx, c, req, what, false, nil, nil, fn)
 }
 
 // pinEntries connects to a switch and names the flow-pin entries of keys
@@ -646,7 +631,7 @@ func (d *P4RT) ReadPortCounters(ctx context.Context, id models.SwitchID, tx bool
 		name = p4.CounterPortTx
 	}
 	out := map[uint32]PortCounter{}
-	err = readAll(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{{Entity: &p4v1.Entity_CounterEntry{
+	err = d.readAll(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{{Entity: &p4v1.Entity_CounterEntry{
 		CounterEntry: &p4v1.CounterEntry{CounterId: d.schema.CounterID(name)}}}}}, "read "+name+" of "+string(id), func(e *p4v1.Entity) {
 		if ce := e.GetCounterEntry(); ce != nil {
 			out[uint32(ce.GetIndex().GetIndex())] = PortCounter{Packets: ce.GetData().GetPacketCount(), Bytes: ce.GetData().GetByteCount()}

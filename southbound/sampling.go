@@ -38,7 +38,7 @@ func (d *P4RT) SetSampling(ctx context.Context, id models.SwitchID, ports []uint
 	have := map[uint32]uint64{} // port → one_in
 	// The digest is read on its own: a switch answers NOT_FOUND for a
 	// digest not configured yet (PI does), which fails a whole request.
-	err = readAll(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{
+	err = d.readAll(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{
 		{Entity: &p4v1.Entity_DigestEntry{DigestEntry: &p4v1.DigestEntry{DigestId: digestID}}},
 	}}, "read digest config of "+string(id), func(e *p4v1.Entity) {
 		haveDigest = haveDigest || e.GetDigestEntry() != nil
@@ -49,7 +49,7 @@ func (d *P4RT) SetSampling(ctx context.Context, id models.SwitchID, ports []uint
 	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: tableID}}},
 	}}
-	if err := readAll(ctx, c, req, "read sampling of "+string(id), func(e *p4v1.Entity) {
+	if err := d.readAll(ctx, c, req, "read sampling of "+string(id), func(e *p4v1.Entity) {
 		if te := e.GetTableEntry(); te != nil && len(te.GetMatch()) == 1 {
 			n := uint64(0)
 			for _, p := range te.GetAction().GetAction().GetParams() {

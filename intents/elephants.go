@@ -24,8 +24,12 @@ type Elephants struct {
 	Threshold  float64 // Gb/s
 	Tau        time.Duration
 	MinSamples int
-	// Measured, if set, is a pinned flow's rate from its pin's counter.
-	Measured func(models.FlowKey) (float64, bool)
+	// Measured, if set, is a pinned flow's rate from its pin's counter
+	// and when it was read (ok false: not read yet, or not pinned).
+	Measured func(models.FlowKey) (gbps float64, at time.Time, ok bool)
+	// Fresh is how old a Measured reading may be and still be trusted
+	// (a few reads' worth).
+	Fresh time.Duration
 
 	mu    sync.Mutex
 	flows map[models.FlowKey]*sampledFlow
@@ -69,7 +73,7 @@ type DetectedFlow struct {
 // NewElephants returns a detector for samples taken 1 in oneIn, reporting
 // flows of threshold Gb/s or more.
 func NewElephants(oneIn uint32, threshold float64, reg prometheus.Registerer) *Elephants {
-	e := &Elephants{OneIn: float64(oneIn), Threshold: threshold, Tau: time.Second, MinSamples: 8,
+	e := &Elephants{OneIn: float64(oneIn), Threshold: threshold, Tau: time.Second, MinSamples: 8, Fresh: 3 * time.Second,
 		flows: map[models.FlowKey]*sampledFlow{}, leafClock: map[models.SwitchID]time.Time{},
 		leafGap: map[models.SwitchID]time.Duration{}, now: time.Now,
 		samples: prometheus.NewCounter(prometheus.CounterOpts{
@@ -150,11 +154,14 @@ func (e *Elephants) clockLocked(f *sampledFlow, now time.Time) time.Time {
 // mean it stopped; minSilence is the least time that says so (digest
 // lists go out every 50 ms or so). silenceBackstop is how long a flow
 // whose leaf sends nothing at all (every flow there stopped, or its
-// stream is stalled) stays an elephant by that rule.
+// stream is stalled) stays an elephant by that rule; unreadBackstop is
+// how long after its pin counter last said it ran, when that counter has
+// not been read since (see silentLocked).
 const (
 	silence         = 10
 	minSilence      = 250 * time.Millisecond
 	silenceBackstop = 2 * time.Second
+	unreadBackstop  = 10 * time.Second
 )
 
 // silentLocked says whether a flow's samples stopped: none for silence
@@ -174,8 +181,15 @@ const (
 // beside CPU burners: every pinned flow of a leaf silenced at once, their
 // counters reading 60-80 Gb/s) — and the counter, read over its own RPC,
 // says whether the flow runs: such a flow goes when that falls under half
-// the threshold, a second or two after it stops.
-func (e *Elephants) silentLocked(f *sampledFlow, now time.Time, measured bool) bool {
+// the threshold, a second or two after it stops. A pinned flow whose
+// counter said it ran but has not been read lately (vouched is when:
+// the reads time out on a starved machine or a slow switch) while its
+// leaf sends nothing has no news either way, and stopping is the less
+// likely: the same stall holds up both. It stays until unreadBackstop
+// after the later of its last sample and that read, not silenceBackstop
+// (seen beside CPU burners: a leaf's pinned flows unpinned together, a
+// dozen times a minute, their pin counters last read seconds before).
+func (e *Elephants) silentLocked(f *sampledFlow, now time.Time, measured bool, vouched time.Time) bool {
 	if measured || f.samples < e.MinSamples || f.length <= 0 {
 		return false
 	}
@@ -188,7 +202,22 @@ func (e *Elephants) silentLocked(f *sampledFlow, now time.Time, measured bool) b
 	if f.leafTime && e.leafClock[f.leaf].Sub(f.last) > quiet {
 		return true
 	}
-	return now.Sub(f.arrived) > max(quiet, silenceBackstop)
+	last, backstop := lastNews(f, vouched)
+	return now.Sub(last) > max(quiet, backstop)
+}
+
+// lastNews is when a flow was last heard of running, and how long
+// without news says it stopped: its last sample and silenceBackstop, or
+// the later of that and when its pin counter last vouched for it, and
+// unreadBackstop (see silentLocked).
+func lastNews(f *sampledFlow, vouched time.Time) (time.Time, time.Duration) {
+	if vouched.IsZero() {
+		return f.arrived, silenceBackstop
+	}
+	if vouched.After(f.arrived) {
+		return vouched, unreadBackstop
+	}
+	return f.arrived, unreadBackstop
 }
 
 // Sampled is a flow's rate (Gb/s) as estimated from its samples alone,
@@ -205,7 +234,8 @@ func (e *Elephants) Sampled(k models.FlowKey) (float64, bool) {
 
 // Detected returns the flows estimated at half the threshold or more
 // (Above marks those at the threshold), and forgets those that faded
-// (no sample for 5 Tau, and no pin counter measuring them).
+// (no sample for 5 Tau, and no pin counter measuring them; longer for a
+// pinned flow whose counter reads are late, see silentLocked).
 func (e *Elephants) Detected() []DetectedFlow {
 	now := e.now()
 	e.mu.Lock()
@@ -214,6 +244,7 @@ func (e *Elephants) Detected() []DetectedFlow {
 	for k, f := range e.flows {
 		sampled := e.rateLocked(f, e.clockLocked(f, now))
 		g, measured := sampled, false
+		var vouched time.Time // a counter read that is not fresh, but said it ran
 		if e.Measured != nil {
 			// A pin counter that did not move between two reads (a
 			// switch that syncs its counters from the ASIC late, an
@@ -222,15 +253,20 @@ func (e *Elephants) Detected() []DetectedFlow {
 			// the threshold or more, they are believed instead, or the
 			// flow would be unpinned and hashed again. A flow that truly
 			// slows shows in both within a few Tau.
-			if mg, ok := e.Measured(k); ok && (mg >= e.Threshold/2 || sampled < e.Threshold/2 || f.samples < e.MinSamples) {
+			mg, at, ok := e.Measured(k)
+			fresh := ok && now.Sub(at) <= e.Fresh
+			if ok && !fresh && mg >= e.Threshold/2 {
+				vouched = at
+			}
+			if fresh && (mg >= e.Threshold/2 || sampled < e.Threshold/2 || f.samples < e.MinSamples) {
 				g, measured = mg, true
 			}
 		}
-		if now.Sub(f.arrived) > 5*e.Tau && !measured {
+		if last, backstop := lastNews(f, vouched); !measured && now.Sub(last) > max(5*e.Tau, backstop) {
 			delete(e.flows, k)
 			continue
 		}
-		if e.silentLocked(f, now, measured) {
+		if e.silentLocked(f, now, measured, vouched) {
 			continue // stopped: its samples stopped coming
 		}
 		if g >= e.Threshold/2 && (measured || f.samples >= e.MinSamples) {

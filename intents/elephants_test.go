@@ -153,9 +153,13 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 	if rate(b) != 0 || rate(a) == 0 {
 		t.Errorf("after 500 ms of lists without b: a %.1f, b %.1f Gb/s; want b silent, a on", rate(a), rate(b))
 	}
+	// counter is a's pin counter reading g Gb/s, read just now.
+	counter := func(g float64) func(models.FlowKey) (float64, time.Time, bool) {
+		return func(k models.FlowKey) (float64, time.Time, bool) { return g, now, k == a }
+	}
 	// a is pinned and its counter reads 40 Gb/s; the leaf's lists go on
 	// without a for a second (lost on the way): the counter says it runs.
-	e.Measured = func(k models.FlowKey) (float64, bool) { return 40, k == a }
+	e.Measured = counter(40)
 	e.Observe("leaf1", list(1, a)) // b is back, a is the one missing now
 	for range 20 {
 		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
@@ -165,13 +169,13 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 		t.Errorf("a at %.1f Gb/s, missing from a second of lists while its counter reads 40, want 40", g)
 	}
 	// Its counter falls to nothing (it stopped): it goes.
-	e.Measured = func(k models.FlowKey) (float64, bool) { return 0, k == a }
+	e.Measured = counter(0)
 	if g := rate(a); g != 0 {
 		t.Errorf("a at %.1f Gb/s with its counter at 0 and no samples for a second, want gone", g)
 	}
 	// a's pin counter stops moving (read at 0) while its samples go on
 	// at 40 Gb/s: the samples are believed, and a stays an elephant.
-	e.Measured = func(k models.FlowKey) (float64, bool) { return 0, k == a }
+	e.Measured = counter(0)
 	for range 100 { // five seconds: its estimate back to 40 after the gap above
 		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
 		e.Observe("leaf1", list(1, a))
@@ -182,10 +186,27 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 	// No lists at all from the leaf: a is pinned and its pin counter
 	// still measures it (the leaf's stream stalled, or the controller
 	// dropped its lists): it stays, for as long as the counter says so.
-	e.Measured = func(k models.FlowKey) (float64, bool) { return 40, k == a }
+	e.Measured = counter(40)
 	now = now.Add(6 * e.Tau)
 	if g := rate(a); g != 40 {
 		t.Errorf("a at %.1f Gb/s after %v without lists while its pin counter reads 40, want 40", g, 6*e.Tau)
+	}
+	// Then its counter cannot be read either (the reads time out on a
+	// starved machine): the last reading grows old, and with no list
+	// from the leaf nothing says a stopped. It stays, on its samples'
+	// estimate, until unreadBackstop; b, never pinned, is gone.
+	readAt := now
+	e.Measured = func(k models.FlowKey) (float64, time.Time, bool) { return 40, readAt, k == a }
+	now = now.Add(e.Fresh + silenceBackstop)
+	if g := rate(a); g < e.Threshold/2 {
+		t.Errorf("a at %.1f Gb/s, %v after its counter's last read and the leaf's last list, want it kept until %v", g, now.Sub(readAt), unreadBackstop)
+	}
+	if g := rate(b); g != 0 {
+		t.Errorf("b at %.1f Gb/s after %v without lists and no counter, want gone", g, now.Sub(readAt))
+	}
+	now = readAt.Add(unreadBackstop + time.Second)
+	if g := rate(a); g != 0 {
+		t.Errorf("a at %.1f Gb/s %v after its counter's last read and the leaf's last list, want gone", g, now.Sub(readAt))
 	}
 	// Every flow of the leaf stops (a's pin removed with it): no lists
 	// and no counter, and the controller's clock says so after the

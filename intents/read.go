@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/accelnet/accelnet/api"
@@ -200,14 +201,10 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 			rates = maps.Clone(prevIntents)
 		}
 		elephantRates := map[models.FlowKey]measuredRate{}
-		for sw, keys := range bySwitch {
-			rctx, cancel := context.WithTimeout(ctx, every)
-			sent := m.cfg.Now()
-			got, err := r.ReadPinCounters(rctx, sw, keys)
-			cancel()
-			if err != nil {
-				m.log.Debug("cannot read pin counters", "switch", sw, "err", err)
-				for _, k := range keys {
+		for _, read := range readPinCounters(ctx, r, bySwitch, every, m.cfg.Now) {
+			if read.err != nil {
+				m.log.Debug("cannot read pin counters", "switch", read.sw, "err", read.err)
+				for _, k := range bySwitch[read.sw] {
 					if id, ok := owner[k]; ok {
 						rates[id] = prevIntents[id]
 					}
@@ -217,19 +214,15 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 				}
 				continue
 			}
-			// The switch read its counters between request and answer:
-			// timed at the middle, a slow answer errs by half as much.
-			answered := m.cfg.Now()
-			now := sent.Add(answered.Sub(sent) / 2)
-			for k, b := range got {
+			for k, b := range read.got {
 				if id, ok := owner[k]; ok {
-					if g, _, ok := intentMeter.Observe(k, b, now); ok {
+					if g, _, ok := intentMeter.Observe(k, b, read.at); ok {
 						rates[id] += g
 					}
 				}
 				if elephant[k] {
-					if g, latest, ok := elephantMeter.Observe(k, b, now); ok {
-						elephantRates[k] = measuredRate{gbps: g, latest: latest, at: now}
+					if g, latest, ok := elephantMeter.Observe(k, b, read.at); ok {
+						elephantRates[k] = measuredRate{gbps: g, latest: latest, at: read.at}
 					}
 				}
 			}
@@ -242,6 +235,49 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 		m.observed, m.flowRates = rates, elephantRates
 		m.obsMu.Unlock()
 	}
+}
+
+// pinReaders is how many switches' pin counters are read at once: a
+// round reads every switch in about the time of its slowest read, not
+// the sum of them (each switch has its own deadline), so one slow or
+// unreachable switch does not leave the others' readings stale.
+const pinReaders = 16
+
+// pinRead is one switch's pin counters, read at about at.
+type pinRead struct {
+	sw  models.SwitchID
+	got map[models.FlowKey]uint64
+	at  time.Time
+	err error
+}
+
+// readPinCounters reads the counters of each switch's keys, pinReaders
+// switches at a time, each read with its own deadline.
+func readPinCounters(ctx context.Context, r PinCounterReader, bySwitch map[models.SwitchID][]models.FlowKey, deadline time.Duration, now func() time.Time) []pinRead {
+	var (
+		mu  sync.Mutex
+		out = make([]pinRead, 0, len(bySwitch))
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, pinReaders)
+	)
+	for sw, keys := range bySwitch {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			rctx, cancel := context.WithTimeout(ctx, deadline)
+			sent := now()
+			got, err := r.ReadPinCounters(rctx, sw, keys)
+			cancel()
+			// The switch read its counters between request and answer:
+			// timed at the middle, a slow answer errs by half as much.
+			answered := now()
+			mu.Lock()
+			out = append(out, pinRead{sw: sw, got: got, at: sent.Add(answered.Sub(sent) / 2), err: err})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
 }
 
 // swept says this term's first read-back of the switches is over
@@ -258,14 +294,13 @@ type measuredRate struct {
 }
 
 // MeasuredRate is a pinned detected elephant's rate (Gb/s) from its
-// first-hop pin's direct counter, if it was measured recently (within
-// maxAge).
-func (m *Manager) MeasuredRate(k models.FlowKey, maxAge time.Duration) (float64, bool) {
+// first-hop pin's direct counter, and when it was read; ok is false until
+// it has been read twice (a rate needs two readings) and once it is no
+// longer pinned. A switch that cannot be read leaves the last reading,
+// growing old (see Elephants.Fresh).
+func (m *Manager) MeasuredRate(k models.FlowKey) (gbps float64, at time.Time, ok bool) {
 	m.obsMu.Lock()
 	defer m.obsMu.Unlock()
 	r, ok := m.flowRates[k]
-	if !ok || m.cfg.Now().Sub(r.at) > maxAge {
-		return 0, false
-	}
-	return r.gbps, true
+	return r.gbps, r.at, ok
 }

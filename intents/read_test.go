@@ -2,6 +2,7 @@ package intents
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -87,4 +88,92 @@ func TestObserveWaitsForTheFirstSweep(t *testing.T) {
 	}
 	swept.Store(true)
 	wait("the intent read once swept", func() bool { return r.times(intentFlow) >= 2 })
+}
+
+// barrierReader answers a round of pin counter reads only once all n
+// switches' reads are in flight together (else each waits out its
+// deadline): a reader that asks one switch after another never gets an
+// answer.
+type barrierReader struct {
+	n       int
+	mu      sync.Mutex
+	waiting int
+	release chan struct{}
+	counted map[models.FlowKey]uint64
+}
+
+func (r *barrierReader) ReadPinCounters(ctx context.Context, _ models.SwitchID, keys []models.FlowKey) (map[models.FlowKey]uint64, error) {
+	r.mu.Lock()
+	r.waiting++
+	release := r.release
+	if r.waiting == r.n {
+		close(release)
+		r.release, r.waiting = make(chan struct{}), 0
+	}
+	r.mu.Unlock()
+	select {
+	case <-release:
+	case <-ctx.Done():
+		r.mu.Lock()
+		if r.release == release {
+			r.waiting-- // gave up: it is not in flight with the next ones
+		}
+		r.mu.Unlock()
+		return nil, ctx.Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[models.FlowKey]uint64, len(keys))
+	for _, k := range keys {
+		r.counted[k] += 1e9
+		out[k] = r.counted[k]
+	}
+	return out, nil
+}
+
+// TestObserveReadsSwitchesTogether: the switches' pin counters are read
+// at once, each read with its own deadline, so a round takes about its
+// slowest read, not the sum: read one after another, a round of slow
+// switches would leave the first ones' readings stale (and their pinned
+// elephants judged without them) by the time the last answered.
+func TestObserveReadsSwitchesTogether(t *testing.T) {
+	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []models.FlowKey
+	m.mu.Lock()
+	for i := range 4 {
+		k := models.FlowKey{Src: netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), Dst: netip.MustParseAddr("10.0.9.1"), SrcPort: 1000}
+		leaf := models.SwitchID(fmt.Sprintf("leaf%d", i))
+		m.elephants[k] = &elephant{flow: DetectedFlow{Key: k}, path: []models.Endpoint{{Switch: leaf, Port: 3}}}
+		keys = append(keys, k)
+	}
+	m.mu.Unlock()
+	r := &barrierReader{n: len(keys), release: make(chan struct{}), counted: map[models.FlowKey]uint64{}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Observe(ctx, r, time.Second)
+	}()
+	defer func() { cancel(); <-done }()
+	backstop := time.After(time.Minute)
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for _, k := range keys {
+		for {
+			if g, _, ok := m.MeasuredRate(k); ok {
+				if g <= 0 {
+					t.Fatalf("%v measured at %.1f Gb/s, want its counter's rate", k, g)
+				}
+				break
+			}
+			select {
+			case <-backstop:
+				t.Fatalf("%v not measured within a minute: the switches were not read together", k)
+			case <-poll.C:
+			}
+		}
+	}
 }

@@ -321,9 +321,8 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	if s.Elephants != nil {
 		// A pinned elephant's pin counter measures it (read each second):
 		// trusted while it is at most three reads old.
-		s.Elephants.Measured = func(k models.FlowKey) (float64, bool) {
-			return s.Intents.MeasuredRate(k, 3*min(s.observeInterval, time.Second))
-		}
+		s.Elephants.Measured = s.Intents.MeasuredRate
+		s.Elephants.Fresh = 3 * min(s.observeInterval, time.Second)
 	}
 	if s.OperatorToken, err = s.Auth.BootstrapOperator(ctx, opts.OperatorTokenFile); err != nil {
 		return nil, fmt.Errorf("issue the first operator token: %w", err)

@@ -313,6 +313,9 @@ const (
 // placeJoint tries the joint re-placement and, if it pays, moves the
 // intents in b and returns the elephants' paths.
 func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.Demand, current float64) (bool, [][]models.Endpoint) {
+	m.obsMu.Lock()
+	observed := m.observed
+	m.obsMu.Unlock()
 	var movable []pathcalc.Reserved
 	var owners []*entry
 	ids := slices.Sorted(maps.Keys(m.all))
@@ -328,8 +331,10 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 		if at, ok := m.jointMovedAt[id]; ok && m.detectedRounds-at < jointHoldRounds {
 			continue
 		}
+		perFlow := observed[id] / float64(len(e.flows))
 		for i, f := range e.flows {
-			movable = append(movable, pathcalc.Reserved{Demand: pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}, Path: e.in.Status.Flows[i].Path})
+			movable = append(movable, pathcalc.Reserved{Demand: pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}, Path: e.in.Status.Flows[i].Path,
+				Excess: max(perFlow-f.gbps, 0)})
 		}
 		owners = append(owners, e)
 		if len(movable) > maxJointFlows {
@@ -383,7 +388,8 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 
 // intentExcessLocked is what installed intents' flows measurably send
 // beyond their reservations (their observed rate shared over their
-// flows): load the elephants must be placed around too.
+// flows): load the elephants must be placed around too (and that moves
+// with an intent placeJoint moves).
 func (m *Manager) intentExcessLocked() []pathcalc.Load {
 	m.obsMu.Lock()
 	observed := m.observed

@@ -406,6 +406,9 @@ func (b *Book) PlaceBest(ctx context.Context, flows []Demand, previous [][]model
 type Reserved struct {
 	Demand
 	Path []models.Endpoint
+	// Excess is what it measurably sends beyond Gbps (counted in the
+	// book's SetExcess on Path): load that moves with it.
+	Excess float64
 }
 
 // Joint is where PlaceJoint would move reserved flows and put best-effort
@@ -434,6 +437,15 @@ type Joint struct {
 // where placed with the elephants in mind they would have spread out.
 func (b *Book) PlaceJoint(ctx context.Context, movable []Reserved, flows []Demand) (Joint, bool, error) {
 	base := slices.Clone(b.reserved)
+	// What the reserved flows send beyond their reservations goes where
+	// they go: off their current paths here, onto their new ones below.
+	// Left where it was, a joint placement would put an elephant beside
+	// an intent sending more than it reserved and promise it the room,
+	// and the two would be moved apart and together again in turn.
+	excess := make([]float64, len(b.n.capacity))
+	for r := range excess {
+		excess[r] = b.excessAt(r)
+	}
 	for _, m := range movable {
 		rs, ok := b.resources(m.Src, m.Path)
 		if !ok {
@@ -441,13 +453,22 @@ func (b *Book) PlaceJoint(ctx context.Context, movable []Reserved, flows []Deman
 		}
 		for _, r := range rs {
 			base[r] = math.Max(base[r]-m.Gbps, 0)
+			excess[r] = math.Max(excess[r]-m.Excess, 0)
 		}
 	}
-	over := func(reserved []float64) network {
+	// over is the network with what reservations and traffic beyond
+	// them leave, the reserved flows' own excess on routes.
+	over := func(reserved []float64, routes [][]int) network {
+		load := slices.Clone(excess)
+		for i, route := range routes {
+			for _, r := range route {
+				load[r] += movable[i].Excess
+			}
+		}
 		res := *b.n
 		res.capacity = make([]float64, len(b.n.capacity))
 		for r, c := range b.n.capacity {
-			res.capacity[r] = math.Max(c-reserved[r]-b.excessAt(r), 1e-9)
+			res.capacity[r] = math.Max(c-reserved[r]-load[r], 1e-9)
 		}
 		return res
 	}
@@ -469,14 +490,19 @@ func (b *Book) PlaceJoint(ctx context.Context, movable []Reserved, flows []Deman
 				return Joint{}, false
 			}
 		}
-		left := over(reserved)
+		left := over(reserved, reservedRoutes)
 		return Joint{Reserved: b.n.egressPaths(reservedRoutes), Paths: b.n.egressPaths(routes), Throughput: left.throughput(flows, routes)}, true
 	}
 	var best Joint
 	found := false
-	// All together.
-	all := over(base)
-	routes, _, _, err := all.place(ctx, append(slices.Clip(fixed), flows...), nil)
+	// All together, each reserved flow at what it sends.
+	all := over(base, nil)
+	sending := make([]Demand, len(movable))
+	for i, m := range movable {
+		sending[i] = m.Demand
+		sending[i].Gbps += m.Excess
+	}
+	routes, _, _, err := all.place(ctx, append(sending, flows...), nil)
 	if err != nil {
 		return Joint{}, false, err
 	}
@@ -484,8 +510,7 @@ func (b *Book) PlaceJoint(ctx context.Context, movable []Reserved, flows []Deman
 		best, found = j, true
 	}
 	// Reserved flows first, then the best-effort ones over what they leave.
-	head := over(base)
-	headroomed := head
+	headroomed := over(base, nil)
 	headroomed.capacity = make([]float64, len(b.n.capacity))
 	for r, c := range b.n.capacity {
 		headroomed.capacity[r] = math.Max(c*(1-b.headroom)-base[r], 1e-9)
@@ -500,7 +525,7 @@ func (b *Book) PlaceJoint(ctx context.Context, movable []Reserved, flows []Deman
 			reserved[r] += fixed[i].Gbps
 		}
 	}
-	rest := over(reserved)
+	rest := over(reserved, fixedRoutes)
 	flowRoutes, _, _, err := rest.place(ctx, flows, nil)
 	if err != nil {
 		return Joint{}, false, err

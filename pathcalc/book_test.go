@@ -319,3 +319,62 @@ func TestBestPathIsTheBestOfEveryPath(t *testing.T) {
 		t.Error("no trial had equally good paths: the first-listed rule was not tried")
 	}
 }
+
+// TestPlaceJointMovesExcessWithReservation: a reserved flow that sends
+// more than it reserved (its excess, counted by SetExcess on its path)
+// takes that traffic along when PlaceJoint moves it. Whatever the joint
+// placement chooses, its predicted throughput for the best-effort flows
+// is the one the book predicts once the move is made (reservations and
+// excess on the new paths): left on the old path, the excess would
+// promise room beside the moved flow that its traffic takes, and an
+// elephant placed there would push the intent off again.
+func TestPlaceJointMovesExcessWithReservation(t *testing.T) {
+	for seed := range uint64(40) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		b, snap := bookOn(t, 4, 4, 4, nil)
+		hosts := snap.Hosts() // leafN: hosts 4(N-1)..4N-1
+		perm := rng.Perm(len(hosts))
+		var movable []Reserved
+		var excess []Load
+		var flows []Demand
+		for i, h := range hosts {
+			dst := hosts[perm[i]]
+			if dst.Attach.Switch == h.Attach.Switch {
+				continue
+			}
+			if len(movable) < 4 && rng.IntN(2) == 0 {
+				cands := b.Candidates(h, dst, PathConstraints{})
+				path := cands[rng.IntN(len(cands))]
+				g := 20 + 20*float64(rng.IntN(3))
+				if b.Reserve(h, path, g) != nil {
+					continue
+				}
+				over := 100 - g
+				movable = append(movable, Reserved{Demand: Demand{Src: h, Dst: dst, Gbps: g}, Path: path, Excess: over})
+				excess = append(excess, Load{Src: h, Path: path, Gbps: over})
+				continue
+			}
+			flows = append(flows, Demand{Src: h, Dst: dst, Gbps: 100})
+		}
+		b.SetExcess(excess)
+		joint, ok, err := b.PlaceJoint(context.Background(), movable, flows)
+		if err != nil || !ok {
+			t.Fatalf("seed %d: joint placement: ok %v, %v", seed, ok, err)
+		}
+		// Make the move: reservations and their excess on the new paths.
+		moved := make([]Load, len(movable))
+		for i, m := range movable {
+			if err := b.Reserve(m.Src, m.Path, -m.Gbps); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Reserve(m.Src, joint.Reserved[i], m.Gbps); err != nil {
+				t.Fatalf("seed %d: the joint placement's path for reservation %d does not fit: %v", seed, i, err)
+			}
+			moved[i] = Load{Src: m.Src, Path: joint.Reserved[i], Gbps: m.Excess}
+		}
+		b.SetExcess(moved)
+		if got := b.Throughput(flows, joint.Paths); math.Abs(got-joint.Throughput) > 1e-6 {
+			t.Errorf("seed %d: PlaceJoint predicted %.3f, the book after the move %.3f", seed, joint.Throughput, got)
+		}
+	}
+}

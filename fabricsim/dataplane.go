@@ -276,6 +276,14 @@ func passes(hops []Hop, switches map[models.SwitchID]bool) bool {
 	return false
 }
 
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // advanceLocked moves every counter forward to now at the current rates.
 func (f *Fabric) advanceLocked(now time.Time) {
 	dt := now.Sub(f.last).Seconds()
@@ -314,10 +322,17 @@ func (f *Fabric) advanceLocked(now time.Time) {
 // and publishes counters over gNMI.
 func (f *Fabric) tick(now time.Time) {
 	f.mu.Lock()
-	dt := now.Sub(f.last).Seconds()
+	// The counters go out stamped with the time they were advanced to. A
+	// read of counters over P4Runtime (a pin's, every second) advances
+	// them too, and may have done so past this tick's time (it waited
+	// for the lock, or came late off a busy ticker): stamped with that
+	// time, they would be ahead of their stamp, and a collector would
+	// read a spike, then a dip (seen beside CPU burners: links read at up
+	// to 27 times their capacity, and intents moved off them).
+	now = later(now, f.last)
 	f.advanceLocked(now)
 	if f.interval <= sampleEvery {
-		f.sampleLocked(dt) // no sampler of its own: see Run
+		f.sampleSinceLocked(now) // no sampler of its own: see Run
 	}
 	f.recomputeLocked()
 	type pub struct {

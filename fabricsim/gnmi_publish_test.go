@@ -165,3 +165,40 @@ func TestCountersServedFromTheSample(t *testing.T) {
 		}
 	}
 }
+
+// TestCountersStampedWhenAdvanced: a tick publishes the counters stamped
+// with the time they were advanced to, even when a counter read (which
+// advances them too) got there first and the tick's own time is older
+// (it waited for the lock, or came late off a busy ticker). Stamped with
+// the older time, the values would be ahead of their stamp, and a
+// collector would read a spike, then a dip.
+func TestCountersStampedWhenAdvanced(t *testing.T) {
+	topo, err := topology.LeafSpine(1, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Options{Topology: topo, CounterInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1000, 0)
+	read := t0.Add(2 * time.Second) // a pin counter read, advancing the counters
+	f.mu.Lock()
+	f.last = t0
+	f.advanceLocked(read)
+	f.mu.Unlock()
+	f.tick(t0.Add(500 * time.Millisecond)) // the tick due then, late
+	g := f.Switch("leaf1").gnmi
+	g.mu.Lock()
+	ts := g.counters.ts
+	g.mu.Unlock()
+	if ts != read.UnixNano() {
+		t.Errorf("counters advanced to %v published stamped %v", read, time.Unix(0, ts))
+	}
+	f.mu.Lock()
+	last := f.last
+	f.mu.Unlock()
+	if !last.Equal(read) {
+		t.Errorf("the counters' clock went from %v to %v: a tick must not move it back", read, last)
+	}
+}

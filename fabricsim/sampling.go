@@ -25,11 +25,21 @@ const sampleEvery = 50 * time.Millisecond
 func (f *Fabric) sample(now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.sampleSinceLocked(now)
+}
+
+// sampleSinceLocked emits the samples due between the last emission and
+// now (its own clock: counter reads advance the counters' clock, not
+// the sampler's, so no time is sampled twice or skipped). Under f.mu.
+func (f *Fabric) sampleSinceLocked(now time.Time) {
 	if f.lastSample.IsZero() {
 		f.lastSample = now
 		return
 	}
 	dt := now.Sub(f.lastSample).Seconds()
+	if dt <= 0 {
+		return
+	}
 	f.lastSample = now
 	f.sampleLocked(dt)
 }

@@ -328,7 +328,7 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 		if c := e.in.Spec.Constraints; c.MaxHops > 0 || len(c.AvoidSwitches) > 0 || len(c.AvoidLinks) > 0 || c.DisjointFrom != "" {
 			continue
 		}
-		if at, ok := m.jointMovedAt[id]; ok && m.detectedRounds-at < jointHoldRounds {
+		if m.movedLately(id) {
 			continue
 		}
 		perFlow := observed[id] / float64(len(e.flows))
@@ -367,19 +367,12 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 		m.unpin(b, e)
 		m.pin(b, e, newPaths)
 		m.setState(b, e, models.StateAdmitted, fmt.Sprintf("moved so detected elephants fit beside it (their predicted throughput %.3f → %.3f)", current, joint.Throughput), now)
-		id := e.in.ID
-		prev, had := m.jointMovedAt[id]
-		m.jointMovedAt[id] = m.detectedRounds
-		b.undo = append(b.undo, func() {
-			if had {
-				m.jointMovedAt[id] = prev
-			} else {
-				delete(m.jointMovedAt, id)
-			}
-		})
+		m.markMoved(b, e.in.ID)
 		moved++
 	}
 	if moved > 0 {
+		m.jointMoves += moved
+		b.undo = append(b.undo, func() { m.jointMoves -= moved })
 		m.log.Info("intents moved to make room for detected elephants", "intents", moved,
 			"predicted_throughput_before", fmt.Sprintf("%.3f", current), "after", fmt.Sprintf("%.3f", joint.Throughput))
 	}

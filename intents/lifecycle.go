@@ -522,6 +522,14 @@ func (m *Manager) AdaptMoves() int {
 	return m.adaptMoves
 }
 
+// JointMoves is how many intents were moved to make room for detected
+// elephants (see placeJoint).
+func (m *Manager) JointMoves() int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.jointMoves
+}
+
 func (m *Manager) adapt(b *batch, now time.Time) {
 	m.round++
 	// Detected elephants are placed on what reservations leave and are
@@ -544,7 +552,7 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 	}
 	var hots []hot
 	for id, e := range m.all {
-		if e.in.Status.State != models.StateInstalled || !e.pinned || m.round-m.movedAt[id] <= adaptHoldRounds && m.movedAt[id] > 0 {
+		if e.in.Status.State != models.StateInstalled || !e.pinned || m.movedLately(id) {
 			continue
 		}
 		worst := 0.0
@@ -579,6 +587,15 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 		m.obsMu.Lock()
 		observed := m.observed[e.in.ID]
 		m.obsMu.Unlock()
+		if observed <= 0 {
+			// Its own rate is not known (not read since it last moved,
+			// or it sends nothing): its traffic on a candidate path
+			// cannot be counted, and every path beside another's flow
+			// would look cooler than its own. (Seen: an intent sending
+			// at line rate moved every time its hold ran out, onto a
+			// detected elephant's link.)
+			continue
+		}
 		perFlow := observed / float64(max(len(e.flows), 1))
 		flows, status := e.flows, e.in.Status.Flows
 		m.unpinNow(e)
@@ -637,15 +654,48 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 		for _, sw := range e.switches {
 			b.touched[sw] = true
 		}
-		m.movedAt[e.in.ID] = m.round
+		m.markMoved(b, e.in.ID)
 		moves++
 		m.setState(b, e, models.StateAdmitted, fmt.Sprintf("moved off a link measured at %.0f%% to a cooler path", 100*h.worst), now)
-		b.undo = append(b.undo, func() { delete(m.movedAt, e.in.ID) })
 	}
 	if moves > 0 {
 		m.adaptMoves += moves
 		b.undo = append(b.undo, func() { m.adaptMoves -= moves })
 		m.log.Info("intents moved off links measured hot", "intents", moves, "hot", len(hots))
+	}
+}
+
+// movedLately says an intent moved off a hot link in the last
+// adaptHoldRounds rounds, or to make room for detected elephants in the
+// last jointHoldRounds placement rounds: it sits out both movers. Each
+// holding only for its own moves, they moved an intent that sent more
+// than it reserved back and forth in turn, the one before its rate on
+// the new path was measured again.
+func (m *Manager) movedLately(id string) bool {
+	if at, ok := m.movedAt[id]; ok && m.round-at <= adaptHoldRounds {
+		return true
+	}
+	at, ok := m.jointMovedAt[id]
+	return ok && m.detectedRounds-at < jointHoldRounds
+}
+
+// markMoved starts an intent's hold-down (see movedLately), undone with
+// the batch.
+func (m *Manager) markMoved(b *batch, id string) {
+	adaptAt, hadAdapt := m.movedAt[id]
+	jointAt, hadJoint := m.jointMovedAt[id]
+	m.movedAt[id], m.jointMovedAt[id] = m.round, m.detectedRounds
+	b.undo = append(b.undo, func() {
+		restoreRound(m.movedAt, id, adaptAt, hadAdapt)
+		restoreRound(m.jointMovedAt, id, jointAt, hadJoint)
+	})
+}
+
+func restoreRound(rounds map[string]int, id string, at int, had bool) {
+	if had {
+		rounds[id] = at
+	} else {
+		delete(rounds, id)
 	}
 }
 

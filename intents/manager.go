@@ -327,8 +327,9 @@ type Manager struct {
 	detectedAt      time.Time
 	restoreDetected bool
 	restoredUntil   time.Time // kept elephants stay pinned until then
-	// adaptMoves counts intents moved off links measured hot (adapt).
-	adaptMoves int
+	// adaptMoves counts intents moved off links measured hot (adapt);
+	// jointMoves, intents moved to make room for detected elephants.
+	adaptMoves, jointMoves int
 
 	// finished are each tenant's Rejected and Failed records, oldest
 	// first (IDs; one may since have changed or gone: it is skipped), to

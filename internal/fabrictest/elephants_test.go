@@ -101,6 +101,27 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 		}
 		return ratio() >= 0.95
 	})
+	// The declared flow sends 100 Gb/s on a 40 Gb/s reservation: the
+	// intent and the elephants settle (15 placement rounds in a row
+	// without an intent moving), rather than move it off the link its
+	// excess makes hot and back to make room for them in turn.
+	intentMoves := func() int { return h.Intents.AdaptMoves() + h.Intents.JointMoves() }
+	quiet, last := 0, intentMoves()
+	for rounds := 0; quiet < 15; rounds++ {
+		if rounds == 90 {
+			t.Fatalf("the intent moved %d times in 90 placement rounds, last %d rounds ago: it should settle", intentMoves(), quiet)
+		}
+		round := h.Intents.DetectedRounds()
+		h.Eventually(t, 30*time.Second, "a placement round", func() bool { return h.Intents.DetectedRounds() > round })
+		if n := intentMoves(); n != last {
+			quiet, last = 0, n
+		} else {
+			quiet++
+		}
+	}
+	if r := ratio(); r < 0.95 {
+		t.Errorf("throughput ratio %.2f once the intent settled, want 0.95", r)
+	}
 
 	// The workload stops: the flows fade, their pins go (the intent's stay).
 	if err := h.Fabric.StopWorkload(id); err != nil {

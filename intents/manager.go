@@ -279,8 +279,8 @@ type Manager struct {
 	touched    map[models.SwitchID]bool
 	retry      bool // capacity was freed: retry Pending and Degraded
 	loaded     bool
-	// movedAt is the adapt round each intent last moved in (hold-down);
-	// round counts adapt rounds.
+	// movedAt is the adapt round each intent last moved in, by either
+	// mover (hold-down, see movedLately); round counts adapt rounds.
 	movedAt  map[string]int
 	round    int
 	adaptDue bool
@@ -303,8 +303,8 @@ type Manager struct {
 	// overcommitted counts batches that left the ledger over capacity.
 	overcommitted int
 	// detectedRounds counts placement rounds of detected elephants;
-	// jointMovedAt is the round each intent last moved to make room for
-	// them (see placeJoint).
+	// jointMovedAt is the one each intent last moved in, by either mover
+	// (see movedLately).
 	detectedRounds int
 	jointMovedAt   map[string]int
 	// detectedQuality is the last placement of detected elephants.

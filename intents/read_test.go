@@ -2,6 +2,7 @@ package intents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -175,5 +176,56 @@ func TestObserveReadsSwitchesTogether(t *testing.T) {
 			case <-poll.C:
 			}
 		}
+	}
+}
+
+// failingReader answers no pin counter read, and counts them.
+type failingReader struct{ reads atomic.Int64 }
+
+func (r *failingReader) ReadPinCounters(context.Context, models.SwitchID, []models.FlowKey) (map[models.FlowKey]uint64, error) {
+	r.reads.Add(1)
+	return nil, errors.New("unavailable")
+}
+
+// TestUnreadIntentHasNoRate: an intent whose switch does not answer has
+// no observed rate, rather than one of 0 Gb/s (the hot-link mover does
+// not move an intent whose own traffic it cannot count, and would count
+// none).
+func TestUnreadIntentHasNoRate(t *testing.T) {
+	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := models.Intent{ID: "i1", Tenant: "t"}
+	in.Status.State = models.StateInstalled
+	in.Status.Flows = []models.FlowStatus{{Path: []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}}}}
+	key := models.FlowKey{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.1.1"), SrcPort: 1000}
+	m.mu.Lock()
+	m.all["i1"] = &entry{in: in, flows: []flow{{key: key}}}
+	m.mu.Unlock()
+	r := &failingReader{}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Observe(ctx, r, 10*time.Millisecond)
+	}()
+	backstop := time.After(time.Minute)
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for r.reads.Load() < 3 {
+		select {
+		case <-backstop:
+			t.Fatal("three reads not tried within a minute")
+		case <-poll.C:
+		}
+	}
+	cancel()
+	<-done
+	m.obsMu.Lock()
+	g, ok := m.observed["i1"]
+	m.obsMu.Unlock()
+	if ok {
+		t.Errorf("an intent whose switch never answered observed at %.1f Gb/s, want no rate", g)
 	}
 }

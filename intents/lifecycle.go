@@ -585,15 +585,16 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 			continue
 		}
 		m.obsMu.Lock()
-		observed := m.observed[e.in.ID]
+		observed, measured := m.observed[e.in.ID]
 		m.obsMu.Unlock()
-		if observed <= 0 {
-			// Its own rate is not known (not read since it last moved,
-			// or it sends nothing): its traffic on a candidate path
-			// cannot be counted, and every path beside another's flow
-			// would look cooler than its own. (Seen: an intent sending
-			// at line rate moved every time its hold ran out, onto a
-			// detected elephant's link.)
+		if !measured {
+			// Its own rate is not known (its counters not read twice
+			// since it last moved, or its switch not answering): its
+			// traffic on a candidate path cannot be counted, and every
+			// path beside another's flow would look cooler than its own.
+			// (Seen: an intent sending at line rate moved every time its
+			// hold ran out, onto a detected elephant's link.) One
+			// measured idle moves: its room is what it will need.
 			continue
 		}
 		perFlow := observed / float64(max(len(e.flows), 1))

@@ -757,6 +757,19 @@ function renderElephants() {
     el.innerHTML = '<p class="hint">None detected.</p>';
     return;
   }
+  // The count, the list and the toggle are made once and then updated in
+  // place: the list is redrawn every poll, and a button replaced under the
+  // pointer between press and release loses the click.
+  let list = document.getElementById('elephant-list');
+  if (!list) {
+    el.innerHTML = '<p id="elephant-count"></p><ul id="elephant-list"></ul>' +
+      '<button type="button" id="elephants-toggle" hidden></button>';
+    list = document.getElementById('elephant-list');
+    document.getElementById('elephants-toggle').addEventListener('click', () => {
+      state.elephantsAll = !state.elephantsAll;
+      renderElephants();
+    });
+  }
   // Biggest first; a long list shows its top ones and a count, so that
   // it does not push the rest of the page away.
   const all = state.elephants.slice().sort((a, b) => b.gbps - a.gbps);
@@ -767,15 +780,12 @@ function renderElephants() {
     return `<li><span class="state state-${e.pinned ? 'Installed' : 'Pending'}">${escapeHTML(where)}</span> ` +
       `${escapeHTML(e.src)} → ${escapeHTML(e.dst)} :${e.src_port} · ${e.gbps.toFixed(1)} Gb/s</li>`;
   });
-  let more = '';
-  if (all.length > ELEPHANTS_SHOWN) {
-    more = `<button type="button" id="elephants-toggle" aria-expanded="${state.elephantsAll}">` +
-      (state.elephantsAll ? `show the top ${ELEPHANTS_SHOWN}` : `show all ${all.length}`) + '</button>';
-  }
-  el.innerHTML = `<p id="elephant-count">${all.length} detected, ${pinned} pinned</p>` +
-    '<ul id="elephant-list">' + rows.join('') + '</ul>' + more;
+  document.getElementById('elephant-count').textContent = `${all.length} detected, ${pinned} pinned`;
+  list.innerHTML = rows.join('');
   const toggle = document.getElementById('elephants-toggle');
-  if (toggle) toggle.addEventListener('click', () => { state.elephantsAll = !state.elephantsAll; renderElephants(); });
+  toggle.hidden = all.length <= ELEPHANTS_SHOWN;
+  toggle.setAttribute('aria-expanded', String(state.elephantsAll));
+  toggle.textContent = state.elephantsAll ? `show the top ${ELEPHANTS_SHOWN}` : `show all ${all.length}`;
 }
 
 async function loadElephants() {

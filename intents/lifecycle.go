@@ -666,38 +666,32 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 	}
 }
 
-// movedLately says an intent moved off a hot link in the last
-// adaptHoldRounds rounds, or to make room for detected elephants in the
-// last jointHoldRounds placement rounds: it sits out both movers. Each
-// holding only for its own moves, they moved an intent that sent more
-// than it reserved back and forth in turn, the one before its rate on
-// the new path was measured again.
+// movedAt is when an intent moved: the adapt round and the detected
+// elephants' placement round.
+type movedAt struct{ round, detectedRound int }
+
+// movedLately says an intent moved, by either mover, in the last
+// adaptHoldRounds adapt rounds or the last jointHoldRounds placement
+// rounds: it sits out both movers. Each holding only for its own moves,
+// they moved an intent that sent more than it reserved back and forth in
+// turn, the one before its rate on the new path was measured again.
 func (m *Manager) movedLately(id string) bool {
-	if at, ok := m.movedAt[id]; ok && m.round-at <= adaptHoldRounds {
-		return true
-	}
-	at, ok := m.jointMovedAt[id]
-	return ok && m.detectedRounds-at < jointHoldRounds
+	at, ok := m.moved[id]
+	return ok && (m.round-at.round <= adaptHoldRounds || m.detectedRounds-at.detectedRound < jointHoldRounds)
 }
 
 // markMoved starts an intent's hold-down (see movedLately), undone with
 // the batch.
 func (m *Manager) markMoved(b *batch, id string) {
-	adaptAt, hadAdapt := m.movedAt[id]
-	jointAt, hadJoint := m.jointMovedAt[id]
-	m.movedAt[id], m.jointMovedAt[id] = m.round, m.detectedRounds
+	prev, had := m.moved[id]
+	m.moved[id] = movedAt{round: m.round, detectedRound: m.detectedRounds}
 	b.undo = append(b.undo, func() {
-		restoreRound(m.movedAt, id, adaptAt, hadAdapt)
-		restoreRound(m.jointMovedAt, id, jointAt, hadJoint)
+		if had {
+			m.moved[id] = prev
+		} else {
+			delete(m.moved, id)
+		}
 	})
-}
-
-func restoreRound(rounds map[string]int, id string, at int, had bool) {
-	if had {
-		rounds[id] = at
-	} else {
-		delete(rounds, id)
-	}
 }
 
 // CreateBatch admits a set of point-to-point intents for one tenant

@@ -279,9 +279,9 @@ type Manager struct {
 	touched    map[models.SwitchID]bool
 	retry      bool // capacity was freed: retry Pending and Degraded
 	loaded     bool
-	// movedAt is the adapt round each intent last moved in, by either
-	// mover (hold-down, see movedLately); round counts adapt rounds.
-	movedAt  map[string]int
+	// moved is when each intent last moved, by either mover (hold-down,
+	// see movedLately); round counts adapt rounds.
+	moved    map[string]movedAt
 	round    int
 	adaptDue bool
 	// needReload is set when a commit failed without saying whether it
@@ -302,11 +302,8 @@ type Manager struct {
 
 	// overcommitted counts batches that left the ledger over capacity.
 	overcommitted int
-	// detectedRounds counts placement rounds of detected elephants;
-	// jointMovedAt is the one each intent last moved in, by either mover
-	// (see movedLately).
+	// detectedRounds counts placement rounds of detected elephants.
 	detectedRounds int
-	jointMovedAt   map[string]int
 	// detectedQuality is the last placement of detected elephants.
 	detectedQuality pathcalc.Placed
 
@@ -383,7 +380,7 @@ func New(cfg Config) (*Manager, error) {
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
 		observed: map[string]float64{}, failures: map[models.SwitchID]string{},
 		refused: map[models.SwitchID]refusal{}, room: map[models.SwitchID]learnedRoom{},
-		movedAt: map[string]int{}, jointMovedAt: map[string]int{}, finished: map[models.TenantName][]string{},
+		moved: map[string]movedAt{}, finished: map[models.TenantName][]string{},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
 	if cfg.Registerer != nil {

@@ -510,7 +510,7 @@ func (b *Book) PlaceJoint(ctx context.Context, movable []Reserved, flows []Deman
 		best, found = j, true
 	}
 	// Reserved flows first, then the best-effort ones over what they leave.
-	headroomed := over(base, nil)
+	headroomed := *b.n
 	headroomed.capacity = make([]float64, len(b.n.capacity))
 	for r, c := range b.n.capacity {
 		headroomed.capacity[r] = math.Max(c*(1-b.headroom)-base[r], 1e-9)

@@ -173,8 +173,8 @@ const (
 // from the flow's last sample to the newest list the leaf sent: a list
 // late in a busy controller's queue delays every flow alike and
 // silences none. When the leaf sends nothing at all, or does not stamp
-// its lists, the controller's clock says, after at least
-// silenceBackstop. Neither rule silences a flow a pin counter measures
+// its lists, the controller's clock says: unheard, the time since the
+// flow was last heard of (lastNews), past at least backstop. Neither rule silences a flow a pin counter measures
 // (measured): its samples can stop for other reasons — a stream that
 // stalled, lists a busy controller or a switch's CPU path dropped, a
 // leaf's lists missing its flows for seconds on a busy machine (seen
@@ -182,14 +182,14 @@ const (
 // counters reading 60-80 Gb/s) — and the counter, read over its own RPC,
 // says whether the flow runs: such a flow goes when that falls under half
 // the threshold, a second or two after it stops. A pinned flow whose
-// counter said it ran but has not been read lately (vouched is when:
-// the reads time out on a starved machine or a slow switch) while its
-// leaf sends nothing has no news either way, and stopping is the less
-// likely: the same stall holds up both. It stays until unreadBackstop
-// after the later of its last sample and that read, not silenceBackstop
-// (seen beside CPU burners: a leaf's pinned flows unpinned together, a
-// dozen times a minute, their pin counters last read seconds before).
-func (e *Elephants) silentLocked(f *sampledFlow, now time.Time, measured bool, vouched time.Time) bool {
+// counter said it ran but has not been read lately (the reads time out
+// on a starved machine or a slow switch) while its leaf sends nothing
+// has no news either way, and stopping is the less likely: the same
+// stall holds up both. It stays until unreadBackstop after the later of
+// its last sample and that read, not silenceBackstop (seen beside CPU
+// burners: a leaf's pinned flows unpinned together, a dozen times a
+// minute, their pin counters last read seconds before).
+func (e *Elephants) silentLocked(f *sampledFlow, measured bool, unheard, backstop time.Duration) bool {
 	if measured || f.samples < e.MinSamples || f.length <= 0 {
 		return false
 	}
@@ -202,8 +202,7 @@ func (e *Elephants) silentLocked(f *sampledFlow, now time.Time, measured bool, v
 	if f.leafTime && e.leafClock[f.leaf].Sub(f.last) > quiet {
 		return true
 	}
-	last, backstop := lastNews(f, vouched)
-	return now.Sub(last) > max(quiet, backstop)
+	return unheard > max(quiet, backstop)
 }
 
 // lastNews is when a flow was last heard of running, and how long
@@ -262,11 +261,13 @@ func (e *Elephants) Detected() []DetectedFlow {
 				g, measured = mg, true
 			}
 		}
-		if last, backstop := lastNews(f, vouched); !measured && now.Sub(last) > max(5*e.Tau, backstop) {
+		last, backstop := lastNews(f, vouched)
+		unheard := now.Sub(last)
+		if !measured && unheard > max(5*e.Tau, backstop) {
 			delete(e.flows, k)
 			continue
 		}
-		if e.silentLocked(f, now, measured, vouched) {
+		if e.silentLocked(f, measured, unheard, backstop) {
 			continue // stopped: its samples stopped coming
 		}
 		if g >= e.Threshold/2 && (measured || f.samples >= e.MinSamples) {

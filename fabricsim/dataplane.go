@@ -276,15 +276,9 @@ func passes(hops []Hop, switches map[models.SwitchID]bool) bool {
 	return false
 }
 
-// later is the later of two times.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-// advanceLocked moves every counter forward to now at the current rates.
+// advanceLocked moves every counter forward to now at the current rates
+// (f.last is the time they are at: now, or later if a read moved them on
+// already).
 func (f *Fabric) advanceLocked(now time.Time) {
 	dt := now.Sub(f.last).Seconds()
 	if dt <= 0 {
@@ -329,8 +323,8 @@ func (f *Fabric) tick(now time.Time) {
 	// time, they would be ahead of their stamp, and a collector would
 	// read a spike, then a dip (seen beside CPU burners: links read at up
 	// to 27 times their capacity, and intents moved off them).
-	now = later(now, f.last)
 	f.advanceLocked(now)
+	now = f.last
 	if f.interval <= sampleEvery {
 		f.sampleSinceLocked(now) // no sampler of its own: see Run
 	}

@@ -38,6 +38,46 @@ func (r *countingReader) times(k models.FlowKey) int {
 	return r.asked[k]
 }
 
+// observing runs m.Observe with r until the test ends; stop ends it
+// sooner (and waits for it).
+func observing(t *testing.T, m *Manager, r PinCounterReader, interval time.Duration) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.Observe(ctx, r, interval)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitUntil polls cond until it holds, failing the test after a minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	backstop := time.After(time.Minute)
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for !cond() {
+		select {
+		case <-backstop:
+			t.Fatalf("%s: not within a minute", what)
+		case <-poll.C:
+		}
+	}
+}
+
+// installIntent adds an installed intent with one flow on path.
+func installIntent(m *Manager, id string, key models.FlowKey, path []models.Endpoint) {
+	in := models.Intent{ID: id, Tenant: "t"}
+	in.Status.State = models.StateInstalled
+	in.Status.Flows = []models.FlowStatus{{Path: path}}
+	m.mu.Lock()
+	m.all[id] = &entry{in: in, flows: []flow{{key: key}}}
+	m.mu.Unlock()
+}
+
 // TestObserveWaitsForTheFirstSweep: until the switches were read back in
 // this term, Observe reads no installed intent's counters (a new leader
 // with 100,000 intents would read as much again, beside the read-back);
@@ -53,42 +93,19 @@ func TestObserveWaitsForTheFirstSweep(t *testing.T) {
 	}
 	path := []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}}
 	intentFlow, elephantFlow := flowKey(1000), flowKey(2000)
-	in := models.Intent{ID: "i1", Tenant: "t"}
-	in.Status.State = models.StateInstalled
-	in.Status.Flows = []models.FlowStatus{{Path: path}}
+	installIntent(m, "i1", intentFlow, path)
 	m.mu.Lock()
-	m.all["i1"] = &entry{in: in, flows: []flow{{key: intentFlow}}}
 	m.elephants[elephantFlow] = &elephant{flow: DetectedFlow{Key: elephantFlow}, path: path}
 	m.mu.Unlock()
 
 	r := &countingReader{asked: map[models.FlowKey]int{}}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Observe(ctx, r, 10*time.Millisecond)
-	}()
-	defer func() { cancel(); <-done }()
-
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		backstop := time.After(time.Minute)
-		poll := time.NewTicker(5 * time.Millisecond)
-		defer poll.Stop()
-		for !cond() {
-			select {
-			case <-backstop:
-				t.Fatalf("%s: not within a minute", what)
-			case <-poll.C:
-			}
-		}
-	}
-	wait("the elephant read five times", func() bool { return r.times(elephantFlow) >= 5 })
+	observing(t, m, r, 10*time.Millisecond)
+	waitUntil(t, "the elephant read five times", func() bool { return r.times(elephantFlow) >= 5 })
 	if n := r.times(intentFlow); n != 0 {
 		t.Fatalf("the intent's counters read %d times before the first sweep was over", n)
 	}
 	swept.Store(true)
-	wait("the intent read once swept", func() bool { return r.times(intentFlow) >= 2 })
+	waitUntil(t, "the intent read once swept", func() bool { return r.times(intentFlow) >= 2 })
 }
 
 // barrierReader answers a round of pin counter reads only once all n
@@ -152,29 +169,14 @@ func TestObserveReadsSwitchesTogether(t *testing.T) {
 	}
 	m.mu.Unlock()
 	r := &barrierReader{n: len(keys), release: make(chan struct{}), counted: map[models.FlowKey]uint64{}}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Observe(ctx, r, time.Second)
-	}()
-	defer func() { cancel(); <-done }()
-	backstop := time.After(time.Minute)
-	poll := time.NewTicker(10 * time.Millisecond)
-	defer poll.Stop()
+	observing(t, m, r, time.Second)
 	for _, k := range keys {
-		for {
-			if g, _, ok := m.MeasuredRate(k); ok {
-				if g <= 0 {
-					t.Fatalf("%v measured at %.1f Gb/s, want its counter's rate", k, g)
-				}
-				break
-			}
-			select {
-			case <-backstop:
-				t.Fatalf("%v not measured within a minute: the switches were not read together", k)
-			case <-poll.C:
-			}
+		waitUntil(t, fmt.Sprintf("%v measured (the switches read together)", k), func() bool {
+			_, _, ok := m.MeasuredRate(k)
+			return ok
+		})
+		if g, _, _ := m.MeasuredRate(k); g <= 0 {
+			t.Fatalf("%v measured at %.1f Gb/s, want its counter's rate", k, g)
 		}
 	}
 }
@@ -196,32 +198,12 @@ func TestUnreadIntentHasNoRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := models.Intent{ID: "i1", Tenant: "t"}
-	in.Status.State = models.StateInstalled
-	in.Status.Flows = []models.FlowStatus{{Path: []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}}}}
 	key := models.FlowKey{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.1.1"), SrcPort: 1000}
-	m.mu.Lock()
-	m.all["i1"] = &entry{in: in, flows: []flow{{key: key}}}
-	m.mu.Unlock()
+	installIntent(m, "i1", key, []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}})
 	r := &failingReader{}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		m.Observe(ctx, r, 10*time.Millisecond)
-	}()
-	backstop := time.After(time.Minute)
-	poll := time.NewTicker(5 * time.Millisecond)
-	defer poll.Stop()
-	for r.reads.Load() < 3 {
-		select {
-		case <-backstop:
-			t.Fatal("three reads not tried within a minute")
-		case <-poll.C:
-		}
-	}
-	cancel()
-	<-done
+	stop := observing(t, m, r, 10*time.Millisecond)
+	waitUntil(t, "three reads tried", func() bool { return r.reads.Load() >= 3 })
+	stop()
 	m.obsMu.Lock()
 	g, ok := m.observed["i1"]
 	m.obsMu.Unlock()

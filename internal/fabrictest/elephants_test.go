@@ -119,9 +119,9 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 			quiet++
 		}
 	}
-	if r := ratio(); r < 0.95 {
-		t.Errorf("throughput ratio %.2f once the intent settled, want 0.95", r)
-	}
+	// The ratio is a reading of the live fabric: waited for, not read
+	// once (beside CPU burners an elephant may be re-pinned just then).
+	h.Eventually(t, 30*time.Second, "throughput ratio 0.95 once the intent settled", func() bool { return ratio() >= 0.95 })
 
 	// The workload stops: the flows fade, their pins go (the intent's stay).
 	if err := h.Fabric.StopWorkload(id); err != nil {

@@ -69,7 +69,7 @@ func (b *Book) resources(src models.Host, path []models.Endpoint) ([]int, bool) 
 		if !ok {
 			return nil, false
 		}
-		if l, isLink := b.n.snap.LinkAt(e); isLink && b.n.down[l.ID()] {
+		if b.n.resDown[r] {
 			return nil, false
 		}
 		out = append(out, r)

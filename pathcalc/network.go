@@ -32,6 +32,9 @@ type network struct {
 	// number of the switch at its far end (-1: a host, or a NIC).
 	swIndex map[models.SwitchID]int
 	resPeer []int
+	// resDown marks the egress resources whose link is down (checking a
+	// stored path is a slice look-up, not a link ID built per hop).
+	resDown []bool
 	byDst   map[models.SwitchID][][]hopIdx
 	// out is every switch's working links by number, on first use (the
 	// next hops toward a destination are those of them one hop nearer).
@@ -99,12 +102,14 @@ func newNetwork(snap *topology.Snapshot, down map[models.LinkID]bool) *network {
 		n.swIndex[sw.Name] = i
 	}
 	n.resPeer = make([]int, len(n.resources))
+	n.resDown = make([]bool, len(n.resources))
 	for r, name := range n.resources {
 		n.resPeer[r] = -1
 		if name.nic != "" {
 			continue
 		}
 		if l, ok := snap.LinkAt(name.egress); ok {
+			n.resDown[r] = down[l.ID()]
 			peer := l.A
 			if l.A == name.egress {
 				peer = l.B

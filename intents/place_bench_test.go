@@ -1,0 +1,102 @@
+package intents
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// BenchmarkPlaceLoaded measures what a new term does before it can decide:
+// placing the intents it loaded (the ledger rebuilt from their stored
+// paths, every switch's pins derived). The intents are admitted by one
+// manager, their records handed to another as etcd would (a takeover's
+// copy); etcd is not involved, so this is the placing alone.
+//
+//	ACCELNET_PLACE_INTENTS=100000 go test ./intents -run '^$' -bench PlaceLoaded -benchtime 5x
+func BenchmarkPlaceLoaded(b *testing.B) {
+	n := 20000
+	if v, err := strconv.Atoi(os.Getenv("ACCELNET_PLACE_INTENTS")); err == nil && v > 0 {
+		n = v
+	}
+	topo, err := topology.Load("fattree:16@100")
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	auth := tenantList{}
+	for i := range 64 {
+		name := models.TenantName(fmt.Sprintf("t%d", i))
+		auth[name] = models.Tenant{Name: name}
+	}
+	first := placedManager(b, snap, auth)
+	hosts := snap.Hosts()
+	stored := make([]models.Intent, 0, n)
+	for i := range n {
+		src, dst := hosts[i%len(hosts)], hosts[(i/len(hosts)+1+i)%len(hosts)]
+		if src.Name == dst.Name {
+			dst = hosts[(i+1)%len(hosts)]
+		}
+		port := uint16(1 + i/len(hosts))
+		tenant := models.TenantName(fmt.Sprintf("t%d", i%64))
+		bt := &batch{m: first, ctx: b.Context(), touched: map[models.SwitchID]bool{}, maxOps: 1 << 20, maxBytes: 1 << 30}
+		out, err := first.decideCreate(bt, CreateRequest{Tenant: tenant, Spec: models.IntentSpec{Name: "b", Src: src.Name, Dst: dst.Name, Gbps: 0.001,
+			SrcPorts: models.PortRange{First: port, Last: port}}}, auth[tenant])
+		if err != nil {
+			b.Fatalf("admitting intent %d: %v", i, err)
+		}
+		in := out.Intent
+		in.Status.State = models.StateInstalled
+		in.Revision = int64(i + 2)
+		stored = append(stored, in)
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		m, err := New(Config{Store: &store.Store{}, Auth: auth})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, in := range stored {
+			m.all[in.ID] = newStoredEntry(in)
+		}
+		m.loaded = true
+		m.SetFabric(snap, nil)
+		bt := &batch{m: m, ctx: b.Context(), touched: map[models.SwitchID]bool{}, maxOps: 1 << 20, maxBytes: 1 << 30}
+		b.StartTimer()
+		m.mu.Lock()
+		m.replanIfDue(bt)
+		m.mu.Unlock()
+		b.StopTimer()
+		if got := len(m.flowOwner); got != n {
+			b.Fatalf("%d of %d intents' flows placed", got, n)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/intent")
+}
+
+// placedManager is a leader's manager without etcd, loaded and placed on
+// snap's fabric, for deciding in memory.
+func placedManager(b *testing.B, snap *topology.Snapshot, auth tenantList) *Manager {
+	m, err := New(Config{Store: &store.Store{}, Auth: auth})
+	if err != nil {
+		b.Fatal(err)
+	}
+	m.loaded = true
+	m.SetFabric(snap, nil)
+	m.mu.Lock()
+	m.replanIfDue(&batch{m: m, ctx: b.Context(), touched: map[models.SwitchID]bool{}, maxOps: 1 << 20, maxBytes: 1 << 30})
+	m.mu.Unlock()
+	if m.book == nil {
+		b.Fatal("no ledger")
+	}
+	return m
+}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -153,8 +154,9 @@ func (m *Manager) Leading() bool {
 	return m.cfg.Leadership == nil || m.cfg.Leadership.Term() != nil
 }
 
-// follow keeps the intents' records current from etcd (for reads) until
-// ctx ends or the role changes, answering decisions with election.ErrNotLeader.
+// follow keeps the intents' records current from etcd (for reads), and
+// placed (followplace.go), until ctx ends or a term of this replica
+// begins, answering decisions with election.ErrNotLeader.
 func (m *Manager) follow(ctx context.Context, changed <-chan struct{}) {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -163,12 +165,33 @@ func (m *Manager) follow(ctx context.Context, changed <-chan struct{}) {
 		defer close(done)
 		_ = m.cfg.Store.Follow(fctx, store.KeyIntents, m.applyFollowed)
 	}()
+	tick := time.NewTicker(followPlaceEvery)
+	defer tick.Stop()
+	var building atomic.Bool
 	for {
 		select {
 		case <-ctx.Done():
 		case <-changed:
+			// Another leader, still following: the copy (and its
+			// placement) stay, rather than be listed again. (The next
+			// change is asked for before the term is looked at, so a
+			// term that begins in between is not missed.)
+			if next := m.cfg.Leadership.Changed(); m.cfg.Leadership.Term() == nil {
+				changed = next
+				continue
+			}
 		case o := <-m.ops:
 			o.done <- opResult{err: election.ErrNotLeader}
+			continue
+		case <-tick.C:
+			// In the background: a term that begins meanwhile is not
+			// held up (the placement, cut short, is not taken in).
+			if building.CompareAndSwap(false, true) {
+				go func() {
+					defer building.Store(false)
+					m.placeFollowed(fctx)
+				}()
+			}
 			continue
 		}
 		break
@@ -177,16 +200,31 @@ func (m *Manager) follow(ctx context.Context, changed <-chan struct{}) {
 	<-done
 }
 
+// followPlaceEvery is how often a follower checks that its copy is
+// placed on the current fabric (placeFollowed).
+const followPlaceEvery = 500 * time.Millisecond
+
 // applyFollowed applies intents listed or watched in etcd to a follower's
-// records. The ledger is not kept: a new term rebuilds it (load).
+// records (and their placement, followplace.go). They are decoded before
+// the lock is taken: at 100,000 intents a listing is seconds of JSON, and
+// the follower's reads wait on the lock.
 func (m *Manager) applyFollowed(kvs []store.KV, reset bool) {
+	changes := m.decodeAll(kvs)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if reset {
-		m.all = map[string]*entry{}
+		m.all = make(map[string]*entry, len(changes))
 		m.mirrored = true
+		m.placedValid = false // placed again from the new listing
+		m.placing = nil       // and a placement being built is of the old one
+	} else if m.placing != nil {
+		*m.placing = append(*m.placing, changes...)
 	}
-	m.apply(m.all, kvs)
+	if m.placedValid && m.placedFor == m.fabricGen {
+		m.followPlacedLocked(changes)
+	} else {
+		apply(m.all, changes)
+	}
 	for _, kv := range kvs {
 		m.followed = max(m.followed, kv.Revision)
 	}
@@ -198,14 +236,40 @@ func (m *Manager) applyFollowed(kvs []store.KV, reset bool) {
 	m.pinsReady = false
 }
 
-// apply writes intents listed or watched in etcd into all: each put
-// decoded as a new entry, each deletion dropped.
-func (m *Manager) apply(all map[string]*entry, kvs []store.KV) {
-	for _, kv := range kvs {
+// change is an intent written (e, decoded) or deleted (e nil) in etcd;
+// one that could not be decoded is skipped (the entry stays as it was).
+type change struct {
+	id   string
+	e    *entry
+	skip bool
+}
+
+// decodeAll decodes intents listed or watched in etcd.
+func (m *Manager) decodeAll(kvs []store.KV) []change {
+	out := make([]change, len(kvs))
+	for i, kv := range kvs {
+		out[i].id = intentID(kv.Key)
 		if kv.Deleted {
-			delete(all, intentID(kv.Key))
-		} else if in, ok := m.decode(kv.Key, kv.Value, kv.Revision); ok {
-			all[in.ID] = newStoredEntry(in)
+			continue
+		}
+		if in, ok := m.decode(kv.Key, kv.Value, kv.Revision); ok {
+			out[i].e = newStoredEntry(in)
+		} else {
+			out[i].skip = true
+		}
+	}
+	return out
+}
+
+// apply writes decoded changes into all.
+func apply(all map[string]*entry, changes []change) {
+	for _, c := range changes {
+		switch {
+		case c.skip:
+		case c.e == nil:
+			delete(all, c.id)
+		default:
+			all[c.id] = c.e
 		}
 	}
 }
@@ -388,7 +452,7 @@ func (m *Manager) failQueued() {
 // load rebuilds the in-memory view from etcd: the intents with their
 // stored paths (re-reserved on the next SetFabric) and idempotency keys.
 func (m *Manager) load(ctx context.Context) error {
-	all, rev, err := m.loadIntents(ctx)
+	all, rev, changes, caughtUp, err := m.loadIntents(ctx)
 	if err != nil {
 		return err
 	}
@@ -398,21 +462,34 @@ func (m *Manager) load(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	// Start from etcd's truth: after a commit whose outcome is unknown,
+	// A follower's placed copy, caught up by etcd's changes since, is
+	// kept: only what changed is placed (followplace.go). Otherwise,
+	// start from etcd's truth: after a commit whose outcome is unknown,
 	// memory may disagree with it either way.
-	m.flowOwner, m.idem, m.idemOf = map[models.FlowKey]string{}, map[string]idemRecord{}, map[string]string{}
-	m.usage, m.awaiting = map[models.TenantName]*tenantUsage{}, map[string]bool{}
-	m.awaitNew, m.awaitingOn, m.touched = map[string]bool{}, map[models.SwitchID]map[string]bool{}, map[models.SwitchID]bool{}
+	keep := caughtUp && m.mirrored && m.placedValid && m.placedFor == m.fabricGen && m.book != nil
+	if keep {
+		m.followPlacedLocked(changes)
+	}
+	m.placedValid = false // the term's own from now on
+	m.idem, m.idemOf = map[string]idemRecord{}, map[string]string{}
+	m.usage, m.touched = map[models.TenantName]*tenantUsage{}, map[models.SwitchID]bool{}
+	if !keep {
+		m.flowOwner, m.awaiting = map[models.FlowKey]string{}, map[string]bool{}
+		m.awaitNew, m.awaitingOn = map[string]bool{}, map[models.SwitchID]map[string]bool{}
+	}
 	m.gen++
 	for sw := range m.pins {
 		m.changes[sw], m.changesBase[sw] = nil, m.gen // reconcilers compare in full once
 	}
-	m.pins, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, nil
+	if !keep {
+		m.pins, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, nil
+		m.all = all
+	}
 	m.keepDetectedLocked()
 	m.needReload = false
 	m.pinsReady = false
-	m.all, m.mirrored = all, false // from now on the leader's own
-	for _, e := range all {
+	m.mirrored = false // from now on the leader's own
+	for _, e := range m.all {
 		if in := e.in; in.Status.State.Live() {
 			u := m.tenantUsage(in.Tenant)
 			u.gbps += in.Spec.TotalGbps()
@@ -428,8 +505,16 @@ func (m *Manager) load(ctx context.Context) error {
 	}
 	m.loaded = true
 	m.finishedDue = true // rebuild the finished records' lists
-	m.fabricGen++        // plan (re-reserve) once a fabric is known
-	m.log.Info("intents loaded", "intents", len(all))
+	if keep && !m.placedAside {
+		// Placed already: Pending and Degraded intents are retried and
+		// kept elephants restored as a replan's end would.
+		m.planned = m.fabricGen
+		m.retry = true
+		m.log.Info("intents loaded, placed as followed", "intents", len(m.all), "changes", len(changes))
+		return nil
+	}
+	m.fabricGen++ // plan (re-reserve) once a fabric is known
+	m.log.Info("intents loaded", "intents", len(m.all), "kept_placed", keep)
 	return nil
 }
 
@@ -441,18 +526,18 @@ func (m *Manager) load(ctx context.Context) error {
 // listing their keys (ListSince) over two: the changes are watched for
 // (Changes) and the copy checked by its count; where that cannot be
 // done, the keys are listed.
-func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, error) {
+func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, []change, bool, error) {
 	m.mu.RLock()
 	mirrored, since, copied := m.mirrored, m.followed, m.all
 	m.mu.RUnlock()
 	if mirrored && since > 0 {
 		changes, rev, count, err := m.cfg.Store.Changes(ctx, store.KeyIntents, since)
 		if err == nil {
-			all := maps.Clone(copied)
-			m.apply(all, changes)
+			all, decoded := maps.Clone(copied), m.decodeAll(changes)
+			apply(all, decoded)
 			if int64(len(all)) == count {
 				m.log.Info("intents caught up from the follower's copy", "intents", len(all), "changes", len(changes))
-				return all, rev, nil
+				return all, rev, decoded, true, nil
 			}
 			m.log.Warn("the follower's copy of the intents, caught up, disagrees with etcd; listing them", "have", len(all), "etcd", count)
 		} else {
@@ -463,7 +548,7 @@ func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, er
 	if mirrored {
 		keys, changed, rev, err := m.cfg.Store.ListSince(ctx, store.KeyIntents, since)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, nil, false, err
 		}
 		fresh := make(map[string]store.KV, len(changed))
 		for _, kv := range changed {
@@ -486,21 +571,21 @@ func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, er
 		}
 		if caughtUp {
 			m.log.Info("intents caught up from the follower's copy", "intents", len(all), "read", len(changed))
-			return all, rev, nil
+			return all, rev, nil, false, nil
 		}
 		m.log.Warn("the follower's copy of the intents disagrees with etcd; reading them all")
 		clear(all)
 	}
 	kvs, rev, err := m.cfg.Store.List(ctx, store.KeyIntents, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, false, err
 	}
 	for _, kv := range kvs {
 		if in, ok := m.decode(kv.Key, kv.Value, kv.Revision); ok {
 			all[in.ID] = newStoredEntry(in)
 		}
 	}
-	return all, rev, nil
+	return all, rev, nil, false, nil
 }
 
 // addUsage changes a tenant's live reservations by gbps over n intents,

@@ -274,7 +274,13 @@ func (m *Manager) remove(b *batch, e *entry) {
 // replanIfDue rebuilds the ledger when the fabric changed (or intents
 // were reloaded), before this batch's decisions see it.
 func (m *Manager) replanIfDue(b *batch) {
-	if !m.loaded || m.fabricGen == m.planned || m.snap == nil {
+	if !m.loaded || m.snap == nil {
+		return
+	}
+	if m.fabricGen == m.planned {
+		// A term that began placed (load kept a follower's placement)
+		// restores its kept elephants here, as a replan's end does.
+		m.restoreDetectedLocked(b)
 		return
 	}
 	prev := m.planned
@@ -329,59 +335,12 @@ func (m *Manager) replan(b *batch, now time.Time) {
 	ids := slices.Sorted(maps.Keys(m.all))
 	for _, id := range ids {
 		e := m.all[id]
-		if e.in.Status.State == models.StateDeleted {
-			if !e.pinned && !m.awaiting[id] { // loaded after a restart: wait for one read-back
-				m.gen++
-				e.gen = m.gen
-				e.switches = e.switches[:0]
-				for _, f := range e.in.Status.Flows {
-					for _, hop := range f.Path {
-						if !slices.Contains(e.switches, hop.Switch) {
-							e.switches = append(e.switches, hop.Switch)
-						}
-					}
-				}
-				m.await(id)
-			}
-			continue
+		switch how, err := m.placeStored(b, e); how {
+		case endpointsGone:
+			m.setState(b, e, models.StateFailed, "endpoints left the fabric: "+err.Error(), now)
+		case pathsGone:
+			moving = append(moving, e)
 		}
-		if !e.in.Status.State.Live() {
-			continue
-		}
-		if e.flows == nil {
-			flows, err := m.resolve(e.in.Tenant, e.in.Spec)
-			if err != nil {
-				m.setState(b, e, models.StateFailed, "endpoints left the fabric: "+err.Error(), now)
-				continue
-			}
-			e.flows = flows
-		}
-		if len(e.in.Status.Flows) == 0 || e.in.Status.Flows[0].Path == nil {
-			continue // nothing reserved (Pending, Degraded)
-		}
-		ok := len(e.in.Status.Flows) == len(e.flows)
-		for i := range e.in.Status.Flows {
-			if !ok || !m.book.Usable(e.flows[i].src, e.in.Status.Flows[i].Path) {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			paths := make([][]models.Endpoint, len(e.in.Status.Flows))
-			for i, f := range e.in.Status.Flows {
-				paths[i] = f.Path
-			}
-			if e.pinned {
-				// Same pins, new ledger: reserve without bumping the generation.
-				for i, f := range e.flows {
-					_ = m.book.Reserve(f.src, paths[i], f.gbps)
-				}
-			} else {
-				m.pin(b, e, paths) // after a restart: pins come back from etcd
-			}
-			continue
-		}
-		moving = append(moving, e)
 	}
 	// Highest priority first, then oldest.
 	slices.SortStableFunc(moving, func(x, y *entry) int { return y.in.Spec.Priority - x.in.Spec.Priority })
@@ -395,6 +354,77 @@ func (m *Manager) replan(b *batch, now time.Time) {
 	}
 	m.retryWaiting(b, now)
 	m.restoreDetectedLocked(b)
+}
+
+// storedPlacement is what placing an intent as stored came to.
+type storedPlacement int
+
+const (
+	// placedAsStored: its stored paths are reserved and pinned, or it
+	// has none to place (not live, Pending, Degraded), or it is Deleted
+	// and waits for a read-back of its switches.
+	placedAsStored storedPlacement = iota
+	// pathsGone: a stored path crosses a link that is down or gone; the
+	// intent is to be placed again (a decision).
+	pathsGone
+	// endpointsGone: its hosts left the fabric; it is to fail (a decision).
+	endpointsGone
+)
+
+// placeStored puts e on the ledger and the switches' pins as it is
+// stored, deciding nothing: what needs a decision is returned for the
+// caller (replan decides; a follower leaves it to the next term).
+func (m *Manager) placeStored(b *batch, e *entry) (storedPlacement, error) {
+	if e.in.Status.State == models.StateDeleted {
+		if !e.pinned && !m.awaiting[e.in.ID] { // loaded after a restart: wait for one read-back
+			m.gen++
+			e.gen = m.gen
+			e.switches = e.switches[:0]
+			for _, f := range e.in.Status.Flows {
+				for _, hop := range f.Path {
+					if !slices.Contains(e.switches, hop.Switch) {
+						e.switches = append(e.switches, hop.Switch)
+					}
+				}
+			}
+			m.await(e.in.ID)
+		}
+		return placedAsStored, nil
+	}
+	if !e.in.Status.State.Live() {
+		return placedAsStored, nil
+	}
+	if e.flows == nil {
+		flows, err := m.resolve(e.in.Tenant, e.in.Spec)
+		if err != nil {
+			return endpointsGone, err
+		}
+		e.flows = flows
+	}
+	if len(e.in.Status.Flows) == 0 || e.in.Status.Flows[0].Path == nil {
+		return placedAsStored, nil // nothing reserved (Pending, Degraded)
+	}
+	if len(e.in.Status.Flows) != len(e.flows) {
+		return pathsGone, nil
+	}
+	for i := range e.in.Status.Flows {
+		if !m.book.Usable(e.flows[i].src, e.in.Status.Flows[i].Path) {
+			return pathsGone, nil
+		}
+	}
+	paths := make([][]models.Endpoint, len(e.in.Status.Flows))
+	for i, f := range e.in.Status.Flows {
+		paths[i] = f.Path
+	}
+	if e.pinned {
+		// Same pins, new ledger: reserve without bumping the generation.
+		for i, f := range e.flows {
+			_ = m.book.Reserve(f.src, paths[i], f.gbps)
+		}
+	} else {
+		m.pin(b, e, paths) // after a restart: pins come back from etcd
+	}
+	return placedAsStored, nil
 }
 
 // sizePins makes each switch's pin map, after a load, as large as the

@@ -299,6 +299,17 @@ type Manager struct {
 	// mirrored: all is a follower's copy of etcd's intents, complete as
 	// of revision followed (a new term's load only catches it up).
 	mirrored bool
+	// A follower keeps its copy placed as a new term would place it
+	// (followPlaced): the ledger, the pins and what awaits a read-back,
+	// on fabric generation placedFor while placedValid. placedAside says
+	// some intent needs a decision (its paths or hosts are gone), which
+	// the new term makes by replanning in full.
+	placedValid bool
+	placedFor   uint64
+	placedAside bool
+	// placing, while a placement is built (placeFollowed), collects what
+	// the follower applies meanwhile; nil otherwise.
+	placing *[]change
 
 	// overcommitted counts batches that left the ledger over capacity.
 	overcommitted int

@@ -117,7 +117,7 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 		}
 		return out
 	}
-	all, _, err := m.loadIntents(ctx)
+	all, _, _, _, err := m.loadIntents(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 	m.mu.Lock()
 	m.all = maps.Clone(copied)
 	m.mu.Unlock()
-	if all, _, err = m.loadIntents(ctx); err != nil || !reflect.DeepEqual(intentsOf(all), want) {
+	if all, _, _, _, err = m.loadIntents(ctx); err != nil || !reflect.DeepEqual(intentsOf(all), want) {
 		t.Fatalf("caught up a second time from the same copy: %d intents, %v", len(all), err)
 	}
 
@@ -152,7 +152,7 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 	m.all = maps.Clone(copied)
 	delete(m.all, "i03")
 	m.mu.Unlock()
-	all, _, err = m.loadIntents(ctx)
+	all, _, _, _, err = m.loadIntents(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +175,7 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 	m.mu.Lock()
 	m.all = maps.Clone(copied)
 	m.mu.Unlock()
-	if all, _, err = m.loadIntents(ctx); err != nil || !reflect.DeepEqual(intentsOf(all), want) {
+	if all, _, _, _, err = m.loadIntents(ctx); err != nil || !reflect.DeepEqual(intentsOf(all), want) {
 		t.Fatalf("caught up after a compaction: %d intents, %v", len(all), err)
 	}
 	if counted.listings != listed+1 {

@@ -193,6 +193,10 @@ func (a *server) ready(c *gin.Context) {
 		body["role"], body["leader"] = "follower", leader
 		if self {
 			body["role"] = "leader"
+		} else if a.opts.Intents != nil {
+			// A follower with its copy of the intents placed takes over
+			// without placing them first (seconds at 100,000 intents).
+			body["intents_placed"] = a.opts.Intents.PlacedForTerm()
 		}
 	}
 	code := http.StatusOK

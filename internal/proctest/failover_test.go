@@ -114,6 +114,9 @@ type readiness struct {
 	Role   string `json:"role"`
 	Leader string `json:"leader"`
 	Reason string `json:"reason"`
+	// IntentsPlaced: a follower's copy of the intents is placed, a term
+	// would begin deciding at once.
+	IntentsPlaced bool `json:"intents_placed"`
 }
 
 func (d *deployment) ready(r *replica) (readiness, error) {
@@ -422,7 +425,16 @@ func BenchmarkFailover(b *testing.B) {
 		firstAcks = append(firstAcks, firstAck)
 		keepLog(b, profiles, fmt.Sprintf("killed-%d-%s.log", i+1, lead.name), lead.proc)
 		d.start(lead)
-		d.waitRole(lead, "follower", 5*time.Minute)
+		restarted := d.waitRole(lead, "follower", 5*time.Minute)
+		// The next takeover is of a follower that has been following
+		// (its copy placed), not of one restarted moments before.
+		placed := proctest.Wait(b, 5*time.Minute, lead.name+"'s intents placed as followed", func() error {
+			if v, err := d.ready(lead); err != nil || !v.IntentsPlaced {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		b.Logf("%s restarted: ready as a follower in %s, its intents placed %s later", lead.name, restarted.Round(time.Millisecond), placed.Round(time.Millisecond))
 	}
 	b.StopTimer()
 	for _, r := range d.replicas {

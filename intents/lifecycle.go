@@ -566,14 +566,20 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 	// re-placed around the intents every second: a link they alone make
 	// hot is no reason to move an intent (the two would chase each other).
 	elephants := m.pinnedLoadLocked(false)
+	// Each port is looked up once a round: 100,000 intents cross a few
+	// thousand ports some 450,000 times.
+	seen := map[models.Endpoint]float64{}
 	util := func(e models.Endpoint) float64 {
+		if u, ok := seen[e]; ok {
+			return u
+		}
 		u, ok := m.cfg.Utilization(e)
 		if !ok {
-			return 0
-		}
-		if c := m.book.Capacity(e); c > 0 {
+			u = 0
+		} else if c := m.book.Capacity(e); c > 0 {
 			u = max(u-elephants[e]/c, 0)
 		}
+		seen[e] = u
 		return u
 	}
 	type hot struct {

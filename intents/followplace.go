@@ -130,5 +130,5 @@ func (m *Manager) followPlacedLocked(changes []change) {
 // scratch is a batch for placing what is stored: nothing in it is
 // committed or undone.
 func (m *Manager) scratch() *batch {
-	return &batch{m: m, touched: map[models.SwitchID]bool{}, maxOps: 1 << 30, maxBytes: 1 << 62}
+	return &batch{m: m, ctx: context.Background(), touched: map[models.SwitchID]bool{}, maxOps: 1 << 30, maxBytes: 1 << 62}
 }

@@ -339,6 +339,18 @@ func BenchmarkFailover(b *testing.B) {
 	seq := 0
 	for i := 0; b.Loop(); i++ {
 		lead, follow := d.leader()
+		// The takeover is of a follower that has been following: its
+		// copy of the intents placed (not one restarted moments before).
+		placed := proctest.Wait(b, 5*time.Minute, follow.name+"'s intents placed as followed", func() error {
+			if v, err := d.ready(follow); err != nil || !v.IntentsPlaced {
+				return errors.New("not yet")
+			}
+			return nil
+		})
+		leadRSS, _ := rss(b, lead.proc.Pid())
+		followRSS, _ := rss(b, follow.proc.Pid())
+		b.Logf("before takeover %d: %s's intents placed (waited %s); RSS leader %d MiB, follower %d MiB", i+1, follow.name,
+			placed.Round(time.Millisecond), leadRSS>>20, followRSS>>20)
 		ctx, stopLoad := context.WithCancel(context.Background())
 		killed := make(chan time.Time, 1)
 		var firstAck time.Duration
@@ -426,15 +438,7 @@ func BenchmarkFailover(b *testing.B) {
 		keepLog(b, profiles, fmt.Sprintf("killed-%d-%s.log", i+1, lead.name), lead.proc)
 		d.start(lead)
 		restarted := d.waitRole(lead, "follower", 5*time.Minute)
-		// The next takeover is of a follower that has been following
-		// (its copy placed), not of one restarted moments before.
-		placed := proctest.Wait(b, 5*time.Minute, lead.name+"'s intents placed as followed", func() error {
-			if v, err := d.ready(lead); err != nil || !v.IntentsPlaced {
-				return errors.New("not yet")
-			}
-			return nil
-		})
-		b.Logf("%s restarted: ready as a follower in %s, its intents placed %s later", lead.name, restarted.Round(time.Millisecond), placed.Round(time.Millisecond))
+		b.Logf("%s restarted: ready as a follower in %s", lead.name, restarted.Round(time.Millisecond))
 	}
 	b.StopTimer()
 	for _, r := range d.replicas {

@@ -27,14 +27,7 @@ import (
 // works replans in full at the term, with the same outcome as a fresh
 // replica's.
 func TestTermBeginsPlacedAsFollowed(t *testing.T) {
-	topo, err := topology.LeafSpine(4, 4, 4, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := leafSpine(t, 4, 4, 4)
 	hosts := snap.Hosts()
 	auth := tenantList{"a": {Name: "a"}, "b": {Name: "b"}}
 	st, _ := storetest.Etcd(t)

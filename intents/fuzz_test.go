@@ -29,14 +29,7 @@ func (l tenantList) MayUse(t models.Tenant, host string) bool {
 // dryRunManager is an intent manager over a small fabric that answers dry
 // runs without etcd: admission logic only.
 func dryRunManager(t testing.TB) *Manager {
-	topo, err := topology.LeafSpine(2, 3, 2, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := leafSpine(t, 2, 3, 2)
 	auth := tenantList{"fuzz": {Name: "fuzz", MaxGbps: 1000, MaxIntents: 10}}
 	m, err := New(Config{Store: &store.Store{}, Auth: auth, FlowPinEntries: 64})
 	if err != nil {
@@ -88,4 +81,18 @@ func FuzzIntentRequest(f *testing.F) {
 			t.Fatalf("a dry run reserved %v Gb/s", g)
 		}
 	})
+}
+
+// leafSpine is a leaf-spine fabric of 100 Gb/s links (topology.LeafSpine).
+func leafSpine(t testing.TB, spines, leaves, hostsPerLeaf int) *topology.Snapshot {
+	t.Helper()
+	topo, err := topology.LeafSpine(spines, leaves, hostsPerLeaf, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
 }

@@ -50,6 +50,12 @@ func NewCluster(t testing.TB, n int) *Cluster {
 	return c
 }
 
+// handedOut are the ports FreeAddr gave out in this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
 // FreeAddr is a loopback address with a port nobody listens on (now).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
@@ -58,14 +64,23 @@ func FreeAddr(t testing.TB) string {
 	// from too: between closing it here and the process binding it, one
 	// of those can take it. Ports below that range are handed out by no
 	// one, so pick one there at random (test processes pick apart).
+	// Nor is one handed out twice in this process: free now is not free
+	// once the caller of an earlier pick binds it (seen: an etcd member's
+	// client port picked equal to another's peer port, not yet bound).
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for range 200 {
 		port := 20000 + rand.IntN(32768-20000)
+		if handedOut.ports[port] {
+			continue
+		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		lis, err := net.Listen("tcp", addr)
 		if err != nil {
 			continue // in use
 		}
 		lis.Close()
+		handedOut.ports[port] = true
 		return addr
 	}
 	t.Fatal("no free port between 20000 and 32767 on 127.0.0.1")

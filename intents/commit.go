@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -167,7 +166,6 @@ func (m *Manager) follow(ctx context.Context, changed <-chan struct{}) {
 	}()
 	tick := time.NewTicker(followPlaceEvery)
 	defer tick.Stop()
-	var building atomic.Bool
 	for {
 		select {
 		case <-ctx.Done():
@@ -185,13 +183,9 @@ func (m *Manager) follow(ctx context.Context, changed <-chan struct{}) {
 			continue
 		case <-tick.C:
 			// In the background: a term that begins meanwhile is not
-			// held up (the placement, cut short, is not taken in).
-			if building.CompareAndSwap(false, true) {
-				go func() {
-					defer building.Store(false)
-					m.placeFollowed(fctx)
-				}()
-			}
+			// held up (the placement, cut short, is not taken in). One
+			// at a time: placeFollowed returns at once while one runs.
+			go m.placeFollowed(fctx)
 			continue
 		}
 		break
@@ -220,7 +214,7 @@ func (m *Manager) applyFollowed(kvs []store.KV, reset bool) {
 	} else if m.placing != nil {
 		*m.placing = append(*m.placing, changes...)
 	}
-	if m.placedValid && m.placedFor == m.fabricGen {
+	if m.placedValid {
 		m.followPlacedLocked(changes)
 	} else {
 		apply(m.all, changes)
@@ -466,7 +460,7 @@ func (m *Manager) load(ctx context.Context) error {
 	// kept: only what changed is placed (followplace.go). Otherwise,
 	// start from etcd's truth: after a commit whose outcome is unknown,
 	// memory may disagree with it either way.
-	keep := caughtUp && m.mirrored && m.placedValid && m.placedFor == m.fabricGen && m.book != nil
+	keep := caughtUp && m.mirrored && m.placedValid
 	if keep {
 		m.followPlacedLocked(changes)
 	}

@@ -27,7 +27,7 @@ import (
 func (m *Manager) PlacedForTerm() bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.placedValid && m.placedFor == m.fabricGen && !m.placedAside
+	return m.placedValid && !m.placedAside
 }
 
 // placeFollowed places a follower's copy on the current fabric if it is
@@ -37,7 +37,7 @@ func (m *Manager) PlacedForTerm() bool {
 // lock, before the placement is taken in.
 func (m *Manager) placeFollowed(ctx context.Context) {
 	m.mu.Lock()
-	if m.term != nil || !m.mirrored || m.snap == nil || m.placing != nil || (m.placedValid && m.placedFor == m.fabricGen) {
+	if m.term != nil || !m.mirrored || m.snap == nil || m.placing != nil || m.placedValid {
 		m.mu.Unlock()
 		return
 	}
@@ -50,7 +50,7 @@ func (m *Manager) placeFollowed(ctx context.Context) {
 	m.mu.Unlock()
 
 	start := time.Now()
-	p.placeFollowedLocked(ctx) // p is this goroutine's alone
+	p.placeAll(ctx) // p is this goroutine's alone
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -67,38 +67,33 @@ func (m *Manager) placeFollowed(ctx context.Context) {
 	m.awaiting, m.awaitNew, m.awaitingOn = p.awaiting, p.awaitNew, p.awaitingOn
 	m.gen = max(m.gen, p.gen)
 	m.changes = map[models.SwitchID][]pinChange{}
-	m.placedValid, m.placedFor, m.placedAside = true, p.fabricGen, p.placedAside
+	m.placedValid, m.placedAside = true, p.placedAside
 	m.log.Info("intents placed as followed, ready for a term", "intents", len(m.all), "aside", p.placedAside,
 		"took", time.Since(start).Round(time.Millisecond), "since", len(*since))
 }
 
-// placeFollowedLocked places every intent of the copy as a new term's
-// replan would, from an empty ledger; cut short (not placed) when ctx
-// ends.
-func (m *Manager) placeFollowedLocked(ctx context.Context) {
+// placeAll places every intent of a fresh manager's copy (placeFollowed's
+// own) as a new term's replan would, from an empty ledger; placedValid
+// says it got through (ctx ending cuts it short).
+func (m *Manager) placeAll(ctx context.Context) {
 	book, err := pathcalc.NewBook(m.snap, m.down, m.cfg.Headroom)
 	if err != nil {
-		m.placedValid = false
 		return
 	}
 	m.book, m.pins, m.flowOwner = book, map[models.SwitchID]map[models.FlowKey]uint32{}, map[models.FlowKey]string{}
 	m.awaiting, m.awaitNew, m.awaitingOn = map[string]bool{}, map[string]bool{}, map[models.SwitchID]map[string]bool{}
 	m.sizePins()
 	b := m.scratch()
-	m.placedAside = false
 	n := 0
 	for _, e := range m.all {
 		if n++; n%4096 == 0 && ctx.Err() != nil {
-			m.placedValid = false
 			return
 		}
-		e.pinned, e.flows = false, nil // resolved again: the fabric may be another
 		if how, _ := m.placeStored(b, e); how != placedAsStored {
 			m.placedAside = true
 		}
 	}
-	clear(m.changes) // a term compares in full first
-	m.placedValid, m.placedFor = true, m.fabricGen
+	m.placedValid = true
 }
 
 // followPlacedLocked applies changes watched in etcd to a placed copy:

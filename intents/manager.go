@@ -300,12 +300,11 @@ type Manager struct {
 	// of revision followed (a new term's load only catches it up).
 	mirrored bool
 	// A follower keeps its copy placed as a new term would place it
-	// (followPlaced): the ledger, the pins and what awaits a read-back,
-	// on fabric generation placedFor while placedValid. placedAside says
-	// some intent needs a decision (its paths or hosts are gone), which
-	// the new term makes by replanning in full.
+	// (followplace.go): the ledger, the pins and what awaits a read-back,
+	// on the current fabric while placedValid (SetFabric clears it).
+	// placedAside says some intent needs a decision (its paths or hosts
+	// are gone), which the new term makes by replanning in full.
 	placedValid bool
-	placedFor   uint64
 	placedAside bool
 	// placing, while a placement is built (placeFollowed), collects what
 	// the follower applies meanwhile; nil otherwise.
@@ -588,6 +587,7 @@ func (m *Manager) SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool
 	m.mu.Lock()
 	m.snap, m.down = snap, maps.Clone(down)
 	m.fabricGen++
+	m.placedValid = false // a follower places its copy again
 	m.mu.Unlock()
 	m.wake()
 }

@@ -29,17 +29,27 @@ func (l tenantList) MayUse(t models.Tenant, host string) bool {
 // dryRunManager is an intent manager over a small fabric that answers dry
 // runs without etcd: admission logic only.
 func dryRunManager(t testing.TB) *Manager {
-	snap := leafSpine(t, 2, 3, 2)
 	auth := tenantList{"fuzz": {Name: "fuzz", MaxGbps: 1000, MaxIntents: 10}}
-	m, err := New(Config{Store: &store.Store{}, Auth: auth, FlowPinEntries: 64})
+	return placedManager(t, Config{Auth: auth, FlowPinEntries: 64}, leafSpine(t, 2, 3, 2))
+}
+
+// placedManager is a leader's manager without etcd, loaded and placed on
+// snap's fabric, for deciding in memory.
+func placedManager(t testing.TB, cfg Config, snap *topology.Snapshot) *Manager {
+	t.Helper()
+	cfg.Store = &store.Store{}
+	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.loaded = true
 	m.SetFabric(snap, nil)
 	m.mu.Lock()
-	m.replanIfDue(&batch{m: m, ctx: t.Context(), touched: map[models.SwitchID]bool{}, maxOps: 1 << 20, maxBytes: 1 << 30})
+	m.replanIfDue(m.scratch())
 	m.mu.Unlock()
+	if m.book == nil {
+		t.Fatal("no ledger")
+	}
 	return m
 }
 

@@ -38,7 +38,7 @@ func BenchmarkPlaceLoaded(b *testing.B) {
 		name := models.TenantName(fmt.Sprintf("t%d", i))
 		auth[name] = models.Tenant{Name: name}
 	}
-	first := placedManager(b, snap, auth)
+	first := placedManager(b, Config{Auth: auth}, snap)
 	hosts := snap.Hosts()
 	stored := make([]models.Intent, 0, n)
 	for i := range n {
@@ -89,22 +89,4 @@ func BenchmarkPlaceLoaded(b *testing.B) {
 		b.StartTimer()
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/intent")
-}
-
-// placedManager is a leader's manager without etcd, loaded and placed on
-// snap's fabric, for deciding in memory.
-func placedManager(b *testing.B, snap *topology.Snapshot, auth tenantList) *Manager {
-	m, err := New(Config{Store: &store.Store{}, Auth: auth})
-	if err != nil {
-		b.Fatal(err)
-	}
-	m.loaded = true
-	m.SetFabric(snap, nil)
-	m.mu.Lock()
-	m.replanIfDue(m.scratch())
-	m.mu.Unlock()
-	if m.book == nil {
-		b.Fatal("no ledger")
-	}
-	return m
 }

@@ -174,8 +174,9 @@ const (
 // late in a busy controller's queue delays every flow alike and
 // silences none. When the leaf sends nothing at all, or does not stamp
 // its lists, the controller's clock says: unheard, the time since the
-// flow was last heard of (lastNews), past at least backstop. Neither rule silences a flow a pin counter measures
-// (measured): its samples can stop for other reasons — a stream that
+// flow was last heard of (lastNews), past at least backstop. Neither
+// rule silences a flow a pin counter measures (measured): its samples
+// can stop for other reasons — a stream that
 // stalled, lists a busy controller or a switch's CPU path dropped, a
 // leaf's lists missing its flows for seconds on a busy machine (seen
 // beside CPU burners: every pinned flow of a leaf silenced at once, their

@@ -272,11 +272,22 @@ func TestKill9Failover(t *testing.T) {
 	tok := d.tenantToken(follow, "ml")
 	ids := d.createN(follow, tok, "before", 6)
 	proctest.Wait(t, 20*time.Second, "intents installed", func() error { return d.installed(follow, tok, ids) })
+	// The follower places its copy of the intents as it follows, and
+	// says so; its term then keeps that placement.
+	proctest.Wait(t, time.Minute, "the follower's intents placed (/readyz)", func() error {
+		if v, err := d.ready(follow); err != nil || !v.IntentsPlaced {
+			return fmt.Errorf("not yet: %+v %v", v, err)
+		}
+		return nil
+	})
 	writes := d.switchWrites()
 
 	lead.proc.Kill()
 	took := d.waitRole(follow, "leader", 20*time.Second)
 	t.Logf("SIGKILL → the follower leads with every switch read back in %v (lease TTL 1s)", took.Round(time.Millisecond))
+	if !strings.Contains(follow.proc.Log(), "intents loaded, placed as followed") {
+		t.Error("the new leader placed its intents again instead of keeping the placement it made as a follower")
+	}
 	if w := d.switchWrites(); w != writes {
 		t.Errorf("takeover of correct switches wrote %d times", w-writes)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"maps"
@@ -969,4 +970,56 @@ func TestGNMIAsIndependentClientsUseIt(t *testing.T) {
 // schema, as a real target would before accepting or serving it.
 func validateOC(p *gnmipb.Path, v *gnmipb.TypedValue) error {
 	return ytypes.SetNode(oc.SchemaTree["Device"], &oc.Device{}, p, v, &ytypes.InitMissingElements{})
+}
+
+// TestDecodeConfigAsFromTheRoot: Set checks and decodes a value from the
+// interface's config container; that must accept, refuse and decode
+// exactly what the schema checked from the device's root does.
+func TestDecodeConfigAsFromTheRoot(t *testing.T) {
+	js := func(s string) *gnmipb.TypedValue {
+		return &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: []byte(s)}}
+	}
+	values := []*gnmipb.TypedValue{
+		boolVal(true), boolVal(false), uintVal(0), uintVal(68), uintVal(9000), uintVal(65535), uintVal(65536),
+		{Value: &gnmipb.TypedValue_IntVal{IntVal: 4200}}, {Value: &gnmipb.TypedValue_IntVal{IntVal: -1}},
+		strVal(""), strVal("uplink to spine1"), strVal("jumbo"), strVal("true"),
+		{Value: &gnmipb.TypedValue_FloatVal{FloatVal: 1.5}}, {Value: &gnmipb.TypedValue_BytesVal{BytesVal: []byte("x")}},
+		js("true"), js("4100"), js(`"4100"`), js(`"a description"`), js("70000"), js("{}"), js("not json"),
+		js(`{"mtu": 9000, "enabled": false, "description": "to spine1"}`),
+		js(`{"openconfig-interfaces:mtu": 1500}`), js(`{"mtu": 70000}`), js(`{"mtu": "9000"}`),
+		js(`{"nosuch": 1}`), js(`{"enabled": "yes"}`), js(`{"name": "eth2", "type": "iana-if-type:ethernetCsmacd"}`),
+		{},
+	}
+	accepted := 0
+	for _, leaf := range []string{"enabled", "mtu", "description", "name", "type", "loopback-mode", ""} {
+		for _, v := range values {
+			path := interfacePath("eth2", "config", leaf)
+			if leaf == "" {
+				path = interfacePath("eth2", "config")
+			}
+			dev := &oc.Device{}
+			rootErr := ytypes.SetNode(oc.SchemaTree["Device"], dev, path, v, &ytypes.InitMissingElements{})
+			got, err := decodeConfig(path.GetElem()[3:], v)
+			if (err == nil) != (rootErr == nil) {
+				t.Errorf("%s = %v: from the container %v, from the root %v", leaf, v, err, rootErr)
+				continue
+			}
+			if err != nil {
+				continue
+			}
+			accepted++
+			want := dev.GetInterfaces().GetInterface("eth2").GetConfig()
+			if want == nil {
+				want = &oc.OpenconfigInterfaces_Interfaces_Interface_Config{}
+			}
+			if !reflect.DeepEqual(want, got) {
+				w, _ := json.Marshal(want)
+				g, _ := json.Marshal(got)
+				t.Errorf("%s = %v decoded as %s from the container, %s from the root", leaf, v, g, w)
+			}
+		}
+	}
+	if accepted < 10 {
+		t.Fatalf("only %d values accepted: the comparison says little", accepted)
+	}
 }

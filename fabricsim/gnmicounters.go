@@ -46,7 +46,7 @@ func (g *gnmiServer) counterNotifications(elems []string) []*gnmipb.Notification
 	smp := g.counters
 	var out []*gnmipb.Notification
 	for j, port := range smp.ports {
-		for i, addr := range g.leafAddrs(port) {
+		for i, addr := range leafAddrs(port) {
 			value := publishedLeaves[i].counter
 			if value == nil || !matches(elems, addr.elems) {
 				continue

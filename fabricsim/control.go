@@ -343,8 +343,12 @@ func (f *Fabric) Writes(since time.Time) WriteTimes {
 	return out
 }
 
-// Stats are dataplane figures.
+// Stats are dataplane figures, and whether the switches serve yet.
 type Stats struct {
+	// Up: every switch has published its initial state and serves
+	// P4Runtime and gNMI (a k=48 fat-tree takes seconds after the
+	// control API answers).
+	Up                bool    `json:"up"`
 	Flows             int     `json:"flows"`
 	Recomputes        int     `json:"recomputes"`
 	LastRecomputeMS   float64 `json:"last_recompute_ms"`
@@ -355,7 +359,13 @@ type Stats struct {
 func (f *Fabric) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return Stats{Flows: len(f.flows), Recomputes: f.stats.recomputes,
+	up := false
+	select {
+	case <-f.ready:
+		up = true
+	default:
+	}
+	return Stats{Up: up, Flows: len(f.flows), Recomputes: f.stats.recomputes,
 		LastRecomputeMS: float64(f.stats.lastRecompute.Microseconds()) / 1000, LastRetracedFlows: f.stats.lastRetraced}
 }
 

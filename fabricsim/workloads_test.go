@@ -2,12 +2,14 @@ package fabricsim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
@@ -200,5 +202,47 @@ func TestControlAPI(t *testing.T) {
 	}
 	if len(f.Flows()) != 0 {
 		t.Error("bad requests added flows")
+	}
+}
+
+// TestStatsSayWhenSwitchesServe: the control API answers before the
+// switches serve (a large fabric publishes its initial state first);
+// /sim/v1/stats says which.
+func TestStatsSayWhenSwitchesServe(t *testing.T) {
+	topo, _ := topology.LeafSpine(1, 1, 1, 100)
+	f, err := New(Options{Topology: topo, CounterInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(f.Handler())
+	defer srv.Close()
+	up := func() bool {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/sim/v1/stats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var st Stats
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Up
+	}
+	if up() {
+		t.Fatal("stats say up before the fabric runs")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	<-f.Ready()
+	if !up() {
+		t.Fatal("stats do not say up once the switches serve")
 	}
 }

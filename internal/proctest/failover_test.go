@@ -79,10 +79,7 @@ func deployWith(t testing.TB, fabric string, replicas int, s setup) *deployment 
 	within := cmp.Or(s.startWithin, 30*time.Second)
 	d.sim = proctest.Start(t, "fabricsim", proctest.Bin(t, "fabricsim"), append([]string{"-topology", fabric, "-http-addr", d.simAPI,
 		"-out", d.topoFile, "-log-dir", filepath.Join(dir, "logs")}, s.simArgs...)...)
-	proctest.Wait(t, within, "fabricsim's control API", func() error {
-		_, err := proctest.Call(context.Background(), nil, "GET", "http://"+d.simAPI+"/sim/v1/switches", "", nil, nil)
-		return err
-	})
+	proctest.WaitFabricUp(t, within, d.simAPI)
 	for i := range replicas {
 		r := &replica{name: fmt.Sprintf("accelnet-%d", i+1), addr: fabrictest.FreeAddr(t), dataDir: filepath.Join(dir, fmt.Sprintf("replica%d", i+1)), https: s.https}
 		d.replicas = append(d.replicas, r)

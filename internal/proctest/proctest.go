@@ -6,6 +6,7 @@ package proctest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -176,6 +177,24 @@ func Wait(t testing.TB, timeout time.Duration, what string, cond func() error) t
 		}
 		<-tick.C
 	}
+}
+
+// WaitFabricUp waits until fabricsim's control API at api (host:port)
+// says its switches serve, and returns how long that took.
+func WaitFabricUp(t testing.TB, timeout time.Duration, api string) time.Duration {
+	t.Helper()
+	return Wait(t, timeout, "fabricsim's switches up", func() error {
+		var st struct {
+			Up bool `json:"up"`
+		}
+		if _, err := Call(context.Background(), nil, "GET", "http://"+api+"/sim/v1/stats", "", nil, &st); err != nil {
+			return err
+		}
+		if !st.Up {
+			return errors.New("the control API answers; the switches are not up yet")
+		}
+		return nil
+	})
 }
 
 // DefaultClient is what Call uses when given none.

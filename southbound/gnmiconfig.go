@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
@@ -17,8 +18,13 @@ import (
 )
 
 // GNMIConfig reads and writes interface configuration over gNMI Get and
-// Set (OpenConfig /interfaces/interface[name]/config), one short-lived
-// connection per call: configuration changes rarely.
+// Set (OpenConfig /interfaces/interface[name]/config), and reads LLDP
+// neighbours, over one connection per switch kept between calls: a
+// controller reads every switch's configuration at each resync and its
+// neighbours every few seconds, and a connection per call cost a TCP and
+// HTTP/2 (and TLS) handshake at both ends each time. A call that fails
+// for want of the switch drops its connection, so the next one dials
+// afresh rather than waiting out gRPC's reconnect backoff.
 type GNMIConfig struct {
 	// Resolve finds a switch's gNMI address.
 	Resolve func(models.SwitchID) (models.Switch, error)
@@ -29,6 +35,29 @@ type GNMIConfig struct {
 	// master arbitration once arbitrate is set.
 	election  atomic.Uint64
 	arbitrate atomic.Bool
+
+	mu    sync.Mutex
+	conns map[models.SwitchID]*gnmiConn
+}
+
+// gnmiConn is a switch's connection and what was learnt on it of the
+// target: the encoding its Capabilities offer, whether it answers a Get
+// of the config leaves.
+type gnmiConn struct {
+	addr string
+	cc   *grpc.ClientConn
+
+	once sync.Once
+	enc  gnmipb.Encoding
+	// wholeTree: the target refused a Get of the config leaves alone, so
+	// GetConfig asks for the whole interfaces subtree.
+	wholeTree atomic.Bool
+}
+
+// encoding returns the encoding negotiated on the connection's first ask.
+func (c *gnmiConn) encoding(ctx context.Context) gnmipb.Encoding {
+	c.once.Do(func() { c.enc = negotiateEncoding(ctx, c.cc) })
+	return c.enc
 }
 
 // SetElectionID sets the election ID sent with every Set as gNMI master
@@ -41,7 +70,9 @@ func (g *GNMIConfig) SetElectionID(id uint64) {
 	g.arbitrate.Store(true)
 }
 
-func (g *GNMIConfig) dial(id models.SwitchID) (*grpc.ClientConn, models.Switch, error) {
+// conn returns the switch's connection, dialing one if it has none or
+// its address changed.
+func (g *GNMIConfig) conn(id models.SwitchID) (*gnmiConn, models.Switch, error) {
 	sw, err := g.Resolve(id)
 	if err != nil {
 		return nil, sw, err
@@ -49,11 +80,51 @@ func (g *GNMIConfig) dial(id models.SwitchID) (*grpc.ClientConn, models.Switch, 
 	if sw.GNMIAddr == "" {
 		return nil, sw, fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, id)
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c := g.conns[id]; c != nil {
+		if c.addr == sw.GNMIAddr {
+			return c, sw, nil
+		}
+		c.cc.Close()
+		delete(g.conns, id)
+	}
 	cc, err := grpc.NewClient(sw.GNMIAddr, g.Dialer.Options("gnmi")...)
 	if err != nil {
 		return nil, sw, fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, id, err)
 	}
-	return cc, sw, nil
+	if g.conns == nil {
+		g.conns = map[models.SwitchID]*gnmiConn{}
+	}
+	c := &gnmiConn{addr: sw.GNMIAddr, cc: cc}
+	g.conns[id] = c
+	return c, sw, nil
+}
+
+// done drops c if err says the switch could not be reached (or did not
+// answer in time): the next call dials again.
+func (g *GNMIConfig) done(id models.SwitchID, c *gnmiConn, err error) {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+	default:
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.conns[id] == c {
+		c.cc.Close()
+		delete(g.conns, id)
+	}
+}
+
+// Close closes every switch's connection; a later call dials again.
+func (g *GNMIConfig) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for id, c := range g.conns {
+		c.cc.Close()
+		delete(g.conns, id)
+	}
 }
 
 // GetConfig returns every interface's managed configuration by port. It
@@ -62,27 +133,33 @@ func (g *GNMIConfig) dial(id models.SwitchID) (*grpc.ClientConn, models.Switch, 
 // wildcard keys) is asked for the whole /interfaces subtree in the
 // encoding its Capabilities offer instead.
 func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uint32]models.InterfaceConfig, error) {
-	cc, sw, err := g.dial(id)
+	c, sw, err := g.conn(id)
 	if err != nil {
 		return nil, err
 	}
-	defer cc.Close()
-	client := gnmipb.NewGNMIClient(cc)
-	resp, err := client.Get(ctx, &gnmipb.GetRequest{
-		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
-		Path:     []*gnmipb.Path{ocpath.InterfaceConfig("*", "")},
-		Type:     gnmipb.GetRequest_CONFIG,
-		Encoding: gnmipb.Encoding_PROTO,
-	})
-	if c := status.Code(err); c == codes.Unimplemented || c == codes.InvalidArgument || c == codes.NotFound {
+	client := gnmipb.NewGNMIClient(c.cc)
+	var resp *gnmipb.GetResponse
+	if !c.wholeTree.Load() {
+		resp, err = client.Get(ctx, &gnmipb.GetRequest{
+			Prefix:   &gnmipb.Path{Target: string(sw.Name)},
+			Path:     []*gnmipb.Path{ocpath.InterfaceConfig("*", "")},
+			Type:     gnmipb.GetRequest_CONFIG,
+			Encoding: gnmipb.Encoding_PROTO,
+		})
+		if code := status.Code(err); code == codes.Unimplemented || code == codes.InvalidArgument || code == codes.NotFound {
+			c.wholeTree.Store(true) // asked again only on a new connection
+		}
+	}
+	if c.wholeTree.Load() {
 		resp, err = client.Get(ctx, &gnmipb.GetRequest{
 			Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 			Path:     []*gnmipb.Path{{Elem: []*gnmipb.PathElem{{Name: "interfaces"}}}},
 			Type:     gnmipb.GetRequest_ALL,
-			Encoding: negotiateEncoding(ctx, cc),
+			Encoding: c.encoding(ctx),
 		})
 	}
 	if err != nil {
+		g.done(id, c, err)
 		return nil, mapStatus("gnmi get config of "+string(id), err)
 	}
 	out := map[uint32]models.InterfaceConfig{}
@@ -126,21 +203,21 @@ var ErrNoLLDP = errors.New("no LLDP state served")
 // port's neighbours as the switch's own LLDP agent saw them. A target
 // that does not serve the model answers ErrNoLLDP.
 func (g *GNMIConfig) LLDPNeighbors(ctx context.Context, id models.SwitchID) (map[uint32][]LLDPNeighbor, error) {
-	cc, sw, err := g.dial(id)
+	c, sw, err := g.conn(id)
 	if err != nil {
 		return nil, err
 	}
-	defer cc.Close()
-	resp, err := gnmipb.NewGNMIClient(cc).Get(ctx, &gnmipb.GetRequest{
+	resp, err := gnmipb.NewGNMIClient(c.cc).Get(ctx, &gnmipb.GetRequest{
 		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 		Path:     []*gnmipb.Path{{Elem: []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"}}}},
 		Type:     gnmipb.GetRequest_STATE,
-		Encoding: negotiateEncoding(ctx, cc),
+		Encoding: c.encoding(ctx),
 	})
 	if c := status.Code(err); c == codes.NotFound || c == codes.Unimplemented || c == codes.InvalidArgument {
 		return nil, fmt.Errorf("%w by %s: %v", ErrNoLLDP, id, err)
 	}
 	if err != nil {
+		g.done(id, c, err)
 		return nil, mapStatus("gnmi get lldp of "+string(id), err)
 	}
 	type key struct {
@@ -197,11 +274,10 @@ func (g *GNMIConfig) SetConfig(ctx context.Context, id models.SwitchID, ports ma
 			Role: &gnmi_ext.Role{Id: "accelnet"}, ElectionId: &gnmi_ext.Uint128{Low: eid},
 		}}})
 	}
-	cc, sw, err := g.dial(id)
+	c, sw, err := g.conn(id)
 	if err != nil {
 		return err
 	}
-	defer cc.Close()
 	req := &gnmipb.SetRequest{Prefix: &gnmipb.Path{Target: string(sw.Name)}, Extension: ext}
 	for port, c := range ports {
 		name := models.InterfaceName(port)
@@ -211,7 +287,8 @@ func (g *GNMIConfig) SetConfig(ctx context.Context, id models.SwitchID, ports ma
 			&gnmipb.Update{Path: ocpath.InterfaceConfig(name, "description"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: c.Description}}},
 		)
 	}
-	if _, err := gnmipb.NewGNMIClient(cc).Set(ctx, req); err != nil {
+	if _, err := gnmipb.NewGNMIClient(c.cc).Set(ctx, req); err != nil {
+		g.done(id, c, err)
 		return mapStatus("gnmi set config of "+string(id), err)
 	}
 	return nil

@@ -80,6 +80,7 @@ func TestGNXITarget(t *testing.T) {
 			t.Fatal(err)
 		}
 		g := &southbound.GNMIConfig{Resolve: func(models.SwitchID) (models.Switch, error) { return sw, nil }, Dialer: &southbound.Dialer{TLS: noCert}}
+		defer g.Close()
 		if _, err := g.GetConfig(ctx, sw.Name); !errors.Is(err, southbound.ErrUnavailable) {
 			t.Errorf("get config without a client certificate: %v, want unavailable", err)
 		}
@@ -169,6 +170,7 @@ func TestGNXITarget(t *testing.T) {
 			Resolve: func(models.SwitchID) (models.Switch, error) { return sw, nil },
 			Dialer:  dialer,
 		}
+		defer g.Close()
 		g.SetElectionID(7)
 		got, err := g.GetConfig(ctx, sw.Name)
 		if err != nil {

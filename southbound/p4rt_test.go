@@ -203,6 +203,7 @@ func TestGNMIMasterArbitration(t *testing.T) {
 	ctx := context.Background()
 	cfg := func(id uint64) *southbound.GNMIConfig {
 		g := &southbound.GNMIConfig{Resolve: resolver(f.Topology())}
+		t.Cleanup(g.Close)
 		g.SetElectionID(id)
 		return g
 	}

@@ -503,6 +503,7 @@ func TestInterfaceConfigPushed(t *testing.T) {
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	snap, _ := h.Controller.Snapshot()
 	gc := &southbound.GNMIConfig{Resolve: snap.Switch}
+	t.Cleanup(gc.Close)
 	ctx := context.Background()
 	h.Eventually(t, 10*time.Second, "leaf1's ports configured", func() bool {
 		got, err := gc.GetConfig(ctx, "leaf1")

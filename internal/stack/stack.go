@@ -178,7 +178,8 @@ type Stack struct {
 
 	log             *slog.Logger
 	observeInterval time.Duration
-	stopAPI         chan struct{} // closed when Run ends (or at Close), to end the API's open streams and sampling
+	gnmiConfig      *southbound.GNMIConfig // its connections close when Run ends
+	stopAPI         chan struct{}          // closed when Run ends (or at Close), to end the API's open streams and sampling
 	stopAPIOnce     sync.Once
 }
 
@@ -328,6 +329,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		return nil, fmt.Errorf("issue the first operator token: %w", err)
 	}
 	gnmiCfg := &southbound.GNMIConfig{Resolve: ctrl.resolve, Dialer: dialer}
+	s.gnmiConfig = gnmiCfg
 	gnmiCfg.SetElectionID(0) // until this replica leads
 	c, err := controller.New(controller.Config{
 		Overlay:            s.Intents,
@@ -408,6 +410,7 @@ func (s *Stack) Run(ctx context.Context) error {
 	err := parts.Wait()
 	s.endAPI()
 	s.Driver.Close()
+	s.gnmiConfig.Close()
 	stopFabric()
 	return errors.Join(err, fabric.Wait())
 }
@@ -478,6 +481,9 @@ func (s *Stack) Close() {
 	s.endAPI()
 	if s.Driver != nil {
 		s.Driver.Close()
+	}
+	if s.gnmiConfig != nil {
+		s.gnmiConfig.Close()
 	}
 	if s.Etcd != nil {
 		s.Etcd.Close()

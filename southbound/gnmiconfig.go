@@ -128,10 +128,10 @@ func (g *GNMIConfig) Close() {
 }
 
 // GetConfig returns every interface's managed configuration by port. It
-// asks for the config leaves of every interface (Get CONFIG, PROTO); a
-// target that refuses that (gnxi's answers only type ALL in JSON, and no
-// wildcard keys) is asked for the whole /interfaces subtree in the
-// encoding its Capabilities offer instead.
+// asks for the managed config leaves of every interface (Get CONFIG,
+// PROTO); a target that refuses that (gnxi's answers only type ALL in
+// JSON, and no wildcard keys) is asked for the whole /interfaces subtree
+// in the encoding its Capabilities offer instead.
 func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uint32]models.InterfaceConfig, error) {
 	c, sw, err := g.conn(id)
 	if err != nil {
@@ -141,8 +141,11 @@ func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uin
 	var resp *gnmipb.GetResponse
 	if !c.wholeTree.Load() {
 		resp, err = client.Get(ctx, &gnmipb.GetRequest{
-			Prefix:   &gnmipb.Path{Target: string(sw.Name)},
-			Path:     []*gnmipb.Path{ocpath.InterfaceConfig("*", "")},
+			Prefix: &gnmipb.Path{Target: string(sw.Name)},
+			// The three leaves managed, not the whole container: a real
+			// target's holds a dozen more.
+			Path: []*gnmipb.Path{ocpath.InterfaceConfig("*", "enabled"), ocpath.InterfaceConfig("*", "mtu"),
+				ocpath.InterfaceConfig("*", "description")},
 			Type:     gnmipb.GetRequest_CONFIG,
 			Encoding: gnmipb.Encoding_PROTO,
 		})

@@ -361,3 +361,75 @@ func TestTriedAllDoesNotWaitForADownSwitch(t *testing.T) {
 		t.Fatal("ready with spine2 unreachable")
 	}
 }
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestTablesWaitForRoutesOutsideTheirTimeout: routes that take longer
+// than a reconcile may (a k=48 plan on a busy machine: over 10 s) are
+// waited for before the reconcile starts its clock and takes a slot, so
+// no reconcile fails for them, and none counts as a switch answering
+// slowly.
+func TestTablesWaitForRoutesOutsideTheirTimeout(t *testing.T) {
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	const timeout = 20 * time.Millisecond
+	c, sws := tableControllerWith(t, 2, 2, Config{ReconcileTimeout: timeout, Logger: log})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	c.runMu.Lock()
+	c.runCtx = ctx // as Run sets it: plans are computed in the background
+	c.runMu.Unlock()
+	defer c.background.Wait()
+
+	st := c.current()
+	release := make(chan struct{})
+	slow := &fabricState{rev: st.rev, snap: st.snap, down: st.down, derive: func(ctx context.Context) (pathcalc.Result, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return pathcalc.Result{}, ctx.Err()
+		}
+		return pathcalc.Compute(ctx, st.snap, pathcalc.Request{})
+	}}
+	c.mu.Lock()
+	c.state = slow
+	c.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() { defer close(done); c.work(ctx, c.tables) }()
+	defer func() { cancel(); <-done }()
+	c.tables.queue.Add("leaf1")
+	// Long past the reconcile's timeout, the routes still being made.
+	time.Sleep(50 * timeout)
+	close(release)
+	for backstop := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		sws.mu.Lock()
+		written := len(sws.tables["leaf1"].Routes) > 0
+		sws.mu.Unlock()
+		if written {
+			break
+		}
+		if time.Now().After(backstop) {
+			t.Fatalf("leaf1's routes not written 30 s after the plan was done:\n%s", logs.String())
+		}
+	}
+	if s := logs.String(); strings.Contains(s, "reconcile failed") || strings.Contains(s, "fewer at once") {
+		t.Fatalf("a reconcile failed while the routes were being made:\n%s", s)
+	}
+}

@@ -1023,3 +1023,15 @@ func TestDecodeConfigAsFromTheRoot(t *testing.T) {
 		t.Fatalf("only %d values accepted: the comparison says little", accepted)
 	}
 }
+
+// TestMatchKey: an entry's key names each match field by ID and its
+// value in hex (an LPM one with its prefix length), in field order.
+func TestMatchKey(t *testing.T) {
+	e := &p4v1.TableEntry{Match: []*p4v1.FieldMatch{
+		{FieldId: 1, FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: []byte{0x0a, 0xff}}}},
+		{FieldId: 12, FieldMatchType: &p4v1.FieldMatch_Lpm{Lpm: &p4v1.FieldMatch_LPM{Value: []byte{10, 0, 0, 0}, PrefixLen: 8}}},
+	}}
+	if got, want := matchKey(e), "1=0aff;12=0a000000/8;"; got != want {
+		t.Fatalf("matchKey = %q, want %q", got, want)
+	}
+}

@@ -359,7 +359,7 @@ func (sw *Switch) WriteDirect(updates ...*p4v1.Update) error {
 		return errors.New("no pipeline set")
 	}
 	for _, u := range updates {
-		if err := sw.store.apply(u); err != nil {
+		if err := sw.store.apply(proto.Clone(u).(*p4v1.Update)); err != nil { // the caller keeps its own
 			sw.mu.Unlock()
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -185,4 +186,62 @@ func FuzzJSONLeaves(f *testing.F) {
 			stringValue(l.val)
 		}
 	})
+}
+
+// flakyCapsTarget fails its first Capabilities (as an unreachable or
+// restarting target would), then offers JSON_IETF alone; it records the
+// encoding of every LLDP Get.
+type flakyCapsTarget struct {
+	gnmipb.UnimplementedGNMIServer
+	mu    sync.Mutex
+	caps  int
+	asked []gnmipb.Encoding
+}
+
+func (f *flakyCapsTarget) Capabilities(context.Context, *gnmipb.CapabilityRequest) (*gnmipb.CapabilityResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.caps++
+	if f.caps == 1 {
+		return nil, status.Error(codes.Unavailable, "restarting")
+	}
+	return &gnmipb.CapabilityResponse{SupportedEncodings: []gnmipb.Encoding{gnmipb.Encoding_JSON_IETF}}, nil
+}
+
+func (f *flakyCapsTarget) Get(_ context.Context, req *gnmipb.GetRequest) (*gnmipb.GetResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, req.GetEncoding())
+	return &gnmipb.GetResponse{}, nil
+}
+
+// TestEncodingKeptOnlyOnceAnswered: a connection kept between calls
+// keeps the encoding its target's Capabilities offered, but not the
+// guess made when Capabilities could not be asked.
+func TestEncodingKeptOnlyOnceAnswered(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := &flakyCapsTarget{}
+	srv := grpc.NewServer()
+	gnmipb.RegisterGNMIServer(srv, target)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	sw := models.Switch{Name: "leaf1", GNMIAddr: lis.Addr().String()}
+	g := &GNMIConfig{Resolve: func(models.SwitchID) (models.Switch, error) { return sw, nil }}
+	defer g.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for range 3 {
+		if _, err := g.LLDPNeighbors(ctx, sw.Name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target.mu.Lock()
+	defer target.mu.Unlock()
+	want := []gnmipb.Encoding{gnmipb.Encoding_PROTO, gnmipb.Encoding_JSON_IETF, gnmipb.Encoding_JSON_IETF}
+	if !slices.Equal(target.asked, want) || target.caps != 2 {
+		t.Fatalf("LLDP asked in %v after %d Capabilities calls; want %v after 2", target.asked, target.caps, want)
+	}
 }

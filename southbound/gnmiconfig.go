@@ -47,16 +47,24 @@ type gnmiConn struct {
 	addr string
 	cc   *grpc.ClientConn
 
-	once sync.Once
-	enc  gnmipb.Encoding
+	mu    sync.Mutex
+	enc   gnmipb.Encoding
+	known bool // enc was answered by the target's Capabilities
 	// wholeTree: the target refused a Get of the config leaves alone, so
 	// GetConfig asks for the whole interfaces subtree.
 	wholeTree atomic.Bool
 }
 
-// encoding returns the encoding negotiated on the connection's first ask.
+// encoding returns the encoding negotiated on the connection, asking the
+// target's Capabilities until it has answered once.
 func (c *gnmiConn) encoding(ctx context.Context) gnmipb.Encoding {
-	c.once.Do(func() { c.enc = negotiateEncoding(ctx, c.cc) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.known {
+		var err error
+		c.enc, err = capabilityEncoding(ctx, c.cc)
+		c.known = err == nil
+	}
 	return c.enc
 }
 
@@ -101,12 +109,11 @@ func (g *GNMIConfig) conn(id models.SwitchID) (*gnmiConn, models.Switch, error) 
 	return c, sw, nil
 }
 
-// done drops c if err says the switch could not be reached (or did not
-// answer in time): the next call dials again.
+// done drops c if err says the switch could not be reached: the next
+// call dials again. (A call out of time or cancelled keeps it: the
+// switch may be slow, and other calls may be using it.)
 func (g *GNMIConfig) done(id models.SwitchID, c *gnmiConn, err error) {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-	default:
+	if status.Code(err) != codes.Unavailable {
 		return
 	}
 	g.mu.Lock()

@@ -10,6 +10,8 @@ import (
 
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // negotiateEncoding picks the encoding to ask a target for from the ones
@@ -17,16 +19,28 @@ import (
 // JSON_IETF, else JSON. A target that does not answer Capabilities is
 // asked for PROTO, as gNMI targets that skip Capabilities usually serve it.
 func negotiateEncoding(ctx context.Context, cc *grpc.ClientConn) gnmipb.Encoding {
+	enc, _ := capabilityEncoding(ctx, cc)
+	return enc
+}
+
+// capabilityEncoding is negotiateEncoding's choice, and whether it is
+// only for now: an error when Capabilities could not be asked (the target
+// unreachable, or out of time), so PROTO is a guess not to keep.
+func capabilityEncoding(ctx context.Context, cc *grpc.ClientConn) (gnmipb.Encoding, error) {
 	caps, err := gnmipb.NewGNMIClient(cc).Capabilities(ctx, &gnmipb.CapabilityRequest{})
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return gnmipb.Encoding_PROTO, err
+	}
 	if err != nil || len(caps.GetSupportedEncodings()) == 0 {
-		return gnmipb.Encoding_PROTO
+		return gnmipb.Encoding_PROTO, nil
 	}
 	for _, e := range []gnmipb.Encoding{gnmipb.Encoding_PROTO, gnmipb.Encoding_JSON_IETF, gnmipb.Encoding_JSON} {
 		if slices.Contains(caps.GetSupportedEncodings(), e) {
-			return e
+			return e, nil
 		}
 	}
-	return caps.GetSupportedEncodings()[0]
+	return caps.GetSupportedEncodings()[0], nil
 }
 
 // leafJSON returns the JSON text of a value encoded as JSON or JSON_IETF.

@@ -112,13 +112,8 @@ func (c *Controller) confirm(ctx context.Context, sw models.SwitchID, diff model
 // computed meanwhile (at k=48 that is seconds of CPU: the pruning's
 // reconciles used to wait for it, and time out).
 func (c *Controller) desiredOf(ctx context.Context, st *fabricState, sw models.SwitchID) (desired models.ForwardingState, stage int, planned bool, err error) {
-	var prev *fabricState
-	if st.ro != nil {
-		if stage = st.ro.stageNow(); stage > 0 {
-			prev = st.ro.previous()
-		}
-	}
-	if prev != nil && st.ro.pruning(stage) {
+	stage, prev, pruning := st.rollingOut()
+	if pruning {
 		old, err := c.planOf(ctx, prev)
 		if err == nil {
 			return old.Plan.Switches[sw], stage, false, nil
@@ -138,6 +133,29 @@ func (c *Controller) desiredOf(ctx context.Context, st *fabricState, sw models.S
 	}
 	dist, early := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
 	return staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist, early[sw]), stage, false, nil
+}
+
+// rollingOut is st's rollout stage now (0: none), the state it rolls
+// out from (nil: none), and whether the stage is the pruning, which needs
+// only that state's routes.
+func (st *fabricState) rollingOut() (stage int, prev *fabricState, pruning bool) {
+	if st.ro == nil {
+		return 0, nil, false
+	}
+	if stage = st.ro.stageNow(); stage > 0 {
+		prev = st.ro.previous()
+	}
+	return stage, prev, prev != nil && st.ro.pruning(stage)
+}
+
+// routesFirst is the state whose routes a tables reconcile of st needs
+// before anything else: the old routes during a rollout's pruning, else
+// st's own.
+func (st *fabricState) routesFirst() *fabricState {
+	if _, prev, pruning := st.rollingOut(); pruning {
+		return prev
+	}
+	return st
 }
 
 // Reconcile makes one switch match the plan: read desired, read actual,

@@ -167,6 +167,43 @@ func TestReconcileIsIncremental(t *testing.T) {
 // of CPU, and the pruning's reconciles used to wait for them and time
 // out.
 func TestPruningDoesNotWaitForNewRoutes(t *testing.T) {
+	c, sws, leaf := pruningUnderWay(t)
+	wait, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a backstop: waiting for the new routes never ends
+	defer cancel()
+	if _, err := c.Reconcile(wait, leaf); err != nil {
+		t.Fatalf("the pruning stage's reconcile: %v", err)
+	}
+	checkPruned(t, sws, leaf)
+}
+
+// TestPruningWorkerDoesNotWaitForNewRoutes: the same through a tables
+// worker, which waits for routes before it takes a slot: for the old
+// routes it prunes, not the new ones.
+func TestPruningWorkerDoesNotWaitForNewRoutes(t *testing.T) {
+	c, sws, leaf := pruningUnderWay(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); c.work(ctx, c.tables) }()
+	defer func() { cancel(); <-done }()
+	c.tables.queue.Add(string(leaf))
+	for backstop := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		sws.mu.Lock()
+		written := len(sws.writes) > 1 // the first reconcile's, then the pruning's
+		sws.mu.Unlock()
+		if written {
+			break
+		}
+		if time.Now().After(backstop) {
+			t.Fatal("leaf1 not pruned after 30 s: the worker waits for the new routes, which never come")
+		}
+	}
+	checkPruned(t, sws, leaf)
+}
+
+// pruningUnderWay is a controller whose leaf1 was programmed, then lost
+// its link to spine1: the rollout's pruning stage is under way, the new
+// routes being computed and never done.
+func pruningUnderWay(t *testing.T) (*Controller, *tableSwitches, models.SwitchID) {
 	c, sws := tableController(t)
 	ctx := t.Context()
 	const leaf = models.SwitchID("leaf1")
@@ -194,25 +231,25 @@ func TestPruningDoesNotWaitForNewRoutes(t *testing.T) {
 	c.mu.Lock()
 	c.state = next
 	c.mu.Unlock()
+	return c, sws, leaf
+}
 
-	wait, cancel := context.WithTimeout(ctx, 30*time.Second) // a backstop: waiting for the new routes never ends
-	defer cancel()
-	if _, err := c.Reconcile(wait, leaf); err != nil {
-		t.Fatalf("the pruning stage's reconcile: %v", err)
-	}
+// checkPruned fails t unless leaf's tables send nothing out of port 2.
+func checkPruned(t *testing.T, sws *tableSwitches, leaf models.SwitchID) {
+	t.Helper()
 	sws.mu.Lock()
 	have := sws.tables[leaf]
 	sws.mu.Unlock()
 	for _, g := range have.Groups {
 		for _, m := range g.Members {
 			if m.MemberID == 2 {
-				t.Errorf("leaf1's group %d still sends out of port 2, whose link failed: %+v", g.ID, have)
+				t.Errorf("%s's group %d still sends out of port 2, whose link failed: %+v", leaf, g.ID, have)
 			}
 		}
 	}
 	for _, r := range have.Routes {
 		if r.MemberID == 2 {
-			t.Errorf("leaf1's route %v still goes out of port 2, whose link failed", r.Prefix)
+			t.Errorf("%s's route %v still goes out of port 2, whose link failed", leaf, r.Prefix)
 		}
 	}
 }

@@ -187,9 +187,11 @@ func (c *Controller) work(ctx context.Context, r *reconciler) {
 			// them here, outside the reconcile's timeout and without a
 			// slot. (A k=48 plan on a busy machine takes over 10 s: every
 			// worker's first reconcile timed out waiting, and the wait
-			// counted as the switches answering slowly.)
+			// counted as the switches answering slowly.) A rollout's
+			// pruning needs only the old routes, not the new ones being
+			// computed.
 			if st := c.current(); st != nil {
-				_, _ = c.planOf(tctx, st) // an error: the reconcile meets it too
+				_, _ = c.planOf(tctx, st.routesFirst()) // an error: the reconcile meets it too
 			}
 		}
 		if c.slots.acquire(tctx) != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -180,24 +181,22 @@ func TestPruningDoesNotWaitForNewRoutes(t *testing.T) {
 // worker, which waits for routes before it takes a slot: for the old
 // routes it prunes, not the new ones.
 func TestPruningWorkerDoesNotWaitForNewRoutes(t *testing.T) {
-	c, sws, leaf := pruningUnderWay(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { defer close(done); c.work(ctx, c.tables) }()
-	defer func() { cancel(); <-done }()
-	c.tables.queue.Add(string(leaf))
-	for backstop := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	synctest.Test(t, func(t *testing.T) {
+		c, sws, leaf := pruningUnderWay(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { defer close(done); c.work(ctx, c.tables) }()
+		defer func() { cancel(); <-done }()
+		c.tables.queue.Add(string(leaf))
+		synctest.Wait() // the worker wrote leaf1, or waits for routes that never come
 		sws.mu.Lock()
 		written := len(sws.writes) > 1 // the first reconcile's, then the pruning's
 		sws.mu.Unlock()
-		if written {
-			break
+		if !written {
+			t.Fatal("leaf1 not pruned: the worker waits for the new routes, which never come")
 		}
-		if time.Now().After(backstop) {
-			t.Fatal("leaf1 not pruned after 30 s: the worker waits for the new routes, which never come")
-		}
-	}
-	checkPruned(t, sws, leaf)
+		checkPruned(t, sws, leaf)
+	})
 }
 
 // pruningUnderWay is a controller whose leaf1 was programmed, then lost
@@ -407,52 +406,52 @@ func TestTriedAllDoesNotWaitForADownSwitch(t *testing.T) {
 // no reconcile fails for them, and none counts as a switch answering
 // slowly.
 func TestTablesWaitForRoutesOutsideTheirTimeout(t *testing.T) {
-	const timeout = 20 * time.Millisecond
-	c, sws := tableControllerWith(t, 2, 2, Config{ReconcileTimeout: timeout})
-	bound := c.slots.bound()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	c.runMu.Lock()
-	c.runCtx = ctx // as Run sets it: plans are computed in the background
-	c.runMu.Unlock()
-	defer c.background.Wait()
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 20 * time.Millisecond
+		c, sws := tableControllerWith(t, 2, 2, Config{ReconcileTimeout: timeout})
+		bound := c.slots.bound()
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		c.runMu.Lock()
+		c.runCtx = ctx // as Run sets it: plans are computed in the background
+		c.runMu.Unlock()
+		defer c.background.Wait()
 
-	st := c.current()
-	release := make(chan struct{})
-	slow := &fabricState{rev: st.rev, snap: st.snap, down: st.down, derive: func(ctx context.Context) (pathcalc.Result, error) {
-		select {
-		case <-release:
-		case <-ctx.Done():
-			return pathcalc.Result{}, ctx.Err()
-		}
-		return pathcalc.Compute(ctx, st.snap, pathcalc.Request{})
-	}}
-	c.mu.Lock()
-	c.state = slow
-	c.mu.Unlock()
+		st := c.current()
+		release := make(chan struct{})
+		slow := &fabricState{rev: st.rev, snap: st.snap, down: st.down, derive: func(ctx context.Context) (pathcalc.Result, error) {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return pathcalc.Result{}, ctx.Err()
+			}
+			return pathcalc.Compute(ctx, st.snap, pathcalc.Request{})
+		}}
+		c.mu.Lock()
+		c.state = slow
+		c.mu.Unlock()
 
-	done := make(chan struct{})
-	go func() { defer close(done); c.work(ctx, c.tables) }()
-	defer func() { cancel(); <-done }()
-	c.tables.queue.Add("leaf1")
-	// Long past the reconcile's timeout, the routes still being made.
-	time.Sleep(50 * timeout)
-	close(release)
-	for backstop := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		done := make(chan struct{})
+		go func() { defer close(done); c.work(ctx, c.tables) }()
+		defer func() { cancel(); <-done }()
+		c.tables.queue.Add("leaf1")
+		// Long past the reconcile's timeout, the routes still being made.
+		<-time.After(50 * timeout) // virtual time inside the bubble
+		close(release)
+		// Past any retry's backoff (at most 30 s), then everything settled.
+		<-time.After(time.Minute)
+		synctest.Wait()
 		sws.mu.Lock()
 		written := len(sws.tables["leaf1"].Routes) > 0
 		sws.mu.Unlock()
-		if written {
-			break
+		if !written {
+			t.Fatal("leaf1's routes not written after the plan was done")
 		}
-		if time.Now().After(backstop) {
-			t.Fatal("leaf1's routes not written 30 s after the plan was done")
+		if n := testutil.ToFloat64(c.m.reconcileTotal.WithLabelValues("switch", "error")); n != 0 {
+			t.Fatalf("%v reconciles failed while the routes were being made", n)
 		}
-	}
-	if n := testutil.ToFloat64(c.m.reconcileTotal.WithLabelValues("switch", "error")); n != 0 {
-		t.Fatalf("%v reconciles failed while the routes were being made", n)
-	}
-	if b := c.slots.bound(); b != bound {
-		t.Fatalf("reconciles at once %d, was %d: waiting for routes counted as slow switches", b, bound)
-	}
+		if b := c.slots.bound(); b != bound {
+			t.Fatalf("reconciles at once %d, was %d: waiting for routes counted as slow switches", b, bound)
+		}
+	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/topology/topotest"
 )
 
 // stalledStore is an etcd whose commits wait until released: a slow or
@@ -51,7 +52,7 @@ func (s *stalledStore) Commit(ctx context.Context, _ []clientv3.Cmp, _ []clientv
 // manager's reads (get, list, usage, the counts /metrics scrapes) and the
 // reconcilers' pin reads answer: no lock is held across the commit.
 func TestReadsGoOnDuringCommit(t *testing.T) {
-	snap := leafSpine(t, 2, 2, 1)
+	snap := topotest.LeafSpine(t, 2, 2, 1)
 	s := &stalledStore{release: make(chan struct{})}
 	m, err := New(Config{Store: s, Auth: tenantList{"ml": {Name: "ml"}}})
 	if err != nil {

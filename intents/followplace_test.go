@@ -13,6 +13,7 @@ import (
 	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/store/storetest"
 	"github.com/accelnet/accelnet/topology"
+	"github.com/accelnet/accelnet/topology/topotest"
 )
 
 // TestTermBeginsPlacedAsFollowed: a follower places its copy of the
@@ -27,7 +28,7 @@ import (
 // works replans in full at the term, with the same outcome as a fresh
 // replica's.
 func TestTermBeginsPlacedAsFollowed(t *testing.T) {
-	snap := leafSpine(t, 4, 4, 4)
+	snap := topotest.LeafSpine(t, 4, 4, 4)
 	hosts := snap.Hosts()
 	auth := tenantList{"a": {Name: "a"}, "b": {Name: "b"}}
 	st, _ := storetest.Etcd(t)

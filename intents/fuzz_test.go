@@ -10,6 +10,7 @@ import (
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
+	"github.com/accelnet/accelnet/topology/topotest"
 )
 
 // tenantList is a fixed set of tenants, for admission without etcd.
@@ -30,7 +31,7 @@ func (l tenantList) MayUse(t models.Tenant, host string) bool {
 // runs without etcd: admission logic only.
 func dryRunManager(t testing.TB) *Manager {
 	auth := tenantList{"fuzz": {Name: "fuzz", MaxGbps: 1000, MaxIntents: 10}}
-	return placedManager(t, Config{Auth: auth, FlowPinEntries: 64}, leafSpine(t, 2, 3, 2))
+	return placedManager(t, Config{Auth: auth, FlowPinEntries: 64}, topotest.LeafSpine(t, 2, 3, 2))
 }
 
 // placedManager is a leader's manager without etcd, loaded and placed on
@@ -91,18 +92,4 @@ func FuzzIntentRequest(f *testing.F) {
 			t.Fatalf("a dry run reserved %v Gb/s", g)
 		}
 	})
-}
-
-// leafSpine is a leaf-spine fabric of 100 Gb/s links (topology.LeafSpine).
-func leafSpine(t testing.TB, spines, leaves, hostsPerLeaf int) *topology.Snapshot {
-	t.Helper()
-	topo, err := topology.LeafSpine(spines, leaves, hostsPerLeaf, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap
 }

@@ -8,23 +8,14 @@ import (
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
+	"github.com/accelnet/accelnet/topology/topotest"
 )
 
 // TestHistoryFollowsTheTopology: every link keeps its utilization and
 // every switch its traffic out, at most keep points each; the series of
 // a link or switch no longer in the topology go.
 func TestHistoryFollowsTheTopology(t *testing.T) {
-	snapOf := func(spines, leaves int) *topology.Snapshot {
-		topo, err := topology.LeafSpine(spines, leaves, 1, 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		snap, err := topology.New(topo)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return snap
-	}
+	snapOf := func(spines, leaves int) *topology.Snapshot { return topotest.LeafSpine(t, spines, leaves, 1) }
 	u := 0.0 // every link's utilization this round
 	load := func(l models.Link) api.LinkLoad { return api.LinkLoad{Utilization: u, ABbps: 1e9, BAbps: 2e9} }
 	h := &history{interval: time.Second, keep: 3, series: map[historyKey]*series{}}

@@ -10,19 +10,13 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
+	"github.com/accelnet/accelnet/topology/topotest"
 )
 
 // bookOn is a ledger for a leaf-spine with the given fabric links down.
 func bookOn(t *testing.T, spines, leaves, hosts int, down func(models.Link) bool) (*Book, *topology.Snapshot) {
 	t.Helper()
-	topo, err := topology.LeafSpine(spines, leaves, hosts, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := topotest.LeafSpine(t, spines, leaves, hosts)
 	off := map[models.LinkID]bool{}
 	for _, l := range snap.FabricLinks() {
 		if down != nil && down(l) {
@@ -170,7 +164,7 @@ func TestPlaceJointMovesStackedReservations(t *testing.T) {
 // within the budget; the highest reserved utilization it keeps as it
 // goes is the one over every resource, after reservations and releases.
 func TestBookAnswersAlikeUnderItsCacheBudget(t *testing.T) {
-	snap := fatTree(t, 8)
+	snap := topotest.FatTree(t, 8)
 	down := map[models.LinkID]bool{snap.FabricLinks()[3].ID(): true}
 	kept, err := NewBook(snap, down, 0.05)
 	if err != nil {
@@ -250,7 +244,7 @@ func TestBookAnswersAlikeUnderItsCacheBudget(t *testing.T) {
 // listed among equals, and none when constraints leave none — over random
 // reservations, a link down, and switches and links to avoid.
 func TestBestPathIsTheBestOfEveryPath(t *testing.T) {
-	snap := fatTree(t, 8)
+	snap := topotest.FatTree(t, 8)
 	links := snap.FabricLinks()
 	book, err := NewBook(snap, map[models.LinkID]bool{links[5].ID(): true}, 0.05)
 	if err != nil {

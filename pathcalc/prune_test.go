@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology/topotest"
 )
 
 // TestPrune: for every fabric link of a k=4 fat-tree failing, the pruned
@@ -13,7 +14,7 @@ import (
 // pruned routes without touching the failed link (checked by following
 // every branch).
 func TestPrune(t *testing.T) {
-	snap := fatTree(t, 4)
+	snap := topotest.FatTree(t, 4)
 	res, err := Compute(context.Background(), snap, Request{})
 	if err != nil {
 		t.Fatal(err)

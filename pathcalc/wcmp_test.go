@@ -8,6 +8,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
+	"github.com/accelnet/accelnet/topology/topotest"
 )
 
 // fluidLoad spreads one unit from every leaf to every other leaf over the
@@ -81,7 +82,7 @@ func maxLoad(m map[models.Endpoint]float64) float64 {
 // fat-tree, equal weights overload the surviving core path into that pod;
 // WCMP weights (1:2 at the other pods' edges) spread it evenly.
 func TestWCMPAfterAFailure(t *testing.T) {
-	snap := fatTree(t, 4)
+	snap := topotest.FatTree(t, 4)
 	var failed models.LinkID
 	for _, l := range snap.Links() {
 		a, _ := snap.Switch(l.A.Switch)
@@ -180,7 +181,7 @@ func TestReduceWeights(t *testing.T) {
 // to a switch that has one too. (Two next-hop sets whose capacities
 // differ but reduce to the same integer weights once lost their routes.)
 func TestEveryReachableDestinationRouted(t *testing.T) {
-	snap := fatTree(t, 4)
+	snap := topotest.FatTree(t, 4)
 	var fabric []models.LinkID
 	for _, l := range snap.FabricLinks() {
 		fabric = append(fabric, l.ID())
@@ -216,18 +217,4 @@ func routed(st models.ForwardingState, prefix string) bool {
 		}
 	}
 	return false
-}
-
-// fatTree is a k-ary fat-tree of 100 Gb/s links.
-func fatTree(t *testing.T, k int) *topology.Snapshot {
-	t.Helper()
-	topo, err := topology.FatTree(k, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return snap
 }

@@ -255,6 +255,29 @@ func (m *Manager) decodeAll(kvs []store.KV) []change {
 	return out
 }
 
+// countAfter is how many intents all would hold with changes applied
+// (apply), without copying all to apply them to.
+func countAfter(all map[string]*entry, changes []change) int {
+	n, now := len(all), map[string]bool{} // now: whether a changed intent is there
+	for _, c := range changes {
+		if c.skip {
+			continue
+		}
+		was, seen := now[c.id]
+		if !seen {
+			_, was = all[c.id]
+		}
+		now[c.id] = c.e != nil
+		switch {
+		case c.e != nil && !was:
+			n++
+		case c.e == nil && was:
+			n--
+		}
+	}
+	return n
+}
+
 // apply writes decoded changes into all.
 func apply(all map[string]*entry, changes []change) {
 	for _, c := range changes {
@@ -461,8 +484,13 @@ func (m *Manager) load(ctx context.Context) error {
 	// start from etcd's truth: after a commit whose outcome is unknown,
 	// memory may disagree with it either way.
 	keep := caughtUp && m.mirrored && m.placedValid
-	if keep {
+	switch {
+	case keep:
 		m.followPlacedLocked(changes)
+	case caughtUp:
+		apply(m.all, changes) // the copy loadIntents counted, caught up
+	default:
+		m.all = all
 	}
 	m.placedValid = false // the term's own from now on
 	m.idem, m.idemOf = map[string]idemRecord{}, map[string]string{}
@@ -477,7 +505,6 @@ func (m *Manager) load(ctx context.Context) error {
 	}
 	if !keep {
 		m.pins, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, nil
-		m.all = all
 	}
 	m.keepDetectedLocked()
 	m.needReload = false
@@ -527,13 +554,12 @@ func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, []
 	if mirrored && since > 0 {
 		changes, rev, count, err := m.cfg.Store.Changes(ctx, store.KeyIntents, since)
 		if err == nil {
-			all, decoded := maps.Clone(copied), m.decodeAll(changes)
-			apply(all, decoded)
-			if int64(len(all)) == count {
-				m.log.Info("intents caught up from the follower's copy", "intents", len(all), "changes", len(changes))
-				return all, rev, decoded, true, nil
+			decoded := m.decodeAll(changes)
+			if n := countAfter(copied, decoded); int64(n) == count {
+				m.log.Info("intents caught up from the follower's copy", "intents", n, "changes", len(changes))
+				return nil, rev, decoded, true, nil // load applies them to the copy
 			}
-			m.log.Warn("the follower's copy of the intents, caught up, disagrees with etcd; listing them", "have", len(all), "etcd", count)
+			m.log.Warn("the follower's copy of the intents, caught up, disagrees with etcd; listing them", "have", countAfter(copied, decoded), "etcd", count)
 		} else {
 			m.log.Info("cannot watch the intents' changes since the follower's copy; listing them", "err", err)
 		}

@@ -81,32 +81,20 @@ func TestTermBeginsPlacedAsFollowed(t *testing.T) {
 	change(0)
 
 	follower := newManager(t, st, auth, snap)
+	// And one that follows as long but never places its copy: its term
+	// catches the copy up and replans it.
+	unplaced := newManager(t, st, auth, snap)
 	fctx, stopFollowing := context.WithCancel(ctx)
 	followed := make(chan struct{})
 	go func() { defer close(followed); _ = st.Follow(fctx, store.KeyIntents, follower.applyFollowed) }()
+	unplacedFollowed := make(chan struct{})
+	go func() { defer close(unplacedFollowed); _ = st.Follow(fctx, store.KeyIntents, unplaced.applyFollowed) }()
 	waitCopy := func() {
 		t.Helper()
-		rev := leaderRev(t, leader)
-		backstop := time.After(time.Minute)
-		for {
-			follower.mu.Lock()
-			at := follower.followed
-			if follower.followedCh == nil {
-				follower.followedCh = make(chan struct{})
-			}
-			grew := follower.followedCh
-			follower.mu.Unlock()
-			if at >= rev {
-				return
-			}
-			select {
-			case <-grew:
-			case <-backstop:
-				t.Fatalf("the follower's copy is at revision %d, not %d, after a minute", at, rev)
-			}
-		}
+		waitCopyOf(t, follower, leaderRev(t, leader))
 	}
 	waitCopy()
+	waitCopyOf(t, unplaced, leaderRev(t, leader))
 	if follower.PlacedForTerm() {
 		t.Fatal("placed for a term before anything was placed")
 	}
@@ -120,8 +108,10 @@ func TestTermBeginsPlacedAsFollowed(t *testing.T) {
 	}
 	change(10)
 	waitCopy()
+	waitCopyOf(t, unplaced, leaderRev(t, leader))
 	stopFollowing()
 	<-followed
+	<-unplacedFollowed
 	// Written after it stopped following: caught up at the term.
 	for i := 90; i < 100; i++ {
 		create(i)
@@ -146,6 +136,16 @@ func TestTermBeginsPlacedAsFollowed(t *testing.T) {
 		m.mu.Unlock()
 	}
 	samePlacement(t, follower, fresh, hosts)
+	if unplaced.PlacedForTerm() {
+		t.Fatal("a copy never placed says it is placed")
+	}
+	if err := unplaced.load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	unplaced.mu.Lock()
+	unplaced.replanIfDue(unplaced.scratch())
+	unplaced.mu.Unlock()
+	samePlacement(t, unplaced, fresh, hosts)
 	// The term decides at once.
 	if _, err := follower.placeFor(ctx, "a", hosts[0].Name, hosts[len(hosts)-1].Name); err != nil {
 		t.Fatalf("deciding in the new term: %v", err)
@@ -285,5 +285,29 @@ func samePlacement(t *testing.T, got, want *Manager, hosts []models.Host) {
 	}
 	if n := len(want.flowOwner); n == 0 {
 		t.Error("nothing placed: the comparison is empty")
+	}
+}
+
+// waitCopyOf waits until m's copy of the intents has followed etcd to
+// revision rev.
+func waitCopyOf(t *testing.T, m *Manager, rev int64) {
+	t.Helper()
+	backstop := time.After(time.Minute)
+	for {
+		m.mu.Lock()
+		at := m.followed
+		if m.followedCh == nil {
+			m.followedCh = make(chan struct{})
+		}
+		grew := m.followedCh
+		m.mu.Unlock()
+		if at >= rev {
+			return
+		}
+		select {
+		case <-grew:
+		case <-backstop:
+			t.Fatalf("the follower's copy is at revision %d, not %d, after a minute", at, rev)
+		}
 	}
 }

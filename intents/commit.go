@@ -555,11 +555,12 @@ func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, []
 		changes, rev, count, err := m.cfg.Store.Changes(ctx, store.KeyIntents, since)
 		if err == nil {
 			decoded := m.decodeAll(changes)
-			if n := countAfter(copied, decoded); int64(n) == count {
+			n := countAfter(copied, decoded)
+			if int64(n) == count {
 				m.log.Info("intents caught up from the follower's copy", "intents", n, "changes", len(changes))
 				return nil, rev, decoded, true, nil // load applies them to the copy
 			}
-			m.log.Warn("the follower's copy of the intents, caught up, disagrees with etcd; listing them", "have", countAfter(copied, decoded), "etcd", count)
+			m.log.Warn("the follower's copy of the intents, caught up, disagrees with etcd; listing them", "have", n, "etcd", count)
 		} else {
 			m.log.Info("cannot watch the intents' changes since the follower's copy; listing them", "err", err)
 		}

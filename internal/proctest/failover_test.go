@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -322,10 +321,7 @@ func TestKill9Failover(t *testing.T) {
 // leader's and of fabricsim's first 20 s after the kill, the new
 // leader's goroutines every 4 s of it, and the replicas' logs.
 func BenchmarkFailover(b *testing.B) {
-	stored, err := strconv.Atoi(envOr("ACCELNET_FAILOVER_INTENTS", "0"))
-	if err != nil {
-		b.Fatalf("ACCELNET_FAILOVER_INTENTS: %v", err)
-	}
+	stored := envInt(b, "ACCELNET_FAILOVER_INTENTS", 0)
 	// A 1 s lease (the embedded etcd members' 500 ms election timeout
 	// allows it); the tests keep the 2 s default, safer on a loaded CI.
 	args := append([]string{"--election-ttl", "1s"}, strings.Fields(os.Getenv("ACCELNET_FAILOVER_ARGS"))...)

@@ -58,10 +58,7 @@ func BenchmarkScale(b *testing.B) {
 	if err != nil {
 		b.Fatalf("ACCELNET_SCALE_WINDOW: %v", err)
 	}
-	intents, err := strconv.Atoi(envOr("ACCELNET_SCALE_INTENTS", "0"))
-	if err != nil {
-		b.Fatalf("ACCELNET_SCALE_INTENTS: %v", err)
-	}
+	intents := envInt(b, "ACCELNET_SCALE_INTENTS", 0)
 	args, simArgs := strings.Fields(os.Getenv("ACCELNET_SCALE_ARGS")), strings.Fields(os.Getenv("ACCELNET_SCALE_SIM_ARGS"))
 	window = wholeSamples(window, flagDuration(args, "--telemetry-interval"), flagDuration(simArgs, "-counter-interval"))
 	for range b.N { // one run is the measurement: -benchtime 1x

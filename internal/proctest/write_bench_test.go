@@ -41,6 +41,9 @@ func BenchmarkWriteRate(b *testing.B) {
 	pins := envInt(b, "ACCELNET_WRITE_PINS", 1000)
 	atOnce := envInt(b, "ACCELNET_WRITE_AT_ONCE", 64)
 	batch := envInt(b, "ACCELNET_WRITE_BATCH", 1000)
+	if pins == 0 || atOnce == 0 || batch == 0 {
+		b.Fatal("ACCELNET_WRITE_PINS, _AT_ONCE and _BATCH must be above zero")
+	}
 	dir := b.TempDir()
 	simAPI, topoFile := fabrictest.FreeAddr(b), filepath.Join(dir, "fabric.yaml")
 	sim := proctest.Start(b, "fabricsim", proctest.Bin(b, "fabricsim"), "-topology", spec, "-http-addr", simAPI,
@@ -177,15 +180,16 @@ func ownCPU() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
-// envInt is the integer in the environment variable name, or def.
+// envInt is the integer in the environment variable name, or def; a
+// benchmark's count, so not below zero.
 func envInt(b *testing.B, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {
 		return def
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
+	if err != nil || n < 0 {
+		b.Fatalf("%s=%q: want a whole number", name, v)
 	}
 	return n
 }

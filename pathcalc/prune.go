@@ -133,12 +133,14 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 	for sw, prefixes := range bySwitch {
 		st := plan.Switches[sw]
 		taken := map[uint32]bool{}
-		for id := range groups[sw] {
+		groupFor := map[string]uint32{} // by groupKey: the switch's groups, and those added
+		for id, g := range groups[sw] {
 			taken[id] = true
+			k, _ := groupKey(g.Members)
+			groupFor[k] = id
 		}
 		pruned := map[netip.Prefix]models.Route{}
 		var extra []models.Group
-		groupFor := map[string]uint32{}
 		for _, p := range prefixes {
 			r := routes[sw][p]
 			var left []models.GroupMember
@@ -151,36 +153,78 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 				pruned[p] = models.Route{Prefix: p, MemberID: left[0].MemberID}
 				continue
 			}
-			ps := make([]uint32, len(left))
-			ws := make([]int32, len(left))
-			for i, m := range left {
-				ps[i], ws[i] = m.MemberID, m.Weight
-			}
-			k := portSetKey(ps, ws)
+			k, left := groupKey(left)
 			id, ok := groupFor[k]
 			if !ok {
-				id = groupID("pruned:"+k, taken)
+				id = groupID(k, taken)
 				taken[id] = true
 				groupFor[k] = id
 				extra = append(extra, models.Group{ID: id, Members: left})
 			}
 			pruned[p] = models.Route{Prefix: p, GroupID: id}
 		}
-		ns := models.ForwardingState{Members: st.Members, FlowPins: st.FlowPins}
-		used := map[uint32]bool{}
+		// The rest of the state (port MACs, hash seed, punts, pins) stays
+		// as it is; members stay while a route or group uses them, as in a
+		// plan.
+		ns := st
+		ns.Routes, ns.Groups, ns.Members = nil, nil, nil
+		used, usedMember := map[uint32]bool{}, map[uint32]bool{}
 		for _, r := range st.Routes {
 			if pr, ok := pruned[r.Prefix]; ok {
 				r = pr
 			}
 			ns.Routes = append(ns.Routes, r)
 			used[r.GroupID] = true
+			usedMember[r.MemberID] = true
 		}
 		for _, g := range append(slices.Clone(st.Groups), extra...) {
 			if used[g.ID] {
 				ns.Groups = append(ns.Groups, g)
+				for _, m := range g.Members {
+					usedMember[m.MemberID] = true
+				}
+			}
+		}
+		for _, m := range st.Members {
+			if usedMember[m.ID] {
+				ns.Members = append(ns.Members, m)
 			}
 		}
 		out.Switches[sw] = ns.Canonical()
 	}
 	return out
+}
+
+// groupKey is the key the plan names a group by (portSetKey: the ID the
+// plan gives it is groupID of it), for members as Prune leaves them, and
+// those members with their weights divided by their greatest common
+// divisor (all 1 when equal), as the plan reduces them: a pruned group
+// with the members and weights of a group the new plan has is that group,
+// under its ID, and a switch whose routes the new plan keeps as pruned is
+// not written again. Members are in port order, as the plan keeps them.
+func groupKey(members []models.GroupMember) (string, []models.GroupMember) {
+	g := int32(0)
+	for _, m := range members {
+		g = gcd(g, m.Weight)
+	}
+	ports := make([]uint32, len(members))
+	weights := make([]int32, len(members))
+	out := make([]models.GroupMember, len(members))
+	equal := true // then every weight is 1
+	for i, m := range members {
+		m.Weight /= max(g, 1)
+		out[i], ports[i], weights[i] = m, m.MemberID, m.Weight
+		equal = equal && m.Weight == 1
+	}
+	if equal {
+		weights = nil // an ECMP group: keyed by its ports alone
+	}
+	return portSetKey(ports, weights), out
+}
+
+func gcd(a, b int32) int32 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }

@@ -2,6 +2,9 @@ package pathcalc
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"net/netip"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -118,4 +121,94 @@ func TestPrune(t *testing.T) {
 	if pruned == 0 || saved == 0 {
 		t.Fatalf("pruned %d routes, checked %d deliveries: the test saw nothing", pruned, saved)
 	}
+}
+
+// TestPruneKeepsAllButRoutes: a pruned switch keeps every entry of the
+// plan but its routes, groups and members — its port MAC rewrites, hash
+// seed and punts — or the pruning stage would delete them from the switch
+// until the new plan put them back; and it keeps the members its routes
+// and groups still use.
+func TestPruneKeepsAllButRoutes(t *testing.T) {
+	snap := topotest.FatTree(t, 4)
+	res, err := Compute(context.Background(), snap, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	touched := 0
+	for _, l := range snap.FabricLinks() {
+		p := Prune(snap, res.Plan, map[models.LinkID]bool{l.ID(): true})
+		for sw, st := range p.Switches {
+			old := res.Plan.Switches[sw]
+			if st.Equal(old) {
+				continue
+			}
+			touched++
+			rest := func(s models.ForwardingState) models.ForwardingState {
+				s.Routes, s.Groups, s.Members = nil, nil, nil
+				return s
+			}
+			if !rest(st).Equal(rest(old)) {
+				t.Fatalf("%s down: %s pruned to %+v, was %+v outside its routes, groups and members", l.ID(), sw, rest(st), rest(old))
+			}
+			if err := st.Validate(); err != nil { // a member for every port routed over
+				t.Fatalf("%s down: %s pruned: %v", l.ID(), sw, err)
+			}
+		}
+	}
+	if touched == 0 {
+		t.Fatal("no switch was pruned")
+	}
+}
+
+// TestPrunedGroupsNamedAsThePlanNamesThem: a switch whose pruned routes
+// are the routes the new plan gives it (next hops and weights, toward
+// every prefix) has the new plan's state: its pruned groups carry the IDs
+// the plan gives them, so the rollout does not write it a second time to
+// rename them. Every fabric link of a k=8 fat-tree fails in turn.
+func TestPrunedGroupsNamedAsThePlanNamesThem(t *testing.T) {
+	snap := topotest.FatTree(t, 8)
+	ctx := context.Background()
+	res, err := Compute(ctx, snap, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// hops is a route's next hops and weights, by prefix.
+	hops := func(st models.ForwardingState) map[netip.Prefix]string {
+		groups := map[uint32]models.Group{}
+		for _, g := range st.Groups {
+			groups[g.ID] = g
+		}
+		out := map[netip.Prefix]string{}
+		for _, r := range st.Routes {
+			if r.GroupID == 0 {
+				out[r.Prefix] = fmt.Sprint(r.MemberID)
+			} else {
+				out[r.Prefix] = fmt.Sprint(groups[r.GroupID].Members)
+			}
+		}
+		return out
+	}
+	kept, prunedAlike := 0, 0
+	for _, l := range snap.FabricLinks() {
+		down := map[models.LinkID]bool{l.ID(): true}
+		p := Prune(snap, res.Plan, down)
+		next, err := Recompute(ctx, res, snap, Request{DownLinks: down})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for sw, st := range p.Switches {
+			if st.Equal(res.Plan.Switches[sw]) || !maps.Equal(hops(st), hops(next.Plan.Switches[sw])) {
+				continue
+			}
+			prunedAlike++
+			if !st.Equal(next.Plan.Switches[sw]) {
+				t.Fatalf("%s down: %s is pruned to the new plan's routes, but as\n%+v\nnot as the plan's\n%+v", l.ID(), sw, st.Groups, next.Plan.Switches[sw].Groups)
+			}
+			kept++
+		}
+	}
+	if prunedAlike == 0 {
+		t.Fatal("no pruned switch had the new plan's routes: the test saw nothing")
+	}
+	t.Logf("%d pruned switches have the new plan's routes and state", kept)
 }

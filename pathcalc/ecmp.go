@@ -250,14 +250,26 @@ func maxWeightTotal(lim Limits) int {
 // it is kept to the selector's max group size (64 in accelnet.p4).
 const defaultMaxWeightTotal = 64
 
-// WeightTolerance is the largest relative error in any member's share of
-// traffic that weight reduction accepts without a warning.
+// WeightTolerance is the largest oversubscription of any member that
+// weight reduction accepts without a warning: a member given share w of
+// the traffic where its capacity asks for c is oversubscribed by w/c − 1.
+// What the group can carry before some member is full is its capacity
+// divided by (1 + the worst oversubscription), so 5% costs at most 4.8%
+// of it. A member given less than its share costs nothing of the kind
+// (the WCMP paper's measure, Zhou et al., EuroSys 2014): after a leaf's
+// uplink fails in a k=16 fat-tree, the leaves of other pods see
+// capacities 15:14:14:14:14:14:14:14 toward that pod's other leaves, and
+// equal weights oversubscribe the fourteens by 0.9% — the ECMP group the
+// switches already have. Counting the fifteen's 5.8% shortfall as an
+// error made every one of them take weights 8:7:7:7:7:7:7:7 instead
+// (which oversubscribe the eight by 5.8%), a second write of 127 switches
+// on the failure's path.
 const WeightTolerance = 0.05
 
 // reduceWeights turns capacities into small integer weights whose sum is at
-// most maxTotal, choosing the smallest total whose worst relative error in
-// any member's share is within WeightTolerance (else the best within
-// maxTotal); it returns the weights and that error.
+// most maxTotal, choosing the smallest total whose worst oversubscription
+// of any member is within WeightTolerance (else the best within maxTotal);
+// it returns the weights and that oversubscription.
 func reduceWeights(caps []float64, maxTotal int) ([]int32, float64) {
 	sum := 0.0
 	for _, c := range caps {
@@ -276,8 +288,7 @@ func reduceWeights(caps []float64, maxTotal int) ([]int32, float64) {
 		}
 		worst := 0.0
 		for i, c := range caps {
-			want := c / sum
-			worst = math.Max(worst, math.Abs(float64(w[i])/float64(got)-want)/want)
+			worst = math.Max(worst, float64(w[i])/float64(got)/(c/sum)-1) // ≥ 0 for some member
 		}
 		if worst < bestErr-1e-12 {
 			best, bestErr = append(best[:0], w...), worst
@@ -358,7 +369,7 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 	}
 	for _, g := range inexact {
 		warnings = append(warnings, Warning{Switch: sw, Message: fmt.Sprintf(
-			"WCMP weights for ports %v within a total of %d are off by up to %.0f%% of a member's share", g.ports, maxWeightTotal(lim), 100*g.worst)})
+			"WCMP weights for ports %v within a total of %d oversubscribe a member by up to %.0f%%", g.ports, maxWeightTotal(lim), 100*g.worst)})
 	}
 	t.reduced, t.inexact = weights, inexactAt // the table is done: kept for Recompute
 	members := map[uint32]bool{}

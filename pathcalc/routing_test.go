@@ -101,12 +101,12 @@ func TestRecomputeIsCompute(t *testing.T) {
 func withoutErrorFigures(ws []Warning) []Warning {
 	out := slices.Clone(ws)
 	for i := range out {
-		out[i].Message = errorFigure.ReplaceAllString(out[i].Message, "off by up to N%")
+		out[i].Message = errorFigure.ReplaceAllString(out[i].Message, "by up to N%")
 	}
 	return out
 }
 
-var errorFigure = regexp.MustCompile(`off by up to [^%]+%`)
+var errorFigure = regexp.MustCompile(`by up to [^%]+%`)
 
 // TestRecomputeTouchesFew: one link of a k=8 fat-tree failing, then
 // returning, rebuilds only the switch states that change (about half:

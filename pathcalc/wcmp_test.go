@@ -3,6 +3,7 @@ package pathcalc
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -148,7 +149,12 @@ func TestReduceWeights(t *testing.T) {
 		{"one to two", []float64{100, 200}, 64, []int32{1, 2}},
 		{"thirds", []float64{33.3, 66.7, 100}, 64, []int32{1, 2, 3}},
 		{"within tolerance stays small", []float64{100, 105}, 64, []int32{1, 1}},
-		{"fine ratio needs more slots", []float64{100, 120}, 64, []int32{4, 5}},
+		// 3:4 gives the 120 4/7 of the traffic for its 6/11: 4.8% over.
+		{"fine ratio needs more slots", []float64{100, 120}, 64, []int32{3, 4}},
+		// A k=16 leaf uplink down, seen from another pod's leaf: equal
+		// weights oversubscribe the fourteens by 0.9% (and give the
+		// fifteen 5.8% less than its share, which costs no throughput).
+		{"a shortfall is not oversubscription", []float64{15, 14, 14, 14, 14, 14, 14, 14}, 64, []int32{1, 1, 1, 1, 1, 1, 1, 1}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w, e := reduceWeights(c.caps, c.max)
@@ -173,6 +179,44 @@ func TestReduceWeights(t *testing.T) {
 	if _, e := reduceWeights([]float64{1, 1000}, 8); e <= WeightTolerance {
 		t.Errorf("1:1000 in 8 slots reported error %.3f", e)
 	}
+	// Whatever the capacities, the error reported is the worst
+	// oversubscription of the weights chosen, and no smaller total has
+	// one within the tolerance.
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		caps := make([]float64, 2+rng.IntN(7))
+		for i := range caps {
+			caps[i] = 10 + rng.Float64()*90
+		}
+		w, e := reduceWeights(caps, 64)
+		if got := oversubscription(caps, w); math.Abs(got-e) > 1e-9 {
+			t.Fatalf("caps %v: weights %v oversubscribe by %.4f, reported %.4f", caps, w, got, e)
+		}
+		total := int32(0)
+		for _, x := range w {
+			total += x
+		}
+		if smaller := int(total) - 1; e <= WeightTolerance && smaller >= len(caps) {
+			if sw, se := reduceWeights(caps, smaller); se <= WeightTolerance {
+				t.Fatalf("caps %v: %v (%.4f) in a total of %d, but %v (%.4f) fits in %d", caps, w, e, total, sw, se, smaller)
+			}
+		}
+	}
+}
+
+// oversubscription is the most any member's share of the traffic under
+// weights w exceeds its share of caps, relatively.
+func oversubscription(caps []float64, w []int32) float64 {
+	var capSum, wSum float64
+	for i := range caps {
+		capSum += caps[i]
+		wSum += float64(w[i])
+	}
+	worst := math.Inf(-1)
+	for i := range caps {
+		worst = math.Max(worst, (float64(w[i])/wSum)/(caps[i]/capSum)-1)
+	}
+	return worst
 }
 
 // TestEveryReachableDestinationRouted: with any two fabric links of a k=4

@@ -50,9 +50,13 @@ type routing struct {
 	dests    []int
 	prefixes [][]netip.Prefix
 	// dist and capTo are by destination, then switch (dist -1: cannot
-	// reach it; capTo of the destination itself: +Inf).
-	dist  [][]int32
-	capTo [][]float64
+	// reach it; capTo of the destination itself: +Inf); carries says
+	// whether traffic toward it can reach the switch (see full).
+	dist    [][]int32
+	capTo   [][]float64
+	carries [][]bool
+	// source says which switches traffic starts at: those with hosts.
+	source []bool
 	// tables and choice are by switch: its interned next-hop sets (with
 	// its routes), and for each destination the set it takes (-1: none).
 	tables []*routeTable
@@ -123,7 +127,15 @@ func newScratch(n int) *scratch {
 // switches that send to it, whichever is less — computed nearest switches
 // first. On a symmetric Clos every weight is equal (plain ECMP); after a
 // failure, switches send less toward next hops with less left beyond them.
-func (sc *scratch) full(adj [][]hop, d int, dist []int32, capTo []float64, emit func(s int, ports []uint32, caps []float64)) {
+// The switches that send to a next hop are those traffic toward the leaf
+// can reach (carries: a switch with hosts, or one a switch carrying it
+// sends to): a core whose link into the leaf's pod failed has the other
+// pods' aggregation switches as next hops, but nothing sends it that
+// traffic, and counting it as a sender took a share from every pod's
+// leaves (at k=48 it made 1,128 leaves weigh one uplink 1:2, rewritten on
+// the failure's path). A switch that carries nothing gets its next hops'
+// shares as one sender more.
+func (sc *scratch) full(adj [][]hop, source []bool, d int, dist []int32, capTo []float64, carries []bool, emit func(s int, ports []uint32, caps []float64)) {
 	for i := range dist {
 		dist[i] = -1
 	}
@@ -154,15 +166,25 @@ func (sc *scratch) full(adj [][]hop, d int, dist []int32, capTo []float64, emit 
 		sc.to[s] = len(next)
 	}
 	sc.next = next
-	for _, h := range next {
-		sc.fanIn[h.peer]++
+	for i := range carries {
+		carries[i] = false
+	}
+	for i := len(queue) - 1; i >= 0; i-- { // farthest first: every sender is known
+		s := queue[i]
+		carries[s] = carries[s] || source[s]
+		if carries[s] {
+			for _, h := range next[sc.from[s]:sc.to[s]] {
+				sc.fanIn[h.peer]++
+				carries[h.peer] = true
+			}
+		}
 	}
 	capTo[d] = math.Inf(1)
 	for _, s := range queue[1:] { // nearest first: every next hop's capTo is known
 		ports, weights := sc.ports[:0], sc.weights[:0]
 		capTo[s] = 0
 		for _, h := range next[sc.from[s]:sc.to[s]] {
-			w := min(capTo[h.peer]/float64(sc.fanIn[h.peer]), h.gbps)
+			w := min(capTo[h.peer]/float64(sc.fanIn[h.peer]+notCarrying(carries, s)), h.gbps)
 			capTo[s] += w
 			ports = append(ports, h.port)
 			weights = append(weights, w)
@@ -170,6 +192,29 @@ func (sc *scratch) full(adj [][]hop, d int, dist []int32, capTo []float64, emit 
 		sc.ports, sc.weights = ports, weights
 		emit(s, ports, weights)
 	}
+}
+
+// notCarrying is 1 for a switch that carries no traffic toward the
+// destination (see full): it takes a share as one sender more.
+func notCarrying(carries []bool, s int) int {
+	if carries[s] {
+		return 0
+	}
+	return 1
+}
+
+// carriedInto says whether a switch that carries traffic toward the
+// destination of dist sends to s (or s has hosts): what carries[s] is.
+func carriedInto(adj [][]hop, source []bool, dist []int32, carries []bool, s int) bool {
+	if source[s] {
+		return true
+	}
+	for _, h := range adj[s] {
+		if dist[h.peer] == dist[s]+1 && carries[h.peer] {
+			return true
+		}
+	}
+	return false
 }
 
 // upstream calls f for every switch that sends to s toward the
@@ -193,7 +238,7 @@ func upstream(adj [][]hop, dist []int32, s int, f func(x int)) {
 // of a fat-tree's switches, and redoing them is still cheaper: at k=48
 // 1.8 s for all destinations against 2.5 s from scratch): the
 // destination must then be searched again in full.
-func (sc *scratch) propagate(adj [][]hop, dist []int32, capTo []float64, seeds []int, emit func(s int, ports []uint32, caps []float64)) bool {
+func (sc *scratch) propagate(adj [][]hop, dist []int32, capTo []float64, carries []bool, seeds []int, emit func(s int, ports []uint32, caps []float64)) bool {
 	var maxDist int32
 	marked, limit := 0, len(adj)/2
 	mark := func(s int) {
@@ -219,13 +264,17 @@ func (sc *scratch) propagate(adj [][]hop, dist []int32, capTo []float64, seeds [
 	for _, s := range seeds {
 		mark(s)
 	}
-	// Fan-ins (unchanged distances: counted over the new links) are
-	// counted once per switch per call, when first needed.
+	// Fan-ins (unchanged distances and carriers: counted over the new
+	// links) are counted once per switch per call, when first needed.
 	sc.stamp++
 	fanIn := func(p int) int {
 		if sc.fanInAt[p] != sc.stamp {
 			n := 0
-			upstream(adj, dist, p, func(int) { n++ })
+			upstream(adj, dist, p, func(x int) {
+				if carries[x] {
+					n++
+				}
+			})
 			sc.fanIn[p], sc.fanInAt[p] = n, sc.stamp
 		}
 		return sc.fanIn[p]
@@ -242,7 +291,7 @@ func (sc *scratch) propagate(adj [][]hop, dist []int32, capTo []float64, seeds [
 				if dist[h.peer] != dist[s]-1 {
 					continue
 				}
-				w := min(capTo[h.peer]/float64(fanIn(h.peer)), h.gbps)
+				w := min(capTo[h.peer]/float64(fanIn(h.peer)+notCarrying(carries, s)), h.gbps)
 				total += w
 				ports = append(ports, h.port)
 				weights = append(weights, w)
@@ -274,10 +323,12 @@ func newRouting(ctx context.Context, snap *topology.Snapshot, req Request) (*rou
 	for i := range r.tables {
 		r.tables[i] = &routeTable{byHash: map[uint64][]int{}}
 	}
+	r.source = make([]bool, len(switches))
 	for d, leaf := range switches {
 		if leaf.Role != models.RoleLeaf || len(snap.HostsOn(leaf.Name)) == 0 {
 			continue
 		}
+		r.source[d] = true
 		r.dests = append(r.dests, d)
 		r.prefixes = append(r.prefixes, destPrefixes(snap, leaf))
 	}
@@ -290,12 +341,13 @@ func newRouting(ctx context.Context, snap *topology.Snapshot, req Request) (*rou
 	sc := newScratch(len(switches))
 	r.dist = make([][]int32, len(r.dests))
 	r.capTo = make([][]float64, len(r.dests))
+	r.carries = make([][]bool, len(r.dests))
 	for j, d := range r.dests {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.dist[j], r.capTo[j] = make([]int32, len(switches)), make([]float64, len(switches))
-		sc.full(r.adj, d, r.dist[j], r.capTo[j], func(s int, ports []uint32, caps []float64) {
+		r.dist[j], r.capTo[j], r.carries[j] = make([]int32, len(switches)), make([]float64, len(switches)), make([]bool, len(switches))
+		sc.full(r.adj, r.source, d, r.dist[j], r.capTo[j], r.carries[j], func(s int, ports []uint32, caps []float64) {
 			r.choice[s][j] = int32(r.tables[s].internWeighted(ports, caps))
 		})
 	}
@@ -433,7 +485,7 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		snap: snap, req: kept(req), switches: old.switches, index: old.index,
 		adj:   adjacency(snap, old.switches, old.index, req),
 		dests: old.dests, prefixes: old.prefixes,
-		dist: slices.Clone(old.dist), capTo: slices.Clone(old.capTo),
+		dist: slices.Clone(old.dist), capTo: slices.Clone(old.capTo), carries: slices.Clone(old.carries), source: old.source,
 		tables: slices.Clone(old.tables), choice: slices.Clone(old.choice),
 		warnings: slices.Clone(old.warnings),
 	}
@@ -506,17 +558,20 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 				}
 				seeds = append(seeds, u)                                           // its next hops change
 				upstream(r.adj, dist, v, func(x int) { seeds = append(seeds, x) }) // v's fan-in changes
+				if carriedInto(r.adj, r.source, dist, old.carries[j], v) != old.carries[j][v] {
+					search = true // what v carries changes, and with it the fan-ins below it
+				}
 			}
 		}
 		if !search && len(seeds) == 0 {
 			continue
 		}
 		emit := func(s int, ports []uint32, caps []float64) { record(s, j, ports, caps) }
-		if capTo := slices.Clone(old.capTo[j]); search || !sc.propagate(r.adj, dist, capTo, seeds, emit) {
+		if capTo := slices.Clone(old.capTo[j]); search || !sc.propagate(r.adj, dist, capTo, old.carries[j], seeds, emit) {
 			// Distances change: search again, and compare every switch.
 			pending = pending[:0]
-			r.dist[j], r.capTo[j] = make([]int32, n), make([]float64, n)
-			sc.full(r.adj, d, r.dist[j], r.capTo[j], emit)
+			r.dist[j], r.capTo[j], r.carries[j] = make([]int32, n), make([]float64, n), make([]bool, n)
+			sc.full(r.adj, r.source, d, r.dist[j], r.capTo[j], r.carries[j], emit)
 			for s, was := range dist {
 				if was > 0 && r.dist[j][s] < 0 { // no longer reaches it
 					moved[s] = append(moved[s], choice{j: j})

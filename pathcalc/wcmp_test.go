@@ -262,3 +262,48 @@ func routed(st models.ForwardingState, prefix string) bool {
 	}
 	return false
 }
+
+// TestWeightsShareAmongSendersThatCarry: when a core's link into pod 1
+// of a k=8 fat-tree fails, the other pods' leaves weigh the uplink whose
+// cores lost a quarter of their ways into pod 1 at three quarters of the
+// others: 3:4:4:4. The core that lost its link reaches pod 1 through the
+// other pods' aggregation switches, but nothing sends it that traffic;
+// counted as one more sender sharing their capacity, it made that 2:3:3:3.
+func TestWeightsShareAmongSendersThatCarry(t *testing.T) {
+	snap := topotest.FatTree(t, 8)
+	var failed models.Link
+	for _, l := range snap.FabricLinks() {
+		a, _ := snap.Switch(l.A.Switch)
+		b, _ := snap.Switch(l.B.Switch)
+		if a.Role == models.RoleCore && b.Name == "p1-spine1" || b.Role == models.RoleCore && a.Name == "p1-spine1" {
+			failed = l
+			break
+		}
+	}
+	if failed.ID() == "" {
+		t.Fatal("no core link into p1-spine1")
+	}
+	res, err := Compute(context.Background(), snap, Request{DownLinks: map[models.LinkID]bool{failed.ID(): true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, _ := snap.Switch("p1-leaf1")
+	st := res.Plan.Switches["p2-leaf1"]
+	var weights []int32
+	for _, r := range st.Routes {
+		if !r.Prefix.Contains(dst.Prefix.Addr()) {
+			continue
+		}
+		for _, g := range st.Groups {
+			if g.ID == r.GroupID {
+				for _, m := range g.Members {
+					weights = append(weights, m.Weight)
+				}
+			}
+		}
+	}
+	slices.Sort(weights)
+	if !slices.Equal(weights, []int32{3, 4, 4, 4}) {
+		t.Errorf("p2-leaf1's uplinks toward p1-leaf1 weigh %v, want 3:4:4:4", weights)
+	}
+}

@@ -44,7 +44,8 @@ import (
 // of flows at k=32, whose rates the emulator recomputes after every
 // change under the lock its fault API and switches need, so the figures
 // measure the emulator more than the controller there; "permutation" is
-// one flow per host.
+// one flow per host. ACCELNET_REACTION_DETAIL=1 prints each failure's
+// first and last write, and the controller's log line of each rollout.
 func BenchmarkFailureReactionProcesses(b *testing.B) {
 	spec := envOr("ACCELNET_REACTION_TOPOLOGY", "fattree:16@100")
 	args := append([]string{"--congestion-interval", "0", "--sample-one-in", "0"}, strings.Fields(os.Getenv("ACCELNET_REACTION_ARGS"))...)
@@ -137,6 +138,7 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	set(warm, true)
 	quiet(t, 5*time.Minute)
 	var took, first []time.Duration
+	detail := os.Getenv("ACCELNET_REACTION_DETAIL") != ""
 	b.ResetTimer()
 	for i := range b.N {
 		target := targets[i%len(targets)]
@@ -145,11 +147,22 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		w := quiet(t0, 5*time.Minute)
 		took = append(took, time.Unix(0, w.Last).Sub(t0))
 		first = append(first, time.Unix(0, w.FirstSince).Sub(t0))
+		if detail {
+			fmt.Printf("failure %d %s: first write %s, last write %s\n", i, target,
+				first[len(first)-1].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
+		}
 		t1 := time.Now()
 		set(target, true)
 		quiet(t1, 5*time.Minute)
 	}
 	b.StopTimer()
+	if detail { // the controller's account of each rollout
+		for _, line := range strings.Split(d.replicas[0].proc.Log(), "\n") {
+			if strings.Contains(line, "rollout finished") {
+				fmt.Println(line)
+			}
+		}
+	}
 	slices.Sort(took)
 	slices.Sort(first)
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50_ms")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -102,23 +103,40 @@ func (f *Fabric) Trace(spec FlowSpec) FlowStatus {
 }
 
 // SetLinkUp takes a link down or brings it back (an injected fault: both
-// ends' oper-status follow).
+// ends' oper-status follow). A link goes down without waiting for the
+// dataplane's lock (see Fabric.linkFault): both ends report it at once.
 func (f *Fabric) SetLinkUp(id models.LinkID, up bool) error {
-	if _, err := f.snap.Link(id); err != nil {
+	l, err := f.snap.Link(id)
+	if err != nil {
 		return fmt.Errorf("link %s: %w", id, ErrUnknown)
 	}
-	l, _ := f.snap.Link(id)
-	f.mu.Lock()
+	f.faultMu.Lock()
+	faults := maps.Clone(*f.linkFault.Load())
 	if up {
-		delete(f.linkFault, id)
+		delete(faults, id)
 	} else {
-		f.linkFault[id] = true
+		faults[id] = true
 	}
+	f.linkFault.Store(&faults)
+	f.faultMu.Unlock()
 	f.markDirty("", true, false)
-	f.mu.Unlock()
-	f.publishOperStatus(l.A, l.B)
+	if up {
+		f.publishOperStatus(l.A, l.B) // up only if nothing else holds it down
+		return nil
+	}
+	ts := time.Now().UnixNano()
+	for _, e := range []models.Endpoint{l.A, l.B} {
+		if sw := f.switches[e.Switch]; sw != nil && !sw.down.Load() {
+			if err := sw.gnmi.publishOper(ts, e.Port, false); err != nil {
+				f.log.Warn("publish oper-status", "switch", sw.name, "err", err)
+			}
+		}
+	}
 	return nil
 }
+
+// faulted says whether an injected fault holds link id down.
+func (f *Fabric) faulted(id models.LinkID) bool { return (*f.linkFault.Load())[id] }
 
 // publishOperStatus sends the oper-status of ports at once, as a switch
 // reports a link change when it happens rather than at its next counter

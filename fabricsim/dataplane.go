@@ -105,7 +105,7 @@ func (f *Fabric) rate(e models.Endpoint) *portRates {
 // linkUpLocked: a link carries traffic if no fault holds it down, both ends
 // are administratively enabled and both switches are up.
 func (f *Fabric) linkUpLocked(l models.Link) bool {
-	if f.linkFault[l.ID()] || f.adminDown[l.A] || f.adminDown[l.B] {
+	if f.faulted(l.ID()) || f.adminDown[l.A] || f.adminDown[l.B] {
 		return false
 	}
 	return !f.switches[l.A.Switch].down.Load() && !f.switches[l.B.Switch].down.Load()

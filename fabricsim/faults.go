@@ -211,7 +211,7 @@ func (f *Fabric) Faults() ActiveFaults {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, l := range f.snap.Links() {
-		if f.linkFault[l.ID()] {
+		if f.faulted(l.ID()) {
 			out.LinksDown = append(out.LinksDown, l.ID())
 		}
 	}

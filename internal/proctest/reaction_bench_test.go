@@ -42,8 +42,9 @@ import (
 // instead of links. ACCELNET_REACTION_WORKLOAD names another workload
 // pattern (fabricsim's): the multi-tenant one is hundreds of thousands
 // of flows at k=32, whose rates the emulator recomputes after every
-// change under the lock its fault API and switches need, so the figures
-// measure the emulator more than the controller there; "permutation" is
+// change under the lock its switches need (a link fails and is reported
+// without it), so the figures measure the emulator more than the
+// controller there; "permutation" is
 // one flow per host. ACCELNET_REACTION_DETAIL=1 prints each failure's
 // first and last write, and the controller's log line of each rollout.
 func BenchmarkFailureReactionProcesses(b *testing.B) {
@@ -86,9 +87,10 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		Last       int64 `json:"last"`
 		FirstSince int64 `json:"first_since"`
 	}
-	// The emulator answers a fault once its dataplane has taken it: at
-	// k=32 under the workload that can be seconds (the measured times
-	// include it).
+	// The emulator fails a link and reports it at once, but answers once
+	// it has logged the fault under its dataplane's lock: at k=32 under
+	// the workload that can be seconds (the writes are timed by the
+	// emulator, so the answer's delay is not counted).
 	slow := &http.Client{Timeout: 5 * time.Minute}
 	read := func(since time.Time) writes {
 		var w writes

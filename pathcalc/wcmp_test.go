@@ -84,15 +84,7 @@ func maxLoad(m map[models.Endpoint]float64) float64 {
 // WCMP weights (1:2 at the other pods' edges) spread it evenly.
 func TestWCMPAfterAFailure(t *testing.T) {
 	snap := topotest.FatTree(t, 4)
-	var failed models.LinkID
-	for _, l := range snap.Links() {
-		a, _ := snap.Switch(l.A.Switch)
-		b, _ := snap.Switch(l.B.Switch)
-		if a.Role == models.RoleCore || b.Role == models.RoleCore {
-			failed = l.ID()
-			break
-		}
-	}
+	failed := coreLink(t, snap, "").ID()
 	ctx := context.Background()
 	sym, err := Compute(ctx, snap, Request{})
 	if err != nil {
@@ -271,18 +263,7 @@ func routed(st models.ForwardingState, prefix string) bool {
 // counted as one more sender sharing their capacity, it made that 2:3:3:3.
 func TestWeightsShareAmongSendersThatCarry(t *testing.T) {
 	snap := topotest.FatTree(t, 8)
-	var failed models.Link
-	for _, l := range snap.FabricLinks() {
-		a, _ := snap.Switch(l.A.Switch)
-		b, _ := snap.Switch(l.B.Switch)
-		if a.Role == models.RoleCore && b.Name == "p1-spine1" || b.Role == models.RoleCore && a.Name == "p1-spine1" {
-			failed = l
-			break
-		}
-	}
-	if failed.ID() == "" {
-		t.Fatal("no core link into p1-spine1")
-	}
+	failed := coreLink(t, snap, "p1-spine1")
 	res, err := Compute(context.Background(), snap, Request{DownLinks: map[models.LinkID]bool{failed.ID(): true}})
 	if err != nil {
 		t.Fatal(err)
@@ -306,4 +287,19 @@ func TestWeightsShareAmongSendersThatCarry(t *testing.T) {
 	if !slices.Equal(weights, []int32{3, 4, 4, 4}) {
 		t.Errorf("p2-leaf1's uplinks toward p1-leaf1 weigh %v, want 3:4:4:4", weights)
 	}
+}
+
+// coreLink is the first link between a core switch and sw (any switch,
+// when sw is empty).
+func coreLink(t *testing.T, snap *topology.Snapshot, sw models.SwitchID) models.Link {
+	t.Helper()
+	for _, l := range snap.Links() {
+		a, _ := snap.Switch(l.A.Switch)
+		b, _ := snap.Switch(l.B.Switch)
+		if a.Role == models.RoleCore && (sw == "" || b.Name == sw) || b.Role == models.RoleCore && (sw == "" || a.Name == sw) {
+			return l
+		}
+	}
+	t.Fatalf("no core link to %q", sw)
+	return models.Link{}
 }

@@ -124,14 +124,7 @@ func (f *Fabric) SetLinkUp(id models.LinkID, up bool) error {
 		f.publishOperStatus(l.A, l.B) // up only if nothing else holds it down
 		return nil
 	}
-	ts := time.Now().UnixNano()
-	for _, e := range []models.Endpoint{l.A, l.B} {
-		if sw := f.switches[e.Switch]; sw != nil && !sw.down.Load() {
-			if err := sw.gnmi.publishOper(ts, e.Port, false); err != nil {
-				f.log.Warn("publish oper-status", "switch", sw.name, "err", err)
-			}
-		}
-	}
+	f.publishOper([]models.Endpoint{l.A, l.B}, func(models.Endpoint) bool { return false })
 	return nil
 }
 
@@ -142,23 +135,26 @@ func (f *Fabric) faulted(id models.LinkID) bool { return (*f.linkFault.Load())[i
 // reports a link change when it happens rather than at its next counter
 // sample (gNMI ON_CHANGE subscribers see it immediately).
 func (f *Fabric) publishOperStatus(ends ...models.Endpoint) {
-	type pub struct {
-		sw   *Switch
-		port uint32
-		up   bool
-	}
-	var pubs []pub
+	up := map[models.Endpoint]bool{}
 	f.mu.Lock()
 	for _, e := range ends {
-		if sw := f.switches[e.Switch]; sw != nil && !sw.down.Load() {
-			pubs = append(pubs, pub{sw, e.Port, f.operUpLocked(e)})
+		if f.switches[e.Switch] != nil {
+			up[e] = f.operUpLocked(e)
 		}
 	}
 	f.mu.Unlock()
+	f.publishOper(ends, func(e models.Endpoint) bool { return up[e] })
+}
+
+// publishOper sends ends' oper-status, as up says, from the switches
+// that are up (one that is down publishes nothing).
+func (f *Fabric) publishOper(ends []models.Endpoint, up func(models.Endpoint) bool) {
 	ts := time.Now().UnixNano()
-	for _, p := range pubs {
-		if err := p.sw.gnmi.publishOper(ts, p.port, p.up); err != nil {
-			f.log.Warn("publish oper-status", "switch", p.sw.name, "err", err)
+	for _, e := range ends {
+		if sw := f.switches[e.Switch]; sw != nil && !sw.down.Load() {
+			if err := sw.gnmi.publishOper(ts, e.Port, up(e)); err != nil {
+				f.log.Warn("publish oper-status", "switch", sw.name, "err", err)
+			}
 		}
 	}
 }

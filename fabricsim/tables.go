@@ -195,7 +195,6 @@ func (s *tableStore) normalizeEntry(e *p4v1.TableEntry, forDelete bool) (*p4v1.T
 	if e.GetIsDefaultAction() {
 		return nil, "", errf(codes.InvalidArgument, "table %s: a default entry is not an entry", t.GetPreamble().GetName())
 	}
-	out := e
 	field := func(id uint32) (*p4config.MatchField, bool) { // a table has a handful
 		for _, mf := range t.GetMatchFields() {
 			if mf.GetId() == id {
@@ -212,7 +211,7 @@ func (s *tableStore) normalizeEntry(e *p4v1.TableEntry, forDelete bool) (*p4v1.T
 			needsPriority = true
 		}
 	}
-	for _, m := range out.Match {
+	for _, m := range e.Match {
 		mf, ok := field(m.GetFieldId())
 		if !ok {
 			return nil, "", errf(codes.InvalidArgument, "table %s: unknown match field id %d", t.GetPreamble().GetName(), m.GetFieldId())
@@ -260,16 +259,16 @@ func (s *tableStore) normalizeEntry(e *p4v1.TableEntry, forDelete bool) (*p4v1.T
 			return nil, "", errf(codes.InvalidArgument, "table %s: exact field %s is missing", t.GetPreamble().GetName(), mf.GetName())
 		}
 	}
-	if !needsPriority && out.GetPriority() != 0 {
+	if !needsPriority && e.GetPriority() != 0 {
 		return nil, "", errf(codes.InvalidArgument, "table %s: priority must be 0 for a table without ternary, range or optional fields", t.GetPreamble().GetName())
 	}
-	slices.SortFunc(out.Match, func(a, b *p4v1.FieldMatch) int { return int(a.GetFieldId()) - int(b.GetFieldId()) })
+	slices.SortFunc(e.Match, func(a, b *p4v1.FieldMatch) int { return int(a.GetFieldId()) - int(b.GetFieldId()) })
 	if !forDelete {
-		if err := s.checkTableAction(t, out.GetAction()); err != nil {
+		if err := s.checkTableAction(t, e.GetAction()); err != nil {
 			return nil, "", err
 		}
 	}
-	return out, matchKey(out), nil
+	return e, matchKey(e), nil
 }
 
 func matchKey(e *p4v1.TableEntry) string {

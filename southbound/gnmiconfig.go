@@ -289,12 +289,12 @@ func (g *GNMIConfig) SetConfig(ctx context.Context, id models.SwitchID, ports ma
 		return err
 	}
 	req := &gnmipb.SetRequest{Prefix: &gnmipb.Path{Target: string(sw.Name)}, Extension: ext}
-	for port, c := range ports {
+	for port, cfg := range ports {
 		name := models.InterfaceName(port)
 		req.Update = append(req.Update,
-			&gnmipb.Update{Path: ocpath.InterfaceConfig(name, "enabled"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: c.Enabled}}},
-			&gnmipb.Update{Path: ocpath.InterfaceConfig(name, "mtu"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: uint64(c.MTU)}}},
-			&gnmipb.Update{Path: ocpath.InterfaceConfig(name, "description"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: c.Description}}},
+			&gnmipb.Update{Path: ocpath.InterfaceConfig(name, "enabled"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: cfg.Enabled}}},
+			&gnmipb.Update{Path: ocpath.InterfaceConfig(name, "mtu"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: uint64(cfg.MTU)}}},
+			&gnmipb.Update{Path: ocpath.InterfaceConfig(name, "description"), Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: cfg.Description}}},
 		)
 	}
 	if _, err := gnmipb.NewGNMIClient(c.cc).Set(ctx, req); err != nil {

@@ -297,6 +297,7 @@ func New(cfg Config) (*Controller, error) {
 	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, c.observeOperStatus, cfg.Logger)
 	c.tables = newReconciler("switch", c.Reconcile, true)
 	c.config = newReconciler("config", c.ReconcileConfig, false)
+	c.tables.await = c.awaitRoutes
 	c.config.skip = c.configUnmanaged
 	c.config.after = c.recordConfig
 	c.sampling = newReconciler("sampling", c.reconcileSampling, true)

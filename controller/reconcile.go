@@ -148,6 +148,17 @@ func (st *fabricState) rollingOut() (stage int, prev *fabricState, pruning bool)
 	return stage, prev, prev != nil && st.ro.pruning(stage)
 }
 
+// awaitRoutes waits for the routes a tables reconcile needs first (see
+// routesFirst). A k=48 plan on a busy machine takes over 10 s: waited
+// for inside the reconcile, every worker's first reconcile timed out,
+// and the wait counted as the switches answering slowly. An error is
+// left for the reconcile to meet.
+func (c *Controller) awaitRoutes(ctx context.Context) {
+	if st := c.current(); st != nil {
+		_, _ = c.planOf(ctx, st.routesFirst())
+	}
+}
+
 // routesFirst is the state whose routes a tables reconcile of st needs
 // before anything else: the old routes during a rollout's pruning, else
 // st's own.

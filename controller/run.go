@@ -182,17 +182,8 @@ func (c *Controller) work(ctx context.Context, r *reconciler) {
 			r.queue.Done(key)
 			continue
 		}
-		if r == c.tables {
-			// The switch's tables come from the fabric's routes: wait for
-			// them here, outside the reconcile's timeout and without a
-			// slot. (A k=48 plan on a busy machine takes over 10 s: every
-			// worker's first reconcile timed out waiting, and the wait
-			// counted as the switches answering slowly.) A rollout's
-			// pruning needs only the old routes, not the new ones being
-			// computed.
-			if st := c.current(); st != nil {
-				_, _ = c.planOf(tctx, st.routesFirst()) // an error: the reconcile meets it too
-			}
+		if r.await != nil {
+			r.await(tctx) // outside the reconcile's timeout, without a slot
 		}
 		if c.slots.acquire(tctx) != nil {
 			r.queue.Forget(key) // the term or the controller ended

@@ -1,6 +1,10 @@
 package controller
 
-import "github.com/accelnet/accelnet/models"
+import (
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+)
 
 // Congestion-aware weights. Every CongestionInterval the leader looks at
 // each fabric link direction's measured utilization and biases the WCMP
@@ -160,7 +164,7 @@ func (c *Controller) adjustWeights() {
 	c.mu.Unlock()
 	if changed {
 		c.weightChanges.Add(1)
-		c.refreshDown("congestion weights changed", "ports_biased", len(c.Biases()))
+		c.refreshDown("congestion weights changed", time.Time{}, "ports_biased", len(c.Biases()))
 	}
 }
 

@@ -322,7 +322,7 @@ func (c *Controller) judgeLinks() {
 		if len(after) > len(before) {
 			c.log.Warn("links found miswired or lost by discovery: routes avoid them", "links", slices.Sorted(maps.Keys(after)))
 		}
-		c.refreshDown("link discovery changed", "miswired", len(after))
+		c.refreshDown("link discovery changed", time.Time{}, "miswired", len(after))
 	}
 }
 

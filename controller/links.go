@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"maps"
+	"time"
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
@@ -96,12 +97,15 @@ func (c *Controller) observeOperStatus(s models.CounterSample) {
 		c.flaps.failed(l.ID(), c.cfg.Now()) // once per failure, not once per end
 	}
 	c.mu.Unlock()
-	c.refreshDown("link state changed", "port", e.String(), "up", s.OperUp)
+	c.refreshDown("link state changed", s.Timestamp, "port", e.String(), "up", s.OperUp)
 }
 
 // refreshDown recomputes the links to route around (failed, drained,
 // dampened) and, if they changed, replans and queues every switch.
-func (c *Controller) refreshDown(why string, args ...any) {
+// reported, if set, is when the switch reported the change that prompts
+// it (its notification's timestamp): how long ago that was when the
+// reroute is decided is logged and measured.
+func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	ctx := c.running()
 	c.mu.Lock()
 	st := c.state
@@ -165,7 +169,13 @@ func (c *Controller) refreshDown(why string, args ...any) {
 	if c.cfg.Overlay != nil {
 		c.cfg.Overlay.SetFabric(st.snap, down)
 	}
-	c.log.Info(why+"; rerouting", append(args, "links_avoided", len(down), "pruned_first", failed)...)
+	args = append(args, "links_avoided", len(down), "pruned_first", failed)
+	if !reported.IsZero() {
+		since := c.cfg.Now().Sub(reported)
+		c.m.rerouteDelay.Observe(since.Seconds())
+		args = append(args, "since_report", since.Round(time.Millisecond))
+	}
+	c.log.Info(why+"; rerouting", args...)
 	c.m.linksDown.Set(float64(len(down)))
 	if failed {
 		// The switches the pruning changes, at once: they are written
@@ -221,7 +231,7 @@ func (c *Controller) runDeferred() {
 		return
 	}
 	if st := c.current(); st != nil && (st.ro == nil || st.ro.stageNow() == 0) {
-		c.spawn(func(context.Context) { c.refreshDown("the rollout under way finished") })
+		c.spawn(func(context.Context) { c.refreshDown("the rollout under way finished", time.Time{}) })
 	}
 }
 
@@ -231,7 +241,7 @@ func (c *Controller) SetDrains(drains map[string]models.Drain) {
 	c.mu.Lock()
 	c.drains = maps.Clone(drains)
 	c.mu.Unlock()
-	c.refreshDown("drains changed", "drains", len(drains))
+	c.refreshDown("drains changed", time.Time{}, "drains", len(drains))
 }
 
 // DownLinks returns the links the current routes avoid.

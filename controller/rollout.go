@@ -59,6 +59,7 @@ type rollout struct {
 	// began is when the rollout was created; spans the stages it went
 	// through (for the log line when it finishes); reported once.
 	began    time.Time
+	begun    time.Time // when its stages began: planned and prepared
 	spans    []stageSpan
 	reported bool
 }
@@ -71,13 +72,14 @@ type stageSpan struct {
 	took            time.Duration
 }
 
-// finished returns, once, how long the rollout took and its stages, when
-// it is over.
-func (r *rollout) finished() (took time.Duration, stages string, ok bool) {
+// finished returns, once, how long the rollout took, how much of that
+// was before its stages began (the new routes computed, the stages
+// prepared), and its stages, when it is over.
+func (r *rollout) finished() (took, planned time.Duration, stages string, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stage <= r.last || r.reported || r.affected == nil {
-		return 0, "", false
+		return 0, 0, "", false
 	}
 	r.reported = true
 	var b strings.Builder
@@ -87,7 +89,7 @@ func (r *rollout) finished() (took time.Duration, stages string, ok bool) {
 		}
 		fmt.Fprintf(&b, "%d:%dsw/%s", s.stage, s.switches, s.took.Round(time.Millisecond))
 	}
-	return r.now().Sub(r.began), b.String(), true
+	return r.now().Sub(r.began), r.begun.Sub(r.began), b.String(), true
 }
 
 // prepare computes, once, which switches move at which stage and, for the
@@ -422,6 +424,7 @@ func (r *rollout) begin() []models.SwitchID {
 	if r.affected == nil {
 		return nil
 	}
+	r.begun = r.now()
 	r.stage-- // nextLocked moves to the first stage with changes
 	return r.nextLocked()
 }
@@ -573,10 +576,12 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 }
 
 // logRollout says, once, that a rollout finished: how long it took from
-// the change, and each stage's switches and time.
+// the change, how much of it went to planning before the first stage
+// (after a failure the pruning is written meanwhile), and each stage's
+// switches and time.
 func (c *Controller) logRollout(ro *rollout) {
-	if took, stages, ok := ro.finished(); ok {
-		c.log.Info("rollout finished", "took", took.Round(time.Millisecond), "stages", stages)
+	if took, planned, stages, ok := ro.finished(); ok {
+		c.log.Info("rollout finished", "took", took.Round(time.Millisecond), "planned", planned.Round(time.Millisecond), "stages", stages)
 	}
 }
 

@@ -125,9 +125,10 @@ func TestAdoptGroupIDs(t *testing.T) {
 	}
 }
 
-// TestRolloutTimeline: a finished rollout reports, once, how long it took
-// and each stage that changed switches (how many, how long), for the log
-// line operators read; stages without changes are not listed.
+// TestRolloutTimeline: a finished rollout reports, once, how long it took,
+// how much of that was planning before its first stage, and each stage
+// that changed switches (how many, how long), for the log line operators
+// read; stages without changes are not listed.
 func TestRolloutTimeline(t *testing.T) {
 	now := time.Unix(100, 0)
 	r := newRollout(&fabricState{}, func() time.Time { return now })
@@ -137,7 +138,7 @@ func TestRolloutTimeline(t *testing.T) {
 	if got := r.begin(); len(got) != 2 {
 		t.Fatalf("first stage: %v, want a and b", got)
 	}
-	if _, _, ok := r.finished(); ok {
+	if _, _, _, ok := r.finished(); ok {
 		t.Fatal("finished before any stage completed")
 	}
 	now = now.Add(40 * time.Millisecond)
@@ -149,11 +150,11 @@ func TestRolloutTimeline(t *testing.T) {
 	if next := r.confirmed("c", 3); len(next) != 3 {
 		t.Fatalf("after the last stage: %v, want every changed switch for the cleanup", next)
 	}
-	took, stages, ok := r.finished()
-	if !ok || took != 60*time.Millisecond || stages != "1:2sw/40ms 3:1sw/15ms" {
-		t.Fatalf("finished() = %s %q %v, want 60ms \"1:2sw/40ms 3:1sw/15ms\" true", took, stages, ok)
+	took, planned, stages, ok := r.finished()
+	if !ok || took != 60*time.Millisecond || planned != 5*time.Millisecond || stages != "1:2sw/40ms 3:1sw/15ms" {
+		t.Fatalf("finished() = %s %s %q %v, want 60ms 5ms \"1:2sw/40ms 3:1sw/15ms\" true", took, planned, stages, ok)
 	}
-	if _, _, again := r.finished(); again {
+	if _, _, _, again := r.finished(); again {
 		t.Fatal("reported twice")
 	}
 }

@@ -134,7 +134,7 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			c.probe(ctx)
 		case <-damp.C:
 			c.runDeferred()
-			c.refreshDown("flap dampening changed")
+			c.refreshDown("flap dampening changed", time.Time{})
 			if st := c.current(); st != nil && st.ro != nil {
 				if next := st.ro.stuck(); next != nil {
 					c.log.Warn("rollout stage timed out; moving on", "stage", st.ro.stageNow())

@@ -336,6 +336,10 @@ func TestLinkFailureIsRoutedAround(t *testing.T) {
 		}
 		return true
 	})
+	// How long the reroute came after the switch's report is measured.
+	if n, sum := histogram(t, h, "accelnet_oper_status_reroute_seconds"); n != 1 || sum < 0 {
+		t.Errorf("reroutes after a reported failure measured: %d (sum %.3fs), want 1", n, sum)
+	}
 	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkUp, Target: string(failed.ID())}); err != nil {
 		t.Fatal(err)
 	}

@@ -219,6 +219,23 @@ func gauge(t *testing.T, h *fabrictest.Harness, name, label, value string) (floa
 	return 0, false
 }
 
+// histogram reads an unlabelled histogram's count and sum from the
+// stack's registry (0, 0 if it has none).
+func histogram(t *testing.T, h *fabrictest.Harness, name string) (uint64, float64) {
+	t.Helper()
+	families, err := h.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			hm := f.GetMetric()[0].GetHistogram()
+			return hm.GetSampleCount(), hm.GetSampleSum()
+		}
+	}
+	return 0, 0
+}
+
 // otherController is a P4Runtime driver for f's switches that is not
 // accelnet's (election ID id; 0: 1).
 func otherController(t *testing.T, f *fabricsim.Fabric, id uint64) *southbound.P4RT {

@@ -46,7 +46,9 @@ import (
 // without it), so the figures measure the emulator more than the
 // controller there; "permutation" is
 // one flow per host. ACCELNET_REACTION_DETAIL=1 prints each failure's
-// first and last write, and the controller's log line of each rollout.
+// time, first and last write, and the controller's log lines of each
+// reroute (how long after the switch's report it was decided) and
+// rollout (how long its planning and each stage took).
 func BenchmarkFailureReactionProcesses(b *testing.B) {
 	spec := envOr("ACCELNET_REACTION_TOPOLOGY", "fattree:16@100")
 	args := append([]string{"--congestion-interval", "0", "--sample-one-in", "0"}, strings.Fields(os.Getenv("ACCELNET_REACTION_ARGS"))...)
@@ -150,7 +152,7 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		took = append(took, time.Unix(0, w.Last).Sub(t0))
 		first = append(first, time.Unix(0, w.FirstSince).Sub(t0))
 		if detail {
-			fmt.Printf("failure %d %s: first write %s, last write %s\n", i, target,
+			fmt.Printf("failure %d %s at %s: first write %s, last write %s\n", i, target, t0.UTC().Format("15:04:05.000"),
 				first[len(first)-1].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond))
 		}
 		t1 := time.Now()
@@ -158,9 +160,9 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		quiet(t1, 5*time.Minute)
 	}
 	b.StopTimer()
-	if detail { // the controller's account of each rollout
+	if detail { // the controller's account of each reroute and rollout
 		for _, line := range strings.Split(d.replicas[0].proc.Log(), "\n") {
-			if strings.Contains(line, "rollout finished") {
+			if strings.Contains(line, "rollout finished") || strings.Contains(line, "; rerouting") {
 				fmt.Println(line)
 			}
 		}

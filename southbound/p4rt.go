@@ -125,7 +125,7 @@ type p4conn struct {
 	election uint64 // the election ID it arbitrated with
 	// digests carries digest lists from the stream's reader to the sample
 	// handler; droppedSamples counts those dropped since the last taken.
-	digests        chan *p4v1.DigestList
+	digests        chan *digestList
 	droppedSamples atomic.Uint64
 }
 
@@ -263,7 +263,7 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 	client := p4v1.NewP4RuntimeClient(cc)
 	streamCtx, cancel := context.WithCancel(context.Background())
 	c := &p4conn{cc: cc, client: client, cancel: cancel, done: make(chan struct{}), deviceID: sw.DeviceID, addr: sw.P4RTAddr, election: electionID,
-		digests: make(chan *p4v1.DigestList, digestQueue)}
+		digests: make(chan *digestList, digestQueue)}
 	fail := func(err error) (*p4conn, error) {
 		cancel()
 		cc.Close()
@@ -275,7 +275,7 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 	// hold for gRPC's 20 s connect timeout, whatever the caller's deadline.
 	giveUp := context.AfterFunc(ctx, cancel)
 	defer giveUp()
-	stream, err := client.StreamChannel(streamCtx)
+	stream, err := client.StreamChannel(streamCtx, grpc.ForceCodec(streamCodec{digestID: d.schema.DigestID(p4.DigestFlowSample)}))
 	if err != nil {
 		return fail(fmt.Errorf("%w: %s: open stream: %v", ErrUnavailable, sw.Name, err))
 	}
@@ -291,8 +291,9 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 		defer close(c.done)
 		defer close(c.digests)
 		first := true
+		var in streamMessage
 		for {
-			msg, err := stream.Recv()
+			err := stream.RecvMsg(&in)
 			if err != nil {
 				if first {
 					arb <- fmt.Errorf("%w: %s: arbitration: %v", ErrUnavailable, sw.Name, err)
@@ -305,8 +306,13 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 				}
 				return
 			}
+			if in.list != nil { // flow samples, read from the wire
+				d.takeDigest(c, in.list)
+				continue
+			}
+			msg := in.resp
 			if list := msg.GetDigest(); list != nil {
-				d.takeDigest(c, list)
+				d.takeDigest(c, d.samplesOf(list))
 				continue
 			}
 			if pkt := msg.GetPacket(); pkt != nil {

@@ -124,28 +124,30 @@ func minimal(v uint64) []byte {
 	return b[i:]
 }
 
-// samplesOf decodes a flow_sample_t digest list (other digests: none);
-// each sample stands for stands samples.
-func (d *P4RT) samplesOf(list *p4v1.DigestList, stands float64) []models.FlowSample {
+// samplesOf decodes a digest list into its flow samples (none for
+// another digest), each standing for itself (streamCodec reads the
+// lists it can from the wire; this decodes the rest).
+func (d *P4RT) samplesOf(list *p4v1.DigestList) *digestList {
+	out := &digestList{digestID: list.GetDigestId(), listID: list.GetListId()}
 	if list.GetDigestId() != d.schema.DigestID(p4.DigestFlowSample) {
-		return nil
+		return out
 	}
 	var at time.Time
 	if ts := list.GetTimestamp(); ts > 0 {
 		at = time.Unix(0, ts)
 	}
-	out := make([]models.FlowSample, 0, len(list.GetData()))
+	out.samples = make([]models.FlowSample, 0, len(list.GetData()))
 	for _, data := range list.GetData() {
 		m := data.GetStruct().GetMembers()
 		if len(m) != len(p4.FlowSampleFields) {
 			continue
 		}
-		out = append(out, models.FlowSample{
+		out.samples = append(out.samples, models.FlowSample{
 			Port: uint32(p4.Uint(m[0].GetBitstring())),
 			Key: models.FlowKey{Src: p4.Addr(m[1].GetBitstring()), Dst: p4.Addr(m[2].GetBitstring()),
 				SrcPort: uint16(p4.Uint(m[3].GetBitstring()))},
 			Bytes: uint32(p4.Uint(m[4].GetBitstring())),
-			At:    at, Stands: stands,
+			At:    at, Stands: 1,
 		})
 	}
 	return out
@@ -160,11 +162,11 @@ const digestQueue = 8
 
 // takeDigest hands a digest list to the sample handler, or drops it when
 // the handler is behind (counted, so the next list taken stands for it).
-func (d *P4RT) takeDigest(c *p4conn, list *p4v1.DigestList) {
+func (d *P4RT) takeDigest(c *p4conn, list *digestList) {
 	select {
 	case c.digests <- list:
 	default:
-		c.droppedSamples.Add(uint64(len(list.GetData())))
+		c.droppedSamples.Add(uint64(len(list.samples)))
 		d.ackDigest(c, list)
 	}
 }
@@ -173,19 +175,22 @@ func (d *P4RT) takeDigest(c *p4conn, list *p4v1.DigestList) {
 // until the stream ends, acknowledging each after it.
 func (d *P4RT) handleDigests(sw models.SwitchID, c *p4conn) {
 	for list := range c.digests {
-		n := float64(len(list.GetData()))
-		stands := 1.0
-		if dropped := c.droppedSamples.Swap(0); dropped > 0 && n > 0 {
-			stands = (n + float64(dropped)) / n
-		}
-		if samples := d.samplesOf(list, stands); len(samples) > 0 && d.opts.OnSamples != nil {
-			d.opts.OnSamples(sw, samples)
+		if n := float64(len(list.samples)); n > 0 {
+			if dropped := c.droppedSamples.Swap(0); dropped > 0 {
+				stands := (n + float64(dropped)) / n
+				for i := range list.samples {
+					list.samples[i].Stands = stands
+				}
+			}
+			if d.opts.OnSamples != nil {
+				d.opts.OnSamples(sw, list.samples)
+			}
 		}
 		d.ackDigest(c, list)
 	}
 }
 
-func (d *P4RT) ackDigest(c *p4conn, list *p4v1.DigestList) {
+func (d *P4RT) ackDigest(c *p4conn, list *digestList) {
 	_ = c.send(&p4v1.StreamMessageRequest{Update: &p4v1.StreamMessageRequest_DigestAck{
-		DigestAck: &p4v1.DigestListAck{DigestId: list.GetDigestId(), ListId: list.GetListId()}}})
+		DigestAck: &p4v1.DigestListAck{DigestId: list.digestID, ListId: list.listID}}})
 }

@@ -77,6 +77,11 @@ type flowState struct {
 	// sampleCarry is the fraction of a flow_sample digest owed to the
 	// next tick.
 	sampleCarry float64
+	// sample is the flow's flow_sample digest datum, the same for each
+	// of its packets sampled on samplePort (built once, not per sample:
+	// a leaf of 100 Gb/s flows sends thousands a second).
+	sample     *p4v1.P4Data
+	samplePort uint32
 }
 
 // portCounters are a port's cumulative counters.

@@ -60,9 +60,8 @@ func (f *Fabric) sampleLocked(dt float64) {
 	}
 	limit := int(math.Ceil(maxSamplesPerSecond * dt))
 	type due struct {
-		port uint32
-		spec FlowSpec
-		n    int
+		datum *p4v1.P4Data
+		n     int
 	}
 	dues := map[*Switch][]due{}
 	for _, fl := range f.flows {
@@ -91,7 +90,10 @@ func (f *Fabric) sampleLocked(dt float64) {
 		k := math.Floor(fl.sampleCarry)
 		fl.sampleCarry -= k
 		if k > 0 {
-			dues[sw] = append(dues[sw], due{port: first.InPort, spec: fl.Spec, n: int(k)})
+			if fl.sample == nil || fl.samplePort != first.InPort {
+				fl.sample, fl.samplePort = sampleData(first.InPort, fl.Spec), first.InPort
+			}
+			dues[sw] = append(dues[sw], due{datum: fl.sample, n: int(k)})
 		}
 	}
 	// The flows' samples interleaved, as packets of concurrent flows are
@@ -104,7 +106,7 @@ func (f *Fabric) sampleLocked(dt float64) {
 			more := false
 			for _, d := range ds {
 				if round < d.n && len(data) < limit {
-					data = append(data, sampleData(d.port, d.spec))
+					data = append(data, d.datum) // only read from here on: lists share it
 					more = more || round+1 < d.n
 				}
 			}

@@ -6,8 +6,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,6 +51,8 @@ import (
 // time, first and last write, and the controller's log lines of each
 // reroute (how long after the switch's report it was decided) and
 // rollout (how long its planning and each stage took).
+// ACCELNET_REACTION_PROFILES=DIR keeps CPU profiles of accelnet and
+// fabricsim over the first 45 s of failures.
 func BenchmarkFailureReactionProcesses(b *testing.B) {
 	spec := envOr("ACCELNET_REACTION_TOPOLOGY", "fattree:16@100")
 	args := append([]string{"--congestion-interval", "0", "--sample-one-in", "0"}, strings.Fields(os.Getenv("ACCELNET_REACTION_ARGS"))...)
@@ -143,6 +147,20 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	quiet(t, 5*time.Minute)
 	var took, first []time.Duration
 	detail := os.Getenv("ACCELNET_REACTION_DETAIL") != ""
+	var profiled sync.WaitGroup
+	if dir := os.Getenv("ACCELNET_REACTION_PROFILES"); dir != "" {
+		// accelnet's and fabricsim's CPU over the first 45 s of failures.
+		profiled.Go(func() {
+			if err := operatorGet(r.url(), d.token, "/debug/pprof/profile?seconds=45", filepath.Join(dir, "reaction.cpu")); err != nil {
+				b.Logf("accelnet profile: %v", err)
+			}
+		})
+		profiled.Go(func() {
+			if err := operatorGet(sim, "", "/debug/pprof/profile?seconds=45", filepath.Join(dir, "reaction-fabricsim.cpu")); err != nil {
+				b.Logf("fabricsim profile: %v", err)
+			}
+		})
+	}
 	b.ResetTimer()
 	for i := range b.N {
 		target := targets[i%len(targets)]
@@ -160,6 +178,7 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		quiet(t1, 5*time.Minute)
 	}
 	b.StopTimer()
+	profiled.Wait()
 	if detail { // the controller's account of each reroute and rollout
 		for _, line := range strings.Split(d.replicas[0].proc.Log(), "\n") {
 			if strings.Contains(line, "rollout finished") || strings.Contains(line, "; rerouting") {

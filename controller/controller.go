@@ -269,6 +269,8 @@ type Controller struct {
 	// fully have (two overlapping rollouts could leave a switch routing by
 	// neither one's staging).
 	deferred atomic.Bool
+	// urgency holds background work back while a failure is handled.
+	urgency *urgency
 }
 
 // New returns a controller; Run starts it.
@@ -301,6 +303,16 @@ func New(cfg Config) (*Controller, error) {
 	c.config.skip = c.configUnmanaged
 	c.config.after = c.recordConfig
 	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
+	c.urgency = newUrgency(func(held bool) {
+		for _, r := range c.reconcilers() {
+			r.queue.HoldBackground(held)
+		}
+		v := 0.0
+		if held {
+			v = 1
+		}
+		c.m.failureHandling.Set(v)
+	})
 	c.slots = newInflight(cfg.Workers*len(c.reconcilers()), cfg.ReconcileTimeout, time.Now)
 	c.m = newMetrics(cfg.Registerer, counts{samples: tele.Samples, weightChanges: c.WeightChanges, atOnce: c.slots.bound})
 	return c, nil

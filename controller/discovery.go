@@ -142,8 +142,27 @@ func (c *Controller) PacketIn(sw models.SwitchID, port uint32, payload []byte) {
 	c.discMu.Unlock()
 }
 
+// discover runs a round of probes every DiscoveryInterval until ctx
+// ends, on its own: a round at k=48 (138,240 probes and 2,880 LLDP
+// reads) outlasts the interval, and it would hold up the housekeeping
+// beside it (flap dampening, a rollout's timed-out stage).
+func (c *Controller) discover(ctx context.Context) {
+	t := time.NewTicker(c.cfg.DiscoveryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.probe(ctx)
+		}
+	}
+}
+
 // probe sends one round of probes out of every declared fabric port that
-// is up, as the leader.
+// is up, as the leader. It waits, switch by switch, while a failure is
+// being handled (see urgency): no probe is sent meanwhile, so none is
+// missed, and no link is judged lost for it.
 func (c *Controller) probe(ctx context.Context) {
 	st := c.current()
 	if st == nil || c.cfg.Packets == nil || !c.Leading() {
@@ -153,6 +172,9 @@ func (c *Controller) probe(ctx context.Context) {
 	operDown := maps.Clone(c.operDown)
 	c.mu.RUnlock()
 	for _, sw := range st.snap.Switches() {
+		if c.urgency.await(ctx) != nil {
+			return
+		}
 		for _, a := range st.snap.Neighbors(sw.Name) {
 			e := models.Endpoint{Switch: sw.Name, Port: a.LocalPort}
 			if operDown[e] {
@@ -190,6 +212,9 @@ func (c *Controller) readNeighbors(ctx context.Context, st *fabricState) {
 	for _, sw := range st.snap.Switches() {
 		if sw.GNMIAddr == "" {
 			continue
+		}
+		if c.urgency.await(ctx) != nil {
+			return
 		}
 		c.discMu.Lock()
 		skip := c.noNeighbors[sw.Name]

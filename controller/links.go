@@ -178,6 +178,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	c.log.Info(why+"; rerouting", args...)
 	c.m.linksDown.Set(float64(len(down)))
 	if failed {
+		c.urgency.begin(next.ro) // background work waits for this rollout
 		// The switches the pruning changes, at once: they are written
 		// while the new routes are computed.
 		c.enqueuePruned(ctx, next.ro)
@@ -192,12 +193,16 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	newPlan, errNew := c.planOf(ctx, next)
 	if errOld != nil || errNew != nil {
 		next.ro.abandon()
+		c.urgency.end(next.ro)
 		c.enqueueAll()
 		return
 	}
 	next.ro.prepare(next, oldPlan.Plan, newPlan.Plan, next.ro.base)
 	for _, sw := range next.ro.begin() {
 		c.Enqueue(sw)
+	}
+	if next.ro.stageNow() == 0 {
+		c.urgency.end(next.ro) // nothing to stage: over at once
 	}
 }
 

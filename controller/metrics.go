@@ -19,6 +19,7 @@ type metrics struct {
 	linksDown         prometheus.Gauge
 	fullReads         prometheus.Counter
 	rerouteDelay      prometheus.Histogram
+	failureHandling   prometheus.Gauge
 }
 
 // counts are figures the controller keeps itself, exported as they are.
@@ -83,6 +84,10 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 			Name: "accelnet_reconcile_full_reads_total",
 			Help: "Reconciles that read a switch's tables in full (first contact, reconnect, error, periodic resync).",
 		}),
+		failureHandling: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "accelnet_failure_handling",
+			Help: "1 while a link failure's rollout is under way, and the periodic resync and link discovery wait for it; else 0.",
+		}),
 		rerouteDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "accelnet_oper_status_reroute_seconds",
 			Help:    "From a switch's report that a fabric port went down or up (its gNMI notification's timestamp) to the controller rerouting around it: the stream's transit and the controller's intake.",
@@ -101,7 +106,7 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 			Help: "How many switch reconciles (tables, interface config, sampling) may run at once: every worker, halved when reconciles run out their timeout and grown back as they complete in time.",
 		}, func() float64 { return float64(n.atOnce()) }))
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
-			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay)
+			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling)
 	}
 	return m
 }

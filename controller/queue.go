@@ -30,6 +30,8 @@ type Queue struct {
 	timers     map[string]*time.Timer
 	wake       chan struct{}
 	closed     bool
+	// held keeps the background lane's keys waiting (HoldBackground).
+	held bool
 
 	baseDelay, maxDelay time.Duration
 }
@@ -155,7 +157,7 @@ func (q *Queue) Get(ctx context.Context) (string, bool) {
 		}
 		if key, ok := q.popLocked(); ok {
 			q.processing[key] = true
-			if len(q.order)+len(q.later) > 0 {
+			if len(q.order) > 0 || len(q.later) > 0 && !q.held {
 				q.signal()
 			}
 			q.mu.Unlock()
@@ -170,9 +172,13 @@ func (q *Queue) Get(ctx context.Context) (string, bool) {
 	}
 }
 
-// popLocked takes the next key, the front lane's first.
+// popLocked takes the next key, the front lane's first (only the front
+// lane's while the background lane is held).
 func (q *Queue) popLocked() (string, bool) {
 	for _, keys := range []*[]string{&q.order, &q.later} {
+		if keys == &q.later && q.held {
+			break
+		}
 		if len(*keys) > 0 {
 			key := (*keys)[0]
 			*keys = (*keys)[1:]
@@ -181,6 +187,19 @@ func (q *Queue) popLocked() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// HoldBackground keeps the background lane's keys waiting (held) until
+// it is let go: only keys Add queued are handed out meanwhile (a failure
+// being handled, see urgency). A background key Add queues again moves
+// to the front lane and is handed out as before.
+func (q *Queue) HoldBackground(held bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.held = held
+	if !held && len(q.later) > 0 {
+		q.signal()
+	}
 }
 
 // Done marks key finished; if it was re-added meanwhile it is queued again,

@@ -578,10 +578,11 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 // logRollout says, once, that a rollout finished: how long it took from
 // the change, how much of it went to planning before the first stage
 // (after a failure the pruning is written meanwhile), and each stage's
-// switches and time.
+// switches and time; background work held back for it goes on.
 func (c *Controller) logRollout(ro *rollout) {
 	if took, planned, stages, ok := ro.finished(); ok {
 		c.log.Info("rollout finished", "took", took.Round(time.Millisecond), "planned", planned.Round(time.Millisecond), "stages", stages)
+		c.urgency.end(ro) // a failure's: background work goes on
 	}
 }
 

@@ -26,6 +26,9 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 	wg.Go(func() { c.housekeeping(ctx) })
+	if c.cfg.DiscoveryInterval > 0 && c.cfg.Packets != nil {
+		wg.Go(func() { c.discover(ctx) })
+	}
 	if c.cfg.Leadership != nil {
 		wg.Go(func() { c.followLeadership(ctx) })
 	}
@@ -115,12 +118,6 @@ func (c *Controller) housekeeping(ctx context.Context) {
 		defer t.Stop()
 		congestion = t.C
 	}
-	var discover <-chan time.Time
-	if c.cfg.DiscoveryInterval > 0 && c.cfg.Packets != nil {
-		t := time.NewTicker(c.cfg.DiscoveryInterval)
-		defer t.Stop()
-		discover = t.C
-	}
 	summary := time.NewTicker(writeSummaryEvery)
 	defer summary.Stop()
 	for {
@@ -130,8 +127,6 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			return
 		case <-summary.C:
 			c.logWrites(ctx)
-		case <-discover:
-			c.probe(ctx)
 		case <-damp.C:
 			c.runDeferred()
 			c.refreshDown("flap dampening changed", time.Time{})

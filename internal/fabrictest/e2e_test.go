@@ -340,6 +340,12 @@ func TestLinkFailureIsRoutedAround(t *testing.T) {
 	if n, sum := histogram(t, h, "accelnet_oper_status_reroute_seconds"); n != 1 || sum < 0 {
 		t.Errorf("reroutes after a reported failure measured: %d (sum %.3fs), want 1", n, sum)
 	}
+	// The resync and link discovery held back for the failure go on once
+	// its rollout is over (not at the backstop, 30 s on).
+	h.Eventually(t, 20*time.Second, "background work going on again", func() bool {
+		v, ok := gauge(t, h, "accelnet_failure_handling", "", "")
+		return h.Controller.Settled() && ok && v == 0
+	})
 	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkUp, Target: string(failed.ID())}); err != nil {
 		t.Fatal(err)
 	}

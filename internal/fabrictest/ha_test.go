@@ -197,7 +197,8 @@ func TestForeignControllerTakesOneSwitch(t *testing.T) {
 	}
 }
 
-// gauge reads a gauge's value by one label from the stack's registry.
+// gauge reads a gauge's value by one label from the stack's registry
+// (label "": an unlabelled gauge's).
 func gauge(t *testing.T, h *fabrictest.Harness, name, label, value string) (float64, bool) {
 	t.Helper()
 	families, err := h.Registry.Gather()
@@ -209,6 +210,9 @@ func gauge(t *testing.T, h *fabrictest.Harness, name, label, value string) (floa
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			if label == "" {
+				return m.GetGauge().GetValue(), true
+			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
 					return m.GetGauge().GetValue(), true

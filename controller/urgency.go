@@ -1,0 +1,93 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// A failure comes first. From the moment a link failure is seen until its
+// rollout is over (traffic on the failed link is lost until the pruning is
+// written, and routes stay short of capacity until the new plan is), the
+// controller's background work waits: the periodic resync's reconciles
+// (the queues' background lane) and link discovery's probe rounds (a
+// packet-out per fabric port and an LLDP read per switch). At k=48 they
+// were a third of the controller's CPU and a sixth of the emulator's, on
+// the two cores where a failure's new routes (0.3–0.5 s of CPU) took
+// 1.3–9 s to plan. The wait ends when the failure's rollout finishes or
+// is given up, or urgentBackstop after it began whatever happens, so a
+// rollout that never finishes cannot starve them. Planned changes (drains,
+// links coming back, congestion weights) do not hold anything up.
+
+// urgentBackstop bounds how long background work waits for one failure.
+const urgentBackstop = 30 * time.Second
+
+// urgency is whether a failure is being handled, and the wait on it.
+type urgency struct {
+	mu sync.Mutex
+	// ro is the failure's rollout being waited for (nil: none).
+	ro *rollout
+	// quiet is closed while no failure is being handled.
+	quiet chan struct{}
+	timer *time.Timer
+	// hold holds (true) or lets go (false) the queues' background lanes.
+	hold func(bool)
+}
+
+func newUrgency(hold func(bool)) *urgency {
+	quiet := make(chan struct{})
+	close(quiet)
+	return &urgency{quiet: quiet, hold: hold}
+}
+
+// begin says a failure's rollout ro is under way: background work waits
+// until it ends (end), or for urgentBackstop. A failure during another's
+// rollout waits for the later rollout.
+func (u *urgency) begin(ro *rollout) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ro == nil {
+		u.quiet = make(chan struct{})
+		u.hold(true)
+	}
+	u.ro = ro
+	if u.timer != nil {
+		u.timer.Stop()
+	}
+	u.timer = time.AfterFunc(urgentBackstop, func() { u.end(ro) })
+}
+
+// end says ro finished or was given up: background work goes on, unless
+// ro is not the rollout waited for (a later failure's is, or none).
+func (u *urgency) end(ro *rollout) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.ro == nil || u.ro != ro {
+		return
+	}
+	u.ro = nil
+	u.timer.Stop()
+	close(u.quiet)
+	u.hold(false)
+}
+
+// await returns once no failure is being handled, or ctx's error when it
+// ends first.
+func (u *urgency) await(ctx context.Context) error {
+	u.mu.Lock()
+	quiet := u.quiet
+	u.mu.Unlock()
+	select {
+	case <-quiet:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// handling says whether a failure is being handled.
+func (u *urgency) handling() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.ro != nil
+}

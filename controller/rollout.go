@@ -130,20 +130,24 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 		for sw, newSt := range newPlan.Switches {
 			oldSt := oldPlan.Switches[sw]
 			// Plans hold canonical states: compare them as they are.
-			if !oldSt.Equal(newSt) {
+			differs := !oldSt.Equal(newSt)
+			if differs {
 				changed[sw] = true
 			}
 			if base != nil && !base.Switches[sw].Equal(oldSt) {
 				pruning[sw], changed[sw] = true, true // the first stage: to oldPlan
 			}
-			if !changed[sw] {
-				continue // the same state (most often the very same: see pathcalc.Recompute)
+			if !differs {
+				// The same state (most often the very same: see
+				// pathcalc.Recompute), or the pruning's alone: nothing
+				// moves (a leaf link's pruning is 1,152 switches at k=48).
+				continue
 			}
 			moved := changedPrefixes(oldSt, newSt)
 			if len(moved) == 0 {
 				continue
 			}
-			oldHops, newHops := hopsByPrefix(oldSt), hopsByPrefix(newSt)
+			oldHops, newHops := hopsOf(oldSt, moved), hopsOf(newSt, moved)
 			for _, p := range moved {
 				old, ok := oldHops[p]
 				if ok && isSubset(newHops[p], old) {
@@ -281,23 +285,34 @@ func nearer(snap *topology.Snapshot, dist distances, sw models.SwitchID, ports [
 	return good
 }
 
-// hopsByPrefix is every route's next-hop ports, sorted.
-func hopsByPrefix(st models.ForwardingState) map[netip.Prefix][]uint32 {
-	groups := make(map[uint32][]uint32, len(st.Groups))
-	for _, g := range st.Groups {
-		ports := make([]uint32, len(g.Members))
-		for i, m := range g.Members {
-			ports[i] = m.MemberID
-		}
-		slices.Sort(ports)
-		groups[g.ID] = ports
+// hopsOf is the next-hop ports, sorted, of the routes to prefixes.
+func hopsOf(st models.ForwardingState, prefixes []netip.Prefix) map[netip.Prefix][]uint32 {
+	want := make(map[netip.Prefix]bool, len(prefixes))
+	for _, p := range prefixes {
+		want[p] = true
 	}
-	out := make(map[netip.Prefix][]uint32, len(st.Routes))
+	var groups map[uint32][]uint32 // each group's ports, once it is asked for
+	out := make(map[netip.Prefix][]uint32, len(prefixes))
 	for _, r := range st.Routes {
-		if r.GroupID == 0 {
+		switch {
+		case !want[r.Prefix]:
+		case r.GroupID == 0:
 			out[r.Prefix] = []uint32{r.MemberID}
-		} else {
-			out[r.Prefix] = groups[r.GroupID]
+		default:
+			if groups == nil {
+				groups = map[uint32][]uint32{}
+			}
+			ports, ok := groups[r.GroupID]
+			if !ok {
+				if i := slices.IndexFunc(st.Groups, func(g models.Group) bool { return g.ID == r.GroupID }); i >= 0 {
+					for _, m := range st.Groups[i].Members {
+						ports = append(ports, m.MemberID)
+					}
+					slices.Sort(ports)
+				}
+				groups[r.GroupID] = ports
+			}
+			out[r.Prefix] = ports
 		}
 	}
 	return out
@@ -324,25 +339,23 @@ func isSubset(a, b []uint32) bool {
 // changedPrefixes lists the prefixes whose route (or its group's members)
 // differs between two states of a switch.
 func changedPrefixes(oldSt, newSt models.ForwardingState) []netip.Prefix {
-	keys := func(st models.ForwardingState) map[uint32]string {
-		out := make(map[uint32]string, len(st.Groups))
+	members := func(st models.ForwardingState) map[uint32][]models.GroupMember {
+		out := make(map[uint32][]models.GroupMember, len(st.Groups))
 		for _, g := range st.Groups {
-			out[g.ID] = fmt.Sprint(g.Members)
+			out[g.ID] = g.Members
 		}
 		return out
 	}
-	oldKeys, newKeys := keys(oldSt), keys(newSt)
-	type hop struct {
-		member uint32
-		group  string
-	}
-	old := make(map[netip.Prefix]hop, len(oldSt.Routes))
+	oldGroups, newGroups := members(oldSt), members(newSt)
+	old := make(map[netip.Prefix]models.Route, len(oldSt.Routes))
 	for _, r := range oldSt.Routes {
-		old[r.Prefix] = hop{r.MemberID, oldKeys[r.GroupID]}
+		old[r.Prefix] = r
 	}
 	var out []netip.Prefix
 	for _, r := range newSt.Routes {
-		if o, ok := old[r.Prefix]; !ok || o != (hop{r.MemberID, newKeys[r.GroupID]}) {
+		o, ok := old[r.Prefix]
+		if !ok || o.MemberID != r.MemberID || (o.GroupID == 0) != (r.GroupID == 0) ||
+			r.GroupID != 0 && !slices.Equal(oldGroups[o.GroupID], newGroups[r.GroupID]) {
 			out = append(out, r.Prefix)
 		}
 	}

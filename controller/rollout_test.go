@@ -3,10 +3,13 @@ package controller
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/topology"
 )
 
 // TestStagedGroupStandIn: when a group keeps its ID but changes members,
@@ -165,4 +168,79 @@ type fixedDist map[models.SwitchID]int
 func (f fixedDist) Of(sw models.SwitchID) (int, bool) {
 	d, ok := f[sw]
 	return d, ok
+}
+
+// TestChangedPrefixes: a prefix has moved when its route points
+// elsewhere: another member, a group where there was a member (or the
+// reverse), a group of other members — not a group renamed with the same
+// members — or it is new; hopsOf gives the moved prefixes' ports, sorted.
+func TestChangedPrefixes(t *testing.T) {
+	p := func(i int) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 0}), 16) }
+	ab := []models.GroupMember{{MemberID: 2, Weight: 1}, {MemberID: 1, Weight: 1}}
+	abc := []models.GroupMember{{MemberID: 1, Weight: 1}, {MemberID: 2, Weight: 1}, {MemberID: 3, Weight: 1}}
+	oldSt := models.ForwardingState{Groups: []models.Group{{ID: 5, Members: ab}, {ID: 6, Members: ab}},
+		Routes: []models.Route{{Prefix: p(1), GroupID: 5}, {Prefix: p(2), GroupID: 6}, {Prefix: p(3), MemberID: 1}, {Prefix: p(4), MemberID: 1}, {Prefix: p(5), GroupID: 5}}}
+	newSt := models.ForwardingState{Groups: []models.Group{{ID: 7, Members: ab}, {ID: 6, Members: abc}},
+		Routes: []models.Route{
+			{Prefix: p(1), GroupID: 7},  // renamed, the same members: not moved
+			{Prefix: p(2), GroupID: 6},  // the same ID, other members
+			{Prefix: p(3), MemberID: 2}, // another member
+			{Prefix: p(4), GroupID: 7},  // a group where there was a member
+			{Prefix: p(5), GroupID: 7},  // renamed: not moved
+			{Prefix: p(6), MemberID: 3}, // new
+		}}
+	moved := changedPrefixes(oldSt, newSt)
+	if want := []netip.Prefix{p(2), p(3), p(4), p(6)}; !slices.Equal(moved, want) {
+		t.Fatalf("changedPrefixes = %v, want %v", moved, want)
+	}
+	hops := hopsOf(newSt, moved)
+	want := map[netip.Prefix][]uint32{p(2): {1, 2, 3}, p(3): {2}, p(4): {1, 2}, p(6): {3}}
+	if len(hops) != len(want) {
+		t.Fatalf("hopsOf = %v, want %v", hops, want)
+	}
+	for q, ports := range want {
+		if !slices.Equal(hops[q], ports) {
+			t.Errorf("hopsOf[%s] = %v, want %v", q, hops[q], ports)
+		}
+	}
+}
+
+// BenchmarkRolloutPrepare: preparing the rollout after a k=48 fat-tree's
+// link fails (which switches move at which stage, their distances), from
+// the pruned plan to the new one, for a leaf–spine link (the pruning
+// changes 1,152 switches) and a core link.
+//
+//	go test ./controller -run '^$' -bench RolloutPrepare -cpu 1 -benchtime 5x
+func BenchmarkRolloutPrepare(b *testing.B) {
+	topo, err := topology.FatTree(48, 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	base, err := pathcalc.Compute(b.Context(), snap, pathcalc.Request{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	links := snap.FabricLinks()
+	for _, l := range []models.Link{links[0], links[len(links)-1]} {
+		down := map[models.LinkID]bool{l.ID(): true}
+		pruned := pathcalc.Prune(snap, base.Plan, down)
+		next, err := pathcalc.Recompute(b.Context(), base, snap, pathcalc.Request{DownLinks: down})
+		if err != nil {
+			b.Fatal(err)
+		}
+		st := &fabricState{snap: snap, down: down}
+		b.Run(strings.SplitN(string(l.ID()), ":", 2)[0], func(b *testing.B) {
+			for b.Loop() {
+				r := newRollout(&fabricState{snap: snap}, time.Now)
+				r.prepare(st, pruned, next.Plan, &base.Plan)
+				if r.last < 1 {
+					b.Fatal("nothing staged")
+				}
+			}
+		})
+	}
 }

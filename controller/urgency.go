@@ -71,12 +71,17 @@ func (u *urgency) end(ro *rollout) {
 	u.hold(false)
 }
 
-// await returns once no failure is being handled, or ctx's error when it
-// ends first.
+// await returns at once when no failure is being handled, else once none
+// is, or with ctx's error when it ends first.
 func (u *urgency) await(ctx context.Context) error {
 	u.mu.Lock()
 	quiet := u.quiet
 	u.mu.Unlock()
+	select {
+	case <-quiet:
+		return nil
+	default:
+	}
 	select {
 	case <-quiet:
 		return nil

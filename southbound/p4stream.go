@@ -148,10 +148,16 @@ func flowSampleOf(b []byte) (models.FlowSample, bool) {
 	}) || i != len(p4.FlowSampleFields) {
 		return models.FlowSample{}, false
 	}
+	return flowSample(members), true
+}
+
+// flowSample is a flow_sample_t digest's members (bitstrings, in the
+// P4Info's order) as a sample standing for itself.
+func flowSample(m [5][]byte) models.FlowSample {
 	return models.FlowSample{
-		Port:   uint32(p4.Uint(members[0])),
-		Key:    models.FlowKey{Src: p4.Addr(members[1]), Dst: p4.Addr(members[2]), SrcPort: uint16(p4.Uint(members[3]))},
-		Bytes:  uint32(p4.Uint(members[4])),
+		Port:   uint32(p4.Uint(m[0])),
+		Key:    models.FlowKey{Src: p4.Addr(m[1]), Dst: p4.Addr(m[2]), SrcPort: uint16(p4.Uint(m[3]))},
+		Bytes:  uint32(p4.Uint(m[4])),
 		Stands: 1,
-	}, true
+	}
 }

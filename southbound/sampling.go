@@ -142,13 +142,13 @@ func (d *P4RT) samplesOf(list *p4v1.DigestList) *digestList {
 		if len(m) != len(p4.FlowSampleFields) {
 			continue
 		}
-		out.samples = append(out.samples, models.FlowSample{
-			Port: uint32(p4.Uint(m[0].GetBitstring())),
-			Key: models.FlowKey{Src: p4.Addr(m[1].GetBitstring()), Dst: p4.Addr(m[2].GetBitstring()),
-				SrcPort: uint16(p4.Uint(m[3].GetBitstring()))},
-			Bytes: uint32(p4.Uint(m[4].GetBitstring())),
-			At:    at, Stands: 1,
-		})
+		var members [5][]byte
+		for i := range members {
+			members[i] = m[i].GetBitstring()
+		}
+		s := flowSample(members)
+		s.At = at
+		out.samples = append(out.samples, s)
 	}
 	return out
 }

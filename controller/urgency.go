@@ -91,10 +91,3 @@ func (u *urgency) await(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
-
-// handling says whether a failure is being handled.
-func (u *urgency) handling() bool {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return u.ro != nil
-}

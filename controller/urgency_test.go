@@ -59,28 +59,27 @@ func TestUrgencyWaitsForTheFailuresRollout(t *testing.T) {
 	u.begin(first)
 	u.begin(second) // a failure during the first's rollout
 	u.end(first)
-	if !waits() || !u.handling() {
+	if !waits() {
 		t.Fatal("background work goes on while the later failure's rollout runs")
 	}
 	u.end(second)
-	if waits() || u.handling() {
+	if waits() {
 		t.Fatal("background work still waits after the rollout ended")
 	}
 	if !slices.Equal(holds, []bool{true, false}) {
 		t.Errorf("background lanes held and let go: %v, want [true false]", holds)
 	}
-	synctest.Test(t, func(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // the bubble's clock: no real waiting
 		u := newUrgency(func(bool) {})
-		stuck := &rollout{}
-		u.begin(stuck)
-		time.Sleep(urgentBackstop - time.Second)
-		if !u.handling() {
-			t.Fatal("let go before the backstop")
+		u.begin(&rollout{}) // a rollout that never ends
+		began := time.Now()
+		ctx, cancel := context.WithTimeout(t.Context(), urgentBackstop+time.Second)
+		defer cancel()
+		if err := u.await(ctx); err != nil {
+			t.Fatalf("still held %s after a rollout that never ended began: %v", urgentBackstop+time.Second, err)
 		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		if u.handling() {
-			t.Fatalf("still held %s after a rollout that never ended began", urgentBackstop+time.Second)
+		if waited := time.Since(began); waited < urgentBackstop {
+			t.Fatalf("let go after %s, before the backstop (%s)", waited, urgentBackstop)
 		}
 	})
 }

@@ -140,7 +140,9 @@ func (s ForwardingState) Len() int {
 	return n
 }
 
-func comparePrefix(a, b netip.Prefix) int {
+// ComparePrefix is the order of a canonical state's routes: by address,
+// then length.
+func ComparePrefix(a, b netip.Prefix) int {
 	if c := a.Addr().Compare(b.Addr()); c != 0 {
 		return c
 	}
@@ -178,7 +180,7 @@ func (s ForwardingState) Canonical() ForwardingState {
 	}
 	slices.SortFunc(out.Members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(out.Groups, func(a, b Group) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(out.Routes, func(a, b Route) int { return comparePrefix(a.Prefix, b.Prefix) })
+	slices.SortFunc(out.Routes, func(a, b Route) int { return ComparePrefix(a.Prefix, b.Prefix) })
 	slices.SortFunc(out.FlowPins, func(a, b FlowPin) int { return compareFlowKey(a.Key, b.Key) })
 	return out
 }
@@ -433,7 +435,7 @@ func routeLayers(routes []Route, outermostFirst bool) [][]Route {
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortFunc(order, func(a, b int) int { return comparePrefix(routes[a].Prefix, routes[b].Prefix) })
+	slices.SortFunc(order, func(a, b int) int { return ComparePrefix(routes[a].Prefix, routes[b].Prefix) })
 	layer := make([]int, len(routes))
 	// Sorted by address then length, the routes inside a prefix follow it:
 	// a stack holds the prefixes containing the current one.

@@ -82,7 +82,7 @@ func Compute(ctx context.Context, snap *topology.Snapshot, req Request) (Result,
 	if err != nil {
 		return Result{}, err
 	}
-	return r.result(nil, nil)
+	return r.result(nil, nil, nil)
 }
 
 // HashSeed is a switch's ECMP hash seed: the low 32 bits of its device
@@ -327,9 +327,56 @@ func groupID(key string, taken map[uint32]bool) uint32 {
 	return id
 }
 
+// buildState is switch sw's state from its table (routes included).
 func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.ForwardingState, []Warning, error) {
-	var st models.ForwardingState
-	var warnings []Warning
+	used := make([]bool, len(t.sets))
+	for _, r := range t.routes {
+		used[r.set] = true
+	}
+	g := planGroups(sw, t, lim, used)
+	routes := make([]models.Route, 0, len(t.routes))
+	for _, r := range t.routes {
+		if to := g.target[r.set]; to != (models.Route{}) {
+			to.Prefix = r.prefix
+			routes = append(routes, to)
+		}
+	}
+	if n := len(routes); lim.RouteEntries > 0 && n > lim.RouteEntries {
+		if !lim.PerLeafRoutes {
+			n = len(Aggregate(routes))
+		}
+		if n > lim.RouteEntries {
+			return models.ForwardingState{}, nil, fmt.Errorf("%w: %s needs %d routes, ipv4_lpm holds %d", ErrTableFull, sw, n, lim.RouteEntries)
+		}
+	}
+	if err := g.fits(sw, lim); err != nil {
+		return models.ForwardingState{}, nil, err
+	}
+	st := g.state()
+	slices.SortFunc(routes, func(a, b models.Route) int { return models.ComparePrefix(a.Prefix, b.Prefix) })
+	st.Routes = routes
+	return st, g.warnings, nil
+}
+
+// groups is what a table's sets make on its switch: per set, what its
+// routes point at (a group or a single member; zero: nothing); the
+// groups and members; and the warnings.
+type groups struct {
+	target   []models.Route // Prefix unset
+	groups   []models.Group
+	members  []models.Member
+	warnings []Warning
+}
+
+// state is a canonical state of the groups and members alone.
+func (g groups) state() models.ForwardingState {
+	return models.ForwardingState{Members: g.members, Groups: g.groups}.Canonical()
+}
+
+// planGroups makes the groups of the table's used sets, setting the
+// table's reduced weights (it is done: they are kept for Recompute).
+func planGroups(sw models.SwitchID, t *routeTable, lim Limits, used []bool) groups {
+	var g groups
 	// Trim sets over the selector's group limit, once per set, and turn
 	// capacities into integer weights.
 	sets := make([][]uint32, len(t.sets))
@@ -345,7 +392,7 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 	inexactAt := make([]bool, len(t.sets))
 	for i, ports := range t.sets {
 		if lim.MaxGroupSize > 0 && len(ports) > lim.MaxGroupSize {
-			warnings = append(warnings, Warning{Switch: sw, Message: fmt.Sprintf(
+			g.warnings = append(g.warnings, Warning{Switch: sw, Message: fmt.Sprintf(
 				"%d equal-cost ports toward some prefixes; the selector's max group size is %d, so only ports %d..%d are used",
 				len(ports), lim.MaxGroupSize, ports[0], ports[lim.MaxGroupSize-1])})
 			ports = ports[:lim.MaxGroupSize]
@@ -367,17 +414,13 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 			weights[i] = w
 		}
 	}
-	for _, g := range inexact {
-		warnings = append(warnings, Warning{Switch: sw, Message: fmt.Sprintf(
-			"WCMP weights for ports %v within a total of %d oversubscribe a member by up to %.0f%%", g.ports, maxWeightTotal(lim), 100*g.worst)})
+	for _, x := range inexact {
+		g.warnings = append(g.warnings, Warning{Switch: sw, Message: fmt.Sprintf(
+			"WCMP weights for ports %v within a total of %d oversubscribe a member by up to %.0f%%", x.ports, maxWeightTotal(lim), 100*x.worst)})
 	}
-	t.reduced, t.inexact = weights, inexactAt // the table is done: kept for Recompute
+	t.reduced, t.inexact = weights, inexactAt
 	members := map[uint32]bool{}
-	groupOf := make([]uint32, len(sets)) // set → group ID (0: single port)
-	used := make([]bool, len(sets))
-	for _, r := range t.routes {
-		used[r.set] = true
-	}
+	g.target = make([]models.Route, len(sets))
 	// Sets whose capacities differ can reduce to the same integer weights:
 	// they share one group (every one of them must get its ID, or its
 	// routes would be left out).
@@ -390,7 +433,10 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 		for _, p := range ports {
 			members[p] = true
 		}
-		if len(ports) > 1 {
+		switch {
+		case len(ports) == 1:
+			g.target[i].MemberID = ports[0]
+		case len(ports) > 1:
 			k := portSetKey(ports, weights[i])
 			if len(setsOf[k]) == 0 {
 				keys = append(keys, k)
@@ -405,44 +451,34 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 		id := groupID(k, taken)
 		taken[id] = true
 		for _, j := range setsOf[k] {
-			groupOf[j] = id
+			g.target[j].GroupID = id
 		}
-		g := models.Group{ID: id}
+		group := models.Group{ID: id}
 		for j, p := range sets[i] {
 			w := int32(1)
 			if weights[i] != nil {
 				w = weights[i][j]
 			}
-			g.Members = append(g.Members, models.GroupMember{MemberID: p, Weight: w})
+			group.Members = append(group.Members, models.GroupMember{MemberID: p, Weight: w})
 		}
-		st.Groups = append(st.Groups, g)
-	}
-	for _, r := range t.routes {
-		if g := groupOf[r.set]; g != 0 {
-			st.Routes = append(st.Routes, models.Route{Prefix: r.prefix, GroupID: g})
-		} else if ports := sets[r.set]; len(ports) == 1 {
-			st.Routes = append(st.Routes, models.Route{Prefix: r.prefix, MemberID: ports[0]})
-		}
-	}
-	if n := len(st.Routes); lim.RouteEntries > 0 && n > lim.RouteEntries {
-		if !lim.PerLeafRoutes {
-			n = len(Aggregate(st.Routes))
-		}
-		if n > lim.RouteEntries {
-			return st, nil, fmt.Errorf("%w: %s needs %d routes, ipv4_lpm holds %d", ErrTableFull, sw, n, lim.RouteEntries)
-		}
+		g.groups = append(g.groups, group)
 	}
 	for port := range members {
-		st.Members = append(st.Members, models.Member{ID: port, Port: port})
+		g.members = append(g.members, models.Member{ID: port, Port: port})
 	}
-	usedEntries := len(st.Members)
-	for _, g := range st.Groups {
-		usedEntries += len(g.Members)
+	return g
+}
+
+// fits fails when the groups and members do not fit the selector.
+func (g groups) fits(sw models.SwitchID, lim Limits) error {
+	used := len(g.members)
+	for _, x := range g.groups {
+		used += len(x.Members)
 	}
-	if lim.SelectorSize > 0 && usedEntries > lim.SelectorSize {
-		return st, nil, fmt.Errorf("%w: %s needs %d selector entries, the selector holds %d", ErrTableFull, sw, usedEntries, lim.SelectorSize)
+	if lim.SelectorSize > 0 && used > lim.SelectorSize {
+		return fmt.Errorf("%w: %s needs %d selector entries, the selector holds %d", ErrTableFull, sw, used, lim.SelectorSize)
 	}
-	return st.Canonical(), warnings, nil
+	return nil
 }
 
 // Distances is every switch's hop distance to switch dst over the links

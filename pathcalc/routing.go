@@ -55,6 +55,9 @@ type routing struct {
 	dist    [][]int32
 	capTo   [][]float64
 	carries [][]bool
+	// fanIn is by destination, then switch: how many switches carrying
+	// traffic toward it send to the switch (over how many links).
+	fanIn [][]int32
 	// source says which switches traffic starts at: those with hosts.
 	source []bool
 	// tables and choice are by switch: its interned next-hop sets (with
@@ -101,25 +104,82 @@ type scratch struct {
 	queue    []int
 	next     []hop
 	from, to []int
-	fanIn    []int
 	ports    []uint32
 	weights  []float64
 	dirty    []bool
 	buckets  [][]int
-	// fanInAt says which propagate call counted fanIn[s] (its stamp).
-	fanInAt []uint64
-	stamp   uint64
+	// stamp numbers propagate's calls.
+	stamp uint64
+	// class numbers the switches as classes does; alike is propagate's
+	// working of one switch of each class (see alike).
+	class []int32
+	alike alike
+}
+
+// alike is what propagate worked out for one switch of a class, by class
+// and whether the switch carries (2*class + notCarrying): its next hops'
+// ports and capacities, and their total. Every other switch of the class
+// redone in the same call takes the same. id names each working (never
+// 0, never reused), so that what emit makes of it can be kept too.
+type alike struct {
+	at       []uint64 // the propagate call's stamp, where valid
+	from, to []int32  // into ports and caps
+	total    []float64
+	id       []uint64
+	ports    []uint32
+	caps     []float64
+	ids      uint64
 }
 
 func newScratch(n int) *scratch {
 	return &scratch{
 		queue: make([]int, 0, n), from: make([]int, n), to: make([]int, n),
-		fanIn: make([]int, n), dirty: make([]bool, n), fanInAt: make([]uint64, n),
+		dirty: make([]bool, n),
 	}
 }
 
-// full searches toward destination d over adj, filling dist (every
-// element set) and capTo, and calls emit for every switch that reaches d
+// classify readies the scratch for propagate over adj.
+func (sc *scratch) classify(adj [][]hop) {
+	class, n := classes(adj)
+	sc.class = class
+	sc.alike = alike{at: make([]uint64, 2*n), from: make([]int32, 2*n), to: make([]int32, 2*n),
+		total: make([]float64, 2*n), id: make([]uint64, 2*n)}
+}
+
+// classes numbers the switches by their working links: switches whose
+// links go to the same peers over the same ports and capacities (a pod's
+// leaves in a fat-tree, the leaves of a leaf-spine) see every destination
+// alike, so propagate works one of them out and the others take it (at
+// k=48 a core link's change redoes 1,104 leaves toward each destination:
+// 46 distinct workings). It returns the classes and how many there are.
+func classes(adj [][]hop) ([]int32, int) {
+	class := make([]int32, len(adj))
+	var reps []int                 // a switch of each class
+	byHash := map[uint64][]int32{} // classes, by hash of the links
+	for s, hs := range adj {
+		h := uint64(fnvOffset)
+		for _, x := range hs {
+			h = fnvAdd(fnvAdd(fnvAdd(h, uint64(x.peer)), uint64(x.port)), math.Float64bits(x.gbps))
+		}
+		c := int32(-1)
+		for _, k := range byHash[h] {
+			if slices.Equal(adj[reps[k]], hs) {
+				c = k
+				break
+			}
+		}
+		if c < 0 {
+			c = int32(len(reps))
+			reps = append(reps, s)
+			byHash[h] = append(byHash[h], c)
+		}
+		class[s] = c
+	}
+	return class, len(reps)
+}
+
+// full searches toward destination d over adj, filling dist, carries and
+// fanIn (every element set) and capTo, and calls emit for every switch that reaches d
 // (d excluded), nearest first, with its next hops' ports and capacities.
 //
 // WCMP: each next hop is weighted by what it can carry onward for this
@@ -135,10 +195,11 @@ func newScratch(n int) *scratch {
 // leaves (at k=48 it made 1,128 leaves weigh one uplink 1:2, rewritten on
 // the failure's path). A switch that carries nothing gets its next hops'
 // shares as one sender more.
-func (sc *scratch) full(adj [][]hop, source []bool, d int, dist []int32, capTo []float64, carries []bool, emit func(s int, ports []uint32, caps []float64)) {
+func (sc *scratch) full(adj [][]hop, source []bool, d int, dist []int32, capTo []float64, carries []bool, fanIn []int32, emit func(s int, ports []uint32, caps []float64, id uint64)) {
 	for i := range dist {
 		dist[i] = -1
 	}
+	clear(fanIn)
 	dist[d] = 0
 	queue := append(sc.queue[:0], d)
 	for head := 0; head < len(queue); head++ { // queue keeps the BFS order
@@ -154,7 +215,6 @@ func (sc *scratch) full(adj [][]hop, source []bool, d int, dist []int32, capTo [
 	// Next hops of every switch, gathered once for the pass below.
 	next := sc.next[:0]
 	for _, s := range queue {
-		sc.fanIn[s] = 0
 		sc.from[s] = len(next)
 		if s != d {
 			for _, h := range adj[s] {
@@ -174,7 +234,7 @@ func (sc *scratch) full(adj [][]hop, source []bool, d int, dist []int32, capTo [
 		carries[s] = carries[s] || source[s]
 		if carries[s] {
 			for _, h := range next[sc.from[s]:sc.to[s]] {
-				sc.fanIn[h.peer]++
+				fanIn[h.peer]++
 				carries[h.peer] = true
 			}
 		}
@@ -184,13 +244,13 @@ func (sc *scratch) full(adj [][]hop, source []bool, d int, dist []int32, capTo [
 		ports, weights := sc.ports[:0], sc.weights[:0]
 		capTo[s] = 0
 		for _, h := range next[sc.from[s]:sc.to[s]] {
-			w := min(capTo[h.peer]/float64(sc.fanIn[h.peer]+notCarrying(carries, s)), h.gbps)
+			w := min(capTo[h.peer]/float64(fanIn[h.peer]+int32(notCarrying(carries, s))), h.gbps)
 			capTo[s] += w
 			ports = append(ports, h.port)
 			weights = append(weights, w)
 		}
 		sc.ports, sc.weights = ports, weights
-		emit(s, ports, weights)
+		emit(s, ports, weights, 0)
 	}
 }
 
@@ -217,6 +277,17 @@ func carriedInto(adj [][]hop, source []bool, dist []int32, carries []bool, s int
 	return false
 }
 
+// countFanIn is fanIn[s] (see routing) as the links of adj make it.
+func countFanIn(adj [][]hop, dist []int32, carries []bool, s int) int32 {
+	n := int32(0)
+	for _, h := range adj[s] {
+		if dist[h.peer] == dist[s]+1 && carries[h.peer] {
+			n++
+		}
+	}
+	return n
+}
+
 // upstream calls f for every switch that sends to s toward the
 // destination of dist (one hop farther, over a working link), once per
 // link.
@@ -237,8 +308,10 @@ func upstream(adj [][]hop, dist []int32, s int, f func(x int)) {
 // in full costs less; a core link's change reaches every leaf, about 40%
 // of a fat-tree's switches, and redoing them is still cheaper: at k=48
 // 1.8 s for all destinations against 2.5 s from scratch): the
-// destination must then be searched again in full.
-func (sc *scratch) propagate(adj [][]hop, dist []int32, capTo []float64, carries []bool, seeds []int, emit func(s int, ports []uint32, caps []float64)) bool {
+// destination must then be searched again in full. Switches of a class
+// (see classify, which must have been called with adj) are worked out
+// once per call, and emit is given the same id for each of them.
+func (sc *scratch) propagate(adj [][]hop, dist []int32, capTo []float64, carries []bool, fanIn []int32, seeds []int, emit func(s int, ports []uint32, caps []float64, id uint64)) bool {
 	var maxDist int32
 	marked, limit := 0, len(adj)/2
 	mark := func(s int) {
@@ -260,47 +333,46 @@ func (sc *scratch) propagate(adj [][]hop, dist []int32, capTo []float64, carries
 			}
 			sc.buckets[i] = sc.buckets[i][:0]
 		}
+		sc.alike.ports, sc.alike.caps = sc.alike.ports[:0], sc.alike.caps[:0]
 	}()
 	for _, s := range seeds {
 		mark(s)
 	}
-	// Fan-ins (unchanged distances and carriers: counted over the new
-	// links) are counted once per switch per call, when first needed.
 	sc.stamp++
-	fanIn := func(p int) int {
-		if sc.fanInAt[p] != sc.stamp {
-			n := 0
-			upstream(adj, dist, p, func(x int) {
-				if carries[x] {
-					n++
-				}
-			})
-			sc.fanIn[p], sc.fanInAt[p] = n, sc.stamp
-		}
-		return sc.fanIn[p]
-	}
 	for b := int32(1); b <= maxDist; b++ {
 		for i := 0; i < len(sc.buckets[b]); i++ {
 			if marked > limit {
 				return false
 			}
 			s := sc.buckets[b][i]
-			ports, weights := sc.ports[:0], sc.weights[:0]
-			total := 0.0
-			for _, h := range adj[s] {
-				if dist[h.peer] != dist[s]-1 {
-					continue
+			// A switch of the same class (its next hops' capacities
+			// and fan-ins final: they are nearer) was worked out in
+			// this call, or this one is.
+			k := 2*int(sc.class[s]) + notCarrying(carries, s)
+			a := &sc.alike
+			if a.at[k] != sc.stamp {
+				from := len(a.ports)
+				total := 0.0
+				for _, h := range adj[s] {
+					if dist[h.peer] != dist[s]-1 {
+						continue
+					}
+					w := min(capTo[h.peer]/float64(fanIn[h.peer]+int32(notCarrying(carries, s))), h.gbps)
+					total += w
+					a.ports = append(a.ports, h.port)
+					a.caps = append(a.caps, w)
 				}
-				w := min(capTo[h.peer]/float64(fanIn(h.peer)+notCarrying(carries, s)), h.gbps)
-				total += w
-				ports = append(ports, h.port)
-				weights = append(weights, w)
+				a.ids++
+				a.at[k], a.from[k], a.to[k], a.total[k], a.id[k] = sc.stamp, int32(from), int32(len(a.ports)), total, a.ids
 			}
-			sc.ports, sc.weights = ports, weights
-			if len(ports) == 0 {
+			if a.from[k] == a.to[k] {
 				return false
 			}
-			emit(s, ports, weights)
+			total := a.total[k]
+			// emit's own copy: it may reorder what it is given.
+			sc.ports = append(sc.ports[:0], a.ports[a.from[k]:a.to[k]]...)
+			sc.weights = append(sc.weights[:0], a.caps[a.from[k]:a.to[k]]...)
+			emit(s, sc.ports, sc.weights, a.id[k])
 			if total != capTo[s] {
 				capTo[s] = total
 				upstream(adj, dist, s, mark)
@@ -342,12 +414,13 @@ func newRouting(ctx context.Context, snap *topology.Snapshot, req Request) (*rou
 	r.dist = make([][]int32, len(r.dests))
 	r.capTo = make([][]float64, len(r.dests))
 	r.carries = make([][]bool, len(r.dests))
+	r.fanIn = make([][]int32, len(r.dests))
 	for j, d := range r.dests {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.dist[j], r.capTo[j], r.carries[j] = make([]int32, len(switches)), make([]float64, len(switches)), make([]bool, len(switches))
-		sc.full(r.adj, r.source, d, r.dist[j], r.capTo[j], r.carries[j], func(s int, ports []uint32, caps []float64) {
+		r.dist[j], r.capTo[j], r.carries[j], r.fanIn[j] = make([]int32, len(switches)), make([]float64, len(switches)), make([]bool, len(switches)), make([]int32, len(switches))
+		sc.full(r.adj, r.source, d, r.dist[j], r.capTo[j], r.carries[j], r.fanIn[j], func(s int, ports []uint32, caps []float64, _ uint64) {
 			r.choice[s][j] = int32(r.tables[s].internWeighted(ports, caps))
 		})
 	}
@@ -391,17 +464,23 @@ func (r *routing) addRoutes(s int) {
 }
 
 // result builds the plan: every switch's state from its table, or, for
-// switches not in rebuild (when rebuild is non-nil), prev's state as is.
-func (r *routing) result(prev *Result, rebuild []bool) (Result, error) {
+// switches not in rebuild (when rebuild is non-nil), prev's state as is,
+// or the one built (when built is non-nil and has it).
+func (r *routing) result(prev *Result, rebuild []bool, built []*builtState) (Result, error) {
 	res := Result{Plan: models.Plan{Switches: make(map[models.SwitchID]models.ForwardingState, len(r.switches))}, routing: r}
 	if r.warnings == nil {
 		r.warnings = make([][]Warning, len(r.switches))
 	}
 	lists := routeLists{} // the rebuilt switches' equal lists, shared
 	for i, sw := range r.switches {
-		if rebuild != nil && !rebuild[i] {
+		switch {
+		case rebuild != nil && !rebuild[i]:
 			res.Plan.Switches[sw.Name] = prev.Plan.Switches[sw.Name]
-		} else {
+		case built != nil && built[i] != nil:
+			built[i].state.Routes = lists.share(built[i].state.Routes)
+			res.Plan.Switches[sw.Name] = built[i].state
+			r.warnings[i] = built[i].warnings
+		default:
 			state, warnings, err := buildState(sw.Name, r.tables[i], r.req.Limits)
 			if err != nil {
 				return Result{}, err
@@ -411,7 +490,11 @@ func (r *routing) result(prev *Result, rebuild []bool) (Result, error) {
 			// interning index go, or every plan kept would hold them.
 			r.tables[i].routes, r.tables[i].byHash = nil, nil
 			state.Routes = lists.share(state.Routes)
-			state.PortMACs = PortMACs(r.snap, sw)
+			if prev != nil { // the same snapshot's
+				state.PortMACs = prev.Plan.Switches[sw.Name].PortMACs
+			} else {
+				state.PortMACs = PortMACs(r.snap, sw)
+			}
 			seed := HashSeed(sw)
 			state.HashSeed = &seed
 			state.Punts = []uint16{models.EtherTypeLLDP} // link discovery's probes
@@ -485,7 +568,7 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		snap: snap, req: kept(req), switches: old.switches, index: old.index,
 		adj:   adjacency(snap, old.switches, old.index, req),
 		dests: old.dests, prefixes: old.prefixes,
-		dist: slices.Clone(old.dist), capTo: slices.Clone(old.capTo), carries: slices.Clone(old.carries), source: old.source,
+		dist: slices.Clone(old.dist), capTo: slices.Clone(old.capTo), carries: slices.Clone(old.carries), fanIn: slices.Clone(old.fanIn), source: old.source,
 		tables: slices.Clone(old.tables), choice: slices.Clone(old.choice),
 		warnings: slices.Clone(old.warnings),
 	}
@@ -494,20 +577,39 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 	// ports and capacities (nil ports: none). A destination's are staged
 	// in pending until its working is done (a propagation given up for a
 	// full search leaves nothing behind).
-	type choice struct {
-		j     int
-		ports []uint32
-		w     []float64
-	}
-	moved := make([][]choice, n)
+	moved := make([][]movedChoice, n)
 	type pendingChoice struct {
 		s int
-		c choice
+		c movedChoice
 	}
 	var pending []pendingChoice
 	reduced := weightMemo{lim: req.Limits, at: map[uint64][]int{}}
-	record := func(s, j int, ports []uint32, caps []float64) {
-		ports, w := normalize(ports, caps) // the scratch's: copied if kept
+	// last is the working record was last given with an id, normalized
+	// (and reduced, once needed): the switches of a class come one after
+	// another, and each takes it as it is.
+	var last struct {
+		id      uint64
+		ports   []uint32
+		w, buf  []float64
+		iw      []int32
+		e       float64
+		reduced bool
+	}
+	record := func(s, j int, ports []uint32, caps []float64, id uint64) {
+		var w []float64
+		if id != 0 && id == last.id {
+			ports, w = last.ports, last.w
+		} else {
+			ports, w = normalize(ports, caps) // the scratch's: copied if kept
+			if id != 0 {
+				last.id, last.ports, last.reduced = id, append(last.ports[:0], ports...), false
+				last.buf = append(last.buf[:0], w...)
+				last.w = nil
+				if w != nil {
+					last.w = last.buf
+				}
+			}
+		}
 		if c := old.choice[s][j]; c >= 0 {
 			t := old.tables[s]
 			if slices.Equal(t.sets[c], ports) {
@@ -522,24 +624,31 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 				// then the old capacities'.)
 				var iw []int32
 				e := 0.0
-				if w != nil {
+				switch {
+				case id != 0 && id == last.id && last.reduced:
+					iw, e = last.iw, last.e
+				case w != nil:
 					iw, e = reduced.of(w)
+				}
+				if id != 0 && id == last.id {
+					last.iw, last.e, last.reduced = iw, e, true
 				}
 				if slices.Equal(iw, t.reduced[c]) && (e > WeightTolerance) == t.inexact[c] {
 					return
 				}
 			}
 		}
-		pending = append(pending, pendingChoice{s, choice{j, slices.Clone(ports), slices.Clone(w)}})
+		pending = append(pending, pendingChoice{s, movedChoice{j, slices.Clone(ports), slices.Clone(w)}})
 	}
 	sc := newScratch(n)
-	var seeds []int
+	sc.classify(r.adj)
+	var seeds, recount []int
 	for j, d := range r.dests {
 		if err := ctx.Err(); err != nil {
 			return Result{}, err
 		}
 		dist := old.dist[j]
-		seeds, pending = seeds[:0], pending[:0]
+		seeds, recount, pending = seeds[:0], recount[:0], pending[:0]
 		search := false
 		for _, ch := range changes {
 			da, db := dist[ch.a], dist[ch.b]
@@ -558,6 +667,7 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 				}
 				seeds = append(seeds, u)                                           // its next hops change
 				upstream(r.adj, dist, v, func(x int) { seeds = append(seeds, x) }) // v's fan-in changes
+				recount = append(recount, v)
 				if carriedInto(r.adj, r.source, dist, old.carries[j], v) != old.carries[j][v] {
 					search = true // what v carries changes, and with it the fan-ins below it
 				}
@@ -566,32 +676,47 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		if !search && len(seeds) == 0 {
 			continue
 		}
-		emit := func(s int, ports []uint32, caps []float64) { record(s, j, ports, caps) }
-		if capTo := slices.Clone(old.capTo[j]); search || !sc.propagate(r.adj, dist, capTo, old.carries[j], seeds, emit) {
+		emit := func(s int, ports []uint32, caps []float64, id uint64) { record(s, j, ports, caps, id) }
+		fanIn := old.fanIn[j] // copied before it changes
+		for _, v := range recount {
+			if c := countFanIn(r.adj, dist, old.carries[j], v); c != fanIn[v] {
+				if &fanIn[0] == &old.fanIn[j][0] {
+					fanIn = slices.Clone(fanIn)
+				}
+				fanIn[v] = c
+			}
+		}
+		if capTo := slices.Clone(old.capTo[j]); search || !sc.propagate(r.adj, dist, capTo, old.carries[j], fanIn, seeds, emit) {
 			// Distances change: search again, and compare every switch.
 			pending = pending[:0]
-			r.dist[j], r.capTo[j], r.carries[j] = make([]int32, n), make([]float64, n), make([]bool, n)
-			sc.full(r.adj, r.source, d, r.dist[j], r.capTo[j], r.carries[j], emit)
+			r.dist[j], r.capTo[j], r.carries[j], r.fanIn[j] = make([]int32, n), make([]float64, n), make([]bool, n), make([]int32, n)
+			sc.full(r.adj, r.source, d, r.dist[j], r.capTo[j], r.carries[j], r.fanIn[j], emit)
 			for s, was := range dist {
 				if was > 0 && r.dist[j][s] < 0 { // no longer reaches it
-					moved[s] = append(moved[s], choice{j: j})
+					moved[s] = append(moved[s], movedChoice{j: j})
 				}
 			}
 		} else {
-			r.capTo[j] = capTo
+			r.capTo[j], r.fanIn[j] = capTo, fanIn
 		}
 		for _, p := range pending {
 			moved[p.s] = append(moved[p.s], p.c)
 		}
 	}
 	rebuild := make([]bool, n)
+	built := make([]*builtState, n)
 	for s, m := range moved {
 		if len(m) == 0 {
 			continue
 		}
 		rebuild[s] = true
+		changed := len(m)
 		t := &routeTable{byHash: map[uint64][]int{}}
 		cs := make([]int32, len(r.dests))
+		remap := map[int32]int32{} // old set → new, interned once each
+		// A set of the old table, and a destination that keeps it (-1:
+		// none): see patch.
+		kept := map[int32]int{}
 		for j := range r.dests {
 			cs[j] = -1
 			if len(m) > 0 && m[0].j == j {
@@ -600,13 +725,118 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 				}
 				m = m[1:]
 			} else if c := old.choice[s][j]; c >= 0 {
-				cs[j] = int32(t.internNormalized(old.tables[s].sets[c], old.tables[s].weights[c]))
+				to, ok := remap[c]
+				if !ok {
+					to = int32(t.internNormalized(old.tables[s].sets[c], old.tables[s].weights[c]))
+					remap[c] = to
+					kept[to] = j
+				}
+				cs[j] = to
 			}
 		}
 		r.tables[s], r.choice[s] = t, cs
+		if changed <= len(r.dests)/4 {
+			if b, ok := r.patch(s, prev.Plan.Switches[r.switches[s].Name], moved[s], kept); ok {
+				built[s] = b
+				continue
+			}
+		}
 		r.addRoutes(s)
 	}
-	return r.result(&prev, rebuild)
+	return r.result(&prev, rebuild, built)
+}
+
+// movedChoice is a switch's new choice toward destination j, as ports
+// and capacities (nil ports: none).
+type movedChoice struct {
+	j     int
+	ports []uint32
+	w     []float64
+}
+
+// builtState is a switch's state and warnings, made before result.
+type builtState struct {
+	state    models.ForwardingState
+	warnings []Warning
+}
+
+// patch makes switch s's state from was, its state in the plan before,
+// when a few destinations' choices moved: their routes are pointed at
+// their new sets' groups, and every other route stays. Its table (sets
+// and choices) is made; kept gives, for each of its sets the old table
+// had, a destination whose route keeps it. It reports false where the
+// state must be built in full: a route is added or removed, a set kept
+// gets another group (IDs probe past collisions), or a limit is near.
+func (r *routing) patch(s int, was models.ForwardingState, moved []movedChoice, kept map[int32]int) (*builtState, bool) {
+	t, lim, sw := r.tables[s], r.req.Limits, r.switches[s]
+	for _, m := range moved {
+		if m.ports == nil || r.choice[s][m.j] < 0 {
+			return nil, false // a route removed, or one added
+		}
+	}
+	if lim.RouteEntries > 0 && len(was.Routes) > lim.RouteEntries {
+		return nil, false // its check counts the routes aggregated
+	}
+	// The table's sets as addRoutes would leave them: a destination
+	// leaf's hosts, one port each, after the choices.
+	hostsOf := r.snap.HostsOn(sw.Name)
+	hostSet := make([]int, len(hostsOf))
+	if slices.Contains(r.dests, s) {
+		for i, h := range hostsOf {
+			hostSet[i] = t.intern([]uint32{h.Attach.Port})
+		}
+	}
+	used := make([]bool, len(t.sets))
+	for i := range used {
+		used[i] = true
+	}
+	g := planGroups(sw.Name, t, lim, used)
+	if g.fits(sw.Name, lim) != nil {
+		return nil, false
+	}
+	find := func(p netip.Prefix) (int, bool) {
+		return slices.BinarySearchFunc(was.Routes, p, func(r models.Route, p netip.Prefix) int { return models.ComparePrefix(r.Prefix, p) })
+	}
+	same := func(set int, p netip.Prefix) bool {
+		at, ok := find(p)
+		if !ok {
+			return false
+		}
+		to := was.Routes[at]
+		to.Prefix = netip.Prefix{}
+		return to == g.target[set]
+	}
+	for set, j := range kept {
+		if !same(int(set), r.prefixes[j][0]) {
+			return nil, false
+		}
+	}
+	if slices.Contains(r.dests, s) {
+		for i, h := range hostsOf {
+			if !same(hostSet[i], netip.PrefixFrom(h.IP, 32)) {
+				return nil, false
+			}
+		}
+	}
+	routes := slices.Clone(was.Routes)
+	for _, m := range moved {
+		to := g.target[r.choice[s][m.j]]
+		if to == (models.Route{}) {
+			return nil, false // no route
+		}
+		for _, p := range r.prefixes[m.j] {
+			at, ok := find(p)
+			if !ok {
+				return nil, false
+			}
+			to.Prefix = p
+			routes[at] = to
+		}
+	}
+	st := g.state()
+	st.Routes = routes
+	st.PortMACs, st.HashSeed, st.Punts = was.PortMACs, was.HashSeed, was.Punts
+	return &builtState{state: st, warnings: g.warnings}, true
 }
 
 // weightMemo is integerWeights remembered by capacities: after a change

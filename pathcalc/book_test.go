@@ -372,3 +372,62 @@ func TestPlaceJointMovesExcessWithReservation(t *testing.T) {
 		}
 	}
 }
+
+// TestBooksOfOneFabricShareItsIndex: ledgers made for one snapshot with
+// different links down share the fabric's index (made once), and each
+// counts its own links as down: a path over a link down in one is
+// refused there and taken in the other.
+func TestBooksOfOneFabricShareItsIndex(t *testing.T) {
+	snap := topotest.LeafSpine(t, 2, 2, 1)
+	link := snap.FabricLinks()[0]
+	up, err := NewBook(snap, nil, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, err := NewBook(snap, map[models.LinkID]bool{link.ID(): true}, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if up.n.frame != down.n.frame {
+		t.Fatal("two ledgers of one snapshot index the fabric twice")
+	}
+	src := snap.HostsOn(link.A.Switch)
+	if len(src) == 0 {
+		src = snap.HostsOn(link.B.Switch)
+	}
+	path := []models.Endpoint{link.A, link.B}
+	if _, ok := up.resources(src[0], path); !ok {
+		t.Fatalf("%v refused with every link up", path)
+	}
+	if _, ok := down.resources(src[0], path); ok {
+		t.Fatalf("%v taken with %s down", path, link.ID())
+	}
+	other, err := topology.New(snap.Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := NewBook(other, nil, 0.05); o.n.frame == up.n.frame {
+		t.Fatal("another snapshot's ledger took this one's index")
+	}
+}
+
+// BenchmarkNewBook: a bandwidth ledger made for a k=48 fat-tree with one
+// link down, as the intent manager makes one after every link change.
+//
+//	go test ./pathcalc -run '^$' -bench NewBook -cpu 1 -benchtime 20x
+func BenchmarkNewBook(b *testing.B) {
+	topo, _ := topology.FatTree(48, 400)
+	snap, err := topology.New(topo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	down := map[models.LinkID]bool{snap.FabricLinks()[0].ID(): true}
+	if _, err := NewBook(snap, nil, 0.05); err != nil { // the fabric's, as when it was loaded
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := NewBook(snap, down, 0.05); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -5,7 +5,10 @@ import (
 	"maps"
 	"math"
 	"net/netip"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
@@ -138,9 +141,9 @@ func newScratch(n int) *scratch {
 	}
 }
 
-// classify readies the scratch for propagate over adj.
-func (sc *scratch) classify(adj [][]hop) {
-	class, n := classes(adj)
+// classify readies the scratch for propagate over the links classes
+// numbered (n of them).
+func (sc *scratch) classify(class []int32, n int) {
 	sc.class = class
 	sc.alike = alike{at: make([]uint64, 2*n), from: make([]int32, 2*n), to: make([]int32, 2*n),
 		total: make([]float64, 2*n), id: make([]uint64, 2*n)}
@@ -515,12 +518,6 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 	if old == nil || old.snap != snap || old.req.Limits != req.Limits {
 		return Compute(ctx, snap, req)
 	}
-	// A link that went down or came back, or (biased) whose weight out of
-	// a changed (its congestion bias).
-	type change struct {
-		a, b   int // switch indices
-		biased bool
-	}
 	var changes []change
 	ends := func(id models.LinkID) (int, int, bool) {
 		l, err := snap.Link(id)
@@ -573,134 +570,31 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		warnings: slices.Clone(old.warnings),
 	}
 	n := len(r.switches)
-	// moved[s]: switch s's new choices, by destination in order, as
-	// ports and capacities (nil ports: none). A destination's are staged
-	// in pending until its working is done (a propagation given up for a
-	// full search leaves nothing behind).
+	// Destinations are worked out apart, by replanWorkers goroutines:
+	// each one's new choices are kept by destination (byDest[j]) and
+	// gathered by switch, in destination order, after.
+	class, classes := classes(r.adj)
+	byDest := make([][]movedAt, len(r.dests))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(replanWorkers(), len(r.dests)) {
+		w := &replan{r: r, old: old, changes: changes, sc: newScratch(n), reduced: weightMemo{lim: req.Limits, at: map[uint64][]int{}}}
+		w.sc.classify(class, classes)
+		wg.Go(func() {
+			for j := int(next.Add(1) - 1); j < len(r.dests) && ctx.Err() == nil; j = int(next.Add(1) - 1) {
+				byDest[j] = w.destination(j)
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	// moved[s]: switch s's new choices, by destination in order.
 	moved := make([][]movedChoice, n)
-	type pendingChoice struct {
-		s int
-		c movedChoice
-	}
-	var pending []pendingChoice
-	reduced := weightMemo{lim: req.Limits, at: map[uint64][]int{}}
-	// last is the working record was last given with an id, normalized
-	// (and reduced, once needed): the switches of a class come one after
-	// another, and each takes it as it is.
-	var last struct {
-		id      uint64
-		ports   []uint32
-		w, buf  []float64
-		iw      []int32
-		e       float64
-		reduced bool
-	}
-	record := func(s, j int, ports []uint32, caps []float64, id uint64) {
-		var w []float64
-		if id != 0 && id == last.id {
-			ports, w = last.ports, last.w
-		} else {
-			ports, w = normalize(ports, caps) // the scratch's: copied if kept
-			if id != 0 {
-				last.id, last.ports, last.reduced = id, append(last.ports[:0], ports...), false
-				last.buf = append(last.buf[:0], w...)
-				last.w = nil
-				if w != nil {
-					last.w = last.buf
-				}
-			}
-		}
-		if c := old.choice[s][j]; c >= 0 {
-			t := old.tables[s]
-			if slices.Equal(t.sets[c], ports) {
-				if slices.Equal(t.weights[c], w) {
-					return
-				}
-				// Capacities that become the same integer weights (within
-				// the tolerance or not, as before) make the same group: the
-				// choice keeps its old capacities. A core link's change
-				// moves every leaf's by a fraction of a percent, toward
-				// almost every destination. (A warning's error figure is
-				// then the old capacities'.)
-				var iw []int32
-				e := 0.0
-				switch {
-				case id != 0 && id == last.id && last.reduced:
-					iw, e = last.iw, last.e
-				case w != nil:
-					iw, e = reduced.of(w)
-				}
-				if id != 0 && id == last.id {
-					last.iw, last.e, last.reduced = iw, e, true
-				}
-				if slices.Equal(iw, t.reduced[c]) && (e > WeightTolerance) == t.inexact[c] {
-					return
-				}
-			}
-		}
-		pending = append(pending, pendingChoice{s, movedChoice{j, slices.Clone(ports), slices.Clone(w)}})
-	}
-	sc := newScratch(n)
-	sc.classify(r.adj)
-	var seeds, recount []int
-	for j, d := range r.dests {
-		if err := ctx.Err(); err != nil {
-			return Result{}, err
-		}
-		dist := old.dist[j]
-		seeds, recount, pending = seeds[:0], recount[:0], pending[:0]
-		search := false
-		for _, ch := range changes {
-			da, db := dist[ch.a], dist[ch.b]
-			switch {
-			case ch.biased:
-				if da >= 0 && da == db+1 {
-					seeds = append(seeds, ch.a)
-				}
-			case da == db: // not on a shortest path, before or after
-			case da < 0 || db < 0 || max(da, db)-min(da, db) > 1:
-				search = true // an added link: reachability or distances change
-			default:
-				u, v := ch.a, ch.b
-				if da < db {
-					u, v = v, u
-				}
-				seeds = append(seeds, u)                                           // its next hops change
-				upstream(r.adj, dist, v, func(x int) { seeds = append(seeds, x) }) // v's fan-in changes
-				recount = append(recount, v)
-				if carriedInto(r.adj, r.source, dist, old.carries[j], v) != old.carries[j][v] {
-					search = true // what v carries changes, and with it the fan-ins below it
-				}
-			}
-		}
-		if !search && len(seeds) == 0 {
-			continue
-		}
-		emit := func(s int, ports []uint32, caps []float64, id uint64) { record(s, j, ports, caps, id) }
-		fanIn := old.fanIn[j] // copied before it changes
-		for _, v := range recount {
-			if c := countFanIn(r.adj, dist, old.carries[j], v); c != fanIn[v] {
-				if &fanIn[0] == &old.fanIn[j][0] {
-					fanIn = slices.Clone(fanIn)
-				}
-				fanIn[v] = c
-			}
-		}
-		if capTo := slices.Clone(old.capTo[j]); search || !sc.propagate(r.adj, dist, capTo, old.carries[j], fanIn, seeds, emit) {
-			// Distances change: search again, and compare every switch.
-			pending = pending[:0]
-			r.dist[j], r.capTo[j], r.carries[j], r.fanIn[j] = make([]int32, n), make([]float64, n), make([]bool, n), make([]int32, n)
-			sc.full(r.adj, r.source, d, r.dist[j], r.capTo[j], r.carries[j], r.fanIn[j], emit)
-			for s, was := range dist {
-				if was > 0 && r.dist[j][s] < 0 { // no longer reaches it
-					moved[s] = append(moved[s], movedChoice{j: j})
-				}
-			}
-		} else {
-			r.capTo[j], r.fanIn[j] = capTo, fanIn
-		}
-		for _, p := range pending {
-			moved[p.s] = append(moved[p.s], p.c)
+	for _, ms := range byDest {
+		for _, m := range ms {
+			moved[m.s] = append(moved[m.s], m.c)
 		}
 	}
 	rebuild := make([]bool, n)
@@ -714,8 +608,8 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		t := &routeTable{byHash: map[uint64][]int{}}
 		cs := make([]int32, len(r.dests))
 		remap := map[int32]int32{} // old set → new, interned once each
-		// A set of the old table, and a destination that keeps it (-1:
-		// none): see patch.
+		// The old table's sets the new one keeps, each with a destination
+		// that keeps it: see patch.
 		kept := map[int32]int{}
 		for j := range r.dests {
 			cs[j] = -1
@@ -744,6 +638,158 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		r.addRoutes(s)
 	}
 	return r.result(&prev, rebuild, built)
+}
+
+// replanWorkers is how many goroutines Recompute works destinations out
+// on: every core but one, which the controller's other work (writing the
+// pruning, taking telemetry in) keeps. On a 2-core machine that is one:
+// two were measured no faster there (each worked at half the speed).
+var replanWorkers = func() int { return max(1, runtime.GOMAXPROCS(0)-1) }
+
+// change is a link that went down or came back, between switches a and
+// b, or (biased) one whose weight out of a changed (its congestion bias).
+type change struct {
+	a, b   int
+	biased bool
+}
+
+// replan works destinations out for Recompute: r, the new routing, from
+// old, over the changes. Each goroutine has its own.
+type replan struct {
+	r, old  *routing
+	changes []change
+	sc      *scratch
+	reduced weightMemo
+	// last is the working record was last given with an id, normalized
+	// (and reduced, once needed): the switches of a class come one after
+	// another, and each takes it as it is.
+	last struct {
+		id      uint64
+		ports   []uint32
+		w, buf  []float64
+		iw      []int32
+		e       float64
+		reduced bool
+	}
+	seeds, recount []int
+	pending        []movedAt
+}
+
+// movedAt is switch s's new choice.
+type movedAt struct {
+	s int
+	c movedChoice
+}
+
+// destination works out destination j (see the comment at the top of
+// this file), setting its working in w.r, and returns the switches whose
+// choices toward it change, with them. A propagation given up for a full
+// search leaves nothing of its own behind.
+func (w *replan) destination(j int) []movedAt {
+	r, old := w.r, w.old
+	n := len(r.switches)
+	dist := old.dist[j]
+	w.seeds, w.recount, w.pending = w.seeds[:0], w.recount[:0], nil
+	search := false
+	for _, ch := range w.changes {
+		da, db := dist[ch.a], dist[ch.b]
+		switch {
+		case ch.biased:
+			if da >= 0 && da == db+1 {
+				w.seeds = append(w.seeds, ch.a)
+			}
+		case da == db: // not on a shortest path, before or after
+		case da < 0 || db < 0 || max(da, db)-min(da, db) > 1:
+			search = true // an added link: reachability or distances change
+		default:
+			u, v := ch.a, ch.b
+			if da < db {
+				u, v = v, u
+			}
+			w.seeds = append(w.seeds, u)                                           // its next hops change
+			upstream(r.adj, dist, v, func(x int) { w.seeds = append(w.seeds, x) }) // v's fan-in changes
+			w.recount = append(w.recount, v)
+			if carriedInto(r.adj, r.source, dist, old.carries[j], v) != old.carries[j][v] {
+				search = true // what v carries changes, and with it the fan-ins below it
+			}
+		}
+	}
+	if !search && len(w.seeds) == 0 {
+		return nil
+	}
+	emit := func(s int, ports []uint32, caps []float64, id uint64) { w.record(s, j, ports, caps, id) }
+	fanIn := old.fanIn[j] // copied before it changes
+	for _, v := range w.recount {
+		if c := countFanIn(r.adj, dist, old.carries[j], v); c != fanIn[v] {
+			if &fanIn[0] == &old.fanIn[j][0] {
+				fanIn = slices.Clone(fanIn)
+			}
+			fanIn[v] = c
+		}
+	}
+	if capTo := slices.Clone(old.capTo[j]); search || !w.sc.propagate(r.adj, dist, capTo, old.carries[j], fanIn, w.seeds, emit) {
+		// Distances change: search again, and compare every switch.
+		w.pending = nil
+		r.dist[j], r.capTo[j], r.carries[j], r.fanIn[j] = make([]int32, n), make([]float64, n), make([]bool, n), make([]int32, n)
+		w.sc.full(r.adj, r.source, r.dests[j], r.dist[j], r.capTo[j], r.carries[j], r.fanIn[j], emit)
+		for s, was := range dist {
+			if was > 0 && r.dist[j][s] < 0 { // no longer reaches it
+				w.pending = append(w.pending, movedAt{s, movedChoice{j: j}})
+			}
+		}
+	} else {
+		r.capTo[j], r.fanIn[j] = capTo, fanIn
+	}
+	return w.pending
+}
+
+// record compares switch s's choice toward destination j, its next hops'
+// ports and capacities, with the old one, and keeps it when it differs.
+func (w *replan) record(s, j int, ports []uint32, caps []float64, id uint64) {
+	last := &w.last
+	var cw []float64
+	if id != 0 && id == last.id {
+		ports, cw = last.ports, last.w
+	} else {
+		ports, cw = normalize(ports, caps) // the scratch's: copied if kept
+		if id != 0 {
+			last.id, last.ports, last.reduced = id, append(last.ports[:0], ports...), false
+			last.buf = append(last.buf[:0], cw...)
+			last.w = nil
+			if cw != nil {
+				last.w = last.buf
+			}
+		}
+	}
+	if c := w.old.choice[s][j]; c >= 0 {
+		t := w.old.tables[s]
+		if slices.Equal(t.sets[c], ports) {
+			if slices.Equal(t.weights[c], cw) {
+				return
+			}
+			// Capacities that become the same integer weights (within
+			// the tolerance or not, as before) make the same group: the
+			// choice keeps its old capacities. A core link's change
+			// moves every leaf's by a fraction of a percent, toward
+			// almost every destination. (A warning's error figure is
+			// then the old capacities'.)
+			var iw []int32
+			e := 0.0
+			switch {
+			case id != 0 && id == last.id && last.reduced:
+				iw, e = last.iw, last.e
+			case cw != nil:
+				iw, e = w.reduced.of(cw)
+			}
+			if id != 0 && id == last.id {
+				last.iw, last.e, last.reduced = iw, e, true
+			}
+			if slices.Equal(iw, t.reduced[c]) && (e > WeightTolerance) == t.inexact[c] {
+				return
+			}
+		}
+	}
+	w.pending = append(w.pending, movedAt{s, movedChoice{j, slices.Clone(ports), slices.Clone(cw)}})
 }
 
 // movedChoice is a switch's new choice toward destination j, as ports

@@ -2,6 +2,7 @@ package pathcalc
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"reflect"
@@ -20,78 +21,83 @@ import (
 // leaf-spine and a rail-optimized fabric, and checks that each plan
 // Recompute makes from the one before is exactly the plan Compute makes
 // from scratch, warnings included (but for the error figure of WCMP
-// weights: see withoutErrorFigures).
+// weights: see withoutErrorFigures). It does so with destinations worked
+// out by one goroutine and by three.
 func TestRecomputeIsCompute(t *testing.T) {
 	ft4, _ := topology.FatTree(4, 100)
 	ft8, _ := topology.FatTree(8, 100)
 	ls, _ := topology.LeafSpine(4, 6, 2, 100)
 	rail, _ := topology.RailOptimized(4, 4, 2, 100)
-	for name, topo := range map[string]models.Topology{"fattree:4": ft4, "fattree:8": ft8, "leafspine": ls, "rail": rail} {
-		t.Run(name, func(t *testing.T) {
-			snap, err := topology.New(topo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			links := snap.FabricLinks()
-			rng := rand.New(rand.NewPCG(uint64(len(links)), 7))
-			ctx := context.Background()
-			req := Request{Limits: Limits{MaxGroupSize: 8}, DownLinks: map[models.LinkID]bool{}, PortBias: map[models.Endpoint]float64{}}
-			prev, err := Compute(ctx, snap, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for step := range 60 {
-				next := Request{Limits: req.Limits, DownLinks: maps.Clone(req.DownLinks), PortBias: maps.Clone(req.PortBias)}
-				switch what := rng.IntN(6); {
-				case what == 0 && len(next.DownLinks) > 0: // everything returns
-					clear(next.DownLinks)
-				case what == 1: // a switch loses every link
-					sw := links[rng.IntN(len(links))].A.Switch
-					snap.EachNeighbor(sw, func(a topology.Adjacency) { next.DownLinks[a.Link] = true })
-				case what == 2: // biases change
-					for range 1 + rng.IntN(4) {
-						l := links[rng.IntN(len(links))]
-						e := l.A
-						if rng.IntN(2) == 0 {
-							e = l.B
-						}
-						if rng.IntN(3) == 0 {
-							delete(next.PortBias, e)
-						} else {
-							next.PortBias[e] = []float64{0.3, 0.5, 0.7}[rng.IntN(3)]
-						}
-					}
-				default: // a few links flip
-					for range 1 + rng.IntN(3) {
-						id := links[rng.IntN(len(links))].ID()
-						next.DownLinks[id] = !next.DownLinks[id]
-						if !next.DownLinks[id] {
-							delete(next.DownLinks, id)
-						}
-					}
-				}
-				got, err := Recompute(ctx, prev, snap, next)
+	defer func(f func() int) { replanWorkers = f }(replanWorkers)
+	for _, workers := range []int{1, 3} {
+		replanWorkers = func() int { return workers }
+		for name, topo := range map[string]models.Topology{"fattree:4": ft4, "fattree:8": ft8, "leafspine": ls, "rail": rail} {
+			t.Run(fmt.Sprintf("%s/workers:%d", name, workers), func(t *testing.T) {
+				snap, err := topology.New(topo)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, err := Compute(ctx, snap, next)
+				links := snap.FabricLinks()
+				rng := rand.New(rand.NewPCG(uint64(len(links)), 7))
+				ctx := context.Background()
+				req := Request{Limits: Limits{MaxGroupSize: 8}, DownLinks: map[models.LinkID]bool{}, PortBias: map[models.Endpoint]float64{}}
+				prev, err := Compute(ctx, snap, req)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !reflect.DeepEqual(got.Plan, want.Plan) {
-					for sw, w := range want.Plan.Switches {
-						if g := got.Plan.Switches[sw]; !reflect.DeepEqual(g, w) {
-							t.Fatalf("step %d (%d links down, %d biases): %s differs from Compute's:\n got %+v\nwant %+v", step, len(next.DownLinks), len(next.PortBias), sw, g, w)
+				for step := range 60 {
+					next := Request{Limits: req.Limits, DownLinks: maps.Clone(req.DownLinks), PortBias: maps.Clone(req.PortBias)}
+					switch what := rng.IntN(6); {
+					case what == 0 && len(next.DownLinks) > 0: // everything returns
+						clear(next.DownLinks)
+					case what == 1: // a switch loses every link
+						sw := links[rng.IntN(len(links))].A.Switch
+						snap.EachNeighbor(sw, func(a topology.Adjacency) { next.DownLinks[a.Link] = true })
+					case what == 2: // biases change
+						for range 1 + rng.IntN(4) {
+							l := links[rng.IntN(len(links))]
+							e := l.A
+							if rng.IntN(2) == 0 {
+								e = l.B
+							}
+							if rng.IntN(3) == 0 {
+								delete(next.PortBias, e)
+							} else {
+								next.PortBias[e] = []float64{0.3, 0.5, 0.7}[rng.IntN(3)]
+							}
+						}
+					default: // a few links flip
+						for range 1 + rng.IntN(3) {
+							id := links[rng.IntN(len(links))].ID()
+							next.DownLinks[id] = !next.DownLinks[id]
+							if !next.DownLinks[id] {
+								delete(next.DownLinks, id)
+							}
 						}
 					}
-					t.Fatalf("step %d: plans differ in their switches", step)
+					got, err := Recompute(ctx, prev, snap, next)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want, err := Compute(ctx, snap, next)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(got.Plan, want.Plan) {
+						for sw, w := range want.Plan.Switches {
+							if g := got.Plan.Switches[sw]; !reflect.DeepEqual(g, w) {
+								t.Fatalf("step %d (%d links down, %d biases): %s differs from Compute's:\n got %+v\nwant %+v", step, len(next.DownLinks), len(next.PortBias), sw, g, w)
+							}
+						}
+						t.Fatalf("step %d: plans differ in their switches", step)
+					}
+					if g, w := withoutErrorFigures(got.Warnings), withoutErrorFigures(want.Warnings); !reflect.DeepEqual(g, w) {
+						t.Fatalf("step %d: warnings differ:\n got %v\nwant %v", step, g, w)
+					}
+					prev, req = got, next
 				}
-				if g, w := withoutErrorFigures(got.Warnings), withoutErrorFigures(want.Warnings); !reflect.DeepEqual(g, w) {
-					t.Fatalf("step %d: warnings differ:\n got %v\nwant %v", step, g, w)
-				}
-				prev, req = got, next
-			}
-		})
+			})
+		}
 	}
 }
 

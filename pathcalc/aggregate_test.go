@@ -231,3 +231,38 @@ func BenchmarkAggregate(b *testing.B) {
 	}
 	b.ReportMetric(float64(len(Aggregate(routes))), "entries")
 }
+
+// TestAggregateDisjointIsByLength: on random sorted tables with no prefix
+// inside another, the one-pass aggregation makes exactly the table the
+// merge by prefix length makes; on tables with one inside another it
+// declines.
+func TestAggregateDisjointIsByLength(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 9))
+	nested := 0
+	for range 300 {
+		routes := models.ForwardingState{Routes: randomRoutes(rng, 10+rng.IntN(200))}.Canonical().Routes
+		var disjoint []models.Route
+		for _, r := range routes {
+			if n := len(disjoint); n > 0 && disjoint[n-1].Prefix.Overlaps(r.Prefix) {
+				continue
+			}
+			disjoint = append(disjoint, r)
+		}
+		if len(disjoint) < len(routes) {
+			nested++
+			if _, ok := aggregateDisjoint(routes); ok {
+				t.Fatalf("aggregated a table with nested prefixes in one pass: %v", routes)
+			}
+		}
+		got, ok := aggregateDisjoint(disjoint)
+		if !ok {
+			t.Fatalf("declined a table of disjoint prefixes: %v", disjoint)
+		}
+		if want := aggregateByLength(disjoint); !slices.Equal(got, want) {
+			t.Fatalf("one pass made\n%v\nby length\n%v\nfrom %v", got, want, disjoint)
+		}
+	}
+	if nested == 0 {
+		t.Fatal("no table had nested prefixes: the declining is not exercised")
+	}
+}

@@ -337,7 +337,9 @@ func isSubset(a, b []uint32) bool {
 }
 
 // changedPrefixes lists the prefixes whose route (or its group's members)
-// differs between two states of a switch.
+// differs between two states of a switch, in the new state's order. The
+// routes of canonical states (sorted, as plans hold them) are walked side
+// by side; others are looked up by prefix.
 func changedPrefixes(oldSt, newSt models.ForwardingState) []netip.Prefix {
 	members := func(st models.ForwardingState) map[uint32][]models.GroupMember {
 		out := make(map[uint32][]models.GroupMember, len(st.Groups))
@@ -347,15 +349,35 @@ func changedPrefixes(oldSt, newSt models.ForwardingState) []netip.Prefix {
 		return out
 	}
 	oldGroups, newGroups := members(oldSt), members(newSt)
+	moved := func(o models.Route, ok bool, r models.Route) bool {
+		return !ok || o.MemberID != r.MemberID || (o.GroupID == 0) != (r.GroupID == 0) ||
+			r.GroupID != 0 && !slices.Equal(oldGroups[o.GroupID], newGroups[r.GroupID])
+	}
+	byPrefix := func(a, b models.Route) int { return models.ComparePrefix(a.Prefix, b.Prefix) }
+	var out []netip.Prefix
+	if slices.IsSortedFunc(oldSt.Routes, byPrefix) && slices.IsSortedFunc(newSt.Routes, byPrefix) {
+		i := 0
+		for _, r := range newSt.Routes {
+			for i < len(oldSt.Routes) && models.ComparePrefix(oldSt.Routes[i].Prefix, r.Prefix) < 0 {
+				i++
+			}
+			ok := i < len(oldSt.Routes) && oldSt.Routes[i].Prefix == r.Prefix
+			var o models.Route
+			if ok {
+				o = oldSt.Routes[i]
+			}
+			if moved(o, ok, r) {
+				out = append(out, r.Prefix)
+			}
+		}
+		return out
+	}
 	old := make(map[netip.Prefix]models.Route, len(oldSt.Routes))
 	for _, r := range oldSt.Routes {
 		old[r.Prefix] = r
 	}
-	var out []netip.Prefix
 	for _, r := range newSt.Routes {
-		o, ok := old[r.Prefix]
-		if !ok || o.MemberID != r.MemberID || (o.GroupID == 0) != (r.GroupID == 0) ||
-			r.GroupID != 0 && !slices.Equal(oldGroups[o.GroupID], newGroups[r.GroupID]) {
+		if o, ok := old[r.Prefix]; moved(o, ok, r) {
 			out = append(out, r.Prefix)
 		}
 	}

@@ -193,6 +193,20 @@ func TestChangedPrefixes(t *testing.T) {
 	if want := []netip.Prefix{p(2), p(3), p(4), p(6)}; !slices.Equal(moved, want) {
 		t.Fatalf("changedPrefixes = %v, want %v", moved, want)
 	}
+	// The same, from states whose routes are not sorted.
+	shuffled := func(st models.ForwardingState) models.ForwardingState {
+		st.Routes = slices.Clone(st.Routes)
+		slices.Reverse(st.Routes)
+		return st
+	}
+	got := changedPrefixes(shuffled(oldSt), newSt)
+	if want := []netip.Prefix{p(2), p(3), p(4), p(6)}; !slices.Equal(got, want) {
+		t.Fatalf("changedPrefixes from unsorted old routes = %v, want %v", got, want)
+	}
+	got = changedPrefixes(oldSt, shuffled(newSt))
+	if want := []netip.Prefix{p(6), p(4), p(3), p(2)}; !slices.Equal(got, want) {
+		t.Fatalf("changedPrefixes to unsorted new routes = %v, want %v", got, want)
+	}
 	hops := hopsOf(newSt, moved)
 	want := map[netip.Prefix][]uint32{p(2): {1, 2, 3}, p(3): {2}, p(4): {1, 2}, p(6): {3}}
 	if len(hops) != len(want) {
@@ -208,7 +222,7 @@ func TestChangedPrefixes(t *testing.T) {
 // BenchmarkRolloutPrepare: preparing the rollout after a k=48 fat-tree's
 // link fails (which switches move at which stage, their distances), from
 // the pruned plan to the new one, for a leaf–spine link (the pruning
-// changes 1,152 switches) and a core link.
+// changes 1,152 switches) and a core link, and back when it returns.
 //
 //	go test ./controller -run '^$' -bench RolloutPrepare -cpu 1 -benchtime 5x
 func BenchmarkRolloutPrepare(b *testing.B) {
@@ -233,10 +247,21 @@ func BenchmarkRolloutPrepare(b *testing.B) {
 			b.Fatal(err)
 		}
 		st := &fabricState{snap: snap, down: down}
-		b.Run(strings.SplitN(string(l.ID()), ":", 2)[0], func(b *testing.B) {
+		name := strings.SplitN(string(l.ID()), ":", 2)[0]
+		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				r := newRollout(&fabricState{snap: snap}, time.Now)
 				r.prepare(st, pruned, next.Plan, &base.Plan)
+				if r.last < 1 {
+					b.Fatal("nothing staged")
+				}
+			}
+		})
+		// And when the link comes back: from its plan to the first one.
+		b.Run(name+"/returns", func(b *testing.B) {
+			for b.Loop() {
+				r := newRollout(&fabricState{snap: snap, down: down}, time.Now)
+				r.prepare(&fabricState{snap: snap}, next.Plan, base.Plan, nil)
 				if r.last < 1 {
 					b.Fatal("nothing staged")
 				}

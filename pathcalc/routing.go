@@ -14,23 +14,26 @@ import (
 	"github.com/accelnet/accelnet/topology"
 )
 
-// What Compute works out per destination leaf — every switch's distance
-// and WCMP capacity toward it, and the weighted next hops each switch
-// takes — is kept with the plan (routing), so that the plan after a
-// change of links (a failure, a return, a drain, congestion weights) is
+// What Compute works out per destination leaf — every switch's distance,
+// WCMP capacity and fan-in toward it, and the weighted next hops each
+// switch takes — is kept with the plan (routing), so that the plan after
+// a change of links (a failure, a return, a drain, congestion weights) is
 // made by Recompute from the one before. Per destination, a changed link
 // between two switches equally far from it changes nothing; otherwise the
 // capacities are redone upstream of it, nearest first, as far as they
-// change, and only where a switch lost its last next hop toward the
-// destination (or a returning link shortens a path), or where the change
-// reaches more than half the switches, is the destination searched again
-// in full. (A core link's change reaches every leaf: their capacities
-// move by a fraction of a percent.) A switch's choice counts as changed only when its ports or its
-// integer weights do (capacities that make the same group keep the old
-// ones), and only switches with changed choices are rebuilt; the others
-// keep the previous plan's states, shared. Recompute's plan is exactly
-// Compute's (TestRecomputeIsCompute); of its warnings, only a WCMP error
-// figure can differ (that of the capacities the choice was kept with).
+// change (switches with the same links, one of each: see classes), and
+// only where a switch lost its last next hop toward the destination (or
+// a returning link shortens a path), or where the change reaches more
+// than half the switches, is the destination searched again in full. (A
+// core link's change reaches every leaf: their capacities move by a
+// fraction of a percent.) A switch's choice counts as changed only when
+// its ports or its integer weights do (capacities that make the same
+// group keep the old ones), and only switches with changed choices are
+// rebuilt — those with a few, by patching their old state (see patch);
+// the others keep the previous plan's states, shared. Recompute's plan is
+// exactly Compute's (TestRecomputeIsCompute); of its warnings, only a
+// WCMP error figure can differ (that of the capacities the choice was
+// kept with).
 
 // hop is a working link out of a switch: the switch at its other end (by
 // index), the local port, and what the link counts for in WCMP (its speed,
@@ -182,8 +185,9 @@ func classes(adj [][]hop) ([]int32, int) {
 }
 
 // full searches toward destination d over adj, filling dist, carries and
-// fanIn (every element set) and capTo, and calls emit for every switch that reaches d
-// (d excluded), nearest first, with its next hops' ports and capacities.
+// fanIn (every element set) and capTo, and calls emit for every switch
+// that reaches d (d excluded), nearest first, with its next hops' ports
+// and capacities.
 //
 // WCMP: each next hop is weighted by what it can carry onward for this
 // switch — its link, or its own capacity toward the leaf shared among the

@@ -50,7 +50,8 @@ import (
 // one flow per host. ACCELNET_REACTION_DETAIL=1 prints each failure's
 // time, first and last write, and the controller's log lines of each
 // reroute (how long after the switch's report it was decided) and
-// rollout (how long its planning and each stage took).
+// rollout (how long its planning and each stage took), and its writes
+// summed every 2 s ("switches programmed").
 // ACCELNET_REACTION_PROFILES=DIR keeps CPU profiles of accelnet and
 // fabricsim over the first 45 s of failures.
 func BenchmarkFailureReactionProcesses(b *testing.B) {
@@ -179,9 +180,9 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	}
 	b.StopTimer()
 	profiled.Wait()
-	if detail { // the controller's account of each reroute and rollout
+	if detail { // the controller's account of each reroute and rollout, and its writes summed every 2 s
 		for _, line := range strings.Split(d.replicas[0].proc.Log(), "\n") {
-			if strings.Contains(line, "rollout finished") || strings.Contains(line, "; rerouting") {
+			if strings.Contains(line, "rollout finished") || strings.Contains(line, "; rerouting") || strings.Contains(line, "switches programmed") {
 				fmt.Println(line)
 			}
 		}

@@ -287,11 +287,11 @@ func carriedInto(adj [][]hop, source []bool, dist []int32, carries []bool, s int
 // countFanIn is fanIn[s] (see routing) as the links of adj make it.
 func countFanIn(adj [][]hop, dist []int32, carries []bool, s int) int32 {
 	n := int32(0)
-	for _, h := range adj[s] {
-		if dist[h.peer] == dist[s]+1 && carries[h.peer] {
+	upstream(adj, dist, s, func(x int) {
+		if carries[x] {
 			n++
 		}
-	}
+	})
 	return n
 }
 
@@ -828,13 +828,14 @@ func (r *routing) patch(s int, was models.ForwardingState, moved []movedChoice, 
 		return nil, false // its check counts the routes aggregated
 	}
 	// The table's sets as addRoutes would leave them: a destination
-	// leaf's hosts, one port each, after the choices.
-	hostsOf := r.snap.HostsOn(sw.Name)
+	// leaf's hosts (source: it is one), one port each, after the choices.
+	var hostsOf []models.Host
+	if r.source[s] {
+		hostsOf = r.snap.HostsOn(sw.Name)
+	}
 	hostSet := make([]int, len(hostsOf))
-	if slices.Contains(r.dests, s) {
-		for i, h := range hostsOf {
-			hostSet[i] = t.intern([]uint32{h.Attach.Port})
-		}
+	for i, h := range hostsOf {
+		hostSet[i] = t.intern([]uint32{h.Attach.Port})
 	}
 	used := make([]bool, len(t.sets))
 	for i := range used {
@@ -861,11 +862,9 @@ func (r *routing) patch(s int, was models.ForwardingState, moved []movedChoice, 
 			return nil, false
 		}
 	}
-	if slices.Contains(r.dests, s) {
-		for i, h := range hostsOf {
-			if !same(hostSet[i], netip.PrefixFrom(h.IP, 32)) {
-				return nil, false
-			}
+	for i, h := range hostsOf {
+		if !same(hostSet[i], netip.PrefixFrom(h.IP, 32)) {
+			return nil, false
 		}
 	}
 	routes := slices.Clone(was.Routes)

@@ -48,7 +48,7 @@ type network struct {
 // made again after every link change, and indexing a k=48 fabric's
 // 138,000 ports took 170 ms of each, on a failure's path.
 type frame struct {
-	capacity  []float64               // the resources' speeds; a network's own may differ
+	speeds    []float64               // the resources' speeds (a network's capacity starts as them)
 	egress    map[models.Endpoint]int // switch egress port → resource
 	nicTx     map[string]int          // host name → resource
 	resources []resourceName
@@ -84,9 +84,9 @@ func newFrame(snap *topology.Snapshot) *frame {
 		seeds:  map[models.SwitchID]uint32{},
 	}
 	add := func(name resourceName, gbps float64) int {
-		f.capacity = append(f.capacity, gbps)
+		f.speeds = append(f.speeds, gbps)
 		f.resources = append(f.resources, name)
-		return len(f.capacity) - 1
+		return len(f.speeds) - 1
 	}
 	for _, sw := range snap.Switches() {
 		f.seeds[sw.Name] = uint32(sw.DeviceID)
@@ -144,7 +144,7 @@ func newNetwork(snap *topology.Snapshot, down map[models.LinkID]bool) *network {
 	n := &network{
 		snap:     snap,
 		down:     down,
-		capacity: f.capacity,
+		capacity: f.speeds,
 		frame:    f,
 		paths:    map[[2]models.SwitchID][][]int{},
 		dists:    map[models.SwitchID]Dist{},

@@ -42,8 +42,7 @@ func aggregateByLength(routes []models.Route) []models.Route {
 		if !r.Prefix.Addr().Is4() {
 			return models.ForwardingState{Routes: routes}.Canonical().Routes
 		}
-		a4 := r.Prefix.Masked().Addr().As4()
-		addr := binary.BigEndian.Uint32(a4[:])
+		addr := v4(r.Prefix.Masked().Addr())
 		by[key(addr, r.Prefix.Bits())] = action{r.MemberID, r.GroupID}
 		byLen[r.Prefix.Bits()] = append(byLen[r.Prefix.Bits()], addr)
 	}
@@ -74,10 +73,8 @@ func aggregateByLength(routes []models.Route) []models.Route {
 	slices.Sort(keys)
 	out := make([]models.Route, len(keys))
 	for i, k := range keys {
-		var a4 [4]byte
-		binary.BigEndian.PutUint32(a4[:], uint32(k>>8))
 		a := by[k]
-		out[i] = models.Route{Prefix: netip.PrefixFrom(netip.AddrFrom4(a4), int(k&0xff)), MemberID: a.member, GroupID: a.group}
+		out[i] = routeTo(uint32(k>>8), int(k&0xff), a.member, a.group)
 	}
 	return out
 }
@@ -103,8 +100,7 @@ func aggregateDisjoint(routes []models.Route) (out []models.Route, ok bool) {
 		if !addr.Is4() || bits < 0 {
 			return nil, false
 		}
-		a4 := addr.As4()
-		a := binary.BigEndian.Uint32(a4[:])
+		a := v4(addr)
 		size := uint64(1) << (32 - bits)
 		if uint64(a)%size != 0 || uint64(a) < end {
 			return nil, false // not masked, out of order, or inside the one before
@@ -123,9 +119,20 @@ func aggregateDisjoint(routes []models.Route) (out []models.Route, ok bool) {
 	}
 	out = make([]models.Route, len(stack))
 	for i, b := range stack {
-		var a4 [4]byte
-		binary.BigEndian.PutUint32(a4[:], b.addr)
-		out[i] = models.Route{Prefix: netip.PrefixFrom(netip.AddrFrom4(a4), b.bits), MemberID: b.member, GroupID: b.group}
+		out[i] = routeTo(b.addr, b.bits, b.member, b.group)
 	}
 	return out, true
+}
+
+// v4 is an IPv4 address as a number; routeTo is the route to addr/bits
+// with its action: how both aggregations read and write prefixes.
+func v4(a netip.Addr) uint32 {
+	a4 := a.As4()
+	return binary.BigEndian.Uint32(a4[:])
+}
+
+func routeTo(addr uint32, bits int, member, group uint32) models.Route {
+	var a4 [4]byte
+	binary.BigEndian.PutUint32(a4[:], addr)
+	return models.Route{Prefix: netip.PrefixFrom(netip.AddrFrom4(a4), bits), MemberID: member, GroupID: group}
 }

@@ -316,7 +316,7 @@ func upstream(adj [][]hop, dist []int32, s int, f func(x int)) {
 // of a fat-tree's switches, and redoing them is still cheaper: at k=48
 // 1.8 s for all destinations against 2.5 s from scratch): the
 // destination must then be searched again in full. Switches of a class
-// (see classify, which must have been called with adj) are worked out
+// (classify must have been given classes(adj)) are worked out
 // once per call, and emit is given the same id for each of them.
 func (sc *scratch) propagate(adj [][]hop, dist []int32, capTo []float64, carries []bool, fanIn []int32, seeds []int, emit func(s int, ports []uint32, caps []float64, id uint64)) bool {
 	var maxDist int32

@@ -54,6 +54,9 @@ import (
 // summed every 2 s ("switches programmed").
 // ACCELNET_REACTION_PROFILES=DIR keeps CPU profiles of accelnet and
 // fabricsim over the first 45 s of failures.
+// ACCELNET_REACTION_TRACES=DIR keeps Go execution traces of both
+// processes over each failure's first 8 s (go tool trace; they slow both
+// processes a little), and accelnet's whole log.
 func BenchmarkFailureReactionProcesses(b *testing.B) {
 	spec := envOr("ACCELNET_REACTION_TOPOLOGY", "fattree:16@100")
 	args := append([]string{"--congestion-interval", "0", "--sample-one-in", "0"}, strings.Fields(os.Getenv("ACCELNET_REACTION_ARGS"))...)
@@ -165,9 +168,20 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		target := targets[i%len(targets)]
+		var traced sync.WaitGroup
+		if dir := os.Getenv("ACCELNET_REACTION_TRACES"); dir != "" {
+			for _, p := range []struct{ api, token, name string }{{r.url(), d.token, "accelnet"}, {sim, "", "fabricsim"}} {
+				traced.Go(func() {
+					if err := operatorGet(p.api, p.token, "/debug/pprof/trace?seconds=8", filepath.Join(dir, fmt.Sprintf("failure-%d-%s.trace", i, p.name))); err != nil {
+						b.Logf("%s trace: %v", p.name, err)
+					}
+				})
+			}
+		}
 		t0 := time.Now()
 		set(target, false)
 		w := quiet(t0, 5*time.Minute)
+		traced.Wait()
 		took = append(took, time.Unix(0, w.Last).Sub(t0))
 		first = append(first, time.Unix(0, w.FirstSince).Sub(t0))
 		if detail {
@@ -180,6 +194,11 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	}
 	b.StopTimer()
 	profiled.Wait()
+	if dir := os.Getenv("ACCELNET_REACTION_TRACES"); dir != "" {
+		if err := os.WriteFile(filepath.Join(dir, "accelnet.log"), []byte(d.replicas[0].proc.Log()), 0o644); err != nil {
+			b.Log(err)
+		}
+	}
 	if detail { // the controller's account of each reroute and rollout, and its writes summed every 2 s
 		for _, line := range strings.Split(d.replicas[0].proc.Log(), "\n") {
 			if strings.Contains(line, "rollout finished") || strings.Contains(line, "; rerouting") || strings.Contains(line, "switches programmed") {

@@ -436,6 +436,15 @@ func (c *Controller) Leading() bool {
 // Enqueue asks for a switch to be reconciled (e.g. after its stream broke).
 func (c *Controller) Enqueue(sw models.SwitchID) { c.tables.queue.Add(string(sw)) }
 
+// enqueueStage queues the switches a rollout's stage changes ahead of
+// every other change: a stage that timed out leaves its stragglers
+// queued, and the next stage must not wait behind them.
+func (c *Controller) enqueueStage(switches []models.SwitchID) {
+	for _, sw := range switches {
+		c.tables.queue.AddFirst(string(sw))
+	}
+}
+
 // Resync drops what the controller believes sw has and queues it, so its
 // next reconcile reads it back in full: for a switch that reconnected or
 // may have lost state.

@@ -198,9 +198,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 		return
 	}
 	next.ro.prepare(next, oldPlan.Plan, newPlan.Plan, next.ro.base)
-	for _, sw := range next.ro.begin() {
-		c.Enqueue(sw)
-	}
+	c.enqueueStage(next.ro.begin())
 	if next.ro.stageNow() == 0 {
 		c.urgency.end(next.ro) // nothing to stage: over at once
 	}

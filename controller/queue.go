@@ -12,17 +12,19 @@ import (
 // workers at once (re-adding it while it is processed queues it again for
 // after Done); failed keys come back after an exponential backoff.
 //
-// Keys come in two lanes. Add queues a change (a failure's pruning, a
-// rollout's stage, a new topology): it is handed out before any key
-// AddBackground queued (the periodic resync of every switch), whatever
-// their order, and a key waiting in the background lane that is added
-// again by Add moves to the front lane. At k=48 a resync is 2,880
-// reconciles that take longer than the interval between failures; in one
-// lane a failure's few switches waited behind all of them.
+// Keys come in three lanes, handed out in this order: AddFirst's (a
+// rollout's stage), Add's (a change: a failure's pruning, a new
+// topology) and AddBackground's (the periodic resync of every switch).
+// A key added again to a more urgent lane moves there. At k=48 a resync is
+// 2,880 reconciles that take longer than the interval between failures;
+// in one lane a failure's few switches waited behind all of them. And a
+// failure's pruning writes 1,152 switches: when its stage timed out with
+// hundreds still queued, the next stages' switches (one, then 47) waited
+// behind them and timed out in turn (a 7.3 s rollout whose last two
+// stages had 48 switches to write).
 type Queue struct {
 	mu         sync.Mutex
-	order      []string // the front lane
-	later      []string // the background lane
+	lanes      [background][]string // by lane, first first
 	queued     map[string]lane
 	processing map[string]bool
 	again      map[string]lane // re-added while processing
@@ -57,14 +59,19 @@ func (q *Queue) signal() {
 	}
 }
 
-// lane is where a key waits: front (a change) or background (a resync).
+// lane is where a key waits: first (a rollout's stage), front (a
+// change) or background (a resync); a lower lane is handed out first.
 type lane uint8
 
 const (
 	noLane lane = iota
+	first
 	front
 	background
 )
+
+// AddFirst queues key now, ahead of every key Add queued.
+func (q *Queue) AddFirst(key string) { q.addIn(key, first) }
 
 // Add queues key now, in the front lane.
 func (q *Queue) Add(key string) { q.addIn(key, front) }
@@ -88,22 +95,16 @@ func (q *Queue) addLocked(key string, l lane) {
 		}
 		return
 	}
-	switch q.queued[key] {
-	case front:
-		return
-	case background:
-		if l == background {
+	if a := q.queued[key]; a != noLane {
+		if a <= l {
 			return
 		}
-		i := slices.Index(q.later, key)
-		q.later = slices.Delete(q.later, i, i+1)
+		keys := &q.lanes[a-1]
+		i := slices.Index(*keys, key)
+		*keys = slices.Delete(*keys, i, i+1)
 	}
 	q.queued[key] = l
-	if l == front {
-		q.order = append(q.order, key)
-	} else {
-		q.later = append(q.later, key)
-	}
+	q.lanes[l-1] = append(q.lanes[l-1], key)
 	q.signal()
 }
 
@@ -157,7 +158,7 @@ func (q *Queue) Get(ctx context.Context) (string, bool) {
 		}
 		if key, ok := q.popLocked(); ok {
 			q.processing[key] = true
-			if len(q.order) > 0 || len(q.later) > 0 && !q.held {
+			if q.waitingLocked() {
 				q.signal()
 			}
 			q.mu.Unlock()
@@ -172,21 +173,25 @@ func (q *Queue) Get(ctx context.Context) (string, bool) {
 	}
 }
 
-// popLocked takes the next key, the front lane's first (only the front
-// lane's while the background lane is held).
+// popLocked takes the next key, the first of the most urgent lane that
+// has one (the background lane's only while it is not held).
 func (q *Queue) popLocked() (string, bool) {
-	for _, keys := range []*[]string{&q.order, &q.later} {
-		if keys == &q.later && q.held {
-			break
+	for l := first; l <= background; l++ {
+		keys := &q.lanes[l-1]
+		if l == background && q.held || len(*keys) == 0 {
+			continue
 		}
-		if len(*keys) > 0 {
-			key := (*keys)[0]
-			*keys = (*keys)[1:]
-			delete(q.queued, key)
-			return key, true
-		}
+		key := (*keys)[0]
+		*keys = (*keys)[1:]
+		delete(q.queued, key)
+		return key, true
 	}
 	return "", false
+}
+
+// waitingLocked says whether a key can be handed out now.
+func (q *Queue) waitingLocked() bool {
+	return len(q.lanes[first-1]) > 0 || len(q.lanes[front-1]) > 0 || len(q.lanes[background-1]) > 0 && !q.held
 }
 
 // HoldBackground keeps the background lane's keys waiting (held) until
@@ -197,13 +202,13 @@ func (q *Queue) HoldBackground(held bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.held = held
-	if !held && len(q.later) > 0 {
+	if q.waitingLocked() {
 		q.signal()
 	}
 }
 
 // Done marks key finished; if it was re-added meanwhile it is queued again,
-// in the lane it was re-added to (the front one if both).
+// in the most urgent lane it was re-added to.
 func (q *Queue) Done(key string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -214,11 +219,11 @@ func (q *Queue) Done(key string) {
 	}
 }
 
-// Len is the number of keys waiting, in both lanes.
+// Len is the number of keys waiting, in every lane.
 func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.order) + len(q.later)
+	return len(q.queued)
 }
 
 // Idle says whether no key is waiting or being processed (keys added
@@ -226,7 +231,7 @@ func (q *Queue) Len() int {
 func (q *Queue) Idle() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.order)+len(q.later) == 0 && len(q.processing) == 0
+	return len(q.queued) == 0 && len(q.processing) == 0
 }
 
 // Close stops handing out keys and cancels pending delayed adds.

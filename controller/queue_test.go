@@ -167,3 +167,51 @@ func TestQueueChangesGoBeforeResync(t *testing.T) {
 		t.Fatalf("queue not idle: %d waiting", q.Len())
 	}
 }
+
+// TestQueueStageGoesFirst: keys AddFirst queues (a rollout's next stage)
+// are handed out before the front lane's (a timed-out stage's
+// stragglers), a front-lane key added again by AddFirst moves ahead, and
+// a key AddFirst re-adds while it is processed comes back ahead too.
+func TestQueueStageGoesFirst(t *testing.T) {
+	q := NewQueue(time.Millisecond, time.Second)
+	defer q.Close()
+	ctx := context.Background()
+	next := func() string {
+		t.Helper()
+		k, ok := q.Get(ctx)
+		if !ok {
+			t.Fatal("queue closed")
+		}
+		q.Done(k)
+		return k
+	}
+	q.AddBackground("resync")
+	for _, k := range []string{"s1", "s2", "s3"} {
+		q.Add(k) // a stage's stragglers
+	}
+	q.AddFirst("n1") // the next stage's switches
+	q.AddFirst("s3") // a straggler the next stage changes too
+	q.Add("n1")      // already ahead: stays there
+	if q.Len() != 5 {
+		t.Fatalf("len = %d, want 5 (each key once)", q.Len())
+	}
+	var got []string
+	for range 5 {
+		got = append(got, next())
+	}
+	if want := []string{"n1", "s3", "s1", "s2", "resync"}; !slices.Equal(got, want) {
+		t.Fatalf("handed out %v, want %v", got, want)
+	}
+
+	q.Add("a")
+	k, _ := q.Get(ctx) // a is being processed
+	q.Add("b")
+	q.AddFirst(k)
+	q.Done(k)
+	if a, b := next(), next(); a != k || b != "b" {
+		t.Fatalf("handed out %s, %s; want %s (re-added to the first lane), then b", a, b, k)
+	}
+	if !q.Idle() {
+		t.Fatalf("queue not idle: %d waiting", q.Len())
+	}
+}

@@ -220,9 +220,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		inSync := c.status[sw].InSync
 		c.mu.RUnlock()
 		if inSync {
-			for _, next := range st.ro.confirmed(sw, stage) {
-				c.Enqueue(next) // the next stage's switches
-			}
+			c.enqueueStage(st.ro.confirmed(sw, stage)) // the next stage's switches
 			c.logRollout(st.ro)
 		}
 	}()

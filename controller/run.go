@@ -133,9 +133,7 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			if st := c.current(); st != nil && st.ro != nil {
 				if next := st.ro.stuck(); next != nil {
 					c.log.Warn("rollout stage timed out; moving on", "stage", st.ro.stageNow())
-					for _, sw := range next {
-						c.Enqueue(sw)
-					}
+					c.enqueueStage(next)
 					c.logRollout(st.ro)
 				}
 			}

@@ -145,7 +145,13 @@ func (c *Controller) PacketIn(sw models.SwitchID, port uint32, payload []byte) {
 // discover runs a round of probes every DiscoveryInterval until ctx
 // ends, on its own: a round at k=48 (138,240 probes and 2,880 LLDP
 // reads) outlasts the interval, and it would hold up the housekeeping
-// beside it (flap dampening, a rollout's timed-out stage).
+// beside it (flap dampening, a rollout's timed-out stage). Each round is
+// spread over most of the interval (roundSpread): sent at once, a k=48
+// round kept both cores busy for about three seconds, answering the
+// probes in the emulator and reading their packet-ins here, and a
+// failure that came meanwhile waited for them. Spread, a failure finds
+// a few switches' probes in flight, and the rest of the round waits for
+// it (see urgency).
 func (c *Controller) discover(ctx context.Context) {
 	t := time.NewTicker(c.cfg.DiscoveryInterval)
 	defer t.Stop()
@@ -154,16 +160,27 @@ func (c *Controller) discover(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.probe(ctx)
+			c.probe(ctx, roundSpread*c.cfg.DiscoveryInterval/10)
 		}
 	}
 }
 
+// roundSpread is the tenths of the discovery interval a round's probes
+// are spread over: the rest is slack, so that a round ends before the
+// next is due.
+const roundSpread = 8
+
+// paceEvery is the least time between two batches of a spread round's
+// probes: at k=48 a round is 2,880 switches, and a timer per switch
+// would wake every 1.4 ms.
+const paceEvery = 10 * time.Millisecond
+
 // probe sends one round of probes out of every declared fabric port that
-// is up, as the leader. It waits, switch by switch, while a failure is
-// being handled (see urgency): no probe is sent meanwhile, so none is
-// missed, and no link is judged lost for it.
-func (c *Controller) probe(ctx context.Context) {
+// is up, as the leader, spread over spread (0: at once), and reads the
+// switches' own LLDP state beside them. It waits, switch by switch,
+// while a failure is being handled (see urgency): no probe is sent
+// meanwhile, so none is missed, and no link is judged lost for it.
+func (c *Controller) probe(ctx context.Context, spread time.Duration) {
 	st := c.current()
 	if st == nil || c.cfg.Packets == nil || !c.Leading() {
 		return
@@ -171,7 +188,21 @@ func (c *Controller) probe(ctx context.Context) {
 	c.mu.RLock()
 	operDown := maps.Clone(c.operDown)
 	c.mu.RUnlock()
-	for _, sw := range st.snap.Switches() {
+	switches := st.snap.Switches()
+	// batch switches are probed every step.
+	batch, step := len(switches), time.Duration(0)
+	if spread > 0 && len(switches) > 0 {
+		batch = max(1, int(int64(len(switches))*int64(paceEvery)/int64(spread)))
+		step = spread * time.Duration(batch) / time.Duration(len(switches))
+	}
+	for i, sw := range switches {
+		if i > 0 && i%batch == 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(step):
+			}
+		}
 		if c.urgency.await(ctx) != nil {
 			return
 		}
@@ -191,8 +222,8 @@ func (c *Controller) probe(ctx context.Context) {
 			c.probesSent[e]++
 			c.discMu.Unlock()
 		}
+		c.readNeighbors(ctx, sw)
 	}
-	c.readNeighbors(ctx, st)
 	c.discMu.Lock()
 	if c.probingSince.IsZero() {
 		c.probingSince = c.cfg.Now()
@@ -201,47 +232,39 @@ func (c *Controller) probe(ctx context.Context) {
 	c.judgeLinks()
 }
 
-// readNeighbors reads, where switches serve it, the LLDP state their own
-// agents keep: a second witness of the cabling (a miswiring shows there
-// too), and the only one on a target that cannot punt probes. Switches
-// that answer ErrNoNeighbors are not asked again.
-func (c *Controller) readNeighbors(ctx context.Context, st *fabricState) {
-	if c.cfg.Neighbors == nil {
+// readNeighbors reads, where sw serves it, the LLDP state its own agent
+// keeps: a second witness of the cabling (a miswiring shows there too),
+// and the only one on a target that cannot punt probes. A switch that
+// answers ErrNoNeighbors is not asked again.
+func (c *Controller) readNeighbors(ctx context.Context, sw models.Switch) {
+	if c.cfg.Neighbors == nil || sw.GNMIAddr == "" {
 		return
 	}
-	for _, sw := range st.snap.Switches() {
-		if sw.GNMIAddr == "" {
-			continue
-		}
-		if c.urgency.await(ctx) != nil {
-			return
-		}
-		c.discMu.Lock()
-		skip := c.noNeighbors[sw.Name]
-		c.discMu.Unlock()
-		if skip {
-			continue
-		}
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		got, err := c.cfg.Neighbors.Neighbors(rctx, sw.Name)
-		cancel()
-		if errors.Is(err, ErrNoNeighbors) {
-			c.discMu.Lock()
-			c.noNeighbors[sw.Name] = true
-			c.discMu.Unlock()
-			continue
-		}
-		if err != nil {
-			c.log.Debug("LLDP neighbours not read", "switch", sw.Name, "err", err)
-			continue
-		}
-		now := c.cfg.Now()
-		c.discMu.Lock()
-		for port, from := range got {
-			c.lldp[models.Endpoint{Switch: sw.Name, Port: port}] = sighting{from: from, at: now}
-		}
-		c.discMu.Unlock()
+	c.discMu.Lock()
+	skip := c.noNeighbors[sw.Name]
+	c.discMu.Unlock()
+	if skip {
+		return
 	}
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	got, err := c.cfg.Neighbors.Neighbors(rctx, sw.Name)
+	cancel()
+	if errors.Is(err, ErrNoNeighbors) {
+		c.discMu.Lock()
+		c.noNeighbors[sw.Name] = true
+		c.discMu.Unlock()
+		return
+	}
+	if err != nil {
+		c.log.Debug("LLDP neighbours not read", "switch", sw.Name, "err", err)
+		return
+	}
+	now := c.cfg.Now()
+	c.discMu.Lock()
+	for port, from := range got {
+		c.lldp[models.Endpoint{Switch: sw.Name, Port: port}] = sighting{from: from, at: now}
+	}
+	c.discMu.Unlock()
 }
 
 // judgeLinks updates every declared link's discovery state from the

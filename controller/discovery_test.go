@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/accelnet/accelnet/api"
@@ -70,10 +71,50 @@ func discoveryController(t *testing.T) (*Controller, *cabling, func(rounds int))
 	rounds := func(n int) {
 		for range n {
 			now = now.Add(time.Second)
-			c.probe(t.Context())
+			c.probe(t.Context(), 0)
 		}
 	}
 	return c, w, rounds
+}
+
+// probesSent is how many probes c sent in all.
+func probesSent(c *Controller) (n uint64) {
+	c.discMu.Lock()
+	defer c.discMu.Unlock()
+	for _, v := range c.probesSent {
+		n += v
+	}
+	return n
+}
+
+// TestProbeRoundIsSpread: a round spread over a time sends its switches'
+// probes in batches across that time, not at once (at k=48 a round sent
+// at once kept both cores busy for seconds, and a failure that came
+// meanwhile waited), and still sends every probe.
+func TestProbeRoundIsSpread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // the bubble's clock: no real waiting
+		c, _, _ := discoveryController(t)
+		const spread = time.Second
+		began := time.Now()
+		done := make(chan struct{})
+		go func() {
+			c.probe(t.Context(), spread)
+			close(done)
+		}()
+		synctest.Wait()
+		// Five switches: one every 200 ms; the first's probes go at once.
+		first := uint64(len(c.current().snap.Neighbors(c.current().snap.Switches()[0].Name)))
+		if n := probesSent(c); n != first {
+			t.Fatalf("%d probes sent as the round began, want the first switch's %d", n, first)
+		}
+		<-done
+		if n := probesSent(c); n != 12 { // 6 links, both ends
+			t.Fatalf("%d probes sent in the round, want 12", n)
+		}
+		if took := time.Since(began); took < spread*4/5 {
+			t.Fatalf("the round took %s, want its switches spread over %s", took, spread)
+		}
+	})
 }
 
 func discoveryStates(c *Controller) map[api.DiscoveryState]int {

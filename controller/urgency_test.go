@@ -88,25 +88,17 @@ func TestUrgencyWaitsForTheFailuresRollout(t *testing.T) {
 // a failure is being handled, and goes on once it is over.
 func TestProbesWaitWhileAFailureIsHandled(t *testing.T) {
 	c, _, _ := discoveryController(t)
-	sent := func() (n uint64) {
-		c.discMu.Lock()
-		defer c.discMu.Unlock()
-		for _, v := range c.probesSent {
-			n += v
-		}
-		return n
-	}
 	ro := &rollout{}
 	c.urgency.begin(ro)
 	ended, cancel := context.WithCancel(t.Context())
 	cancel() // the round gives up waiting at once
-	c.probe(ended)
-	if n := sent(); n != 0 {
+	c.probe(ended, 0)
+	if n := probesSent(c); n != 0 {
 		t.Fatalf("%d probes sent while a failure is handled", n)
 	}
 	c.urgency.end(ro)
-	c.probe(t.Context())
-	if n := sent(); n != 12 { // 6 links, both ends
+	c.probe(t.Context(), 0)
+	if n := probesSent(c); n != 12 { // 6 links, both ends
 		t.Fatalf("%d probes sent once it is over, want 12", n)
 	}
 }

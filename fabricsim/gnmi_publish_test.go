@@ -260,3 +260,27 @@ func TestLinkFailsWhileTheDataplaneIsBusy(t *testing.T) {
 		}
 	}
 }
+
+// TestSwitchesSampleOutOfStep: the switches of a k=48 fat-tree send
+// their samples at phases spread over the interval, each the same every
+// time, not all at the moment they were subscribed to.
+func TestSwitchesSampleOutOfStep(t *testing.T) {
+	topo, err := topology.FatTree(48, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const interval = 20 * time.Second
+	var tenths [10]int
+	for _, sw := range topo.Switches {
+		p := samplePhase(sw.Name, interval)
+		if p < 0 || p >= interval || p != samplePhase(sw.Name, interval) {
+			t.Fatalf("%s: phase %s, want a fixed one within %s", sw.Name, p, interval)
+		}
+		tenths[p*10/interval]++
+	}
+	for i, n := range tenths {
+		if n < len(topo.Switches)/20 { // half a tenth's fair share
+			t.Fatalf("%d of %d switches sample in tenth %d of the interval (by tenth: %v)", n, len(topo.Switches), i, tenths)
+		}
+	}
+}

@@ -134,17 +134,24 @@ func BenchmarkPruneFatTree48(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var down models.LinkID
-	for _, l := range snap.FabricLinks() {
-		if l.A.Switch == "p5-spine3" && l.B.Switch == "core50" || l.B.Switch == "p5-spine3" && l.A.Switch == "core50" {
-			down = l.ID()
+	// A core link prunes 48 switches, a leaf link 1,152 (every leaf of
+	// the other pods, toward the leaf that lost it).
+	for _, ends := range [][2]models.SwitchID{{"p5-spine3", "core50"}, {"p9-leaf12", "p9-spine15"}} {
+		var down models.LinkID
+		for _, l := range snap.FabricLinks() {
+			if l.A.Switch == ends[0] && l.B.Switch == ends[1] || l.B.Switch == ends[0] && l.A.Switch == ends[1] {
+				down = l.ID()
+			}
 		}
-	}
-	if down == "" {
-		b.Fatal("no link p5-spine3 <-> core50")
-	}
-	for b.Loop() {
-		Prune(snap, res.Plan, map[models.LinkID]bool{down: true})
+		if down == "" {
+			b.Fatalf("no link %s <-> %s", ends[0], ends[1])
+		}
+		b.Run(string(ends[0])+"-"+string(ends[1]), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Prune(snap, res.Plan, map[models.LinkID]bool{down: true})
+			}
+		})
 	}
 }
 

@@ -1,6 +1,7 @@
 package pathcalc
 
 import (
+	"cmp"
 	"maps"
 	"net/netip"
 	"slices"
@@ -31,30 +32,51 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 		sw models.SwitchID
 		p  netip.Prefix
 	}
-	// Per switch, its routes by prefix and groups by ID, built on demand.
-	routes := map[models.SwitchID]map[netip.Prefix]models.Route{}
-	groups := map[models.SwitchID]map[uint32]models.Group{}
-	index := func(sw models.SwitchID) {
-		if routes[sw] != nil {
-			return
+	// Routes and groups are found in the switches' states as they are:
+	// a plan's are canonical (sorted by prefix and by ID), so searched;
+	// others are scanned. (Indexed in maps, a leaf link's 1,152 pruned
+	// switches at k=48 took 450 MB and half a second.)
+	sorted := map[models.SwitchID]bool{}
+	isSorted := func(sw models.SwitchID) bool {
+		ok, seen := sorted[sw]
+		if !seen {
+			st := plan.Switches[sw]
+			ok = slices.IsSortedFunc(st.Routes, func(a, b models.Route) int { return models.ComparePrefix(a.Prefix, b.Prefix) }) &&
+				slices.IsSortedFunc(st.Groups, func(a, b models.Group) int { return cmp.Compare(a.ID, b.ID) })
+			sorted[sw] = ok
 		}
-		st := plan.Switches[sw]
-		rs := make(map[netip.Prefix]models.Route, len(st.Routes))
-		for _, r := range st.Routes {
-			rs[r.Prefix] = r
+		return ok
+	}
+	routeOf := func(sw models.SwitchID, p netip.Prefix) (models.Route, bool) {
+		rs := plan.Switches[sw].Routes
+		i, ok := slices.BinarySearchFunc(rs, p, func(r models.Route, p netip.Prefix) int { return models.ComparePrefix(r.Prefix, p) })
+		if !ok && !isSorted(sw) {
+			i = slices.IndexFunc(rs, func(r models.Route) bool { return r.Prefix == p })
+			ok = i >= 0
 		}
-		gs := make(map[uint32]models.Group, len(st.Groups))
-		for _, g := range st.Groups {
-			gs[g.ID] = g
+		if !ok {
+			return models.Route{}, false
 		}
-		routes[sw], groups[sw] = rs, gs
+		return rs[i], true
+	}
+	groupOf := func(sw models.SwitchID, id uint32) models.Group {
+		gs := plan.Switches[sw].Groups
+		i, ok := slices.BinarySearchFunc(gs, id, func(g models.Group, id uint32) int { return cmp.Compare(g.ID, id) })
+		if !ok && !isSorted(sw) {
+			i = slices.IndexFunc(gs, func(g models.Group) bool { return g.ID == id })
+			ok = i >= 0
+		}
+		if !ok {
+			return models.Group{}
+		}
+		return gs[i]
 	}
 	ports := func(sw models.SwitchID, r models.Route) []uint32 {
 		if r.GroupID == 0 {
 			return []uint32{r.MemberID}
 		}
 		var out []uint32
-		for _, m := range groups[sw][r.GroupID].Members {
+		for _, m := range groupOf(sw, r.GroupID).Members {
 			out = append(out, m.MemberID)
 		}
 		return out
@@ -78,10 +100,9 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 			if _, ok := plan.Switches[e.Switch]; !ok {
 				continue
 			}
-			index(e.Switch)
-			for p, r := range routes[e.Switch] {
+			for _, r := range plan.Switches[e.Switch].Routes {
 				if slices.Contains(ports(e.Switch, r), e.Port) {
-					remove(at{e.Switch, p}, e.Port)
+					remove(at{e.Switch, r.Prefix}, e.Port)
 				}
 			}
 		}
@@ -96,7 +117,8 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 			continue
 		}
 		left := 0
-		for _, port := range ports(a.sw, routes[a.sw][a.p]) {
+		r, _ := routeOf(a.sw, a.p)
+		for _, port := range ports(a.sw, r) {
 			if !removed[a][port] {
 				left++
 			}
@@ -112,8 +134,7 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 			if _, ok := plan.Switches[nb.Peer]; !ok {
 				continue
 			}
-			index(nb.Peer)
-			r, ok := routes[nb.Peer][a.p]
+			r, ok := routeOf(nb.Peer, a.p)
 			if ok && slices.Contains(ports(nb.Peer, r), nb.PeerPort) {
 				n := at{nb.Peer, a.p}
 				remove(n, nb.PeerPort)
@@ -134,17 +155,17 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 		st := plan.Switches[sw]
 		taken := map[uint32]bool{}
 		groupFor := map[string]uint32{} // by groupKey: the switch's groups, and those added
-		for id, g := range groups[sw] {
-			taken[id] = true
+		for _, g := range st.Groups {
+			taken[g.ID] = true
 			k, _ := groupKey(g.Members)
-			groupFor[k] = id
+			groupFor[k] = g.ID
 		}
 		pruned := map[netip.Prefix]models.Route{}
 		var extra []models.Group
 		for _, p := range prefixes {
-			r := routes[sw][p]
+			r, _ := routeOf(sw, p)
 			var left []models.GroupMember
-			for _, m := range groups[sw][r.GroupID].Members {
+			for _, m := range groupOf(sw, r.GroupID).Members {
 				if !removed[at{sw, p}][m.MemberID] {
 					left = append(left, m)
 				}
@@ -167,13 +188,12 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 		// as it is; members stay while a route or group uses them, as in a
 		// plan.
 		ns := st
-		ns.Routes, ns.Groups, ns.Members = nil, nil, nil
+		ns.Groups, ns.Members = nil, nil
 		used, usedMember := map[uint32]bool{}, map[uint32]bool{}
 		for _, r := range st.Routes {
 			if pr, ok := pruned[r.Prefix]; ok {
 				r = pr
 			}
-			ns.Routes = append(ns.Routes, r)
 			used[r.GroupID] = true
 			usedMember[r.MemberID] = true
 		}
@@ -190,7 +210,14 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 				ns.Members = append(ns.Members, m)
 			}
 		}
-		out.Switches[sw] = ns.Canonical()
+		// The routes are copied once, sorted, and the pruned ones put in
+		// place (a prefix keeps its place).
+		ns = ns.Canonical()
+		for p, r := range pruned {
+			i, _ := slices.BinarySearchFunc(ns.Routes, p, func(r models.Route, p netip.Prefix) int { return models.ComparePrefix(r.Prefix, p) })
+			ns.Routes[i] = r
+		}
+		out.Switches[sw] = ns
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -211,4 +212,31 @@ func TestPrunedGroupsNamedAsThePlanNamesThem(t *testing.T) {
 		t.Fatal("no pruned switch had the new plan's routes: the test saw nothing")
 	}
 	t.Logf("%d pruned switches have the new plan's routes and state", kept)
+}
+
+// TestPruneTakesStatesInAnyOrder: a plan's states are canonical and
+// Prune searches them; a plan whose routes and groups are in another
+// order is pruned the same (found by scanning).
+func TestPruneTakesStatesInAnyOrder(t *testing.T) {
+	snap := topotest.FatTree(t, 4)
+	res, err := Compute(context.Background(), snap, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shuffled := models.Plan{Switches: map[models.SwitchID]models.ForwardingState{}}
+	for sw, st := range res.Plan.Switches {
+		st.Routes, st.Groups = slices.Clone(st.Routes), slices.Clone(st.Groups)
+		slices.Reverse(st.Routes)
+		slices.Reverse(st.Groups)
+		shuffled.Switches[sw] = st
+	}
+	for _, l := range snap.FabricLinks() {
+		down := map[models.LinkID]bool{l.ID(): true}
+		want, got := Prune(snap, res.Plan, down), Prune(snap, shuffled, down)
+		for sw, st := range want.Switches {
+			if !got.Switches[sw].Canonical().Equal(st) {
+				t.Fatalf("%s down: %s pruned from reversed routes and groups differs from the canonical plan's", l.ID(), sw)
+			}
+		}
+	}
 }

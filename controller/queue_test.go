@@ -112,6 +112,17 @@ func TestQueueBackoff(t *testing.T) {
 	})
 }
 
+// handOut takes the next key from q and marks it done.
+func handOut(t *testing.T, q *Queue) string {
+	t.Helper()
+	k, ok := q.Get(context.Background())
+	if !ok {
+		t.Fatal("queue closed")
+	}
+	q.Done(k)
+	return k
+}
+
 // TestQueueChangesGoBeforeResync: keys Add queues are handed out before
 // every key AddBackground queued, a background key added again by Add
 // moves to the front lane, and a key re-added while processing comes back
@@ -120,15 +131,7 @@ func TestQueueChangesGoBeforeResync(t *testing.T) {
 	q := NewQueue(time.Millisecond, time.Second)
 	defer q.Close()
 	ctx := context.Background()
-	next := func() string {
-		t.Helper()
-		k, ok := q.Get(ctx)
-		if !ok {
-			t.Fatal("queue closed")
-		}
-		q.Done(k)
-		return k
-	}
+	next := func() string { return handOut(t, q) }
 	for _, k := range []string{"a", "b", "c"} {
 		q.AddBackground(k)
 	}
@@ -176,15 +179,7 @@ func TestQueueStageGoesFirst(t *testing.T) {
 	q := NewQueue(time.Millisecond, time.Second)
 	defer q.Close()
 	ctx := context.Background()
-	next := func() string {
-		t.Helper()
-		k, ok := q.Get(ctx)
-		if !ok {
-			t.Fatal("queue closed")
-		}
-		q.Done(k)
-		return k
-	}
+	next := func() string { return handOut(t, q) }
 	q.AddBackground("resync")
 	for _, k := range []string{"s1", "s2", "s3"} {
 		q.Add(k) // a stage's stragglers

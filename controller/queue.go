@@ -195,9 +195,9 @@ func (q *Queue) waitingLocked() bool {
 }
 
 // HoldBackground keeps the background lane's keys waiting (held) until
-// it is let go: only keys Add queued are handed out meanwhile (a failure
-// being handled, see urgency). A background key Add queues again moves
-// to the front lane and is handed out as before.
+// it is let go: only keys Add and AddFirst queued are handed out
+// meanwhile (a failure being handled, see urgency). A background key Add
+// queues again moves to the front lane and is handed out as before.
 func (q *Queue) HoldBackground(held bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

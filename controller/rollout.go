@@ -519,11 +519,11 @@ func newRollout(prev *fabricState, now func() time.Time) *rollout {
 // new routes; the rollout's last write gives the real ID the new members
 // and moves the routes back to it.
 func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, dist map[netip.Prefix]distances, early map[netip.Prefix]bool) models.ForwardingState {
-	oldGroups := map[uint32]models.Group{}
+	oldGroups := make(map[uint32]models.Group, len(oldSt.Groups))
 	for _, g := range oldSt.Groups {
 		oldGroups[g.ID] = g
 	}
-	newGroups := map[uint32]models.Group{}
+	newGroups := make(map[uint32]models.Group, len(newSt.Groups))
 	conflict := map[uint32]bool{}
 	for _, g := range newSt.Groups {
 		newGroups[g.ID] = g
@@ -531,47 +531,75 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 			conflict[g.ID] = true
 		}
 	}
-	oldRoutes := map[netip.Prefix]models.Route{}
-	for _, r := range oldSt.Routes {
-		oldRoutes[r.Prefix] = r
+	// keepsOld says whether the stage keeps the old route toward n's prefix.
+	keepsOld := func(old, n models.Route) bool {
+		var d int
+		reaches := false
+		if dp, ok := dist[n.Prefix]; ok {
+			d, reaches = dp.Of(sw)
+		}
+		// A route whose next hops are the same under another group ID (a
+		// pruned group renamed) forwards alike either way: take the new.
+		same := old.MemberID == n.MemberID && (old.GroupID == 0) == (n.GroupID == 0) &&
+			(n.GroupID == 0 || slices.Equal(oldGroups[old.GroupID].Members, newGroups[n.GroupID].Members))
+		return reaches && d > stage && !early[n.Prefix] && !same
+	}
+	// The routes of both states side by side, in prefix order (plans'
+	// states are canonical; others are put in order first): each new
+	// route with the old one toward its prefix, if any, and the routes
+	// the new plan drops.
+	byPrefix := func(a, b models.Route) int { return models.ComparePrefix(a.Prefix, b.Prefix) }
+	oldRoutes, newRoutes := oldSt.Routes, newSt.Routes
+	if !slices.IsSortedFunc(oldRoutes, byPrefix) {
+		oldRoutes = slices.SortedFunc(slices.Values(oldRoutes), byPrefix)
+	}
+	if !slices.IsSortedFunc(newRoutes, byPrefix) {
+		newRoutes = slices.SortedFunc(slices.Values(newRoutes), byPrefix)
+	}
+	walk := func(visit func(old, n models.Route, hadOld, hasNew bool)) {
+		i, j := 0, 0
+		for i < len(oldRoutes) || j < len(newRoutes) {
+			switch c := cmpRoutes(oldRoutes, newRoutes, i, j); {
+			case c < 0:
+				visit(oldRoutes[i], models.Route{}, true, false)
+				i++
+			case c > 0:
+				visit(models.Route{}, newRoutes[j], false, true)
+				j++
+			default:
+				visit(oldRoutes[i], newRoutes[j], true, true)
+				i, j = i+1, j+1
+			}
+		}
+	}
+	// Most switches at most stages take the new state whole: no old route
+	// is kept, none is dropped. It is the plan's, as it is.
+	whole := true
+	walk(func(old, n models.Route, hadOld, hasNew bool) {
+		whole = whole && hasNew && (!hadOld || !keepsOld(old, n))
+	})
+	if whole {
+		return newSt
 	}
 	// Which version of each prefix's route this stage uses.
 	type choice struct {
 		r   models.Route
 		old bool
 	}
-	var chosen []choice
-	seen := map[netip.Prefix]bool{}
-	for _, r := range newSt.Routes {
-		seen[r.Prefix] = true
-		old, hadOld := oldRoutes[r.Prefix]
-		var d int
-		reaches := false
-		if dp, ok := dist[r.Prefix]; ok {
-			d, reaches = dp.Of(sw)
-		}
-		// A route whose next hops are the same under another group ID (a
-		// pruned group renamed) forwards alike either way: take the new.
-		same := hadOld && old.MemberID == r.MemberID && (old.GroupID == 0) == (r.GroupID == 0) &&
-			(r.GroupID == 0 || slices.Equal(oldGroups[old.GroupID].Members, newGroups[r.GroupID].Members))
-		if hadOld && reaches && d > stage && !early[r.Prefix] && !same {
-			chosen = append(chosen, choice{old, true})
-		} else {
-			chosen = append(chosen, choice{r, false})
-		}
-	}
-	for _, r := range oldSt.Routes { // routes the new plan drops go last
-		if !seen[r.Prefix] {
-			chosen = append(chosen, choice{r, true})
-		}
-	}
+	chosen := make([]choice, 0, max(len(oldRoutes), len(newRoutes)))
 	oldInUse := map[uint32]bool{}
-	for _, c := range chosen {
-		if c.old && c.r.GroupID != 0 {
-			oldInUse[c.r.GroupID] = true
+	walk(func(old, n models.Route, hadOld, hasNew bool) {
+		if !hasNew || hadOld && keepsOld(old, n) { // dropped, or kept at this stage
+			chosen = append(chosen, choice{old, true})
+			if old.GroupID != 0 {
+				oldInUse[old.GroupID] = true
+			}
+			return
 		}
-	}
-	out := models.ForwardingState{FlowPins: newSt.FlowPins, PortMACs: newSt.PortMACs, HashSeed: newSt.HashSeed, Punts: newSt.Punts}
+		chosen = append(chosen, choice{n, false})
+	})
+	out := models.ForwardingState{FlowPins: newSt.FlowPins, PortMACs: newSt.PortMACs, HashSeed: newSt.HashSeed, Punts: newSt.Punts,
+		Routes: make([]models.Route, 0, len(chosen))}
 	have := map[uint32]bool{}
 	for _, c := range chosen {
 		r := c.r
@@ -608,6 +636,18 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 		}
 	}
 	return out.Canonical()
+}
+
+// cmpRoutes orders old[i] against new[j] by prefix, an exhausted side
+// last.
+func cmpRoutes(old, new []models.Route, i, j int) int {
+	switch {
+	case j >= len(new):
+		return -1
+	case i >= len(old):
+		return 1
+	}
+	return models.ComparePrefix(old[i].Prefix, new[j].Prefix)
 }
 
 // logRollout says, once, that a rollout finished: how long it took from

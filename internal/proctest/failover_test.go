@@ -44,6 +44,7 @@ type deployment struct {
 type setup struct {
 	simArgs, replicaArgs []string
 	env                  []string
+	simEnv               []string // fabricsim's, beside what the test has
 	https                bool
 	client               *http.Client
 	// startWithin bounds fabricsim's start and each replica's first
@@ -76,7 +77,7 @@ func deployWith(t testing.TB, fabric string, replicas int, s setup) *deployment 
 	d := &deployment{t: t, etcd: c.Endpoints(), simAPI: fabrictest.FreeAddr(t), topoFile: filepath.Join(t.TempDir(), "fabric.yaml"), setup: s}
 	dir := t.TempDir()
 	within := cmp.Or(s.startWithin, 30*time.Second)
-	d.sim = proctest.Start(t, "fabricsim", proctest.Bin(t, "fabricsim"), append([]string{"-topology", fabric, "-http-addr", d.simAPI,
+	d.sim = proctest.StartEnv(t, "fabricsim", s.simEnv, proctest.Bin(t, "fabricsim"), append([]string{"-topology", fabric, "-http-addr", d.simAPI,
 		"-out", d.topoFile, "-log-dir", filepath.Join(dir, "logs")}, s.simArgs...)...)
 	proctest.WaitFabricUp(t, within, d.simAPI)
 	for i := range replicas {

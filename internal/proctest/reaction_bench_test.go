@@ -54,13 +54,18 @@ import (
 // summed every 2 s ("switches programmed").
 // ACCELNET_REACTION_PROFILES=DIR keeps CPU profiles of accelnet and
 // fabricsim over the first 45 s of failures.
+// ACCELNET_REACTION_SIM_ENV adds to fabricsim's environment (GOGC=400
+// at k=48: the emulator holds gigabytes, and each of its collections
+// marks them for seconds on the cores the controller shares; its
+// collector, not the controller, then sets the p99).
 // ACCELNET_REACTION_TRACES=DIR keeps Go execution traces of both
 // processes over each failure's first 8 s (go tool trace; they slow both
 // processes a little), and accelnet's whole log.
 func BenchmarkFailureReactionProcesses(b *testing.B) {
 	spec := envOr("ACCELNET_REACTION_TOPOLOGY", "fattree:16@100")
 	args := append([]string{"--congestion-interval", "0", "--sample-one-in", "0"}, strings.Fields(os.Getenv("ACCELNET_REACTION_ARGS"))...)
-	d := deployWith(b, spec, 1, setup{replicaArgs: args, simArgs: strings.Fields(os.Getenv("ACCELNET_REACTION_SIM_ARGS")), startWithin: 15 * time.Minute})
+	d := deployWith(b, spec, 1, setup{replicaArgs: args, simArgs: strings.Fields(os.Getenv("ACCELNET_REACTION_SIM_ARGS")),
+		simEnv: strings.Fields(os.Getenv("ACCELNET_REACTION_SIM_ENV")), startWithin: 15 * time.Minute})
 	r := d.replicas[0]
 	d.waitRole(r, "leader", time.Minute)
 	ctx := context.Background()

@@ -336,10 +336,9 @@ func isSubset(a, b []uint32) bool {
 	return true
 }
 
-// changedPrefixes lists the prefixes whose route (or its group's members)
-// differs between two states of a switch, in the new state's order. The
-// routes of canonical states (sorted, as plans hold them) are walked side
-// by side; others are looked up by prefix.
+// changedPrefixes lists, in prefix order, the prefixes whose route (or
+// its group's members) differs between two states of a switch
+// (routePairs walks the routes).
 func changedPrefixes(oldSt, newSt models.ForwardingState) []netip.Prefix {
 	members := func(st models.ForwardingState) map[uint32][]models.GroupMember {
 		out := make(map[uint32][]models.GroupMember, len(st.Groups))
@@ -349,39 +348,56 @@ func changedPrefixes(oldSt, newSt models.ForwardingState) []netip.Prefix {
 		return out
 	}
 	oldGroups, newGroups := members(oldSt), members(newSt)
-	moved := func(o models.Route, ok bool, r models.Route) bool {
-		return !ok || o.MemberID != r.MemberID || (o.GroupID == 0) != (r.GroupID == 0) ||
-			r.GroupID != 0 && !slices.Equal(oldGroups[o.GroupID], newGroups[r.GroupID])
-	}
-	byPrefix := func(a, b models.Route) int { return models.ComparePrefix(a.Prefix, b.Prefix) }
 	var out []netip.Prefix
-	if slices.IsSortedFunc(oldSt.Routes, byPrefix) && slices.IsSortedFunc(newSt.Routes, byPrefix) {
-		i := 0
-		for _, r := range newSt.Routes {
-			for i < len(oldSt.Routes) && models.ComparePrefix(oldSt.Routes[i].Prefix, r.Prefix) < 0 {
-				i++
-			}
-			ok := i < len(oldSt.Routes) && oldSt.Routes[i].Prefix == r.Prefix
-			var o models.Route
-			if ok {
-				o = oldSt.Routes[i]
-			}
-			if moved(o, ok, r) {
-				out = append(out, r.Prefix)
-			}
+	routePairs(oldSt.Routes, newSt.Routes, func(o, n models.Route, hadOld, hasNew bool) {
+		if hasNew && (!hadOld || !forwardsAlike(o, n, oldGroups[o.GroupID], newGroups[n.GroupID])) {
+			out = append(out, n.Prefix)
 		}
-		return out
-	}
-	old := make(map[netip.Prefix]models.Route, len(oldSt.Routes))
-	for _, r := range oldSt.Routes {
-		old[r.Prefix] = r
-	}
-	for _, r := range newSt.Routes {
-		if o, ok := old[r.Prefix]; moved(o, ok, r) {
-			out = append(out, r.Prefix)
-		}
-	}
+	})
 	return out
+}
+
+// routePairs calls visit with two states' routes side by side in prefix
+// order: toward each prefix the old route and the new one, hadOld or
+// hasNew false where a side has none. Plans' states are canonical
+// (sorted) and walked as they are; others are put in order first.
+func routePairs(oldRoutes, newRoutes []models.Route, visit func(o, n models.Route, hadOld, hasNew bool)) {
+	byPrefix := func(a, b models.Route) int { return models.ComparePrefix(a.Prefix, b.Prefix) }
+	if !slices.IsSortedFunc(oldRoutes, byPrefix) {
+		oldRoutes = slices.SortedFunc(slices.Values(oldRoutes), byPrefix)
+	}
+	if !slices.IsSortedFunc(newRoutes, byPrefix) {
+		newRoutes = slices.SortedFunc(slices.Values(newRoutes), byPrefix)
+	}
+	i, j := 0, 0
+	for i < len(oldRoutes) || j < len(newRoutes) {
+		c := 1 // an exhausted side comes last
+		switch {
+		case j >= len(newRoutes):
+			c = -1
+		case i < len(oldRoutes):
+			c = models.ComparePrefix(oldRoutes[i].Prefix, newRoutes[j].Prefix)
+		}
+		switch {
+		case c < 0:
+			visit(oldRoutes[i], models.Route{}, true, false)
+			i++
+		case c > 0:
+			visit(models.Route{}, newRoutes[j], false, true)
+			j++
+		default:
+			visit(oldRoutes[i], newRoutes[j], true, true)
+			i, j = i+1, j+1
+		}
+	}
+}
+
+// forwardsAlike says whether old route o and new route n send to the same
+// next hops, given the members of the groups they name (a pruned group
+// renamed keeps its members).
+func forwardsAlike(o, n models.Route, oldMembers, newMembers []models.GroupMember) bool {
+	return o.MemberID == n.MemberID && (o.GroupID == 0) == (n.GroupID == 0) &&
+		(n.GroupID == 0 || slices.Equal(oldMembers, newMembers))
 }
 
 // pruning says whether stage is the rollout's first stage of taking
@@ -531,46 +547,19 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 			conflict[g.ID] = true
 		}
 	}
-	// keepsOld says whether the stage keeps the old route toward n's prefix.
+	// keepsOld says whether the stage keeps the old route toward n's
+	// prefix. A route whose next hops are the same under another group ID
+	// (a pruned group renamed) forwards alike either way: take the new.
 	keepsOld := func(old, n models.Route) bool {
 		var d int
 		reaches := false
 		if dp, ok := dist[n.Prefix]; ok {
 			d, reaches = dp.Of(sw)
 		}
-		// A route whose next hops are the same under another group ID (a
-		// pruned group renamed) forwards alike either way: take the new.
-		same := old.MemberID == n.MemberID && (old.GroupID == 0) == (n.GroupID == 0) &&
-			(n.GroupID == 0 || slices.Equal(oldGroups[old.GroupID].Members, newGroups[n.GroupID].Members))
-		return reaches && d > stage && !early[n.Prefix] && !same
-	}
-	// The routes of both states side by side, in prefix order (plans'
-	// states are canonical; others are put in order first): each new
-	// route with the old one toward its prefix, if any, and the routes
-	// the new plan drops.
-	byPrefix := func(a, b models.Route) int { return models.ComparePrefix(a.Prefix, b.Prefix) }
-	oldRoutes, newRoutes := oldSt.Routes, newSt.Routes
-	if !slices.IsSortedFunc(oldRoutes, byPrefix) {
-		oldRoutes = slices.SortedFunc(slices.Values(oldRoutes), byPrefix)
-	}
-	if !slices.IsSortedFunc(newRoutes, byPrefix) {
-		newRoutes = slices.SortedFunc(slices.Values(newRoutes), byPrefix)
+		return reaches && d > stage && !early[n.Prefix] && !forwardsAlike(old, n, oldGroups[old.GroupID].Members, newGroups[n.GroupID].Members)
 	}
 	walk := func(visit func(old, n models.Route, hadOld, hasNew bool)) {
-		i, j := 0, 0
-		for i < len(oldRoutes) || j < len(newRoutes) {
-			switch c := cmpRoutes(oldRoutes, newRoutes, i, j); {
-			case c < 0:
-				visit(oldRoutes[i], models.Route{}, true, false)
-				i++
-			case c > 0:
-				visit(models.Route{}, newRoutes[j], false, true)
-				j++
-			default:
-				visit(oldRoutes[i], newRoutes[j], true, true)
-				i, j = i+1, j+1
-			}
-		}
+		routePairs(oldSt.Routes, newSt.Routes, visit)
 	}
 	// Most switches at most stages take the new state whole: no old route
 	// is kept, none is dropped. It is the plan's, as it is.
@@ -586,7 +575,7 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 		r   models.Route
 		old bool
 	}
-	chosen := make([]choice, 0, max(len(oldRoutes), len(newRoutes)))
+	chosen := make([]choice, 0, max(len(oldSt.Routes), len(newSt.Routes)))
 	oldInUse := map[uint32]bool{}
 	walk(func(old, n models.Route, hadOld, hasNew bool) {
 		if !hasNew || hadOld && keepsOld(old, n) { // dropped, or kept at this stage
@@ -636,18 +625,6 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 		}
 	}
 	return out.Canonical()
-}
-
-// cmpRoutes orders old[i] against new[j] by prefix, an exhausted side
-// last.
-func cmpRoutes(old, new []models.Route, i, j int) int {
-	switch {
-	case j >= len(new):
-		return -1
-	case i >= len(old):
-		return 1
-	}
-	return models.ComparePrefix(old[i].Prefix, new[j].Prefix)
 }
 
 // logRollout says, once, that a rollout finished: how long it took from

@@ -214,7 +214,7 @@ func TestChangedPrefixes(t *testing.T) {
 		t.Fatalf("changedPrefixes from unsorted old routes = %v, want %v", got, want)
 	}
 	got = changedPrefixes(oldSt, shuffled(newSt))
-	if want := []netip.Prefix{p(6), p(4), p(3), p(2)}; !slices.Equal(got, want) {
+	if want := []netip.Prefix{p(2), p(3), p(4), p(6)}; !slices.Equal(got, want) {
 		t.Fatalf("changedPrefixes to unsorted new routes = %v, want %v", got, want)
 	}
 	hops := hopsOf(newSt, moved)

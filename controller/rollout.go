@@ -362,12 +362,11 @@ func changedPrefixes(oldSt, newSt models.ForwardingState) []netip.Prefix {
 // hasNew false where a side has none. Plans' states are canonical
 // (sorted) and walked as they are; others are put in order first.
 func routePairs(oldRoutes, newRoutes []models.Route, visit func(o, n models.Route, hadOld, hasNew bool)) {
-	byPrefix := func(a, b models.Route) int { return models.ComparePrefix(a.Prefix, b.Prefix) }
-	if !slices.IsSortedFunc(oldRoutes, byPrefix) {
-		oldRoutes = slices.SortedFunc(slices.Values(oldRoutes), byPrefix)
+	if !slices.IsSortedFunc(oldRoutes, models.CompareRoutes) {
+		oldRoutes = slices.SortedFunc(slices.Values(oldRoutes), models.CompareRoutes)
 	}
-	if !slices.IsSortedFunc(newRoutes, byPrefix) {
-		newRoutes = slices.SortedFunc(slices.Values(newRoutes), byPrefix)
+	if !slices.IsSortedFunc(newRoutes, models.CompareRoutes) {
+		newRoutes = slices.SortedFunc(slices.Values(newRoutes), models.CompareRoutes)
 	}
 	i, j := 0, 0
 	for i < len(oldRoutes) || j < len(newRoutes) {

@@ -149,6 +149,16 @@ func ComparePrefix(a, b netip.Prefix) int {
 	return cmp.Compare(a.Bits(), b.Bits())
 }
 
+// CompareRoutes orders routes as a canonical state does (ComparePrefix).
+func CompareRoutes(a, b Route) int { return ComparePrefix(a.Prefix, b.Prefix) }
+
+// SearchRoute finds the route toward p in routes ordered as a canonical
+// state orders them: its index, or where it would go, and whether it is
+// there.
+func SearchRoute(routes []Route, p netip.Prefix) (int, bool) {
+	return slices.BinarySearchFunc(routes, p, func(r Route, p netip.Prefix) int { return ComparePrefix(r.Prefix, p) })
+}
+
 func compareFlowKey(a, b FlowKey) int {
 	if c := a.Src.Compare(b.Src); c != 0 {
 		return c
@@ -180,7 +190,7 @@ func (s ForwardingState) Canonical() ForwardingState {
 	}
 	slices.SortFunc(out.Members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	slices.SortFunc(out.Groups, func(a, b Group) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(out.Routes, func(a, b Route) int { return ComparePrefix(a.Prefix, b.Prefix) })
+	slices.SortFunc(out.Routes, CompareRoutes)
 	slices.SortFunc(out.FlowPins, func(a, b FlowPin) int { return compareFlowKey(a.Key, b.Key) })
 	return out
 }

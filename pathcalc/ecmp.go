@@ -353,7 +353,7 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 		return models.ForwardingState{}, nil, err
 	}
 	st := g.state()
-	slices.SortFunc(routes, func(a, b models.Route) int { return models.ComparePrefix(a.Prefix, b.Prefix) })
+	slices.SortFunc(routes, models.CompareRoutes)
 	st.Routes = routes
 	return st, g.warnings, nil
 }

@@ -41,7 +41,7 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 		ok, seen := sorted[sw]
 		if !seen {
 			st := plan.Switches[sw]
-			ok = slices.IsSortedFunc(st.Routes, func(a, b models.Route) int { return models.ComparePrefix(a.Prefix, b.Prefix) }) &&
+			ok = slices.IsSortedFunc(st.Routes, models.CompareRoutes) &&
 				slices.IsSortedFunc(st.Groups, func(a, b models.Group) int { return cmp.Compare(a.ID, b.ID) })
 			sorted[sw] = ok
 		}
@@ -49,7 +49,7 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 	}
 	routeOf := func(sw models.SwitchID, p netip.Prefix) (models.Route, bool) {
 		rs := plan.Switches[sw].Routes
-		i, ok := slices.BinarySearchFunc(rs, p, func(r models.Route, p netip.Prefix) int { return models.ComparePrefix(r.Prefix, p) })
+		i, ok := models.SearchRoute(rs, p)
 		if !ok && !isSorted(sw) {
 			i = slices.IndexFunc(rs, func(r models.Route) bool { return r.Prefix == p })
 			ok = i >= 0
@@ -214,7 +214,7 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 		// place (a prefix keeps its place).
 		ns = ns.Canonical()
 		for p, r := range pruned {
-			i, _ := slices.BinarySearchFunc(ns.Routes, p, func(r models.Route, p netip.Prefix) int { return models.ComparePrefix(r.Prefix, p) })
+			i, _ := models.SearchRoute(ns.Routes, p)
 			ns.Routes[i] = r
 		}
 		out.Switches[sw] = ns

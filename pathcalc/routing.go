@@ -845,11 +845,8 @@ func (r *routing) patch(s int, was models.ForwardingState, moved []movedChoice, 
 	if g.fits(sw.Name, lim) != nil {
 		return nil, false
 	}
-	find := func(p netip.Prefix) (int, bool) {
-		return slices.BinarySearchFunc(was.Routes, p, func(r models.Route, p netip.Prefix) int { return models.ComparePrefix(r.Prefix, p) })
-	}
 	same := func(set int, p netip.Prefix) bool {
-		at, ok := find(p)
+		at, ok := models.SearchRoute(was.Routes, p)
 		if !ok {
 			return false
 		}
@@ -874,7 +871,7 @@ func (r *routing) patch(s int, was models.ForwardingState, moved []movedChoice, 
 			return nil, false // no route
 		}
 		for _, p := range r.prefixes[m.j] {
-			at, ok := find(p)
+			at, ok := models.SearchRoute(was.Routes, p)
 			if !ok {
 				return nil, false
 			}

@@ -52,7 +52,14 @@ func NewQueue(base, max time.Duration) *Queue {
 	}
 }
 
+// signal wakes one blocked Get. Callers hold mu; after Close the wake
+// channel is closed and every Get is awake already, so it does nothing
+// (a failure's hold can end after the controller stopped: urgency's
+// backstop timer, or a rollout given up late).
 func (q *Queue) signal() {
+	if q.closed {
+		return
+	}
 	select {
 	case q.wake <- struct{}{}:
 	default:

@@ -210,3 +210,26 @@ func TestQueueStageGoesFirst(t *testing.T) {
 		t.Fatalf("queue not idle: %d waiting", q.Len())
 	}
 }
+
+// TestQueueAfterClose: every call on a closed queue returns quietly. A
+// failure's hold is let go by a timer or a late rollout, which can come
+// after the controller closed its queues (it panicked with a send on the
+// closed wake channel).
+func TestQueueAfterClose(t *testing.T) {
+	q := NewQueue(time.Millisecond, time.Second)
+	q.AddBackground("a")
+	q.HoldBackground(true)
+	q.Close()
+	q.HoldBackground(false)
+	q.HoldBackground(true)
+	q.Add("b")
+	q.AddFirst("c")
+	q.AddBackground("d")
+	q.AddAfter("e", 0)
+	q.Retry("f")
+	q.Done("a")
+	q.Close()
+	if k, ok := q.Get(context.Background()); ok {
+		t.Fatalf("closed queue handed out %q", k)
+	}
+}

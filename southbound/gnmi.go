@@ -33,11 +33,11 @@ func SubscribeCounters(ctx context.Context, dialer *Dialer, sw models.Switch, in
 	if sw.GNMIAddr == "" {
 		return fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, sw.Name)
 	}
-	cc, err := grpc.NewClient(sw.GNMIAddr, dialer.Options("gnmi")...)
+	cc, release, err := dialer.Conn(sw.GNMIAddr)
 	if err != nil {
 		return fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, sw.Name, err)
 	}
-	defer cc.Close()
+	defer release()
 	enc := negotiateEncoding(ctx, cc)
 	for want := allFeatures; ; want-- {
 		answered, err := subscribe(ctx, cc, sw, interval, enc, want, fn, synced)

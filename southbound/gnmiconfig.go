@@ -28,7 +28,8 @@ import (
 type GNMIConfig struct {
 	// Resolve finds a switch's gNMI address.
 	Resolve func(models.SwitchID) (models.Switch, error)
-	// Dialer sets TLS and RPC metrics; nil: plaintext, no metrics.
+	// Dialer sets TLS and RPC metrics and shares a switch's connection
+	// with P4Runtime; nil: plaintext, no metrics, a connection of its own.
 	Dialer *Dialer
 
 	// election is the ID SetElectionID gave, sent with every Set as gNMI
@@ -44,8 +45,9 @@ type GNMIConfig struct {
 // target: the encoding its Capabilities offer, whether it answers a Get
 // of the config leaves.
 type gnmiConn struct {
-	addr string
-	cc   *grpc.ClientConn
+	addr    string
+	cc      *grpc.ClientConn
+	release func() // gives cc back to the Dialer
 
 	mu    sync.Mutex
 	enc   gnmipb.Encoding
@@ -94,17 +96,17 @@ func (g *GNMIConfig) conn(id models.SwitchID) (*gnmiConn, models.Switch, error) 
 		if c.addr == sw.GNMIAddr {
 			return c, sw, nil
 		}
-		c.cc.Close()
+		c.release()
 		delete(g.conns, id)
 	}
-	cc, err := grpc.NewClient(sw.GNMIAddr, g.Dialer.Options("gnmi")...)
+	cc, release, err := g.Dialer.Conn(sw.GNMIAddr)
 	if err != nil {
 		return nil, sw, fmt.Errorf("%w: gnmi %s: %v", ErrUnavailable, id, err)
 	}
 	if g.conns == nil {
 		g.conns = map[models.SwitchID]*gnmiConn{}
 	}
-	c := &gnmiConn{addr: sw.GNMIAddr, cc: cc}
+	c := &gnmiConn{addr: sw.GNMIAddr, cc: cc, release: release}
 	g.conns[id] = c
 	return c, sw, nil
 }
@@ -119,7 +121,7 @@ func (g *GNMIConfig) done(id models.SwitchID, c *gnmiConn, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.conns[id] == c {
-		c.cc.Close()
+		c.release()
 		delete(g.conns, id)
 	}
 }
@@ -129,7 +131,7 @@ func (g *GNMIConfig) Close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for id, c := range g.conns {
-		c.cc.Close()
+		c.release()
 		delete(g.conns, id)
 	}
 }

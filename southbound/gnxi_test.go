@@ -60,7 +60,7 @@ func TestGNXITarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	dialer := &southbound.Dialer{TLS: tlsCfg}
-	cc, err := grpc.NewClient(addr, dialer.Options("gnmi")...)
+	cc, err := grpc.NewClient(addr, dialer.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}

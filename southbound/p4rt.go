@@ -68,10 +68,10 @@ type P4RTOptions struct {
 	// packet the switch sends its controller and the port it came in on
 	// (link discovery's probes).
 	OnPacketIn func(sw models.SwitchID, port uint32, payload []byte)
-	// Dialer sets TLS and RPC metrics; nil: plaintext, no metrics.
-	Dialer      *Dialer
-	DialOptions []grpc.DialOption
-	Logger      *slog.Logger
+	// Dialer sets TLS and RPC metrics and shares a switch's connection
+	// with gNMI; nil: plaintext, no metrics, a connection of its own.
+	Dialer *Dialer
+	Logger *slog.Logger
 }
 
 // P4RT is the P4Runtime driver: one connection and arbitration stream per
@@ -112,8 +112,9 @@ type pendingDial struct {
 }
 
 type p4conn struct {
-	cc     *grpc.ClientConn
-	client p4v1.P4RuntimeClient
+	cc      *grpc.ClientConn
+	release func() // gives cc back to the Dialer
+	client  p4v1.P4RuntimeClient
 	// stream is the arbitration stream; sendMu serializes what is sent
 	// on it (digest acks from its reader, packet-outs from anywhere).
 	stream   p4v1.P4Runtime_StreamChannelClient
@@ -127,6 +128,13 @@ type p4conn struct {
 	// handler; droppedSamples counts those dropped since the last taken.
 	digests        chan *digestList
 	droppedSamples atomic.Uint64
+}
+
+// close ends the arbitration stream and gives the connection back (the
+// Dialer closes it once nothing else, such as gNMI, uses it).
+func (c *p4conn) close() {
+	c.cancel()
+	c.release()
 }
 
 func (c *p4conn) alive() bool {
@@ -175,8 +183,7 @@ func (d *P4RT) SetElectionID(id uint64) {
 
 func (d *P4RT) dropLocked() {
 	for id, c := range d.conns {
-		c.cancel()
-		c.cc.Close()
+		c.close()
 		delete(d.conns, id)
 	}
 }
@@ -200,8 +207,7 @@ func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 			d.mu.Unlock()
 			return c, nil
 		}
-		c.cancel()
-		c.cc.Close()
+		c.close()
 		delete(d.conns, id)
 	}
 	if sw.P4RTAddr == "" {
@@ -234,8 +240,7 @@ func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 	delete(d.dialing, id)
 	if p.err == nil {
 		if d.election != election { // a new term began meanwhile
-			p.c.cancel()
-			p.c.cc.Close()
+			p.c.close()
 			p.c, p.err = nil, fmt.Errorf("%w: %s: the election ID changed while connecting", ErrUnavailable, id)
 		} else {
 			d.conns[id] = p.c
@@ -255,18 +260,17 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 	if err != nil {
 		return nil, err
 	}
-	cc, err := grpc.NewClient(sw.P4RTAddr, append(d.opts.Dialer.Options("p4runtime"), d.opts.DialOptions...)...)
+	cc, release, err := d.opts.Dialer.Conn(sw.P4RTAddr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s at %s: %v", ErrUnavailable, sw.Name, sw.P4RTAddr, err)
 	}
 	election := &p4v1.Uint128{High: 0, Low: electionID}
 	client := p4v1.NewP4RuntimeClient(cc)
 	streamCtx, cancel := context.WithCancel(context.Background())
-	c := &p4conn{cc: cc, client: client, cancel: cancel, done: make(chan struct{}), deviceID: sw.DeviceID, addr: sw.P4RTAddr, election: electionID,
+	c := &p4conn{cc: cc, release: release, client: client, cancel: cancel, done: make(chan struct{}), deviceID: sw.DeviceID, addr: sw.P4RTAddr, election: electionID,
 		digests: make(chan *digestList, digestQueue)}
 	fail := func(err error) (*p4conn, error) {
-		cancel()
-		cc.Close()
+		c.close()
 		return nil, err
 	}
 	// The stream outlives this call, but until arbitration answers, the

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound/ocpath"
@@ -219,12 +220,13 @@ func (g *GNMIConfig) LLDPNeighbors(ctx context.Context, id models.SwitchID) (map
 	if err != nil {
 		return nil, err
 	}
-	resp, err := gnmipb.NewGNMIClient(c.cc).Get(ctx, &gnmipb.GetRequest{
+	var ans rawAnswer
+	err = c.cc.Invoke(ctx, "/gnmi.gNMI/Get", &gnmipb.GetRequest{
 		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 		Path:     []*gnmipb.Path{{Elem: []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"}}}},
 		Type:     gnmipb.GetRequest_STATE,
 		Encoding: c.encoding(ctx),
-	})
+	}, &ans, grpc.ForceCodec(rawCodec{}))
 	if c := status.Code(err); c == codes.NotFound || c == codes.Unimplemented || c == codes.InvalidArgument {
 		return nil, fmt.Errorf("%w by %s: %v", ErrNoLLDP, id, err)
 	}
@@ -232,34 +234,53 @@ func (g *GNMIConfig) LLDPNeighbors(ctx context.Context, id models.SwitchID) (map
 		g.done(id, c, err)
 		return nil, mapStatus("gnmi get lldp of "+string(id), err)
 	}
+	nbs, err := decodeLLDP(ans.b, true)
+	if err != nil {
+		return nil, fmt.Errorf("gnmi get lldp of %s: %w", id, err)
+	}
+	return nbs, nil
+}
+
+// decodeLLDP reads the neighbours in a GetResponse of /lldp/interfaces,
+// from the wire where it can (wire), else through the generated messages.
+func decodeLLDP(b []byte, wire bool) (map[uint32][]LLDPNeighbor, error) {
 	type key struct {
 		port uint32
 		id   string
 	}
 	found := map[key]*LLDPNeighbor{}
-	for _, n := range resp.GetNotification() {
-		for _, l := range leavesOf(n) {
-			// lldp/interfaces/interface[name]/neighbors/neighbor[id]/state/<leaf>
-			e := l.elems
-			if len(e) != 7 || e[2].GetName() != "interface" || e[4].GetName() != "neighbor" || e[5].GetName() != "state" {
-				continue
-			}
-			port, ok := models.PortFromInterface(e[2].GetKey()["name"])
-			if !ok {
-				continue
-			}
-			k := key{port, e[4].GetKey()["id"]}
-			nb := found[k]
-			if nb == nil {
-				nb = &LLDPNeighbor{}
-				found[k] = nb
-			}
-			v, _ := stringValue(l.val)
-			switch e[6].GetName() {
-			case "system-name":
-				nb.SystemName = v
-			case "port-id":
-				nb.PortID = v
+	// lldp/interfaces/interface[name]/neighbors/neighbor[id]/state/<leaf>
+	take := func(l leafView) {
+		if l.Len() != 7 || !l.NameIs(2, "interface") || !l.NameIs(4, "neighbor") || !l.NameIs(5, "state") {
+			return
+		}
+		port, ok := models.PortFromInterface(l.Key(2, "name"))
+		if !ok {
+			return
+		}
+		k := key{port, l.Key(4, "id")}
+		nb := found[k]
+		if nb == nil {
+			nb = &LLDPNeighbor{}
+			found[k] = nb
+		}
+		v, _ := l.String()
+		switch {
+		case l.NameIs(6, "system-name"):
+			nb.SystemName = v
+		case l.NameIs(6, "port-id"):
+			nb.PortID = v
+		}
+	}
+	if !wire || !getLeaves(b, take) { // JSON values, or what the wire reading leaves to protobuf
+		clear(found)
+		var resp gnmipb.GetResponse
+		if err := proto.Unmarshal(b, &resp); err != nil {
+			return nil, fmt.Errorf("undecodable answer: %w", err)
+		}
+		for _, n := range resp.GetNotification() {
+			for _, l := range leavesOf(n) {
+				take(l)
 			}
 		}
 	}

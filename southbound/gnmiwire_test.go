@@ -1,9 +1,11 @@
 package southbound
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -215,6 +217,148 @@ func BenchmarkWireDecoding(b *testing.B) {
 			for _, l := range leavesOf(resp.GetUpdate()) {
 				sampleOf("leaf1", time.Unix(0, 1), l)
 			}
+		}
+	})
+}
+
+// randomLLDP is a GetResponse of /lldp/interfaces as targets answer it —
+// one notification or several, each with its own split between prefix
+// and path, every neighbour leaf — with noise: other leaves, missing or
+// extra keys, values of every kind (JSON ones too), the deprecated error
+// field, extensions.
+func randomLLDP(rng *rand.Rand) *gnmipb.GetResponse {
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	resp := &gnmipb.GetResponse{}
+	json := rng.IntN(3) == 0 // a target answers in JSON or not at all
+	for range 1 + rng.IntN(4) {
+		n := &gnmipb.Notification{Timestamp: rng.Int64()}
+		split := rng.IntN(6)
+		for range rng.IntN(12) {
+			iface := map[string]string{"name": pick("eth1", "eth2", "eth48", "bogus", "")}
+			nb := map[string]string{"id": pick("a", "b", "")}
+			if rng.IntN(10) == 0 {
+				delete(nb, "id")
+			}
+			elems := []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"}, {Name: pick("interface", "interface", "x"), Key: iface},
+				{Name: "neighbors"}, {Name: "neighbor", Key: nb}, {Name: pick("state", "state", "config")},
+				{Name: pick("system-name", "port-id", "chassis-id", "port-id-type")}}
+			if rng.IntN(10) == 0 {
+				elems = elems[:6]
+			}
+			var val *gnmipb.TypedValue
+			switch rng.IntN(8) {
+			case 0, 1, 2, 3:
+				val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: pick("leaf2", "eth7", "")}}
+			case 4:
+				if json {
+					val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: []byte(pick(`"leaf3"`, `{"port-id":"eth9"}`))}}
+				}
+			case 5:
+				val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: 7}}
+			case 6:
+				val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_AsciiVal{AsciiVal: "leaf4"}}
+			}
+			if s := min(split, len(elems)); n.Prefix == nil && s > 0 && len(n.Update) == 0 {
+				n.Prefix = &gnmipb.Path{Elem: elems[:s], Target: "leaf1"}
+			}
+			if n.Prefix != nil {
+				elems = elems[min(len(n.Prefix.Elem), len(elems)):]
+			}
+			n.Update = append(n.Update, &gnmipb.Update{Path: &gnmipb.Path{Elem: elems}, Val: val})
+		}
+		resp.Notification = append(resp.Notification, n)
+	}
+	if rng.IntN(20) == 0 {
+		resp.Error = &gnmipb.Error{Message: "deprecated"}
+	}
+	return resp
+}
+
+// sorted orders each port's neighbours, for comparison.
+func sorted(m map[uint32][]LLDPNeighbor) map[uint32][]LLDPNeighbor {
+	for _, nbs := range m {
+		slices.SortFunc(nbs, func(a, b LLDPNeighbor) int {
+			return cmp.Or(cmp.Compare(a.SystemName, b.SystemName), cmp.Compare(a.PortID, b.PortID))
+		})
+	}
+	return m
+}
+
+// TestLLDPFromTheWire: the neighbours read from the wire are those the
+// generated messages give, for 3,000 random answers, each also
+// concatenated with another (notifications of both) and cut short (both
+// refuse it); most are read from the wire.
+func TestLLDPFromTheWire(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	fast, found := 0, 0
+	for i := range 3000 {
+		a, err := proto.Marshal(randomLLDP(rng))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.Marshal(randomLLDP(rng))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, data := range [][]byte{a, append(append([]byte(nil), a...), b...), a[:len(a)*2/3]} {
+			wire, wireErr := decodeLLDP(data, true)
+			generated, genErr := decodeLLDP(data, false)
+			if (wireErr != nil) != (genErr != nil) || !reflect.DeepEqual(sorted(wire), sorted(generated)) {
+				t.Fatalf("answer %d/%d: from the wire %v (%v), generated %v (%v)", i, j, wire, wireErr, generated, genErr)
+			}
+			if j == 0 && getLeaves(data, func(leafView) {}) {
+				fast++
+			}
+			found += len(wire)
+		}
+	}
+	if fast < 1000 || found < 1000 {
+		t.Fatalf("the wire reading did %d of 3,000 answers, %d ports with neighbours in all: the test does not exercise it", fast, found)
+	}
+}
+
+// BenchmarkLLDPDecoding: one k=48 switch's LLDP answer (48 interfaces, a
+// neighbour each, five leaves), read from the wire and through the
+// generated messages.
+func BenchmarkLLDPDecoding(b *testing.B) {
+	n := &gnmipb.Notification{Timestamp: 1, Prefix: &gnmipb.Path{Target: "leaf1"}}
+	for port := 1; port <= 48; port++ {
+		for _, l := range []string{"system-name", "port-id", "port-id-type", "chassis-id", "chassis-id-type"} {
+			n.Update = append(n.Update, &gnmipb.Update{
+				Path: &gnmipb.Path{Elem: []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"}, {Name: "interface", Key: map[string]string{"name": fmt.Sprintf("eth%d", port)}},
+					{Name: "neighbors"}, {Name: "neighbor", Key: map[string]string{"id": "n1"}}, {Name: "state"}, {Name: l}}},
+				Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: fmt.Sprintf("spine%d", port)}}})
+		}
+	}
+	data, err := proto.Marshal(&gnmipb.GetResponse{Notification: []*gnmipb.Notification{n}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, wire := range []bool{true, false} {
+		b.Run(map[bool]string{true: "wire", false: "generated"}[wire], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if nbs, err := decodeLLDP(data, wire); err != nil || len(nbs) != 48 {
+					b.Fatalf("%d ports with neighbours, %v", len(nbs), err)
+				}
+			}
+		})
+	}
+}
+
+// FuzzLLDPDecoding: whatever bytes arrive, reading LLDP neighbours from
+// the wire never panics and agrees with gNMI's generated messages.
+func FuzzLLDPDecoding(f *testing.F) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 20 {
+		data, _ := proto.Marshal(randomLLDP(rng))
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		wire, wireErr := decodeLLDP(data, true)
+		generated, genErr := decodeLLDP(data, false)
+		if (wireErr != nil) != (genErr != nil) || !reflect.DeepEqual(sorted(wire), sorted(generated)) {
+			t.Fatalf("from the wire %v (%v), generated %v (%v)", wire, wireErr, generated, genErr)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package proctest_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -210,6 +211,18 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 				fmt.Println(line)
 			}
 		}
+	}
+	if detail { // what each process holds after the failures
+		accRSS, accPeak := rss(b, r.proc.Pid())
+		simRSS, simPeak := rss(b, d.sim.Pid())
+		var goroutines float64
+		if resp, err := http.Get(r.url() + "/metrics"); err == nil {
+			text, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			goroutines = promValues(string(text), "go_goroutines")["go_goroutines"]
+		}
+		fmt.Printf("accelnet: RSS %d MiB (peak %d), %.0f goroutines; fabricsim: RSS %d MiB (peak %d)\n",
+			accRSS>>20, accPeak>>20, goroutines, simRSS>>20, simPeak>>20)
 	}
 	slices.Sort(took)
 	slices.Sort(first)

@@ -154,8 +154,9 @@ func (r *wireResponse) sampled(sw models.SwitchID, fn func(models.CounterSample)
 	return false
 }
 
-// leafView is what sampleOf reads of a leaf: its path's element names
-// and keys, and its value as an unsigned number or a string. A leaf of
+// leafView is what sampleOf and the Gets' readers (LLDP, configuration)
+// read of a leaf: its path's element names and keys, and its value as an
+// unsigned number, a string or a boolean. A leaf of
 // gNMI's generated messages (leaf) and one read from the wire (wirePath)
 // are both.
 type leafView interface {
@@ -164,6 +165,7 @@ type leafView interface {
 	Key(i int, key string) string
 	Uint() (uint64, bool)
 	String() (string, bool)
+	Bool() (bool, bool)
 }
 
 // sampleOf decodes one leaf of /interfaces/interface[name=ethN]/state/...

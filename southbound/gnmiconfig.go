@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound/ocpath"
@@ -147,10 +146,9 @@ func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uin
 	if err != nil {
 		return nil, err
 	}
-	client := gnmipb.NewGNMIClient(c.cc)
-	var resp *gnmipb.GetResponse
+	var ans rawAnswer
 	if !c.wholeTree.Load() {
-		resp, err = client.Get(ctx, &gnmipb.GetRequest{
+		err = c.cc.Invoke(ctx, "/gnmi.gNMI/Get", &gnmipb.GetRequest{
 			Prefix: &gnmipb.Path{Target: string(sw.Name)},
 			// The three leaves managed, not the whole container: a real
 			// target's holds a dozen more.
@@ -158,46 +156,57 @@ func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uin
 				ocpath.InterfaceConfig("*", "description")},
 			Type:     gnmipb.GetRequest_CONFIG,
 			Encoding: gnmipb.Encoding_PROTO,
-		})
+		}, &ans, grpc.ForceCodec(rawCodec{}))
 		if code := status.Code(err); code == codes.Unimplemented || code == codes.InvalidArgument || code == codes.NotFound {
 			c.wholeTree.Store(true) // asked again only on a new connection
 		}
 	}
 	if c.wholeTree.Load() {
-		resp, err = client.Get(ctx, &gnmipb.GetRequest{
+		err = c.cc.Invoke(ctx, "/gnmi.gNMI/Get", &gnmipb.GetRequest{
 			Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 			Path:     []*gnmipb.Path{{Elem: []*gnmipb.PathElem{{Name: "interfaces"}}}},
 			Type:     gnmipb.GetRequest_ALL,
 			Encoding: c.encoding(ctx),
-		})
+		}, &ans, grpc.ForceCodec(rawCodec{}))
 	}
 	if err != nil {
 		g.done(id, c, err)
 		return nil, mapStatus("gnmi get config of "+string(id), err)
 	}
+	out, err := decodeConfig(ans.b, true)
+	if err != nil {
+		return nil, fmt.Errorf("gnmi get config of %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// decodeConfig reads the interfaces' managed configuration in a
+// GetResponse, from the wire where it can (wire; readGet).
+func decodeConfig(b []byte, wire bool) (map[uint32]models.InterfaceConfig, error) {
 	out := map[uint32]models.InterfaceConfig{}
-	for _, n := range resp.GetNotification() {
-		for _, l := range leavesOf(n) {
-			elems := l.elems
-			if len(elems) != 4 || elems[1].GetName() != "interface" || elems[2].GetName() != "config" {
-				continue
-			}
-			port, ok := models.PortFromInterface(elems[1].GetKey()["name"])
-			if !ok {
-				continue
-			}
-			c := out[port]
-			switch elems[3].GetName() {
-			case "enabled":
-				c.Enabled, _ = boolValue(l.val)
-			case "mtu":
-				mtu, _ := uintValue(l.val)
-				c.MTU = uint16(mtu)
-			case "description":
-				c.Description, _ = stringValue(l.val)
-			}
-			out[port] = c
+	// interfaces/interface[name]/config/<leaf>
+	take := func(l leafView) {
+		if l.Len() != 4 || !l.NameIs(1, "interface") || !l.NameIs(2, "config") {
+			return
 		}
+		port, ok := models.PortFromInterface(l.Key(1, "name"))
+		if !ok {
+			return
+		}
+		c := out[port]
+		switch {
+		case l.NameIs(3, "enabled"):
+			c.Enabled, _ = l.Bool()
+		case l.NameIs(3, "mtu"):
+			mtu, _ := l.Uint()
+			c.MTU = uint16(mtu)
+		case l.NameIs(3, "description"):
+			c.Description, _ = l.String()
+		}
+		out[port] = c
+	}
+	if err := readGet(b, wire, func() { clear(out) }, take); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -272,17 +281,8 @@ func decodeLLDP(b []byte, wire bool) (map[uint32][]LLDPNeighbor, error) {
 			nb.PortID = v
 		}
 	}
-	if !wire || !getLeaves(b, take) { // JSON values, or what the wire reading leaves to protobuf
-		clear(found)
-		var resp gnmipb.GetResponse
-		if err := proto.Unmarshal(b, &resp); err != nil {
-			return nil, fmt.Errorf("undecodable answer: %w", err)
-		}
-		for _, n := range resp.GetNotification() {
-			for _, l := range leavesOf(n) {
-				take(l)
-			}
-		}
+	if err := readGet(b, wire, func() { clear(found) }, take); err != nil {
+		return nil, err
 	}
 	out := map[uint32][]LLDPNeighbor{}
 	for k, nb := range found {

@@ -129,6 +129,7 @@ func (l leaf) NameIs(i int, name string) bool { return l.elems[i].GetName() == n
 func (l leaf) Key(i int, key string) string   { return l.elems[i].GetKey()[key] }
 func (l leaf) Uint() (uint64, bool)           { return uintValue(l.val) }
 func (l leaf) String() (string, bool)         { return stringValue(l.val) }
+func (l leaf) Bool() (bool, bool)             { return boolValue(l.val) }
 
 // leavesOf flattens a notification's updates into scalar leaves with full
 // paths: typed scalars as they are, JSON subtrees (what a target answers

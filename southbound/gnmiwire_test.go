@@ -221,41 +221,35 @@ func BenchmarkWireDecoding(b *testing.B) {
 	})
 }
 
-// randomLLDP is a GetResponse of /lldp/interfaces as targets answer it —
-// one notification or several, each with its own split between prefix
-// and path, every neighbour leaf — with noise: other leaves, missing or
-// extra keys, values of every kind (JSON ones too), the deprecated error
-// field, extensions.
-func randomLLDP(rng *rand.Rand) *gnmipb.GetResponse {
+// randomGet is a GetResponse as targets answer one — one notification
+// or several, each with its own split between prefix and path, the leaves
+// path gives — with noise: values of every kind (JSON ones in a third of
+// the answers: a target answers in JSON or not at all), the deprecated
+// error field.
+func randomGet(rng *rand.Rand, path func() []*gnmipb.PathElem) *gnmipb.GetResponse {
 	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
 	resp := &gnmipb.GetResponse{}
-	json := rng.IntN(3) == 0 // a target answers in JSON or not at all
+	json := rng.IntN(3) == 0
 	for range 1 + rng.IntN(4) {
 		n := &gnmipb.Notification{Timestamp: rng.Int64()}
 		split := rng.IntN(6)
 		for range rng.IntN(12) {
-			iface := map[string]string{"name": pick("eth1", "eth2", "eth48", "bogus", "")}
-			nb := map[string]string{"id": pick("a", "b", "")}
-			if rng.IntN(10) == 0 {
-				delete(nb, "id")
-			}
-			elems := []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"}, {Name: pick("interface", "interface", "x"), Key: iface},
-				{Name: "neighbors"}, {Name: "neighbor", Key: nb}, {Name: pick("state", "state", "config")},
-				{Name: pick("system-name", "port-id", "chassis-id", "port-id-type")}}
-			if rng.IntN(10) == 0 {
-				elems = elems[:6]
-			}
+			elems := path()
 			var val *gnmipb.TypedValue
-			switch rng.IntN(8) {
-			case 0, 1, 2, 3:
+			switch rng.IntN(10) {
+			case 0, 1, 2:
 				val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_StringVal{StringVal: pick("leaf2", "eth7", "")}}
-			case 4:
+			case 3:
 				if json {
-					val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: []byte(pick(`"leaf3"`, `{"port-id":"eth9"}`))}}
+					val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: []byte(pick(`"leaf3"`, `9000`, `true`, `{"port-id":"eth9"}`))}}
 				}
-			case 5:
-				val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: 7}}
+			case 4, 5:
+				val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_UintVal{UintVal: uint64(rng.IntN(10000))}}
 			case 6:
+				val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_IntVal{IntVal: rng.Int64N(200) - 100}}
+			case 7, 8:
+				val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: rng.IntN(2) == 0}}
+			case 9:
 				val = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_AsciiVal{AsciiVal: "leaf4"}}
 			}
 			if s := min(split, len(elems)); n.Prefix == nil && s > 0 && len(n.Update) == 0 {
@@ -274,6 +268,44 @@ func randomLLDP(rng *rand.Rand) *gnmipb.GetResponse {
 	return resp
 }
 
+// randomLLDP is an answer of /lldp/interfaces: every neighbour leaf, and
+// others, with missing or extra keys and elements.
+func randomLLDP(rng *rand.Rand) *gnmipb.GetResponse {
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	return randomGet(rng, func() []*gnmipb.PathElem {
+		iface := map[string]string{"name": pick("eth1", "eth2", "eth48", "bogus", "")}
+		nb := map[string]string{"id": pick("a", "b", "")}
+		if rng.IntN(10) == 0 {
+			delete(nb, "id")
+		}
+		elems := []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"}, {Name: pick("interface", "interface", "x"), Key: iface},
+			{Name: "neighbors"}, {Name: "neighbor", Key: nb}, {Name: pick("state", "state", "config")},
+			{Name: pick("system-name", "port-id", "chassis-id", "port-id-type")}}
+		if rng.IntN(10) == 0 {
+			elems = elems[:6]
+		}
+		return elems
+	})
+}
+
+// randomConfig is an answer of the interfaces' configuration: the three
+// managed leaves, and others, with missing or extra keys and elements.
+func randomConfig(rng *rand.Rand) *gnmipb.GetResponse {
+	pick := func(xs ...string) string { return xs[rng.IntN(len(xs))] }
+	return randomGet(rng, func() []*gnmipb.PathElem {
+		iface := map[string]string{"name": pick("eth1", "eth2", "eth48", "bogus", "")}
+		if rng.IntN(10) == 0 {
+			iface["extra"] = "x"
+		}
+		elems := []*gnmipb.PathElem{{Name: "interfaces"}, {Name: pick("interface", "interface", "x"), Key: iface},
+			{Name: pick("config", "config", "state")}, {Name: pick("enabled", "mtu", "description", "type")}}
+		if rng.IntN(10) == 0 {
+			elems = append(elems, &gnmipb.PathElem{Name: "x"})
+		}
+		return elems
+	})
+}
+
 // sorted orders each port's neighbours, for comparison.
 func sorted(m map[uint32][]LLDPNeighbor) map[uint32][]LLDPNeighbor {
 	for _, nbs := range m {
@@ -284,36 +316,54 @@ func sorted(m map[uint32][]LLDPNeighbor) map[uint32][]LLDPNeighbor {
 	return m
 }
 
-// TestLLDPFromTheWire: the neighbours read from the wire are those the
-// generated messages give, for 3,000 random answers, each also
-// concatenated with another (notifications of both) and cut short (both
-// refuse it); most are read from the wire.
-func TestLLDPFromTheWire(t *testing.T) {
-	rng := rand.New(rand.NewPCG(7, 8))
-	fast, found := 0, 0
-	for i := range 3000 {
-		a, err := proto.Marshal(randomLLDP(rng))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := proto.Marshal(randomLLDP(rng))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for j, data := range [][]byte{a, append(append([]byte(nil), a...), b...), a[:len(a)*2/3]} {
-			wire, wireErr := decodeLLDP(data, true)
-			generated, genErr := decodeLLDP(data, false)
-			if (wireErr != nil) != (genErr != nil) || !reflect.DeepEqual(sorted(wire), sorted(generated)) {
-				t.Fatalf("answer %d/%d: from the wire %v (%v), generated %v (%v)", i, j, wire, wireErr, generated, genErr)
+// TestGetFromTheWire: the LLDP neighbours and the interface
+// configuration read from the wire are what the generated messages give,
+// for 3,000 random answers each, each also concatenated with another
+// (notifications of both) and cut short (both refuse it); most are read
+// from the wire.
+func TestGetFromTheWire(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		random func(*rand.Rand) *gnmipb.GetResponse
+		decode func([]byte, bool) (any, int, error)
+	}{
+		{"lldp", randomLLDP, func(b []byte, wire bool) (any, int, error) {
+			m, err := decodeLLDP(b, wire)
+			return sorted(m), len(m), err
+		}},
+		{"config", randomConfig, func(b []byte, wire bool) (any, int, error) {
+			m, err := decodeConfig(b, wire)
+			return m, len(m), err
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			fast, found := 0, 0
+			for i := range 3000 {
+				a, err := proto.Marshal(c.random(rng))
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := proto.Marshal(c.random(rng))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for j, data := range [][]byte{a, append(append([]byte(nil), a...), b...), a[:len(a)*2/3]} {
+					wire, n, wireErr := c.decode(data, true)
+					generated, _, genErr := c.decode(data, false)
+					if (wireErr != nil) != (genErr != nil) || !reflect.DeepEqual(wire, generated) {
+						t.Fatalf("answer %d/%d: from the wire %v (%v), generated %v (%v)", i, j, wire, wireErr, generated, genErr)
+					}
+					if j == 0 && getLeaves(data, func(leafView) {}) {
+						fast++
+					}
+					found += n
+				}
 			}
-			if j == 0 && getLeaves(data, func(leafView) {}) {
-				fast++
+			if fast < 1000 || found < 1000 {
+				t.Fatalf("the wire reading did %d of 3,000 answers, %d ports read in all: the test does not exercise it", fast, found)
 			}
-			found += len(wire)
-		}
-	}
-	if fast < 1000 || found < 1000 {
-		t.Fatalf("the wire reading did %d of 3,000 answers, %d ports with neighbours in all: the test does not exercise it", fast, found)
+		})
 	}
 }
 
@@ -346,19 +396,27 @@ func BenchmarkLLDPDecoding(b *testing.B) {
 	}
 }
 
-// FuzzLLDPDecoding: whatever bytes arrive, reading LLDP neighbours from
-// the wire never panics and agrees with gNMI's generated messages.
-func FuzzLLDPDecoding(f *testing.F) {
+// FuzzGetDecoding: whatever bytes arrive, reading LLDP neighbours or
+// interface configuration from the wire never panics and agrees with
+// gNMI's generated messages.
+func FuzzGetDecoding(f *testing.F) {
 	rng := rand.New(rand.NewPCG(9, 10))
-	for range 20 {
-		data, _ := proto.Marshal(randomLLDP(rng))
-		f.Add(data)
+	for range 10 {
+		for _, random := range []func(*rand.Rand) *gnmipb.GetResponse{randomLLDP, randomConfig} {
+			data, _ := proto.Marshal(random(rng))
+			f.Add(data)
+		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		wire, wireErr := decodeLLDP(data, true)
 		generated, genErr := decodeLLDP(data, false)
 		if (wireErr != nil) != (genErr != nil) || !reflect.DeepEqual(sorted(wire), sorted(generated)) {
-			t.Fatalf("from the wire %v (%v), generated %v (%v)", wire, wireErr, generated, genErr)
+			t.Fatalf("LLDP from the wire %v (%v), generated %v (%v)", wire, wireErr, generated, genErr)
+		}
+		wcfg, wireErr := decodeConfig(data, true)
+		gcfg, genErr := decodeConfig(data, false)
+		if (wireErr != nil) != (genErr != nil) || !reflect.DeepEqual(wcfg, gcfg) {
+			t.Fatalf("configuration from the wire %v (%v), generated %v (%v)", wcfg, wireErr, gcfg, genErr)
 		}
 	})
 }

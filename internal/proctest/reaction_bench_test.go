@@ -1,6 +1,7 @@
 package proctest_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -53,15 +54,17 @@ import (
 // reroute (how long after the switch's report it was decided) and
 // rollout (how long its planning and each stage took), and its writes
 // summed every 2 s ("switches programmed").
-// ACCELNET_REACTION_PROFILES=DIR keeps CPU profiles of accelnet and
-// fabricsim over the first 45 s of failures.
+// ACCELNET_REACTION_PROFILES=DIR keeps CPU and allocation profiles of
+// accelnet and fabricsim over the first 45 s of failures, and their
+// heaps.
 // ACCELNET_REACTION_SIM_ENV adds to fabricsim's environment (GOGC=400
 // at k=48: the emulator holds gigabytes, and each of its collections
 // marks them for seconds on the cores the controller shares; its
 // collector, not the controller, then sets the p99).
 // ACCELNET_REACTION_TRACES=DIR keeps Go execution traces of both
 // processes over each failure's first 8 s (go tool trace; they slow both
-// processes a little), and accelnet's whole log.
+// processes a little). Either keeps both processes' whole logs (with
+// GODEBUG=gctrace=1 in the environment, their collections too).
 func BenchmarkFailureReactionProcesses(b *testing.B) {
 	spec := envOr("ACCELNET_REACTION_TOPOLOGY", "fattree:16@100")
 	args := append([]string{"--congestion-interval", "0", "--sample-one-in", "0"}, strings.Fields(os.Getenv("ACCELNET_REACTION_ARGS"))...)
@@ -159,17 +162,20 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	detail := os.Getenv("ACCELNET_REACTION_DETAIL") != ""
 	var profiled sync.WaitGroup
 	if dir := os.Getenv("ACCELNET_REACTION_PROFILES"); dir != "" {
-		// accelnet's and fabricsim's CPU over the first 45 s of failures.
-		profiled.Go(func() {
-			if err := operatorGet(r.url(), d.token, "/debug/pprof/profile?seconds=45", filepath.Join(dir, "reaction.cpu")); err != nil {
-				b.Logf("accelnet profile: %v", err)
+		// accelnet's and fabricsim's CPU, and what each allocated, over
+		// the first 45 s of failures; what each holds (as of its last
+		// collection).
+		for _, p := range []struct{ api, token, file string }{
+			{r.url(), d.token, "reaction"}, {sim, "", "reaction-fabricsim"},
+		} {
+			for _, k := range []struct{ path, ext string }{{"profile?seconds=45", ".cpu"}, {"allocs?seconds=45", ".allocs"}, {"heap", ".heap"}} {
+				profiled.Go(func() {
+					if err := operatorGet(p.api, p.token, "/debug/pprof/"+k.path, filepath.Join(dir, p.file+k.ext)); err != nil {
+						b.Logf("%s %s profile: %v", p.file, k.path, err)
+					}
+				})
 			}
-		})
-		profiled.Go(func() {
-			if err := operatorGet(sim, "", "/debug/pprof/profile?seconds=45", filepath.Join(dir, "reaction-fabricsim.cpu")); err != nil {
-				b.Logf("fabricsim profile: %v", err)
-			}
-		})
+		}
 	}
 	b.ResetTimer()
 	for i := range b.N {
@@ -200,9 +206,11 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	}
 	b.StopTimer()
 	profiled.Wait()
-	if dir := os.Getenv("ACCELNET_REACTION_TRACES"); dir != "" {
-		if err := os.WriteFile(filepath.Join(dir, "accelnet.log"), []byte(d.replicas[0].proc.Log()), 0o644); err != nil {
-			b.Log(err)
+	if dir := cmp.Or(os.Getenv("ACCELNET_REACTION_TRACES"), os.Getenv("ACCELNET_REACTION_PROFILES")); dir != "" {
+		for name, p := range map[string]*proctest.Proc{"accelnet.log": d.replicas[0].proc, "fabricsim.log": d.sim} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(p.Log()), 0o644); err != nil {
+				b.Log(err)
+			}
 		}
 	}
 	if detail { // the controller's account of each reroute and rollout, and its writes summed every 2 s

@@ -146,9 +146,9 @@ func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uin
 	if err != nil {
 		return nil, err
 	}
-	var ans rawAnswer
+	var ans []byte
 	if !c.wholeTree.Load() {
-		err = c.cc.Invoke(ctx, "/gnmi.gNMI/Get", &gnmipb.GetRequest{
+		ans, err = getRaw(ctx, c.cc, &gnmipb.GetRequest{
 			Prefix: &gnmipb.Path{Target: string(sw.Name)},
 			// The three leaves managed, not the whole container: a real
 			// target's holds a dozen more.
@@ -156,24 +156,24 @@ func (g *GNMIConfig) GetConfig(ctx context.Context, id models.SwitchID) (map[uin
 				ocpath.InterfaceConfig("*", "description")},
 			Type:     gnmipb.GetRequest_CONFIG,
 			Encoding: gnmipb.Encoding_PROTO,
-		}, &ans, grpc.ForceCodec(rawCodec{}))
+		})
 		if code := status.Code(err); code == codes.Unimplemented || code == codes.InvalidArgument || code == codes.NotFound {
 			c.wholeTree.Store(true) // asked again only on a new connection
 		}
 	}
 	if c.wholeTree.Load() {
-		err = c.cc.Invoke(ctx, "/gnmi.gNMI/Get", &gnmipb.GetRequest{
+		ans, err = getRaw(ctx, c.cc, &gnmipb.GetRequest{
 			Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 			Path:     []*gnmipb.Path{{Elem: []*gnmipb.PathElem{{Name: "interfaces"}}}},
 			Type:     gnmipb.GetRequest_ALL,
 			Encoding: c.encoding(ctx),
-		}, &ans, grpc.ForceCodec(rawCodec{}))
+		})
 	}
 	if err != nil {
 		g.done(id, c, err)
 		return nil, mapStatus("gnmi get config of "+string(id), err)
 	}
-	out, err := decodeConfig(ans.b, true)
+	out, err := decodeConfig(ans, true)
 	if err != nil {
 		return nil, fmt.Errorf("gnmi get config of %s: %w", id, err)
 	}
@@ -229,13 +229,12 @@ func (g *GNMIConfig) LLDPNeighbors(ctx context.Context, id models.SwitchID) (map
 	if err != nil {
 		return nil, err
 	}
-	var ans rawAnswer
-	err = c.cc.Invoke(ctx, "/gnmi.gNMI/Get", &gnmipb.GetRequest{
+	ans, err := getRaw(ctx, c.cc, &gnmipb.GetRequest{
 		Prefix:   &gnmipb.Path{Target: string(sw.Name)},
 		Path:     []*gnmipb.Path{{Elem: []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"}}}},
 		Type:     gnmipb.GetRequest_STATE,
 		Encoding: c.encoding(ctx),
-	}, &ans, grpc.ForceCodec(rawCodec{}))
+	})
 	if c := status.Code(err); c == codes.NotFound || c == codes.Unimplemented || c == codes.InvalidArgument {
 		return nil, fmt.Errorf("%w by %s: %v", ErrNoLLDP, id, err)
 	}
@@ -243,7 +242,7 @@ func (g *GNMIConfig) LLDPNeighbors(ctx context.Context, id models.SwitchID) (map
 		g.done(id, c, err)
 		return nil, mapStatus("gnmi get lldp of "+string(id), err)
 	}
-	nbs, err := decodeLLDP(ans.b, true)
+	nbs, err := decodeLLDP(ans, true)
 	if err != nil {
 		return nil, fmt.Errorf("gnmi get lldp of %s: %w", id, err)
 	}

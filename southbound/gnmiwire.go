@@ -1,10 +1,12 @@
 package southbound
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"unicode/utf8"
 
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -73,6 +75,13 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 
 // rawAnswer is an answer's bytes as they came.
 type rawAnswer struct{ b []byte }
+
+// getRaw sends a gNMI Get and returns its answer's bytes, for readGet.
+func getRaw(ctx context.Context, cc *grpc.ClientConn, req *gnmipb.GetRequest) ([]byte, error) {
+	var ans rawAnswer
+	err := cc.Invoke(ctx, "/gnmi.gNMI/Get", req, &ans, grpc.ForceCodec(rawCodec{}))
+	return ans.b, err
+}
 
 // getResponseFields are GetResponse's: notification, error (deprecated),
 // extension.

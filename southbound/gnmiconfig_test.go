@@ -83,12 +83,11 @@ func (p *countingProxy) cut() {
 
 func (p *countingProxy) resume() { p.listen(p.addr) }
 
-// TestGNMIConfigKeepsOneConnection: reading and writing a switch's
-// configuration and reading its LLDP neighbours, again and again, use one
-// connection; once the switch cannot be reached a call fails, and the
-// first call after it is back dials again and succeeds (no reconnect
-// backoff to wait out).
-func TestGNMIConfigKeepsOneConnection(t *testing.T) {
+// proxiedLeaf starts a small fabric and returns its leaf1, reached (both
+// protocols: fabricsim serves them on one port) through a counting
+// proxy.
+func proxiedLeaf(t *testing.T) (models.Switch, *countingProxy) {
+	t.Helper()
 	topo, err := topology.LeafSpine(1, 2, 1, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -98,8 +97,21 @@ func TestGNMIConfigKeepsOneConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if sw.P4RTAddr != sw.GNMIAddr {
+		t.Fatalf("fabricsim serves P4Runtime at %s and gNMI at %s, want one port", sw.P4RTAddr, sw.GNMIAddr)
+	}
 	proxy := newCountingProxy(t, sw.GNMIAddr)
-	sw.GNMIAddr = proxy.addr
+	sw.P4RTAddr, sw.GNMIAddr = proxy.addr, proxy.addr
+	return sw, proxy
+}
+
+// TestGNMIConfigKeepsOneConnection: reading and writing a switch's
+// configuration and reading its LLDP neighbours, again and again, use one
+// connection; once the switch cannot be reached a call fails, and the
+// first call after it is back dials again and succeeds (no reconnect
+// backoff to wait out).
+func TestGNMIConfigKeepsOneConnection(t *testing.T) {
+	sw, proxy := proxiedLeaf(t)
 	g := &southbound.GNMIConfig{Resolve: func(id models.SwitchID) (models.Switch, error) {
 		if id != sw.Name {
 			return models.Switch{}, errors.New("unknown switch")
@@ -140,7 +152,7 @@ func TestGNMIConfigKeepsOneConnection(t *testing.T) {
 	proxy.cut()
 	for range 3 { // gRPC's own reconnects would back off after each
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err = g.GetConfig(cctx, "leaf1")
+		_, err := g.GetConfig(cctx, "leaf1")
 		cancel()
 		if !errors.Is(err, southbound.ErrUnavailable) {
 			t.Fatalf("the switch out of reach: GetConfig = %v, want ErrUnavailable", err)
@@ -162,20 +174,7 @@ func TestGNMIConfigKeepsOneConnection(t *testing.T) {
 // reach, each dials afresh and works at once (no reconnect backoff of the
 // broken connection to wait out).
 func TestProtocolsShareOneConnection(t *testing.T) {
-	topo, err := topology.LeafSpine(1, 2, 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fabrictest.StartFabric(t, topo)
-	sw, err := resolver(f.Topology())("leaf1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sw.P4RTAddr != sw.GNMIAddr {
-		t.Fatalf("fabricsim serves P4Runtime at %s and gNMI at %s, want one port", sw.P4RTAddr, sw.GNMIAddr)
-	}
-	proxy := newCountingProxy(t, sw.GNMIAddr)
-	sw.P4RTAddr, sw.GNMIAddr = proxy.addr, proxy.addr
+	sw, proxy := proxiedLeaf(t)
 	resolve := func(id models.SwitchID) (models.Switch, error) {
 		if id != sw.Name {
 			return models.Switch{}, errors.New("unknown switch")

@@ -28,13 +28,17 @@ import (
 // to proto.Unmarshal of the whole answer and the generated messages, so
 // both ways read a stream alike (TestWireDecodingIsProto).
 
+// protoRequests is the half of a codec that sends requests as protobuf
+// does; the codecs here differ in how they read answers.
+type protoRequests struct{}
+
+func (protoRequests) Name() string { return "proto" }
+
+func (protoRequests) Marshal(v any) ([]byte, error) { return proto.Marshal(v.(proto.Message)) }
+
 // subscribeCodec sends gNMI requests as protobuf does and decodes answers
 // into a *wireMessage, with a *wireResponse from wirePool.
-type subscribeCodec struct{}
-
-func (subscribeCodec) Name() string { return "proto" }
-
-func (subscribeCodec) Marshal(v any) ([]byte, error) { return proto.Marshal(v.(proto.Message)) }
+type subscribeCodec struct{ protoRequests }
 
 func (subscribeCodec) Unmarshal(data []byte, v any) error {
 	m, ok := v.(*wireMessage)
@@ -58,11 +62,7 @@ func (subscribeCodec) Unmarshal(data []byte, v any) error {
 
 // rawCodec sends requests as protobuf does and keeps an answer's bytes
 // (a *rawAnswer) for the caller to read from the wire.
-type rawCodec struct{}
-
-func (rawCodec) Name() string { return "proto" }
-
-func (rawCodec) Marshal(v any) ([]byte, error) { return proto.Marshal(v.(proto.Message)) }
+type rawCodec struct{ protoRequests }
 
 func (rawCodec) Unmarshal(data []byte, v any) error {
 	a, ok := v.(*rawAnswer)

@@ -53,6 +53,7 @@ func newPinIDs(s *p4.Schema) pinIDs {
 // the only entry metadata a pin read from the wire may carry (others go
 // the generated way, to be told apart as foreign).
 type readCodec struct {
+	protoRequests
 	w   pinIDs
 	tag []byte
 	// pins, counters: which the reading takes from the wire (those not
@@ -72,10 +73,6 @@ type pinCount struct {
 	key   models.FlowKey
 	bytes uint64
 }
-
-func (readCodec) Name() string { return "proto" }
-
-func (readCodec) Marshal(v any) ([]byte, error) { return proto.Marshal(v.(proto.Message)) }
 
 func (c readCodec) Unmarshal(data []byte, v any) error {
 	m, ok := v.(*readMessage)

@@ -213,14 +213,13 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 			}
 		}
 	}
-	if detail { // the controller's account of each reroute and rollout, and its writes summed every 2 s
+	if detail { // the controller's account of each reroute and rollout, its writes summed every 2 s, and what each process holds
 		for _, line := range strings.Split(d.replicas[0].proc.Log(), "\n") {
 			if strings.Contains(line, "rollout finished") || strings.Contains(line, "; rerouting") || strings.Contains(line, "switches programmed") {
 				fmt.Println(line)
 			}
 		}
-	}
-	if detail { // what each process holds after the failures
+		// What each process holds after the failures.
 		accRSS, accPeak := rss(b, r.proc.Pid())
 		simRSS, simPeak := rss(b, d.sim.Pid())
 		var goroutines float64

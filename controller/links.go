@@ -134,6 +134,18 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 			failed = true // a link failed
 		}
 	}
+	if failed && !c.planReady(ctx, st) {
+		// The pruning starts from the current routes, still being
+		// computed (a change just before this failure): wait for them
+		// without the lock, which every switch's report and reconcile
+		// needs, then look again (the state may have moved on).
+		c.mu.Unlock()
+		if _, err := c.planOf(ctx, st); err != nil && ctx.Err() != nil {
+			return
+		}
+		c.refreshDown(why, reported, args...)
+		return
+	}
 	if !failed && st.ro != nil && st.ro.stageNow() != 0 {
 		c.mu.Unlock()
 		if !c.deferred.Swap(true) {

@@ -455,3 +455,70 @@ func TestTablesWaitForRoutesOutsideTheirTimeout(t *testing.T) {
 		}
 	})
 }
+
+// TestFailureWaitsForAPlanWithoutTheLock: a link that fails while the
+// current routes are still being computed (a change just before it)
+// waits for them, as its pruning starts from them, but without holding
+// the controller's lock meanwhile: other switches' reports and the
+// reconciles need it. Once they are there, the failure is routed around
+// and pruned from them. (It held the lock for the whole wait: at k=48 a
+// reroute decided 1.1 s after the report.)
+func TestFailureWaitsForAPlanWithoutTheLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := tableController(t)
+		ctx := t.Context()
+		c.runMu.Lock()
+		c.runCtx = ctx // plans are computed in the background, as in Run
+		c.runMu.Unlock()
+		defer func() {
+			c.runMu.Lock()
+			c.runCtx = nil
+			c.runMu.Unlock()
+			c.background.Wait()
+		}()
+		st := c.current()
+		routes, err := c.planOf(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A change whose routes are still being computed.
+		release := make(chan struct{})
+		free := sync.OnceFunc(func() { close(release) })
+		defer free() // before the computations are waited for
+		slow := &fabricState{rev: st.rev, snap: st.snap, down: st.down, planned: st.planned, bias: st.bias,
+			derive: func(ctx context.Context) (pathcalc.Result, error) {
+				select {
+				case <-release:
+					return routes, nil
+				case <-ctx.Done():
+					return pathcalc.Result{}, ctx.Err()
+				}
+			}}
+		c.mu.Lock()
+		c.state = slow
+		c.mu.Unlock()
+		done := make(chan struct{})
+		go func() {
+			// leaf1's port 2 is its link to spine1: it fails.
+			c.observeOperStatus(models.CounterSample{Switch: "leaf1", Port: 2, Has: models.HasOperStatus})
+			close(done)
+		}()
+		synctest.Wait() // the failure waits for slow's routes
+		if !c.mu.TryLock() {
+			t.Fatal("the controller's lock is held while a failure waits for the routes being computed")
+		}
+		c.mu.Unlock()
+		if c.current() != slow {
+			t.Fatal("the failure was routed around before the routes it prunes were there")
+		}
+		free()
+		<-done
+		next := c.current()
+		if next == slow || len(next.down) != 1 || next.ro == nil || next.ro.base == nil {
+			t.Fatalf("after the routes came: no new state pruned from them (down %v)", next.down)
+		}
+		if !reflect.DeepEqual(*next.ro.base, routes.Plan) {
+			t.Fatal("the pruning's base is not the routes the failure waited for")
+		}
+	})
+}

@@ -134,6 +134,18 @@ func (c *Controller) planOf(ctx context.Context, st *fabricState) (pathcalc.Resu
 	}
 }
 
+// planReady says whether st's routes are computed (or failed), starting
+// them if nobody has; it does not wait.
+func (c *Controller) planReady(ctx context.Context, st *fabricState) bool {
+	c.startPlan(ctx, st)
+	select {
+	case <-st.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // startPlan starts computing st's routes, if nobody has yet.
 func (c *Controller) startPlan(ctx context.Context, st *fabricState) {
 	st.once.Do(func() {

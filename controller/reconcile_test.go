@@ -294,15 +294,11 @@ func TestCompromisesLoggedOncePerPlan(t *testing.T) {
 	}
 }
 
-// TestReplanComesFromThePlanBefore: after a link fails, the new routes
-// are made from the plan before (pathcalc.Recompute): the same routes as
-// from scratch, the switches the failure leaves alone keep their states
-// (shared, not made again) and their aggregated routes.
-func TestReplanComesFromThePlanBefore(t *testing.T) {
-	c, _ := tableController(t)
-	ctx := t.Context()
+// planInBackground makes c compute plans in the background, as Run
+// does, until the test ends; then it waits for them.
+func planInBackground(t *testing.T, c *Controller) {
 	c.runMu.Lock()
-	c.runCtx = ctx // plans are computed in the background, as in Run
+	c.runCtx = t.Context()
 	c.runMu.Unlock()
 	t.Cleanup(func() {
 		c.runMu.Lock()
@@ -310,6 +306,16 @@ func TestReplanComesFromThePlanBefore(t *testing.T) {
 		c.runMu.Unlock()
 		c.background.Wait()
 	})
+}
+
+// TestReplanComesFromThePlanBefore: after a link fails, the new routes
+// are made from the plan before (pathcalc.Recompute): the same routes as
+// from scratch, the switches the failure leaves alone keep their states
+// (shared, not made again) and their aggregated routes.
+func TestReplanComesFromThePlanBefore(t *testing.T) {
+	c, _ := tableController(t)
+	ctx := t.Context()
+	planInBackground(t, c)
 	st := c.current()
 	before, err := c.planOf(ctx, st)
 	if err != nil {
@@ -467,15 +473,7 @@ func TestFailureWaitsForAPlanWithoutTheLock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := tableController(t)
 		ctx := t.Context()
-		c.runMu.Lock()
-		c.runCtx = ctx // plans are computed in the background, as in Run
-		c.runMu.Unlock()
-		defer func() {
-			c.runMu.Lock()
-			c.runCtx = nil
-			c.runMu.Unlock()
-			c.background.Wait()
-		}()
+		planInBackground(t, c)
 		st := c.current()
 		routes, err := c.planOf(ctx, st)
 		if err != nil {
@@ -484,7 +482,7 @@ func TestFailureWaitsForAPlanWithoutTheLock(t *testing.T) {
 		// A change whose routes are still being computed.
 		release := make(chan struct{})
 		free := sync.OnceFunc(func() { close(release) })
-		defer free() // before the computations are waited for
+		defer free() // before the computations are waited for (cleanup)
 		slow := &fabricState{rev: st.rev, snap: st.snap, down: st.down, planned: st.planned, bias: st.bias,
 			derive: func(ctx context.Context) (pathcalc.Result, error) {
 				select {

@@ -368,27 +368,7 @@ func routePairs(oldRoutes, newRoutes []models.Route, visit func(o, n models.Rout
 	if !slices.IsSortedFunc(newRoutes, models.CompareRoutes) {
 		newRoutes = slices.SortedFunc(slices.Values(newRoutes), models.CompareRoutes)
 	}
-	i, j := 0, 0
-	for i < len(oldRoutes) || j < len(newRoutes) {
-		c := 1 // an exhausted side comes last
-		switch {
-		case j >= len(newRoutes):
-			c = -1
-		case i < len(oldRoutes):
-			c = models.ComparePrefix(oldRoutes[i].Prefix, newRoutes[j].Prefix)
-		}
-		switch {
-		case c < 0:
-			visit(oldRoutes[i], models.Route{}, true, false)
-			i++
-		case c > 0:
-			visit(models.Route{}, newRoutes[j], false, true)
-			j++
-		default:
-			visit(oldRoutes[i], newRoutes[j], true, true)
-			i, j = i+1, j+1
-		}
-	}
+	models.WalkSorted(oldRoutes, newRoutes, models.CompareRoutes, visit)
 }
 
 // forwardsAlike says whether old route o and new route n send to the same

@@ -356,32 +356,16 @@ func sameGroup(a, b Group) bool {
 // through a map.
 func diffBy[T any, K comparable](desired, actual []T, key func(T) K, order func(a, b T) int, equal func(a, b T) bool) (ins, mod, del []T) {
 	if strictlySorted(desired, order) && strictlySorted(actual, order) {
-		i, j := 0, 0
-		for i < len(desired) || j < len(actual) {
-			c := 0
+		WalkSorted(desired, actual, order, func(d, a T, inDesired, inActual bool) {
 			switch {
-			case j == len(actual):
-				c = -1
-			case i == len(desired):
-				c = 1
-			default:
-				c = order(desired[i], actual[j])
+			case !inActual:
+				ins = append(ins, d)
+			case !inDesired:
+				del = append(del, a)
+			case !equal(d, a):
+				mod = append(mod, d)
 			}
-			switch {
-			case c < 0:
-				ins = append(ins, desired[i])
-				i++
-			case c > 0:
-				del = append(del, actual[j])
-				j++
-			default:
-				if !equal(desired[i], actual[j]) {
-					mod = append(mod, desired[i])
-				}
-				i++
-				j++
-			}
-		}
+		})
 		return ins, mod, del
 	}
 	have := make(map[K]T, len(actual))
@@ -406,6 +390,36 @@ func diffBy[T any, K comparable](desired, actual []T, key func(T) K, order func(
 		}
 	}
 	return ins, mod, del
+}
+
+// WalkSorted calls visit with two lists, both in order's order, side by
+// side: for each key the entry of each list that has it (inA, inB say
+// which do; the other is the zero value), keys in order.
+func WalkSorted[T any](a, b []T, order func(x, y T) int, visit func(x, y T, inA, inB bool)) {
+	var zero T
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		c := 0
+		switch {
+		case j == len(b):
+			c = -1
+		case i == len(a):
+			c = 1
+		default:
+			c = order(a[i], b[j])
+		}
+		switch {
+		case c < 0:
+			visit(a[i], zero, true, false)
+			i++
+		case c > 0:
+			visit(zero, b[j], false, true)
+			j++
+		default:
+			visit(a[i], b[j], true, true)
+			i, j = i+1, j+1
+		}
+	}
 }
 
 // strictlySorted says whether xs is in order's order with no two equal.

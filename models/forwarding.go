@@ -152,6 +152,16 @@ func ComparePrefix(a, b netip.Prefix) int {
 // CompareRoutes orders routes as a canonical state does (ComparePrefix).
 func CompareRoutes(a, b Route) int { return ComparePrefix(a.Prefix, b.Prefix) }
 
+// CompareGroups orders groups as a canonical state does (by ID).
+func CompareGroups(a, b Group) int { return cmp.Compare(a.ID, b.ID) }
+
+// The rest of a canonical state's orders: each list by its key (Compute
+// walks two lists in these orders side by side).
+func compareMembers(a, b Member) int           { return cmp.Compare(a.ID, b.ID) }
+func compareGroupMembers(a, b GroupMember) int { return cmp.Compare(a.MemberID, b.MemberID) }
+func comparePortMACs(a, b PortMAC) int         { return cmp.Compare(a.Port, b.Port) }
+func compareFlowPins(a, b FlowPin) int         { return compareFlowKey(a.Key, b.Key) }
+
 // SearchRoute finds the route toward p in routes ordered as a canonical
 // state orders them: its index, or where it would go, and whether it is
 // there.
@@ -182,16 +192,16 @@ func (s ForwardingState) Canonical() ForwardingState {
 		Punts:    slices.Clone(s.Punts),
 	}
 	slices.Sort(out.Punts)
-	slices.SortFunc(out.PortMACs, func(a, b PortMAC) int { return cmp.Compare(a.Port, b.Port) })
+	slices.SortFunc(out.PortMACs, comparePortMACs)
 	for i, g := range s.Groups {
 		g.Members = slices.Clone(g.Members)
-		slices.SortFunc(g.Members, func(a, b GroupMember) int { return cmp.Compare(a.MemberID, b.MemberID) })
+		slices.SortFunc(g.Members, compareGroupMembers)
 		out.Groups[i] = g
 	}
-	slices.SortFunc(out.Members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
-	slices.SortFunc(out.Groups, func(a, b Group) int { return cmp.Compare(a.ID, b.ID) })
+	slices.SortFunc(out.Members, compareMembers)
+	slices.SortFunc(out.Groups, CompareGroups)
 	slices.SortFunc(out.Routes, CompareRoutes)
-	slices.SortFunc(out.FlowPins, func(a, b FlowPin) int { return compareFlowKey(a.Key, b.Key) })
+	slices.SortFunc(out.FlowPins, compareFlowPins)
 	return out
 }
 
@@ -303,18 +313,15 @@ func (d Diff) Empty() bool { return d.Len() == 0 }
 func Compute(desired, actual ForwardingState) Diff {
 	var d Diff
 	d.Insert.Members, d.Modify.Members, d.Delete.Members = diffBy(desired.Members, actual.Members,
-		func(m Member) uint32 { return m.ID }, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) },
-		func(a, b Member) bool { return a == b })
+		func(m Member) uint32 { return m.ID }, compareMembers, func(a, b Member) bool { return a == b })
 	d.Insert.Groups, d.Modify.Groups, d.Delete.Groups = diffBy(desired.Groups, actual.Groups,
-		func(g Group) uint32 { return g.ID }, func(a, b Group) int { return cmp.Compare(a.ID, b.ID) }, sameGroup)
+		func(g Group) uint32 { return g.ID }, CompareGroups, sameGroup)
 	d.Insert.Routes, d.Modify.Routes, d.Delete.Routes = diffBy(desired.Routes, actual.Routes,
 		func(r Route) netip.Prefix { return r.Prefix }, CompareRoutes, func(a, b Route) bool { return a == b })
 	d.Insert.FlowPins, d.Modify.FlowPins, d.Delete.FlowPins = diffBy(desired.FlowPins, actual.FlowPins,
-		func(p FlowPin) FlowKey { return p.Key }, func(a, b FlowPin) int { return compareFlowKey(a.Key, b.Key) },
-		func(a, b FlowPin) bool { return a == b })
+		func(p FlowPin) FlowKey { return p.Key }, compareFlowPins, func(a, b FlowPin) bool { return a == b })
 	d.Insert.PortMACs, d.Modify.PortMACs, d.Delete.PortMACs = diffBy(desired.PortMACs, actual.PortMACs,
-		func(m PortMAC) uint32 { return m.Port }, func(a, b PortMAC) int { return cmp.Compare(a.Port, b.Port) },
-		func(a, b PortMAC) bool { return a == b })
+		func(m PortMAC) uint32 { return m.Port }, comparePortMACs, func(a, b PortMAC) bool { return a == b })
 	d.Insert.Punts, _, d.Delete.Punts = diffBy(desired.Punts, actual.Punts,
 		func(t uint16) uint16 { return t }, cmp.Compare[uint16], func(a, b uint16) bool { return a == b })
 	// The seed is a default entry, always there: it is only ever modified.
@@ -331,8 +338,7 @@ func sameGroup(a, b Group) bool {
 	if a.ID != b.ID || len(a.Members) != len(b.Members) {
 		return false
 	}
-	byID := func(x, y GroupMember) int { return cmp.Compare(x.MemberID, y.MemberID) }
-	if strictlySorted(a.Members, byID) && strictlySorted(b.Members, byID) { // canonical: side by side
+	if strictlySorted(a.Members, compareGroupMembers) && strictlySorted(b.Members, compareGroupMembers) { // canonical: side by side
 		return slices.Equal(a.Members, b.Members)
 	}
 	weights := make(map[uint32]int32, len(a.Members))

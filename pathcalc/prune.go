@@ -42,7 +42,7 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 		if !seen {
 			st := plan.Switches[sw]
 			ok = slices.IsSortedFunc(st.Routes, models.CompareRoutes) &&
-				slices.IsSortedFunc(st.Groups, func(a, b models.Group) int { return cmp.Compare(a.ID, b.ID) })
+				slices.IsSortedFunc(st.Groups, models.CompareGroups)
 			sorted[sw] = ok
 		}
 		return ok

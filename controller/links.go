@@ -134,17 +134,29 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 			failed = true // a link failed
 		}
 	}
+	// have is the state whose routes the switches have (or are being
+	// given): the failure is pruned from its routes and the new ones are
+	// made from them.
+	have := st
 	if failed && !c.planReady(ctx, st) {
-		// The pruning starts from the current routes, still being
-		// computed (a change just before this failure): wait for them
-		// without the lock, which every switch's report and reconcile
-		// needs, then look again (the state may have moved on).
-		c.mu.Unlock()
-		if _, err := c.planOf(ctx, st); err != nil && ctx.Err() != nil {
+		if prev := c.setAside(ctx, st); prev != nil {
+			// The change just before this failure is still being planned,
+			// so none of its routes were written: prune what the switches
+			// have, and plan the new routes (which include that change)
+			// from the routes before it, rather than wait for its plan.
+			have = prev
+			args = append(args, "pending_change_set_aside", true)
+		} else {
+			// Nothing else to prune from: wait for the current routes
+			// without the lock, which every switch's report and reconcile
+			// needs, then look again (the state may have moved on).
+			c.mu.Unlock()
+			if _, err := c.planOf(ctx, st); err != nil && ctx.Err() != nil {
+				return
+			}
+			c.refreshDown(why, reported, args...)
 			return
 		}
-		c.refreshDown(why, reported, args...)
-		return
 	}
 	if !failed && st.ro != nil && st.ro.stageNow() != 0 {
 		c.mu.Unlock()
@@ -154,7 +166,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 		return
 	}
 	c.deferred.Store(false)
-	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}, bias: bias, basis: st}
+	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}, bias: bias, basis: have.computed()}
 	for id := range down {
 		next.planned[id] = !operDown(id) // avoided by a drain or dampening, not a failure
 	}
@@ -162,15 +174,15 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 		// First, at once, every switch drops the next hops that no longer
 		// lead anywhere (a subset of loop-free routes is loop-free); then
 		// the new routes roll out in stages from there.
-		pruned := &fabricState{rev: st.rev, snap: st.snap, down: st.down, planned: st.planned, derive: func(ctx context.Context) (pathcalc.Result, error) {
-			old, err := c.planOf(ctx, st)
+		pruned := &fabricState{rev: st.rev, snap: st.snap, down: have.down, planned: have.planned, source: have.computed(), derive: func(ctx context.Context) (pathcalc.Result, error) {
+			old, err := c.planOf(ctx, have)
 			if err != nil {
 				return old, err
 			}
 			return pathcalc.Result{Plan: pathcalc.Prune(st.snap, old.Plan, down)}, nil
 		}}
 		next.ro = newRollout(pruned, c.cfg.Now)
-		if cur, err := c.planOf(ctx, st); err == nil {
+		if cur, err := c.planOf(ctx, have); err == nil {
 			next.ro.base = &cur.Plan // what the switches have: the pruning is a stage of its own
 		}
 	} else {
@@ -203,6 +215,14 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	}
 	oldPlan, errOld := c.planOf(ctx, from)
 	newPlan, errNew := c.planOf(ctx, next)
+	if c.current() != next {
+		// A failure set this change aside while it was planned: its
+		// routes were never written, and the later state's rollout
+		// includes it.
+		next.ro.abandon()
+		c.urgency.end(next.ro)
+		return
+	}
 	if errOld != nil || errNew != nil {
 		next.ro.abandon()
 		c.urgency.end(next.ro)

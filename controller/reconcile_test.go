@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -359,6 +360,152 @@ func TestReplanComesFromThePlanBefore(t *testing.T) {
 	if kept == 0 || kept == len(after.Plan.Switches) {
 		t.Fatalf("%d of %d switch states kept; want those the failure leaves alone (spine2)", kept, len(after.Plan.Switches))
 	}
+}
+
+// blockedPlan is a state like st whose routes are being computed until
+// the test ends.
+func blockedPlan(t *testing.T, st *fabricState, down map[models.LinkID]bool) *fabricState {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the computations are waited for
+	return &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}, bias: st.bias,
+		derive: func(ctx context.Context) (pathcalc.Result, error) {
+			select {
+			case <-release:
+				return pathcalc.Result{}, errors.New("never used")
+			case <-ctx.Done():
+				return pathcalc.Result{}, ctx.Err()
+			}
+		}}
+}
+
+// checkSetAside checks the state a failure of leaf1-spine1 made while
+// the change before it was still being planned: it is current at once
+// (nothing waited for that plan), avoids want, prunes base (what the
+// switches have) and plans its routes as from scratch.
+func checkSetAside(t *testing.T, c *Controller, pending *fabricState, base models.Plan, want map[models.LinkID]bool) models.Plan {
+	t.Helper()
+	ctx := t.Context()
+	done := make(chan struct{})
+	go func() {
+		// leaf1's port 2 is its link to spine1: it fails.
+		c.observeOperStatus(models.CounterSample{Switch: "leaf1", Port: 2, Has: models.HasOperStatus})
+		close(done)
+	}()
+	synctest.Wait()
+	select {
+	case <-done:
+	default:
+		t.Fatal("the failure waits for the plan of the change before it")
+	}
+	next := c.current()
+	if next == pending || next.ro == nil || next.ro.base == nil {
+		t.Fatal("no new state pruned from the switches' routes")
+	}
+	if !maps.Equal(next.down, want) {
+		t.Fatalf("the new state avoids %v; want %v", next.down, want)
+	}
+	if !reflect.DeepEqual(*next.ro.base, base) {
+		t.Fatal("the pruning's base is not the routes the switches have")
+	}
+	pruned, err := c.planOf(ctx, next.ro.previous())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(pruned.Plan, pathcalc.Prune(next.snap, base, want)) {
+		t.Fatal("the pruned routes are not the switches' routes less the failed links")
+	}
+	after, err := c.planOf(ctx, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scratch, err := pathcalc.Compute(ctx, next.snap, pathcalc.Request{Limits: c.cfg.Limits, DownLinks: want, PortBias: next.bias})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(after.Plan, scratch.Plan) {
+		t.Fatal("the new routes differ from the routes computed from scratch")
+	}
+	return after.Plan
+}
+
+// TestFailureSetsAsideAChangeBeingPlanned: a link fails while the change
+// before it (here a link back up) is still being planned. None of that
+// change's routes were written, so the failure is pruned from the routes
+// the switches have, and the new routes (which include the change) are
+// planned from those: nothing waits for the pending plan.
+func TestFailureSetsAsideAChangeBeingPlanned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := tableController(t)
+		ctx := t.Context()
+		planInBackground(t, c)
+		st := c.current()
+		back := st.snap.Links()[len(st.snap.Links())-1].ID() // leaf2-spine2, down before
+		before := &fabricState{rev: st.rev, snap: st.snap, down: map[models.LinkID]bool{back: true}, planned: map[models.LinkID]bool{}, bias: st.bias}
+		have, err := c.planOf(ctx, before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending := blockedPlan(t, st, map[models.LinkID]bool{}) // back is up again
+		pending.ro = newRollout(before, c.cfg.Now)
+		c.mu.Lock()
+		c.state = pending
+		c.mu.Unlock()
+		l1 := st.snap.Links()[0].ID()
+		checkSetAside(t, c, pending, have.Plan, map[models.LinkID]bool{l1: true})
+	})
+}
+
+// TestFailureDuringAFailureBeingPlanned: a second link fails while the
+// first failure's routes are still being planned (its pruning being
+// written): the second is pruned from the first's pruned routes, and the
+// new routes, avoiding both, are planned from the routes before both.
+func TestFailureDuringAFailureBeingPlanned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Four spines: two of them keep their routes through both failures.
+		c, _ := tableControllerWith(t, 4, 4, Config{})
+		ctx := t.Context()
+		planInBackground(t, c)
+		st := c.current()
+		routes, err := c.planOf(ctx, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := func(sw models.SwitchID, port uint32) models.LinkID {
+			l, ok := st.snap.LinkAt(models.Endpoint{Switch: sw, Port: port})
+			if !ok {
+				t.Fatalf("no link at %s port %d", sw, port)
+			}
+			return l.ID()
+		}
+		l1, l2 := at("leaf1", 2), at("leaf4", 5) // to spine1, to spine4
+		first := map[models.LinkID]bool{l2: true}
+		pruned := &fabricState{rev: st.rev, snap: st.snap, down: st.down, planned: st.planned, source: st,
+			derive: func(context.Context) (pathcalc.Result, error) {
+				return pathcalc.Result{Plan: pathcalc.Prune(st.snap, routes.Plan, first)}, nil
+			}}
+		have, err := c.planOf(ctx, pruned)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending := blockedPlan(t, st, first)
+		pending.ro = newRollout(pruned, c.cfg.Now)
+		pending.ro.base = &routes.Plan
+		c.mu.Lock()
+		c.state = pending
+		l, _ := st.snap.Link(l2)
+		c.operDown[l.A] = true
+		c.mu.Unlock()
+		after := checkSetAside(t, c, pending, have.Plan, map[models.LinkID]bool{l1: true, l2: true})
+		// Recomputed from the routes before both (pathcalc's working is
+		// there, not in the pruned routes): what neither failure touches
+		// is shared, not made again.
+		for _, sw := range []models.SwitchID{"spine2", "spine3"} {
+			a, b := after.Switches[sw].Routes, routes.Plan.Switches[sw].Routes
+			if len(a) == 0 || &a[0] != &b[0] {
+				t.Errorf("%s's routes were made again; want them kept from the routes before both failures", sw)
+			}
+		}
+	})
 }
 
 // unreachableSwitch is tableSwitches with one switch that cannot be read.

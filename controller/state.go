@@ -36,6 +36,10 @@ type fabricState struct {
 	// derive, if set, makes the state's routes from another state's
 	// instead of computing them (the pruned step after a failure).
 	derive func(ctx context.Context) (pathcalc.Result, error)
+	// source, for a derived state, is the computed state its routes come
+	// from: a later change's routes are recomputed from source's (see
+	// computed), as a pruned plan has none of pathcalc's working.
+	source *fabricState
 	// basis, if set, is the state of the same topology this one replaces:
 	// its routes are made from basis's (pathcalc.Recompute), redoing only
 	// what the change of links or weights touches. Cleared once used, so
@@ -47,6 +51,31 @@ type fabricState struct {
 	// switch, made on first use: a switch's every reconcile needs them.
 	aggMu sync.Mutex
 	agg   map[models.SwitchID][]models.Route
+}
+
+// computed is the state whose computed routes st's come from: st itself,
+// or, for a derived state, its source.
+func (st *fabricState) computed() *fabricState {
+	if st.derive != nil && st.source != nil {
+		return st.source
+	}
+	return st
+}
+
+// setAside returns, when st is a change whose routes are still being
+// planned, the state whose routes the switches have instead (the one st
+// replaces, planned), or nil when there is none: st's rollout has not
+// begun (it needs st's routes), so a failure now can be pruned from that
+// state's routes without waiting for st's. Called with c.mu held.
+func (c *Controller) setAside(ctx context.Context, st *fabricState) *fabricState {
+	if st.ro == nil {
+		return nil // the first routes of a topology: the switches have none of them
+	}
+	prev := st.ro.previous()
+	if prev == nil || !c.planReady(ctx, prev) {
+		return nil
+	}
+	return prev
 }
 
 // aggregated is sw's routes in st's plan (computed: see planOf) with

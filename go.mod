@@ -29,7 +29,6 @@ require (
 )
 
 require (
-	bitbucket.org/creachadair/stringset v0.0.14 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/bytedance/gopkg v0.1.3 // indirect
 	github.com/bytedance/sonic v1.15.0 // indirect

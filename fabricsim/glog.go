@@ -7,9 +7,9 @@ import (
 	"os"
 )
 
-// SetLibraryLogDir sends the logs of the gnmi module's subscribe and cache
-// packages (which log through glog, one line per subscription) to files in
-// dir instead of the system temporary directory. glog is process-global, so
+// SetLibraryLogDir sends the logs of the libraries that log through glog
+// (ygot's schema checks, which gNMI Set runs) to files in dir instead of
+// the system temporary directory. glog is process-global, so
 // call it once, early.
 func SetLibraryLogDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -7,21 +7,15 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/openconfig/gnmi/cache"
-	"github.com/openconfig/gnmi/ctree"
-	"github.com/openconfig/gnmi/match"
 	gpath "github.com/openconfig/gnmi/path"
 	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
 	"github.com/openconfig/gnmi/proto/gnmi_ext"
-	"github.com/openconfig/gnmi/subscribe"
 	"github.com/openconfig/ygot/ytypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,28 +26,36 @@ import (
 	"github.com/accelnet/accelnet/southbound/ocpath"
 )
 
-// gnmiServer serves one switch's OpenConfig interfaces. Status and
-// configuration live in a gnmi cache (one target: the switch), refreshed
-// every counter interval with the leaves whose values changed; the cache's
-// match index turns those changes into ON_CHANGE updates. Counters, which
-// change at every tick, are kept as the last tick's sample and read from
-// it by Get and Subscribe alike (setCounters). Subscribe is implemented here rather than
-// with the gnmi module's subscribe server, which streams every cache update
-// regardless of mode and ignores sample_interval and heartbeats.
+// gnmiServer serves one switch's OpenConfig interfaces. Status,
+// configuration and LLDP leaves are held per port (portLeaves: each
+// leaf's value and when it took it), refreshed every counter interval
+// with the values that changed, each change sent to the ON_CHANGE
+// subscriptions whose paths cover it. Counters, which change at every
+// tick, are kept as the last tick's sample and read from it by Get and
+// Subscribe alike (setCounters). Notifications are made when asked for.
+//
+// The leaves were held in the gnmi module's cache: a tree node, a path
+// string and a cloned notification per leaf, 2.35 million leaves at
+// k=48, a third of the emulator's heap (0.87 GB) that its collector
+// marked every cycle, for 4-5 s of a core while the controller's writes
+// waited. Subscribe is implemented here rather than with the gnmi
+// module's subscribe server, which streams every cache update regardless
+// of mode and ignores sample_interval and heartbeats.
 type gnmiServer struct {
 	gnmipb.UnimplementedGNMIServer
 	sw        *Switch
-	cache     *cache.Cache
-	match     *match.Match
-	onChange  atomic.Int32 // ON_CHANGE queries in match
+	prefix    *gnmipb.Path // the switch as target: every notification's prefix
 	minSample time.Duration
 
-	mu        sync.Mutex
-	published map[string]string // leaf path → last published value
-	config    map[uint32]ifConfig
-	// counters are the ports' counters at the last tick, served from here
-	// rather than the cache (see counterNotifications); watchers are the
-	// ON_CHANGE subscriptions, by subscriber, whose paths may hold some.
+	mu     sync.Mutex
+	config map[uint32]ifConfig
+	// leaves are the published leaves by port, ports the ports with
+	// some, in order.
+	leaves map[uint32]*portLeaves
+	ports  []uint32
+	// counters are the ports' counters at the last tick (see
+	// counterNotifications); watchers are the ON_CHANGE subscriptions'
+	// paths, by subscriber.
 	counters counterSample
 	watchers map[*subscriber][][]string
 	// master is the highest master-arbitration election ID a Set carried:
@@ -93,23 +95,13 @@ type ifConfig struct {
 func defaultConfig() ifConfig { return ifConfig{Enabled: true, MTU: 9100} }
 
 func newGNMIServer(sw *Switch, minSample time.Duration) *gnmiServer {
-	g := &gnmiServer{
+	return &gnmiServer{
 		sw:        sw,
-		cache:     cache.New([]string{string(sw.name)}),
-		match:     match.New(),
+		prefix:    &gnmipb.Path{Target: string(sw.name)},
 		minSample: minSample,
-		published: map[string]string{},
 		config:    map[uint32]ifConfig{},
+		leaves:    map[uint32]*portLeaves{},
 	}
-	g.cache.SetClient(func(l *ctree.Leaf) {
-		if g.onChange.Load() == 0 {
-			return // nobody to tell (a fabric coming up: millions of leaves)
-		}
-		if n, ok := l.Value().(*gnmipb.Notification); ok {
-			subscribe.UpdateNotification(g.match, l, n, gpath.ToStrings(n.GetPrefix(), true))
-		}
-	})
-	return g
 }
 
 func (g *gnmiServer) ifConfig(port uint32) ifConfig {
@@ -160,9 +152,9 @@ func boolVal(b bool) *gnmipb.TypedValue {
 	return &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: b}}
 }
 
-// valueKey is a value's identity for telling whether a leaf changed:
-// cheaper than its text form, which every published leaf would pay for
-// at every sample (a k=16 fabric publishes 100,000 leaves a tick).
+// valueKey is a value's identity for telling whether a sampled leaf
+// changed since it was last sent (suppress_redundant): cheaper than its
+// text form.
 func valueKey(v *gnmipb.TypedValue) string {
 	switch x := v.GetValue().(type) {
 	case *gnmipb.TypedValue_UintVal:
@@ -175,36 +167,13 @@ func valueKey(v *gnmipb.TypedValue) string {
 	return v.String()
 }
 
-func upDown(up bool) string {
-	if up {
-		return "UP"
-	}
-	return "DOWN"
-}
-
-// publish refreshes one port's leaves in the cache; only changed values are
-// written, so each cache update is a change.
 // publishOper publishes one port's oper-status alone, if it changed.
 func (g *gnmiServer) publishOper(ts int64, port uint32, operUp bool) error {
-	name := models.InterfaceName(port)
-	path := []string{"state", "oper-status"}
-	val := strVal(upDown(operUp))
-	key := name + "/" + strings.Join(path, "/")
+	a := portAddrs(port)
 	g.mu.Lock()
-	prev := g.published[key]
-	if prev == valueKey(val) {
-		g.mu.Unlock()
-		return nil
-	}
-	g.published[key] = valueKey(val)
-	g.mu.Unlock()
-	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)},
-		Update: []*gnmipb.Update{{Path: interfacePath(name, path...), Val: val}}}
-	if err := g.cache.GnmiUpdate(n); err != nil {
-		g.mu.Lock()
-		g.published[key] = prev
-		g.mu.Unlock()
-		return fmt.Errorf("gnmi cache update for %s %s: %w", g.sw.name, name, err)
+	defer g.mu.Unlock()
+	if g.setLocked(ts, port, a, operStatusLeaf, upDownVal(operUp)) {
+		return fmt.Errorf("gnmi update for %s %s oper-status: %w", g.sw.name, a.name.GetStringVal(), errStale)
 	}
 	return nil
 }
@@ -212,56 +181,25 @@ func (g *gnmiServer) publishOper(ts int64, port uint32, operUp bool) error {
 // lldpLeaves are the LLDP neighbour leaves published for a port.
 var lldpLeaves = [...]string{"system-name", "port-id", "port-id-type", "chassis-id", "chassis-id-type"}
 
-// portLLDPPaths are each port number's LLDP leaf paths (uint32 →
-// *[len(lldpLeaves)]*gnmipb.Path), shared by every switch as
-// portLeafAddrs are.
-var portLLDPPaths sync.Map
-
-func lldpPaths(port uint32) *[len(lldpLeaves)]*gnmipb.Path {
-	if p, ok := portLLDPPaths.Load(port); ok {
-		return p.(*[len(lldpLeaves)]*gnmipb.Path)
-	}
-	base := []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"}, {Name: "interface", Key: map[string]string{"name": models.InterfaceName(port)}},
-		{Name: "neighbors"}, {Name: "neighbor", Key: map[string]string{"id": "1"}}, {Name: "state"}}
-	var paths [len(lldpLeaves)]*gnmipb.Path
-	for i, l := range lldpLeaves {
-		paths[i] = &gnmipb.Path{Elem: append(slices.Clone(base), &gnmipb.PathElem{Name: l})}
-	}
-	have, _ := portLLDPPaths.LoadOrStore(port, &paths)
-	return have.(*[len(lldpLeaves)]*gnmipb.Path)
-}
-
 // publishLLDP publishes what a port's LLDP agent hears (OpenConfig's
 // lldp model): the switch the port is cabled to, its interface and MAC —
 // the cabling as it really is (swapped cables included), if it changed.
 func (g *gnmiServer) publishLLDP(ts int64, port uint32, peer models.Switch, peerPort uint32) error {
-	name := models.InterfaceName(port)
-	mac := peer.PortMAC(peerPort)
-	vals := [len(lldpLeaves)]*gnmipb.TypedValue{
-		strVal(string(peer.Name)), strVal(models.InterfaceName(peerPort)), strVal("INTERFACE_NAME"),
-		strVal(mac.String()), strVal("MAC_ADDRESS"),
-	}
-	paths := lldpPaths(port)
-	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)}}
+	a := portAddrs(port)
+	vals := [len(lldpLeaves)]string{string(peer.Name), models.InterfaceName(peerPort), "INTERFACE_NAME", peer.PortMAC(peerPort).String(), "MAC_ADDRESS"}
 	g.mu.Lock()
-	for i, l := range lldpLeaves {
-		key := name + "/lldp/" + l
-		if v := valueKey(vals[i]); g.published[key] != v {
-			g.published[key] = v
-			n.Update = append(n.Update, &gnmipb.Update{Path: paths[i], Val: vals[i]})
+	defer g.mu.Unlock()
+	pl := g.portLocked(port)
+	stale := false
+	for j, v := range vals {
+		i := len(publishedLeaves) + j
+		if held := pl.vals[i]; held != nil && held.GetStringVal() == v {
+			continue // unchanged: no value made
 		}
+		stale = g.setLocked(ts, port, a, i, strVal(v)) || stale
 	}
-	g.mu.Unlock()
-	if len(n.Update) == 0 {
-		return nil
-	}
-	if err := g.cache.GnmiUpdate(n); err != nil {
-		g.mu.Lock()
-		for _, l := range lldpLeaves {
-			delete(g.published, name+"/lldp/"+l)
-		}
-		g.mu.Unlock()
-		return fmt.Errorf("gnmi cache update for %s %s lldp: %w", g.sw.name, name, err)
+	if stale {
+		return fmt.Errorf("gnmi update for %s %s lldp: %w", g.sw.name, a.name.GetStringVal(), errStale)
 	}
 	return nil
 }
@@ -269,14 +207,13 @@ func (g *gnmiServer) publishLLDP(ts int64, port uint32, peer models.Switch, peer
 // publishedLeaves are the leaves served for every interface: under
 // /interfaces/interface[name]/..., or, with qos, the RDMA queue's
 // /qos/.../queue[name]/state/<leaf>. A counter's value comes from the
-// last tick's sample (never cached: see setCounters); every other leaf's
-// from the port's status and configuration, published to the cache when
-// it changes.
-var publishedLeaves = []struct {
+// last tick's sample (never held: see setCounters); every other leaf's
+// from the port's status and configuration, published when it changes.
+var publishedLeaves = [...]struct {
 	path    []string
 	qos     bool
 	counter func(c portCounters) uint64
-	state   func(name string, operUp bool, cfg ifConfig) *gnmipb.TypedValue
+	state   func(name *gnmipb.TypedValue, operUp bool, cfg ifConfig) *gnmipb.TypedValue
 }{
 	{path: []string{"state", "counters", "in-octets"}, counter: func(c portCounters) uint64 { return uint64(c.inOctets) }},
 	{path: []string{"state", "counters", "out-octets"}, counter: func(c portCounters) uint64 { return uint64(c.outOctets) }},
@@ -284,54 +221,71 @@ var publishedLeaves = []struct {
 	{path: []string{"state", "counters", "out-unicast-pkts"}, counter: func(c portCounters) uint64 { return uint64(c.outOctets / packetBytes) }},
 	{path: []string{"state", "counters", "in-discards"}, counter: func(c portCounters) uint64 { return uint64(c.inDiscardOctets / packetBytes) }},
 	{path: []string{"state", "counters", "out-discards"}, counter: func(c portCounters) uint64 { return uint64(c.outDiscardOctets / packetBytes) }},
-	{path: []string{"state", "oper-status"}, state: func(_ string, up bool, _ ifConfig) *gnmipb.TypedValue { return strVal(upDown(up)) }},
-	{path: []string{"state", "admin-status"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return strVal(upDown(c.Enabled)) }},
-	{path: []string{"state", "name"}, state: func(n string, _ bool, _ ifConfig) *gnmipb.TypedValue { return strVal(n) }},
-	{path: []string{"state", "enabled"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return boolVal(c.Enabled) }},
-	{path: []string{"state", "mtu"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return uintVal(uint64(c.MTU)) }},
-	{path: []string{"state", "description"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return strVal(c.Description) }},
-	{path: []string{"config", "name"}, state: func(n string, _ bool, _ ifConfig) *gnmipb.TypedValue { return strVal(n) }},
-	{path: []string{"config", "enabled"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return boolVal(c.Enabled) }},
-	{path: []string{"config", "mtu"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return uintVal(uint64(c.MTU)) }},
-	{path: []string{"config", "description"}, state: func(_ string, _ bool, c ifConfig) *gnmipb.TypedValue { return strVal(c.Description) }},
+	{path: []string{"state", "oper-status"}, state: func(_ *gnmipb.TypedValue, up bool, _ ifConfig) *gnmipb.TypedValue { return upDownVal(up) }},
+	{path: []string{"state", "admin-status"}, state: func(_ *gnmipb.TypedValue, _ bool, c ifConfig) *gnmipb.TypedValue { return upDownVal(c.Enabled) }},
+	{path: []string{"state", "name"}, state: func(n *gnmipb.TypedValue, _ bool, _ ifConfig) *gnmipb.TypedValue { return n }},
+	{path: []string{"state", "enabled"}, state: func(_ *gnmipb.TypedValue, _ bool, c ifConfig) *gnmipb.TypedValue { return boolValue(c.Enabled) }},
+	{path: []string{"state", "mtu"}, state: func(_ *gnmipb.TypedValue, _ bool, c ifConfig) *gnmipb.TypedValue { return mtuVal(c.MTU) }},
+	{path: []string{"state", "description"}, state: func(_ *gnmipb.TypedValue, _ bool, c ifConfig) *gnmipb.TypedValue { return descVal(c.Description) }},
+	{path: []string{"config", "name"}, state: func(n *gnmipb.TypedValue, _ bool, _ ifConfig) *gnmipb.TypedValue { return n }},
+	{path: []string{"config", "enabled"}, state: func(_ *gnmipb.TypedValue, _ bool, c ifConfig) *gnmipb.TypedValue { return boolValue(c.Enabled) }},
+	{path: []string{"config", "mtu"}, state: func(_ *gnmipb.TypedValue, _ bool, c ifConfig) *gnmipb.TypedValue { return mtuVal(c.MTU) }},
+	{path: []string{"config", "description"}, state: func(_ *gnmipb.TypedValue, _ bool, c ifConfig) *gnmipb.TypedValue { return descVal(c.Description) }},
 	{path: []string{"ecn-marked-octets"}, qos: true, counter: func(c portCounters) uint64 { return uint64(c.ecnOctets) }},
 	{path: []string{"ecn-marked-pkts"}, qos: true, counter: func(c portCounters) uint64 { return uint64(c.ecnOctets / packetBytes) }},
 }
 
-// leafAddr is one published leaf's path and its key in published, built
-// once per interface: publish runs for every port of every switch at
-// every sample, and rebuilding them was most of what it allocated.
+// leafAddr is one published leaf's path, shared by every notification
+// of it (never modified), and its elements as queries are matched
+// against them.
 type leafAddr struct {
-	key   string
-	path  *gnmipb.Path // shared by every notification: never modified
-	elems []string     // the path as the cache keys it (counters are matched by it)
+	path  *gnmipb.Path
+	elems []string
 }
 
-// portLeafAddrs are each port number's leaf addresses (uint32 →
-// []leafAddr). A path names no switch, so one set per port number serves
-// every switch: built once for each of a k=48 fat-tree's 138,240
-// interfaces, they were a third of its 22 s bring-up.
-var portLeafAddrs sync.Map
+// nLeaves is how many leaves a port publishes: its interface's (and RDMA
+// queue's), then its LLDP neighbour's.
+const nLeaves = len(publishedLeaves) + len(lldpLeaves)
 
-func leafAddrs(port uint32) []leafAddr {
-	if a, ok := portLeafAddrs.Load(port); ok {
-		return a.([]leafAddr)
+// operStatusLeaf is oper-status's index in publishedLeaves.
+const operStatusLeaf = 6
+
+// portAddr is a port's leaf addresses and its name as a value.
+type portAddr struct {
+	leaves [nLeaves]leafAddr
+	name   *gnmipb.TypedValue
+}
+
+// portAddresses are each port number's addresses (uint32 → *portAddr).
+// A path names no switch, so one set per port number serves every
+// switch: built once for each of a k=48 fat-tree's 138,240 interfaces,
+// they were a third of its 22 s bring-up.
+var portAddresses sync.Map
+
+func portAddrs(port uint32) *portAddr {
+	if a, ok := portAddresses.Load(port); ok {
+		return a.(*portAddr)
 	}
 	name := models.InterfaceName(port)
 	keyed := map[string]*gnmipb.PathElem{} // this interface's keyed elements
-	a := make([]leafAddr, len(publishedLeaves))
+	a := &portAddr{name: strVal(name)}
 	for i, l := range publishedLeaves {
 		if l.qos {
-			a[i] = leafAddr{key: name + "/qos/" + l.path[0], path: sharedElems(ocpath.Queue(name, rdmaQueue, l.path[0]), keyed)}
+			a.leaves[i].path = sharedElems(ocpath.Queue(name, rdmaQueue, l.path[0]), keyed)
 		} else {
-			a[i] = leafAddr{key: name + "/" + strings.Join(l.path, "/"), path: sharedElems(interfacePath(name, l.path...), keyed)}
-		}
-		if l.counter != nil {
-			a[i].elems = gpath.ToStrings(a[i].path, false)
+			a.leaves[i].path = sharedElems(interfacePath(name, l.path...), keyed)
 		}
 	}
-	have, _ := portLeafAddrs.LoadOrStore(port, a)
-	return have.([]leafAddr)
+	for j, l := range lldpLeaves {
+		a.leaves[len(publishedLeaves)+j].path = sharedElems(&gnmipb.Path{Elem: []*gnmipb.PathElem{{Name: "lldp"}, {Name: "interfaces"},
+			{Name: "interface", Key: map[string]string{"name": name}}, {Name: "neighbors"}, {Name: "neighbor", Key: map[string]string{"id": "1"}},
+			{Name: "state"}, {Name: l}}}, keyed)
+	}
+	for i := range a.leaves {
+		a.leaves[i].elems = gpath.ToStrings(a.leaves[i].path, false)
+	}
+	have, _ := portAddresses.LoadOrStore(port, a)
+	return have.(*portAddr)
 }
 
 // unkeyedElems are published paths' elements without keys, one per name
@@ -359,61 +313,49 @@ func sharedElems(p *gnmipb.Path, keyed map[string]*gnmipb.PathElem) *gnmipb.Path
 	return p
 }
 
-// publish sends the cache the port's leaves that changed: its status and
-// configuration. Counters are not cached: they change at every tick, and
-// are served from the last tick's sample (setCounters).
+// publish publishes the port's status and configuration leaves that
+// changed. Counters are not held as leaves: they change at every tick,
+// and are served from the last tick's sample (setCounters).
 func (g *gnmiServer) publish(ts int64, port uint32, operUp bool) error {
 	cfg := g.ifConfig(port)
-	name := models.InterfaceName(port)
-	n := &gnmipb.Notification{Timestamp: ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)}}
-	prev := map[string]string{}
+	a := portAddrs(port)
 	g.mu.Lock()
-	for i, addr := range leafAddrs(port) {
-		l := publishedLeaves[i]
-		if l.state == nil {
-			continue // a counter
+	defer g.mu.Unlock()
+	stale := false
+	for i, l := range publishedLeaves {
+		if l.state != nil {
+			stale = g.setLocked(ts, port, a, i, l.state(a.name, operUp, cfg)) || stale
 		}
-		val := l.state(name, operUp, cfg)
-		v := valueKey(val)
-		if g.published[addr.key] == v {
-			continue
-		}
-		prev[addr.key] = g.published[addr.key]
-		g.published[addr.key] = v
-		n.Update = append(n.Update, &gnmipb.Update{Path: addr.path, Val: val})
 	}
-	g.mu.Unlock()
-	if len(n.Update) == 0 {
-		return nil
-	}
-	if err := g.cache.GnmiUpdate(n); err != nil {
-		// Not published (an oper-status change overtook this sample):
-		// forget it, so the next sample sends these values again.
-		g.mu.Lock()
-		maps.Copy(g.published, prev)
-		g.mu.Unlock()
-		return fmt.Errorf("gnmi cache update for %s %s: %w", g.sw.name, name, err)
+	if stale {
+		// An oper-status change overtook this sample: the next sample
+		// sends these values again.
+		return fmt.Errorf("gnmi update for %s %s: %w", g.sw.name, a.name.GetStringVal(), errStale)
 	}
 	return nil
 }
 
-// query collects the cached notifications under a path (wildcards
-// allowed) and the last tick's counters under it.
+// query collects the published leaves under a path (wildcards allowed)
+// and the last tick's counters under it, one notification per leaf.
 func (g *gnmiServer) query(elems []string) ([]*gnmipb.Notification, error) {
+	g.mu.Lock()
 	var out []*gnmipb.Notification
-	err := g.cache.Query(string(g.sw.name), elems, func(_ []string, _ *ctree.Leaf, v any) error {
-		if n, ok := v.(*gnmipb.Notification); ok {
-			out = append(out, n)
+	for _, port := range g.ports {
+		pl, a := g.leaves[port], portAddrs(port)
+		for i, v := range pl.vals {
+			if v != nil && matches(elems, a.leaves[i].elems) {
+				out = append(out, g.notification(pl.ts[i], a.leaves[i].path, v))
+			}
 		}
-		return nil
-	})
-	return append(out, g.counterNotifications(elems)...), err
+	}
+	g.mu.Unlock()
+	return append(out, g.counterNotifications(elems)...), nil
 }
 
-// encode converts a cached (PROTO-typed) notification to the requested encoding.
-// A PROTO notification is sent as the cache holds it: the cache replaces
-// a leaf's notification when it changes and never modifies one, so
-// copying each (most of what a sample cost) bought nothing.
+// encode converts a (PROTO-typed) notification to the requested encoding.
+// A PROTO notification is sent as it is: its path and value are shared
+// and never modified, so copying each (most of what a sample cost)
+// bought nothing.
 func encode(n *gnmipb.Notification, enc gnmipb.Encoding) *gnmipb.Notification {
 	if enc != gnmipb.Encoding_JSON && enc != gnmipb.Encoding_JSON_IETF {
 		return n
@@ -810,17 +752,6 @@ func syncResponse() *gnmipb.SubscribeResponse {
 	return &gnmipb.SubscribeResponse{Response: &gnmipb.SubscribeResponse_SyncResponse{SyncResponse: true}}
 }
 
-// onChange is a match client: it forwards cache changes under its path.
-type onChange struct{ s *subscriber }
-
-func (c onChange) Update(v any) {
-	if l, ok := v.(*ctree.Leaf); ok {
-		if n, ok := l.Value().(*gnmipb.Notification); ok {
-			c.s.sendNotifications([]*gnmipb.Notification{n})
-		}
-	}
-}
-
 func (s *subscriber) snapshot(sub *gnmipb.Subscription) ([]*gnmipb.Notification, error) {
 	elems, err := completePath(s.list.GetPrefix(), sub.GetPath())
 	if err != nil {
@@ -978,13 +909,9 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 			}
 			switch mode {
 			case gnmipb.SubscriptionMode_ON_CHANGE:
-				// Counted before it is added, and so before the snapshot
-				// below: a leaf cached before the count rose is in it.
-				g.onChange.Add(1)
-				defer g.onChange.Add(-1)
-				remove := g.match.AddQuery(queries[i], onChange{s})
-				defer remove()
-				defer g.watchCounters(s, queries[i][1:])()
+				// Watched before the snapshot below: a leaf changed
+				// meanwhile is in it, or sent after it, or both.
+				defer g.watch(s, queries[i][1:])()
 				if hb > 0 {
 					samplers = append(samplers, sampler{sub: sub, interval: hb})
 				}
@@ -1094,8 +1021,8 @@ func samplePhase(sw models.SwitchID, interval time.Duration) time.Duration {
 }
 
 // mergeByTimestamp joins notifications of the same moment and prefix into
-// one (a sample of a wildcard path is one notification per interface in
-// the cache: 20 messages a switch a path a second, where one does), each
+// one (a sample of a wildcard path is one notification per leaf: 20
+// messages a switch a path a second, where one does), each
 // update keeping its path; the order of first appearance is kept.
 func mergeByTimestamp(ns []*gnmipb.Notification) []*gnmipb.Notification {
 	if len(ns) < 2 {

@@ -2,6 +2,8 @@ package fabricsim
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -151,7 +153,7 @@ func TestCountersServedFromTheSample(t *testing.T) {
 	s := &subscriber{g: g, list: &gnmipb.SubscriptionList{Encoding: gnmipb.Encoding_PROTO}, wake: make(chan struct{}, 1)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	defer s.cancel()
-	stop := g.watchCounters(s, []string{"interfaces", "interface", "*", "state", "counters", "in-octets"})
+	stop := g.watch(s, []string{"interfaces", "interface", "*", "state", "counters", "in-octets"})
 	g.setCounters(8, ports, []portCounters{{inOctets: 1}, {inOctets: 2}, {inOctets: 3}, {inOctets: 4}})
 	stop()
 	g.setCounters(9, ports, []portCounters{{}, {}, {}, {}})
@@ -282,5 +284,83 @@ func TestSwitchesSampleOutOfStep(t *testing.T) {
 		if n < len(topo.Switches)/20 { // half a tenth's fair share
 			t.Fatalf("%d of %d switches sample in tenth %d of the interval (by tenth: %v)", n, len(topo.Switches), i, tenths)
 		}
+	}
+}
+
+// TestLeavesHeldPerPort: the leaves a port publishes are held as values,
+// not notifications: a sample that changes nothing makes nothing; the
+// common values are shared by every port; an ON_CHANGE subscription gets
+// each change of the leaves it covers, in order, and nothing else; Get's
+// wildcards find LLDP leaves as interface leaves.
+func TestLeavesHeldPerPort(t *testing.T) {
+	g := untickedLeaf(t)
+	if l := publishedLeaves[operStatusLeaf]; len(l.path) != 2 || l.path[1] != "oper-status" {
+		t.Fatalf("operStatusLeaf (%d) is %v", operStatusLeaf, l.path)
+	}
+	t0 := time.Now().UnixNano()
+	for _, port := range []uint32{1, 2, 3} {
+		if err := g.publish(t0, port, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spine, err := g.sw.fabric.snap.Switch("spine1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.publishLLDP(t0, 3, spine, 1); err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		if err := g.publish(t0+1, 2, true); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Errorf("a sample that changes nothing allocated %.0f times", allocs)
+	}
+	g.mu.Lock()
+	for _, port := range []uint32{1, 2} {
+		if v := g.leaves[port].vals[operStatusLeaf]; v != upVal {
+			t.Errorf("port %d's oper-status holds a value of its own (%v), not the shared UP", port, v)
+		}
+	}
+	g.mu.Unlock()
+
+	s := &subscriber{g: g, list: &gnmipb.SubscriptionList{Encoding: gnmipb.Encoding_PROTO}, wake: make(chan struct{}, 1)}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	defer s.cancel()
+	stop := g.watch(s, []string{"interfaces", "interface", "*", "state", "oper-status"})
+	if err := g.publishOper(t0+2, 2, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.publishOper(t0+3, 2, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.publish(t0+4, 2, true); err != nil { // no change
+		t.Fatal(err)
+	}
+	if err := g.publishLLDP(t0+4, 3, spine, 2); err != nil { // not covered
+		t.Fatal(err)
+	}
+	stop()
+	if err := g.publishOper(t0+5, 1, false); err != nil { // no longer watched
+		t.Fatal(err)
+	}
+	got, _ := s.next()
+	var seen []string
+	for _, r := range got {
+		n := r.GetUpdate()
+		seen = append(seen, fmt.Sprintf("%d %s", n.GetTimestamp()-t0, n.GetUpdate()[0].GetVal().GetStringVal()))
+	}
+	if want := []string{"2 DOWN", "3 UP"}; !slices.Equal(seen, want) {
+		t.Errorf("the ON_CHANGE subscription got %v, want %v", seen, want)
+	}
+
+	ns, err := g.query([]string{"lldp", "interfaces", "interface", "*", "neighbors", "neighbor", "*", "state", "port-id"})
+	if err != nil || len(ns) != 1 {
+		t.Fatalf("LLDP port-id under wildcards: %d notifications, %v; want port 3's", len(ns), err)
+	}
+	if n := ns[0]; n.GetTimestamp() != t0+4 || n.GetUpdate()[0].GetVal().GetStringVal() != models.InterfaceName(2) ||
+		n.GetUpdate()[0].GetPath().GetElem()[2].GetKey()["name"] != models.InterfaceName(3) {
+		t.Errorf("LLDP port-id: %v", n)
 	}
 }

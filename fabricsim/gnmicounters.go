@@ -46,13 +46,12 @@ func (g *gnmiServer) counterNotifications(elems []string) []*gnmipb.Notification
 	smp := g.counters
 	var out []*gnmipb.Notification
 	for j, port := range smp.ports {
-		for i, addr := range leafAddrs(port) {
-			value := publishedLeaves[i].counter
-			if value == nil || !matches(elems, addr.elems) {
+		a := portAddrs(port)
+		for i, l := range publishedLeaves {
+			if l.counter == nil || !matches(elems, a.leaves[i].elems) {
 				continue
 			}
-			out = append(out, &gnmipb.Notification{Timestamp: smp.ts, Prefix: &gnmipb.Path{Target: string(g.sw.name)},
-				Update: []*gnmipb.Update{{Path: addr.path, Val: uintVal(value(smp.values[j]))}}})
+			out = append(out, g.notification(smp.ts, a.leaves[i].path, uintVal(l.counter(smp.values[j]))))
 		}
 	}
 	return out
@@ -72,10 +71,10 @@ func matches(query, elems []string) bool {
 	return true
 }
 
-// watchCounters sends s the counters under each of queries at every tick
-// (an ON_CHANGE subscription: counters change at every tick) until the
-// returned func is called.
-func (g *gnmiServer) watchCounters(s *subscriber, query []string) func() {
+// watch sends s, until the returned func is called, each published leaf
+// under query when it changes (setLocked), and the counters under it at
+// every tick (they change at every tick): an ON_CHANGE subscription.
+func (g *gnmiServer) watch(s *subscriber, query []string) func() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.watchers == nil {

@@ -63,8 +63,9 @@ import (
 // collector, not the controller, then sets the p99).
 // ACCELNET_REACTION_TRACES=DIR keeps Go execution traces of both
 // processes over each failure's first 8 s (go tool trace; they slow both
-// processes a little). Either keeps both processes' whole logs (with
-// GODEBUG=gctrace=1 in the environment, their collections too).
+// processes a little). Either, or ACCELNET_REACTION_LOGS=DIR alone, keeps
+// both processes' whole logs (with GODEBUG=gctrace=1 in the environment,
+// their collections too).
 func BenchmarkFailureReactionProcesses(b *testing.B) {
 	spec := envOr("ACCELNET_REACTION_TOPOLOGY", "fattree:16@100")
 	args := append([]string{"--congestion-interval", "0", "--sample-one-in", "0"}, strings.Fields(os.Getenv("ACCELNET_REACTION_ARGS"))...)
@@ -75,7 +76,11 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	ctx := context.Background()
 	sim := "http://" + d.simAPI
 	pattern := envOr("ACCELNET_REACTION_WORKLOAD", "multi-tenant")
-	if code, err := proctest.Call(ctx, nil, "POST", sim+"/sim/v1/workloads", "", map[string]any{"pattern": pattern, "gbps": 100, "tenants": 64, "seed": 1}, nil); err != nil || code != 201 {
+	// Started while the controller's cold start writes the tables: at
+	// k=48 the emulator may take longer than the default client's 5 s to
+	// route 27,648 flows then.
+	setupClient := &http.Client{Timeout: 5 * time.Minute}
+	if code, err := proctest.Call(ctx, setupClient, "POST", sim+"/sim/v1/workloads", "", map[string]any{"pattern": pattern, "gbps": 100, "tenants": 64, "seed": 1}, nil); err != nil || code != 201 {
 		b.Fatalf("start the workload: HTTP %d, %v", code, err)
 	}
 	topo, err := topology.Load(d.topoFile)
@@ -206,7 +211,7 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	}
 	b.StopTimer()
 	profiled.Wait()
-	if dir := cmp.Or(os.Getenv("ACCELNET_REACTION_TRACES"), os.Getenv("ACCELNET_REACTION_PROFILES")); dir != "" {
+	if dir := cmp.Or(os.Getenv("ACCELNET_REACTION_LOGS"), os.Getenv("ACCELNET_REACTION_TRACES"), os.Getenv("ACCELNET_REACTION_PROFILES")); dir != "" {
 		for name, p := range map[string]*proctest.Proc{"accelnet.log": d.replicas[0].proc, "fabricsim.log": d.sim} {
 			if err := os.WriteFile(filepath.Join(dir, name), []byte(p.Log()), 0o644); err != nil {
 				b.Log(err)

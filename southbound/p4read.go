@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
@@ -27,21 +28,28 @@ import (
 // with anything else in it, goes through proto.Unmarshal and decode as
 // before, so both ways read alike (TestPinsReadFromTheWire). The pins'
 // direct counters, read for every installed intent every few seconds,
-// are read the same way (TestPinCountersReadFromTheWire).
+// are read the same way (TestPinCountersReadFromTheWire), and so are
+// routes (a resync reads every switch's every 30 s: at k=48 the decoded
+// messages were a tenth of what the controller allocated;
+// TestRoutesReadFromTheWire).
 
-// pinIDs is what a flow-pin entry is named by in the P4Info: the IDs
-// the driver writes pins with (entities) and reads them back by.
-type pinIDs struct {
+// wireIDs is what a flow-pin entry and a route are named by in the
+// P4Info: the IDs the driver writes them with (entities) and reads them
+// back by.
+type wireIDs struct {
 	table, src, dst, sport, action, port uint32
+	lpm, lpmDst                          uint32
 }
 
-func newPinIDs(s *p4.Schema) pinIDs {
-	w := pinIDs{
+func newWireIDs(s *p4.Schema) wireIDs {
+	w := wireIDs{
 		table:  s.TableID(p4.TableFlowPin),
 		src:    s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Src),
 		dst:    s.MatchFieldID(p4.TableFlowPin, p4.FieldIPv4Dst),
 		sport:  s.MatchFieldID(p4.TableFlowPin, p4.FieldUDPSrcPort),
 		action: s.ActionID(p4.ActionPinEgress),
+		lpm:    s.TableID(p4.TableIPv4LPM),
+		lpmDst: s.MatchFieldID(p4.TableIPv4LPM, p4.FieldIPv4Dst),
 	}
 	if p, err := s.Param(p4.ActionPinEgress, p4.ParamPort); err == nil {
 		w.port = p.GetId()
@@ -54,17 +62,19 @@ func newPinIDs(s *p4.Schema) pinIDs {
 // the generated way, to be told apart as foreign).
 type readCodec struct {
 	protoRequests
-	w   pinIDs
+	w   wireIDs
 	tag []byte
-	// pins, counters: which the reading takes from the wire (those not
-	// asked for are decoded into entities like any other).
-	pins, counters bool
+	// pins, counters, routes: which the reading takes from the wire
+	// (those not asked for are decoded into entities like any other).
+	pins, counters, routes bool
 }
 
-// readMessage is one Read answer: its flow pins and its other entities.
+// readMessage is one Read answer: its flow pins, routes and other
+// entities.
 type readMessage struct {
 	pins     []models.FlowPin
 	counters []pinCount
+	routes   []models.Route
 	entities []*p4v1.Entity
 }
 
@@ -79,7 +89,7 @@ func (c readCodec) Unmarshal(data []byte, v any) error {
 	if !ok {
 		return fmt.Errorf("read answer decoded into a %T", v)
 	}
-	m.pins, m.counters, m.entities = m.pins[:0], m.counters[:0], m.entities[:0]
+	m.pins, m.counters, m.routes, m.entities = m.pins[:0], m.counters[:0], m.routes[:0], m.entities[:0]
 	var err error
 	if !fields(data, &readResponseFields, func(_ protowire.Number, _ uint64, ent []byte) bool {
 		if c.pins {
@@ -91,6 +101,12 @@ func (c readCodec) Unmarshal(data []byte, v any) error {
 		if c.counters {
 			if k, n, ok := c.counter(ent); ok {
 				m.counters = append(m.counters, pinCount{k, n})
+				return true
+			}
+		}
+		if c.routes {
+			if r, ok := c.route(ent); ok {
+				m.routes = append(m.routes, r)
 				return true
 			}
 		}
@@ -115,6 +131,7 @@ var (
 	tableEntryFields   = messageFields{1: varintField, 2: messageField, 3: messageField, 4: varintField, 5: varintField, 6: messageField, 7: messageField, 8: varintField, 9: varintField, 10: messageField, 11: bytesField, 12: messageField}
 	fieldMatchFields   = messageFields{1: varintField, 2: messageField, 3: messageField, 4: messageField, 6: messageField, 7: messageField}
 	exactFields        = messageFields{1: bytesField}
+	lpmFields          = messageFields{1: bytesField, 2: varintField}
 	tableActionFields  = messageFields{1: messageField, 2: varintField, 3: varintField, 4: messageField}
 	actionFields       = messageFields{1: varintField, 4: messageField}
 	paramFields        = messageFields{2: varintField, 3: bytesField}
@@ -138,6 +155,95 @@ func (c readCodec) pin(ent []byte) (models.FlowPin, bool) {
 		return models.FlowPin{}, false
 	}
 	return models.FlowPin{Key: key, Port: port}, true
+}
+
+// route reads an Entity's bytes as a route of the controller's shape: an
+// LPM entry on the destination alone, to one member or one group.
+func (c readCodec) route(ent []byte) (models.Route, bool) {
+	te, ok := only(ent, &entityFields, 2) // Entity.table_entry
+	if !ok {
+		return models.Route{}, false
+	}
+	var table uint64
+	var r models.Route
+	var action, meta []byte
+	matched := false
+	ok = strictFields(te, &tableEntryFields, func(num protowire.Number, v uint64, data []byte) bool {
+		switch {
+		case num == 1 && table == 0: // table_id
+			table = v
+		case num == 2 && !matched: // match: the destination's, alone
+			var p netip.Prefix
+			p, matched = c.lpmMatch(data)
+			r.Prefix = p
+			return matched
+		case num == 3 && action == nil:
+			action = data
+		case num == 11 && meta == nil: // metadata
+			meta = data
+		default:
+			return false
+		}
+		return true
+	})
+	if !ok || table != uint64(c.w.lpm) || !matched || action == nil || c.tag != nil && !bytes.Equal(meta, c.tag) {
+		return models.Route{}, false
+	}
+	set := false
+	if !strictFields(action, &tableActionFields, func(num protowire.Number, v uint64, _ []byte) bool {
+		if set || v == 0 || v > 1<<32-1 {
+			return false
+		}
+		switch num {
+		case 2: // action_profile_member_id
+			r.MemberID = uint32(v)
+		case 3: // action_profile_group_id
+			r.GroupID = uint32(v)
+		default:
+			return false
+		}
+		set = true
+		return true
+	}) || !set {
+		return models.Route{}, false
+	}
+	return r, true
+}
+
+// lpmMatch reads a route's FieldMatch: an LPM match on the destination.
+func (c readCodec) lpmMatch(b []byte) (netip.Prefix, bool) {
+	var id uint64
+	var lpm []byte
+	if !strictFields(b, &fieldMatchFields, func(num protowire.Number, v uint64, data []byte) bool {
+		switch {
+		case num == 1 && id == 0:
+			id = v
+		case num == 4 && lpm == nil:
+			lpm = data
+		default:
+			return false
+		}
+		return true
+	}) || lpm == nil || id != uint64(c.w.lpmDst) {
+		return netip.Prefix{}, false
+	}
+	var value []byte
+	var bits uint64
+	seenValue, seenBits := false, false
+	if !strictFields(lpm, &lpmFields, func(num protowire.Number, v uint64, data []byte) bool {
+		switch {
+		case num == 1 && !seenValue:
+			value, seenValue = data, true
+		case num == 2 && !seenBits && v <= 32:
+			bits, seenBits = v, true
+		default:
+			return false
+		}
+		return true
+	}) {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(p4.Addr(value), int(bits)), true
 }
 
 // counter reads an Entity's bytes as a flow pin's direct counter: its
@@ -304,14 +410,21 @@ func (c readCodec) port(b []byte) (uint32, bool) {
 	return uint32(p4.Uint(port)), true
 }
 
-// readWire sends one ReadRequest and hands the answer's flow pins to pin
-// and their direct counters to count, read from the wire (nil: not read
-// that way), and every other entity to fn. tagged: a pin must carry the
-// controller's tag to be read this way (Read with --foreign-entries keep
-// tells the others apart).
-func (d *P4RT) readWire(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, what string, tagged bool,
-	pin func(models.FlowPin), count func(models.FlowKey, uint64), fn func(*p4v1.Entity)) error {
-	codec := readCodec{w: d.pinIDs, pins: pin != nil, counters: count != nil}
+// wireReads are what a read takes from the wire, each handed to its
+// func (nil: not read that way).
+type wireReads struct {
+	pin   func(models.FlowPin)
+	count func(models.FlowKey, uint64)
+	route func(models.Route)
+}
+
+// readWire sends one ReadRequest and hands the answer's flow pins, their
+// direct counters and routes to w, read from the wire, and every other
+// entity to fn. tagged: a pin or route must carry the controller's tag to
+// be read this way (Read with --foreign-entries keep tells the others
+// apart).
+func (d *P4RT) readWire(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, what string, tagged bool, w wireReads, fn func(*p4v1.Entity)) error {
+	codec := readCodec{w: d.wireIDs, pins: w.pin != nil, counters: w.count != nil, routes: w.route != nil}
 	if tagged {
 		codec.tag = d.opts.EntryTag
 	}
@@ -335,10 +448,13 @@ func (d *P4RT) readWire(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, w
 			return mapStatus(what, err)
 		}
 		for _, p := range m.pins {
-			pin(p)
+			w.pin(p)
 		}
 		for _, n := range m.counters {
-			count(n.key, n.bytes)
+			w.count(n.key, n.bytes)
+		}
+		for _, r := range m.routes {
+			w.route(r)
 		}
 		for _, e := range m.entities {
 			fn(e)

@@ -1,6 +1,7 @@
 package southbound
 
 import (
+	"cmp"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -23,7 +24,7 @@ func TestPinFieldsAreP4Runtimes(t *testing.T) {
 		known *messageFields
 	}{
 		{&p4v1.Entity{}, &entityFields}, {&p4v1.TableEntry{}, &tableEntryFields}, {&p4v1.FieldMatch{}, &fieldMatchFields},
-		{&p4v1.FieldMatch_Exact{}, &exactFields}, {&p4v1.TableAction{}, &tableActionFields}, {&p4v1.Action{}, &actionFields},
+		{&p4v1.FieldMatch_Exact{}, &exactFields}, {&p4v1.FieldMatch_LPM{}, &lpmFields}, {&p4v1.TableAction{}, &tableActionFields}, {&p4v1.Action{}, &actionFields},
 		{&p4v1.Action_Param{}, &paramFields}, {&p4v1.DirectCounterEntry{}, &directCounterFields}, {&p4v1.CounterData{}, &counterDataFields},
 	} {
 		var want messageFields
@@ -114,7 +115,7 @@ func TestPinsReadFromTheWire(t *testing.T) {
 		for _, e := range back.GetEntities() {
 			split(e, &slow, &slowOther)
 		}
-		codec := readCodec{w: d.pinIDs, pins: true, counters: true}
+		codec := readCodec{w: d.wireIDs, pins: true, counters: true}
 		if tagged {
 			codec.tag = d.opts.EntryTag
 		}
@@ -136,6 +137,117 @@ func TestPinsReadFromTheWire(t *testing.T) {
 		}
 		if len(m.entities) < len(resp.Entities)-len(m.pins) {
 			t.Errorf("entities lost: %d pins + %d others of %d", len(m.pins), len(m.entities), len(resp.Entities))
+		}
+	}
+}
+
+// TestRoutesReadFromTheWire: routes read from the wire are the routes
+// read through the generated messages, whatever an entry holds (the
+// controller's shape to a member or a group, foreign or no metadata,
+// fields it never writes, another match, another table, odd values),
+// split alike into the controller's and foreign ones; and the
+// controller's own are the ones read from the wire.
+func TestRoutesReadFromTheWire(t *testing.T) {
+	d, schema := testDriver(t)
+	rng := rand.New(rand.NewPCG(5, 6))
+	lpm := func(te *p4v1.TableEntry) *p4v1.FieldMatch_LPM { return te.Match[0].GetLpm() }
+	variants := []func(*p4v1.TableEntry){
+		func(*p4v1.TableEntry) {}, // as the controller writes it, to a member
+		func(te *p4v1.TableEntry) { // to a group
+			te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileGroupId{ActionProfileGroupId: 7}}
+		},
+		func(te *p4v1.TableEntry) { te.Metadata = []byte("someone else") },
+		func(te *p4v1.TableEntry) { te.Metadata = nil },
+		func(te *p4v1.TableEntry) { te.Priority = 7 },
+		func(te *p4v1.TableEntry) { te.Match = append(te.Match, te.Match[0]) },
+		func(te *p4v1.TableEntry) { te.Match = nil },
+		func(te *p4v1.TableEntry) { te.Match[0].FieldId = 99 },
+		func(te *p4v1.TableEntry) {
+			te.Match[0].FieldMatchType = &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: []byte{10, 0, 0, 1}}}
+		},
+		func(te *p4v1.TableEntry) { lpm(te).PrefixLen = -1 },
+		func(te *p4v1.TableEntry) { lpm(te).PrefixLen = 0 },
+		func(te *p4v1.TableEntry) { lpm(te).Value = []byte{1, 2, 3, 4, 5, 6} },
+		func(te *p4v1.TableEntry) { te.Action = nil },
+		func(te *p4v1.TableEntry) {
+			te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_ActionProfileMemberId{ActionProfileMemberId: 0}}
+		},
+		func(te *p4v1.TableEntry) {
+			te.Action = &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: schema.ActionID(p4.ActionDrop)}}}
+		},
+		func(te *p4v1.TableEntry) { te.TableId = schema.TableID(p4.TablePunt) },
+		func(te *p4v1.TableEntry) { te.IsDefaultAction = true },
+	}
+	for _, tagged := range []bool{false, true} {
+		d.opts.KeepForeign = tagged
+		var resp p4v1.ReadResponse
+		wireOnly := 0
+		for i := range 340 {
+			e := d.entities(models.ForwardingState{Routes: []models.Route{{Prefix: randPrefix(rng), MemberID: uint32(1 + rng.IntN(64))}}}, false)[0]
+			v := i % len(variants)
+			variants[v](e.GetTableEntry())
+			if v < 2 {
+				wireOnly++
+			}
+			resp.Entities = append(resp.Entities, e)
+		}
+		resp.Entities = append(resp.Entities, d.entities(models.ForwardingState{Members: []models.Member{{ID: 3, Port: 3}},
+			FlowPins: []models.FlowPin{randPin(rng)}}, false)...)
+		data, err := proto.Marshal(&resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		split := func(e *p4v1.Entity, st, other *models.ForwardingState) {
+			if te := e.GetTableEntry(); te != nil && tagged && string(te.GetMetadata()) != string(d.opts.EntryTag) {
+				d.decode(e, other)
+				return
+			}
+			d.decode(e, st)
+		}
+		var slow, slowOther models.ForwardingState
+		var back p4v1.ReadResponse
+		if err := proto.Unmarshal(data, &back); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range back.GetEntities() {
+			split(e, &slow, &slowOther)
+		}
+		codec := readCodec{w: d.wireIDs, pins: true, routes: true}
+		if tagged {
+			codec.tag = d.opts.EntryTag
+		}
+		var m readMessage
+		if err := codec.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		fast := models.ForwardingState{FlowPins: slices.Clone(m.pins), Routes: slices.Clone(m.routes)}
+		var fastOther models.ForwardingState
+		for _, e := range m.entities {
+			split(e, &fast, &fastOther)
+		}
+		byPrefix := func(rs []models.Route) []models.Route {
+			rs = slices.Clone(rs)
+			slices.SortFunc(rs, func(a, b models.Route) int {
+				return cmp.Or(a.Prefix.Addr().Compare(b.Prefix.Addr()), cmp.Compare(a.Prefix.Bits(), b.Prefix.Bits()), cmp.Compare(a.MemberID, b.MemberID), cmp.Compare(a.GroupID, b.GroupID))
+			})
+			return rs
+		}
+		if !slices.Equal(byPrefix(fast.Routes), byPrefix(slow.Routes)) || !slices.Equal(byPrefix(fastOther.Routes), byPrefix(slowOther.Routes)) ||
+			!slices.Equal(fast.FlowPins, slow.FlowPins) || !slices.Equal(fast.Members, slow.Members) {
+			for i, r := range byPrefix(fast.Routes) {
+				if w := byPrefix(slow.Routes)[i]; r != w {
+					t.Logf("first difference: %v from the wire, %v through protobuf", r, w)
+					break
+				}
+			}
+			t.Fatalf("tagged=%v: read from the wire %d routes (%d foreign), through protobuf %d (%d foreign)",
+				tagged, len(fast.Routes), len(fastOther.Routes), len(slow.Routes), len(slowOther.Routes))
+		}
+		if len(m.routes) < wireOnly {
+			t.Errorf("tagged=%v: %d routes read from the wire, want at least the %d of the controller's shape", tagged, len(m.routes), wireOnly)
+		}
+		if len(m.entities)+len(m.routes)+len(m.pins) != len(resp.Entities) {
+			t.Errorf("entities lost: %d routes + %d pins + %d others of %d", len(m.routes), len(m.pins), len(m.entities), len(resp.Entities))
 		}
 	}
 }
@@ -185,7 +297,7 @@ func TestPinCountersReadFromTheWire(t *testing.T) {
 		slowCount(e, slow)
 	}
 	var m readMessage
-	if err := (readCodec{w: d.pinIDs, counters: true}).Unmarshal(data, &m); err != nil {
+	if err := (readCodec{w: d.wireIDs, counters: true}).Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
 	fast := map[models.FlowKey]uint64{}
@@ -234,11 +346,49 @@ func BenchmarkReadPins(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("wire", func(b *testing.B) {
-		codec := readCodec{w: d.pinIDs, tag: d.opts.EntryTag, pins: true}
+		codec := readCodec{w: d.wireIDs, tag: d.opts.EntryTag, pins: true}
 		var m readMessage
 		for b.Loop() {
 			if err := codec.Unmarshal(data, &m); err != nil || len(m.pins) != 1000 {
 				b.Fatal(err, len(m.pins))
+			}
+		}
+	})
+	b.Run("proto", func(b *testing.B) {
+		for b.Loop() {
+			var resp p4v1.ReadResponse
+			if err := proto.Unmarshal(data, &resp); err != nil {
+				b.Fatal(err)
+			}
+			var got models.ForwardingState
+			for _, e := range resp.GetEntities() {
+				d.decode(e, &got)
+			}
+		}
+	})
+}
+
+// BenchmarkReadRoutes: one Read answer of 1,000 routes decoded from the
+// wire (wire) and through P4Runtime's generated messages (proto).
+//
+//	go test ./southbound -run '^$' -bench ReadRoutes -benchmem
+func BenchmarkReadRoutes(b *testing.B) {
+	d, _ := testDriver(b)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var st models.ForwardingState
+	for i := range 1000 {
+		st.Routes = append(st.Routes, models.Route{Prefix: randPrefix(rng), GroupID: uint32(1 + i%64)})
+	}
+	data, err := proto.Marshal(&p4v1.ReadResponse{Entities: d.entities(st, false)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("wire", func(b *testing.B) {
+		codec := readCodec{w: d.wireIDs, tag: d.opts.EntryTag, routes: true}
+		var m readMessage
+		for b.Loop() {
+			if err := codec.Unmarshal(data, &m); err != nil || len(m.routes) != 1000 {
+				b.Fatal(err, len(m.routes))
 			}
 		}
 	})

@@ -77,10 +77,10 @@ type P4RTOptions struct {
 // P4RT is the P4Runtime driver: one connection and arbitration stream per
 // switch, opened on first use and reopened after it breaks.
 type P4RT struct {
-	opts   P4RTOptions
-	schema *p4.Schema
-	pinIDs pinIDs // how a flow pin is named on the wire (p4read.go)
-	log    *slog.Logger
+	opts    P4RTOptions
+	schema  *p4.Schema
+	wireIDs wireIDs // how a flow pin and a route are named on the wire (p4read.go)
+	log     *slog.Logger
 
 	mu       sync.Mutex
 	conns    map[models.SwitchID]*p4conn
@@ -163,7 +163,7 @@ func NewP4RT(schema *p4.Schema, opts P4RTOptions) *P4RT {
 	if len(opts.EntryTag) == 0 {
 		opts.EntryTag = []byte("accelnet")
 	}
-	return &P4RT{opts: opts, schema: schema, pinIDs: newPinIDs(schema), log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, dialing: map[models.SwitchID]*pendingDial{},
+	return &P4RT{opts: opts, schema: schema, wireIDs: newWireIDs(schema), log: opts.Logger, conns: map[models.SwitchID]*p4conn{}, dialing: map[models.SwitchID]*pendingDial{},
 		election: opts.ElectionID, foreign: map[models.SwitchID]foreignKeys{}}
 }
 
@@ -455,8 +455,11 @@ func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingS
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableHashSeed), IsDefaultAction: true}}},
 	}}
 	var st, other models.ForwardingState
-	pin := func(p models.FlowPin) { st.FlowPins = append(st.FlowPins, p) }
-	if err := d.readWire(ctx, c, req, "read "+string(id), d.opts.KeepForeign, pin, nil, func(e *p4v1.Entity) {
+	reads := wireReads{
+		pin:   func(p models.FlowPin) { st.FlowPins = append(st.FlowPins, p) },
+		route: func(r models.Route) { st.Routes = append(st.Routes, r) },
+	}
+	if err := d.readWire(ctx, c, req, "read "+string(id), d.opts.KeepForeign, reads, func(e *p4v1.Entity) {
 		if te := e.GetTableEntry(); te != nil && d.opts.KeepForeign && !bytes.Equal(te.GetMetadata(), d.opts.EntryTag) {
 			d.decode(e, &other)
 			return
@@ -535,7 +538,7 @@ func (d *P4RT) takeOver(id models.SwitchID, diff models.Diff) models.Diff {
 
 // readAll sends one ReadRequest and hands every entity of the answer to fn.
 func (d *P4RT) readAll(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, what string, fn func(*p4v1.Entity)) error {
-	return d.readWire(ctx, c, req, what, false, nil, nil, fn)
+	return d.readWire(ctx, c, req, what, false, wireReads{}, fn)
 }
 
 // pinEntries connects to a switch and names the flow-pin entries of keys
@@ -566,7 +569,7 @@ func (d *P4RT) ReadPins(ctx context.Context, id models.SwitchID, keys []models.F
 	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entries}
 	var st models.ForwardingState
 	pin := func(p models.FlowPin) { st.FlowPins = append(st.FlowPins, p) }
-	if err := d.readWire(ctx, c, req, "read pins of "+string(id), false, pin, nil, func(e *p4v1.Entity) { d.decode(e, &st) }); err != nil {
+	if err := d.readWire(ctx, c, req, "read pins of "+string(id), false, wireReads{pin: pin}, func(e *p4v1.Entity) { d.decode(e, &st) }); err != nil {
 		return nil, err
 	}
 	return st.FlowPins, nil
@@ -606,7 +609,7 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 			out[k] = bytes
 		}
 	}
-	err = d.readWire(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entities}, "read pin counters of "+string(id), false, nil, count, func(e *p4v1.Entity) {
+	err = d.readWire(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entities}, "read pin counters of "+string(id), false, wireReads{count: count}, func(e *p4v1.Entity) {
 		dc := e.GetDirectCounterEntry()
 		if dc == nil {
 			return
@@ -873,7 +876,7 @@ func (d *P4RT) entities(fs models.ForwardingState, forDelete bool) []*p4v1.Entit
 			}}}}
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: te}})
 	}
-	ids := d.pinIDs // a pin is written by the thousand: no lookup by name per pin
+	ids := d.wireIDs // a pin is written by the thousand: no lookup by name per pin
 	for _, p := range fs.FlowPins {
 		src, dst := p.Key.Src.As4(), p.Key.Dst.As4()
 		te := &p4v1.TableEntry{TableId: ids.table, Match: []*p4v1.FieldMatch{

@@ -164,27 +164,14 @@ func (c readCodec) route(ent []byte) (models.Route, bool) {
 	if !ok {
 		return models.Route{}, false
 	}
-	var table uint64
 	var r models.Route
-	var action, meta []byte
 	matched := false
-	ok = strictFields(te, &tableEntryFields, func(num protowire.Number, v uint64, data []byte) bool {
-		switch {
-		case num == 1 && table == 0: // table_id
-			table = v
-		case num == 2 && !matched: // match: the destination's, alone
-			var p netip.Prefix
-			p, matched = c.lpmMatch(data)
-			r.Prefix = p
-			return matched
-		case num == 3 && action == nil:
-			action = data
-		case num == 11 && meta == nil: // metadata
-			meta = data
-		default:
+	table, action, meta, ok := entry(te, func(b []byte) bool { // the destination's, alone
+		if matched {
 			return false
 		}
-		return true
+		r.Prefix, matched = c.lpmMatch(b)
+		return matched
 	})
 	if !ok || table != uint64(c.w.lpm) || !matched || action == nil || c.tag != nil && !bytes.Equal(meta, c.tag) {
 		return models.Route{}, false
@@ -303,17 +290,17 @@ func only(b []byte, known *messageFields, num protowire.Number) ([]byte, bool) {
 	return out, true
 }
 
-// key reads a flow-pin TableEntry: its key, its action's and metadata's
-// bytes (nil: none).
-func (c readCodec) key(te []byte) (key models.FlowKey, action, meta []byte, ok bool) {
-	var table uint64
-	var matched [3]bool
+// entry walks a TableEntry's bytes of the shape the controller writes:
+// it returns its table ID and its action's and metadata's bytes (nil:
+// none), and hands each match to match, which says whether it is one the
+// reading takes. Any other field, or one given twice, and ok is false.
+func entry(te []byte, match func([]byte) bool) (table uint64, action, meta []byte, ok bool) {
 	ok = strictFields(te, &tableEntryFields, func(num protowire.Number, v uint64, data []byte) bool {
 		switch {
 		case num == 1 && table == 0: // table_id
 			table = v
 		case num == 2: // match
-			return c.match(data, &key, &matched)
+			return match(data)
 		case num == 3 && action == nil:
 			action = data
 		case num == 11 && meta == nil: // metadata
@@ -323,6 +310,14 @@ func (c readCodec) key(te []byte) (key models.FlowKey, action, meta []byte, ok b
 		}
 		return true
 	})
+	return table, action, meta, ok
+}
+
+// key reads a flow-pin TableEntry: its key, its action's and metadata's
+// bytes (nil: none).
+func (c readCodec) key(te []byte) (key models.FlowKey, action, meta []byte, ok bool) {
+	var matched [3]bool
+	table, action, meta, ok := entry(te, func(b []byte) bool { return c.match(b, &key, &matched) })
 	if !ok || table != uint64(c.w.table) || matched != [3]bool{true, true, true} {
 		return models.FlowKey{}, nil, nil, false
 	}

@@ -100,34 +100,7 @@ func TestPinsReadFromTheWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var slow, slowOther models.ForwardingState
-		var back p4v1.ReadResponse
-		if err := proto.Unmarshal(data, &back); err != nil {
-			t.Fatal(err)
-		}
-		split := func(e *p4v1.Entity, st, other *models.ForwardingState) {
-			if te := e.GetTableEntry(); te != nil && tagged && string(te.GetMetadata()) != string(d.opts.EntryTag) {
-				d.decode(e, other)
-				return
-			}
-			d.decode(e, st)
-		}
-		for _, e := range back.GetEntities() {
-			split(e, &slow, &slowOther)
-		}
-		codec := readCodec{w: d.wireIDs, pins: true, counters: true}
-		if tagged {
-			codec.tag = d.opts.EntryTag
-		}
-		var m readMessage
-		if err := codec.Unmarshal(data, &m); err != nil {
-			t.Fatal(err)
-		}
-		fast := models.ForwardingState{FlowPins: slices.Clone(m.pins)}
-		var fastOther models.ForwardingState
-		for _, e := range m.entities {
-			split(e, &fast, &fastOther)
-		}
+		m, fast, fastOther, slow, slowOther := readBothWays(t, d, data, tagged, readCodec{w: d.wireIDs, pins: true, counters: true})
 		if !fast.Canonical().Equal(slow.Canonical()) || !fastOther.Canonical().Equal(slowOther.Canonical()) {
 			t.Fatalf("tagged=%v: read from the wire %d pins (%d foreign), through protobuf %d (%d foreign)",
 				tagged, len(fast.FlowPins), len(fastOther.FlowPins), len(slow.FlowPins), len(slowOther.FlowPins))
@@ -139,6 +112,39 @@ func TestPinsReadFromTheWire(t *testing.T) {
 			t.Errorf("entities lost: %d pins + %d others of %d", len(m.pins), len(m.entities), len(resp.Entities))
 		}
 	}
+}
+
+// readBothWays decodes a Read answer through P4Runtime's generated
+// messages (slow) and with codec (m, and fast: what it read from the
+// wire, with the rest decoded), each split as Read splits it: with
+// tagged, a table entry without the controller's tag is foreign (other).
+func readBothWays(t *testing.T, d *P4RT, data []byte, tagged bool, codec readCodec) (m readMessage, fast, fastOther, slow, slowOther models.ForwardingState) {
+	t.Helper()
+	split := func(e *p4v1.Entity, st, other *models.ForwardingState) {
+		if te := e.GetTableEntry(); te != nil && tagged && string(te.GetMetadata()) != string(d.opts.EntryTag) {
+			d.decode(e, other)
+			return
+		}
+		d.decode(e, st)
+	}
+	var back p4v1.ReadResponse
+	if err := proto.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range back.GetEntities() {
+		split(e, &slow, &slowOther)
+	}
+	if tagged {
+		codec.tag = d.opts.EntryTag
+	}
+	if err := codec.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	fast = models.ForwardingState{FlowPins: slices.Clone(m.pins), Routes: slices.Clone(m.routes)}
+	for _, e := range m.entities {
+		split(e, &fast, &fastOther)
+	}
+	return m, fast, fastOther, slow, slowOther
 }
 
 // TestRoutesReadFromTheWire: routes read from the wire are the routes
@@ -197,34 +203,7 @@ func TestRoutesReadFromTheWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		split := func(e *p4v1.Entity, st, other *models.ForwardingState) {
-			if te := e.GetTableEntry(); te != nil && tagged && string(te.GetMetadata()) != string(d.opts.EntryTag) {
-				d.decode(e, other)
-				return
-			}
-			d.decode(e, st)
-		}
-		var slow, slowOther models.ForwardingState
-		var back p4v1.ReadResponse
-		if err := proto.Unmarshal(data, &back); err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range back.GetEntities() {
-			split(e, &slow, &slowOther)
-		}
-		codec := readCodec{w: d.wireIDs, pins: true, routes: true}
-		if tagged {
-			codec.tag = d.opts.EntryTag
-		}
-		var m readMessage
-		if err := codec.Unmarshal(data, &m); err != nil {
-			t.Fatal(err)
-		}
-		fast := models.ForwardingState{FlowPins: slices.Clone(m.pins), Routes: slices.Clone(m.routes)}
-		var fastOther models.ForwardingState
-		for _, e := range m.entities {
-			split(e, &fast, &fastOther)
-		}
+		m, fast, fastOther, slow, slowOther := readBothWays(t, d, data, tagged, readCodec{w: d.wireIDs, pins: true, routes: true})
 		byPrefix := func(rs []models.Route) []models.Route {
 			rs = slices.Clone(rs)
 			slices.SortFunc(rs, func(a, b models.Route) int {

@@ -1035,3 +1035,26 @@ func TestMatchKey(t *testing.T) {
 		t.Fatalf("matchKey = %q, want %q", got, want)
 	}
 }
+
+// BenchmarkDecodeConfig: one config leaf as accelnet sets it (a typed
+// mtu) and as JSON (through ygot).
+//
+//	go test ./fabricsim -run '^$' -bench DecodeConfig -benchmem
+func BenchmarkDecodeConfig(b *testing.B) {
+	leaf := interfacePath("eth2", "config", "mtu").GetElem()[3:]
+	for _, c := range []struct {
+		name string
+		v    *gnmipb.TypedValue
+	}{
+		{"typed", uintVal(9000)},
+		{"json", &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: []byte("9000")}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := decodeConfig(leaf, c.v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

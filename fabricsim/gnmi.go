@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -511,8 +512,37 @@ var configSchema = oc.SchemaTree["OpenconfigInterfaces_Interfaces_Interface_Conf
 // interface list for every leaf: 9.5 µs a leaf against 46 (ygot renders
 // each new list entry as text for a debug line it then drops), and a
 // k=48 cold start sets 414,720 leaves.
+//
+// A leaf set with a typed value of its own kind (what accelnet sends:
+// enabled a bool, mtu a uint that fits 16 bits, description a string),
+// whose only checks are those, is decoded without ygot: SetNode was still
+// 9% of the emulator's CPU over a k=48 cold start (85 ns a leaf against
+// 6.7 µs: `go test ./fabricsim -run '^$' -bench DecodeConfig`).
+// TestDecodeConfigAsFromTheRoot holds every value to the root's answer.
 func decodeConfig(leaf []*gnmipb.PathElem, v *gnmipb.TypedValue) (*oc.OpenconfigInterfaces_Interfaces_Interface_Config, error) {
 	cfg := &oc.OpenconfigInterfaces_Interfaces_Interface_Config{}
+	if len(leaf) == 1 && len(leaf[0].GetKey()) == 0 {
+		switch x := v.GetValue().(type) {
+		case *gnmipb.TypedValue_BoolVal:
+			if leaf[0].GetName() == "enabled" {
+				enabled := x.BoolVal
+				cfg.Enabled = &enabled
+				return cfg, nil
+			}
+		case *gnmipb.TypedValue_UintVal:
+			if leaf[0].GetName() == "mtu" && x.UintVal <= math.MaxUint16 {
+				mtu := uint16(x.UintVal)
+				cfg.Mtu = &mtu
+				return cfg, nil
+			}
+		case *gnmipb.TypedValue_StringVal:
+			if leaf[0].GetName() == "description" {
+				description := x.StringVal
+				cfg.Description = &description
+				return cfg, nil
+			}
+		}
+	}
 	if err := ytypes.SetNode(configSchema, cfg, &gnmipb.Path{Elem: leaf}, v); err != nil {
 		return nil, err
 	}

@@ -173,7 +173,7 @@ func (g *gnmiServer) publishOper(ts int64, port uint32, operUp bool) error {
 	a := portAddrs(port)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.setLocked(ts, port, a, operStatusLeaf, upDownVal(operUp)) {
+	if g.setLocked(ts, g.portLocked(port), a, operStatusLeaf, upDownVal(operUp)) {
 		return fmt.Errorf("gnmi update for %s %s oper-status: %w", g.sw.name, a.name.GetStringVal(), errStale)
 	}
 	return nil
@@ -197,7 +197,7 @@ func (g *gnmiServer) publishLLDP(ts int64, port uint32, peer models.Switch, peer
 		if held := pl.vals[i]; held != nil && held.GetStringVal() == v {
 			continue // unchanged: no value made
 		}
-		stale = g.setLocked(ts, port, a, i, strVal(v)) || stale
+		stale = g.setLocked(ts, pl, a, i, strVal(v)) || stale
 	}
 	if stale {
 		return fmt.Errorf("gnmi update for %s %s lldp: %w", g.sw.name, a.name.GetStringVal(), errStale)
@@ -210,12 +210,7 @@ func (g *gnmiServer) publishLLDP(ts int64, port uint32, peer models.Switch, peer
 // /qos/.../queue[name]/state/<leaf>. A counter's value comes from the
 // last tick's sample (never held: see setCounters); every other leaf's
 // from the port's status and configuration, published when it changes.
-var publishedLeaves = [...]struct {
-	path    []string
-	qos     bool
-	counter func(c portCounters) uint64
-	state   func(name *gnmipb.TypedValue, operUp bool, cfg ifConfig) *gnmipb.TypedValue
-}{
+var publishedLeaves = [...]publishedLeaf{
 	{path: []string{"state", "counters", "in-octets"}, counter: func(c portCounters) uint64 { return uint64(c.inOctets) }},
 	{path: []string{"state", "counters", "out-octets"}, counter: func(c portCounters) uint64 { return uint64(c.outOctets) }},
 	{path: []string{"state", "counters", "in-unicast-pkts"}, counter: func(c portCounters) uint64 { return uint64(c.inOctets / packetBytes) }},
@@ -236,6 +231,15 @@ var publishedLeaves = [...]struct {
 	{path: []string{"ecn-marked-pkts"}, qos: true, counter: func(c portCounters) uint64 { return uint64(c.ecnOctets / packetBytes) }},
 }
 
+// publishedLeaf is a leaf served for every interface: its path below the
+// interface (or the RDMA queue, with qos), and where its value comes from.
+type publishedLeaf struct {
+	path    []string
+	qos     bool
+	counter func(c portCounters) uint64
+	state   func(name *gnmipb.TypedValue, operUp bool, cfg ifConfig) *gnmipb.TypedValue
+}
+
 // leafAddr is one published leaf's path, shared by every notification
 // of it (never modified), and its elements as queries are matched
 // against them.
@@ -249,7 +253,9 @@ type leafAddr struct {
 const nLeaves = len(publishedLeaves) + len(lldpLeaves)
 
 // operStatusLeaf is oper-status's index in publishedLeaves.
-const operStatusLeaf = 6
+var operStatusLeaf = slices.IndexFunc(publishedLeaves[:], func(l publishedLeaf) bool {
+	return slices.Equal(l.path, []string{"state", "oper-status"})
+})
 
 // portAddr is a port's leaf addresses and its name as a value.
 type portAddr struct {
@@ -322,10 +328,11 @@ func (g *gnmiServer) publish(ts int64, port uint32, operUp bool) error {
 	a := portAddrs(port)
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	pl := g.portLocked(port)
 	stale := false
 	for i, l := range publishedLeaves {
 		if l.state != nil {
-			stale = g.setLocked(ts, port, a, i, l.state(a.name, operUp, cfg)) || stale
+			stale = g.setLocked(ts, pl, a, i, l.state(a.name, operUp, cfg)) || stale
 		}
 	}
 	if stale {

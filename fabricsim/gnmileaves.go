@@ -35,13 +35,12 @@ func (g *gnmiServer) portLocked(port uint32) *portLeaves {
 	return pl
 }
 
-// setLocked sets port's leaf i to v at ts, unless it holds that value
-// already, and sends the change to the ON_CHANGE subscriptions that
-// cover the leaf (in the order changes are made: under g.mu). It reports
-// whether the update was stale: older than the leaf's value, and
-// refused. Called with g.mu held.
-func (g *gnmiServer) setLocked(ts int64, port uint32, a *portAddr, i int, v *gnmipb.TypedValue) (stale bool) {
-	pl := g.portLocked(port)
+// setLocked sets leaf i of a port's leaves pl (addresses a) to v at ts,
+// unless it holds that value already, and sends the change to the
+// ON_CHANGE subscriptions that cover the leaf (in the order changes are
+// made: under g.mu). It reports whether the update was stale: older than
+// the leaf's value, and refused. Called with g.mu held.
+func (g *gnmiServer) setLocked(ts int64, pl *portLeaves, a *portAddr, i int, v *gnmipb.TypedValue) (stale bool) {
 	if held := pl.vals[i]; held != nil && sameValue(held, v) {
 		return false
 	}

@@ -215,18 +215,16 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	}
 	oldPlan, errOld := c.planOf(ctx, from)
 	newPlan, errNew := c.planOf(ctx, next)
-	if c.current() != next {
-		// A failure set this change aside while it was planned: its
-		// routes were never written, and the later state's rollout
-		// includes it.
+	// A failure may have set this change aside while it was planned: its
+	// routes were never written, and the later state's rollout includes
+	// it.
+	setAside := c.current() != next
+	if setAside || errOld != nil || errNew != nil {
 		next.ro.abandon()
 		c.urgency.end(next.ro)
-		return
-	}
-	if errOld != nil || errNew != nil {
-		next.ro.abandon()
-		c.urgency.end(next.ro)
-		c.enqueueAll()
+		if !setAside {
+			c.enqueueAll()
+		}
 		return
 	}
 	next.ro.prepare(next, oldPlan.Plan, newPlan.Plan, next.ro.base)

@@ -309,6 +309,19 @@ func planInBackground(t *testing.T, c *Controller) {
 	})
 }
 
+// plannedCurrent has c plan in the background (planInBackground) and
+// returns its current state with that state's routes.
+func plannedCurrent(t *testing.T, c *Controller) (*fabricState, pathcalc.Result) {
+	t.Helper()
+	planInBackground(t, c)
+	st := c.current()
+	routes, err := c.planOf(t.Context(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, routes
+}
+
 // TestReplanComesFromThePlanBefore: after a link fails, the new routes
 // are made from the plan before (pathcalc.Recompute): the same routes as
 // from scratch, the switches the failure leaves alone keep their states
@@ -316,12 +329,7 @@ func planInBackground(t *testing.T, c *Controller) {
 func TestReplanComesFromThePlanBefore(t *testing.T) {
 	c, _ := tableController(t)
 	ctx := t.Context()
-	planInBackground(t, c)
-	st := c.current()
-	before, err := c.planOf(ctx, st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, before := plannedCurrent(t, c)
 	aggBefore := map[models.SwitchID][]models.Route{}
 	for sw := range before.Plan.Switches {
 		aggBefore[sw] = st.aggregated(sw)
@@ -362,20 +370,22 @@ func TestReplanComesFromThePlanBefore(t *testing.T) {
 	}
 }
 
-// blockedPlan is a state like st whose routes are being computed until
-// the test ends.
-func blockedPlan(t *testing.T, st *fabricState, down map[models.LinkID]bool) *fabricState {
+// blockedPlan is a state like st, avoiding down, whose routes are being
+// computed until free is called (at the latest when the test ends), and
+// are then routes.
+func blockedPlan(t *testing.T, st *fabricState, down map[models.LinkID]bool, routes pathcalc.Result) (blocked *fabricState, free func()) {
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) }) // before the computations are waited for
-	return &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}, bias: st.bias,
+	free = sync.OnceFunc(func() { close(release) })
+	t.Cleanup(free) // before the computations are waited for
+	return &fabricState{rev: st.rev, snap: st.snap, down: down, planned: st.planned, bias: st.bias,
 		derive: func(ctx context.Context) (pathcalc.Result, error) {
 			select {
 			case <-release:
-				return pathcalc.Result{}, errors.New("never used")
+				return routes, nil
 			case <-ctx.Done():
 				return pathcalc.Result{}, ctx.Err()
 			}
-		}}
+		}}, free
 }
 
 // checkSetAside checks the state a failure of leaf1-spine1 made while
@@ -445,7 +455,7 @@ func TestFailureSetsAsideAChangeBeingPlanned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pending := blockedPlan(t, st, map[models.LinkID]bool{}) // back is up again
+		pending, _ := blockedPlan(t, st, map[models.LinkID]bool{}, pathcalc.Result{}) // back is up again
 		pending.ro = newRollout(before, c.cfg.Now)
 		c.mu.Lock()
 		c.state = pending
@@ -464,12 +474,7 @@ func TestFailureDuringAFailureBeingPlanned(t *testing.T) {
 		// Four spines: two of them keep their routes through both failures.
 		c, _ := tableControllerWith(t, 4, 4, Config{})
 		ctx := t.Context()
-		planInBackground(t, c)
-		st := c.current()
-		routes, err := c.planOf(ctx, st)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, routes := plannedCurrent(t, c)
 		at := func(sw models.SwitchID, port uint32) models.LinkID {
 			l, ok := st.snap.LinkAt(models.Endpoint{Switch: sw, Port: port})
 			if !ok {
@@ -487,7 +492,7 @@ func TestFailureDuringAFailureBeingPlanned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pending := blockedPlan(t, st, first)
+		pending, _ := blockedPlan(t, st, first, pathcalc.Result{})
 		pending.ro = newRollout(pruned, c.cfg.Now)
 		pending.ro.base = &routes.Plan
 		c.mu.Lock()
@@ -619,26 +624,9 @@ func TestTablesWaitForRoutesOutsideTheirTimeout(t *testing.T) {
 func TestFailureWaitsForAPlanWithoutTheLock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := tableController(t)
-		ctx := t.Context()
-		planInBackground(t, c)
-		st := c.current()
-		routes, err := c.planOf(ctx, st)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st, routes := plannedCurrent(t, c)
 		// A change whose routes are still being computed.
-		release := make(chan struct{})
-		free := sync.OnceFunc(func() { close(release) })
-		defer free() // before the computations are waited for (cleanup)
-		slow := &fabricState{rev: st.rev, snap: st.snap, down: st.down, planned: st.planned, bias: st.bias,
-			derive: func(ctx context.Context) (pathcalc.Result, error) {
-				select {
-				case <-release:
-					return routes, nil
-				case <-ctx.Done():
-					return pathcalc.Result{}, ctx.Err()
-				}
-			}}
+		slow, free := blockedPlan(t, st, st.down, routes)
 		c.mu.Lock()
 		c.state = slow
 		c.mu.Unlock()

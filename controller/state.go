@@ -56,7 +56,7 @@ type fabricState struct {
 // computed is the state whose computed routes st's come from: st itself,
 // or, for a derived state, its source.
 func (st *fabricState) computed() *fabricState {
-	if st.derive != nil && st.source != nil {
+	if st.source != nil {
 		return st.source
 	}
 	return st

@@ -76,11 +76,14 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	ctx := context.Background()
 	sim := "http://" + d.simAPI
 	pattern := envOr("ACCELNET_REACTION_WORKLOAD", "multi-tenant")
-	// Started while the controller's cold start writes the tables: at
-	// k=48 the emulator may take longer than the default client's 5 s to
-	// route 27,648 flows then.
-	setupClient := &http.Client{Timeout: 5 * time.Minute}
-	if code, err := proctest.Call(ctx, setupClient, "POST", sim+"/sim/v1/workloads", "", map[string]any{"pattern": pattern, "gbps": 100, "tenants": 64, "seed": 1}, nil); err != nil || code != 201 {
+	// The emulator answers its control API under its dataplane's lock,
+	// longer than the default client's 5 s at scale: the workload starts
+	// while the controller's cold start writes the tables (at k=48,
+	// 27,648 flows routed), and a failure is answered once it is logged
+	// under that lock (at k=32 under the workload, seconds; the writes
+	// are timed by the emulator, so the answer's delay is not counted).
+	slow := &http.Client{Timeout: 5 * time.Minute}
+	if code, err := proctest.Call(ctx, slow, "POST", sim+"/sim/v1/workloads", "", map[string]any{"pattern": pattern, "gbps": 100, "tenants": 64, "seed": 1}, nil); err != nil || code != 201 {
 		b.Fatalf("start the workload: HTTP %d, %v", code, err)
 	}
 	topo, err := topology.Load(d.topoFile)
@@ -111,11 +114,6 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		Last       int64 `json:"last"`
 		FirstSince int64 `json:"first_since"`
 	}
-	// The emulator fails a link and reports it at once, but answers once
-	// it has logged the fault under its dataplane's lock: at k=32 under
-	// the workload that can be seconds (the writes are timed by the
-	// emulator, so the answer's delay is not counted).
-	slow := &http.Client{Timeout: 5 * time.Minute}
 	read := func(since time.Time) writes {
 		var w writes
 		if _, err := proctest.Call(ctx, slow, "GET", fmt.Sprintf("%s/sim/v1/writes?since=%d", sim, since.UnixNano()), "", nil, &w); err != nil {

@@ -296,7 +296,7 @@ func (c *Controller) TriedAll() bool {
 	if c.state == nil || !c.Leading() {
 		return false
 	}
-	for _, sw := range c.state.snap.Switches() {
+	for sw := range c.state.snap.AllSwitches() {
 		if c.status[sw.Name].LastReconcile.IsZero() {
 			return false
 		}
@@ -327,13 +327,15 @@ func (c *Controller) Ready() error {
 		return nil
 	}
 	pending := 0
-	for _, sw := range c.state.snap.Switches() {
+	// Polled (every 50 ms while accelnet starts): the switches are
+	// walked, not copied.
+	for sw := range c.state.snap.AllSwitches() {
 		if st, ok := c.status[sw.Name]; !ok || !st.InSync {
 			pending++
 		}
 	}
 	if pending > 0 {
-		return fmt.Errorf("%d of %d switches not yet in sync", pending, len(c.state.snap.Switches()))
+		return fmt.Errorf("%d of %d switches not yet in sync", pending, c.state.snap.NumSwitches())
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"net/netip"
 	"slices"
 
@@ -38,6 +39,7 @@ type Snapshot struct {
 	atPort     map[models.Endpoint]models.LinkID
 	hostAtPort map[models.Endpoint]int
 	hostsOn    map[models.SwitchID][]int
+	fabric     []int // the links between switches, by index in spec.Links
 }
 
 // New validates t and indexes it. The snapshot keeps its own copy of t.
@@ -80,6 +82,13 @@ func New(t models.Topology) (*Snapshot, error) {
 		s.hostAtPort[h.Attach] = i
 		s.hostsOn[h.Attach.Switch] = append(s.hostsOn[h.Attach.Switch], i)
 	}
+	for i, l := range t.Links {
+		_, a := s.hostAtPort[l.A]
+		_, b := s.hostAtPort[l.B]
+		if !a && !b {
+			s.fabric = append(s.fabric, i)
+		}
+	}
 	return s, nil
 }
 
@@ -101,21 +110,47 @@ func (s *Snapshot) Name() string { return s.spec.Name }
 // Switches returns all switches in file order.
 func (s *Snapshot) Switches() []models.Switch { return slices.Clone(s.spec.Switches) }
 
+// AllSwitches yields every switch in file order without copying the list
+// (for loops that run often: a k=48 fabric's is 2,880 switches).
+func (s *Snapshot) AllSwitches() iter.Seq[models.Switch] {
+	return func(yield func(models.Switch) bool) {
+		for _, sw := range s.spec.Switches {
+			if !yield(sw) {
+				return
+			}
+		}
+	}
+}
+
+// NumSwitches is how many switches the topology has.
+func (s *Snapshot) NumSwitches() int { return len(s.spec.Switches) }
+
 // Links returns all links in file order.
 func (s *Snapshot) Links() []models.Link { return slices.Clone(s.spec.Links) }
 
 // FabricLinks returns the links between switches (no host attachment), in
 // file order.
 func (s *Snapshot) FabricLinks() []models.Link {
-	var out []models.Link
-	for _, l := range s.spec.Links {
-		_, a := s.HostAt(l.A)
-		_, b := s.HostAt(l.B)
-		if !a && !b {
-			out = append(out, l)
-		}
+	out := make([]models.Link, 0, len(s.fabric))
+	for l := range s.AllFabricLinks() {
+		out = append(out, l)
 	}
 	return out
+}
+
+// NumFabricLinks is how many links join two switches.
+func (s *Snapshot) NumFabricLinks() int { return len(s.fabric) }
+
+// AllFabricLinks yields the links between switches in file order without
+// copying them into a list.
+func (s *Snapshot) AllFabricLinks() iter.Seq[models.Link] {
+	return func(yield func(models.Link) bool) {
+		for _, i := range s.fabric {
+			if !yield(s.spec.Links[i]) {
+				return
+			}
+		}
+	}
 }
 
 // Hosts returns all hosts in file order.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -166,5 +167,47 @@ func TestExampleFiles(t *testing.T) {
 		if _, err := LoadFile(f); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestWalksYieldWhatTheListsHold: AllSwitches and AllFabricLinks yield
+// what Switches and FabricLinks copy, in the same order, stop when the
+// loop stops, and the counts agree.
+func TestWalksYieldWhatTheListsHold(t *testing.T) {
+	topo, err := FatTree(4, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sws []models.Switch
+	for sw := range snap.AllSwitches() {
+		sws = append(sws, sw)
+	}
+	if !slices.Equal(sws, snap.Switches()) || snap.NumSwitches() != len(topo.Switches) {
+		t.Errorf("AllSwitches yielded %d switches, NumSwitches %d; the topology has %d", len(sws), snap.NumSwitches(), len(topo.Switches))
+	}
+	var links []models.Link
+	for l := range snap.AllFabricLinks() {
+		links = append(links, l)
+	}
+	if !slices.Equal(links, snap.FabricLinks()) || snap.NumFabricLinks() != len(links) || len(links) != 32 {
+		t.Errorf("AllFabricLinks yielded %d links, FabricLinks %d, NumFabricLinks %d; a k=4 fat-tree has 32", len(links), len(snap.FabricLinks()), snap.NumFabricLinks())
+	}
+	n := 0
+	for range snap.AllFabricLinks() {
+		if n++; n == 3 {
+			break
+		}
+	}
+	for range snap.AllSwitches() {
+		if n++; n == 6 {
+			break
+		}
+	}
+	if n != 6 {
+		t.Errorf("the walks went on after their loops stopped: %d", n)
 	}
 }

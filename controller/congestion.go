@@ -90,16 +90,18 @@ func (c *Controller) adjustWeights() {
 		u       float64
 		hashed  float64 // the share of capacity weights can move
 	}
-	role := func(id models.SwitchID) models.Role {
-		sw, _ := st.snap.Switch(id)
-		return sw.Role
+	// Every fabric link's two directions, every interval: at k=48 221,184
+	// of them, so nothing here is looked up or grown more than once.
+	roles := make(map[models.SwitchID]models.Role, st.snap.NumSwitches())
+	for sw := range st.snap.AllSwitches() {
+		roles[sw.Name] = sw.Role
 	}
 	var pinned map[models.Endpoint]float64
 	if c.cfg.PinnedLoad != nil {
 		pinned = c.cfg.PinnedLoad()
 	}
-	var dirs []direction
-	groups := map[tierKey]*tierSum{}
+	dirs := make([]direction, 0, 2*st.snap.NumFabricLinks())
+	groups := make(map[tierKey]*tierSum, 4*st.snap.NumSwitches())
 	add := func(k tierKey, u float64) {
 		g := groups[k]
 		if g == nil {
@@ -109,8 +111,8 @@ func (c *Controller) adjustWeights() {
 		g.sum += u
 		g.n++
 	}
-	for _, l := range st.snap.FabricLinks() {
-		if st.down[l.ID()] || l.Gbps <= 0 {
+	for l := range st.snap.AllFabricLinks() {
+		if l.Gbps <= 0 || len(st.down) > 0 && st.down[l.ID()] {
 			continue
 		}
 		for _, ends := range [][2]models.Endpoint{{l.A, l.B}, {l.B, l.A}} {
@@ -120,8 +122,8 @@ func (c *Controller) adjustWeights() {
 				continue
 			}
 			d := direction{e: e, peer: peer, u: pl.OutBps / (l.Gbps * 1e9), hashed: (pl.OutBps/1e9 - pinned[e]) / l.Gbps,
-				out: tierKey{sw: e.Switch, role: role(peer.Switch)},
-				in:  tierKey{sw: peer.Switch, into: true, role: role(e.Switch)}}
+				out: tierKey{sw: e.Switch, role: roles[peer.Switch]},
+				in:  tierKey{sw: peer.Switch, into: true, role: roles[e.Switch]}}
 			add(d.out, d.u)
 			add(d.in, d.u)
 			dirs = append(dirs, d)

@@ -51,7 +51,10 @@ import (
 // (default fattree:16@100 with the default flags; the window is
 // ACCELNET_SCALE_WINDOW, default 30s, stretched to a whole number of
 // the telemetry and counter intervals given; ACCELNET_SCALE_ENV adds NAME=value
-// pairs to accelnet's environment alone, such as its own GOMEMLIMIT).
+// pairs to accelnet's environment alone, such as its own GOMEMLIMIT;
+// ACCELNET_SCALE_PROFILES=DIR keeps CPU profiles of both processes over
+// the cold start's first 20 s, accelnet's heap after the steady window,
+// and with intents the profiles of measureIntents).
 func BenchmarkScale(b *testing.B) {
 	spec := envOr("ACCELNET_SCALE_TOPOLOGY", "fattree:16@100")
 	window, err := time.ParseDuration(envOr("ACCELNET_SCALE_WINDOW", "30s"))
@@ -140,10 +143,15 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	accArgs := append([]string{"serve", "--topology", topoFile, "--http-addr", addr, "--data-dir", filepath.Join(dir, "accelnet")}, args...)
 	accEnv := strings.Fields(os.Getenv("ACCELNET_SCALE_ENV"))
 	acc := proctest.StartEnv(b, "accelnet", accEnv, proctest.Bin(b, "accelnet"), accArgs...)
+	var profiled sync.WaitGroup
+	if d := os.Getenv("ACCELNET_SCALE_PROFILES"); d != "" {
+		coldStartProfiles(b, &profiled, d, "http://"+addr, filepath.Join(dir, "accelnet", "operator.token"), simURL)
+	}
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
 	startup := waitReady(b, acc, sim, poll)
 	coldStart := time.Since(t0)
+	profiled.Wait()
 	var w struct {
 		Last       int64 `json:"last"`
 		FirstSince int64 `json:"first_since"`
@@ -240,6 +248,33 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 
 // waitReady waits until acc logs that every switch is programmed and
 // returns the line's startup= figure.
+// coldStartProfiles takes 20 s CPU profiles of both processes from
+// accelnet's start (coldstart.cpu, coldstart-sim.cpu in dir): accelnet's
+// as soon as its API answers with the operator's token, which it writes
+// once its etcd is up.
+func coldStartProfiles(b *testing.B, wg *sync.WaitGroup, dir, api, tokenFile, simURL string) {
+	const seconds = "20"
+	wg.Go(func() {
+		retry := time.NewTicker(50 * time.Millisecond)
+		defer retry.Stop()
+		for backstop := time.Now().Add(time.Minute); time.Now().Before(backstop); <-retry.C {
+			token, err := os.ReadFile(tokenFile)
+			if err != nil {
+				continue
+			}
+			if err := operatorGet(api, strings.TrimSpace(string(token)), "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, "coldstart.cpu")); err == nil {
+				return
+			}
+		}
+		b.Logf("accelnet's cold-start profile: its API did not answer within a minute")
+	})
+	wg.Go(func() {
+		if err := operatorGet(simURL, "", "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, "coldstart-sim.cpu")); err != nil {
+			b.Logf("fabricsim's cold-start profile: %v", err)
+		}
+	})
+}
+
 func waitReady(b *testing.B, acc, sim *proctest.Proc, poll *time.Ticker) string {
 	ready := regexp.MustCompile(`accelnet ready: every switch programmed"? startup=(\S+)`)
 	for backstop := time.Now().Add(45 * time.Minute); ; <-poll.C {

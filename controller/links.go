@@ -147,11 +147,20 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 			have = prev
 			args = append(args, "pending_change_set_aside", true)
 		} else {
-			// Nothing else to prune from: wait for the current routes
-			// without the lock, which every switch's report and reconcile
-			// needs, then look again (the state may have moved on).
+			// Nothing to prune from yet: wait without the lock, which every
+			// switch's report and reconcile needs, then look again (the
+			// state may have moved on). What is waited for is the state
+			// st replaces, where it is still being planned: the pruning
+			// of a failure just before, far cheaper than st's new routes
+			// (a switch failing reports 48 links at once at k=48, and
+			// every report after the first waited for a whole plan);
+			// st's own only for a topology's first routes.
+			wait := st
+			if st.ro != nil && st.ro.previous() != nil {
+				wait = st.ro.previous()
+			}
 			c.mu.Unlock()
-			if _, err := c.planOf(ctx, st); err != nil && ctx.Err() != nil {
+			if _, err := c.planOf(ctx, wait); err != nil && ctx.Err() != nil {
 				return
 			}
 			c.refreshDown(why, reported, args...)

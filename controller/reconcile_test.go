@@ -513,6 +513,57 @@ func TestFailureDuringAFailureBeingPlanned(t *testing.T) {
 	})
 }
 
+// TestFailureWaitsOnlyForThePruningBeforeIt: a second link fails while
+// the first failure's pruning and its new routes are both still being
+// planned. Nothing is written yet, but the pruning is what the switches
+// are about to have: the second failure waits for it alone, not for the
+// first's whole plan (at k=48 a switch failing reports 48 links at once,
+// and each report after the first waited seconds for a plan).
+func TestFailureWaitsOnlyForThePruningBeforeIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := tableControllerWith(t, 4, 4, Config{})
+		ctx := t.Context()
+		st, routes := plannedCurrent(t, c)
+		l1, l2 := st.snap.Links()[0].ID(), st.snap.Links()[len(st.snap.Links())-1].ID()
+		first := map[models.LinkID]bool{l2: true}
+		pruned, freePruning := blockedPlan(t, st, st.down, pathcalc.Result{Plan: pathcalc.Prune(st.snap, routes.Plan, first)})
+		pruned.source = st
+		pending, _ := blockedPlan(t, st, first, pathcalc.Result{}) // never freed: the test ends first
+		pending.ro = newRollout(pruned, c.cfg.Now)
+		pending.ro.base = &routes.Plan
+		c.mu.Lock()
+		c.state = pending
+		l, _ := st.snap.Link(l2)
+		c.operDown[l.A] = true
+		c.mu.Unlock()
+		done := make(chan struct{})
+		go func() {
+			l, _ := st.snap.Link(l1)
+			c.observeOperStatus(models.CounterSample{Switch: l.A.Switch, Port: l.A.Port, Has: models.HasOperStatus})
+			close(done)
+		}()
+		synctest.Wait()
+		freePruning()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("the second failure waits for the first failure's new routes, not its pruning")
+		}
+		next := c.current()
+		if next == pending || next.ro == nil || !maps.Equal(next.down, map[models.LinkID]bool{l1: true, l2: true}) {
+			t.Fatalf("no new state avoiding both links (down: %v)", next.down)
+		}
+		again, err := c.planOf(ctx, next.ro.previous())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := pathcalc.Prune(st.snap, routes.Plan, next.down); !reflect.DeepEqual(again.Plan, want) {
+			t.Fatal("the second pruning is not the routes before both less both links")
+		}
+	})
+}
+
 // unreachableSwitch is tableSwitches with one switch that cannot be read.
 type unreachableSwitch struct {
 	*tableSwitches

@@ -53,7 +53,8 @@ import (
 // the telemetry and counter intervals given; ACCELNET_SCALE_ENV adds NAME=value
 // pairs to accelnet's environment alone, such as its own GOMEMLIMIT;
 // ACCELNET_SCALE_PROFILES=DIR keeps CPU profiles of both processes over
-// the cold start's first 20 s, accelnet's heap after the steady window,
+// the cold start's first 20 s and the steady window's (which they cost a
+// little of its CPU figures), accelnet's heap after the steady window,
 // and with intents the profiles of measureIntents).
 func BenchmarkScale(b *testing.B) {
 	spec := envOr("ACCELNET_SCALE_TOPOLOGY", "fattree:16@100")
@@ -144,8 +145,9 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	accEnv := strings.Fields(os.Getenv("ACCELNET_SCALE_ENV"))
 	acc := proctest.StartEnv(b, "accelnet", accEnv, proctest.Bin(b, "accelnet"), accArgs...)
 	var profiled sync.WaitGroup
-	if d := os.Getenv("ACCELNET_SCALE_PROFILES"); d != "" {
-		coldStartProfiles(b, &profiled, d, "http://"+addr, filepath.Join(dir, "accelnet", "operator.token"), simURL)
+	profiles, tokenFile := os.Getenv("ACCELNET_SCALE_PROFILES"), filepath.Join(dir, "accelnet", "operator.token")
+	if profiles != "" {
+		cpuProfiles(b, &profiled, profiles, "coldstart", "http://"+addr, tokenFile, simURL)
 	}
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
@@ -191,12 +193,16 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 		return promValues(string(text), "accelnet_telemetry_samples_total", "process_cpu_seconds_total", "go_memstats_heap_inuse_bytes")
 	}
 	before, simCPU0, w0 := metrics(), cpuSeconds(b, sim.Pid()), time.Now()
+	if profiles != "" {
+		cpuProfiles(b, &profiled, profiles, "steady", "http://"+addr, tokenFile, simURL)
+	}
 	for deadline := w0.Add(window); time.Now().Before(deadline); <-poll.C {
 		if acc.Exited() || sim.Exited() {
 			b.Fatal("a process exited in the steady window")
 		}
 	}
 	after, simCPU1, span := metrics(), cpuSeconds(b, sim.Pid()), time.Since(w0).Seconds()
+	profiled.Wait()
 	samples := after["accelnet_telemetry_samples_total"] - before["accelnet_telemetry_samples_total"]
 	cpu := after["process_cpu_seconds_total"] - before["process_cpu_seconds_total"]
 	accRSS, accPeak := rss(b, acc.Pid())
@@ -248,11 +254,10 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 
 // waitReady waits until acc logs that every switch is programmed and
 // returns the line's startup= figure.
-// coldStartProfiles takes 20 s CPU profiles of both processes from
-// accelnet's start (coldstart.cpu, coldstart-sim.cpu in dir): accelnet's
-// as soon as its API answers with the operator's token, which it writes
-// once its etcd is up.
-func coldStartProfiles(b *testing.B, wg *sync.WaitGroup, dir, api, tokenFile, simURL string) {
+// cpuProfiles takes 20 s CPU profiles of both processes from now (NAME.cpu
+// and NAME-sim.cpu in dir): accelnet's as soon as its API answers with the
+// operator's token, which it writes once its etcd is up.
+func cpuProfiles(b *testing.B, wg *sync.WaitGroup, dir, name, api, tokenFile, simURL string) {
 	const seconds = "20"
 	wg.Go(func() {
 		retry := time.NewTicker(50 * time.Millisecond)
@@ -262,15 +267,15 @@ func coldStartProfiles(b *testing.B, wg *sync.WaitGroup, dir, api, tokenFile, si
 			if err != nil {
 				continue
 			}
-			if err := operatorGet(api, strings.TrimSpace(string(token)), "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, "coldstart.cpu")); err == nil {
+			if err := operatorGet(api, strings.TrimSpace(string(token)), "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, name+".cpu")); err == nil {
 				return
 			}
 		}
-		b.Logf("accelnet's cold-start profile: its API did not answer within a minute")
+		b.Logf("accelnet's %s profile: its API did not answer within a minute", name)
 	})
 	wg.Go(func() {
-		if err := operatorGet(simURL, "", "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, "coldstart-sim.cpu")); err != nil {
-			b.Logf("fabricsim's cold-start profile: %v", err)
+		if err := operatorGet(simURL, "", "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, name+"-sim.cpu")); err != nil {
+			b.Logf("fabricsim's %s profile: %v", name, err)
 		}
 	})
 }

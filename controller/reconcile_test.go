@@ -388,6 +388,22 @@ func blockedPlan(t *testing.T, st *fabricState, down map[models.LinkID]bool, rou
 		}}, free
 }
 
+// failureBeingPlanned makes current in c a failure of link from st
+// (planned as routes) whose new routes are being computed until the test
+// ends, pruned (its rollout's first stage) from routes; link's end is
+// reported down.
+func failureBeingPlanned(t *testing.T, c *Controller, st *fabricState, routes pathcalc.Result, pruned *fabricState, link models.LinkID) *fabricState {
+	pending, _ := blockedPlan(t, st, map[models.LinkID]bool{link: true}, pathcalc.Result{})
+	pending.ro = newRollout(pruned, c.cfg.Now)
+	pending.ro.base = &routes.Plan
+	l, _ := st.snap.Link(link)
+	c.mu.Lock()
+	c.state = pending
+	c.operDown[l.A] = true
+	c.mu.Unlock()
+	return pending
+}
+
 // checkSetAside checks the state a failure of leaf1-spine1 made while
 // the change before it was still being planned: it is current at once
 // (nothing waited for that plan), avoids want, prunes base (what the
@@ -492,14 +508,7 @@ func TestFailureDuringAFailureBeingPlanned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pending, _ := blockedPlan(t, st, first, pathcalc.Result{})
-		pending.ro = newRollout(pruned, c.cfg.Now)
-		pending.ro.base = &routes.Plan
-		c.mu.Lock()
-		c.state = pending
-		l, _ := st.snap.Link(l2)
-		c.operDown[l.A] = true
-		c.mu.Unlock()
+		pending := failureBeingPlanned(t, c, st, routes, pruned, l2)
 		after := checkSetAside(t, c, pending, have.Plan, map[models.LinkID]bool{l1: true, l2: true})
 		// Recomputed from the routes before both (pathcalc's working is
 		// there, not in the pruned routes): what neither failure touches
@@ -528,14 +537,7 @@ func TestFailureWaitsOnlyForThePruningBeforeIt(t *testing.T) {
 		first := map[models.LinkID]bool{l2: true}
 		pruned, freePruning := blockedPlan(t, st, st.down, pathcalc.Result{Plan: pathcalc.Prune(st.snap, routes.Plan, first)})
 		pruned.source = st
-		pending, _ := blockedPlan(t, st, first, pathcalc.Result{}) // never freed: the test ends first
-		pending.ro = newRollout(pruned, c.cfg.Now)
-		pending.ro.base = &routes.Plan
-		c.mu.Lock()
-		c.state = pending
-		l, _ := st.snap.Link(l2)
-		c.operDown[l.A] = true
-		c.mu.Unlock()
+		pending := failureBeingPlanned(t, c, st, routes, pruned, l2)
 		done := make(chan struct{})
 		go func() {
 			l, _ := st.snap.Link(l1)

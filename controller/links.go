@@ -160,10 +160,12 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 				wait = st.ro.previous()
 			}
 			c.mu.Unlock()
-			if _, err := c.planOf(ctx, wait); err != nil && ctx.Err() != nil {
-				return
-			}
-			c.refreshDown(why, reported, args...)
+			c.beside(ctx, func(ctx context.Context) {
+				if _, err := c.planOf(ctx, wait); err != nil && ctx.Err() != nil {
+					return
+				}
+				c.refreshDown(why, reported, args...)
+			})
 			return
 		}
 	}
@@ -212,34 +214,51 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	c.m.linksDown.Set(float64(len(down)))
 	if failed {
 		c.urgency.begin(next.ro) // background work waits for this rollout
-		// The switches the pruning changes, at once: they are written
-		// while the new routes are computed.
-		c.enqueuePruned(ctx, next.ro)
 	}
-	// Plan now, so only the switches whose routes change are programmed,
-	// stage by stage; the pins of intents moved off the links follow.
-	from := st
-	if failed {
-		from = next.ro.previous()
-	}
-	oldPlan, errOld := c.planOf(ctx, from)
-	newPlan, errNew := c.planOf(ctx, next)
-	// A failure may have set this change aside while it was planned: its
-	// routes were never written, and the later state's rollout includes
-	// it.
-	setAside := c.current() != next
-	if setAside || errOld != nil || errNew != nil {
-		next.ro.abandon()
-		c.urgency.end(next.ro)
-		if !setAside {
-			c.enqueueAll()
+	c.beside(ctx, func(ctx context.Context) {
+		if failed {
+			// The switches the pruning changes, at once: they are
+			// written while the new routes are computed.
+			c.enqueuePruned(ctx, next.ro)
 		}
-		return
-	}
-	next.ro.prepare(next, oldPlan.Plan, newPlan.Plan, next.ro.base)
-	c.enqueueStage(next.ro.begin())
-	if next.ro.stageNow() == 0 {
-		c.urgency.end(next.ro) // nothing to stage: over at once
+		// Plan now, so only the switches whose routes change are
+		// programmed, stage by stage; the pins of intents moved off the
+		// links follow.
+		from := st
+		if failed {
+			from = next.ro.previous()
+		}
+		oldPlan, errOld := c.planOf(ctx, from)
+		newPlan, errNew := c.planOf(ctx, next)
+		// A failure may have set this change aside while it was planned:
+		// its routes were never written, and the later state's rollout
+		// includes it.
+		setAside := c.current() != next
+		if setAside || errOld != nil || errNew != nil {
+			next.ro.abandon()
+			c.urgency.end(next.ro)
+			if !setAside {
+				c.enqueueAll()
+			}
+			return
+		}
+		next.ro.prepare(next, oldPlan.Plan, newPlan.Plan, next.ro.base)
+		c.enqueueStage(next.ro.begin())
+		if next.ro.stageNow() == 0 {
+			c.urgency.end(next.ro) // nothing to stage: over at once
+		}
+	})
+}
+
+// beside runs what a change waits for (plans: seconds at k=48) in a
+// goroutine of its own while Run runs, else in the caller's. refreshDown
+// is called from a switch's telemetry stream for every oper-status change
+// it reports: run in the stream, that wait held the switch's later
+// reports, and a k=48 switch failure's neighbours, each holding its
+// stream for a plan, had their reports acted on 20-40 s late.
+func (c *Controller) beside(ctx context.Context, f func(ctx context.Context)) {
+	if !c.spawn(f) {
+		f(ctx)
 	}
 }
 

@@ -673,7 +673,9 @@ func TestTablesWaitForRoutesOutsideTheirTimeout(t *testing.T) {
 // the controller's lock meanwhile: other switches' reports and the
 // reconciles need it. Once they are there, the failure is routed around
 // and pruned from them. (It held the lock for the whole wait: at k=48 a
-// reroute decided 1.1 s after the report.)
+// reroute decided 1.1 s after the report.) Nor does the report wait: it
+// comes from its switch's telemetry stream, whose next reports would
+// wait with it (at k=48 a switch failure's were acted on 20-40 s late).
 func TestFailureWaitsForAPlanWithoutTheLock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c, _ := tableController(t)
@@ -690,6 +692,11 @@ func TestFailureWaitsForAPlanWithoutTheLock(t *testing.T) {
 			close(done)
 		}()
 		synctest.Wait() // the failure waits for slow's routes
+		select {
+		case <-done:
+		default:
+			t.Fatal("the report waits for the routes being computed, and its switch's stream with it")
+		}
 		if !c.mu.TryLock() {
 			t.Fatal("the controller's lock is held while a failure waits for the routes being computed")
 		}
@@ -699,6 +706,7 @@ func TestFailureWaitsForAPlanWithoutTheLock(t *testing.T) {
 		}
 		free()
 		<-done
+		synctest.Wait() // the reroute, beside the report
 		next := c.current()
 		if next == slow || len(next.down) != 1 || next.ro == nil || next.ro.base == nil {
 			t.Fatalf("after the routes came: no new state pruned from them (down %v)", next.down)

@@ -138,7 +138,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	// given): the failure is pruned from its routes and the new ones are
 	// made from them.
 	have := st
-	if failed && !c.planReady(ctx, st) {
+	if failed && !planReady(st) {
 		if prev := c.setAside(ctx, st); prev != nil {
 			// The change just before this failure is still being planned,
 			// so none of its routes were written: prune what the switches
@@ -220,6 +220,14 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 			// The switches the pruning changes, at once: they are
 			// written while the new routes are computed.
 			c.enqueuePruned(ctx, next.ro)
+		}
+		if c.current() != next {
+			// Set aside by a failure while its pruning was planned: the
+			// later state's rollout includes this change, and its new
+			// routes would only take the cores that rollout needs.
+			next.ro.abandon()
+			c.urgency.end(next.ro)
+			return
 		}
 		// Plan now, so only the switches whose routes change are
 		// programmed, stage by stage; the pins of intents moved off the

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -473,11 +474,23 @@ func TestFailureSetsAsideAChangeBeingPlanned(t *testing.T) {
 		}
 		pending, _ := blockedPlan(t, st, map[models.LinkID]bool{}, pathcalc.Result{}) // back is up again
 		pending.ro = newRollout(before, c.cfg.Now)
+		var started atomic.Bool
+		derive := pending.derive
+		pending.derive = func(ctx context.Context) (pathcalc.Result, error) {
+			started.Store(true)
+			return derive(ctx)
+		}
 		c.mu.Lock()
 		c.state = pending
 		c.mu.Unlock()
 		l1 := st.snap.Links()[0].ID()
 		checkSetAside(t, c, pending, have.Plan, map[models.LinkID]bool{l1: true})
+		// Asking whether the pending change was planned did not start
+		// its plan: set aside, it would only take a core from the
+		// pruning and the new routes.
+		if started.Load() {
+			t.Fatal("the failure started the plan of the change it set aside")
+		}
 	})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/accelnet/accelnet/api"
@@ -22,9 +23,10 @@ type fabricState struct {
 	// routes avoid them.
 	down map[models.LinkID]bool
 	// once starts the routes' computation; ready closes when plan and err
-	// are set (see planOf).
+	// are set (see planOf), and done says so without a wait (planReady).
 	once  sync.Once
 	ready chan struct{}
+	done  atomic.Bool
 	plan  pathcalc.Result
 	err   error
 	// ro, when set, rolls the change from the state it replaced out in
@@ -72,7 +74,7 @@ func (c *Controller) setAside(ctx context.Context, st *fabricState) *fabricState
 		return nil // the first routes of a topology: the switches have none of them
 	}
 	prev := st.ro.previous()
-	if prev == nil || !c.planReady(ctx, prev) {
+	if prev == nil || !planReady(prev) {
 		return nil
 	}
 	return prev
@@ -163,17 +165,12 @@ func (c *Controller) planOf(ctx context.Context, st *fabricState) (pathcalc.Resu
 	}
 }
 
-// planReady says whether st's routes are computed (or failed), starting
-// them if nobody has; it does not wait.
-func (c *Controller) planReady(ctx context.Context, st *fabricState) bool {
-	c.startPlan(ctx, st)
-	select {
-	case <-st.ready:
-		return true
-	default:
-		return false
-	}
-}
+// planReady says whether st's routes are computed (or failed). It
+// neither waits nor starts them: a failure asks about the change before
+// it, which it then sets aside, and starting that change's plan only took
+// a core from the pruning everything waits for (a k=48 switch failure's
+// first reports started two such plans beside it).
+func planReady(st *fabricState) bool { return st.done.Load() }
 
 // startPlan starts computing st's routes, if nobody has yet.
 func (c *Controller) startPlan(ctx context.Context, st *fabricState) {
@@ -199,7 +196,10 @@ func (c *Controller) spawn(f func(ctx context.Context)) bool {
 }
 
 func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
-	defer close(st.ready)
+	defer func() {
+		st.done.Store(true)
+		close(st.ready)
+	}()
 	if st.derive != nil {
 		st.plan, st.err = st.derive(ctx)
 		return

@@ -145,6 +145,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 			// have, and plan the new routes (which include that change)
 			// from the routes before it, rather than wait for its plan.
 			have = prev
+			st.abandonPlan()
 			args = append(args, "pending_change_set_aside", true)
 		} else {
 			// Nothing to prune from yet: wait without the lock, which every

@@ -201,6 +201,12 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		return 0, nil // no longer in the topology
 	}
 	desired, stage, planned, err := c.desiredOf(ctx, st, sw)
+	if err != nil && ctx.Err() == nil && c.current() != st {
+		// A change set aside while this waited for its routes (their
+		// computation abandoned): the switch's reconcile is the
+		// current state's.
+		return c.Reconcile(ctx, sw)
+	}
 	if err != nil {
 		record(api.SwitchStatus{LastError: err.Error()})
 		return 0, err

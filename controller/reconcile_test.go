@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -459,39 +460,67 @@ func checkSetAside(t *testing.T, c *Controller, pending *fabricState, base model
 // before it (here a link back up) is still being planned. None of that
 // change's routes were written, so the failure is pruned from the routes
 // the switches have, and the new routes (which include the change) are
-// planned from those: nothing waits for the pending plan.
+// planned from those: nothing waits for the pending plan. Nor does the
+// pending plan take the cores the failure needs: asking whether it is
+// ready does not start it, and if it was under way it is stopped.
 func TestFailureSetsAsideAChangeBeingPlanned(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		c, _ := tableController(t)
-		ctx := t.Context()
-		planInBackground(t, c)
-		st := c.current()
-		back := st.snap.Links()[len(st.snap.Links())-1].ID() // leaf2-spine2, down before
-		before := &fabricState{rev: st.rev, snap: st.snap, down: map[models.LinkID]bool{back: true}, planned: map[models.LinkID]bool{}, bias: st.bias}
-		have, err := c.planOf(ctx, before)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pending, _ := blockedPlan(t, st, map[models.LinkID]bool{}, pathcalc.Result{}) // back is up again
-		pending.ro = newRollout(before, c.cfg.Now)
-		var started atomic.Bool
-		derive := pending.derive
-		pending.derive = func(ctx context.Context) (pathcalc.Result, error) {
-			started.Store(true)
-			return derive(ctx)
-		}
-		c.mu.Lock()
-		c.state = pending
-		c.mu.Unlock()
-		l1 := st.snap.Links()[0].ID()
-		checkSetAside(t, c, pending, have.Plan, map[models.LinkID]bool{l1: true})
-		// Asking whether the pending change was planned did not start
-		// its plan: set aside, it would only take a core from the
-		// pruning and the new routes.
-		if started.Load() {
-			t.Fatal("the failure started the plan of the change it set aside")
-		}
-	})
+	for _, underWay := range []bool{false, true} {
+		t.Run(fmt.Sprintf("under way %v", underWay), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				c, _ := tableController(t)
+				ctx := t.Context()
+				planInBackground(t, c)
+				st := c.current()
+				back := st.snap.Links()[len(st.snap.Links())-1].ID() // leaf2-spine2, down before
+				before := &fabricState{rev: st.rev, snap: st.snap, down: map[models.LinkID]bool{back: true}, planned: map[models.LinkID]bool{}, bias: st.bias}
+				have, err := c.planOf(ctx, before)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pending, _ := blockedPlan(t, st, map[models.LinkID]bool{}, pathcalc.Result{}) // back is up again
+				pending.ro = newRollout(before, c.cfg.Now)
+				var started atomic.Bool
+				derive := pending.derive
+				pending.derive = func(ctx context.Context) (pathcalc.Result, error) {
+					started.Store(true)
+					return derive(ctx)
+				}
+				c.mu.Lock()
+				c.state = pending
+				c.mu.Unlock()
+				// Under way: a reconcile of leaf1 waits for the pending
+				// change's routes (and so starts them).
+				var reconciled error
+				done := make(chan struct{})
+				if underWay {
+					go func() {
+						_, reconciled = c.Reconcile(ctx, "leaf1")
+						close(done)
+					}()
+					synctest.Wait()
+				}
+				l1 := st.snap.Links()[0].ID()
+				checkSetAside(t, c, pending, have.Plan, map[models.LinkID]bool{l1: true})
+				synctest.Wait()
+				switch {
+				case !underWay && started.Load():
+					t.Fatal("the failure started the plan of the change it set aside")
+				case underWay && (!pending.done.Load() || !errors.Is(pending.err, context.Canceled)):
+					t.Fatal("the set-aside change is still being planned")
+				}
+				if underWay {
+					// The reconcile that waited is the current state's.
+					<-done
+					c.mu.RLock()
+					status := c.status["leaf1"]
+					c.mu.RUnlock()
+					if reconciled != nil || status.LastError != "" {
+						t.Fatalf("the reconcile that waited for the abandoned routes failed: %v (status: %q)", reconciled, status.LastError)
+					}
+				}
+			})
+		})
+	}
 }
 
 // TestFailureDuringAFailureBeingPlanned: a second link fails while the

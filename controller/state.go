@@ -29,6 +29,10 @@ type fabricState struct {
 	done  atomic.Bool
 	plan  pathcalc.Result
 	err   error
+	// stop cancels the routes' computation once abandoned (see
+	// abandonPlan): set by the goroutine computing them.
+	stop      atomic.Pointer[context.CancelFunc]
+	abandoned atomic.Bool
 	// ro, when set, rolls the change from the state it replaced out in
 	// stages (make-before-break); see rollout.go.
 	ro *rollout
@@ -176,10 +180,29 @@ func planReady(st *fabricState) bool { return st.done.Load() }
 func (c *Controller) startPlan(ctx context.Context, st *fabricState) {
 	st.once.Do(func() {
 		st.ready = make(chan struct{})
-		if !c.spawn(func(runCtx context.Context) { c.computePlan(runCtx, st) }) {
+		if !c.spawn(func(runCtx context.Context) {
+			ctx, cancel := context.WithCancel(runCtx)
+			defer cancel()
+			st.stop.Store(&cancel)
+			if st.abandoned.Load() {
+				cancel()
+			}
+			c.computePlan(ctx, st)
+		}) {
 			c.computePlan(ctx, st)
 		}
 	})
+}
+
+// abandonPlan stops computing st's routes, a change a failure set aside
+// (see setAside): nothing will write them, and at k=48 a change of a
+// switch's 48 links is a second or more of a core the failure's pruning
+// and new routes need. Whoever still waits for them gets an error.
+func (st *fabricState) abandonPlan() {
+	st.abandoned.Store(true)
+	if stop := st.stop.Load(); stop != nil {
+		(*stop)()
+	}
 }
 
 // spawn runs f in a goroutine under Run's context, which Run waits for;

@@ -119,9 +119,10 @@ func BenchmarkComputeFatTree48(b *testing.B) {
 	b.ReportMetric(float64(peak)/(1<<20), "heap_MiB")
 }
 
-// BenchmarkPruneFatTree48: the pruned plan after a core–pod link of a
-// k=48 fat-tree fails — the first stage of the controller's reaction,
-// written before the new routes are known.
+// BenchmarkPruneFatTree48: the pruned plan after a core–pod link, a
+// leaf–spine link or a spine switch (its 48 links) of a k=48 fat-tree
+// fails — the first stage of the controller's reaction, written before
+// the new routes are known.
 //
 //	go test ./pathcalc -run '^$' -bench PruneFatTree48 -cpu 1 -benchtime 3x
 func BenchmarkPruneFatTree48(b *testing.B) {
@@ -153,6 +154,15 @@ func BenchmarkPruneFatTree48(b *testing.B) {
 			}
 		})
 	}
+	// A spine switch failing: its 48 links at once (1,151 switches pruned).
+	down := map[models.LinkID]bool{}
+	snap.EachNeighbor("p3-spine12", func(a topology.Adjacency) { down[a.Link] = true })
+	b.Run("p3-spine12", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			Prune(snap, res.Plan, down)
+		}
+	})
 }
 
 // BenchmarkRecompute: the new plan after one link of a fat-tree fails

@@ -71,24 +71,33 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 		}
 		return gs[i]
 	}
-	ports := func(sw models.SwitchID, r models.Route) []uint32 {
+	// uses says whether r's next hops include port. (Asked for every
+	// route at both ends of every failed link: a spine's 48 links at k=48
+	// are 115,000 routes, so nothing is allocated to ask.)
+	uses := func(sw models.SwitchID, r models.Route, port uint32) bool {
 		if r.GroupID == 0 {
-			return []uint32{r.MemberID}
+			return r.MemberID == port
 		}
-		var out []uint32
 		for _, m := range groupOf(sw, r.GroupID).Members {
-			out = append(out, m.MemberID)
+			if m.MemberID == port {
+				return true
+			}
 		}
-		return out
+		return false
 	}
-	removed := map[at]map[uint32]bool{} // next hops to take out
+	// The next hops to take out of each route (a port or two: looked up
+	// once per route, then scanned).
+	gone := map[at][]uint32{}
 	var queue []at
 	remove := func(a at, port uint32) {
-		if removed[a] == nil {
-			removed[a] = map[uint32]bool{}
+		ps := gone[a]
+		if slices.Contains(ps, port) {
+			return
+		}
+		if len(ps) == 0 {
 			queue = append(queue, a)
 		}
-		removed[a][port] = true
+		gone[a] = append(ps, port)
 	}
 	// Seeds: routes over a failed link, at either end.
 	for id := range down {
@@ -101,7 +110,7 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 				continue
 			}
 			for _, r := range plan.Switches[e.Switch].Routes {
-				if slices.Contains(ports(e.Switch, r), e.Port) {
+				if uses(e.Switch, r, e.Port) {
 					remove(at{e.Switch, r.Prefix}, e.Port)
 				}
 			}
@@ -116,11 +125,16 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 		if bad[a] {
 			continue
 		}
-		left := 0
-		r, _ := routeOf(a.sw, a.p)
-		for _, port := range ports(a.sw, r) {
-			if !removed[a][port] {
+		left, ps := 0, gone[a]
+		if r, _ := routeOf(a.sw, a.p); r.GroupID == 0 {
+			if !slices.Contains(ps, r.MemberID) {
 				left++
+			}
+		} else {
+			for _, m := range groupOf(a.sw, r.GroupID).Members {
+				if !slices.Contains(ps, m.MemberID) {
+					left++
+				}
 			}
 		}
 		if left > 0 {
@@ -135,10 +149,10 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 				continue
 			}
 			r, ok := routeOf(nb.Peer, a.p)
-			if ok && slices.Contains(ports(nb.Peer, r), nb.PeerPort) {
+			if ok && uses(nb.Peer, r, nb.PeerPort) {
 				n := at{nb.Peer, a.p}
 				remove(n, nb.PeerPort)
-				if len(removed[n]) > 1 { // seen before: look at it again
+				if len(gone[n]) > 1 { // seen before: look at it again
 					queue = append(queue, n)
 				}
 			}
@@ -146,7 +160,7 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 	}
 	// Rewrite the switches touched.
 	bySwitch := map[models.SwitchID][]netip.Prefix{}
-	for a := range removed {
+	for a := range gone {
 		if !bad[a] { // a route with nothing left keeps its old next hops
 			bySwitch[a.sw] = append(bySwitch[a.sw], a.p)
 		}
@@ -160,29 +174,56 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 			k, _ := groupKey(g.Members)
 			groupFor[k] = g.ID
 		}
-		pruned := map[netip.Prefix]models.Route{}
+		pruned := make(map[netip.Prefix]models.Route, len(prefixes))
 		var extra []models.Group
+		// The prefixes a failure prunes at a switch mostly lose the same
+		// next hops of the same group (a spine's failure: a leaf's routes
+		// toward that spine's pod): each group and set of lost members
+		// is worked out once.
+		type lost struct {
+			group   uint32
+			members uint64 // by index in the group
+		}
+		seen := map[lost]models.Route{}
+		var left []models.GroupMember
 		for _, p := range prefixes {
 			r, _ := routeOf(sw, p)
-			var left []models.GroupMember
-			for _, m := range groupOf(sw, r.GroupID).Members {
-				if !removed[at{sw, p}][m.MemberID] {
+			members := groupOf(sw, r.GroupID).Members
+			key, ps := lost{group: r.GroupID}, gone[at{sw, p}]
+			left = left[:0]
+			for i, m := range members {
+				switch {
+				case !slices.Contains(ps, m.MemberID):
 					left = append(left, m)
+				case i < 64:
+					key.members |= 1 << i
 				}
 			}
-			if len(left) == 1 {
-				pruned[p] = models.Route{Prefix: p, MemberID: left[0].MemberID}
+			once := len(members) <= 64
+			if to, ok := seen[key]; ok && once {
+				to.Prefix = p
+				pruned[p] = to
 				continue
 			}
-			k, left := groupKey(left)
-			id, ok := groupFor[k]
-			if !ok {
-				id = groupID(k, taken)
-				taken[id] = true
-				groupFor[k] = id
-				extra = append(extra, models.Group{ID: id, Members: left})
+			var to models.Route
+			if len(left) == 1 {
+				to.MemberID = left[0].MemberID
+			} else {
+				k, left := groupKey(left) // a copy of its own
+				id, ok := groupFor[k]
+				if !ok {
+					id = groupID(k, taken)
+					taken[id] = true
+					groupFor[k] = id
+					extra = append(extra, models.Group{ID: id, Members: left})
+				}
+				to.GroupID = id
 			}
-			pruned[p] = models.Route{Prefix: p, GroupID: id}
+			if once {
+				seen[key] = to
+			}
+			to.Prefix = p
+			pruned[p] = to
 		}
 		// The rest of the state (port MACs, hash seed, punts, pins) stays
 		// as it is; members stay while a route or group uses them, as in a

@@ -90,16 +90,16 @@ func (c *Controller) adjustWeights() {
 		u       float64
 		hashed  float64 // the share of capacity weights can move
 	}
-	// Every fabric link's two directions, every interval: at k=48 221,184
-	// of them, so nothing here is looked up or grown more than once.
-	roles := make(map[models.SwitchID]models.Role, st.snap.NumSwitches())
-	for sw := range st.snap.AllSwitches() {
-		roles[sw.Name] = sw.Role
+	role := func(id models.SwitchID) models.Role {
+		sw, _ := st.snap.Switch(id)
+		return sw.Role
 	}
 	var pinned map[models.Endpoint]float64
 	if c.cfg.PinnedLoad != nil {
 		pinned = c.cfg.PinnedLoad()
 	}
+	// Every fabric link's two directions, every interval (at k=48
+	// 221,184 of them): the list is sized once.
 	dirs := make([]direction, 0, 2*st.snap.NumFabricLinks())
 	groups := make(map[tierKey]*tierSum, 4*st.snap.NumSwitches())
 	add := func(k tierKey, u float64) {
@@ -122,8 +122,8 @@ func (c *Controller) adjustWeights() {
 				continue
 			}
 			d := direction{e: e, peer: peer, u: pl.OutBps / (l.Gbps * 1e9), hashed: (pl.OutBps/1e9 - pinned[e]) / l.Gbps,
-				out: tierKey{sw: e.Switch, role: roles[peer.Switch]},
-				in:  tierKey{sw: peer.Switch, into: true, role: roles[e.Switch]}}
+				out: tierKey{sw: e.Switch, role: role(peer.Switch)},
+				in:  tierKey{sw: peer.Switch, into: true, role: role(e.Switch)}}
 			add(d.out, d.u)
 			add(d.in, d.u)
 			dirs = append(dirs, d)

@@ -216,18 +216,26 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	if failed {
 		c.urgency.begin(next.ro) // background work waits for this rollout
 	}
+	// What follows waits for plans (seconds at k=48), and refreshDown is
+	// called from a switch's telemetry stream for every oper-status change
+	// it reports: run in the stream, that wait held the switch's later
+	// reports, and a k=48 switch failure's neighbours, each holding its
+	// stream for a plan, had their reports acted on 20-40 s late.
 	c.beside(ctx, func(ctx context.Context) {
 		if failed {
 			// The switches the pruning changes, at once: they are
 			// written while the new routes are computed.
 			c.enqueuePruned(ctx, next.ro)
 		}
+		abandon := func() {
+			next.ro.abandon()
+			c.urgency.end(next.ro)
+		}
 		if c.current() != next {
 			// Set aside by a failure while its pruning was planned: the
 			// later state's rollout includes this change, and its new
 			// routes would only take the cores that rollout needs.
-			next.ro.abandon()
-			c.urgency.end(next.ro)
+			abandon()
 			return
 		}
 		// Plan now, so only the switches whose routes change are
@@ -244,8 +252,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 		// includes it.
 		setAside := c.current() != next
 		if setAside || errOld != nil || errNew != nil {
-			next.ro.abandon()
-			c.urgency.end(next.ro)
+			abandon()
 			if !setAside {
 				c.enqueueAll()
 			}
@@ -257,18 +264,6 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 			c.urgency.end(next.ro) // nothing to stage: over at once
 		}
 	})
-}
-
-// beside runs what a change waits for (plans: seconds at k=48) in a
-// goroutine of its own while Run runs, else in the caller's. refreshDown
-// is called from a switch's telemetry stream for every oper-status change
-// it reports: run in the stream, that wait held the switch's later
-// reports, and a k=48 switch failure's neighbours, each holding its
-// stream for a plan, had their reports acted on 20-40 s late.
-func (c *Controller) beside(ctx context.Context, f func(ctx context.Context)) {
-	if !c.spawn(f) {
-		f(ctx)
-	}
 }
 
 // enqueuePruned queues the switches whose pruned routes differ from what

@@ -180,17 +180,15 @@ func planReady(st *fabricState) bool { return st.done.Load() }
 func (c *Controller) startPlan(ctx context.Context, st *fabricState) {
 	st.once.Do(func() {
 		st.ready = make(chan struct{})
-		if !c.spawn(func(runCtx context.Context) {
-			ctx, cancel := context.WithCancel(runCtx)
+		c.beside(ctx, func(ctx context.Context) {
+			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			st.stop.Store(&cancel)
 			if st.abandoned.Load() {
 				cancel()
 			}
 			c.computePlan(ctx, st)
-		}) {
-			c.computePlan(ctx, st)
-		}
+		})
 	})
 }
 
@@ -202,6 +200,14 @@ func (st *fabricState) abandonPlan() {
 	st.abandoned.Store(true)
 	if stop := st.stop.Load(); stop != nil {
 		(*stop)()
+	}
+}
+
+// beside runs f in a goroutine under Run's context while Run runs (see
+// spawn), else in the caller's goroutine under ctx.
+func (c *Controller) beside(ctx context.Context, f func(ctx context.Context)) {
+	if !c.spawn(f) {
+		f(ctx)
 	}
 }
 

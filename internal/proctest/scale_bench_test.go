@@ -260,24 +260,36 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 func cpuProfiles(b *testing.B, wg *sync.WaitGroup, dir, name, api, tokenFile, simURL string) {
 	const seconds = "20"
 	wg.Go(func() {
-		retry := time.NewTicker(50 * time.Millisecond)
-		defer retry.Stop()
-		for backstop := time.Now().Add(time.Minute); time.Now().Before(backstop); <-retry.C {
+		if err := whenUp(func() error {
 			token, err := os.ReadFile(tokenFile)
 			if err != nil {
-				continue
+				return err
 			}
-			if err := operatorGet(api, strings.TrimSpace(string(token)), "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, name+".cpu")); err == nil {
-				return
-			}
+			return operatorGet(api, strings.TrimSpace(string(token)), "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, name+".cpu"))
+		}); err != nil {
+			b.Logf("accelnet's %s profile: %v", name, err)
 		}
-		b.Logf("accelnet's %s profile: its API did not answer within a minute", name)
 	})
 	wg.Go(func() {
 		if err := operatorGet(simURL, "", "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, name+"-sim.cpu")); err != nil {
 			b.Logf("fabricsim's %s profile: %v", name, err)
 		}
 	})
+}
+
+// whenUp calls try every 50 ms until it succeeds, or a minute has passed
+// (then its last error): a process starting, its API or operator token
+// not there yet.
+func whenUp(try func() error) error {
+	retry := time.NewTicker(50 * time.Millisecond)
+	defer retry.Stop()
+	var err error
+	for backstop := time.Now().Add(time.Minute); time.Now().Before(backstop); <-retry.C {
+		if err = try(); err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 func waitReady(b *testing.B, acc, sim *proctest.Proc, poll *time.Ticker) string {
@@ -354,13 +366,8 @@ func measureIntents(b *testing.B, api, dataDir, topoFile string, n int, restart 
 			b.Logf("heap profile: %v", err)
 		}
 		restarted.Go(func() {
-			// Until the restarted API answers (a backstop of a minute).
-			retry := time.NewTicker(50 * time.Millisecond)
-			defer retry.Stop()
-			for backstop := time.Now().Add(time.Minute); time.Now().Before(backstop); <-retry.C {
-				if profile("/debug/pprof/profile?seconds=30", "restart.cpu") == nil {
-					return
-				}
+			if err := whenUp(func() error { return profile("/debug/pprof/profile?seconds=30", "restart.cpu") }); err != nil {
+				b.Logf("restart profile: %v", err)
 			}
 		})
 	}

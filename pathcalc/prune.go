@@ -71,19 +71,20 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 		}
 		return gs[i]
 	}
-	// uses says whether r's next hops include port. (Asked for every
-	// route at both ends of every failed link: a spine's 48 links at k=48
-	// are 115,000 routes, so nothing is allocated to ask.)
-	uses := func(sw models.SwitchID, r models.Route, port uint32) bool {
+	// hops is r's next hops: its group's members, or its one member (in
+	// one, reused: read before the next call). Asked for every route at
+	// both ends of every failed link (a spine's 48 links at k=48 are
+	// 115,000 routes), so nothing is allocated to ask.
+	var one [1]models.GroupMember
+	hops := func(sw models.SwitchID, r models.Route) []models.GroupMember {
 		if r.GroupID == 0 {
-			return r.MemberID == port
+			one[0] = models.GroupMember{MemberID: r.MemberID}
+			return one[:]
 		}
-		for _, m := range groupOf(sw, r.GroupID).Members {
-			if m.MemberID == port {
-				return true
-			}
-		}
-		return false
+		return groupOf(sw, r.GroupID).Members
+	}
+	uses := func(sw models.SwitchID, r models.Route, port uint32) bool {
+		return slices.ContainsFunc(hops(sw, r), func(m models.GroupMember) bool { return m.MemberID == port })
 	}
 	// The next hops to take out of each route (a port or two: looked up
 	// once per route, then scanned).
@@ -126,15 +127,10 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 			continue
 		}
 		left, ps := 0, gone[a]
-		if r, _ := routeOf(a.sw, a.p); r.GroupID == 0 {
-			if !slices.Contains(ps, r.MemberID) {
+		r, _ := routeOf(a.sw, a.p)
+		for _, m := range hops(a.sw, r) {
+			if !slices.Contains(ps, m.MemberID) {
 				left++
-			}
-		} else {
-			for _, m := range groupOf(a.sw, r.GroupID).Members {
-				if !slices.Contains(ps, m.MemberID) {
-					left++
-				}
 			}
 		}
 		if left > 0 {

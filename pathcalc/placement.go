@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/accelnet/accelnet/models"
@@ -93,16 +94,20 @@ func (n *network) place(ctx context.Context, demands []Demand, previous [][]mode
 		}
 	}
 	choice := make([]int, len(demands))
-	if previous == nil && equalDemands(demands) && n.colorClos(demands, candidates, choice) {
+	if previous == nil && n.colorClos(demands, candidates, choice) {
 		// Colouring is optimal when it leaves the hosts' own links as the
-		// bottleneck; otherwise (a shape it cannot fully exploit) the greedy
-		// search may still do better.
+		// bottleneck (always, for equal demands on a non-blocking Clos; for
+		// unequal ones when they are close: elephants beside an intent
+		// that sends a little under line rate); otherwise (a shape it
+		// cannot fully exploit, demands far apart) the greedy search may
+		// still do better.
 		colored := n.mlu(demands, candidates, choice)
 		if colored <= n.hostBound(demands)+1e-9 {
 			return n.routes(demands, candidates, choice), "edge-coloring", 0, nil
 		}
 		// Its peak is forced higher than the hosts' links (a failed link,
-		// an oversubscribed tier): spread what lies under the peak too.
+		// an oversubscribed tier, a link an intent fills that it could not
+		// go around): spread what lies under the peak too.
 		if err := n.balance(ctx, demands, candidates, choice, n.loads(demands, candidates, choice)); err != nil {
 			return nil, "", 0, err
 		}
@@ -206,17 +211,6 @@ func samePath(n *network, prev []models.Endpoint, route []int) bool {
 	return true
 }
 
-// equalDemands reports whether every demand asks for the same bandwidth,
-// the case edge colouring solves exactly.
-func equalDemands(demands []Demand) bool {
-	for _, d := range demands {
-		if d.Gbps != demands[0].Gbps {
-			return false
-		}
-	}
-	return len(demands) > 0
-}
-
 // firstHopGroups splits a leaf pair's candidate paths by their first hop,
 // in port order: groups[g] lists the candidates leaving through the g-th
 // uplink, ordered by their second hop.
@@ -256,6 +250,7 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 	srcIdx, dstIdx := -1, -1
 	idx := make([]int, 0, len(demands))
 	groups := make([][][]int, 0, len(demands))
+	keys := make([]int, 0, len(demands)) // each demand's leaf pair
 	edges := make([][2]int, 0, len(demands))
 	// Candidates are shared per leaf pair: split them once per pair.
 	split := make([][][]int, switches*switches)
@@ -281,6 +276,7 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 			split[key], done[key] = g, true
 		}
 		idx = append(idx, i)
+		keys = append(keys, key)
 		groups = append(groups, split[key])
 		edges = append(edges, [2]int{s, switches + t}) // sources and destinations apart
 	}
@@ -288,7 +284,33 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 		return true
 	}
 	width := func(k int) int { return len(groups[k]) }
-	stage1 := colorsFor(edges, 2*switches, len(idx), width)
+	// A link the demands do not fit on (what an intent reserves and sends
+	// fills it) blocks its colour at its leaf: the colouring goes around
+	// it where it can. Colour c at a source leaf is its c-th uplink; at a
+	// destination leaf, the c-th spine's (or aggregation switch's) link
+	// down to it.
+	var blocked1 map[[2]int]bool
+	size := n.blocking(demands)
+	if size > 0 {
+		blocked1 = map[[2]int]bool{}
+		seen := map[int]bool{}
+		for k, e := range edges {
+			if seen[keys[k]] {
+				continue // a leaf pair's links are looked at once
+			}
+			seen[keys[k]] = true
+			for c, grp := range groups[k] {
+				p := candidates[idx[k]][grp[0]]
+				if n.capacity[p[0]] < size {
+					blocked1[[2]int{e[0], c}] = true
+				}
+				if n.capacity[p[len(p)-1]] < size {
+					blocked1[[2]int{e[1], c}] = true
+				}
+			}
+		}
+	}
+	stage1 := colorsFor(edges, 2*switches, len(idx), width, blocked1)
 	// Stage 2: per first-hop colour, the demands that go up to the core.
 	type second struct{ k, c int }
 	byColor := map[int][]second{}
@@ -303,14 +325,31 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 	}
 	for _, members := range byColor {
 		e2 := make([][2]int, 0, len(members))
+		var blocked2 map[[2]int]bool
+		seen := map[int]bool{}
+		if blocked1 != nil {
+			blocked2 = map[[2]int]bool{}
+		}
 		for _, m := range members {
 			i := idx[m.k]
 			p := candidates[i][groups[m.k][m.c][0]]
 			srcAgg := n.resPeer[p[0]]                            // after leaf → aggregation
 			dstAgg := n.swIndex[n.resources[p[3]].egress.Switch] // aggregation → destination leaf
 			e2 = append(e2, [2]int{srcAgg, switches + dstAgg})
+			if blocked2 != nil && !seen[keys[m.k]] { // colour x: the x-th core, up and down
+				seen[keys[m.k]] = true
+				for x, cand := range groups[m.k][m.c] {
+					q := candidates[i][cand]
+					if n.capacity[q[1]] < size {
+						blocked2[[2]int{srcAgg, x}] = true
+					}
+					if n.capacity[q[2]] < size {
+						blocked2[[2]int{switches + dstAgg, x}] = true
+					}
+				}
+			}
 		}
-		stage2 := colorsFor(e2, 2*switches, len(members), func(x int) int { return len(groups[members[x].k][members[x].c]) })
+		stage2 := colorsFor(e2, 2*switches, len(members), func(x int) int { return len(groups[members[x].k][members[x].c]) }, blocked2)
 		for x, m := range members {
 			grp := groups[m.k][m.c]
 			choice[idx[m.k]] = grp[stage2[x]%len(grp)]
@@ -319,16 +358,14 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 	return true
 }
 
-// colorBipartite properly colours the edges of a bipartite multigraph (left
-// and right node IDs share one numbering here but never one edge end) with
-// Δ colours, by König's alternating-path method, and returns each edge's
-// colour.
 // colorsFor colours a bipartite multigraph's edges for spreading over
 // width(e) choices each: when every edge has the same width and it is a
 // power of two, by repeated Euler splits (each node's edges end up within
 // one of ⌈deg/width⌉ per colour, in O(E log width)); otherwise by a proper
-// Δ-colouring, whose colours the caller takes modulo the width.
-func colorsFor(edges [][2]int, nodes, count int, width func(int) int) []int {
+// Δ-colouring, whose colours the caller takes modulo the width. Blocked
+// (node, colour) pairs, if any, are avoided where one colour per choice
+// is enough (colorAround); elsewhere they are not looked at.
+func colorsFor(edges [][2]int, nodes, count int, width func(int) int, blocked map[[2]int]bool) []int {
 	w := 0
 	for e := range count {
 		if e == 0 {
@@ -338,10 +375,184 @@ func colorsFor(edges [][2]int, nodes, count int, width func(int) int) []int {
 			break
 		}
 	}
+	if w > 0 && len(blocked) > 0 {
+		if color, ok := colorAround(edges, nodes, w, blocked); ok {
+			return color
+		}
+	}
 	if w > 0 && w&(w-1) == 0 {
 		return equitableColors(edges, nodes, w)
 	}
 	return colorBipartite(edges, nodes)
+}
+
+// blocking is the demand size a link must hold to take a demand whole
+// (the largest demand), or 0 if every link and NIC of n can: then nothing
+// is blocked and colouring need not look.
+func (n *network) blocking(demands []Demand) float64 {
+	size := 0.0
+	for _, d := range demands {
+		size = max(size, d.Gbps)
+	}
+	for _, c := range n.capacity {
+		if c < size-1e-9 {
+			return size - 1e-9
+		}
+	}
+	return 0
+}
+
+// colorAround colours a bipartite multigraph's edges with w colours so
+// that no node has two edges of one colour nor an edge of a colour
+// blocked at it: König's alternating-path method with each blocked pair
+// a fixed edge at its node that no path may recolour. That is not always
+// possible; an edge it cannot colour so takes a colour free at its left
+// node (or 0), and place weighs the result against its greedy search. The
+// order edges are coloured in decides which ones fail: it tries the given
+// order, then the edges at nodes with blocked colours first, then a few
+// shuffles, and keeps the colouring with the fewest failed edges. It
+// reports false, colouring nothing, when a node has more edges and
+// blocked colours than w: then colours repeat anyway.
+func colorAround(edges [][2]int, nodes, w int, blocked map[[2]int]bool) ([]int, bool) {
+	deg := make([]int, nodes)
+	for _, e := range edges {
+		deg[e[0]]++
+		deg[e[1]]++
+	}
+	fixedAt := make([]int, nodes)
+	for nc := range blocked {
+		if v, c := nc[0], nc[1]; c < w && deg[v] > 0 {
+			fixedAt[v]++
+		}
+	}
+	for v := range deg {
+		if deg[v]+fixedAt[v] > w {
+			return nil, false
+		}
+	}
+	order := make([]int, len(edges))
+	for i := range order {
+		order[i] = i
+	}
+	best, failed := colorAroundIn(edges, nodes, w, blocked, order)
+	for attempt := 0; failed > 0 && attempt < colorAroundAttempts; attempt++ {
+		if attempt == 0 {
+			slices.SortStableFunc(order, func(x, y int) int {
+				fx := fixedAt[edges[x][0]] + fixedAt[edges[x][1]]
+				fy := fixedAt[edges[y][0]] + fixedAt[edges[y][1]]
+				return cmp.Compare(fy, fx)
+			})
+		} else {
+			rand.New(rand.NewPCG(uint64(attempt), uint64(len(edges)))).Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		if color, f := colorAroundIn(edges, nodes, w, blocked, order); f < failed {
+			best, failed = color, f
+		}
+	}
+	return best, true
+}
+
+// colorAroundAttempts is how many more orders colorAround tries while
+// some edge fails: each costs one colouring, and only fabrics with
+// blocked links pay it.
+const colorAroundAttempts = 8
+
+// colorAroundIn is one colouring of colorAround, edges taken in order; it
+// returns the colours and how many edges failed.
+func colorAroundIn(edges [][2]int, nodes, w int, blocked map[[2]int]bool, order []int) ([]int, int) {
+	const fixed = -2
+	at := make([][]int, nodes)
+	for _, e := range edges {
+		for _, v := range e {
+			if at[v] == nil {
+				at[v] = slices.Repeat([]int{-1}, w)
+			}
+		}
+	}
+	for nc := range blocked {
+		if v, c := nc[0], nc[1]; c < w && at[v] != nil {
+			at[v][c] = fixed
+		}
+	}
+	color := slices.Repeat([]int{-1}, len(edges))
+	other := func(x, node int) int {
+		if edges[x][0] == node {
+			return edges[x][1]
+		}
+		return edges[x][0]
+	}
+	var path []int
+	// flip swaps a and b along the a/b path from v (v has no b edge)
+	// unless the path ends at a node where its last edge's new colour is
+	// fixed. The path cannot reach the edge's other end (bipartite: it
+	// would arrive by the colour that end has free).
+	flip := func(v, a, b int) bool {
+		path = path[:0]
+		node, want, alt := v, a, b
+		for {
+			x := at[node][want]
+			if x == fixed {
+				return false
+			}
+			if x < 0 {
+				break
+			}
+			path = append(path, x)
+			node = other(x, node)
+			want, alt = alt, want
+		}
+		for _, x := range path {
+			at[edges[x][0]][color[x]] = -1
+			at[edges[x][1]][color[x]] = -1
+		}
+		for _, x := range path {
+			if color[x] == a {
+				color[x] = b
+			} else {
+				color[x] = a
+			}
+			at[edges[x][0]][color[x]] = x
+			at[edges[x][1]][color[x]] = x
+		}
+		return true
+	}
+	// try colours edge e (u–v) a, freeing a at v by a flip from v if need be.
+	try := func(u, v, a int) bool {
+		if at[u][a] != -1 || at[v][a] == fixed {
+			return false
+		}
+		if at[v][a] == -1 {
+			return true
+		}
+		for b := 0; b < w; b++ {
+			if at[v][b] == -1 && flip(v, a, b) {
+				return true
+			}
+		}
+		return false
+	}
+	failed := 0
+	for _, e := range order {
+		u, v := edges[e][0], edges[e][1]
+		done := false
+		for c := 0; c < w && !done; c++ {
+			if try(u, v, c) {
+				color[e], done = c, true
+			} else if try(v, u, c) { // the other way round: freed at u
+				color[e], done = c, true
+			}
+		}
+		if !done {
+			// Left for the search, not recorded: the colouring of the
+			// rest stays proper.
+			color[e] = max(slices.Index(at[u], -1), 0)
+			failed++
+			continue
+		}
+		at[u][color[e]] = e
+		at[v][color[e]] = e
+	}
+	return color, failed
 }
 
 // equitableColors splits the edges into w colour classes (w a power of
@@ -463,6 +674,10 @@ func eulerSplit(edges [][2]int, nodes int, ids []int) (a, b []int) {
 	return a, b
 }
 
+// colorBipartite properly colours the edges of a bipartite multigraph (left
+// and right node IDs share one numbering here but never one edge end) with
+// Δ colours, by König's alternating-path method, and returns each edge's
+// colour.
 func colorBipartite(edges [][2]int, nodes int) []int {
 	deg := make([]int, nodes)
 	for _, e := range edges {
@@ -535,45 +750,9 @@ func colorBipartite(edges [][2]int, nodes int) []int {
 }
 
 // greedy places largest demands first on the path with the lowest
-// resulting bottleneck, then improves the most utilized link by moving
-// demands off it while that helps.
+// resulting bottleneck, then lowers the peak (search.improve).
 func (n *network) greedy(ctx context.Context, demands []Demand, candidates [][][]int, choice []int, previous [][]models.Endpoint) error {
-	load := make([]float64, len(n.capacity))
-	users := make([][]int, len(n.capacity))
-	fixed := func(i int) []int {
-		d := demands[i]
-		return []int{n.nicTx[d.Src.Name], n.egress[d.Dst.Attach]}
-	}
-	add := func(i int, sign float64) {
-		for _, r := range candidates[i][choice[i]] {
-			load[r] += sign * demands[i].Gbps
-			if sign > 0 {
-				users[r] = append(users[r], i)
-			} else {
-				users[r] = slices.DeleteFunc(users[r], func(x int) bool { return x == i })
-			}
-		}
-	}
-	// worst is the highest utilization path p would have with demand i on it.
-	worst := func(i int, p []int) (float64, float64) {
-		m, sum := 0.0, 0.0
-		for _, r := range p {
-			u := (load[r] + demands[i].Gbps) / n.capacity[r]
-			m = max(m, u)
-			sum += u
-		}
-		return m, sum
-	}
-	best := func(i int) int {
-		bi, bm, bs := 0, 0.0, 0.0
-		for c, p := range candidates[i] {
-			m, s := worst(i, p)
-			if c == 0 || m < bm-1e-12 || (m < bm+1e-12 && s < bs) {
-				bi, bm, bs = c, m, s
-			}
-		}
-		return bi
-	}
+	s := newSearch(n, demands, candidates, choice)
 	order := make([]int, len(demands))
 	for i := range order {
 		order[i] = i
@@ -588,35 +767,185 @@ func (n *network) greedy(ctx context.Context, demands []Demand, candidates [][][
 		for c, p := range candidates[i] {
 			if samePath(n, previous[i], n.route(demands[i].Src, demands[i].Dst, p)) {
 				choice[i], placed[i] = c, true
-				add(i, 1)
+				s.add(i, 1)
 				break
 			}
 		}
 	}
 	for _, i := range order {
-		for _, r := range fixed(i) {
-			load[r] += demands[i].Gbps
-		}
+		d := demands[i]
+		s.load[n.nicTx[d.Src.Name]] += d.Gbps
+		s.load[n.egress[d.Dst.Attach]] += d.Gbps
 		if placed[i] {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		choice[i] = best(i)
-		add(i, 1)
+		choice[i] = s.best(i)
+		s.add(i, 1)
 	}
-	// Local search on the most utilized link of the switch fabric.
-	for round := 0; round < 4*len(demands)+100; round++ {
+	return s.improve(ctx, previous == nil)
+}
+
+// search is a placement being improved: each resource's load and the
+// demands on it.
+type search struct {
+	n          *network
+	demands    []Demand
+	candidates [][][]int
+	choice     []int
+	load       []float64
+	users      [][]int
+	// chain logs the moves of a chain (eject) so a failed one is undone;
+	// inChain marks the demands it moved.
+	chain   []move
+	inChain []bool
+}
+
+type move struct{ i, from int }
+
+// newSearch starts with nothing placed: add puts demands on their paths.
+func newSearch(n *network, demands []Demand, candidates [][][]int, choice []int) *search {
+	return &search{n: n, demands: demands, candidates: candidates, choice: choice,
+		load: make([]float64, len(n.capacity)), users: make([][]int, len(n.capacity)), inChain: make([]bool, len(demands))}
+}
+
+// add puts demand i on (sign 1) or takes it off (sign -1) its chosen path.
+func (s *search) add(i int, sign float64) {
+	for _, r := range s.candidates[i][s.choice[i]] {
+		s.load[r] += sign * s.demands[i].Gbps
+		if sign > 0 {
+			s.users[r] = append(s.users[r], i)
+		} else {
+			s.users[r] = slices.DeleteFunc(s.users[r], func(x int) bool { return x == i })
+		}
+	}
+}
+
+// worst is the highest utilization path p would have with demand i on
+// it, and the sum of its utilizations.
+func (s *search) worst(i int, p []int) (float64, float64) {
+	m, sum := 0.0, 0.0
+	for _, r := range p {
+		u := (s.load[r] + s.demands[i].Gbps) / s.n.capacity[r]
+		m = max(m, u)
+		sum += u
+	}
+	return m, sum
+}
+
+// best is demand i's candidate with the lowest worst utilization.
+func (s *search) best(i int) int {
+	bi, bm, bs := 0, 0.0, 0.0
+	for c, p := range s.candidates[i] {
+		m, sum := s.worst(i, p)
+		if c == 0 || m < bm-1e-12 || (m < bm+1e-12 && sum < bs) {
+			bi, bm, bs = c, m, sum
+		}
+	}
+	return bi
+}
+
+func (s *search) moveTo(i, c int) {
+	s.chain = append(s.chain, move{i, s.choice[i]})
+	s.add(i, -1)
+	s.choice[i] = c
+	s.add(i, 1)
+}
+
+// undo takes back the chain's moves after mark.
+func (s *search) undo(mark int) {
+	for len(s.chain) > mark {
+		m := s.chain[len(s.chain)-1]
+		s.chain = s.chain[:len(s.chain)-1]
+		s.add(m.i, -1)
+		s.choice[m.i] = m.from
+		s.add(m.i, 1)
+	}
+}
+
+// eject moves demand i to another path on which every resource stays
+// under limit, or, depth allowing, to one where up to ejectBlocked
+// resources reach limit, each then relieved by ejecting one of its other
+// demands in turn (a Kempe chain, in colouring's terms, or a tree of
+// them). It reports whether it succeeded; a failed attempt is undone.
+// Demands already moved stay put; *budget bounds the paths tried.
+func (s *search) eject(i int, limit float64, depth int, budget *int) bool {
+	s.inChain[i] = true
+	defer func() { s.inChain[i] = false }()
+	d := s.demands[i].Gbps
+	cur := s.candidates[i][s.choice[i]]
+	var blocked [ejectBlocked]int
+	for c, p := range s.candidates[i] {
+		if c == s.choice[i] {
+			continue
+		}
+		if *budget--; *budget < 0 {
+			return false
+		}
+		nb, ok := 0, true
+		for _, r := range p {
+			l := s.load[r] + d
+			if slices.Contains(cur, r) {
+				l -= d
+			}
+			if l/s.n.capacity[r] >= limit-1e-9 {
+				if nb == ejectBlocked || depth == 0 {
+					ok = false
+					break
+				}
+				blocked[nb] = r
+				nb++
+			}
+		}
+		if !ok {
+			continue
+		}
+		mark := len(s.chain)
+		s.moveTo(i, c)
+		for _, r := range blocked[:nb] {
+			relieved := s.load[r]/s.n.capacity[r] < limit-1e-9
+			for _, j := range slices.Clone(s.users[r]) {
+				if relieved {
+					break
+				}
+				if s.inChain[j] || (s.load[r]-s.demands[j].Gbps)/s.n.capacity[r] >= limit-1e-9 {
+					continue
+				}
+				at := len(s.chain)
+				if relieved = s.eject(j, limit, depth-1, budget); !relieved {
+					s.undo(at)
+				}
+			}
+			if !relieved {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return true
+		}
+		s.undo(mark)
+	}
+	return false
+}
+
+// improve repeatedly lowers the most utilized link of the switch fabric:
+// by moving one of its demands where that helps, else by a chain of
+// moves (eject); then, if spread, balances what lies under the peak.
+func (s *search) improve(ctx context.Context, spread bool) error {
+	budget := ejectBudget
+	for round := 0; round < 4*len(s.demands)+100; round++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		hot, hotU := -1, 0.0
-		for r, l := range load {
-			if len(users[r]) == 0 {
+		for r, l := range s.load {
+			if len(s.users[r]) == 0 {
 				continue // NICs and host ports: nothing to move
 			}
-			if u := l / n.capacity[r]; u > hotU {
+			if u := l / s.n.capacity[r]; u > hotU {
 				hot, hotU = r, u
 			}
 		}
@@ -624,30 +953,50 @@ func (n *network) greedy(ctx context.Context, demands []Demand, candidates [][][
 			break
 		}
 		moved := false
-		us := slices.Clone(users[hot])
-		slices.SortFunc(us, func(a, b int) int { return cmp.Compare(demands[b].Gbps, demands[a].Gbps) })
+		us := slices.Clone(s.users[hot])
+		slices.SortFunc(us, func(a, b int) int { return cmp.Compare(s.demands[b].Gbps, s.demands[a].Gbps) })
 		for _, i := range us {
-			add(i, -1)
-			old := choice[i]
-			c := best(i)
-			if m, _ := worst(i, candidates[i][c]); c != old && m < hotU-1e-9 {
-				choice[i] = c
-				add(i, 1)
+			s.add(i, -1)
+			old := s.choice[i]
+			c := s.best(i)
+			if m, _ := s.worst(i, s.candidates[i][c]); c != old && m < hotU-1e-9 {
+				s.choice[i] = c
+				s.add(i, 1)
 				moved = true
 				break
 			}
-			choice[i] = old
-			add(i, 1)
+			s.choice[i] = old
+			s.add(i, 1)
+		}
+		if !moved {
+			// No single move lowers it: every other path of its demands
+			// reaches the peak somewhere. Try a chain of moves.
+			for _, i := range us {
+				s.chain = s.chain[:0]
+				if moved = s.eject(i, hotU, ejectDepth, &budget); moved || budget <= 0 {
+					break
+				}
+			}
 		}
 		if !moved {
 			break
 		}
 	}
-	if previous == nil {
-		return n.balance(ctx, demands, candidates, choice, load)
+	if spread {
+		return s.n.balance(ctx, s.demands, s.candidates, s.choice, s.load)
 	}
 	return nil
 }
+
+// ejectDepth is how many demands a chain of moves may displace after
+// the first, and ejectBudget how many paths one search for a chain may
+// try: enough for the alternating chains of a colouring with a few links
+// blocked by reservations, bounded on a fabric of a million demands.
+const (
+	ejectDepth   = 4
+	ejectBlocked = 2
+	ejectBudget  = 1 << 16
+)
 
 // balanceBudget bounds the work of balance (demands × candidates): past
 // it, the MLU search's result stands (an all-to-all of a thousand hosts

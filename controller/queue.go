@@ -147,11 +147,32 @@ func (q *Queue) Retry(key string) time.Duration {
 	return d
 }
 
-// Forget resets key's backoff after a success.
-func (q *Queue) Forget(key string) {
+// Forget resets key's backoff after a success; it reports whether key
+// had failed since its last success.
+func (q *Queue) Forget(key string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	failed := q.failures[key] > 0
 	delete(q.failures, key)
+	return failed
+}
+
+// Hurry queues key now if it failed and waits out its backoff: another
+// kind of work on the same switch just went through after failing, so
+// the switch answers again (it restarted, its link came back) and this
+// one need not wait up to the longest backoff to find out. A key with no
+// failures is left alone.
+func (q *Queue) Hurry(key string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.failures[key] == 0 {
+		return
+	}
+	if t := q.timers[key]; t != nil {
+		t.Stop()
+		delete(q.timers, key)
+	}
+	q.addLocked(key, front)
 }
 
 // Get blocks until a key is available or ctx ends; the caller must call

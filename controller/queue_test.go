@@ -233,3 +233,34 @@ func TestQueueAfterClose(t *testing.T) {
 		t.Fatalf("closed queue handed out %q", k)
 	}
 }
+
+// TestQueueHurry: a key waiting out its backoff after failures is queued
+// at once by Hurry; a key that never failed is not queued by it. Forget
+// says whether the key had failed.
+func TestQueueHurry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := NewQueue(time.Minute, time.Hour)
+		defer q.Close()
+		q.Retry("down")
+		q.Hurry("healthy")
+		synctest.Wait()
+		if q.Len() != 0 {
+			t.Fatal("a key queued before its backoff, or one that never failed queued by Hurry")
+		}
+		q.Hurry("down")
+		if q.Len() != 1 || handOut(t, q) != "down" {
+			t.Fatal("Hurry did not queue the failed key at once")
+		}
+		<-time.After(2 * time.Minute) // its backoff's timer would have fired by now
+		synctest.Wait()
+		if q.Len() != 0 {
+			t.Fatal("the hurried key's backoff timer queued it again")
+		}
+		if !q.Forget("down") {
+			t.Error("Forget of a failed key says it had not failed")
+		}
+		if q.Forget("down") || q.Forget("healthy") {
+			t.Error("Forget of a key with no failures says it had failed")
+		}
+	})
+}

@@ -190,7 +190,17 @@ func (c *Controller) work(ctx context.Context, r *reconciler) {
 		c.runDeferred()
 		switch {
 		case err == nil:
-			r.queue.Forget(key)
+			if r.queue.Forget(key) {
+				// It failed before: the switch answers again. The other
+				// kinds of work that failed on it retry now, not after
+				// their backoff (up to 30 s of configuration shown out of
+				// sync after a switch came back).
+				for _, o := range c.reconcilers() {
+					if o != r {
+						o.queue.Hurry(key)
+					}
+				}
+			}
 			if r.p4runtime {
 				// A P4Runtime reconcile went through: we are primary there.
 				// (Interface config goes over gNMI, which says nothing of it.)

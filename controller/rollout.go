@@ -234,6 +234,18 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 			d, _ := dist[m.p].Of(m.sw)
 			affected[d+offset][m.sw] = true
 		}
+		// A switch that failed (every link of it down, none by choice)
+		// carries no traffic, so its routes cannot loop anyone's, and it
+		// cannot confirm a stage: a stage that waited for it waited out
+		// stageTimeout, and every later stage behind it. It is written
+		// with the rest once the rollout is over (changed).
+		for sw := range changed {
+			if cutOff(st, sw) {
+				for _, set := range affected {
+					delete(set, sw)
+				}
+			}
+		}
 		r.mu.Lock()
 		r.dist, r.early, r.last, r.affected, r.changed, r.offset = dist, early, last+offset, affected, changed, offset
 		r.mu.Unlock()
@@ -377,6 +389,18 @@ func routePairs(oldRoutes, newRoutes []models.Route, visit func(o, n models.Rout
 func forwardsAlike(o, n models.Route, oldMembers, newMembers []models.GroupMember) bool {
 	return o.MemberID == n.MemberID && (o.GroupID == 0) == (n.GroupID == 0) &&
 		(n.GroupID == 0 || slices.Equal(oldMembers, newMembers))
+}
+
+// cutOff says whether every link of sw is down in st and none of them
+// by choice (drained or dampened links still carry what is routed over
+// them until the rollout moves it).
+func cutOff(st *fabricState, sw models.SwitchID) bool {
+	links, off := false, true
+	st.snap.EachNeighbor(sw, func(a topology.Adjacency) {
+		links = true
+		off = off && st.down[a.Link] && !st.planned[a.Link]
+	})
+	return links && off
 }
 
 // pruning says whether stage is the rollout's first stage of taking

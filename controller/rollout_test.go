@@ -279,3 +279,71 @@ func BenchmarkRolloutPrepare(b *testing.B) {
 		})
 	}
 }
+
+// TestRolloutDoesNotWaitForAFailedSwitch: a spine of a leaf-spine fails
+// (every link of it reported down). The rollout round it — the pruning,
+// then the new routes — completes as soon as the switches that answer
+// confirm each stage, with no time passing: the failed spine, which
+// cannot confirm, is written once the rollout is over and not waited for
+// (before, each stage it was in waited out stageTimeout). A spine whose
+// links are all drained instead still carries traffic and is waited for.
+func TestRolloutDoesNotWaitForAFailedSwitch(t *testing.T) {
+	topo, err := topology.LeafSpine(3, 3, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const failed = models.SwitchID("spine1")
+	down := map[models.LinkID]bool{}
+	for _, a := range snap.Neighbors(failed) {
+		down[a.Link] = true
+	}
+	base, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pruned := pathcalc.Prune(snap, base.Plan, down)
+	next, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{DownLinks: down})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, drained := range []bool{false, true} {
+		now := time.Unix(100, 0)
+		r := newRollout(&fabricState{snap: snap}, func() time.Time { return now })
+		st := &fabricState{snap: snap, down: down}
+		if drained {
+			st.planned = down
+		}
+		r.prepare(st, pruned, next.Plan, &base.Plan)
+		if !r.changed[failed] {
+			t.Fatal("the failed spine's state does not change: nothing to check")
+		}
+		waitedFor := false
+		for todo := r.begin(); r.stageNow() != 0; {
+			stage := r.stageNow()
+			if len(todo) == 0 {
+				t.Fatalf("drained %v: stage %d has no switch to program", drained, stage)
+			}
+			var next []models.SwitchID
+			for _, sw := range todo {
+				if sw == failed {
+					waitedFor = true
+					if !drained {
+						t.Fatalf("stage %d waits for the failed spine", stage)
+					}
+				}
+				next = r.confirmed(sw, stage)
+			}
+			if r.stageNow() == stage {
+				t.Fatalf("drained %v: stage %d not complete once every switch it waits for confirmed", drained, stage)
+			}
+			todo = next
+		}
+		if drained && !waitedFor {
+			t.Error("a drained spine (it still carries traffic) is not waited for")
+		}
+	}
+}

@@ -859,3 +859,60 @@ func TestSwitchBackRetriesItsOtherWorkAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestStoppedPlansAreNotErrors: a change's routes stopped because a
+// failure set the change aside are not an error in the log (a k=48 switch
+// failure logged one ERROR a failure, misleading operators); a
+// computation that fails otherwise is; and routes whose basis was
+// stopped, and so computed from scratch, say so.
+func TestStoppedPlansAreNotErrors(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	c, _ := tableControllerWith(t, 2, 2, Config{Logger: log})
+	st := c.current()
+	logged := func() map[string]int {
+		levels := map[string]int{}
+		for line := range strings.Lines(buf.String()) {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(m["msg"].(string), "route") {
+				levels[m["level"].(string)+" "+m["msg"].(string)]++
+			}
+		}
+		buf.Reset()
+		return levels
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	change := func() *fabricState {
+		return &fabricState{rev: st.rev, snap: st.snap, down: map[models.LinkID]bool{st.snap.Links()[0].ID(): true}, ready: make(chan struct{})}
+	}
+
+	stopped := change()
+	stopped.abandonPlan()
+	c.computePlan(cancelled, stopped)
+	if stopped.err == nil {
+		t.Fatal("a computation under a cancelled context succeeded: nothing to check")
+	}
+	if got := logged(); len(got) != 0 {
+		t.Errorf("a plan stopped by a failure logged %v, want nothing at info or above", got)
+	}
+
+	failed := change()
+	c.computePlan(cancelled, failed)
+	if got := logged(); got["ERROR route computation failed"] != 1 {
+		t.Errorf("a plan that failed logged %v, want one error", got)
+	}
+
+	fresh := change()
+	fresh.basis = stopped
+	c.computePlan(t.Context(), fresh)
+	if fresh.err != nil {
+		t.Fatal(fresh.err)
+	}
+	if got := logged(); got["INFO routes computed from scratch: the plan they would be made from was stopped"] != 1 {
+		t.Errorf("routes made from scratch for want of their basis logged %v, want one info line", got)
+	}
+}

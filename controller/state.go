@@ -250,8 +250,16 @@ func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
 		st.inheritAggregated(basis)
 	}
 	c.logCompromises(st)
-	if st.err != nil {
+	switch {
+	case st.err != nil && st.abandoned.Load():
+		// Set aside by a failure (abandonPlan): expected, nothing lost.
+		c.log.Debug("route computation stopped: a failure set its change aside", "revision", st.rev)
+	case st.err != nil:
 		c.log.Error("route computation failed", "revision", st.rev, "err", st.err)
+	case basis != nil && !planned:
+		// Its basis was set aside and stopped: computed from scratch, which
+		// at k=48 takes seconds where a recomputation takes a fraction.
+		c.log.Info("routes computed from scratch: the plan they would be made from was stopped", "revision", st.rev, "took", time.Since(start).Round(time.Millisecond))
 	}
 }
 

@@ -501,19 +501,7 @@ func colorAroundIn(edges [][2]int, nodes, w int, blocked map[[2]int]bool, order 
 			node = other(x, node)
 			want, alt = alt, want
 		}
-		for _, x := range path {
-			at[edges[x][0]][color[x]] = -1
-			at[edges[x][1]][color[x]] = -1
-		}
-		for _, x := range path {
-			if color[x] == a {
-				color[x] = b
-			} else {
-				color[x] = a
-			}
-			at[edges[x][0]][color[x]] = x
-			at[edges[x][1]][color[x]] = x
-		}
+		recolour(path, edges, color, at, a, b, nil)
 		return true
 	}
 	// try colours edge e (u–v) a, freeing a at v by a flip from v if need be.
@@ -674,6 +662,29 @@ func eulerSplit(edges [][2]int, nodes int, ids []int) (a, b []int) {
 	return a, b
 }
 
+// recolour swaps colours a and b on the edges of an alternating path,
+// keeping at (each node's edge of each colour, -1 for none) in step;
+// freed, if set, is told of each colour a node gives up on the way.
+func recolour(path []int, edges [][2]int, color []int, at [][]int, a, b int, freed func(v, c int)) {
+	for _, x := range path {
+		for _, v := range edges[x] {
+			at[v][color[x]] = -1
+			if freed != nil {
+				freed(v, color[x])
+			}
+		}
+	}
+	for _, x := range path {
+		if color[x] == a {
+			color[x] = b
+		} else {
+			color[x] = a
+		}
+		at[edges[x][0]][color[x]] = x
+		at[edges[x][1]][color[x]] = x
+	}
+}
+
 // colorBipartite properly colours the edges of a bipartite multigraph (left
 // and right node IDs share one numbering here but never one edge end) with
 // Δ colours, by König's alternating-path method, and returns each edge's
@@ -706,10 +717,7 @@ func colorBipartite(edges [][2]int, nodes int) []int {
 		}
 		return lowest[v]
 	}
-	release := func(v, c int) {
-		at[v][c] = -1
-		lowest[v] = min(lowest[v], c)
-	}
+	freed := func(v, c int) { lowest[v] = min(lowest[v], c) }
 	var path []int
 	for e, uv := range edges {
 		u, v := uv[0], uv[1]
@@ -728,19 +736,7 @@ func colorBipartite(edges [][2]int, nodes int) []int {
 				}
 				want, other = other, want
 			}
-			for _, x := range path {
-				release(edges[x][0], color[x])
-				release(edges[x][1], color[x])
-			}
-			for _, x := range path {
-				if color[x] == a {
-					color[x] = b
-				} else {
-					color[x] = a
-				}
-				at[edges[x][0]][color[x]] = x
-				at[edges[x][1]][color[x]] = x
-			}
+			recolour(path, edges, color, at, a, b, freed)
 		}
 		color[e] = a
 		at[u][a] = e

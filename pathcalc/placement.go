@@ -250,7 +250,6 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 	srcIdx, dstIdx := -1, -1
 	idx := make([]int, 0, len(demands))
 	groups := make([][][]int, 0, len(demands))
-	keys := make([]int, 0, len(demands)) // each demand's leaf pair
 	edges := make([][2]int, 0, len(demands))
 	// Candidates are shared per leaf pair: split them once per pair.
 	split := make([][][]int, switches*switches)
@@ -276,7 +275,6 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 			split[key], done[key] = g, true
 		}
 		idx = append(idx, i)
-		keys = append(keys, key)
 		groups = append(groups, split[key])
 		edges = append(edges, [2]int{s, switches + t}) // sources and destinations apart
 	}
@@ -293,12 +291,12 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 	size := n.blocking(demands)
 	if size > 0 {
 		blocked1 = map[[2]int]bool{}
-		seen := map[int]bool{}
+		seen := map[[2]int]bool{}
 		for k, e := range edges {
-			if seen[keys[k]] {
+			if seen[e] {
 				continue // a leaf pair's links are looked at once
 			}
-			seen[keys[k]] = true
+			seen[e] = true
 			for c, grp := range groups[k] {
 				p := candidates[idx[k]][grp[0]]
 				if n.capacity[p[0]] < size {
@@ -326,7 +324,7 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 	for _, members := range byColor {
 		e2 := make([][2]int, 0, len(members))
 		var blocked2 map[[2]int]bool
-		seen := map[int]bool{}
+		seen := map[[2]int]bool{} // aggregation pairs looked at
 		if blocked1 != nil {
 			blocked2 = map[[2]int]bool{}
 		}
@@ -335,9 +333,10 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 			p := candidates[i][groups[m.k][m.c][0]]
 			srcAgg := n.resPeer[p[0]]                            // after leaf → aggregation
 			dstAgg := n.swIndex[n.resources[p[3]].egress.Switch] // aggregation → destination leaf
-			e2 = append(e2, [2]int{srcAgg, switches + dstAgg})
-			if blocked2 != nil && !seen[keys[m.k]] { // colour x: the x-th core, up and down
-				seen[keys[m.k]] = true
+			e := [2]int{srcAgg, switches + dstAgg}
+			e2 = append(e2, e)
+			if blocked2 != nil && !seen[e] { // colour x: the x-th core, up and down
+				seen[e] = true
 				for x, cand := range groups[m.k][m.c] {
 					q := candidates[i][cand]
 					if n.capacity[q[1]] < size {

@@ -181,24 +181,7 @@ func TestColorAroundAvoidsBlockedColours(t *testing.T) {
 		if !ok {
 			t.Fatalf("trial %d: refused a graph whose degrees and blocked colours are w", trial)
 		}
-		seen := map[[2]int]int{}
-		clashes := 0
-		for i, e := range edges {
-			c := color[i]
-			if c < 0 || c >= w {
-				t.Fatalf("trial %d: colour %d outside [0,%d)", trial, c, w)
-			}
-			for _, v := range e {
-				if blocked[[2]int{v, c}] {
-					clashes++
-				}
-				seen[[2]int{v, c}]++
-				if seen[[2]int{v, c}] > 1 {
-					clashes++
-				}
-			}
-		}
-		if clashes > 0 {
+		if clashes := colouringClashes(t, trial, edges, color, w, blocked); clashes > 0 {
 			t.Errorf("trial %d (%d nodes a side, %d colours): %d clashes, want none", trial, side, w, clashes)
 		}
 	}

@@ -32,20 +32,32 @@ func TestColorBipartiteIsProper(t *testing.T) {
 		for _, d := range deg {
 			delta = max(delta, d)
 		}
-		seen := map[[2]int]bool{}
-		for i, e := range edges {
-			c := colors[i]
-			if c < 0 || c >= delta {
-				t.Fatalf("trial %d: colour %d outside [0,%d)", trial, c, delta)
-			}
-			for _, v := range e {
-				if seen[[2]int{v, c}] {
-					t.Fatalf("trial %d: node %d has two edges of colour %d", trial, v, c)
-				}
-				seen[[2]int{v, c}] = true
-			}
+		if n := colouringClashes(t, trial, edges, colors, delta, nil); n > 0 {
+			t.Fatalf("trial %d: %d edge ends share a colour at their node", trial, n)
 		}
 	}
+}
+
+// colouringClashes checks every colour is in [0, w) and counts the edge
+// ends at a node that has another edge of that colour, or where the
+// colour is blocked (blocked may be nil).
+func colouringClashes(t *testing.T, trial int, edges [][2]int, color []int, w int, blocked map[[2]int]bool) int {
+	t.Helper()
+	seen := map[[2]int]bool{}
+	clashes := 0
+	for i, e := range edges {
+		c := color[i]
+		if c < 0 || c >= w {
+			t.Fatalf("trial %d: colour %d outside [0,%d)", trial, c, w)
+		}
+		for _, v := range e {
+			if blocked[[2]int{v, c}] || seen[[2]int{v, c}] {
+				clashes++
+			}
+			seen[[2]int{v, c}] = true
+		}
+	}
+	return clashes
 }
 
 func permutationDemands(t *testing.T, snap *topology.Snapshot, seed uint64) []Demand {

@@ -105,7 +105,8 @@ type Fabric struct {
 	// fails is reported down at once, as a switch's port is, and the
 	// dataplane takes the fault at its next recomputation.
 	linkFault atomic.Pointer[map[models.LinkID]bool]
-	faultMu   sync.Mutex
+	faultMu   sync.Mutex    // guards faultLog; stores linkFault
+	faultLog  []FaultRecord // the latest injections, for Faults
 
 	mu        sync.Mutex // guards the dataplane state below
 	flows     map[uint64]*flowState
@@ -121,10 +122,9 @@ type Fabric struct {
 	pinOctets map[models.SwitchID]map[models.FlowKey]float64
 	// sampled is each switch's flow_sample ports at a tablesGen (see
 	// sampledPortsLocked).
-	sampled  map[*Switch]sampledPorts
-	faultLog []FaultRecord
-	stats    dataplaneStats
-	last     time.Time
+	sampled map[*Switch]sampledPorts
+	stats   dataplaneStats
+	last    time.Time
 	// lastSample is when sampled packets were last emitted (see sample).
 	lastSample time.Time
 }

@@ -146,12 +146,12 @@ func (f *Fabric) InjectFault(spec FaultSpec) error {
 	default:
 		return fmt.Errorf("%w: fault kind %q: want link-down, link-up, switch-down, switch-up, disconnect, write-error, slow-writes, table-size, swap-cables or restore-cables", models.ErrInvalid, spec.Kind)
 	}
-	f.mu.Lock()
+	f.faultMu.Lock() // not the dataplane's lock: the answer need not wait for a recomputation
 	f.faultLog = append(f.faultLog, FaultRecord{FaultSpec: spec, At: time.Now()})
 	if len(f.faultLog) > 1000 {
 		f.faultLog = f.faultLog[len(f.faultLog)-1000:]
 	}
-	f.mu.Unlock()
+	f.faultMu.Unlock()
 	return nil
 }
 
@@ -161,7 +161,11 @@ func (f *Fabric) setSwitchDown(sw *Switch) {
 	sw.down.Store(true)
 	sw.dropStreams()
 	f.markDirty(sw.name, true, false)
-	f.publishOperStatus(f.peerPorts(sw.name)...)
+	// Every port cabled to it is down, whatever else holds: reported at
+	// once, without the dataplane's lock, as a failed link is (see
+	// SetLinkUp). Taken under the lock, at k=48 its neighbours reported
+	// it only after the recomputation under way, up to 5 s later.
+	f.publishOper(f.peerPorts(sw.name), func(models.Endpoint) bool { return false })
 }
 
 // peerPorts are the ports at the far end of a switch's links.
@@ -208,19 +212,21 @@ func (f *Fabric) Faults() ActiveFaults {
 			out.SlowWritesMS[sw.name] = time.Duration(d).Milliseconds()
 		}
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, l := range f.snap.Links() {
 		if f.faulted(l.ID()) {
 			out.LinksDown = append(out.LinksDown, l.ID())
 		}
 	}
+	f.mu.Lock()
 	for e, down := range f.adminDown {
 		if down {
 			out.Disabled = append(out.Disabled, e.String())
 		}
 	}
+	f.mu.Unlock()
+	f.faultMu.Lock()
 	out.History = append([]FaultRecord(nil), f.faultLog...)
+	f.faultMu.Unlock()
 	return out
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -205,61 +206,79 @@ func TestCountersStampedWhenAdvanced(t *testing.T) {
 	}
 }
 
-// TestLinkFailsWhileTheDataplaneIsBusy: a link fails, and both its ends
-// report it down over gNMI, while the dataplane's lock is held (a
-// recomputation holds it for tens of milliseconds at k=16, seconds at
-// k=48): the failure is not delayed by the emulator's own work. The
-// dataplane takes it once the lock is free: the link carries nothing.
-func TestLinkFailsWhileTheDataplaneIsBusy(t *testing.T) {
+// TestFailsWhileTheDataplaneIsBusy: a link or a switch fails, and every
+// port it takes down reports it over gNMI, while the dataplane's lock is
+// held (a recomputation holds it for tens of milliseconds at k=16,
+// seconds at k=48): the failure is not delayed by the emulator's own
+// work. The dataplane takes it once the lock is free: the link carries
+// nothing.
+func TestFailsWhileTheDataplaneIsBusy(t *testing.T) {
 	topo, _ := topology.LeafSpine(1, 2, 1, 100)
-	f, err := New(Options{Topology: topo, CounterInterval: time.Hour}) // no ticks
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.closeListeners()
-	l := f.snap.FabricLinks()[0]
-	operStatus := func(e models.Endpoint) string {
-		ns, err := f.Switch(e.Switch).gnmi.query([]string{"interfaces", "interface", models.InterfaceName(e.Port), "state", "oper-status"})
-		if err != nil || len(ns) == 0 {
-			t.Fatalf("query %s: %v %v", e, ns, err)
-		}
-		for _, u := range ns[len(ns)-1].GetUpdate() {
-			return u.GetVal().GetStringVal()
-		}
-		return ""
-	}
-	f.mu.Lock() // the dataplane busy
-	done := make(chan error, 1)
-	go func() { done <- f.SetLinkUp(l.ID(), false) }()
-	select {
-	case err := <-done:
-		if err != nil {
+	for _, kind := range []string{"link", "switch"} {
+		t.Run(kind, func(t *testing.T) {
+			f, err := New(Options{Topology: topo, CounterInterval: time.Hour}) // no ticks
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.closeListeners()
+			l := f.snap.FabricLinks()[0]
+			fail := func() error { return f.SetLinkUp(l.ID(), false) }
+			restore := func() error { return f.SetLinkUp(l.ID(), true) }
+			ends := []models.Endpoint{l.A, l.B}
+			if kind == "switch" {
+				// The spine: the leaf's end of each of its links reports.
+				sw := l.A.Switch
+				if !strings.Contains(string(sw), "spine") {
+					sw = l.B.Switch
+				}
+				fail = func() error { return f.InjectFault(FaultSpec{Kind: FaultSwitchDown, Target: string(sw)}) }
+				restore = func() error { return f.InjectFault(FaultSpec{Kind: FaultSwitchUp, Target: string(sw)}) }
+				ends = f.peerPorts(sw)
+			}
+			operStatus := func(e models.Endpoint) string {
+				ns, err := f.Switch(e.Switch).gnmi.query([]string{"interfaces", "interface", models.InterfaceName(e.Port), "state", "oper-status"})
+				if err != nil || len(ns) == 0 {
+					t.Fatalf("query %s: %v %v", e, ns, err)
+				}
+				for _, u := range ns[len(ns)-1].GetUpdate() {
+					return u.GetVal().GetStringVal()
+				}
+				return ""
+			}
+			f.mu.Lock() // the dataplane busy
+			done := make(chan error, 1)
+			go func() { done <- fail() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					f.mu.Unlock()
+					t.Fatal(err)
+				}
+			case <-time.After(30 * time.Second): // a backstop: it takes microseconds
+				f.mu.Unlock()
+				<-done
+				t.Fatalf("the %s waited for the dataplane's lock to fail", kind)
+			}
+			for _, e := range ends {
+				if got := operStatus(e); got != "DOWN" {
+					f.mu.Unlock()
+					t.Fatalf("%s reports %q while the dataplane is busy", e, got)
+				}
+			}
+			up := f.linkUpLocked(l)
 			f.mu.Unlock()
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second): // a backstop: it takes microseconds
-		f.mu.Unlock()
-		<-done
-		t.Fatal("the link waited for the dataplane's lock to fail")
-	}
-	for _, e := range []models.Endpoint{l.A, l.B} {
-		if got := operStatus(e); got != "DOWN" {
-			f.mu.Unlock()
-			t.Fatalf("%s reports %q while the dataplane is busy", e, got)
-		}
-	}
-	up := f.linkUpLocked(l)
-	f.mu.Unlock()
-	if up {
-		t.Errorf("the dataplane still counts %s up", l.ID())
-	}
-	if err := f.SetLinkUp(l.ID(), true); err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range []models.Endpoint{l.A, l.B} {
-		if got := operStatus(e); got != "UP" {
-			t.Errorf("%s reports %q after the link returned", e, got)
-		}
+			if up {
+				t.Errorf("the dataplane still counts %s up", l.ID())
+			}
+			if err := restore(); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range ends {
+				if got := operStatus(e); got != "UP" {
+					t.Errorf("%s reports %q after the %s returned", e, got, kind)
+				}
+			}
+		})
 	}
 }
 

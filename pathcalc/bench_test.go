@@ -166,7 +166,8 @@ func BenchmarkPruneFatTree48(b *testing.B) {
 }
 
 // BenchmarkRecompute: the new plan after one link of a fat-tree fails
-// (a core–pod link, then a leaf–spine link) and after it returns, made
+// (a core–pod link, then a leaf–spine link), or a switch (a spine, a
+// core: all its links), and after it returns, made
 // from the plan before (Recompute), against the same plan made from
 // scratch (Compute): what the controller plans after each link change.
 //
@@ -184,13 +185,27 @@ func BenchmarkRecompute(b *testing.B) {
 			b.Fatal(err)
 		}
 		links := snap.FabricLinks()
+		type failure struct {
+			name string
+			down map[models.LinkID]bool
+		}
+		var failures []failure
 		for _, l := range []models.Link{links[0], links[len(links)-1]} {
-			down := Request{Limits: lim, DownLinks: map[models.LinkID]bool{l.ID(): true}}
+			failures = append(failures, failure{strings.SplitN(string(l.ID()), ":", 2)[0], map[models.LinkID]bool{l.ID(): true}})
+		}
+		// A spine and a core switch failing: every link of each at once.
+		for _, sw := range []models.SwitchID{"p2-spine1", "core1"} {
+			down := map[models.LinkID]bool{}
+			snap.EachNeighbor(sw, func(a topology.Adjacency) { down[a.Link] = true })
+			failures = append(failures, failure{"switch-" + string(sw), down})
+		}
+		for _, fl := range failures {
+			down := Request{Limits: lim, DownLinks: fl.down}
 			failed, err := Compute(context.Background(), snap, down)
 			if err != nil {
 				b.Fatal(err)
 			}
-			name := fmt.Sprintf("fattree:%d/%s", k, strings.SplitN(string(l.ID()), ":", 2)[0])
+			name := fmt.Sprintf("fattree:%d/%s", k, fl.name)
 			b.Run(name+"/fails", func(b *testing.B) {
 				for b.Loop() {
 					if _, err := Recompute(context.Background(), base, snap, down); err != nil {

@@ -45,14 +45,34 @@ func TestRecomputeIsCompute(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				var isolated []models.SwitchID // switches that lost every link
 				for step := range 60 {
 					next := Request{Limits: req.Limits, DownLinks: maps.Clone(req.DownLinks), PortBias: maps.Clone(req.PortBias)}
 					switch what := rng.IntN(6); {
 					case what == 0 && len(next.DownLinks) > 0: // everything returns
 						clear(next.DownLinks)
+						isolated = nil
 					case what == 1: // a switch loses every link
 						sw := links[rng.IntN(len(links))].A.Switch
 						snap.EachNeighbor(sw, func(a topology.Adjacency) { next.DownLinks[a.Link] = true })
+						isolated = append(isolated, sw)
+					case what == 5 && len(isolated) > 0: // one that did gets one link back, or all; or they all return
+						back := isolated
+						if rng.IntN(3) > 0 {
+							i := rng.IntN(len(isolated))
+							back = isolated[i : i+1]
+							isolated = slices.Delete(isolated, i, i+1)
+						} else {
+							isolated = nil
+						}
+						all := rng.IntN(2) == 0
+						for _, sw := range back {
+							snap.EachNeighbor(sw, func(a topology.Adjacency) {
+								if next.DownLinks[a.Link] && (all || rng.IntN(4) == 0) {
+									delete(next.DownLinks, a.Link)
+								}
+							})
+						}
 					case what == 2: // biases change
 						for range 1 + rng.IntN(4) {
 							l := links[rng.IntN(len(links))]
@@ -93,6 +113,13 @@ func TestRecomputeIsCompute(t *testing.T) {
 					}
 					if g, w := withoutErrorFigures(got.Warnings), withoutErrorFigures(want.Warnings); !reflect.DeepEqual(g, w) {
 						t.Fatalf("step %d: warnings differ:\n got %v\nwant %v", step, g, w)
+					}
+					// The working the next Recompute starts from is Compute's too.
+					g, w := got.routing, want.routing
+					for j := range w.dests {
+						if !slices.Equal(g.dist[j], w.dist[j]) || !slices.Equal(g.carries[j], w.carries[j]) || !slices.Equal(g.fanIn[j], w.fanIn[j]) || !slices.Equal(g.capTo[j], w.capTo[j]) {
+							t.Fatalf("step %d: the working toward %s differs from Compute's", step, w.switches[w.dests[j]].Name)
+						}
 					}
 					prev, req = got, next
 				}

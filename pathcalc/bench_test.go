@@ -3,6 +3,7 @@ package pathcalc
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -167,7 +168,8 @@ func BenchmarkPruneFatTree48(b *testing.B) {
 
 // BenchmarkRecompute: the new plan after one link of a fat-tree fails
 // (a core–pod link, then a leaf–spine link), or a switch (a spine, a
-// core: all its links), and after it returns, made
+// core: all its links), and after it returns (a switch also as the
+// controller hears it: one link, then the rest), made
 // from the plan before (Recompute), against the same plan made from
 // scratch (Compute): what the controller plans after each link change.
 //
@@ -220,6 +222,26 @@ func BenchmarkRecompute(b *testing.B) {
 					}
 				}
 			})
+			if len(fl.down) > 1 {
+				// As switches report a switch's return: one link, then
+				// the others (both plans, one after the other).
+				one := Request{Limits: lim, DownLinks: maps.Clone(fl.down)}
+				for id := range one.DownLinks {
+					delete(one.DownLinks, id)
+					break
+				}
+				b.Run(name+"/returns-link-first", func(b *testing.B) {
+					for b.Loop() {
+						first, err := Recompute(context.Background(), failed, snap, one)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if _, err := Recompute(context.Background(), first, snap, Request{Limits: lim}); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 			b.Run(name+"/from-scratch", func(b *testing.B) {
 				for b.Loop() {
 					if _, err := Compute(context.Background(), snap, down); err != nil {

@@ -535,7 +535,7 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 	for id := range old.req.DownLinks {
 		if !req.DownLinks[id] {
 			if a, b, ok := ends(id); ok {
-				changes = append(changes, change{a: a, b: b})
+				changes = append(changes, change{a: a, b: b, up: true})
 			}
 		}
 	}
@@ -578,13 +578,14 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 	// each one's new choices are kept by destination (byDest[j]) and
 	// gathered by switch, in destination order, after.
 	class, classes := classes(r.adj)
-	gone, joined := outOrIn(old, r, changes)
+	gone := dropOut(old, r, changes)
+	allUp := !slices.ContainsFunc(changes, func(ch change) bool { return !ch.up && !ch.biased })
 	byDest := make([][]movedAt, len(r.dests))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(replanWorkers(), len(r.dests)) {
 		w := &replan{r: r, old: old, changes: changes, sc: newScratch(n), reduced: weightMemo{lim: req.Limits, at: map[uint64][]int{}},
-			gone: gone, joined: joined}
+			gone: gone, allUp: allUp, moved: make([]bool, n)}
 		w.sc.classify(class, classes)
 		wg.Go(func() {
 			for j := int(next.Add(1) - 1); j < len(r.dests) && ctx.Err() == nil; j = int(next.Add(1) - 1) {
@@ -652,50 +653,42 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 // two were measured no faster there (each worked at half the speed).
 var replanWorkers = func() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
-// change is a link that went down or came back, between switches a and
-// b, or (biased) one whose weight out of a changed (its congestion bias).
-// isolated says one of its ends drops out or joins (see outOrIn): the
-// change is worked out with that switch.
+// change is a link that went down or came back (up), between switches
+// a and b, or (biased) one whose weight out of a changed (its congestion
+// bias). gone says one of its ends drops out (see dropOut).
 type change struct {
-	a, b     int
-	biased   bool
-	isolated bool
+	a, b   int
+	biased bool
+	up     bool
+	gone   bool
 }
 
-// outOrIn returns the switches a change of links leaves with no working
-// link (a switch that failed, every link of it down) and those that had
-// none and now have some (it came back), and marks the changes at either.
-// Toward each destination such a switch drops out of, or joins, the
-// routing as it is, without a search in full, as long as no other
-// switch's distance changes (see replan.rejoin): at k=48 a spine's or a
+// dropOut returns the switches a change of links leaves with no working
+// link (a switch that failed: every link of it down), and marks the
+// changes at them. Toward each destination such a switch drops out of
+// the routing as it is, without a search in full, as long as no other
+// switch's distance grows (see replan.reshape): at k=48 a spine's or a
 // core's 48 links sent every destination to a search in full (1.3 s of a
-// core against 2.1 s from scratch), as the switch itself, or its fan-in,
-// could not be propagated.
-func outOrIn(old, r *routing, changes []change) (gone, joined []int) {
+// core against 2.1 s from scratch), as neither the switch nor the fan-in
+// of its next hops could be propagated.
+func dropOut(old, r *routing, changes []change) (gone []int) {
 	seen := map[int]bool{}
 	for i, ch := range changes {
 		if ch.biased {
 			continue
 		}
 		for _, e := range []int{ch.a, ch.b} {
-			out := len(r.adj[e]) == 0 && len(old.adj[e]) > 0
-			in := len(old.adj[e]) == 0 && len(r.adj[e]) > 0
-			if !out && !in {
+			if len(r.adj[e]) > 0 || len(old.adj[e]) == 0 {
 				continue
 			}
-			changes[i].isolated = true
-			if seen[e] {
-				continue
-			}
-			seen[e] = true
-			if out {
+			changes[i].gone = true
+			if !seen[e] {
+				seen[e] = true
 				gone = append(gone, e)
-			} else {
-				joined = append(joined, e)
 			}
 		}
 	}
-	return gone, joined
+	return gone
 }
 
 // replan works destinations out for Recompute: r, the new routing, from
@@ -718,8 +711,52 @@ type replan struct {
 	}
 	seeds, recount []int
 	pending        []movedAt
-	// gone and joined are the switches that drop out and join (outOrIn).
-	gone, joined []int
+	// gone are the switches that drop out (dropOut); allUp says every
+	// change of links is one coming back (see reshape).
+	gone  []int
+	allUp bool
+	// moved marks the switches whose distance toward the destination
+	// being worked out shrinks (movedList: in order), and near is
+	// reshape's working, by distance.
+	moved     []bool
+	movedList []int
+	near      [][]int
+	// nd and carries are the destination's distances and carries after
+	// the change: old's until written (copied: see write).
+	nd      []int32
+	carries []bool
+	copied  bool
+}
+
+// write copies nd and carries, once, before they change.
+func (w *replan) write() {
+	if !w.copied {
+		w.nd, w.carries, w.copied = slices.Clone(w.nd), slices.Clone(w.carries), true
+	}
+}
+
+func (w *replan) seed(x int) { w.seeds = append(w.seeds, x) }
+
+// sender notes that y has a sender more or fewer: its fan-in is counted
+// again and the switches that send to it are redone; if what it carries
+// changes with it (a switch nothing reached before, or nothing reaches
+// now), it is a sender more or fewer to its own next hops in turn (which
+// redoes y's share too, y being one of their senders). A spine coming
+// back link by link carries nothing until a leaf's link is back: at k=48
+// that sent every destination to a search in full.
+func (w *replan) sender(y int) {
+	r := w.r
+	w.recount = append(w.recount, y)
+	upstream(r.adj, w.nd, y, w.seed)
+	if c := carriedInto(r.adj, r.source, w.nd, w.carries, y); c != w.carries[y] {
+		w.write()
+		w.carries[y] = c
+		for _, h := range r.adj[y] {
+			if w.nd[h.peer] == w.nd[y]-1 {
+				w.sender(h.peer)
+			}
+		}
+	}
 }
 
 // movedAt is switch s's new choice.
@@ -737,13 +774,18 @@ func (w *replan) destination(j int) []movedAt {
 	n := len(r.switches)
 	dist := old.dist[j]
 	w.seeds, w.recount, w.pending = w.seeds[:0], w.recount[:0], nil
-	// nd and carries are the distances and carries with the switches that
-	// drop out or join (rejoin): old's unless there are any.
-	nd, carries, search := w.rejoin(j)
+	// nd and carries are the distances and carries after the switches
+	// that drop out or come nearer (reshape): old's unless there are any.
+	search := w.reshape(j)
+	defer func() {
+		for _, m := range w.movedList {
+			w.moved[m] = false
+		}
+	}()
 	for _, ch := range w.changes {
 		da, db := dist[ch.a], dist[ch.b]
 		switch {
-		case ch.isolated: // rejoin's
+		case ch.gone || w.moved[ch.a] || w.moved[ch.b]: // reshape's
 		case ch.biased:
 			if da >= 0 && da == db+1 {
 				w.seeds = append(w.seeds, ch.a)
@@ -756,17 +798,14 @@ func (w *replan) destination(j int) []movedAt {
 			if da < db {
 				u, v = v, u
 			}
-			w.seeds = append(w.seeds, u)                                         // its next hops change
-			upstream(r.adj, nd, v, func(x int) { w.seeds = append(w.seeds, x) }) // v's fan-in changes
-			w.recount = append(w.recount, v)
-			if carriedInto(r.adj, r.source, nd, carries, v) != carries[v] {
-				search = true // what v carries changes, and with it the fan-ins below it
-			}
+			w.seed(u) // its next hops change
+			w.sender(v)
 		}
 	}
 	if !search && len(w.seeds) == 0 && len(w.pending) == 0 {
 		return nil
 	}
+	nd, carries := w.nd, w.carries // with what reshape and sender changed
 	emit := func(s int, ports []uint32, caps []float64, id uint64) { w.record(s, j, ports, caps, id) }
 	fanIn := old.fanIn[j] // copied before it changes
 	for _, v := range w.recount {
@@ -797,111 +836,128 @@ func (w *replan) destination(j int) []movedAt {
 	return w.pending
 }
 
-// rejoin takes the switches that drop out (w.gone) out of destination
-// j's routing and those that join (w.joined) into it: it returns j's
-// distances and carries with them (old's, copied where they change),
-// having queued what changes around them (seeds, recounts, and the
-// routes the switches that drop out no longer have), or reports that j
-// must be searched in full: when j is one of them, or another switch's
-// distance would change (a joining switch shortens a path, or two join
-// side by side: neither reached anything before). A switch that drops out leaves its next hops a sender
-// fewer (if it carried traffic toward j) and the switches that sent to
-// it a next hop fewer; propagate finds any left with none (their
-// distance grows) and gives up. One that joins takes the distance its
-// nearest working neighbour gives it, and is a next hop more to the
-// switches one farther, and a sender more to those one nearer.
-func (w *replan) rejoin(j int) (nd []int32, carries []bool, search bool) {
+// reshape takes the switches that drop out (w.gone) out of destination
+// j's routing and moves those that come nearer to it (when links come
+// back: a switch that had none joins), setting j's distances and carries
+// after them (w.nd, w.carries: old's, copied where they change), and
+// queues what changes around them (seeds, recounts, and the routes of
+// the switches that drop out), or reports that j must be searched in full
+// instead: when j drops out, when distances shrink while other links
+// fail (a switch's distance could grow as another's shrinks), or when
+// more than a quarter of the switches come nearer.
+//
+// A switch that drops out leaves its next hops a sender fewer (if it
+// carried traffic toward j) and the switches that sent to it a next hop
+// fewer; propagate finds any left with none (their distance grows) and
+// gives up. Distances that shrink are found from the links that came
+// back, nearest first, as a search would; a switch that comes nearer
+// has new next hops, is a sender fewer to its old ones and one more to
+// its new ones, and a next hop fewer or more to the switches one farther.
+// At k=48 a spine coming back link by link (one link, then its other 47,
+// as the switches report them) sent every destination but its pod's to a
+// search in full: it first joined through one leaf, three hops farther
+// than its cores.
+func (w *replan) reshape(j int) (search bool) {
 	r, old := w.r, w.old
-	nd, carries = old.dist[j], old.carries[j]
-	if len(w.gone) == 0 && len(w.joined) == 0 {
-		return nd, carries, false
-	}
-	d := r.dests[j]
-	copied := false
-	write := func() {
-		if !copied {
-			nd, carries, copied = slices.Clone(nd), slices.Clone(carries), true
-		}
-	}
-	// Distances and carries first, then what they change around them.
-	for _, s := range w.gone {
-		if s == d {
-			return nd, carries, true
-		}
-		if nd[s] >= 0 {
-			write()
-			nd[s], carries[s] = -1, false
-		}
-	}
-	for _, s := range w.joined {
-		if s == d {
-			return nd, carries, true
-		}
-		near := int32(-1)
-		for _, h := range r.adj[s] {
-			if x := nd[h.peer]; x >= 0 && (near < 0 || x < near) {
-				near = x
-			}
-		}
-		if near < 0 {
-			continue // nothing it reaches reaches j
-		}
-		for _, h := range r.adj[s] {
-			// A neighbour that does not reach j (another joining one,
-			// say: none reached anything) or is farther than one past
-			// it: a path shortens.
-			if nd[h.peer] < 0 || nd[h.peer] > near+2 {
-				return nd, carries, true
-			}
-		}
-		write()
-		nd[s] = near + 1
-	}
-	for _, s := range w.joined {
-		if nd[s] >= 0 {
-			carries[s] = carriedInto(r.adj, r.source, nd, carries, s)
-		}
-	}
 	dist := old.dist[j]
-	seed := func(x int) { w.seeds = append(w.seeds, x) }
-	nearer := func(y int) { // y has a sender more or fewer
-		w.recount = append(w.recount, y)
-		upstream(r.adj, nd, y, seed)
-		if carriedInto(r.adj, r.source, nd, carries, y) != carries[y] {
-			search = true // what y carries changes, and with it the fan-ins below it
+	w.nd, w.carries, w.copied = dist, old.carries[j], false
+	w.movedList = w.movedList[:0]
+	d := r.dests[j]
+	for _, s := range w.gone {
+		if s == d {
+			return true
+		}
+		if w.nd[s] >= 0 {
+			w.write()
+			w.nd[s], w.carries[s] = -1, false
+		}
+	}
+	if w.allUp {
+		// Nearest first, as a search: w.near[x] holds the switches that
+		// may be x from j.
+		near := w.near[:0]
+		defer func() {
+			for i := range near {
+				near[i] = near[i][:0]
+			}
+			w.near = near
+		}()
+		offer := func(s int, x int32) {
+			if w.nd[s] >= 0 && w.nd[s] <= x {
+				return
+			}
+			for int(x) >= len(near) {
+				near = append(near, nil)
+			}
+			near[x] = append(near[x], s)
+		}
+		for _, ch := range w.changes {
+			if !ch.biased {
+				if dist[ch.b] >= 0 {
+					offer(ch.a, dist[ch.b]+1)
+				}
+				if dist[ch.a] >= 0 {
+					offer(ch.b, dist[ch.a]+1)
+				}
+			}
+		}
+		for x := int32(0); int(x) < len(near); x++ {
+			for i := 0; i < len(near[x]); i++ {
+				s := near[x][i]
+				if w.nd[s] >= 0 && w.nd[s] <= x {
+					continue
+				}
+				if len(w.movedList) >= len(r.adj)/4 {
+					return true
+				}
+				w.write()
+				w.nd[s] = x
+				w.moved[s] = true
+				w.movedList = append(w.movedList, s)
+				for _, h := range r.adj[s] {
+					offer(h.peer, x+1)
+				}
+			}
+		}
+	}
+	if !w.copied {
+		return false
+	}
+	nd, carries := w.nd, w.carries
+	// What the switches that came nearer carry, farthest first: what
+	// reaches a switch comes from farther.
+	slices.SortFunc(w.movedList, func(a, b int) int { return int(nd[b] - nd[a]) })
+	for _, s := range w.movedList {
+		carries[s] = carriedInto(r.adj, r.source, nd, carries, s)
+	}
+	// Around each, what it was, then what it is.
+	around := func(s int, adj [][]hop, dist []int32, carried bool) {
+		if dist[s] < 0 {
+			return
+		}
+		for _, h := range adj[s] {
+			switch y := h.peer; {
+			case dist[y] == dist[s]-1 && carried:
+				w.sender(y)
+			case dist[y] == dist[s]+1:
+				w.seed(y) // a next hop more or fewer
+			}
 		}
 	}
 	for _, s := range w.gone {
-		if dist[s] <= 0 {
-			continue
-		}
-		w.recount = append(w.recount, s)
-		w.pending = append(w.pending, movedAt{s, movedChoice{j: j}}) // no route toward j
-		for _, h := range old.adj[s] {
-			switch y := h.peer; {
-			case dist[y] == dist[s]-1 && old.carries[j][s]:
-				nearer(y)
-			case dist[y] == dist[s]+1:
-				seed(y) // a next hop fewer
-			}
+		if dist[s] > 0 {
+			w.recount = append(w.recount, s)
+			w.pending = append(w.pending, movedAt{s, movedChoice{j: j}}) // no route toward j
+			around(s, old.adj, dist, old.carries[j][s])
 		}
 	}
-	for _, s := range w.joined {
-		if nd[s] < 0 {
-			continue
-		}
-		seed(s)
+	for _, s := range w.movedList {
+		w.seed(s)
 		w.recount = append(w.recount, s)
-		for _, h := range r.adj[s] {
-			switch y := h.peer; {
-			case nd[y] == nd[s]-1 && carries[s]:
-				nearer(y)
-			case nd[y] == nd[s]+1:
-				seed(y) // a next hop more
-			}
-		}
+		around(s, old.adj, dist, old.carries[j][s])
+		around(s, r.adj, nd, carries[s])
 	}
-	return nd, carries, search
+	return false
 }
 
 // record compares switch s's choice toward destination j, its next hops'

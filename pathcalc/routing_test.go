@@ -67,11 +67,18 @@ func TestRecomputeIsCompute(t *testing.T) {
 						}
 						all := rng.IntN(2) == 0
 						for _, sw := range back {
+							var its []models.LinkID
 							snap.EachNeighbor(sw, func(a topology.Adjacency) {
-								if next.DownLinks[a.Link] && (all || rng.IntN(4) == 0) {
-									delete(next.DownLinks, a.Link)
+								if next.DownLinks[a.Link] {
+									its = append(its, a.Link)
 								}
 							})
+							if !all && len(its) > 0 {
+								its = its[rng.IntN(len(its)):][:1] // one link first, as switches report it
+							}
+							for _, id := range its {
+								delete(next.DownLinks, id)
+							}
 						}
 					case what == 2: // biases change
 						for range 1 + rng.IntN(4) {
@@ -95,35 +102,84 @@ func TestRecomputeIsCompute(t *testing.T) {
 							}
 						}
 					}
-					got, err := Recompute(ctx, prev, snap, next)
-					if err != nil {
-						t.Fatal(err)
-					}
-					want, err := Compute(ctx, snap, next)
-					if err != nil {
-						t.Fatal(err)
-					}
-					if !reflect.DeepEqual(got.Plan, want.Plan) {
-						for sw, w := range want.Plan.Switches {
-							if g := got.Plan.Switches[sw]; !reflect.DeepEqual(g, w) {
-								t.Fatalf("step %d (%d links down, %d biases): %s differs from Compute's:\n got %+v\nwant %+v", step, len(next.DownLinks), len(next.PortBias), sw, g, w)
-							}
-						}
-						t.Fatalf("step %d: plans differ in their switches", step)
-					}
-					if g, w := withoutErrorFigures(got.Warnings), withoutErrorFigures(want.Warnings); !reflect.DeepEqual(g, w) {
-						t.Fatalf("step %d: warnings differ:\n got %v\nwant %v", step, g, w)
-					}
-					// The working the next Recompute starts from is Compute's too.
-					g, w := got.routing, want.routing
-					for j := range w.dests {
-						if !slices.Equal(g.dist[j], w.dist[j]) || !slices.Equal(g.carries[j], w.carries[j]) || !slices.Equal(g.fanIn[j], w.fanIn[j]) || !slices.Equal(g.capTo[j], w.capTo[j]) {
-							t.Fatalf("step %d: the working toward %s differs from Compute's", step, w.switches[w.dests[j]].Name)
-						}
-					}
-					prev, req = got, next
+					prev, req = recomputeAsCompute(t, fmt.Sprintf("step %d", step), prev, snap, next), next
 				}
 			})
+		}
+	}
+}
+
+// recomputeAsCompute is Recompute(prev, snap, req), failing t unless it
+// is Compute's plan, with Compute's warnings (but for their error
+// figures) and Compute's working for the next Recompute.
+func recomputeAsCompute(t *testing.T, what string, prev Result, snap *topology.Snapshot, req Request) Result {
+	t.Helper()
+	ctx := context.Background()
+	got, err := Recompute(ctx, prev, snap, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Compute(ctx, snap, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Plan, want.Plan) {
+		for sw, w := range want.Plan.Switches {
+			if g := got.Plan.Switches[sw]; !reflect.DeepEqual(g, w) {
+				t.Fatalf("%s (%d links down, %d biases): %s differs from Compute's:\n got %+v\nwant %+v", what, len(req.DownLinks), len(req.PortBias), sw, g, w)
+			}
+		}
+		t.Fatalf("%s: plans differ in their switches", what)
+	}
+	if g, w := withoutErrorFigures(got.Warnings), withoutErrorFigures(want.Warnings); !reflect.DeepEqual(g, w) {
+		t.Fatalf("%s: warnings differ:\n got %v\nwant %v", what, g, w)
+	}
+	g, w := got.routing, want.routing
+	for j := range w.dests {
+		if !slices.Equal(g.dist[j], w.dist[j]) || !slices.Equal(g.carries[j], w.carries[j]) || !slices.Equal(g.fanIn[j], w.fanIn[j]) || !slices.Equal(g.capTo[j], w.capTo[j]) {
+			t.Fatalf("%s: the working toward %s differs from Compute's", what, w.switches[w.dests[j]].Name)
+		}
+	}
+	return got
+}
+
+// TestRecomputeSwitchFailsAndReturns: a switch of each kind fails (every
+// link at once, or link by link as its neighbours report it) and comes
+// back link by link; every plan on the way is Compute's.
+func TestRecomputeSwitchFailsAndReturns(t *testing.T) {
+	ft8, _ := topology.FatTree(8, 100)
+	ls, _ := topology.LeafSpine(4, 6, 2, 100)
+	for name, topo := range map[string]models.Topology{"fattree:8": ft8, "leafspine": ls} {
+		snap, err := topology.New(topo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim := Limits{MaxGroupSize: 8}
+		base, err := Compute(context.Background(), snap, Request{Limits: lim})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sw := range []models.SwitchID{"p2-spine1", "core3", "p1-leaf2", "spine2", "leaf3"} {
+			if _, err := snap.Switch(sw); err != nil {
+				continue
+			}
+			var links []models.LinkID
+			snap.EachNeighbor(sw, func(a topology.Adjacency) { links = append(links, a.Link) })
+			for _, stepwise := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%s/link-by-link:%v", name, sw, stepwise), func(t *testing.T) {
+					prev, down := base, map[models.LinkID]bool{}
+					for i, id := range links {
+						down[id] = true
+						if stepwise || i == len(links)-1 {
+							prev = recomputeAsCompute(t, fmt.Sprintf("%d links of %s down", i+1, sw), prev, snap, Request{Limits: lim, DownLinks: maps.Clone(down)})
+						}
+					}
+					for i, id := range links {
+						delete(down, id)
+						prev = recomputeAsCompute(t, fmt.Sprintf("%d links of %s back", i+1, sw), prev, snap, Request{Limits: lim, DownLinks: maps.Clone(down)})
+					}
+				})
+			}
 		}
 	}
 }

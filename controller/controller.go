@@ -260,9 +260,13 @@ type Controller struct {
 	probingSince time.Time
 	linkStates   map[models.LinkID]api.LinkDiscovery
 	undeclared   []string
-	confirmed    map[models.LinkID]bool // links discovery has confirmed once
-	lldp         map[models.Endpoint]sighting
-	noNeighbors  map[models.SwitchID]bool // switches that serve no LLDP state
+	// offRoutes is the links discovery takes out of routes (miswired or
+	// lost) as it last judged them: a map never changed once stored,
+	// read without discMu (see downLinksLocked).
+	offRoutes   atomic.Pointer[map[models.LinkID]bool]
+	confirmed   map[models.LinkID]bool // links discovery has confirmed once
+	lldp        map[models.Endpoint]sighting
+	noNeighbors map[models.SwitchID]bool // switches that serve no LLDP state
 	// deferred is set when a planned change (drain, undrain, dampening)
 	// arrived while a rollout was still under way: it starts once that
 	// one has settled, so every rollout goes from a state the switches

@@ -358,10 +358,10 @@ func (c *Controller) judgeLinks() {
 		}
 	}
 	slices.Sort(undeclared)
-	before := c.miswired()
 	c.linkStates, c.undeclared = states, undeclared
-	after := c.miswired()
 	c.discMu.Unlock()
+	before, after := c.miswired(), miswired(states)
+	c.offRoutes.Store(&after)
 	for _, s := range []api.DiscoveryState{api.DiscoveryPending, api.DiscoveryConfirmed, api.DiscoveryMiswired, api.DiscoveryMissing, api.DiscoveryLost, api.DiscoveryDown} {
 		c.m.linksDiscovered.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
@@ -375,10 +375,21 @@ func (c *Controller) judgeLinks() {
 }
 
 // miswired is the set of links discovery takes out of routes (miswired
-// or lost); c.discMu held.
+// or lost), as it last judged them. It takes no lock: a failure's reroute
+// asks for it holding the controller's lock, and at k=48 a round's
+// judgement holds discMu over 55,296 links; waiting for it there held
+// every switch's report (they take the controller's lock to read).
 func (c *Controller) miswired() map[models.LinkID]bool {
+	if m := c.offRoutes.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
+
+// miswired is the links of states that discovery takes out of routes.
+func miswired(states map[models.LinkID]api.LinkDiscovery) map[models.LinkID]bool {
 	out := map[models.LinkID]bool{}
-	for id, d := range c.linkStates {
+	for id, d := range states {
 		if d.State == api.DiscoveryMiswired || d.State == api.DiscoveryLost {
 			out[id] = true
 		}
@@ -397,7 +408,5 @@ func (c *Controller) LinkDiscovery() (map[models.LinkID]api.LinkDiscovery, []str
 // Miswired lists the links discovery found miswired or lost (routes
 // avoid them).
 func (c *Controller) Miswired() []models.LinkID {
-	c.discMu.Lock()
-	defer c.discMu.Unlock()
 	return slices.Sorted(maps.Keys(c.miswired()))
 }

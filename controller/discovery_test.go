@@ -197,3 +197,40 @@ func TestDiscoveryLosesNoLinkToSilence(t *testing.T) {
 		t.Errorf("link %s cut while leaf2 is silent: %s, want lost", cut, states[cut].State)
 	}
 }
+
+// TestFailureDoesNotWaitForDiscovery: a link fails while discovery is
+// judging its links (it holds discMu; at k=48 a round's judgement is
+// 55,296 links): the failure is routed around at once, and the links
+// discovery took out of routes stay out. Waiting for discovery there,
+// with the controller's lock held, held every switch's reports.
+func TestFailureDoesNotWaitForDiscovery(t *testing.T) {
+	c, w, rounds := discoveryController(t)
+	rounds(2)
+	lost := w.snap.Neighbors("leaf1")[0].Link
+	w.mu.Lock()
+	w.cut[lost] = true
+	w.mu.Unlock()
+	rounds(probesMissed + 2)
+	if m := c.Miswired(); len(m) != 1 || m[0] != lost {
+		t.Fatalf("links out of routes: %v, want %s", m, lost)
+	}
+	planInBackground(t, c)
+	failed := w.snap.Neighbors("leaf2")[0]
+	c.discMu.Lock() // a round being judged
+	done := make(chan struct{})
+	go func() {
+		c.observeOperStatus(models.CounterSample{Switch: "leaf2", Port: failed.LocalPort, Has: models.HasOperStatus})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second): // a backstop: it takes microseconds
+		c.discMu.Unlock()
+		t.Fatal("the failure waited for discovery's judgement")
+	}
+	down := c.DownLinks()
+	c.discMu.Unlock()
+	if !down[failed.Link] || !down[lost] || len(down) != 2 {
+		t.Fatalf("routes avoid %v, want the failed %s and the lost %s", down, failed.Link, lost)
+	}
+}

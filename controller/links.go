@@ -55,11 +55,9 @@ func (c *Controller) downLinksLocked(snap *topology.Snapshot) map[models.LinkID]
 			down[id] = true
 		}
 	}
-	c.discMu.Lock()
 	for id := range c.miswired() { // cabled to something else: carries no routes
 		down[id] = true
 	}
-	c.discMu.Unlock()
 	return down
 }
 

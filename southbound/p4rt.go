@@ -56,7 +56,8 @@ type P4RTOptions struct {
 	// "accelnet". Entries without it are foreign (see KeepForeign).
 	EntryTag []byte
 	// OnDisconnect is called (from a driver goroutine) when a switch's
-	// stream ends, so the controller can resync it.
+	// stream ends after its arbitration went through, so the controller
+	// can resync it.
 	OnDisconnect func(models.SwitchID)
 	// OnSamples is called (from a goroutine of the switch's stream, one
 	// list at a time) with the packets a switch sampled (see
@@ -302,11 +303,19 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 				if first {
 					arb <- fmt.Errorf("%w: %s: arbitration: %v", ErrUnavailable, sw.Name, err)
 				}
-				if streamCtx.Err() == nil && !errors.Is(err, io.EOF) {
-					d.log.Warn("p4runtime stream ended", "switch", sw.Name, "err", err)
-				}
-				if streamCtx.Err() == nil && d.opts.OnDisconnect != nil {
-					d.opts.OnDisconnect(sw.Name)
+				// A stream that never got through arbitration (a switch
+				// that is down refuses it) was no connection: the dial's
+				// error goes to the caller, who backs off. Reported as a
+				// disconnect, it had the controller resync the switch at
+				// once, and each resync dialed again: at k=48 a switch
+				// that was down was dialed every millisecond or two.
+				if streamCtx.Err() == nil && !first {
+					if !errors.Is(err, io.EOF) {
+						d.log.Warn("p4runtime stream ended", "switch", sw.Name, "err", err)
+					}
+					if d.opts.OnDisconnect != nil {
+						d.opts.OnDisconnect(sw.Name)
+					}
 				}
 				return
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,5 +220,46 @@ func TestGNMIMasterArbitration(t *testing.T) {
 	}
 	if err := cfg(7).SetConfig(ctx, "leaf1", port); err != nil {
 		t.Fatalf("set with a higher election ID: %v", err)
+	}
+}
+
+// TestDownSwitchIsNoDisconnect: a switch's established stream that ends
+// is a disconnect (the controller resyncs the switch); a switch that is
+// down, refusing every connection, is not one again at each attempt to
+// reach it: those attempts fail to their callers, who back off. (Each
+// was reported, and each report made the controller try again at once.)
+func TestDownSwitchIsNoDisconnect(t *testing.T) {
+	topo, err := topology.LeafSpine(1, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fabrictest.StartFabric(t, topo)
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var disconnects atomic.Int32
+	d := southbound.NewP4RT(schema, southbound.P4RTOptions{Resolve: resolver(f.Topology()), ElectionID: 5,
+		OnDisconnect: func(models.SwitchID) { disconnects.Add(1) }})
+	ctx := context.Background()
+	if _, err := d.Read(ctx, "leaf1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultSwitchDown, Target: "leaf1"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); disconnects.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) { // a backstop: the stream ends at once
+			t.Fatal("the stream of a switch that went down was not reported ended")
+		}
+	}
+	for range 5 {
+		if _, err := d.Read(ctx, "leaf1"); err == nil {
+			t.Fatal("read a switch that is down")
+		}
+	}
+	d.Close() // waits for every stream's goroutine
+	if n := disconnects.Load(); n != 1 {
+		t.Errorf("%d disconnects reported, want 1: the attempts to reach the switch while down count as disconnects", n)
 	}
 }

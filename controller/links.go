@@ -189,7 +189,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 			if err != nil {
 				return old, err
 			}
-			return pathcalc.Result{Plan: pathcalc.Prune(st.snap, old.Plan, down)}, nil
+			return pathcalc.PruneResult(st.snap, old, down), nil
 		}}
 		next.ro = newRollout(pruned, c.cfg.Now)
 		if cur, err := c.planOf(ctx, have); err == nil {
@@ -256,7 +256,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 			}
 			return
 		}
-		next.ro.prepare(next, oldPlan.Plan, newPlan.Plan, next.ro.base)
+		next.ro.prepare(next, oldPlan, newPlan, next.ro.base)
 		c.enqueueStage(next.ro.begin())
 		if next.ro.stageNow() == 0 {
 			c.urgency.end(next.ro) // nothing to stage: over at once

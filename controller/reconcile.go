@@ -131,7 +131,7 @@ func (c *Controller) desiredOf(ctx context.Context, st *fabricState, sw models.S
 	if err != nil {
 		return desired, stage, true, nil // the new routes at once
 	}
-	dist, early := st.ro.prepare(st, old.Plan, plan.Plan, st.ro.base)
+	dist, early := st.ro.prepare(st, old, plan, st.ro.base)
 	return staged(sw, st.ro.distanceStage(stage), old.Plan.Switches[sw], desired, dist, early[sw]), stage, false, nil
 }
 

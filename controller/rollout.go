@@ -112,7 +112,8 @@ func (r *rollout) finished() (took, planned time.Duration, stages string, ok boo
 // distances on new routes only (each of its next hops is nearer and so
 // has moved too). Distances are computed only toward the destinations
 // some staged move needs.
-func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *models.Plan) (map[netip.Prefix]distances, map[models.SwitchID]map[netip.Prefix]bool) {
+func (r *rollout) prepare(st *fabricState, oldRes, newRes pathcalc.Result, base *models.Plan) (map[netip.Prefix]distances, map[models.SwitchID]map[netip.Prefix]bool) {
+	oldPlan, newPlan := oldRes.Plan, newRes.Plan
 	r.once.Do(func() {
 		offset := 0
 		if base != nil {
@@ -163,7 +164,9 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 		// Destinations whose every waiting move descends the old distances
 		// move entirely at the first stage.
 		descends := map[netip.Prefix]bool{}
-		oldDist := map[models.SwitchID]pathcalc.Dist{} // by destination leaf, on demand
+		// Distances by destination leaf, on demand: the plans' own (their
+		// working has them), else searched.
+		oldDist := map[models.SwitchID]pathcalc.Dist{}
 		var oldHops, newHops *pathcalc.Hops
 		for _, m := range waiting {
 			if ok, seen := descends[m.p]; seen && !ok {
@@ -172,11 +175,15 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 			leaf, known := owner[m.p]
 			good := known
 			if known {
-				if oldHops == nil {
-					oldHops = pathcalc.NewHops(st.snap, r.oldDown)
-				}
 				if _, ok := oldDist[leaf]; !ok {
-					oldDist[leaf] = oldHops.To(leaf)
+					d, ok := oldRes.Distances(leaf, r.oldDown)
+					if !ok {
+						if oldHops == nil {
+							oldHops = pathcalc.NewHops(st.snap, r.oldDown)
+						}
+						d = oldHops.To(leaf)
+					}
+					oldDist[leaf] = d
 				}
 				good = nearer(st.snap, oldDist[leaf], m.sw, m.next)
 			}
@@ -199,11 +206,15 @@ func (r *rollout) prepare(st *fabricState, oldPlan, newPlan models.Plan, base *m
 			if !known {
 				continue // no distance: takes its new route when written
 			}
-			if newHops == nil {
-				newHops = pathcalc.NewHops(st.snap, st.down)
-			}
 			if _, ok := newDist[leaf]; !ok {
-				newDist[leaf] = newHops.To(leaf)
+				d, ok := newRes.Distances(leaf, st.down)
+				if !ok {
+					if newHops == nil {
+						newHops = pathcalc.NewHops(st.snap, st.down)
+					}
+					d = newHops.To(leaf)
+				}
+				newDist[leaf] = d
 			}
 			dist[m.p] = newDist[leaf]
 			if d, ok := newDist[leaf].Of(m.sw); ok {

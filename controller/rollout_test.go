@@ -2,6 +2,7 @@ package controller
 
 import (
 	"net/netip"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -251,7 +252,7 @@ func BenchmarkRolloutPrepare(b *testing.B) {
 	links := snap.FabricLinks()
 	for _, l := range []models.Link{links[0], links[len(links)-1]} {
 		down := map[models.LinkID]bool{l.ID(): true}
-		pruned := pathcalc.Prune(snap, base.Plan, down)
+		pruned := pathcalc.PruneResult(snap, base, down)
 		next, err := pathcalc.Recompute(b.Context(), base, snap, pathcalc.Request{DownLinks: down})
 		if err != nil {
 			b.Fatal(err)
@@ -261,7 +262,7 @@ func BenchmarkRolloutPrepare(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				r := newRollout(&fabricState{snap: snap}, time.Now)
-				r.prepare(st, pruned, next.Plan, &base.Plan)
+				r.prepare(st, pruned, next, &base.Plan)
 				if r.last < 1 {
 					b.Fatal("nothing staged")
 				}
@@ -271,7 +272,7 @@ func BenchmarkRolloutPrepare(b *testing.B) {
 		b.Run(name+"/returns", func(b *testing.B) {
 			for b.Loop() {
 				r := newRollout(&fabricState{snap: snap, down: down}, time.Now)
-				r.prepare(&fabricState{snap: snap}, next.Plan, base.Plan, nil)
+				r.prepare(&fabricState{snap: snap}, next, base, nil)
 				if r.last < 1 {
 					b.Fatal("nothing staged")
 				}
@@ -305,7 +306,7 @@ func TestRolloutDoesNotWaitForAFailedSwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pruned := pathcalc.Prune(snap, base.Plan, down)
+	pruned := pathcalc.PruneResult(snap, base, down)
 	next, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{DownLinks: down})
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +318,7 @@ func TestRolloutDoesNotWaitForAFailedSwitch(t *testing.T) {
 		if drained {
 			st.planned = down
 		}
-		r.prepare(st, pruned, next.Plan, &base.Plan)
+		r.prepare(st, pruned, next, &base.Plan)
 		if !r.changed[failed] {
 			t.Fatal("the failed spine's state does not change: nothing to check")
 		}
@@ -344,6 +345,70 @@ func TestRolloutDoesNotWaitForAFailedSwitch(t *testing.T) {
 		}
 		if drained && !waitedFor {
 			t.Error("a drained spine (it still carries traffic) is not waited for")
+		}
+	}
+}
+
+// TestRolloutStagesFromThePlansDistances: a rollout prepared with the
+// distances the plans' working has (pathcalc.Result.Distances) stages
+// every switch as one prepared with distances searched afresh, for a
+// link's and a switch's failure on a fat-tree (from the pruned plan) and
+// their returns.
+func TestRolloutStagesFromThePlansDistances(t *testing.T) {
+	topo, err := topology.FatTree(8, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spine := map[models.LinkID]bool{}
+	for _, a := range snap.Neighbors("p2-spine1") {
+		spine[a.Link] = true
+	}
+	for name, down := range map[string]map[models.LinkID]bool{"core link": {snap.FabricLinks()[0].ID(): true}, "spine": spine} {
+		next, err := pathcalc.Recompute(t.Context(), base, snap, pathcalc.Request{DownLinks: down})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pruned := pathcalc.PruneResult(snap, base, down)
+		for _, c := range []struct {
+			what           string
+			from           *fabricState
+			st             *fabricState
+			oldRes, newRes pathcalc.Result
+			base           *models.Plan
+		}{
+			{name + " fails", &fabricState{snap: snap}, &fabricState{snap: snap, down: down}, pruned, next, &base.Plan},
+			{name + " returns", &fabricState{snap: snap, down: down}, &fabricState{snap: snap}, next, base, nil},
+		} {
+			withPlans := newRollout(c.from, time.Now)
+			dist, early := withPlans.prepare(c.st, c.oldRes, c.newRes, c.base)
+			searched := newRollout(c.from, time.Now)
+			sDist, sEarly := searched.prepare(c.st, pathcalc.Result{Plan: c.oldRes.Plan}, pathcalc.Result{Plan: c.newRes.Plan}, c.base)
+			if withPlans.last < 1 {
+				t.Fatalf("%s: nothing staged", c.what)
+			}
+			if !reflect.DeepEqual(withPlans.affected, searched.affected) || !reflect.DeepEqual(early, sEarly) || withPlans.last != searched.last {
+				t.Errorf("%s: staged otherwise than with the distances searched", c.what)
+			}
+			if len(dist) != len(sDist) {
+				t.Fatalf("%s: %d destinations staged, %d with the distances searched", c.what, len(dist), len(sDist))
+			}
+			for p, d := range sDist {
+				for _, sw := range snap.Switches() {
+					a, okA := dist[p].Of(sw.Name)
+					b, okB := d.Of(sw.Name)
+					if a != b || okA != okB {
+						t.Fatalf("%s: %s toward %s: %d (%v), searched %d (%v)", c.what, sw.Name, p, a, okA, b, okB)
+					}
+				}
+			}
 		}
 	}
 }

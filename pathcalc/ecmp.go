@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math"
 	"net/netip"
 	"slices"
@@ -56,6 +57,46 @@ type Result struct {
 	Warnings []Warning
 	// routing is how the plan was made, for Recompute.
 	routing *routing
+	// prunedFrom is, for a plan Prune made (PruneResult), the working of
+	// the plan it was pruned from: its distances (see Distances), never a
+	// basis for Recompute.
+	prunedFrom *routing
+}
+
+// Distances is every switch's hop distance toward destination leaf dst
+// over the links of snap but down, as the plan's working has it: what
+// NewHops(snap, down).To(dst) finds, without a search (at k=48 a
+// rollout's preparation searched up to 2,304 destinations, 0.3–0.5 ms
+// each). It reports false unless the plan was made avoiding exactly
+// down (for a pruned plan: the plan it was pruned from) and dst is one
+// of its destinations.
+func (r Result) Distances(dst models.SwitchID, down map[models.LinkID]bool) (Dist, bool) {
+	rt := r.routing
+	if rt == nil {
+		rt = r.prunedFrom
+	}
+	if rt == nil || !maps.Equal(rt.req.DownLinks, down) {
+		return Dist{}, false
+	}
+	s, ok := rt.index[dst]
+	if !ok {
+		return Dist{}, false
+	}
+	j := slices.Index(rt.dests, s)
+	if j < 0 {
+		return Dist{}, false
+	}
+	return Dist{index: rt.index, d: rt.dist[j]}, true
+}
+
+// PruneResult is Prune of prev's plan, keeping prev's distances (see
+// Distances); it cannot be recomputed from.
+func PruneResult(snap *topology.Snapshot, prev Result, down map[models.LinkID]bool) Result {
+	from := prev.routing
+	if from == nil {
+		from = prev.prunedFrom
+	}
+	return Result{Plan: Prune(snap, prev.Plan, down), prunedFrom: from}
 }
 
 // Compute returns shortest-path WCMP forwarding state for every switch:
@@ -486,7 +527,7 @@ func (g groups) fits(sw models.SwitchID, lim Limits) error {
 func Distances(snap *topology.Snapshot, dst models.SwitchID, down map[models.LinkID]bool) map[models.SwitchID]int {
 	d := NewHops(snap, down).To(dst)
 	out := make(map[models.SwitchID]int, len(d.d))
-	for sw, i := range d.h.index {
+	for sw, i := range d.index {
 		if d.d[i] >= 0 {
 			out[sw] = int(d.d[i])
 		}

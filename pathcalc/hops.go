@@ -11,16 +11,16 @@ import (
 // thousand, and a search keyed by switch names in maps cost a millisecond
 // each (most of the rollout's planning).
 type Hops struct {
-	index map[models.SwitchID]int32
+	index map[models.SwitchID]int
 	adj   [][]int32
 }
 
 // NewHops numbers snap's switches and keeps the links that are not down.
 func NewHops(snap *topology.Snapshot, down map[models.LinkID]bool) *Hops {
 	switches := snap.Switches()
-	h := &Hops{index: make(map[models.SwitchID]int32, len(switches)), adj: make([][]int32, len(switches))}
+	h := &Hops{index: make(map[models.SwitchID]int, len(switches)), adj: make([][]int32, len(switches))}
 	for i, sw := range switches {
-		h.index[sw.Name] = int32(i)
+		h.index[sw.Name] = i
 	}
 	for i, sw := range switches {
 		snap.EachNeighbor(sw.Name, func(a topology.Adjacency) {
@@ -28,7 +28,7 @@ func NewHops(snap *topology.Snapshot, down map[models.LinkID]bool) *Hops {
 				return
 			}
 			if j, ok := h.index[a.Peer]; ok {
-				h.adj[i] = append(h.adj[i], j)
+				h.adj[i] = append(h.adj[i], int32(j))
 			}
 		})
 	}
@@ -43,11 +43,11 @@ func (h *Hops) To(dst models.SwitchID) Dist {
 	}
 	start, ok := h.index[dst]
 	if !ok {
-		return Dist{h: h, d: d}
+		return Dist{index: h.index, d: d}
 	}
 	d[start] = 0
 	queue := make([]int32, 1, len(h.adj))
-	queue[0] = start
+	queue[0] = int32(start)
 	for head := 0; head < len(queue); head++ {
 		cur := queue[head]
 		for _, n := range h.adj[cur] {
@@ -57,22 +57,23 @@ func (h *Hops) To(dst models.SwitchID) Dist {
 			}
 		}
 	}
-	return Dist{h: h, d: d}
+	return Dist{index: h.index, d: d}
 }
 
-// Dist is every switch's hop distance toward one destination (Hops.To).
+// Dist is every switch's hop distance toward one destination (Hops.To,
+// Result.Distances): d by switch, numbered by index.
 type Dist struct {
-	h *Hops
-	d []int32
+	index map[models.SwitchID]int
+	d     []int32
 }
 
 // Of is sw's distance, and false when sw cannot reach the destination (or
 // is not in the fabric).
 func (d Dist) Of(sw models.SwitchID) (int, bool) {
-	if d.h == nil {
+	if d.index == nil {
 		return 0, false
 	}
-	i, ok := d.h.index[sw]
+	i, ok := d.index[sw]
 	if !ok || d.d[i] < 0 {
 		return 0, false
 	}

@@ -1,6 +1,7 @@
 package pathcalc
 
 import (
+	"context"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -54,5 +55,71 @@ func TestHopsMatchDistances(t *testing.T) {
 	}
 	if _, ok := (Dist{}).Of("core1"); ok {
 		t.Error("an empty Dist reaches something")
+	}
+}
+
+// TestPlanDistancesAreSearched: a plan's distances (Result.Distances)
+// are the hop distances a search over the links but down finds, for a
+// plan computed, recomputed after a switch fails, and pruned (the plan it
+// was pruned from's); none are given for another set of links down.
+func TestPlanDistancesAreSearched(t *testing.T) {
+	topo, err := topology.FatTree(8, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	base, err := Compute(ctx, snap, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := map[models.LinkID]bool{}
+	snap.EachNeighbor("p3-spine2", func(a topology.Adjacency) { down[a.Link] = true })
+	failed, err := Recompute(ctx, base, snap, Request{DownLinks: down})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pruned := PruneResult(snap, base, down)
+	for _, c := range []struct {
+		name string
+		res  Result
+		down map[models.LinkID]bool
+	}{{"computed", base, nil}, {"recomputed", failed, down}, {"pruned", pruned, nil}} {
+		hops := NewHops(snap, c.down)
+		leaves := 0
+		for _, sw := range snap.Switches() {
+			got, ok := c.res.Distances(sw.Name, c.down)
+			if sw.Role != models.RoleLeaf {
+				if ok {
+					t.Errorf("%s: distances toward %s, not a destination", c.name, sw.Name)
+				}
+				continue
+			}
+			if !ok {
+				t.Fatalf("%s: no distances toward %s", c.name, sw.Name)
+			}
+			leaves++
+			want := hops.To(sw.Name)
+			for _, s := range snap.Switches() {
+				a, okA := got.Of(s.Name)
+				b, okB := want.Of(s.Name)
+				if a != b || okA != okB {
+					t.Fatalf("%s: %s toward %s: %d (%v), searched %d (%v)", c.name, s.Name, sw.Name, a, okA, b, okB)
+				}
+			}
+		}
+		if leaves == 0 {
+			t.Fatalf("%s: no leaf", c.name)
+		}
+		other := map[models.LinkID]bool{snap.FabricLinks()[0].ID(): true}
+		if _, ok := c.res.Distances("p1-leaf1", other); ok {
+			t.Errorf("%s: distances for links down it was not made around", c.name)
+		}
+	}
+	if _, ok := (Result{Plan: pruned.Plan}).Distances("p1-leaf1", nil); ok {
+		t.Error("distances from a plan without its working")
 	}
 }

@@ -224,6 +224,9 @@ func (c *Controller) spawn(f func(ctx context.Context)) bool {
 	return true
 }
 
+// slowPlan is how long a recomputation takes before it is logged.
+const slowPlan = time.Second
+
 func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
 	defer func() {
 		st.done.Store(true)
@@ -244,6 +247,7 @@ func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
 		prev, err = c.planOf(ctx, basis)
 		planned = err == nil
 	}
+	began := time.Now() // after the wait for basis's plan
 	st.plan, st.err = pathcalc.Recompute(ctx, prev, st.snap, req)
 	c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
 	if st.err == nil && planned {
@@ -260,6 +264,12 @@ func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
 		// Its basis was set aside and stopped: computed from scratch, which
 		// at k=48 takes seconds where a recomputation takes a fraction.
 		c.log.Info("routes computed from scratch: the plan they would be made from was stopped", "revision", st.rev, "took", time.Since(start).Round(time.Millisecond))
+	case planned && time.Since(began) >= slowPlan:
+		// What a slow replan searched in full, and how long it took on
+		// the machine as it was (a k=48 replan is a fraction of a second
+		// of one core).
+		c.log.Info("routes recomputed slowly", "revision", st.rev, "took", time.Since(began).Round(time.Millisecond),
+			"searched_in_full", st.plan.Searched, "destinations", st.plan.Destinations, "links_avoided", len(st.down))
 	}
 }
 

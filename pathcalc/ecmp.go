@@ -55,6 +55,10 @@ type Warning struct {
 type Result struct {
 	Plan     models.Plan
 	Warnings []Warning
+	// Searched is how many destination leaves the plan searched in full
+	// (Compute: every one; Recompute: where the change could not be
+	// propagated), of Destinations.
+	Searched, Destinations int
 	// routing is how the plan was made, for Recompute.
 	routing *routing
 	// prunedFrom is, for a plan Prune made (PruneResult), the working of

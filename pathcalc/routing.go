@@ -474,7 +474,8 @@ func (r *routing) addRoutes(s int) {
 // switches not in rebuild (when rebuild is non-nil), prev's state as is,
 // or the one built (when built is non-nil and has it).
 func (r *routing) result(prev *Result, rebuild []bool, built []*builtState) (Result, error) {
-	res := Result{Plan: models.Plan{Switches: make(map[models.SwitchID]models.ForwardingState, len(r.switches))}, routing: r}
+	res := Result{Plan: models.Plan{Switches: make(map[models.SwitchID]models.ForwardingState, len(r.switches))}, routing: r,
+		Searched: len(r.dests), Destinations: len(r.dests)}
 	if r.warnings == nil {
 		r.warnings = make([][]Warning, len(r.switches))
 	}
@@ -581,11 +582,11 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 	gone := dropOut(old, r, changes)
 	allUp := !slices.ContainsFunc(changes, func(ch change) bool { return !ch.up && !ch.biased })
 	byDest := make([][]movedAt, len(r.dests))
-	var next atomic.Int64
+	var next, searched atomic.Int64
 	var wg sync.WaitGroup
 	for range min(replanWorkers(), len(r.dests)) {
 		w := &replan{r: r, old: old, changes: changes, sc: newScratch(n), reduced: weightMemo{lim: req.Limits, at: map[uint64][]int{}},
-			gone: gone, allUp: allUp, moved: make([]bool, n)}
+			gone: gone, allUp: allUp, moved: make([]bool, n), searched: &searched}
 		w.sc.classify(class, classes)
 		wg.Go(func() {
 			for j := int(next.Add(1) - 1); j < len(r.dests) && ctx.Err() == nil; j = int(next.Add(1) - 1) {
@@ -644,7 +645,9 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 		}
 		r.addRoutes(s)
 	}
-	return r.result(&prev, rebuild, built)
+	res, err := r.result(&prev, rebuild, built)
+	res.Searched = int(searched.Load())
+	return res, err
 }
 
 // replanWorkers is how many goroutines Recompute works destinations out
@@ -726,6 +729,8 @@ type replan struct {
 	nd      []int32
 	carries []bool
 	copied  bool
+	// searched counts the destinations searched in full (every worker's).
+	searched *atomic.Int64
 }
 
 // write copies nd and carries, once, before they change.
@@ -822,6 +827,7 @@ func (w *replan) destination(j int) []movedAt {
 	}
 	if search || !w.sc.propagate(r.adj, nd, capTo, carries, fanIn, w.seeds, emit) {
 		// Distances change: search again, and compare every switch.
+		w.searched.Add(1)
 		w.pending = nil
 		r.dist[j], r.capTo[j], r.carries[j], r.fanIn[j] = make([]int32, n), make([]float64, n), make([]bool, n), make([]int32, n)
 		w.sc.full(r.adj, r.source, r.dests[j], r.dist[j], r.capTo[j], r.carries[j], r.fanIn[j], emit)

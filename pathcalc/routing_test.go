@@ -184,6 +184,51 @@ func TestRecomputeSwitchFailsAndReturns(t *testing.T) {
 	}
 }
 
+// TestRecomputeSearchesLittleForASwitch: on a k=16 fat-tree, a spine
+// that fails has only its pod's eight destinations searched in full (a
+// core's group no longer reaches the pod directly), and a core's failure
+// none; coming back link by link, as their neighbours report it, neither
+// has any. (Before, every one of the 128 was searched at each step.)
+func TestRecomputeSearchesLittleForASwitch(t *testing.T) {
+	topo, err := topology.FatTree(16, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	base, err := Compute(ctx, snap, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sw, most := range map[models.SwitchID]int{"p2-spine1": 8, "core3": 0} {
+		var links []models.LinkID
+		down := map[models.LinkID]bool{}
+		snap.EachNeighbor(sw, func(a topology.Adjacency) {
+			links = append(links, a.Link)
+			down[a.Link] = true
+		})
+		prev, err := Recompute(ctx, base, snap, Request{DownLinks: maps.Clone(down)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev.Destinations != 128 || prev.Searched > most {
+			t.Errorf("%s fails: %d of %d destinations searched in full, want at most %d", sw, prev.Searched, prev.Destinations, most)
+		}
+		for i, id := range links {
+			delete(down, id)
+			if prev, err = Recompute(ctx, prev, snap, Request{DownLinks: maps.Clone(down)}); err != nil {
+				t.Fatal(err)
+			}
+			if prev.Searched > 0 {
+				t.Errorf("%s's link %d of %d back: %d destinations searched in full", sw, i+1, len(links), prev.Searched)
+			}
+		}
+	}
+}
+
 // withoutErrorFigures is warnings with the WCMP error figure left out: a
 // choice whose capacities changed but make the same integer weights keeps
 // its old capacities (Recompute), and with them the error figure they had.

@@ -580,13 +580,12 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 	// gathered by switch, in destination order, after.
 	class, classes := classes(r.adj)
 	gone := dropOut(old, r, changes)
-	allUp := !slices.ContainsFunc(changes, func(ch change) bool { return !ch.up && !ch.biased })
 	byDest := make([][]movedAt, len(r.dests))
 	var next, searched atomic.Int64
 	var wg sync.WaitGroup
 	for range min(replanWorkers(), len(r.dests)) {
 		w := &replan{r: r, old: old, changes: changes, sc: newScratch(n), reduced: weightMemo{lim: req.Limits, at: map[uint64][]int{}},
-			gone: gone, allUp: allUp, moved: make([]bool, n), searched: &searched}
+			gone: gone, moved: make([]bool, n), searched: &searched}
 		w.sc.classify(class, classes)
 		wg.Go(func() {
 			for j := int(next.Add(1) - 1); j < len(r.dests) && ctx.Err() == nil; j = int(next.Add(1) - 1) {
@@ -714,10 +713,8 @@ type replan struct {
 	}
 	seeds, recount []int
 	pending        []movedAt
-	// gone are the switches that drop out (dropOut); allUp says every
-	// change of links is one coming back (see reshape).
-	gone  []int
-	allUp bool
+	// gone are the switches that drop out (dropOut).
+	gone []int
 	// moved marks the switches whose distance toward the destination
 	// being worked out shrinks (movedList: in order), and near is
 	// reshape's working, by distance.
@@ -848,9 +845,8 @@ func (w *replan) destination(j int) []movedAt {
 // after them (w.nd, w.carries: old's, copied where they change), and
 // queues what changes around them (seeds, recounts, and the routes of
 // the switches that drop out), or reports that j must be searched in full
-// instead: when j drops out, when distances shrink while other links
-// fail (a switch's distance could grow as another's shrinks), or when
-// more than a quarter of the switches come nearer.
+// instead: when j drops out, or when more than a quarter of the
+// switches come nearer.
 //
 // A switch that drops out leaves its next hops a sender fewer (if it
 // carried traffic toward j) and the switches that sent to it a next hop
@@ -859,6 +855,13 @@ func (w *replan) destination(j int) []movedAt {
 // back, nearest first, as a search would; a switch that comes nearer
 // has new next hops, is a sender fewer to its old ones and one more to
 // its new ones, and a next hop fewer or more to the switches one farther.
+// Links may fail in the same change (a failure while a return is still
+// planned: at k=48 every destination was searched in full then): the
+// distances found are then the old ones where links came back, as
+// though none grew. Should one grow, the nearest switch whose distance
+// is wrong has no next hop one nearer (any nearer switch's is right), so
+// it lost one, to a failed link or a switch dropped out, and is a seed:
+// propagate finds it with none and gives up.
 // At k=48 a spine coming back link by link (one link, then its other 47,
 // as the switches report them) sent every destination but its pod's to a
 // search in full: it first joined through one leaf, three hops farther
@@ -878,51 +881,49 @@ func (w *replan) reshape(j int) (search bool) {
 			w.nd[s], w.carries[s] = -1, false
 		}
 	}
-	if w.allUp {
-		// Nearest first, as a search: w.near[x] holds the switches that
-		// may be x from j.
-		near := w.near[:0]
-		defer func() {
-			for i := range near {
-				near[i] = near[i][:0]
+	// Nearest first, as a search: w.near[x] holds the switches that
+	// may be x from j.
+	near := w.near[:0]
+	defer func() {
+		for i := range near {
+			near[i] = near[i][:0]
+		}
+		w.near = near
+	}()
+	offer := func(s int, x int32) {
+		if w.nd[s] >= 0 && w.nd[s] <= x {
+			return
+		}
+		for int(x) >= len(near) {
+			near = append(near, nil)
+		}
+		near[x] = append(near[x], s)
+	}
+	for _, ch := range w.changes {
+		if ch.up {
+			if dist[ch.b] >= 0 {
+				offer(ch.a, dist[ch.b]+1)
 			}
-			w.near = near
-		}()
-		offer := func(s int, x int32) {
+			if dist[ch.a] >= 0 {
+				offer(ch.b, dist[ch.a]+1)
+			}
+		}
+	}
+	for x := int32(0); int(x) < len(near); x++ {
+		for i := 0; i < len(near[x]); i++ {
+			s := near[x][i]
 			if w.nd[s] >= 0 && w.nd[s] <= x {
-				return
+				continue
 			}
-			for int(x) >= len(near) {
-				near = append(near, nil)
+			if len(w.movedList) >= len(r.adj)/4 {
+				return true
 			}
-			near[x] = append(near[x], s)
-		}
-		for _, ch := range w.changes {
-			if !ch.biased {
-				if dist[ch.b] >= 0 {
-					offer(ch.a, dist[ch.b]+1)
-				}
-				if dist[ch.a] >= 0 {
-					offer(ch.b, dist[ch.a]+1)
-				}
-			}
-		}
-		for x := int32(0); int(x) < len(near); x++ {
-			for i := 0; i < len(near[x]); i++ {
-				s := near[x][i]
-				if w.nd[s] >= 0 && w.nd[s] <= x {
-					continue
-				}
-				if len(w.movedList) >= len(r.adj)/4 {
-					return true
-				}
-				w.write()
-				w.nd[s] = x
-				w.moved[s] = true
-				w.movedList = append(w.movedList, s)
-				for _, h := range r.adj[s] {
-					offer(h.peer, x+1)
-				}
+			w.write()
+			w.nd[s] = x
+			w.moved[s] = true
+			w.movedList = append(w.movedList, s)
+			for _, h := range r.adj[s] {
+				offer(h.peer, x+1)
 			}
 		}
 	}

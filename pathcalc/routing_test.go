@@ -188,7 +188,8 @@ func TestRecomputeSwitchFailsAndReturns(t *testing.T) {
 // that fails has only its pod's eight destinations searched in full (a
 // core's group no longer reaches the pod directly), and a core's failure
 // none; coming back link by link, as their neighbours report it, neither
-// has any. (Before, every one of the 128 was searched at each step.)
+// has any; nor has a spine's return and another's failure in one change
+// more than their pods'. (Before, every one of the 128 was searched.)
 func TestRecomputeSearchesLittleForASwitch(t *testing.T) {
 	topo, err := topology.FatTree(16, 100)
 	if err != nil {
@@ -226,6 +227,20 @@ func TestRecomputeSearchesLittleForASwitch(t *testing.T) {
 				t.Errorf("%s's link %d of %d back: %d destinations searched in full", sw, i+1, len(links), prev.Searched)
 			}
 		}
+	}
+	// A spine fails while another's return is still being planned: one's
+	// links come back and the other's fail in one change. At most the
+	// two pods' destinations are searched (at k=16 the changes reach
+	// past half the switches for those; at k=48 they do not).
+	back, fails := map[models.LinkID]bool{}, map[models.LinkID]bool{}
+	snap.EachNeighbor("p2-spine1", func(a topology.Adjacency) { back[a.Link] = true })
+	snap.EachNeighbor("p5-spine3", func(a topology.Adjacency) { fails[a.Link] = true })
+	spineDown, err := Recompute(ctx, base, snap, Request{DownLinks: back})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if both := recomputeAsCompute(t, "a spine back as another fails", spineDown, snap, Request{DownLinks: fails}); both.Searched > 16 {
+		t.Errorf("a spine back as another fails: %d destinations searched in full, want at most 16", both.Searched)
 	}
 }
 

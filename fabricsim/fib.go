@@ -72,6 +72,8 @@ func (sw *Switch) compileFIBLocked() fib {
 		}
 	}
 	dstID := s.MatchFieldID(p4.TableIPv4LPM, p4.FieldIPv4Dst)
+	var sel *selector
+	var owner map[uint32]uint32 // the selector's handles' members, once needed
 	for _, e := range st.entries[s.TableID(p4.TableIPv4LPM)] {
 		var r lpmRoute
 		for _, m := range e.GetMatch() {
@@ -85,7 +87,11 @@ func (sw *Switch) compileFIBLocked() fib {
 				r.slots = []uint32{port}
 			}
 		case e.GetAction().GetActionProfileGroupId() != 0:
-			for _, id := range st.selectorOf(profID).order(e.GetAction().GetActionProfileGroupId()) {
+			if owner == nil {
+				sel = st.selectorOf(profID)
+				owner = sel.owners()
+			}
+			for _, id := range sel.orderBy(owner, e.GetAction().GetActionProfileGroupId()) {
 				// A member whose action is drop drops the flows it gets.
 				r.slots = append(r.slots, memberPort[id])
 			}

@@ -136,12 +136,15 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	// given): the failure is pruned from its routes and the new ones are
 	// made from them.
 	have := st
-	if failed && !planReady(st) {
+	if failed && (!planReady(st) || !st.written()) {
 		if prev := c.setAside(ctx, st); prev != nil {
 			// The change just before this failure is still being planned,
-			// so none of its routes were written: prune what the switches
-			// have, and plan the new routes (which include that change)
-			// from the routes before it, rather than wait for its plan.
+			// or planned and not rolling out yet, so none of its routes
+			// were written: prune what the switches have, and plan the new
+			// routes (which include that change) from the routes before
+			// it, rather than wait for its plan. (Taken as written, its
+			// routes were the base of this rollout, and the switches only
+			// it moved were left as they were until a resync.)
 			have = prev
 			st.abandonPlan()
 			args = append(args, "pending_change_set_aside", true)

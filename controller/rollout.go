@@ -494,6 +494,13 @@ func (r *rollout) begin() []models.SwitchID {
 	return r.nextLocked()
 }
 
+// hasBegun says whether begin was called: the stages are being written.
+func (r *rollout) hasBegun() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return !r.begun.IsZero()
+}
+
 // nextLocked advances past the current stage and any without changes.
 func (r *rollout) nextLocked() []models.SwitchID {
 	r.advanceLocked()

@@ -176,6 +176,11 @@ func (c *Controller) planOf(ctx context.Context, st *fabricState) (pathcalc.Resu
 // first reports started two such plans beside it).
 func planReady(st *fabricState) bool { return st.done.Load() }
 
+// written says whether st's routes are being written: its rollout's
+// stages began (a topology's first routes, with no rollout, are written
+// as soon as they are planned).
+func (st *fabricState) written() bool { return st.ro == nil || st.ro.hasBegun() }
+
 // startPlan starts computing st's routes, if nobody has yet.
 func (c *Controller) startPlan(ctx context.Context, st *fabricState) {
 	st.once.Do(func() {

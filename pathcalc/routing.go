@@ -748,6 +748,9 @@ func (w *replan) seed(x int) { w.seeds = append(w.seeds, x) }
 // that sent every destination to a search in full.
 func (w *replan) sender(y int) {
 	r := w.r
+	if w.nd[y] < 0 {
+		return // reaches nothing (it dropped out too): carries nothing, counts no fan-in
+	}
 	w.recount = append(w.recount, y)
 	upstream(r.adj, w.nd, y, w.seed)
 	if c := carriedInto(r.adj, r.source, w.nd, w.carries, y); c != w.carries[y] {
@@ -776,8 +779,8 @@ func (w *replan) destination(j int) []movedAt {
 	n := len(r.switches)
 	dist := old.dist[j]
 	w.seeds, w.recount, w.pending = w.seeds[:0], w.recount[:0], nil
-	// nd and carries are the distances and carries after the switches
-	// that drop out or come nearer (reshape): old's unless there are any.
+	// The distances and carries after the switches that drop out or come
+	// nearer (w.nd, w.carries: see reshape).
 	search := w.reshape(j)
 	defer func() {
 		for _, m := range w.movedList {

@@ -842,6 +842,11 @@ func TestSwitchBackRetriesItsOtherWorkAtOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		c.setTopology(t.Context(), topo, 1)
+		// Down before any worker starts: a reconcile that went through
+		// first left nothing to fail (its tables known, no backoff to
+		// hurry), and the test failed 1 run in 100.
+		sws.tablesDown.Store(true)
+		sws.configDown.Store(true)
 		ctx, cancel := context.WithCancel(t.Context())
 		var workers sync.WaitGroup
 		for _, r := range []*reconciler{c.tables, c.config} {
@@ -849,8 +854,6 @@ func TestSwitchBackRetriesItsOtherWorkAtOnce(t *testing.T) {
 		}
 		defer func() { cancel(); workers.Wait() }()
 
-		sws.tablesDown.Store(true)
-		sws.configDown.Store(true)
 		c.tables.queue.Add("leaf1")
 		c.config.queue.Add("leaf1")
 		<-time.After(20 * time.Second) // virtual: both fail, retry, and back off for seconds

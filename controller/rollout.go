@@ -164,10 +164,7 @@ func (r *rollout) prepare(st *fabricState, oldRes, newRes pathcalc.Result, base 
 		// Destinations whose every waiting move descends the old distances
 		// move entirely at the first stage.
 		descends := map[netip.Prefix]bool{}
-		// Distances by destination leaf, on demand: the plans' own (their
-		// working has them), else searched.
-		oldDist := map[models.SwitchID]pathcalc.Dist{}
-		var oldHops, newHops *pathcalc.Hops
+		oldDist := &planDistances{res: oldRes, snap: st.snap, down: r.oldDown}
 		for _, m := range waiting {
 			if ok, seen := descends[m.p]; seen && !ok {
 				continue
@@ -175,23 +172,13 @@ func (r *rollout) prepare(st *fabricState, oldRes, newRes pathcalc.Result, base 
 			leaf, known := owner[m.p]
 			good := known
 			if known {
-				if _, ok := oldDist[leaf]; !ok {
-					d, ok := oldRes.Distances(leaf, r.oldDown)
-					if !ok {
-						if oldHops == nil {
-							oldHops = pathcalc.NewHops(st.snap, r.oldDown)
-						}
-						d = oldHops.To(leaf)
-					}
-					oldDist[leaf] = d
-				}
-				good = nearer(st.snap, oldDist[leaf], m.sw, m.next)
+				good = nearer(st.snap, oldDist.to(leaf), m.sw, m.next)
 			}
 			descends[m.p] = good
 		}
 		// The rest wait for the stage of their new distance.
 		dist := map[netip.Prefix]distances{}
-		newDist := map[models.SwitchID]pathcalc.Dist{}
+		newDist := &planDistances{res: newRes, snap: st.snap, down: st.down}
 		last := 1
 		var staged []move
 		for _, m := range waiting {
@@ -206,18 +193,8 @@ func (r *rollout) prepare(st *fabricState, oldRes, newRes pathcalc.Result, base 
 			if !known {
 				continue // no distance: takes its new route when written
 			}
-			if _, ok := newDist[leaf]; !ok {
-				d, ok := newRes.Distances(leaf, st.down)
-				if !ok {
-					if newHops == nil {
-						newHops = pathcalc.NewHops(st.snap, st.down)
-					}
-					d = newHops.To(leaf)
-				}
-				newDist[leaf] = d
-			}
-			dist[m.p] = newDist[leaf]
-			if d, ok := newDist[leaf].Of(m.sw); ok {
+			dist[m.p] = newDist.to(leaf)
+			if d, ok := dist[m.p].Of(m.sw); ok {
 				last = max(last, d)
 				staged = append(staged, m)
 			}
@@ -264,6 +241,36 @@ func (r *rollout) prepare(st *fabricState, oldRes, newRes pathcalc.Result, base 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.dist, r.early
+}
+
+// planDistances gives every switch's hop distance toward a destination
+// leaf over the links but down, on demand, once each: the plan's own (its
+// working has them: at k=48 a rollout's preparation searched up to 2,304
+// destinations afresh), else searched.
+type planDistances struct {
+	res  pathcalc.Result
+	snap *topology.Snapshot
+	down map[models.LinkID]bool
+	hops *pathcalc.Hops
+	by   map[models.SwitchID]pathcalc.Dist
+}
+
+func (p *planDistances) to(leaf models.SwitchID) pathcalc.Dist {
+	if d, ok := p.by[leaf]; ok {
+		return d
+	}
+	d, ok := p.res.Distances(leaf, p.down)
+	if !ok {
+		if p.hops == nil {
+			p.hops = pathcalc.NewHops(p.snap, p.down)
+		}
+		d = p.hops.To(leaf)
+	}
+	if p.by == nil {
+		p.by = map[models.SwitchID]pathcalc.Dist{}
+	}
+	p.by[leaf] = d
+	return d
 }
 
 // distances is every switch's hop distance toward one destination

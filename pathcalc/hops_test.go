@@ -63,19 +63,8 @@ func TestHopsMatchDistances(t *testing.T) {
 // plan computed, recomputed after a switch fails, and pruned (the plan it
 // was pruned from's); none are given for another set of links down.
 func TestPlanDistancesAreSearched(t *testing.T) {
-	topo, err := topology.FatTree(8, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap, base := fatTreePlan(t, 8)
 	ctx := context.Background()
-	base, err := Compute(ctx, snap, Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	down := map[models.LinkID]bool{}
 	snap.EachNeighbor("p3-spine2", func(a topology.Adjacency) { down[a.Link] = true })
 	failed, err := Recompute(ctx, base, snap, Request{DownLinks: down})

@@ -109,6 +109,24 @@ func TestRecomputeIsCompute(t *testing.T) {
 	}
 }
 
+// fatTreePlan is a k-ary fat-tree of 100 Gb/s links and its routes.
+func fatTreePlan(t *testing.T, k int) (*topology.Snapshot, Result) {
+	t.Helper()
+	topo, err := topology.FatTree(k, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := Compute(context.Background(), snap, Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap, base
+}
+
 // recomputeAsCompute is Recompute(prev, snap, req), failing t unless it
 // is Compute's plan, with Compute's warnings (but for their error
 // figures) and Compute's working for the next Recompute.
@@ -191,19 +209,8 @@ func TestRecomputeSwitchFailsAndReturns(t *testing.T) {
 // has any; nor has a spine's return and another's failure in one change
 // more than their pods'. (Before, every one of the 128 was searched.)
 func TestRecomputeSearchesLittleForASwitch(t *testing.T) {
-	topo, err := topology.FatTree(16, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap, base := fatTreePlan(t, 16)
 	ctx := context.Background()
-	base, err := Compute(ctx, snap, Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for sw, most := range map[models.SwitchID]int{"p2-spine1": 8, "core3": 0} {
 		var links []models.LinkID
 		down := map[models.LinkID]bool{}
@@ -262,16 +269,8 @@ var errorFigure = regexp.MustCompile(`by up to [^%]+%`)
 // WCMP weights toward the failed link's leaves shift fabric-wide); every
 // other switch's state is the previous plan's, shared, not made again.
 func TestRecomputeTouchesFew(t *testing.T) {
-	topo, _ := topology.FatTree(8, 100)
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap, base := fatTreePlan(t, 8)
 	ctx := context.Background()
-	base, err := Compute(ctx, snap, Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	check := func(what string, next, prev Result) {
 		t.Helper()
 		kept, same := 0, 0

@@ -788,6 +788,9 @@ func (w *replan) destination(j int) []movedAt {
 		}
 	}()
 	for _, ch := range w.changes {
+		if search {
+			break // searched in full: nothing to propagate
+		}
 		da, db := dist[ch.a], dist[ch.b]
 		switch {
 		case ch.gone || w.moved[ch.a] || w.moved[ch.b]: // reshape's

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -228,7 +227,7 @@ func TestFailsWhileTheDataplaneIsBusy(t *testing.T) {
 			if kind == "switch" {
 				// The spine: the leaf's end of each of its links reports.
 				sw := l.A.Switch
-				if !strings.Contains(string(sw), "spine") {
+				if s, _ := f.snap.Switch(sw); s.Role != models.RoleSpine {
 					sw = l.B.Switch
 				}
 				fail = func() error { return f.InjectFault(FaultSpec{Kind: FaultSwitchDown, Target: string(sw)}) }

@@ -318,7 +318,7 @@ func New(cfg Config) (*Controller, error) {
 		c.m.failureHandling.Set(v)
 	})
 	c.slots = newInflight(cfg.Workers*len(c.reconcilers()), cfg.ReconcileTimeout, time.Now)
-	c.m = newMetrics(cfg.Registerer, counts{samples: tele.Samples, weightChanges: c.WeightChanges, atOnce: c.slots.bound})
+	c.m = newMetrics(cfg.Registerer, counts{samples: tele.Samples, weightChanges: c.WeightChanges, atOnce: c.slots.bound, rollingOut: c.RollingOut})
 	return c, nil
 }
 

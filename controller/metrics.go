@@ -26,6 +26,7 @@ type metrics struct {
 type counts struct {
 	samples, weightChanges func() int64
 	atOnce                 func() int
+	rollingOut             func() bool
 }
 
 func newMetrics(reg prometheus.Registerer, n counts) *metrics {
@@ -104,7 +105,15 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 		}, func() float64 { return float64(n.weightChanges()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "accelnet_reconciles_at_once",
 			Help: "How many switch reconciles (tables, interface config, sampling) may run at once: every worker, halved when reconciles run out their timeout and grown back as they complete in time.",
-		}, func() float64 { return float64(n.atOnce()) }))
+		}, func() float64 { return float64(n.atOnce()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "accelnet_rollout_in_progress",
+			Help: "1 while the leader changes the fabric's routes (a failure, a return, a drain, new weights): from the change until its rollout's last stage is confirmed, planning included; else 0.",
+		}, func() float64 {
+			if n.rollingOut() {
+				return 1
+			}
+			return 0
+		}))
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
 			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling)
 	}

@@ -710,3 +710,20 @@ func (c *Controller) Unsettled() string {
 	}
 	return ""
 }
+
+// RollingOut says whether this leader is changing the fabric's routes: a
+// change (a failure, a return, a drain, new weights) whose routes are
+// being planned or written stage by stage, or a planned change waiting
+// for the rollout before it. A failure's pruning and the stages after it
+// are one rollout; the writes of its last stage's cleanup follow at once
+// (accelnet_rollout_in_progress).
+func (c *Controller) RollingOut() bool {
+	if !c.Leading() {
+		return false // a follower plans, but writes nothing
+	}
+	if c.deferred.Load() {
+		return true
+	}
+	st := c.current()
+	return st != nil && st.ro != nil && st.ro.stageNow() != 0
+}

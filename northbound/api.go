@@ -31,6 +31,7 @@ type Fabric interface {
 	LinkLoad(models.Link) api.LinkLoad
 	PortLoad(models.Endpoint) (telemetry.PortLoad, bool)
 	Ready() error
+	RollingOut() bool
 	Drained() ([]models.SwitchID, map[models.LinkID]bool)
 	Dampened() []models.LinkID
 	LinkDiscovery() (map[models.LinkID]api.LinkDiscovery, []string)
@@ -185,12 +186,16 @@ type server struct {
 // ready answers 200 once this replica can serve: as leader, every switch
 // in sync; as follower, the state followed (the intents' copy listed)
 // and a leader known. It says
-// which role the replica has and who leads.
+// which role the replica has and who leads, and on the leader whether a
+// change of routes is being rolled out (accelnet_rollout_in_progress:
+// this is cheaper to poll than /metrics at thousands of switches).
 func (a *server) ready(c *gin.Context) {
 	body := gin.H{"status": "ready"}
+	leads := true
 	if a.opts.Leader != nil {
 		leader, self := a.opts.Leader.Leader()
 		body["role"], body["leader"] = "follower", leader
+		leads = self
 		if self {
 			body["role"] = "leader"
 		} else if a.opts.Intents != nil {
@@ -198,6 +203,9 @@ func (a *server) ready(c *gin.Context) {
 			// without placing them first (seconds at 100,000 intents).
 			body["intents_placed"] = a.opts.Intents.PlacedForTerm()
 		}
+	}
+	if leads {
+		body["rollout_in_progress"] = a.opts.Fabric.RollingOut()
 	}
 	code := http.StatusOK
 	err := a.opts.Fabric.Ready()

@@ -355,6 +355,58 @@ func TestLinkFailureIsRoutedAround(t *testing.T) {
 	})
 }
 
+// TestRolloutInProgressIsExported: accelnet_rollout_in_progress is 1
+// while a failure's reroute is written (the leaves' writes slowed so
+// that it lasts a while) and 0 once it is over and the controller has
+// settled, so that a dashboard, an alert or a benchmark can tell a reroute
+// under way from a settled fabric; the leader's /readyz says the same.
+func TestRolloutInProgressIsExported(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 3, 2))
+	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
+	inProgress := func() float64 {
+		v, ok := gauge(t, h, "accelnet_rollout_in_progress", "", "")
+		if !ok {
+			t.Fatal("accelnet_rollout_in_progress is not exported")
+		}
+		return v
+	}
+	// /readyz says the same, cheaper to poll at thousands of switches.
+	readyz := func() bool {
+		resp, err := http.Get(h.API.URL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v struct {
+			InProgress *bool `json:"rollout_in_progress"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || v.InProgress == nil {
+			t.Fatalf("/readyz does not say whether a rollout is in progress (%v)", err)
+		}
+		return *v.InProgress
+	}
+	h.Eventually(t, 20*time.Second, "settled before the failure", func() bool { return h.Controller.Settled() && inProgress() == 0 && !readyz() })
+	for _, leaf := range []string{"leaf1", "leaf2"} {
+		if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultSlowWrites, Target: leaf, DelayMS: 1500}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, _ := h.Controller.Snapshot()
+	failed := snap.Links()[0] // leaf1 <-> spine1
+	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkDown, Target: string(failed.ID())}); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 20*time.Second, "the reroute seen in progress", func() bool { return inProgress() == 1 && readyz() })
+	h.Eventually(t, 60*time.Second, "the reroute over", func() bool { return inProgress() == 0 && !readyz() })
+	if !h.Controller.DownLinks()[failed.ID()] {
+		t.Fatal("the rollout is over, and the failed link is not routed around")
+	}
+	h.Eventually(t, 60*time.Second, "settled", h.Controller.Settled)
+	if v := inProgress(); v != 0 {
+		t.Fatalf("settled, and accelnet_rollout_in_progress is %v", v)
+	}
+}
+
 // TestTopologyStream reads the dashboard's server-sent events over HTTP:
 // the whole topology at once, then each interval a "load" event with only
 // what changed (the whole topology used to come every second), and the

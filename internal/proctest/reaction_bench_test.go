@@ -28,8 +28,9 @@ import (
 // fabricsim's write timestamps (GET /sim/v1/writes). The two processes
 // still share the machine's cores; what they no longer share is a heap
 // (the emulator's 320 switches of table entries are not the controller's
-// garbage to scan). A failure has been handled when nothing was written
-// for a second after the first write.
+// garbage to scan). A failure has been handled when the controller's
+// /readyz says no rollout is under way and nothing was written for a
+// second after the first write.
 //
 //	go test ./internal/proctest -run '^$' -bench FailureReactionProcesses -benchtime 30x -timeout 30m
 //
@@ -121,15 +122,42 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		}
 		return w
 	}
-	// quiet waits until something was written after t0 and then nothing
-	// for a second, and returns the writes.
+	// rolling says whether the controller is rolling a change of routes
+	// out (planning included), from its /readyz.
+	rolling := func() bool {
+		var v struct {
+			InProgress bool `json:"rollout_in_progress"`
+		}
+		if _, err := proctest.Call(ctx, slow, "GET", r.url()+"/readyz", "", nil, &v); err != nil {
+			b.Fatal(err)
+		}
+		return v.InProgress
+	}
+	// quiet waits until something was written after t0, nothing for a
+	// second, then the controller says no rollout is under way and
+	// nothing is written for a second after that; it returns the writes.
+	// (Writes alone were not enough: at k=48 a switch's return is
+	// planned for a second or two with nothing written, and the next
+	// failure then landed on that plan, its rollout carrying the
+	// return's; a failure's own plan could end the wait the same way
+	// before its stages were written.) The second after it takes in the
+	// cleanup a rollout writes as its last stage completes.
 	quiet := func(t0 time.Time, backstop time.Duration) writes {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		deadline := time.Now().Add(backstop)
+		var settled time.Time // when the controller was seen with no rollout, the writes quiet
 		for range tick.C {
 			w := read(t0)
-			if w.FirstSince != 0 && time.Since(time.Unix(0, w.Last)) > time.Second {
+			last := time.Unix(0, w.Last)
+			switch {
+			case w.FirstSince == 0 || time.Since(last) <= time.Second:
+				settled = time.Time{}
+			case settled.IsZero():
+				if !rolling() {
+					settled = time.Now()
+				}
+			case time.Since(settled) > time.Second && last.Before(settled):
 				return w
 			}
 			if time.Now().After(deadline) {

@@ -71,7 +71,10 @@ func TestPlanDistancesAreSearched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pruned := PruneResult(snap, base, down)
+	pruned, err := PruneResult(t.Context(), snap, base, down)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		res  Result

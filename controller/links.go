@@ -192,7 +192,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 			if err != nil {
 				return old, err
 			}
-			return pathcalc.PruneResult(ctx, st.snap, old, down)
+			return pathcalc.PruneResult(st.snap, old, down), nil
 		}}
 		next.ro = newRollout(pruned, c.cfg.Now)
 		if cur, err := c.planOf(ctx, have); err == nil {

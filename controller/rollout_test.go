@@ -252,7 +252,7 @@ func BenchmarkRolloutPrepare(b *testing.B) {
 	links := snap.FabricLinks()
 	for _, l := range []models.Link{links[0], links[len(links)-1]} {
 		down := map[models.LinkID]bool{l.ID(): true}
-		pruned := mustPrune(b, snap, base, down)
+		pruned := pathcalc.PruneResult(snap, base, down)
 		next, err := pathcalc.Recompute(b.Context(), base, snap, pathcalc.Request{DownLinks: down})
 		if err != nil {
 			b.Fatal(err)
@@ -306,7 +306,7 @@ func TestRolloutDoesNotWaitForAFailedSwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pruned := mustPrune(t, snap, base, down)
+	pruned := pathcalc.PruneResult(snap, base, down)
 	next, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{DownLinks: down})
 	if err != nil {
 		t.Fatal(err)
@@ -376,7 +376,7 @@ func TestRolloutStagesFromThePlansDistances(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pruned := mustPrune(t, snap, base, down)
+		pruned := pathcalc.PruneResult(snap, base, down)
 		for _, c := range []struct {
 			what           string
 			from           *fabricState
@@ -411,14 +411,4 @@ func TestRolloutStagesFromThePlansDistances(t *testing.T) {
 			}
 		}
 	}
-}
-
-// mustPrune is pathcalc.PruneResult, which a test does not cancel.
-func mustPrune(tb testing.TB, snap *topology.Snapshot, base pathcalc.Result, down map[models.LinkID]bool) pathcalc.Result {
-	tb.Helper()
-	pruned, err := pathcalc.PruneResult(tb.Context(), snap, base, down)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return pruned
 }

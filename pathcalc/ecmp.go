@@ -94,18 +94,13 @@ func (r Result) Distances(dst models.SwitchID, down map[models.LinkID]bool) (Dis
 }
 
 // PruneResult is Prune of prev's plan, keeping prev's distances (see
-// Distances); it cannot be recomputed from. It gives up with ctx's error
-// once ctx ends.
-func PruneResult(ctx context.Context, snap *topology.Snapshot, prev Result, down map[models.LinkID]bool) (Result, error) {
+// Distances); it cannot be recomputed from.
+func PruneResult(snap *topology.Snapshot, prev Result, down map[models.LinkID]bool) Result {
 	from := prev.routing
 	if from == nil {
 		from = prev.prunedFrom
 	}
-	plan, err := prune(ctx, snap, prev.Plan, down)
-	if err != nil {
-		return Result{}, err
-	}
-	return Result{Plan: plan, prunedFrom: from}, nil
+	return Result{Plan: Prune(snap, prev.Plan, down), prunedFrom: from}
 }
 
 // Compute returns shortest-path WCMP forwarding state for every switch:

@@ -71,10 +71,7 @@ func TestPlanDistancesAreSearched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pruned, err := PruneResult(t.Context(), snap, base, down)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pruned := PruneResult(snap, base, down)
 	for _, c := range []struct {
 		name string
 		res  Result

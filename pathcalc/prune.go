@@ -2,7 +2,6 @@ package pathcalc
 
 import (
 	"cmp"
-	"context"
 	"maps"
 	"net/netip"
 	"slices"
@@ -25,28 +24,9 @@ import (
 // the routes over the failed links and walks back only from switches left
 // with no next hop; other switches keep their state as is.
 func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]bool) models.Plan {
-	out, _ := prune(context.Background(), snap, plan, down)
-	return out
-}
-
-// pruneCheckEvery is how many steps of its work a pruning takes between
-// two looks at its context.
-const pruneCheckEvery = 256
-
-// prune is Prune, given up with ctx's error once ctx ends: a k=48
-// spine's pruning is 100-150 ms of a core, and one set aside by the next
-// report of the same failure is of no use.
-func prune(ctx context.Context, snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]bool) (models.Plan, error) {
 	out := models.Plan{Switches: maps.Clone(plan.Switches)}
 	if len(down) == 0 {
-		return out, nil
-	}
-	steps := 0
-	stopped := func() error {
-		if steps++; steps%pruneCheckEvery != 0 {
-			return nil
-		}
-		return ctx.Err()
+		return out
 	}
 	type at struct {
 		sw models.SwitchID
@@ -131,9 +111,6 @@ func prune(ctx context.Context, snap *topology.Snapshot, plan models.Plan, down 
 				continue
 			}
 			for _, r := range plan.Switches[e.Switch].Routes {
-				if err := stopped(); err != nil {
-					return models.Plan{}, err
-				}
 				if uses(e.Switch, r, e.Port) {
 					remove(at{e.Switch, r.Prefix}, e.Port)
 				}
@@ -144,9 +121,6 @@ func prune(ctx context.Context, snap *topology.Snapshot, plan models.Plan, down 
 	// neighbours routing it there lose that next hop too.
 	bad := map[at]bool{}
 	for len(queue) > 0 {
-		if err := stopped(); err != nil {
-			return models.Plan{}, err
-		}
 		a := queue[0]
 		queue = queue[1:]
 		if bad[a] {
@@ -188,9 +162,6 @@ func prune(ctx context.Context, snap *topology.Snapshot, plan models.Plan, down 
 		}
 	}
 	for sw, prefixes := range bySwitch {
-		if err := ctx.Err(); err != nil {
-			return models.Plan{}, err
-		}
 		st := plan.Switches[sw]
 		taken := map[uint32]bool{}
 		groupFor := map[string]uint32{} // by groupKey: the switch's groups, and those added
@@ -285,7 +256,7 @@ func prune(ctx context.Context, snap *topology.Snapshot, plan models.Plan, down 
 		}
 		out.Switches[sw] = ns
 	}
-	return out, nil
+	return out
 }
 
 // groupKey is the key the plan names a group by (portSetKey: the ID the

@@ -2,11 +2,9 @@ package pathcalc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
-	"reflect"
 	"slices"
 	"testing"
 
@@ -240,51 +238,5 @@ func TestPruneTakesStatesInAnyOrder(t *testing.T) {
 				t.Fatalf("%s down: %s pruned from reversed routes and groups differs from the canonical plan's", l.ID(), sw)
 			}
 		}
-	}
-}
-
-// countdownCtx is a context whose Err is nil for its first n calls and
-// context.Canceled after.
-type countdownCtx struct {
-	context.Context
-	n, calls int
-}
-
-func (c *countdownCtx) Err() error {
-	c.calls++
-	if c.calls > c.n {
-		return context.Canceled
-	}
-	return nil
-}
-
-// TestPruneResultStopsWhenCancelled: a spine's pruning on a k=8 fat-tree
-// is Prune's while its context lives, and gives up with the context's
-// error once it ends, at the next look (a pruning set aside by the next
-// report of the same failure stops rather than take a core).
-func TestPruneResultStopsWhenCancelled(t *testing.T) {
-	snap, base := fatTreePlan(t, 8)
-	down := map[models.LinkID]bool{}
-	for _, a := range snap.Neighbors("p2-spine1") {
-		down[a.Link] = true
-	}
-	got, err := PruneResult(t.Context(), snap, base, down)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := Prune(snap, base.Plan, down); !reflect.DeepEqual(got.Plan, want) {
-		t.Fatal("PruneResult's plan is not Prune's")
-	}
-	cancelled, cancel := context.WithCancel(t.Context())
-	cancel()
-	if _, err := PruneResult(cancelled, snap, base, down); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a cancelled pruning returned %v", err)
-	}
-	ctx := &countdownCtx{Context: t.Context(), n: 1}
-	if _, err := PruneResult(ctx, snap, base, down); !errors.Is(err, context.Canceled) {
-		t.Fatalf("a pruning cancelled part way returned %v", err)
-	}
-	if ctx.calls != 2 {
-		t.Fatalf("the pruning looked at its context %d times; want it to stop at the first look after it ended (2)", ctx.calls)
 	}
 }

@@ -137,7 +137,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	// made from them.
 	have := st
 	if failed && (!planReady(st) || !st.written()) {
-		if prev := c.setAside(ctx, st, down); prev != nil {
+		if prev := c.setAside(ctx, st); prev != nil {
 			// The change just before this failure is still being planned,
 			// or planned and not rolling out yet, so none of its routes
 			// were written: prune what the switches have, and plan the new
@@ -277,9 +277,7 @@ func (c *Controller) enqueuePruned(ctx context.Context, ro *rollout) {
 	}
 	pruned, err := c.planOf(ctx, prev)
 	if err != nil {
-		if !prev.abandoned.Load() { // else a later failure's pruning queues its own
-			c.enqueueAll()
-		}
+		c.enqueueAll()
 		return
 	}
 	for sw, st := range pruned.Plan.Switches {

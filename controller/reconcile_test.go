@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"net/netip"
@@ -579,95 +578,48 @@ func TestFailureDuringAFailureBeingPlanned(t *testing.T) {
 	})
 }
 
-// TestFailureDoesNotWaitForThePruningBeforeIt: a second link fails while
+// TestFailureWaitsOnlyForThePruningBeforeIt: a second link fails while
 // the first failure's pruning and its new routes are both still being
-// made. Nothing of either is written yet: the second failure is pruned
-// from the routes before both at once, and the first's pruning is
-// abandoned (at k=48 a switch's neighbours report its 48 links a few at a
-// time, and each report waited for the pruning of the one before it).
-// Where a link that pruning avoids is back meanwhile, a pruning of the
-// routes before both would put that link's next hops back beside what
-// the first pruning may have written: that failure still waits for it.
-func TestFailureDoesNotWaitForThePruningBeforeIt(t *testing.T) {
-	for _, back := range []bool{false, true} {
-		t.Run(fmt.Sprintf("first link back %v", back), func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				c, _ := tableControllerWith(t, 4, 4, Config{})
-				ctx := t.Context()
-				st, routes := plannedCurrent(t, c)
-				l1, l2 := st.snap.Links()[0].ID(), st.snap.Links()[len(st.snap.Links())-1].ID()
-				first := map[models.LinkID]bool{l2: true}
-				pruned, freePruning := blockedPlan(t, st, st.down, pathcalc.Result{Plan: pathcalc.Prune(st.snap, routes.Plan, first)})
-				pruned.source = st
-				pending := failureBeingPlanned(t, c, st, routes, pruned, l2)
-				for c.tables.queue.Len() > 0 { // what the setup queued
-					k, _ := c.tables.queue.Get(ctx)
-					c.tables.queue.Done(k)
-				}
-				go c.enqueuePruned(ctx, pending.ro) // the first failure's rollout, waiting for its pruning
-				synctest.Wait()
-				want := map[models.LinkID]bool{l1: true, l2: true}
-				if back {
-					l, _ := st.snap.Link(l2)
-					c.mu.Lock()
-					c.operDown[l.A] = false
-					c.mu.Unlock()
-					want = map[models.LinkID]bool{l1: true}
-				}
-				done := make(chan struct{})
-				go func() {
-					l, _ := st.snap.Link(l1)
-					c.observeOperStatus(models.CounterSample{Switch: l.A.Switch, Port: l.A.Port, Has: models.HasOperStatus})
-					close(done)
-				}()
-				synctest.Wait()
-				<-done // the report's stream goes on; a wait is in the background
-				switch rerouted := c.current() != pending; {
-				case back && rerouted:
-					t.Fatal("the failure did not wait for the pruning before it, a link of which is back")
-				case !back && !rerouted:
-					t.Fatal("the second failure waits for the first failure's pruning")
-				}
-				freePruning()
-				synctest.Wait()
-				next := c.current()
-				if next == pending || next.ro == nil || !maps.Equal(next.down, want) {
-					t.Fatalf("no new state avoiding %v (down: %v)", want, next.down)
-				}
-				base, again := routes.Plan, pathcalc.Prune(st.snap, routes.Plan, want)
-				if back {
-					base, again = pathcalc.Prune(st.snap, routes.Plan, first), pathcalc.Prune(st.snap, pathcalc.Prune(st.snap, routes.Plan, first), want)
-				}
-				if next.ro.base == nil || !reflect.DeepEqual(*next.ro.base, base) {
-					t.Fatal("the pruning's base is not the routes the switches have")
-				}
-				got, err := c.planOf(ctx, next.ro.previous())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !reflect.DeepEqual(got.Plan, again) {
-					t.Fatal("the second pruning is not the routes the switches have less the links down")
-				}
-				if !back {
-					synctest.Wait()
-					if !pruned.done.Load() || !errors.Is(pruned.err, context.Canceled) {
-						t.Fatalf("the first failure's pruning, set aside, is still being made (err %v)", pruned.err)
-					}
-					// The second pruning queued the switches it changes;
-					// the first, abandoned, queued nothing (not every switch).
-					changed := 0
-					for sw, sst := range again.Switches {
-						if !routes.Plan.Switches[sw].Equal(sst) {
-							changed++
-						}
-					}
-					if n := c.tables.queue.Len(); n != changed {
-						t.Fatalf("%d switches queued; the second pruning changes %d of %d", n, changed, len(again.Switches))
-					}
-				}
-			})
-		})
-	}
+// planned. Nothing is written yet, but the pruning is what the switches
+// are about to have: the second failure waits for it alone, not for the
+// first's whole plan (at k=48 a switch failing reports 48 links at once,
+// and each report after the first waited seconds for a plan).
+func TestFailureWaitsOnlyForThePruningBeforeIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _ := tableControllerWith(t, 4, 4, Config{})
+		ctx := t.Context()
+		st, routes := plannedCurrent(t, c)
+		l1, l2 := st.snap.Links()[0].ID(), st.snap.Links()[len(st.snap.Links())-1].ID()
+		first := map[models.LinkID]bool{l2: true}
+		pruned, freePruning := blockedPlan(t, st, st.down, pathcalc.Result{Plan: pathcalc.Prune(st.snap, routes.Plan, first)})
+		pruned.source = st
+		pending := failureBeingPlanned(t, c, st, routes, pruned, l2)
+		done := make(chan struct{})
+		go func() {
+			l, _ := st.snap.Link(l1)
+			c.observeOperStatus(models.CounterSample{Switch: l.A.Switch, Port: l.A.Port, Has: models.HasOperStatus})
+			close(done)
+		}()
+		synctest.Wait()
+		freePruning()
+		synctest.Wait()
+		select {
+		case <-done:
+		default:
+			t.Fatal("the second failure waits for the first failure's new routes, not its pruning")
+		}
+		next := c.current()
+		if next == pending || next.ro == nil || !maps.Equal(next.down, map[models.LinkID]bool{l1: true, l2: true}) {
+			t.Fatalf("no new state avoiding both links (down: %v)", next.down)
+		}
+		again, err := c.planOf(ctx, next.ro.previous())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := pathcalc.Prune(st.snap, routes.Plan, next.down); !reflect.DeepEqual(again.Plan, want) {
+			t.Fatal("the second pruning is not the routes before both less both links")
+		}
+	})
 }
 
 // unreachableSwitch is tableSwitches with one switch that cannot be read.

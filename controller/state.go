@@ -72,45 +72,16 @@ func (st *fabricState) computed() *fabricState {
 // planned, the state whose routes the switches have instead (the one st
 // replaces, planned), or nil when there is none: st's rollout has not
 // begun (it needs st's routes), so a failure now can be pruned from that
-// state's routes without waiting for st's. down are the links the
-// failure's routes avoid. Called with c.mu held.
-//
-// The state st replaces may itself be the pruning of a failure just
-// before, still being made: none of it is written yet (its switches are
-// queued once it is made). When down includes every link st avoids, the
-// failure is pruned from the routes that pruning is made from instead,
-// and the pruning is abandoned: a pruning of those routes by more links
-// only takes away more next hops. A k=48 spine's neighbours report its
-// 48 links a few at a time: each report waited for the one before it's
-// pruning (100-150 ms of a core each, longer beside the reconciles
-// writing them), the last acted on up to a second after it came.
-func (c *Controller) setAside(ctx context.Context, st *fabricState, down map[models.LinkID]bool) *fabricState {
+// state's routes without waiting for st's. Called with c.mu held.
+func (c *Controller) setAside(ctx context.Context, st *fabricState) *fabricState {
 	if st.ro == nil {
 		return nil // the first routes of a topology: the switches have none of them
 	}
 	prev := st.ro.previous()
-	if prev == nil {
+	if prev == nil || !planReady(prev) {
 		return nil
 	}
-	if planReady(prev) {
-		return prev
-	}
-	src := prev.source
-	if prev.derive == nil || src == nil || !planReady(src) || !includes(down, st.down) {
-		return nil
-	}
-	prev.abandonPlan()
-	return src
-}
-
-// includes says whether every link of b is in a.
-func includes(a, b map[models.LinkID]bool) bool {
-	for id, in := range b {
-		if in && !a[id] {
-			return false
-		}
-	}
-	return true
+	return prev
 }
 
 // aggregated is sw's routes in st's plan (computed: see planOf) with

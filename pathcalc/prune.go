@@ -221,6 +221,10 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 			to.Prefix = p
 			pruned[p] = to
 		}
+		if canonical(st) {
+			out.Switches[sw] = rewriteCanonical(st, pruned, extra)
+			continue
+		}
 		// The rest of the state (port MACs, hash seed, punts, pins) stays
 		// as it is; members stay while a route or group uses them, as in a
 		// plan.
@@ -291,4 +295,99 @@ func gcd(a, b int32) int32 {
 		a, b = b, a%b
 	}
 	return a
+}
+
+// canonical says whether every list of st is in its canonical order
+// (models.ForwardingState.Canonical), as a plan's states are.
+func canonical(st models.ForwardingState) bool {
+	if !slices.IsSortedFunc(st.Routes, models.CompareRoutes) || !slices.IsSortedFunc(st.Groups, models.CompareGroups) ||
+		!slices.IsSortedFunc(st.Members, func(a, b models.Member) int { return cmp.Compare(a.ID, b.ID) }) ||
+		!slices.IsSortedFunc(st.PortMACs, func(a, b models.PortMAC) int { return cmp.Compare(a.Port, b.Port) }) ||
+		!slices.IsSorted(st.Punts) || len(st.FlowPins) > 0 {
+		return false
+	}
+	for _, g := range st.Groups {
+		if !slices.IsSortedFunc(g.Members, func(a, b models.GroupMember) int { return cmp.Compare(a.MemberID, b.MemberID) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// rewriteCanonical is a canonical state st with its routes to the
+// prefixes of pruned replaced, the groups extra added, and the groups and
+// members no route uses any more left out: what Prune's general rewrite
+// makes of it, canonical, without a map of every route or a copy and sort
+// of every list (at k=48 a spine's pruning rewrites 1,151 switches of
+// about 1,200 routes each: over half of its time went to that).
+func rewriteCanonical(st models.ForwardingState, pruned map[netip.Prefix]models.Route, extra []models.Group) models.ForwardingState {
+	ns := st // port MACs, hash seed and punts stay as they are (shared: states are not changed in place)
+	ns.Routes = slices.Clone(st.Routes)
+	for p, r := range pruned {
+		i, _ := models.SearchRoute(ns.Routes, p)
+		ns.Routes[i] = r
+	}
+	// A group stays while a route uses it; a member while a route or a
+	// group does. (Neighbouring routes mostly share a group: it is
+	// looked up once for a run of them.)
+	groups := map[uint32]bool{}
+	var members idSet
+	last := uint32(0)
+	for _, r := range ns.Routes {
+		switch {
+		case r.GroupID == 0:
+			members.add(r.MemberID)
+		case r.GroupID != last:
+			groups[r.GroupID], last = true, r.GroupID
+		}
+	}
+	ns.Groups = make([]models.Group, 0, len(st.Groups)+len(extra))
+	for _, g := range st.Groups {
+		if groups[g.ID] {
+			ns.Groups = append(ns.Groups, g)
+		}
+	}
+	for _, g := range extra {
+		if groups[g.ID] {
+			ns.Groups = append(ns.Groups, g)
+		}
+	}
+	slices.SortFunc(ns.Groups, models.CompareGroups)
+	for _, g := range ns.Groups {
+		for _, m := range g.Members {
+			members.add(m.MemberID)
+		}
+	}
+	ns.Members = nil
+	for _, m := range st.Members {
+		if members.has(m.ID) {
+			ns.Members = append(ns.Members, m)
+		}
+	}
+	return ns
+}
+
+// idSet is a set of member IDs: a bitmap for the ports a pipeline can
+// address (the plan's member IDs), a map beyond.
+type idSet struct {
+	bits [(models.MaxPort + 64) / 64]uint64
+	big  map[uint32]bool
+}
+
+func (s *idSet) add(id uint32) {
+	if id <= models.MaxPort {
+		s.bits[id/64] |= 1 << (id % 64)
+		return
+	}
+	if s.big == nil {
+		s.big = map[uint32]bool{}
+	}
+	s.big[id] = true
+}
+
+func (s *idSet) has(id uint32) bool {
+	if id <= models.MaxPort {
+		return s.bits[id/64]&(1<<(id%64)) != 0
+	}
+	return s.big[id]
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -237,6 +239,49 @@ func TestPruneTakesStatesInAnyOrder(t *testing.T) {
 			if !got.Switches[sw].Canonical().Equal(st) {
 				t.Fatalf("%s down: %s pruned from reversed routes and groups differs from the canonical plan's", l.ID(), sw)
 			}
+		}
+	}
+}
+
+// TestPruneRewritesCanonicalStatesAsAnyOther: Prune rewrites a switch
+// whose state is canonical (a plan's) without sorting it again; what it
+// makes is exactly what its rewrite of the same state in another order
+// makes (which sorts it), for a spine's, a leaf link's and a core link's
+// failure on a k=8 fat-tree.
+func TestPruneRewritesCanonicalStatesAsAnyOther(t *testing.T) {
+	snap, base := fatTreePlan(t, 8)
+	reversed := models.Plan{Switches: map[models.SwitchID]models.ForwardingState{}}
+	for sw, st := range base.Plan.Switches {
+		st.Routes = slices.Clone(st.Routes)
+		slices.Reverse(st.Routes)
+		reversed.Switches[sw] = st
+	}
+	spine := map[models.LinkID]bool{}
+	for _, a := range snap.Neighbors("p2-spine1") {
+		spine[a.Link] = true
+	}
+	leafLink, coreLink := map[models.LinkID]bool{}, map[models.LinkID]bool{}
+	for _, l := range snap.FabricLinks() {
+		if strings.HasPrefix(string(l.A.Switch), "core") || strings.HasPrefix(string(l.B.Switch), "core") {
+			coreLink = map[models.LinkID]bool{l.ID(): true}
+		} else {
+			leafLink = map[models.LinkID]bool{l.ID(): true}
+		}
+	}
+	for name, down := range map[string]map[models.LinkID]bool{"spine": spine, "leaf link": leafLink, "core link": coreLink} {
+		fast, general := Prune(snap, base.Plan, down), Prune(snap, reversed, down)
+		rewritten := 0
+		for sw, st := range fast.Switches {
+			if st.Equal(base.Plan.Switches[sw]) {
+				continue
+			}
+			rewritten++
+			if !reflect.DeepEqual(st, general.Switches[sw]) {
+				t.Fatalf("%s: %s rewritten from its canonical state differs from its rewrite from reversed routes", name, sw)
+			}
+		}
+		if rewritten == 0 {
+			t.Fatalf("%s: nothing rewritten", name)
 		}
 	}
 }

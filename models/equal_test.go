@@ -85,3 +85,40 @@ func nilIfEmpty[T any](s []T) []T {
 	}
 	return s
 }
+
+// TestIsCanonical: a state is canonical when Canonical would change none
+// of its lists' orders: a canonical state's is, and one with any list out
+// of order (group members included) is not.
+func TestIsCanonical(t *testing.T) {
+	p := func(i byte) netip.Prefix { return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 0, i, 0}), 24) }
+	seed := uint32(7)
+	s := ForwardingState{
+		Members:  []Member{{ID: 2, Port: 2}, {ID: 1, Port: 1}},
+		Groups:   []Group{{ID: 9, Members: []GroupMember{{MemberID: 2, Weight: 1}, {MemberID: 1, Weight: 1}}}, {ID: 3}},
+		Routes:   []Route{{Prefix: p(2), GroupID: 9}, {Prefix: p(1), MemberID: 1}},
+		FlowPins: []FlowPin{{Key: FlowKey{SrcPort: 2}, Port: 1}, {Key: FlowKey{SrcPort: 1}, Port: 2}},
+		PortMACs: []PortMAC{{Port: 2}, {Port: 1}},
+		Punts:    []uint16{EtherTypeLLDP, 1},
+		HashSeed: &seed,
+	}
+	c := s.Canonical()
+	if !c.IsCanonical() {
+		t.Fatal("a canonical state is not canonical")
+	}
+	out := []func(*ForwardingState){
+		func(x *ForwardingState) { x.Members = s.Members },
+		func(x *ForwardingState) { x.Groups = []Group{c.Groups[1], c.Groups[0]} },
+		func(x *ForwardingState) { x.Groups = []Group{s.Groups[1], s.Groups[0]} }, // ordered, one's members not
+		func(x *ForwardingState) { x.Routes = s.Routes },
+		func(x *ForwardingState) { x.FlowPins = s.FlowPins },
+		func(x *ForwardingState) { x.PortMACs = s.PortMACs },
+		func(x *ForwardingState) { x.Punts = s.Punts },
+	}
+	for i, unsort := range out {
+		x := c
+		unsort(&x)
+		if x.IsCanonical() {
+			t.Errorf("case %d: a state with a list out of order is canonical", i)
+		}
+	}
+}

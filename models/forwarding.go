@@ -205,6 +205,22 @@ func (s ForwardingState) Canonical() ForwardingState {
 	return out
 }
 
+// IsCanonical says whether s is as Canonical would make it: every list in
+// its order (a plan's states are).
+func (s ForwardingState) IsCanonical() bool {
+	if !slices.IsSorted(s.Punts) || !slices.IsSortedFunc(s.PortMACs, comparePortMACs) ||
+		!slices.IsSortedFunc(s.Members, compareMembers) || !slices.IsSortedFunc(s.Groups, CompareGroups) ||
+		!slices.IsSortedFunc(s.Routes, CompareRoutes) || !slices.IsSortedFunc(s.FlowPins, compareFlowPins) {
+		return false
+	}
+	for _, g := range s.Groups {
+		if !slices.IsSortedFunc(g.Members, compareGroupMembers) {
+			return false
+		}
+	}
+	return true
+}
+
 // Validate checks the entries and that every reference resolves within the
 // state: routes to existing members or groups, groups to existing members.
 func (s ForwardingState) Validate() error {

@@ -221,7 +221,7 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 			to.Prefix = p
 			pruned[p] = to
 		}
-		if canonical(st) {
+		if st.IsCanonical() {
 			out.Switches[sw] = rewriteCanonical(st, pruned, extra)
 			continue
 		}
@@ -297,23 +297,6 @@ func gcd(a, b int32) int32 {
 	return a
 }
 
-// canonical says whether every list of st is in its canonical order
-// (models.ForwardingState.Canonical), as a plan's states are.
-func canonical(st models.ForwardingState) bool {
-	if !slices.IsSortedFunc(st.Routes, models.CompareRoutes) || !slices.IsSortedFunc(st.Groups, models.CompareGroups) ||
-		!slices.IsSortedFunc(st.Members, func(a, b models.Member) int { return cmp.Compare(a.ID, b.ID) }) ||
-		!slices.IsSortedFunc(st.PortMACs, func(a, b models.PortMAC) int { return cmp.Compare(a.Port, b.Port) }) ||
-		!slices.IsSorted(st.Punts) || len(st.FlowPins) > 0 {
-		return false
-	}
-	for _, g := range st.Groups {
-		if !slices.IsSortedFunc(g.Members, func(a, b models.GroupMember) int { return cmp.Compare(a.MemberID, b.MemberID) }) {
-			return false
-		}
-	}
-	return true
-}
-
 // rewriteCanonical is a canonical state st with its routes to the
 // prefixes of pruned replaced, the groups extra added, and the groups and
 // members no route uses any more left out: what Prune's general rewrite
@@ -321,7 +304,7 @@ func canonical(st models.ForwardingState) bool {
 // of every list (at k=48 a spine's pruning rewrites 1,151 switches of
 // about 1,200 routes each: over half of its time went to that).
 func rewriteCanonical(st models.ForwardingState, pruned map[netip.Prefix]models.Route, extra []models.Group) models.ForwardingState {
-	ns := st // port MACs, hash seed and punts stay as they are (shared: states are not changed in place)
+	ns := st // port MACs, hash seed, punts and pins stay as they are (shared: states are not changed in place)
 	ns.Routes = slices.Clone(st.Routes)
 	for p, r := range pruned {
 		i, _ := models.SearchRoute(ns.Routes, p)

@@ -317,7 +317,8 @@ func TestKill9Failover(t *testing.T) {
 // ACCELNET_FAILOVER_INTENTS=N stores N one-flow intents first (64
 // tenants, spread over the fabric's hosts), so that the new leader takes
 // over with them; ACCELNET_FAILOVER_TOPOLOGY sets the fabric (default
-// fattree:8@100), ACCELNET_FAILOVER_ARGS adds the replicas' flags;
+// fattree:8@100), ACCELNET_FAILOVER_ARGS adds the replicas' flags,
+// ACCELNET_FAILOVER_SIM_ARGS fabricsim's (its counter interval at k=48);
 // ACCELNET_FAILOVER_PROFILES=DIR keeps CPU profiles of each new
 // leader's and of fabricsim's first 20 s after the kill, the new
 // leader's goroutines every 4 s of it, and the replicas' logs.
@@ -326,7 +327,8 @@ func BenchmarkFailover(b *testing.B) {
 	// A 1 s lease (the embedded etcd members' 500 ms election timeout
 	// allows it); the tests keep the 2 s default, safer on a loaded CI.
 	args := append([]string{"--election-ttl", "1s"}, strings.Fields(os.Getenv("ACCELNET_FAILOVER_ARGS"))...)
-	d := deployWith(b, envOr("ACCELNET_FAILOVER_TOPOLOGY", "fattree:8@100"), 2, setup{replicaArgs: args, startWithin: 5 * time.Minute})
+	d := deployWith(b, envOr("ACCELNET_FAILOVER_TOPOLOGY", "fattree:8@100"), 2, setup{replicaArgs: args,
+		simArgs: strings.Fields(os.Getenv("ACCELNET_FAILOVER_SIM_ARGS")), startWithin: 10 * time.Minute})
 	lead, follow := d.leader()
 	if stored > 0 {
 		topo, err := topology.Load(d.topoFile)

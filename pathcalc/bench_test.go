@@ -301,3 +301,67 @@ func BenchmarkBookAdmission(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBookRelease: with 100,000 one-flow intents held on a k=48
+// fat-tree, one flow released and booked again: what a follower, and a
+// new leader catching up its copy, do for every intent that changes.
+// "spread": the flows spread evenly over the hosts, as BenchmarkScale's
+// and BenchmarkFailover's intents are (every NIC holds about as many, so
+// thousands of resources tie for the highest utilization); "random": from
+// random hosts to random hosts.
+//
+//	go test ./pathcalc -run '^$' -bench BookRelease -cpu 1 -benchtime 20000x
+func BenchmarkBookRelease(b *testing.B) {
+	topo, _ := topology.FatTree(48, 400)
+	snap, err := topology.New(topo)
+	if err != nil {
+		b.Fatal(err)
+	}
+	hosts := snap.Hosts()
+	for _, spread := range []bool{true, false} {
+		name := "random"
+		if spread {
+			name = "spread"
+		}
+		b.Run(name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(48, 2))
+			book, err := NewBook(snap, nil, 0.05)
+			if err != nil {
+				b.Fatal(err)
+			}
+			type flow struct {
+				src  models.Host
+				path []models.Endpoint
+			}
+			var held []flow
+			for i := 0; len(held) < 100_000; i++ {
+				src, dst := hosts[rng.IntN(len(hosts))], hosts[rng.IntN(len(hosts))]
+				if spread {
+					src, dst = hosts[i%len(hosts)], hosts[(i+1+i/len(hosts))%len(hosts)]
+				}
+				if src.Name == dst.Name {
+					continue
+				}
+				f := book.Fit([]Demand{{Src: src, Dst: dst, Gbps: 0.001}}, PathConstraints{})
+				if !f.Fits {
+					b.Fatal(f.Reason)
+				}
+				if err := book.Reserve(src, f.Paths[0], 0.001); err != nil {
+					b.Fatal(err)
+				}
+				held = append(held, flow{src, f.Paths[0]})
+			}
+			i := 0
+			for b.Loop() {
+				f := held[i%len(held)]
+				i++
+				if err := book.Reserve(f.src, f.path, -0.001); err != nil {
+					b.Fatal(err)
+				}
+				if err := book.Reserve(f.src, f.path, 0.001); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

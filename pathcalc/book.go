@@ -22,11 +22,46 @@ type Book struct {
 	reserved []float64
 	excess   []float64 // see SetExcess; nil: none
 	headroom float64
-	// mlu is the highest reserved utilization, kept as reservations
-	// change: every Fit reports it, and a fabric has hundreds of
-	// thousands of resources (a millisecond to look over at k=48).
-	mlu float64
+	// utils is every resource's reserved utilization, kept as
+	// reservations change, with the highest at hand: every Fit reports
+	// it, and a fabric has hundreds of thousands of resources (a
+	// millisecond to look over at k=48). Releasing a reservation on the
+	// busiest resource looked them all over again; with every flow of an
+	// equal size most resources tie for the busiest, and a new leader
+	// catching up 64,000 changes at k=48 spent a millisecond on each.
+	utils maxTree
 }
+
+// maxTree holds values by index with their maximum at hand: a binary
+// tree of maxima over the values, padded to a power of two (a change is
+// a walk toward the root, at most 18 steps at k=48's 250,000 resources,
+// ending where a maximum does not change).
+type maxTree []float64
+
+func newMaxTree(n int) maxTree {
+	size := 1
+	for size < n {
+		size *= 2
+	}
+	return make(maxTree, 2*size)
+}
+
+// set makes value i v.
+func (t maxTree) set(i int, v float64) {
+	i += len(t) / 2
+	t[i] = v
+	for i > 1 {
+		i /= 2
+		m := math.Max(t[2*i], t[2*i+1])
+		if t[i] == m {
+			return // and so every maximum above it
+		}
+		t[i] = m
+	}
+}
+
+// max is the highest value (0 when all are 0, or there are none).
+func (t maxTree) max() float64 { return t[1] }
 
 // bookCacheHops bounds the paths a Book keeps (network.budget): about
 // 64 MiB.
@@ -40,7 +75,7 @@ func NewBook(snap *topology.Snapshot, down map[models.LinkID]bool, headroom floa
 	}
 	n := newNetwork(snap, down)
 	n.budget = bookCacheHops
-	return &Book{n: n, reserved: make([]float64, len(n.capacity)), headroom: headroom}, nil
+	return &Book{n: n, reserved: make([]float64, len(n.capacity)), headroom: headroom, utils: newMaxTree(len(n.capacity))}, nil
 }
 
 // Snapshot is the fabric the book is for.
@@ -91,21 +126,9 @@ func (b *Book) Reserve(src models.Host, path []models.Endpoint, gbps float64) er
 	if !ok {
 		return fmt.Errorf("%w: %s's path %v crosses a link that is down or gone", ErrNoPath, src.Name, path)
 	}
-	again := false
 	for _, r := range rs {
-		was := b.reserved[r] / b.n.capacity[r]
 		b.reserved[r] = math.Max(b.reserved[r]+gbps, 0)
-		if gbps >= 0 {
-			b.mlu = math.Max(b.mlu, b.reserved[r]/b.n.capacity[r])
-		} else if !(was < b.mlu) {
-			again = true // the highest may have come down
-		}
-	}
-	if again {
-		b.mlu = 0
-		for r, c := range b.n.capacity {
-			b.mlu = math.Max(b.mlu, b.reserved[r]/c)
-		}
+		b.utils.set(r, b.reserved[r]/b.n.capacity[r])
 	}
 	return nil
 }
@@ -634,7 +657,7 @@ func (b *Book) fitGreedy(flows []Demand, c PathConstraints) Fit {
 	if math.IsInf(out.FreeGbps, 1) {
 		out.FreeGbps = 0
 	}
-	out.MLU = b.mlu
+	out.MLU = b.utils.max()
 	for r, x := range extra {
 		out.MLU = math.Max(out.MLU, (b.reserved[r]+x)/b.n.capacity[r])
 	}
@@ -664,7 +687,7 @@ func (b *Book) Available(src, dst models.Host) (float64, string) {
 }
 
 // MLU is the highest reserved utilization.
-func (b *Book) MLU() float64 { return b.mlu }
+func (b *Book) MLU() float64 { return b.utils.max() }
 
 // Candidates lists the allowed shortest paths for a flow from src to dst
 // (egress ports, source leaf first, ending at dst's port).

@@ -431,3 +431,73 @@ func BenchmarkNewBook(b *testing.B) {
 		}
 	}
 }
+
+// TestBookMLUFollowsReservations: the highest reserved utilization the
+// book reports is the highest over every resource after each of 3,000
+// random reservations and releases on a k=8 fat-tree (flows of two sizes,
+// so that many resources tie for the highest and releases often take a
+// tied one down), down to 0 once all are released.
+func TestBookMLUFollowsReservations(t *testing.T) {
+	topo, err := topology.FatTree(8, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	book, err := NewBook(snap, nil, 0.05)
+	if err != nil {
+		t.Fatal(err)
+	}
+	highest := func() float64 {
+		h := 0.0
+		for r, c := range book.n.capacity {
+			h = math.Max(h, book.reserved[r]/c)
+		}
+		return h
+	}
+	type flow struct {
+		src  models.Host
+		path []models.Endpoint
+		gbps float64
+	}
+	var held []flow
+	hosts := snap.Hosts()
+	rng := rand.New(rand.NewPCG(5, 8))
+	for i := range 3000 {
+		if len(held) > 0 && rng.IntN(3) == 0 {
+			j := rng.IntN(len(held))
+			f := held[j]
+			held = slices.Delete(held, j, j+1)
+			if err := book.Reserve(f.src, f.path, -f.gbps); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			src, dst := hosts[rng.IntN(len(hosts))], hosts[rng.IntN(len(hosts))]
+			if src.Name == dst.Name {
+				continue
+			}
+			gbps := []float64{0.5, 1}[rng.IntN(2)]
+			fit := book.Fit([]Demand{{Src: src, Dst: dst, Gbps: gbps}}, PathConstraints{})
+			if !fit.Fits {
+				continue
+			}
+			if err := book.Reserve(src, fit.Paths[0], gbps); err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, flow{src, fit.Paths[0], gbps})
+		}
+		if got, want := book.MLU(), highest(); got != want {
+			t.Fatalf("after step %d: MLU %v, the highest utilization %v", i, got, want)
+		}
+	}
+	for _, f := range held {
+		if err := book.Reserve(f.src, f.path, -f.gbps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := book.MLU(); got != 0 {
+		t.Fatalf("every flow released, MLU %v", got)
+	}
+}

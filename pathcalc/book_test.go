@@ -438,14 +438,7 @@ func BenchmarkNewBook(b *testing.B) {
 // so that many resources tie for the highest and releases often take a
 // tied one down), down to 0 once all are released.
 func TestBookMLUFollowsReservations(t *testing.T) {
-	topo, err := topology.FatTree(8, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap := topotest.FatTree(t, 8)
 	book, err := NewBook(snap, nil, 0.05)
 	if err != nil {
 		t.Fatal(err)

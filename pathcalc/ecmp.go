@@ -75,10 +75,7 @@ type Result struct {
 // down (for a pruned plan: the plan it was pruned from) and dst is one
 // of its destinations.
 func (r Result) Distances(dst models.SwitchID, down map[models.LinkID]bool) (Dist, bool) {
-	rt := r.routing
-	if rt == nil {
-		rt = r.prunedFrom
-	}
+	rt := r.working()
 	if rt == nil || !maps.Equal(rt.req.DownLinks, down) {
 		return Dist{}, false
 	}
@@ -96,11 +93,15 @@ func (r Result) Distances(dst models.SwitchID, down map[models.LinkID]bool) (Dis
 // PruneResult is Prune of prev's plan, keeping prev's distances (see
 // Distances); it cannot be recomputed from.
 func PruneResult(snap *topology.Snapshot, prev Result, down map[models.LinkID]bool) Result {
-	from := prev.routing
-	if from == nil {
-		from = prev.prunedFrom
+	return Result{Plan: Prune(snap, prev.Plan, down), prunedFrom: prev.working()}
+}
+
+// working is how r's plan, or the plan it was pruned from, was made.
+func (r Result) working() *routing {
+	if r.routing != nil {
+		return r.routing
 	}
-	return Result{Plan: Prune(snap, prev.Plan, down), prunedFrom: from}
+	return r.prunedFrom
 }
 
 // Compute returns shortest-path WCMP forwarding state for every switch:

@@ -725,5 +725,9 @@ func (c *Controller) RollingOut() bool {
 		return true
 	}
 	st := c.current()
-	return st != nil && st.ro != nil && st.ro.stageNow() != 0
+	if st == nil {
+		return false
+	}
+	stage, _, _ := st.rollingOut()
+	return stage != 0
 }

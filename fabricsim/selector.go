@@ -138,10 +138,6 @@ func (s *selector) purge(id uint32) {
 	s.handles[id] = hs
 }
 
-// order is a group's members as BMv2 walks them: one entry per handle
-// (a member of weight w appears w times), in ascending handle order.
-func (s *selector) order(gid uint32) []uint32 { return s.orderBy(s.owners(), gid) }
-
 // owners maps every handle to its member.
 func (s *selector) owners() map[uint32]uint32 {
 	owner := map[uint32]uint32{}
@@ -153,11 +149,12 @@ func (s *selector) owners() map[uint32]uint32 {
 	return owner
 }
 
-// orderBy is order with the handles' owners made once (owners) for all
-// the groups of a table: made for each group, a k=48 switch's table
-// compile walked every handle of the switch once per route (the
-// emulator's dataplane recomputation after a failure spent 2.9 s of 45
-// there).
+// orderBy is a group's members as BMv2 walks them: one entry per handle
+// (a member of weight w appears w times), in ascending handle order;
+// owner is every handle's member (owners), made once for all the groups
+// of a table: made for each group, a k=48 switch's table compile walked
+// every handle of the switch once per route (the emulator's dataplane
+// recomputation after a failure spent 2.9 s of 45 there).
 func (s *selector) orderBy(owner map[uint32]uint32, gid uint32) []uint32 {
 	hs := slices.SortedFunc(maps.Keys(s.groupHandles[gid]), cmp.Compare[uint32])
 	out := make([]uint32, len(hs))

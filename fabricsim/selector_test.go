@@ -13,13 +13,13 @@ func TestSelectorKeepsHandlesAsBMv2(t *testing.T) {
 		s.addMember(id) // handles 0, 1, 2
 	}
 	s.setGroup(10, map[uint32]int32{1: 1, 2: 3}) // member 2 gets handles 3, 4
-	if got := s.order(10); !slices.Equal(got, []uint32{1, 2, 2, 2}) {
+	if got := s.orderBy(s.owners(), 10); !slices.Equal(got, []uint32{1, 2, 2, 2}) {
 		t.Fatalf("group 10 walks %v, want [1 2 2 2] (handles 0,1,3,4)", got)
 	}
 	// Member 1 up to 2 (new handle 5), member 2 out (its copies 3, 4
 	// freed), member 3 in (handle 2): handles 0, 2, 5.
 	s.setGroup(10, map[uint32]int32{1: 2, 3: 1})
-	if got := s.order(10); !slices.Equal(got, []uint32{1, 3, 1}) {
+	if got := s.orderBy(s.owners(), 10); !slices.Equal(got, []uint32{1, 3, 1}) {
 		t.Fatalf("group 10 walks %v, want [1 3 1] (handles 0,2,5)", got)
 	}
 	if !slices.Equal(s.handles[2], []uint32{1}) {
@@ -28,8 +28,8 @@ func TestSelectorKeepsHandlesAsBMv2(t *testing.T) {
 	// A second group with member 2 at weight 2 takes the lowest free
 	// handle (3) for its copy.
 	s.setGroup(11, map[uint32]int32{2: 2})
-	if !slices.Equal(s.handles[2], []uint32{1, 3}) || !slices.Equal(s.order(11), []uint32{2, 2}) {
-		t.Fatalf("member 2 handles %v, group 11 %v", s.handles[2], s.order(11))
+	if !slices.Equal(s.handles[2], []uint32{1, 3}) || !slices.Equal(s.orderBy(s.owners(), 11), []uint32{2, 2}) {
+		t.Fatalf("member 2 handles %v, group 11 %v", s.handles[2], s.orderBy(s.owners(), 11))
 	}
 	s.deleteGroup(11)
 	s.deleteGroup(10)

@@ -11,6 +11,7 @@ import (
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/topology"
+	"github.com/accelnet/accelnet/topology/topotest"
 )
 
 // TestStagedGroupStandIn: when a group keeps its ID but changes members,
@@ -237,18 +238,7 @@ func TestChangedPrefixes(t *testing.T) {
 //
 //	go test ./controller -run '^$' -bench RolloutPrepare -cpu 1 -benchtime 5x
 func BenchmarkRolloutPrepare(b *testing.B) {
-	topo, err := topology.FatTree(48, 100)
-	if err != nil {
-		b.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		b.Fatal(err)
-	}
-	base, err := pathcalc.Compute(b.Context(), snap, pathcalc.Request{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	snap, base := fatTreeRoutes(b, 48)
 	links := snap.FabricLinks()
 	for _, l := range []models.Link{links[0], links[len(links)-1]} {
 		down := map[models.LinkID]bool{l.ID(): true}
@@ -355,18 +345,7 @@ func TestRolloutDoesNotWaitForAFailedSwitch(t *testing.T) {
 // link's and a switch's failure on a fat-tree (from the pruned plan) and
 // their returns.
 func TestRolloutStagesFromThePlansDistances(t *testing.T) {
-	topo, err := topology.FatTree(8, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap, base := fatTreeRoutes(t, 8)
 	spine := map[models.LinkID]bool{}
 	for _, a := range snap.Neighbors("p2-spine1") {
 		spine[a.Link] = true
@@ -411,4 +390,15 @@ func TestRolloutStagesFromThePlansDistances(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fatTreeRoutes is a k-ary fat-tree of 100 Gb/s links and its routes.
+func fatTreeRoutes(tb testing.TB, k int) (*topology.Snapshot, pathcalc.Result) {
+	tb.Helper()
+	snap := topotest.FatTree(tb, k)
+	routes, err := pathcalc.Compute(tb.Context(), snap, pathcalc.Request{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return snap, routes
 }

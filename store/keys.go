@@ -24,6 +24,9 @@
 //	tokens/<sha256 of secret>  JSON models.Token (never the secret)
 //	drains/<id>             JSON models.Drain
 //	bootstrap               set once with the first operator token
+//	handover/<switch>       JSON models.SwitchMark: what the leader's term
+//	                        confirmed the switch holds, removed before each
+//	                        write to it (controller/handover.go)
 //	leader/<lease ID hex>   a replica's candidacy, its API URL, bound to
 //	                        its session lease (see Leadership)
 //
@@ -59,6 +62,10 @@ const (
 	KeyIdempotency = Prefix + "idempotency/"
 	// KeyDrains holds one models.Drain per key: drains/<id>.
 	KeyDrains = Prefix + "drains/"
+	// KeyHandover holds one models.SwitchMark per switch:
+	// handover/<switch>. A new term takes a switch whose mark matches
+	// what it computes as the previous term left it.
+	KeyHandover = Prefix + "handover/"
 	// KeyElection is the prefix replicas campaign under: each candidate's key
 	// is KeyElection/<lease ID in hex>, bound to its session's lease, with the
 	// replica's API URL as its value. The oldest key leads.

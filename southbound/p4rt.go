@@ -449,20 +449,42 @@ func mapStatus(what string, err error) error {
 
 // Read returns what the switch has in the tables accelnet owns.
 func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingState, error) {
+	return d.readTables(ctx, id, true)
+}
+
+// Probe returns what the switch has in accelnet's small tables: selector
+// members and groups, port MACs, punts and hash seed — all but routes
+// and flow pins, a few hundred entries at most. A new leader compares
+// them with a switch's handover mark (controller.Prober); a switch that
+// lost its tables (a reboot) shows there.
+func (d *P4RT) Probe(ctx context.Context, id models.SwitchID) (models.ForwardingState, error) {
+	if d.opts.KeepForeign {
+		// Foreign entries are known only from a full read.
+		return models.ForwardingState{}, fmt.Errorf("probe %s: %w (foreign entries are kept)", id, errors.ErrUnsupported)
+	}
+	return d.readTables(ctx, id, false)
+}
+
+// readTables reads accelnet's tables, routes and flow pins only if all.
+func (d *P4RT) readTables(ctx context.Context, id models.SwitchID, all bool) (models.ForwardingState, error) {
 	c, err := d.conn(ctx, id)
 	if err != nil {
 		return models.ForwardingState{}, err
 	}
 	s := d.schema
+	table := func(name string) *p4v1.Entity {
+		return &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(name)}}}
+	}
 	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{
 		{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{ActionProfileId: s.ProfileID(p4.ProfileECMP)}}},
 		{Entity: &p4v1.Entity_ActionProfileGroup{ActionProfileGroup: &p4v1.ActionProfileGroup{ActionProfileId: s.ProfileID(p4.ProfileECMP)}}},
-		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableIPv4LPM)}}},
-		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableFlowPin)}}},
-		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TablePortMACs)}}},
-		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TablePunt)}}},
+		table(p4.TablePortMACs),
+		table(p4.TablePunt),
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableHashSeed), IsDefaultAction: true}}},
 	}}
+	if all {
+		req.Entities = append(req.Entities, table(p4.TableIPv4LPM), table(p4.TableFlowPin))
+	}
 	var st, other models.ForwardingState
 	reads := wireReads{
 		pin:   func(p models.FlowPin) { st.FlowPins = append(st.FlowPins, p) },

@@ -160,7 +160,12 @@ type Config struct {
 	// telemetry is never disabled: link load is part of the topology view.
 	TelemetryInterval time.Duration
 	// Counters streams the switches' interface counters (gNMI).
-	Counters   telemetry.CounterSource
+	Counters telemetry.CounterSource
+	// Marks, if set (with Leadership and a Driver that is a Prober),
+	// keeps per switch what the leader confirmed it holds, so that a new
+	// term takes the switches left so as they are (probed) instead of
+	// reading each back in full (see handover.go).
+	Marks      MarkStore
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 }
@@ -275,6 +280,9 @@ type Controller struct {
 	deferred atomic.Bool
 	// urgency holds background work back while a failure is handled.
 	urgency *urgency
+	// termMarks is the current term's handover marks (handover.go).
+	marksMu   sync.Mutex
+	termMarks *termMarks
 }
 
 // New returns a controller; Run starts it.
@@ -283,6 +291,9 @@ func New(cfg Config) (*Controller, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
+	if cfg.Leadership == nil {
+		cfg.Marks = nil // a mark's writes are fenced by the writer's term
+	}
 	tele := telemetry.NewTelemetry(5 * cfg.TelemetryInterval)
 	c := &Controller{
 		cfg:         cfg,
@@ -375,11 +386,15 @@ func (c *Controller) followLeadership(ctx context.Context) {
 				clear(c.status) // not in sync until this term has read each back
 			}
 			c.mu.Unlock()
+			tm := c.setMarks(t) // before the term's first reconcile
 			if t != nil {
 				c.log.Info("taking over the switches", "election_id", t.ID)
 				c.enqueueAll()
 				c.enqueueConfig(front)
 				terms.Go(func() { c.takeOver(ctx, t) })
+			}
+			if tm != nil {
+				terms.Go(func() { c.runMarks(ctx, tm) })
 			}
 		}
 		select {
@@ -426,7 +441,11 @@ func (c *Controller) takeOver(ctx context.Context, t *election.Term) {
 			endSweep()
 		}
 		if c.Ready() == nil && c.cfg.Leadership.Term() == t {
-			c.log.Info("took over: every switch read back and in sync", "election_id", t.ID, "took", c.cfg.Now().Sub(start).Round(time.Millisecond))
+			taken := int64(0)
+			if tm := c.marks(); tm != nil && tm.term == t {
+				taken = tm.taken.Load()
+			}
+			c.log.Info("took over: every switch read back or probed, and in sync", "election_id", t.ID, "took", c.cfg.Now().Sub(start).Round(time.Millisecond), "probed_as_marked", taken)
 			return
 		}
 	}
@@ -456,6 +475,9 @@ func (c *Controller) Resync(sw models.SwitchID) {
 	c.mu.Lock()
 	delete(c.known, sw)
 	c.mu.Unlock()
+	if tm := c.marks(); tm != nil {
+		tm.distrust(sw)
+	}
 	c.Enqueue(sw)
 	if st := c.current(); st != nil {
 		c.enqueueConfigOf(st.snap, sw, front)

@@ -21,7 +21,11 @@ import (
 // is a function of desired and what the switch has, so the next
 // reconcile, or a restarted controller reading the switch back, arrives
 // at the same names and writes nothing.
-func adoptGroupIDs(desired, actual models.ForwardingState) models.ForwardingState {
+//
+// It returns the renames too (desired's ID → the switch's), which a
+// handover mark keeps: with them a new term arrives at the same names from
+// the same plan without reading the switch.
+func adoptGroupIDs(desired, actual models.ForwardingState) (models.ForwardingState, map[uint32]uint32) {
 	have := make(map[uint32]bool, len(actual.Groups))
 	for _, g := range actual.Groups {
 		have[g.ID] = true
@@ -33,7 +37,7 @@ func adoptGroupIDs(desired, actual models.ForwardingState) models.ForwardingStat
 		missing = missing || !have[g.ID]
 	}
 	if !missing {
-		return desired
+		return desired, nil
 	}
 	// The routes on each group, by a hash of their prefixes.
 	routesOf := func(st models.ForwardingState, keep func(uint32) bool) map[uint32][]netip.Prefix {
@@ -63,7 +67,7 @@ func adoptGroupIDs(desired, actual models.ForwardingState) models.ForwardingStat
 	}
 	freed := routesOf(actual, func(id uint32) bool { return !want[id] }) // groups desired drops
 	if len(freed) == 0 {
-		return desired
+		return desired, nil
 	}
 	byRoutes := map[uint64][]uint32{}
 	for id, ps := range freed {
@@ -80,6 +84,15 @@ func adoptGroupIDs(desired, actual models.ForwardingState) models.ForwardingStat
 			}
 		}
 	}
+	if len(rename) == 0 {
+		return desired, nil
+	}
+	return renameGroups(desired, rename), rename
+}
+
+// renameGroups is desired with its groups' IDs renamed (an ID → the ID it
+// takes), in canonical order; desired itself if there is nothing to rename.
+func renameGroups(desired models.ForwardingState, rename map[uint32]uint32) models.ForwardingState {
 	if len(rename) == 0 {
 		return desired
 	}

@@ -20,6 +20,8 @@ type metrics struct {
 	fullReads         prometheus.Counter
 	rerouteDelay      prometheus.Histogram
 	failureHandling   prometheus.Gauge
+	handover          *prometheus.CounterVec
+	marks             *prometheus.CounterVec
 }
 
 // counts are figures the controller keeps itself, exported as they are.
@@ -89,6 +91,14 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 			Name: "accelnet_failure_handling",
 			Help: "1 while a link failure's rollout is under way, and the periodic resync and link discovery wait for it; else 0.",
 		}),
+		handover: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "accelnet_handover_switches_total",
+			Help: "Switches' first reconciles of a leader's term by what their handover mark allowed: trusted (probed, taken as the previous term confirmed them), or read in full because unmarked (written when the previous leader stopped, or never marked), changed (the mark is not what this term computes), probe_differs or probe_failed.",
+		}, []string{"result"}),
+		marks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "accelnet_handover_marks_total",
+			Help: "Handover marks written to etcd: put (a quiet switch's confirmed state recorded) and delete (removed before a write to the switch).",
+		}, []string{"op"}),
 		rerouteDelay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "accelnet_oper_status_reroute_seconds",
 			Help:    "From a switch's report that a fabric port went down or up (its gNMI notification's timestamp) to the controller rerouting around it: the stream's transit and the controller's intake.",
@@ -115,7 +125,7 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 			return 0
 		}))
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
-			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling)
+			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling, m.handover, m.marks)
 	}
 	return m
 }

@@ -20,6 +20,13 @@ type knownState struct {
 	st     models.ForwardingState // without flow pins
 	pins   map[models.FlowKey]uint32
 	pinGen uint64
+	// pinDigest is the digest of pins as of this knownState (pins itself
+	// is changed in place by the switch's next reconcile before it is
+	// stored again, which a handover mark must not read).
+	pinDigest models.Digest
+	// renames are the plan's group IDs st holds under other IDs (the
+	// switch's, adopted: adoptGroupIDs), for its handover mark.
+	renames map[uint32]uint32
 }
 
 func (k knownState) full() models.ForwardingState {
@@ -236,6 +243,8 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	var diff models.Diff
 	var pins map[models.FlowKey]uint32
 	var pinGen uint64
+	var renames map[uint32]uint32
+	var pinDigest models.Digest
 	pinsBefore := 0 // how many pins the switch holds before this write
 	incremental := false
 	if d, ok := c.cfg.Overlay.(DeltaOverlay); ok && cached && k.pins != nil {
@@ -243,7 +252,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		// (a few per destination leaf), are compared: O(change), not O(table).
 		var changed map[models.FlowKey]uint32
 		if changed, pinGen, incremental = d.PinsDelta(sw, k.pinGen); incremental {
-			desired = adoptGroupIDs(desired, k.st)
+			desired, renames = adoptGroupIDs(desired, k.st)
 			diff = models.Compute(desired, k.st)
 			for key, port := range changed {
 				have, present := k.pins[key]
@@ -258,11 +267,16 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 			}
 			pins = k.pins
 			pinsBefore = len(pins)
+			pinDigest = k.pinDigest
 			for key, port := range changed {
+				if have, present := pins[key]; present {
+					pinDigest.RemovePin(models.FlowPin{Key: key, Port: have})
+				}
 				if port == 0 {
 					delete(pins, key)
 				} else {
 					pins[key] = port
+					pinDigest.AddPin(models.FlowPin{Key: key, Port: port})
 				}
 			}
 		}
@@ -273,19 +287,25 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		}
 		actual := k.full()
 		if !cached {
-			actual, err = c.cfg.Driver.Read(ctx, sw)
-			if err != nil {
-				record(api.SwitchStatus{LastError: err.Error()})
-				return 0, fmt.Errorf("read %s: %w", sw, err)
+			var trusted bool
+			if actual, trusted = c.trusted(ctx, sw, desired); !trusted {
+				actual, err = c.cfg.Driver.Read(ctx, sw)
+				if err != nil {
+					record(api.SwitchStatus{LastError: err.Error()})
+					return 0, fmt.Errorf("read %s: %w", sw, err)
+				}
+				c.m.fullReads.Inc()
 			}
-			c.m.fullReads.Inc()
 		}
-		desired = adoptGroupIDs(desired, actual)
+		desired, renames = adoptGroupIDs(desired, actual)
 		diff = models.Compute(desired, actual)
 		pinsBefore = len(actual.FlowPins)
 		pins = make(map[models.FlowKey]uint32, len(desired.FlowPins))
 		for _, p := range desired.FlowPins {
 			pins[p.Key] = p.Port
+		}
+		for key, port := range pins { // the pins kept (desired's, without duplicates)
+			pinDigest.AddPin(models.FlowPin{Key: key, Port: port})
 		}
 	}
 	entries := desired.Len() - len(desired.FlowPins) + len(pins)
@@ -293,7 +313,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		routes := desired
 		routes.FlowPins = nil
 		c.mu.Lock()
-		c.known[sw] = knownState{st: routes, pins: pins, pinGen: pinGen}
+		c.known[sw] = knownState{st: routes, pins: pins, pinGen: pinGen, pinDigest: pinDigest, renames: renames}
 		c.mu.Unlock()
 		if c.cfg.Overlay != nil {
 			c.cfg.Overlay.Synced(sw, pinGen)
@@ -308,6 +328,15 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		remember()
 		record(api.SwitchStatus{InSync: true, Entries: entries})
 		return 0, nil
+	}
+	if tm := c.marks(); tm != nil {
+		done, err := tm.beforeWrite(ctx, sw)
+		if err != nil {
+			forget()
+			record(api.SwitchStatus{LastError: err.Error()})
+			return 0, err
+		}
+		defer done() // after what the controller believes of sw is updated
 	}
 	if err := c.cfg.Driver.Apply(ctx, sw, diff); err != nil {
 		forget()

@@ -123,19 +123,22 @@ func TestAdoptGroupIDs(t *testing.T) {
 	// p1 and p2 move together to a re-weighted group 9: it becomes 5.
 	desired := models.ForwardingState{Members: members, Groups: []models.Group{{ID: 9, Members: skewed}, {ID: 6, Members: even}},
 		Routes: []models.Route{{Prefix: p1, GroupID: 9}, {Prefix: p2, GroupID: 9}, {Prefix: p3, GroupID: 6}}}.Canonical()
-	got := adoptGroupIDs(desired, actual)
+	got, renames := adoptGroupIDs(desired, actual)
+	if !reflect.DeepEqual(renames, map[uint32]uint32{9: 5}) || !renameGroups(desired, renames).Equal(got) {
+		t.Errorf("renames %v do not make %+v of the plan's state", renames, got)
+	}
 	d := models.Compute(got, actual)
 	if d.Len() != 1 || len(d.Modify.Groups) != 1 || d.Modify.Groups[0].ID != 5 {
 		t.Errorf("re-weighting: diff %+v, want one modify of group 5", d)
 	}
-	if again := adoptGroupIDs(desired, got); models.Compute(again, got).Len() != 0 {
+	if again, _ := adoptGroupIDs(desired, got); models.Compute(again, got).Len() != 0 {
 		t.Error("once written, the same desired state is not what the switch has")
 	}
 
 	// Only p1 moves to 9 (p2 stays on 5's members under 5): no rename.
 	split := models.ForwardingState{Members: members, Groups: []models.Group{{ID: 9, Members: skewed}, {ID: 5, Members: even}, {ID: 6, Members: even}},
 		Routes: []models.Route{{Prefix: p1, GroupID: 9}, {Prefix: p2, GroupID: 5}, {Prefix: p3, GroupID: 6}}}.Canonical()
-	if got := adoptGroupIDs(split, actual); !slices.ContainsFunc(got.Groups, func(g models.Group) bool { return g.ID == 9 }) {
+	if got, _ := adoptGroupIDs(split, actual); !slices.ContainsFunc(got.Groups, func(g models.Group) bool { return g.ID == 9 }) {
 		t.Errorf("a split group was renamed: %+v", got.Groups)
 	}
 }

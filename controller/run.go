@@ -143,6 +143,9 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			c.mu.Lock()
 			clear(c.known)
 			c.mu.Unlock()
+			if tm := c.marks(); tm != nil {
+				tm.distrust("") // a resync reads every switch
+			}
 			// Behind any change: a resync finds nothing to do almost
 			// always, and takes longer than a failure may wait.
 			c.enqueueEvery(background)

@@ -263,6 +263,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().BoolVar(&cfg.PerLeafRoutes, "per-leaf-routes", cfg.PerLeafRoutes, "write one route per destination leaf instead of merging sibling prefixes that go the same way (a pod in an aligned block takes one entry per switch outside it)")
 	root.PersistentFlags().IntVar(&cfg.Workers, "workers", cfg.Workers, "switches reconciled at once, per kind of work (tables, interface config, sampling)")
 	root.PersistentFlags().IntVar(&cfg.SweepWorkers, "sweep-workers", cfg.SweepWorkers, "switches' tables reconciled at once while a new leader reads every switch back (each a different switch); 0: 16; never fewer than --workers")
+	root.PersistentFlags().BoolVar(&cfg.TakeoverReadAll, "takeover-read-all", cfg.TakeoverReadAll, "a new leader reads every switch back in full; by default it probes a switch the previous leader left as recorded (its handover mark in etcd) instead of reading its routes and flow pins, and the leader keeps those marks")
 	root.PersistentFlags().DurationVar(&cfg.ObserveInterval, "observe-interval", cfg.ObserveInterval, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
 	root.PersistentFlags().StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate: serve the API, dashboard and /metrics over HTTPS (with --tls-key)")

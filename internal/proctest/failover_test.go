@@ -18,6 +18,7 @@ import (
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/proctest"
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -175,6 +176,17 @@ func (d *deployment) switchWrites() int64 {
 	return n
 }
 
+// marked is how many switches have a handover mark in etcd.
+func (d *deployment) marked() (int, error) {
+	cli, err := store.Dial(d.etcd)
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	marks, err := store.NewStore(cli, 5*time.Second).Marks(0).Load(context.Background())
+	return len(marks), err
+}
+
 // tenantToken makes a tenant and returns a token for it.
 func (d *deployment) tenantToken(via *replica, name string) string {
 	d.t.Helper()
@@ -260,7 +272,8 @@ func (d *deployment) installed(via *replica, token string, ids []string) error {
 
 // TestKill9Failover: two `accelnet serve` processes (default 2 s lease) on a 3-member etcd
 // cluster and a fabricsim process. The leader is killed with SIGKILL: the
-// follower takes over once the lease expires, reads every switch back and
+// follower takes over once the lease expires, probes every switch (the
+// leader left a handover mark for each) instead of reading it back,
 // writes nothing (they are correct), loses no acknowledged intent, and
 // admits new ones. The killed replica comes back as a follower.
 func TestKill9Failover(t *testing.T) {
@@ -277,10 +290,25 @@ func TestKill9Failover(t *testing.T) {
 		}
 		return nil
 	})
+	proctest.Wait(t, time.Minute, "a handover mark for each of the 4 switches", func() error {
+		if n, err := d.marked(); err != nil || n != 4 {
+			return fmt.Errorf("%d marks (%v)", n, err)
+		}
+		return nil
+	})
 	writes := d.switchWrites()
 
 	lead.proc.Kill()
 	took := d.waitRole(follow, "leader", 20*time.Second)
+	proctest.Wait(t, 20*time.Second, "the new leader's takeover logged", func() error {
+		if !strings.Contains(follow.proc.Log(), "took over:") {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if !strings.Contains(follow.proc.Log(), "probed_as_marked=4") {
+		t.Error("the new leader did not take the 4 switches as their handover marks say")
+	}
 	t.Logf("SIGKILL → the follower leads with every switch read back in %v (lease TTL 1s)", took.Round(time.Millisecond))
 	if !strings.Contains(follow.proc.Log(), "intents loaded, placed as followed") {
 		t.Error("the new leader placed its intents again instead of keeping the placement it made as a follower")

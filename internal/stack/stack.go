@@ -61,6 +61,10 @@ type Config struct {
 	// term's first read-back of every switch; default 16 (at least
 	// Workers).
 	SweepWorkers int
+	// TakeoverReadAll makes a new term read every switch back in full and
+	// keeps no handover marks (by default a switch the previous term left
+	// as its mark says is probed, not read: controller/handover.go).
+	TakeoverReadAll bool
 	// PerLeafRoutes turns route aggregation off (pathcalc.Limits).
 	PerLeafRoutes bool
 	// AdvertiseURL is this replica's API as other replicas reach it: the
@@ -331,7 +335,12 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	gnmiCfg := &southbound.GNMIConfig{Resolve: ctrl.resolve, Dialer: dialer}
 	s.gnmiConfig = gnmiCfg
 	gnmiCfg.SetElectionID(0) // until this replica leads
+	var marks controller.MarkStore
+	if !opts.TakeoverReadAll && !opts.KeepForeignEntries { // foreign entries are known only from full reads
+		marks = s.Store.Marks(maxOps)
+	}
 	c, err := controller.New(controller.Config{
+		Marks:              marks,
 		Overlay:            s.Intents,
 		Config:             gnmiCfg,
 		Leadership:         s.Leadership,

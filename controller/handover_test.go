@@ -1,0 +1,340 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/accelnet/accelnet/election"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/storetest"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// markedSwitches is tableSwitches that can be probed, counting full reads
+// and probes per switch; a write to hold waits until its context ends
+// (a leader that dies while writing).
+type markedSwitches struct {
+	*tableSwitches
+	mu                    sync.Mutex
+	reads, probes, writes map[models.SwitchID]int
+	hold                  models.SwitchID
+	held                  chan struct{} // closed once a write to hold started
+}
+
+func (m *markedSwitches) Read(ctx context.Context, sw models.SwitchID) (models.ForwardingState, error) {
+	m.mu.Lock()
+	m.reads[sw]++
+	m.mu.Unlock()
+	return m.tableSwitches.Read(ctx, sw)
+}
+
+func (m *markedSwitches) Probe(ctx context.Context, sw models.SwitchID) (models.ForwardingState, error) {
+	m.mu.Lock()
+	m.probes[sw]++
+	m.mu.Unlock()
+	st, err := m.tableSwitches.Read(ctx, sw)
+	st.Routes, st.FlowPins = nil, nil
+	return st, err
+}
+
+func (m *markedSwitches) Apply(ctx context.Context, sw models.SwitchID, d models.Diff) error {
+	m.mu.Lock()
+	m.writes[sw]++
+	hold := sw == m.hold
+	if hold {
+		close(m.held)
+		m.hold = ""
+	}
+	m.mu.Unlock()
+	if hold {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return m.tableSwitches.Apply(ctx, sw, d)
+}
+
+// counted returns the full reads, probes and writes per switch so far,
+// and starts counting again.
+func (m *markedSwitches) counted() (reads, probes, writes map[models.SwitchID]int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	reads, probes, writes = m.reads, m.probes, m.writes
+	m.reads, m.probes, m.writes = map[models.SwitchID]int{}, map[models.SwitchID]int{}, map[models.SwitchID]int{}
+	return reads, probes, writes
+}
+
+func (m *markedSwitches) table(sw models.SwitchID) models.ForwardingState {
+	m.tableSwitches.mu.Lock()
+	defer m.tableSwitches.mu.Unlock()
+	return m.tables[sw].Canonical()
+}
+
+func (m *markedSwitches) change(sw models.SwitchID, fn func(*models.ForwardingState)) {
+	m.tableSwitches.mu.Lock()
+	defer m.tableSwitches.mu.Unlock()
+	st := m.tables[sw]
+	fn(&st)
+	m.tables[sw] = st
+}
+
+// markedReplica is one controller replica with its leader election, over
+// the shared switches and etcd.
+type markedReplica struct {
+	c    *Controller
+	reg  *prometheus.Registry
+	lead *election.Leadership
+	stop func()
+}
+
+func startMarkedReplica(t *testing.T, st *store.Store, cli *clientv3.Client, name string, sws Driver) *markedReplica {
+	t.Helper()
+	lead := election.NewLeadership(cli, "http://"+name, 2*time.Second, slog.New(slog.DiscardHandler), nil)
+	reg := prometheus.NewRegistry()
+	c, err := New(Config{Store: st, Driver: sws, Leadership: lead, Marks: st.Marks(128), ResyncInterval: time.Hour, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = lead.Run(ctx) })
+	wg.Go(func() { _ = c.Run(ctx) })
+	r := &markedReplica{c: c, reg: reg, lead: lead, stop: func() { cancel(); wg.Wait() }}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// waitFor polls cond until it holds, failing the test after a minute.
+func waitFor(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	backstop := time.After(time.Minute)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		select {
+		case <-backstop:
+			t.Fatalf("%s: not after a minute: %v", what, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func waitMarks(t *testing.T, marks *store.Marks, want func(map[models.SwitchID]models.SwitchMark) error) {
+	t.Helper()
+	waitFor(t, "handover marks", func() error {
+		got, err := marks.Load(t.Context())
+		if err != nil {
+			return err
+		}
+		return want(got)
+	})
+}
+
+// TestNewTermTakesSwitchesAsMarked: a leader records a mark per switch
+// once the switches are in sync and quiet, and removes a switch's mark
+// before it writes to it. The next leader probes the marked switches
+// instead of reading them, and reads in full a switch its leader was
+// writing when it stopped (a route missing, which the probe cannot
+// see) and a switch whose small tables are gone (a reboot); it repairs
+// both and writes nothing to the others. Real etcd and leader election.
+func TestNewTermTakesSwitchesAsMarked(t *testing.T) {
+	st, cli := storetest.Etcd(t)
+	topo, err := topology.LeafSpine(2, 4, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutTopology(t.Context(), topo, 0); err != nil {
+		t.Fatal(err)
+	}
+	sws := &markedSwitches{tableSwitches: &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}},
+		reads: map[models.SwitchID]int{}, probes: map[models.SwitchID]int{}, writes: map[models.SwitchID]int{}}
+	marks := st.Marks(128)
+	all := func(got map[models.SwitchID]models.SwitchMark) error {
+		if len(got) != len(topo.Switches) {
+			return fmt.Errorf("%d marks, want one per switch (%d)", len(got), len(topo.Switches))
+		}
+		return nil
+	}
+
+	a := startMarkedReplica(t, st, cli, "a", sws)
+	waitFor(t, "the first leader's switches in sync", func() error {
+		if !a.c.Leading() {
+			return fmt.Errorf("not leading")
+		}
+		return a.c.Ready()
+	})
+	waitMarks(t, marks, all)
+	want := map[models.SwitchID]models.ForwardingState{}
+	for _, sw := range topo.Switches {
+		want[sw.Name] = sws.table(sw.Name)
+		if len(want[sw.Name].Routes) == 0 {
+			t.Fatalf("%s has no routes", sw.Name)
+		}
+	}
+
+	// leaf1 loses a route; its leader finds out and is writing it back
+	// when it stops.
+	const writing, rebooted = models.SwitchID("leaf1"), models.SwitchID("leaf3")
+	sws.mu.Lock()
+	sws.hold, sws.held = writing, make(chan struct{})
+	sws.mu.Unlock()
+	sws.change(writing, func(s *models.ForwardingState) { s.Routes = s.Routes[1:] })
+	a.c.Resync(writing)
+	select {
+	case <-sws.held:
+	case <-time.After(time.Minute):
+		t.Fatal("no write to leaf1 after a minute")
+	}
+	got, err := marks.Load(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got[writing]; ok {
+		t.Fatal("leaf1 is being written and still has its mark")
+	}
+	a.stop()
+	sws.change(rebooted, func(s *models.ForwardingState) { *s = models.ForwardingState{} })
+	sws.counted()
+
+	b := startMarkedReplica(t, st, cli, "b", sws)
+	waitFor(t, "the next leader's switches in sync", func() error {
+		if !b.c.Leading() {
+			return fmt.Errorf("not leading")
+		}
+		return b.c.Ready()
+	})
+	reads, probes, writes := sws.counted()
+	for _, sw := range topo.Switches {
+		if !sws.table(sw.Name).Equal(want[sw.Name]) {
+			t.Errorf("%s after the takeover:\n%+v\nwant\n%+v", sw.Name, sws.table(sw.Name), want[sw.Name])
+		}
+		repaired := sw.Name == writing || sw.Name == rebooted
+		if wantReads := map[bool]int{true: 1}[repaired]; reads[sw.Name] != wantReads {
+			t.Errorf("%s read in full %d times, want %d", sw.Name, reads[sw.Name], wantReads)
+		}
+		if written := writes[sw.Name] > 0; written != repaired {
+			t.Errorf("%s written %d times by the new leader", sw.Name, writes[sw.Name])
+		}
+	}
+	if probes[writing] != 0 || probes[rebooted] != 1 {
+		t.Errorf("probes %v: want none of leaf1 (unmarked), one of leaf3", probes)
+	}
+	for result, want := range map[string]float64{"trusted": 4, "unmarked": 1, "probe_differs": 1} {
+		if got := testutil.ToFloat64(b.c.m.handover.WithLabelValues(result)); got != want {
+			t.Errorf("accelnet_handover_switches_total{result=%q} = %v, want %v", result, got, want)
+		}
+	}
+	// The new term marks the switches it repaired, once they are quiet.
+	waitMarks(t, marks, all)
+}
+
+// TestMarkingWaitsForAWrite: a mark is never put while a write to its
+// switch is under way, and a write waits for a put under way, then
+// removes the mark: etcd never says "as marked" of a switch being
+// written.
+func TestMarkingWaitsForAWrite(t *testing.T) {
+	st, cli := storetest.Etcd(t)
+	lead := election.NewLeadership(cli, "http://self", 2*time.Second, slog.New(slog.DiscardHandler), nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = lead.Run(ctx) }()
+	waitFor(t, "a term", func() error {
+		if lead.Term() == nil {
+			return fmt.Errorf("following")
+		}
+		return nil
+	})
+	tm := newTermMarks(st.Marks(128), lead.Term(), prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}))
+	tm.trust = map[models.SwitchID]models.SwitchMark{}
+	close(tm.loaded)
+	known := func(models.SwitchID) (knownState, bool) {
+		return knownState{st: models.ForwardingState{Routes: []models.Route{{Prefix: netip.MustParsePrefix("10.0.1.0/24"), MemberID: 1}}}}, true
+	}
+	one := func(fn func(models.SwitchID)) { fn("leaf1") }
+	inTopology := func(models.SwitchID) bool { return true }
+	marked := func() bool {
+		got, err := st.Marks(128).Load(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, ok := got["leaf1"]
+		return ok
+	}
+
+	done, err := tm.beforeWrite(t.Context(), "leaf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := tm.mark(t.Context(), time.Now().Add(time.Hour), known, one, inTopology); n != 0 || err != nil || marked() {
+		t.Fatalf("marked a switch being written: %d, %v", n, err)
+	}
+	done()
+	if n, err := tm.mark(t.Context(), time.Now(), known, one, inTopology); n != 0 || err != nil || marked() {
+		t.Fatalf("marked a switch written a moment ago: %d, %v", n, err)
+	}
+	if n, err := tm.mark(t.Context(), time.Now().Add(markQuiet), known, one, inTopology); n != 1 || err != nil || !marked() {
+		t.Fatalf("a quiet switch: %d marks put (%v), want 1", n, err)
+	}
+	done, err = tm.beforeWrite(t.Context(), "leaf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if marked() {
+		t.Fatal("a write went ahead with the switch's mark in etcd")
+	}
+	done()
+
+	// A write that begins while a put is on its way to etcd.
+	slow := &slowMarks{MarkStore: st.Marks(128), entered: make(chan struct{}), release: make(chan struct{})}
+	tm.store = slow
+	var putting sync.WaitGroup
+	putting.Go(func() {
+		if n, err := tm.mark(t.Context(), time.Now().Add(time.Hour), known, one, inTopology); n != 1 || err != nil {
+			t.Errorf("a quiet switch: %d marks put (%v), want 1", n, err)
+		}
+	})
+	<-slow.entered
+	wrote := make(chan func())
+	go func() {
+		done, err := tm.beforeWrite(t.Context(), "leaf1")
+		if err != nil {
+			t.Error(err)
+		}
+		wrote <- done
+	}()
+	close(slow.release)
+	putting.Wait()
+	done = <-wrote
+	if marked() {
+		t.Fatal("a write went ahead while a put of its switch's mark landed")
+	}
+	done()
+}
+
+// slowMarks holds its first put until released.
+type slowMarks struct {
+	MarkStore
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (s *slowMarks) Commit(ctx context.Context, fence clientv3.Cmp, put map[models.SwitchID]models.SwitchMark, del []models.SwitchID) error {
+	if len(put) > 0 {
+		s.once.Do(func() {
+			close(s.entered)
+			<-s.release
+		})
+	}
+	return s.MarkStore.Commit(ctx, fence, put, del)
+}

@@ -46,11 +46,11 @@ type MarkStore interface {
 	Commit(ctx context.Context, fence clientv3.Cmp, put map[models.SwitchID]models.SwitchMark, del []models.SwitchID) error
 }
 
-// Prober reads a switch's small tables: selector members and groups,
-// port MACs, punts and hash seed (every table but routes and flow pins),
-// in canonical order.
+// Prober reads a switch's small tables — selector members and groups,
+// port MACs, punts and hash seed — and its routes if asked: every table
+// but flow pins, in canonical order.
 type Prober interface {
-	Probe(ctx context.Context, sw models.SwitchID) (models.ForwardingState, error)
+	Probe(ctx context.Context, sw models.SwitchID, routes bool) (models.ForwardingState, error)
 }
 
 const (
@@ -353,8 +353,7 @@ func (tm *termMarks) mark(ctx context.Context, now time.Time, known func(models.
 
 // mark is the mark of what k says a switch holds.
 func (k knownState) mark(term uint64) models.SwitchMark {
-	d := models.StateDigest(k.st).Plus(k.pinDigest)
-	return models.SwitchMark{Digest: d.String(), Renames: k.renames, Term: term}
+	return models.SwitchMark{Tables: models.StateDigest(k.st).String(), Pins: k.pinDigest.String(), Renames: k.renames, Term: term}
 }
 
 // keepMarks records the quiet switches' marks every markEvery while term
@@ -394,39 +393,64 @@ func (c *Controller) keepMarks(ctx context.Context, tm *termMarks) {
 	}
 }
 
-// trusted is, for sw's first reconcile of a term, the state the previous
-// term confirmed it holds, if that is desired (its groups under the
-// switch's IDs) and the switch's small tables say the same; ok false
-// means: read the switch in full.
+// trusted is, for sw's first reconcile of a term, what the previous term
+// confirmed sw holds, where that can be known without reading its flow
+// pins; ok false means: read the switch in full.
+//
+// The pins must be this term's (their digest the mark's). Then, if the
+// rest is this term's too (the plan's groups under the IDs the mark
+// names), a probe of the small tables that agrees makes the whole state
+// the mark's. If the rest is not (a term that moved weights for
+// congestion, which a new one starts without), the switch is read but
+// for its pins, and if that is what the mark says the switch had, the
+// pins are taken as the mark says and the rest as read.
 func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired models.ForwardingState) (_ models.ForwardingState, ok bool) {
 	tm := c.marks()
 	prober, canProbe := c.cfg.Driver.(Prober)
 	if tm == nil || !canProbe || tm.await(ctx) != nil {
 		return models.ForwardingState{}, false
 	}
+	result := func(r string) { c.m.handover.WithLabelValues(r).Inc() }
 	mark, ok := tm.take(sw)
 	if !ok {
-		c.m.handover.WithLabelValues("unmarked").Inc()
+		result("unmarked")
 		return models.ForwardingState{}, false
 	}
-	cand := renameGroups(desired, mark.Renames).Canonical()
-	if models.StateDigest(cand).String() != mark.Digest {
-		c.m.handover.WithLabelValues("changed").Inc()
+	var pins models.Digest
+	for _, p := range desired.FlowPins {
+		pins.AddPin(p)
+	}
+	if pins.String() != mark.Pins {
+		result("pins_changed")
 		return models.ForwardingState{}, false
 	}
-	got, err := prober.Probe(ctx, sw)
+	rest := desired
+	rest.FlowPins = nil
+	rest = renameGroups(rest, mark.Renames).Canonical()
+	sameRest := models.StateDigest(rest).String() == mark.Tables
+	got, err := prober.Probe(ctx, sw, !sameRest)
 	if err != nil {
-		c.m.handover.WithLabelValues("probe_failed").Inc()
+		result("probe_failed")
 		return models.ForwardingState{}, false
 	}
-	if !smallTables(cand).Equal(smallTables(got)) {
-		c.m.handover.WithLabelValues("probe_differs").Inc()
+	switch {
+	case sameRest && smallTables(rest).Equal(smallTables(got)):
+		result("trusted")
+	case sameRest:
+		result("probe_differs")
 		c.log.Warn("a switch's small tables differ from what its handover mark says; reading it in full", "switch", sw)
 		return models.ForwardingState{}, false
+	case models.StateDigest(got).String() == mark.Tables:
+		result("pins_trusted")
+		rest = got
+	default:
+		result("probe_differs")
+		c.log.Warn("a switch's tables differ from what its handover mark says; reading it in full", "switch", sw)
+		return models.ForwardingState{}, false
 	}
-	c.m.handover.WithLabelValues("trusted").Inc()
 	tm.taken.Add(1)
-	return cand, true
+	rest.FlowPins = desired.FlowPins
+	return rest.Canonical(), true
 }
 
 // smallTables is s without its routes and flow pins: what Probe reads.

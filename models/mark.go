@@ -7,9 +7,10 @@ package models
 // new one once the switch has been quiet and confirmed, so a switch
 // written when its leader died has no mark (see controller/handover.go).
 type SwitchMark struct {
-	// Digest is the switch's entries' digest (StateDigest), flow pins
-	// included.
-	Digest string `json:"digest"`
+	// Tables is the digest (StateDigest) of the switch's entries but its
+	// flow pins, under the switch's own group IDs; Pins is its flow pins'.
+	Tables string `json:"tables"`
+	Pins   string `json:"pins"`
 	// Renames maps the plan's group IDs to those the switch holds the
 	// same groups under, where the leader adopted the switch's (a
 	// re-weighting that changed a group's ID but not its routes).

@@ -449,24 +449,26 @@ func mapStatus(what string, err error) error {
 
 // Read returns what the switch has in the tables accelnet owns.
 func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingState, error) {
-	return d.readTables(ctx, id, true)
+	return d.readTables(ctx, id, true, true)
 }
 
 // Probe returns what the switch has in accelnet's small tables: selector
-// members and groups, port MACs, punts and hash seed — all but routes
-// and flow pins, a few hundred entries at most. A new leader compares
-// them with a switch's handover mark (controller.Prober); a switch that
-// lost its tables (a reboot) shows there.
-func (d *P4RT) Probe(ctx context.Context, id models.SwitchID) (models.ForwardingState, error) {
+// members and groups, port MACs, punts and hash seed, a few hundred
+// entries at most; and its routes if asked — all but the flow pins. A
+// new leader compares them with a switch's handover mark
+// (controller.Prober); a switch that lost its tables (a reboot) shows
+// there.
+func (d *P4RT) Probe(ctx context.Context, id models.SwitchID, routes bool) (models.ForwardingState, error) {
 	if d.opts.KeepForeign {
 		// Foreign entries are known only from a full read.
 		return models.ForwardingState{}, fmt.Errorf("probe %s: %w (foreign entries are kept)", id, errors.ErrUnsupported)
 	}
-	return d.readTables(ctx, id, false)
+	return d.readTables(ctx, id, routes, false)
 }
 
-// readTables reads accelnet's tables, routes and flow pins only if all.
-func (d *P4RT) readTables(ctx context.Context, id models.SwitchID, all bool) (models.ForwardingState, error) {
+// readTables reads accelnet's small tables, and its routes and flow pins
+// if asked.
+func (d *P4RT) readTables(ctx context.Context, id models.SwitchID, routes, pins bool) (models.ForwardingState, error) {
 	c, err := d.conn(ctx, id)
 	if err != nil {
 		return models.ForwardingState{}, err
@@ -482,8 +484,11 @@ func (d *P4RT) readTables(ctx context.Context, id models.SwitchID, all bool) (mo
 		table(p4.TablePunt),
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableHashSeed), IsDefaultAction: true}}},
 	}}
-	if all {
-		req.Entities = append(req.Entities, table(p4.TableIPv4LPM), table(p4.TableFlowPin))
+	if routes {
+		req.Entities = append(req.Entities, table(p4.TableIPv4LPM))
+	}
+	if pins {
+		req.Entities = append(req.Entities, table(p4.TableFlowPin))
 	}
 	var st, other models.ForwardingState
 	reads := wireReads{

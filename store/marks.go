@@ -38,7 +38,7 @@ func (m *Marks) Load(ctx context.Context) (map[models.SwitchID]models.SwitchMark
 	out := make(map[models.SwitchID]models.SwitchMark, len(kvs))
 	for _, kv := range kvs {
 		var mark models.SwitchMark
-		if json.Unmarshal(kv.Value, &mark) != nil || mark.Digest == "" {
+		if json.Unmarshal(kv.Value, &mark) != nil || mark.Tables == "" || mark.Pins == "" {
 			continue
 		}
 		out[models.SwitchID(strings.TrimPrefix(kv.Key, KeyHandover))] = mark

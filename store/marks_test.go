@@ -25,9 +25,9 @@ func TestMarks(t *testing.T) {
 	m := s.Marks(3)
 	want := map[models.SwitchID]models.SwitchMark{}
 	for i := range 7 { // three transactions
-		want[models.SwitchID(fmt.Sprintf("leaf%d", i))] = models.SwitchMark{Digest: fmt.Sprintf("%032x", i), Term: 5}
+		want[models.SwitchID(fmt.Sprintf("leaf%d", i))] = models.SwitchMark{Tables: fmt.Sprintf("%032x", i), Pins: fmt.Sprintf("%032x", i+100), Term: 5}
 	}
-	want["spine1"] = models.SwitchMark{Digest: "ab", Renames: map[uint32]uint32{9: 5}, Term: 5}
+	want["spine1"] = models.SwitchMark{Tables: "ab", Pins: "cd", Renames: map[uint32]uint32{9: 5}, Term: 5}
 	if err := m.Commit(ctx, fence, want, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestMarks(t *testing.T) {
 	if err := s.PutJSON(ctx, fenceKey, "next term"); err != nil {
 		t.Fatal(err)
 	}
-	err = m.Commit(ctx, fence, map[models.SwitchID]models.SwitchMark{"leaf9": {Digest: "ff"}}, []models.SwitchID{"leaf4"})
+	err = m.Commit(ctx, fence, map[models.SwitchID]models.SwitchMark{"leaf9": {Tables: "ff", Pins: "ee"}}, []models.SwitchID{"leaf4"})
 	if !errors.Is(err, ErrConflict) {
 		t.Fatalf("a deposed term's marks: %v, want ErrConflict", err)
 	}

@@ -441,11 +441,11 @@ func (c *Controller) takeOver(ctx context.Context, t *election.Term) {
 			endSweep()
 		}
 		if c.Ready() == nil && c.cfg.Leadership.Term() == t {
-			taken := int64(0)
+			var handover []any
 			if tm := c.marks(); tm != nil && tm.term == t {
-				taken = tm.taken.Load()
+				handover = tm.counted()
 			}
-			c.log.Info("took over: every switch read back or probed, and in sync", "election_id", t.ID, "took", c.cfg.Now().Sub(start).Round(time.Millisecond), "probed_as_marked", taken)
+			c.log.Info("took over: every switch read back or probed, and in sync", append([]any{"election_id", t.ID, "took", c.cfg.Now().Sub(start).Round(time.Millisecond)}, handover...)...)
 			return
 		}
 	}

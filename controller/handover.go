@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,8 +87,9 @@ type termMarks struct {
 	// Removals waiting for a transaction, and the transactions under way.
 	unmarks   []unmark
 	unmarking int
-	// taken counts the switches this term took as their marks said.
-	taken atomic.Int64
+	// results counts what the term's first reconciles did with the
+	// marks (accelnet_handover_switches_total's results).
+	results map[string]int
 }
 
 type unmark struct {
@@ -107,7 +107,20 @@ func newTermMarks(store MarkStore, t *election.Term, deleted prometheus.Counter)
 		putting:   map[models.SwitchID]chan struct{}{},
 		writing:   map[models.SwitchID]int{},
 		lastWrite: map[models.SwitchID]time.Time{},
+		results:   map[string]int{},
 	}
+}
+
+// counted is what the term's first reconciles did with the marks so far,
+// for a log line: result, count, result, count…
+func (tm *termMarks) counted() []any {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	var out []any
+	for _, r := range []string{"trusted", "pins_trusted", "unmarked", "pins_changed", "probe_differs", "probe_failed"} {
+		out = append(out, r, tm.results[r])
+	}
+	return out
 }
 
 // marks is the current term's marks; nil without a MarkStore or while
@@ -353,7 +366,7 @@ func (tm *termMarks) mark(ctx context.Context, now time.Time, known func(models.
 
 // mark is the mark of what k says a switch holds.
 func (k knownState) mark(term uint64) models.SwitchMark {
-	return models.SwitchMark{Tables: models.StateDigest(k.st).String(), Pins: k.pinDigest.String(), Renames: k.renames, Term: term}
+	return models.SwitchMark{Tables: models.StateDigest(k.st).String(), Pins: k.pinDigest.String(), PinCount: k.pinCount, Renames: k.renames, Term: term}
 }
 
 // keepMarks records the quiet switches' marks every markEvery while term
@@ -410,7 +423,12 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 	if tm == nil || !canProbe || tm.await(ctx) != nil {
 		return models.ForwardingState{}, false
 	}
-	result := func(r string) { c.m.handover.WithLabelValues(r).Inc() }
+	result := func(r string) {
+		c.m.handover.WithLabelValues(r).Inc()
+		tm.mu.Lock()
+		tm.results[r]++
+		tm.mu.Unlock()
+	}
 	mark, ok := tm.take(sw)
 	if !ok {
 		result("unmarked")
@@ -422,6 +440,7 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 	}
 	if pins.String() != mark.Pins {
 		result("pins_changed")
+		c.log.Debug("a switch's flow pins are not those of its handover mark; reading it in full", "switch", sw, "pins", len(desired.FlowPins), "marked", mark.PinCount)
 		return models.ForwardingState{}, false
 	}
 	rest := desired
@@ -448,7 +467,6 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 		c.log.Warn("a switch's tables differ from what its handover mark says; reading it in full", "switch", sw)
 		return models.ForwardingState{}, false
 	}
-	tm.taken.Add(1)
 	rest.FlowPins = desired.FlowPins
 	return rest.Canonical(), true
 }

@@ -24,6 +24,7 @@ type knownState struct {
 	// is changed in place by the switch's next reconcile before it is
 	// stored again, which a handover mark must not read).
 	pinDigest models.Digest
+	pinCount  int
 	// renames are the plan's group IDs st holds under other IDs (the
 	// switch's, adopted: adoptGroupIDs), for its handover mark.
 	renames map[uint32]uint32
@@ -313,7 +314,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		routes := desired
 		routes.FlowPins = nil
 		c.mu.Lock()
-		c.known[sw] = knownState{st: routes, pins: pins, pinGen: pinGen, pinDigest: pinDigest, renames: renames}
+		c.known[sw] = knownState{st: routes, pins: pins, pinGen: pinGen, pinDigest: pinDigest, pinCount: len(pins), renames: renames}
 		c.mu.Unlock()
 		if c.cfg.Overlay != nil {
 			c.cfg.Overlay.Synced(sw, pinGen)

@@ -11,6 +11,8 @@ type SwitchMark struct {
 	// flow pins, under the switch's own group IDs; Pins is its flow pins'.
 	Tables string `json:"tables"`
 	Pins   string `json:"pins"`
+	// PinCount is how many flow pins the switch holds (for the logs).
+	PinCount int `json:"pin_count"`
 	// Renames maps the plan's group IDs to those the switch holds the
 	// same groups under, where the leader adopted the switch's (a
 	// re-weighting that changed a group's ID but not its routes).

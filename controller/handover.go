@@ -70,11 +70,14 @@ type termMarks struct {
 	term    *election.Term
 	loaded  chan struct{}      // closed once the marks are loaded
 	deleted prometheus.Counter // marks removed
+	now     func() time.Time
 
 	mu sync.Mutex
 	// trust is what the previous terms left, for each switch's first
-	// reconcile of this term (taken there, or dropped by a resync).
+	// reconcile of this term (taken there, or dropped by a resync); seen
+	// are the switches whose first reconcile came.
 	trust map[models.SwitchID]models.SwitchMark
+	seen  map[models.SwitchID]bool
 	// marked: etcd may hold a mark for the switch (loaded, or put by
 	// this term and not removed since).
 	marked map[models.SwitchID]bool
@@ -97,9 +100,10 @@ type unmark struct {
 	done chan error
 }
 
-func newTermMarks(store MarkStore, t *election.Term, deleted prometheus.Counter) *termMarks {
+func newTermMarks(store MarkStore, t *election.Term, deleted prometheus.Counter, now func() time.Time) *termMarks {
 	return &termMarks{
 		store:     store,
+		now:       now,
 		deleted:   deleted,
 		term:      t,
 		loaded:    make(chan struct{}),
@@ -108,6 +112,7 @@ func newTermMarks(store MarkStore, t *election.Term, deleted prometheus.Counter)
 		writing:   map[models.SwitchID]int{},
 		lastWrite: map[models.SwitchID]time.Time{},
 		results:   map[string]int{},
+		seen:      map[models.SwitchID]bool{},
 	}
 }
 
@@ -137,7 +142,7 @@ func (c *Controller) marks() *termMarks {
 func (c *Controller) setMarks(t *election.Term) *termMarks {
 	var tm *termMarks
 	if c.cfg.Marks != nil && t != nil {
-		tm = newTermMarks(c.cfg.Marks, t, c.m.marks.WithLabelValues("delete"))
+		tm = newTermMarks(c.cfg.Marks, t, c.m.marks.WithLabelValues("delete"), c.cfg.Now)
 	}
 	c.marksMu.Lock()
 	c.termMarks = tm
@@ -189,12 +194,15 @@ func (tm *termMarks) await(ctx context.Context) error {
 
 // take is sw's mark left by the terms before, once: only a switch's first
 // reconcile of a term may take it as the mark says.
-func (tm *termMarks) take(sw models.SwitchID) (models.SwitchMark, bool) {
+// first is false after the switch's first full reconcile of the term.
+func (tm *termMarks) take(sw models.SwitchID) (m models.SwitchMark, ok, first bool) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
-	m, ok := tm.trust[sw]
+	m, ok = tm.trust[sw]
 	delete(tm.trust, sw)
-	return m, ok
+	first = !tm.seen[sw]
+	tm.seen[sw] = true
+	return m, ok, first
 }
 
 // distrust drops what the previous terms left for sw (every switch if
@@ -225,7 +233,7 @@ func (tm *termMarks) beforeWrite(ctx context.Context, sw models.SwitchID) (done 
 		if tm.writing[sw] == 0 {
 			delete(tm.writing, sw)
 		}
-		tm.lastWrite[sw] = time.Now()
+		tm.lastWrite[sw] = tm.now()
 		tm.mu.Unlock()
 	}
 	for p := tm.putting[sw]; p != nil; p = tm.putting[sw] {
@@ -429,9 +437,11 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 		tm.results[r]++
 		tm.mu.Unlock()
 	}
-	mark, ok := tm.take(sw)
+	mark, ok, first := tm.take(sw)
 	if !ok {
-		result("unmarked")
+		if first { // not a later full read (an error, a resync)
+			result("unmarked")
+		}
 		return models.ForwardingState{}, false
 	}
 	var pins models.Digest

@@ -279,7 +279,7 @@ func TestMarkingWaitsForAWrite(t *testing.T) {
 		}
 		return nil
 	})
-	tm := newTermMarks(st.Marks(128), lead.Term(), prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}))
+	tm := newTermMarks(st.Marks(128), lead.Term(), prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), time.Now)
 	tm.trust = map[models.SwitchID]models.SwitchMark{}
 	close(tm.loaded)
 	known := func(models.SwitchID) (knownState, bool) {

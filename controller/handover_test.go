@@ -362,3 +362,39 @@ func (s *slowMarks) Commit(ctx context.Context, fence clientv3.Cmp, put map[mode
 	}
 	return s.MarkStore.Commit(ctx, fence, put, del)
 }
+
+// BenchmarkUnmark is what a mark costs the first write to a quiet switch:
+// removing the mark from etcd (one embedded member, in the test's
+// temporary directory) before the write may go.
+func BenchmarkUnmark(b *testing.B) {
+	st, cli := storetest.Etcd(b)
+	lead := election.NewLeadership(cli, "http://self", 2*time.Second, slog.New(slog.DiscardHandler), nil)
+	ctx, cancel := context.WithCancel(b.Context())
+	defer cancel()
+	go func() { _ = lead.Run(ctx) }()
+	for lead.Term() == nil {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-b.Context().Done():
+			return
+		}
+	}
+	tm := newTermMarks(st.Marks(128), lead.Term(), prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), time.Now)
+	tm.trust = map[models.SwitchID]models.SwitchMark{}
+	close(tm.loaded)
+	known := func(models.SwitchID) (knownState, bool) { return knownState{}, true }
+	one := func(fn func(models.SwitchID)) { fn("leaf1") }
+	inTopology := func(models.SwitchID) bool { return true }
+	for b.Loop() {
+		b.StopTimer()
+		if n, err := tm.mark(b.Context(), time.Now().Add(time.Hour), known, one, inTopology); n != 1 || err != nil {
+			b.Fatalf("%d marks put (%v)", n, err)
+		}
+		b.StartTimer()
+		done, err := tm.beforeWrite(b.Context(), "leaf1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		done()
+	}
+}

@@ -163,8 +163,8 @@ type Config struct {
 	Counters telemetry.CounterSource
 	// Marks, if set (with Leadership and a Driver that is a Prober),
 	// keeps per switch what the leader confirmed it holds, so that a new
-	// term takes the switches left so as they are (probed) instead of
-	// reading each back in full (see handover.go).
+	// term takes a switch its predecessor left as marked (probed)
+	// instead of reading it back in full (see handover.go).
 	Marks      MarkStore
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer

@@ -18,20 +18,23 @@ import (
 // and 7–16 s at k=48. Most of them are what the previous term left and
 // confirmed. Handover marks let the next term know which:
 //
-//   - A term records per switch, in etcd, the digest of what it confirmed
-//     the switch holds (models.SwitchMark), once the switch has had no
+//   - A term records per switch, in etcd, the digests of what it
+//     confirmed the switch holds (models.SwitchMark: its flow pins, and
+//     the rest under the switch's group IDs), once the switch has had no
 //     write for markQuiet.
 //   - Before it writes to a switch that has a mark, it removes the mark
 //     (and waits for etcd to say so). So a switch that was being written
 //     when its leader died, or that any term changed since, has none.
 //   - A new term loads the marks before it writes anything. A switch's
 //     first reconcile of the term compares the state it computes for the
-//     switch with the mark's digest. If they match, it probes the
-//     switch's small tables (selector members and groups, port MACs,
-//     punts, hash seed: a switch that lost its tables, a reboot, shows
-//     there) and, if they agree, takes the rest as the mark says instead
-//     of reading it. Anything else — no mark, another digest, a probe
-//     that differs or fails — reads the switch in full, as before.
+//     switch with the mark (see trusted). Pins and the rest as marked: it
+//     probes the switch's small tables (selector members and groups,
+//     port MACs, punts, hash seed: a switch that lost its tables, a
+//     reboot, shows there) and, if they agree, takes routes and pins as
+//     marked instead of reading them. Pins as marked, other routes: it
+//     reads the switch but for its pins. Anything else — no mark, other
+//     pins, tables that differ from the mark, a probe that fails —
+//     reads the switch in full, as before.
 //
 // Every mark write carries the term's fence, so a deposed leader cannot
 // leave one behind. A term that cannot reach etcd cannot write to a
@@ -171,7 +174,7 @@ func (c *Controller) runMarks(ctx context.Context, tm *termMarks) {
 			c.log.Info("handover marks loaded", "switches", n)
 			break
 		}
-		c.log.Warn("cannot load the switches' handover marks; no marked switch is read or written until they are", "err", err, "retry_in", backoff)
+		c.log.Warn("cannot load the switches' handover marks; no switch is written until they are", "err", err, "retry_in", backoff)
 		select {
 		case <-tctx.Done():
 			return
@@ -193,8 +196,8 @@ func (tm *termMarks) await(ctx context.Context) error {
 }
 
 // take is sw's mark left by the terms before, once: only a switch's first
-// reconcile of a term may take it as the mark says.
-// first is false after the switch's first full reconcile of the term.
+// reconcile of a term may take it as the mark says. first is false after
+// the switch's first reconcile of the term that would read it.
 func (tm *termMarks) take(sw models.SwitchID) (m models.SwitchMark, ok, first bool) {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()

@@ -102,9 +102,17 @@ type markedReplica struct {
 
 func startMarkedReplica(t *testing.T, st *store.Store, cli *clientv3.Client, name string, sws Driver, limits pathcalc.Limits) *markedReplica {
 	t.Helper()
+	return startReplica(t, cli, name, Config{Store: st, Driver: sws, Marks: st.Marks(128), ResyncInterval: time.Hour, Limits: limits})
+}
+
+// startReplica runs a controller configured as cfg with a leader
+// election of its own (named name) until the test ends or stop.
+func startReplica(t *testing.T, cli *clientv3.Client, name string, cfg Config) *markedReplica {
+	t.Helper()
 	lead := election.NewLeadership(cli, "http://"+name, 2*time.Second, slog.New(slog.DiscardHandler), nil)
 	reg := prometheus.NewRegistry()
-	c, err := New(Config{Store: st, Driver: sws, Leadership: lead, Marks: st.Marks(128), ResyncInterval: time.Hour, Registerer: reg, Limits: limits})
+	cfg.Leadership, cfg.Registerer = lead, reg
+	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,20 +276,7 @@ func testTakeoverAsMarked(t *testing.T, next pathcalc.Limits, otherRoutes bool) 
 // removes the mark: etcd never says "as marked" of a switch being
 // written.
 func TestMarkingWaitsForAWrite(t *testing.T) {
-	st, cli := storetest.Etcd(t)
-	lead := election.NewLeadership(cli, "http://self", 2*time.Second, slog.New(slog.DiscardHandler), nil)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	go func() { _ = lead.Run(ctx) }()
-	waitFor(t, "a term", func() error {
-		if lead.Term() == nil {
-			return fmt.Errorf("following")
-		}
-		return nil
-	})
-	tm := newTermMarks(st.Marks(128), lead.Term(), prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), time.Now)
-	tm.trust = map[models.SwitchID]models.SwitchMark{}
-	close(tm.loaded)
+	st, tm := leadingMarks(t)
 	known := func(models.SwitchID) (knownState, bool) {
 		return knownState{st: models.ForwardingState{Routes: []models.Route{{Prefix: netip.MustParsePrefix("10.0.1.0/24"), MemberID: 1}}}}, true
 	}
@@ -363,25 +358,33 @@ func (s *slowMarks) Commit(ctx context.Context, fence clientv3.Cmp, put map[mode
 	return s.MarkStore.Commit(ctx, fence, put, del)
 }
 
-// BenchmarkUnmark is what a mark costs the first write to a quiet switch:
-// removing the mark from etcd (one embedded member, in the test's
-// temporary directory) before the write may go.
-func BenchmarkUnmark(b *testing.B) {
-	st, cli := storetest.Etcd(b)
+// leadingMarks is a term's marks, loaded (none), over a real etcd.
+func leadingMarks(tb testing.TB) (*store.Store, *termMarks) {
+	st, cli := storetest.Etcd(tb)
 	lead := election.NewLeadership(cli, "http://self", 2*time.Second, slog.New(slog.DiscardHandler), nil)
-	ctx, cancel := context.WithCancel(b.Context())
-	defer cancel()
-	go func() { _ = lead.Run(ctx) }()
+	ctx, cancel := context.WithCancel(tb.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = lead.Run(ctx) })
+	tb.Cleanup(func() { cancel(); wg.Wait() })
+	backstop := time.After(time.Minute)
 	for lead.Term() == nil {
 		select {
 		case <-time.After(10 * time.Millisecond):
-		case <-b.Context().Done():
-			return
+		case <-backstop:
+			tb.Fatal("not leading after a minute")
 		}
 	}
 	tm := newTermMarks(st.Marks(128), lead.Term(), prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), time.Now)
 	tm.trust = map[models.SwitchID]models.SwitchMark{}
 	close(tm.loaded)
+	return st, tm
+}
+
+// BenchmarkUnmark is what a mark costs the first write to a quiet switch:
+// removing the mark from etcd (one embedded member, in the test's
+// temporary directory) before the write may go.
+func BenchmarkUnmark(b *testing.B) {
+	_, tm := leadingMarks(b)
 	known := func(models.SwitchID) (knownState, bool) { return knownState{}, true }
 	one := func(fn func(models.SwitchID)) { fn("leaf1") }
 	inTopology := func(models.SwitchID) bool { return true }

@@ -2,12 +2,10 @@ package controller
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store/storetest"
 	"github.com/accelnet/accelnet/topology"
@@ -66,18 +64,9 @@ func TestFirstSweepReadsMoreSwitchesAtOnce(t *testing.T) {
 	if _, err := st.PutTopology(t.Context(), topo, 0); err != nil {
 		t.Fatal(err)
 	}
-	lead := election.NewLeadership(cli, "http://self", 2*time.Second, slog.New(slog.DiscardHandler), nil)
 	sws := &heldReads{tableSwitches: &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}},
 		open: make(chan struct{}), arrived: make(chan struct{}, 64)}
-	c, err := New(Config{Store: st, Driver: sws, Leadership: lead, Workers: 1, SweepWorkers: 4, ResyncInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = lead.Run(ctx) })
-	wg.Go(func() { _ = c.Run(ctx) })
-	defer func() { cancel(); wg.Wait() }()
+	c := startReplica(t, cli, "self", Config{Store: st, Driver: sws, Workers: 1, SweepWorkers: 4, ResyncInterval: time.Hour}).c
 
 	backstop := time.After(time.Minute)
 	for range 4 { // four switches read at once, none let through yet

@@ -28,10 +28,10 @@ import (
 //   - A new term loads the marks before it writes anything. A switch's
 //     first reconcile of the term compares the state it computes for the
 //     switch with the mark (see trusted). Pins and the rest as marked: it
-//     probes the switch's small tables (selector members and groups,
-//     port MACs, punts, hash seed: a switch that lost its tables, a
-//     reboot, shows there) and, if they agree, takes routes and pins as
-//     marked instead of reading them. Pins as marked, other routes: it
+//     probes the switch (its selector members, one per routed port, its
+//     punts and hash seed: a switch that lost its tables, a reboot, shows
+//     there) and, if they agree, takes the rest as marked instead of
+//     reading it. Pins as marked, other routes: it
 //     reads the switch but for its pins. Anything else — no mark, other
 //     pins, tables that differ from the mark, a probe that fails —
 //     reads the switch in full, as before.
@@ -48,11 +48,11 @@ type MarkStore interface {
 	Commit(ctx context.Context, fence clientv3.Cmp, put map[models.SwitchID]models.SwitchMark, del []models.SwitchID) error
 }
 
-// Prober reads a switch's small tables — selector members and groups,
-// port MACs, punts and hash seed — and its routes if asked: every table
-// but flow pins, in canonical order.
+// Prober reads what a switch that lost its tables (a reboot) shows
+// first — its selector members (one per routed port), punts and hash
+// seed — or, with all, every table but the flow pins; in canonical order.
 type Prober interface {
-	Probe(ctx context.Context, sw models.SwitchID, routes bool) (models.ForwardingState, error)
+	Probe(ctx context.Context, sw models.SwitchID, all bool) (models.ForwardingState, error)
 }
 
 const (
@@ -423,8 +423,8 @@ func (c *Controller) keepMarks(ctx context.Context, tm *termMarks) {
 //
 // The pins must be this term's (their digest the mark's). Then, if the
 // rest is this term's too (the plan's groups under the IDs the mark
-// names), a probe of the small tables that agrees makes the whole state
-// the mark's. If the rest is not (a term that moved weights for
+// names), a probe that agrees (members, punts, seed) makes the whole
+// state the mark's. If the rest is not (a term that moved weights for
 // congestion, which a new one starts without), the switch is read but
 // for its pins, and if that is what the mark says the switch had, the
 // pins are taken as the mark says and the rest as read.
@@ -466,11 +466,11 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 		return models.ForwardingState{}, false
 	}
 	switch {
-	case sameRest && smallTables(rest).Equal(smallTables(got)):
+	case sameRest && probed(rest).Equal(probed(got)):
 		result("trusted")
 	case sameRest:
 		result("probe_differs")
-		c.log.Warn("a switch's small tables differ from what its handover mark says; reading it in full", "switch", sw)
+		c.log.Warn("a switch's selector members, punts or hash seed differ from what its handover mark says; reading it in full", "switch", sw)
 		return models.ForwardingState{}, false
 	case models.StateDigest(got).String() == mark.Tables:
 		result("pins_trusted")
@@ -484,8 +484,7 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 	return rest.Canonical(), true
 }
 
-// smallTables is s without its routes and flow pins: what Probe reads.
-func smallTables(s models.ForwardingState) models.ForwardingState {
-	s.Routes, s.FlowPins = nil, nil
-	return s
+// probed is what Probe reads of s unless asked for all.
+func probed(s models.ForwardingState) models.ForwardingState {
+	return models.ForwardingState{Members: s.Members, Punts: s.Punts, HashSeed: s.HashSeed}
 }

@@ -39,14 +39,14 @@ func (m *markedSwitches) Read(ctx context.Context, sw models.SwitchID) (models.F
 	return m.tableSwitches.Read(ctx, sw)
 }
 
-func (m *markedSwitches) Probe(ctx context.Context, sw models.SwitchID, routes bool) (models.ForwardingState, error) {
+func (m *markedSwitches) Probe(ctx context.Context, sw models.SwitchID, all bool) (models.ForwardingState, error) {
 	m.mu.Lock()
 	m.probes[sw]++
 	m.mu.Unlock()
 	st, err := m.tableSwitches.Read(ctx, sw)
 	st.FlowPins = nil
-	if !routes {
-		st.Routes = nil
+	if !all {
+		st = probed(st)
 	}
 	return st, err
 }

@@ -93,7 +93,7 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 		}),
 		handover: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "accelnet_handover_switches_total",
-			Help: "Switches' first reconciles of a leader's term by what their handover mark allowed: trusted (small tables probed, the rest taken as the previous term confirmed it), pins_trusted (read but for the flow pins, taken as confirmed: this term wants other routes), or read in full because unmarked (written when the previous leader stopped, or never marked), pins_changed (this term wants other flow pins), probe_differs or probe_failed.",
+			Help: "Switches' first reconciles of a leader's term by what their handover mark allowed: trusted (probed: members, punts and hash seed; the rest taken as the previous term confirmed it), pins_trusted (read but for the flow pins, taken as confirmed: this term wants other routes), or read in full because unmarked (written when the previous leader stopped, or never marked), pins_changed (this term wants other flow pins), probe_differs or probe_failed.",
 		}, []string{"result"}),
 		marks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "accelnet_handover_marks_total",

@@ -452,22 +452,23 @@ func (d *P4RT) Read(ctx context.Context, id models.SwitchID) (models.ForwardingS
 	return d.readTables(ctx, id, true, true)
 }
 
-// Probe returns what the switch has in accelnet's small tables: selector
-// members and groups, port MACs, punts and hash seed, a few hundred
-// entries at most; and its routes if asked — all but the flow pins. A
-// new leader compares them with a switch's handover mark
-// (controller.Prober); a switch that lost its tables (a reboot) shows
-// there.
-func (d *P4RT) Probe(ctx context.Context, id models.SwitchID, routes bool) (models.ForwardingState, error) {
+// Probe returns what a switch that lost its tables (a reboot) shows
+// first — its selector members (one per routed port), punts and hash
+// seed — or, with all, every table but the flow pins. A new leader
+// compares them with a switch's handover mark (controller.Prober).
+func (d *P4RT) Probe(ctx context.Context, id models.SwitchID, all bool) (models.ForwardingState, error) {
 	if d.opts.KeepForeign {
 		// Foreign entries are known only from a full read.
 		return models.ForwardingState{}, fmt.Errorf("probe %s: %w (foreign entries are kept)", id, errors.ErrUnsupported)
 	}
-	return d.readTables(ctx, id, routes, false)
+	if all {
+		return d.readTables(ctx, id, true, false)
+	}
+	return d.readTables(ctx, id, false, false)
 }
 
-// readTables reads accelnet's small tables, and its routes and flow pins
-// if asked.
+// readTables reads accelnet's tables: routes and flow pins if asked,
+// groups and port MACs with the routes.
 func (d *P4RT) readTables(ctx context.Context, id models.SwitchID, routes, pins bool) (models.ForwardingState, error) {
 	c, err := d.conn(ctx, id)
 	if err != nil {
@@ -479,13 +480,13 @@ func (d *P4RT) readTables(ctx context.Context, id models.SwitchID, routes, pins 
 	}
 	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: []*p4v1.Entity{
 		{Entity: &p4v1.Entity_ActionProfileMember{ActionProfileMember: &p4v1.ActionProfileMember{ActionProfileId: s.ProfileID(p4.ProfileECMP)}}},
-		{Entity: &p4v1.Entity_ActionProfileGroup{ActionProfileGroup: &p4v1.ActionProfileGroup{ActionProfileId: s.ProfileID(p4.ProfileECMP)}}},
-		table(p4.TablePortMACs),
 		table(p4.TablePunt),
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableHashSeed), IsDefaultAction: true}}},
 	}}
 	if routes {
-		req.Entities = append(req.Entities, table(p4.TableIPv4LPM))
+		req.Entities = append(req.Entities,
+			&p4v1.Entity{Entity: &p4v1.Entity_ActionProfileGroup{ActionProfileGroup: &p4v1.ActionProfileGroup{ActionProfileId: s.ProfileID(p4.ProfileECMP)}}},
+			table(p4.TablePortMACs), table(p4.TableIPv4LPM))
 	}
 	if pins {
 		req.Entities = append(req.Entities, table(p4.TableFlowPin))

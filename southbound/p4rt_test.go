@@ -61,8 +61,8 @@ func sampleState() models.ForwardingState {
 }
 
 // TestApplyThenReadBack writes a diff over real P4Runtime and checks that
-// reading back gives exactly what was written (a probe: all but flow
-// pins, and routes if asked), and that the second
+// reading back gives exactly what was written (a probe: the members,
+// punts and seed, or all but flow pins), and that the second
 // reconcile computes an empty diff and sends no Write.
 func TestApplyThenReadBack(t *testing.T) {
 	topo, err := topology.LeafSpine(2, 2, 1, 100)
@@ -92,19 +92,19 @@ func TestApplyThenReadBack(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})); diff != "" {
 		t.Fatalf("read back (-want +got):\n%s", diff)
 	}
-	// A probe reads the same but flow pins, and routes unless asked.
-	for _, routes := range []bool{false, true} {
-		probed, err := d.Probe(ctx, "leaf1", routes)
+	// A probe reads the members, punts and seed; all of it, but flow pins.
+	for _, all := range []bool{false, true} {
+		probed, err := d.Probe(ctx, "leaf1", all)
 		if err != nil {
 			t.Fatal(err)
 		}
 		small := want
 		small.FlowPins = nil
-		if !routes {
-			small.Routes = nil
+		if !all {
+			small = models.ForwardingState{Members: want.Members, Punts: want.Punts, HashSeed: want.HashSeed}
 		}
 		if diff := cmp.Diff(small, probed, cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{}), cmpopts.EquateEmpty()); diff != "" {
-			t.Fatalf("probe, routes %v (-want +got):\n%s", routes, diff)
+			t.Fatalf("probe, all %v (-want +got):\n%s", all, diff)
 		}
 	}
 	rpcs, _ := f.Switch("leaf1").WriteStats()

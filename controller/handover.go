@@ -48,6 +48,15 @@ type MarkStore interface {
 	Commit(ctx context.Context, fence clientv3.Cmp, put map[models.SwitchID]models.SwitchMark, del []models.SwitchID) error
 }
 
+// UnsettledOverlay is an Overlay that can say which of a switch's pins
+// may not be on it yet even where its leader confirmed everything it
+// wrote (intents not yet Installed: written to etcd, their pins perhaps
+// not yet to the switches). A new term reads those by key and takes the
+// rest as the mark says.
+type UnsettledOverlay interface {
+	UnsettledPins(sw models.SwitchID) []models.FlowKey
+}
+
 // Prober reads what a switch that lost its tables (a reboot) shows
 // first — its selector members (one per routed port), punts and hash
 // seed — or, with all, every table but the flow pins; in canonical order.
@@ -125,7 +134,7 @@ func (tm *termMarks) counted() []any {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
 	var out []any
-	for _, r := range []string{"trusted", "pins_trusted", "unmarked", "pins_changed", "probe_differs", "probe_failed"} {
+	for _, r := range []string{"trusted", "pins_trusted", "unsettled_read", "unmarked", "pins_changed", "probe_differs", "probe_failed"} {
 		out = append(out, r, tm.results[r])
 	}
 	return out
@@ -451,10 +460,18 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 	for _, p := range desired.FlowPins {
 		pins.AddPin(p)
 	}
+	held := desired.FlowPins // the pins sw holds, as the mark says
 	if pins.String() != mark.Pins {
-		result("pins_changed")
-		c.log.Debug("a switch's flow pins are not those of its handover mark; reading it in full", "switch", sw, "pins", len(desired.FlowPins), "marked", mark.PinCount)
-		return models.ForwardingState{}, false
+		var ok bool
+		if held, ok = c.unsettledRead(ctx, sw, desired.FlowPins, mark); !ok {
+			result("pins_changed")
+			c.log.Debug("a switch's flow pins are not those of its handover mark; reading it in full", "switch", sw, "pins", len(desired.FlowPins), "marked", mark.PinCount)
+			return models.ForwardingState{}, false
+		}
+		tm.mu.Lock()
+		tm.results["unsettled_read"]++
+		tm.mu.Unlock()
+		c.m.handoverUnsettled.Inc()
 	}
 	rest := desired
 	rest.FlowPins = nil
@@ -480,8 +497,47 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 		c.log.Warn("a switch's tables differ from what its handover mark says; reading it in full", "switch", sw)
 		return models.ForwardingState{}, false
 	}
-	rest.FlowPins = desired.FlowPins
+	rest.FlowPins = held
 	return rest.Canonical(), true
+}
+
+// unsettledRead is, where sw's pins are not what its mark says, whether
+// the difference is the unsettled pins alone (those of intents not yet
+// Installed: their leader may not have written them): it reads those by
+// key, and if the switch's other pins as this term computes them and
+// those read make the mark's digest, they are what sw holds. At most
+// half of sw's pins are read so; past that a full read costs as much.
+func (c *Controller) unsettledRead(ctx context.Context, sw models.SwitchID, desired []models.FlowPin, mark models.SwitchMark) ([]models.FlowPin, bool) {
+	u, ok := c.cfg.Overlay.(UnsettledOverlay)
+	pr, canRead := c.cfg.Driver.(PinReader)
+	if !ok || !canRead {
+		return nil, false
+	}
+	keys := u.UnsettledPins(sw)
+	if len(keys) == 0 || len(keys) > len(desired)/2 {
+		return nil, false
+	}
+	got, err := pr.ReadPins(ctx, sw, keys)
+	if err != nil {
+		return nil, false
+	}
+	unsettled := make(map[models.FlowKey]bool, len(keys))
+	for _, k := range keys {
+		unsettled[k] = true
+	}
+	held := make([]models.FlowPin, 0, len(desired))
+	var d models.Digest
+	for _, p := range desired {
+		if !unsettled[p.Key] {
+			held = append(held, p)
+			d.AddPin(p)
+		}
+	}
+	for _, p := range got {
+		held = append(held, p)
+		d.AddPin(p)
+	}
+	return held, d.String() == mark.Pins
 }
 
 // probed is what Probe reads of s unless asked for all.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -399,5 +401,111 @@ func BenchmarkUnmark(b *testing.B) {
 			b.Fatal(err)
 		}
 		done()
+	}
+}
+
+// ReadPins reads the pins of keys sw holds.
+func (m *markedSwitches) ReadPins(ctx context.Context, sw models.SwitchID, keys []models.FlowKey) ([]models.FlowPin, error) {
+	want := map[models.FlowKey]bool{}
+	for _, k := range keys {
+		want[k] = true
+	}
+	st, err := m.tableSwitches.Read(ctx, sw)
+	var out []models.FlowPin
+	for _, p := range st.FlowPins {
+		if want[p.Key] {
+			out = append(out, p)
+		}
+	}
+	return out, err
+}
+
+// pinOverlay gives switches fixed flow pins, some of them unsettled (of
+// intents not yet Installed).
+type pinOverlay struct {
+	pins      map[models.SwitchID][]models.FlowPin
+	unsettled map[models.SwitchID][]models.FlowKey
+}
+
+func (o *pinOverlay) PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64) {
+	return slices.Clone(o.pins[sw]), 1
+}
+func (o *pinOverlay) UnsettledPins(sw models.SwitchID) []models.FlowKey          { return o.unsettled[sw] }
+func (o *pinOverlay) Synced(models.SwitchID, uint64)                             {}
+func (o *pinOverlay) SetFabric(*topology.Snapshot, map[models.LinkID]bool)       {}
+func (o *pinOverlay) ProgramFailed(models.SwitchID, error)                       {}
+func (o *pinOverlay) PinsRefused(models.SwitchID, []models.FlowKey, string, int) {}
+func (o *pinOverlay) PinsReady() bool                                            { return true }
+
+func testPin(i int, port uint32) models.FlowPin {
+	return models.FlowPin{Key: models.FlowKey{Src: netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}), Dst: netip.MustParseAddr("10.0.1.1"), SrcPort: uint16(49152 + i)}, Port: port}
+}
+
+// TestNewTermReadsUnsettledPinsByKey: the intents admitted just before a
+// leader died have pins the next term computes but the switches may not
+// hold yet. Their keys are read from the switch; with the switch's other
+// pins as the mark says, the switch is taken as marked and only the
+// missing pins are written. A switch whose settled pins differ from its
+// mark is read in full. Real etcd and leader election.
+func TestNewTermReadsUnsettledPinsByKey(t *testing.T) {
+	st, cli := storetest.Etcd(t)
+	topo, err := topology.LeafSpine(2, 4, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutTopology(t.Context(), topo, 0); err != nil {
+		t.Fatal(err)
+	}
+	sws := &markedSwitches{tableSwitches: &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}},
+		reads: map[models.SwitchID]int{}, probes: map[models.SwitchID]int{}, writes: map[models.SwitchID]int{}}
+	settled := []models.FlowPin{testPin(1, 1), testPin(2, 2), testPin(3, 1), testPin(4, 2)}
+	first := &pinOverlay{pins: map[models.SwitchID][]models.FlowPin{"leaf1": settled, "leaf2": settled}}
+	a := startReplica(t, cli, "a", Config{Store: st, Driver: sws, Marks: st.Marks(128), ResyncInterval: time.Hour, Overlay: first})
+	waitFor(t, "the first leader's switches in sync", func() error {
+		if !a.c.Leading() {
+			return fmt.Errorf("not leading")
+		}
+		return a.c.Ready()
+	})
+	waitMarks(t, st.Marks(128), func(got map[models.SwitchID]models.SwitchMark) error {
+		if len(got) != len(topo.Switches) {
+			return fmt.Errorf("%d marks", len(got))
+		}
+		return nil
+	})
+	a.stop()
+	sws.counted()
+
+	// Two intents were admitted before the leader died, their pins not
+	// written; on leaf2 a settled pin also moved behind the mark's back.
+	fresh := []models.FlowPin{testPin(5, 1), testPin(6, 2)}
+	next := &pinOverlay{
+		pins: map[models.SwitchID][]models.FlowPin{
+			"leaf1": slices.Concat(settled, fresh),
+			"leaf2": slices.Concat([]models.FlowPin{testPin(1, 2)}, settled[1:], fresh),
+		},
+		unsettled: map[models.SwitchID][]models.FlowKey{"leaf1": {fresh[0].Key, fresh[1].Key}, "leaf2": {fresh[0].Key, fresh[1].Key}},
+	}
+	b := startReplica(t, cli, "b", Config{Store: st, Driver: sws, Marks: st.Marks(128), ResyncInterval: time.Hour, Overlay: next})
+	waitFor(t, "the next leader's switches in sync", func() error {
+		if !b.c.Leading() {
+			return fmt.Errorf("not leading")
+		}
+		return b.c.Ready()
+	})
+	reads, _, _ := sws.counted()
+	if reads["leaf1"] != 0 {
+		t.Errorf("leaf1, two pins unsettled: %d full reads, want none", reads["leaf1"])
+	}
+	if reads["leaf2"] != 1 {
+		t.Errorf("leaf2, a settled pin moved: %d full reads, want 1", reads["leaf2"])
+	}
+	if got := testutil.ToFloat64(b.c.m.handoverUnsettled); got != 1 {
+		t.Errorf("accelnet_handover_unsettled_reads_total = %v, want 1", got)
+	}
+	for sw, want := range next.pins {
+		if got := sws.table(sw).FlowPins; !reflect.DeepEqual(got, models.ForwardingState{FlowPins: want}.Canonical().FlowPins) {
+			t.Errorf("%s holds pins %v, want %v", sw, got, want)
+		}
 	}
 }

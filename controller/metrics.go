@@ -21,6 +21,7 @@ type metrics struct {
 	rerouteDelay      prometheus.Histogram
 	failureHandling   prometheus.Gauge
 	handover          *prometheus.CounterVec
+	handoverUnsettled prometheus.Counter
 	marks             *prometheus.CounterVec
 }
 
@@ -95,6 +96,10 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 			Name: "accelnet_handover_switches_total",
 			Help: "Switches' first reconciles of a leader's term by what their handover mark allowed: trusted (probed: members, punts and hash seed; the rest taken as the previous term confirmed it), pins_trusted (read but for the flow pins, taken as confirmed: this term wants other routes), or read in full because unmarked (written when the previous leader stopped, or never marked), pins_changed (this term wants other flow pins), probe_differs or probe_failed.",
 		}, []string{"result"}),
+		handoverUnsettled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "accelnet_handover_unsettled_reads_total",
+			Help: "Switches a new term took as marked after reading by key the pins of intents not yet Installed (their leader may not have written them); each is also counted in accelnet_handover_switches_total.",
+		}),
 		marks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "accelnet_handover_marks_total",
 			Help: "Handover marks written to etcd: put (a quiet switch's confirmed state recorded) and delete (removed before a write to the switch).",
@@ -125,7 +130,7 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 			return 0
 		}))
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
-			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling, m.handover, m.marks)
+			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling, m.handover, m.handoverUnsettled, m.marks)
 	}
 	return m
 }

@@ -431,6 +431,23 @@ func (m *Manager) PinsReady() bool {
 	return m.pinsReady
 }
 
+// UnsettledPins are the keys of sw's pins (PinsFor) that no stored
+// Installed intent vouches for: pins of intents not yet confirmed on all
+// their switches, and of elephants found by sampling. A new leader reads
+// these by key and takes the rest of sw's pins from its handover mark
+// (controller.UnsettledOverlay).
+func (m *Manager) UnsettledPins(sw models.SwitchID) []models.FlowKey {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var out []models.FlowKey
+	for k := range m.pins[sw] {
+		if e := m.all[m.flowOwner[k]]; e == nil || e.in.Status.State != models.StateInstalled {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // PinsFor returns the flow pins switch sw should have and the generation
 // they belong to (for Synced).
 func (m *Manager) PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64) {

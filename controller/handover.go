@@ -31,10 +31,11 @@ import (
 //     probes the switch (its selector members, one per routed port, its
 //     punts and hash seed: a switch that lost its tables, a reboot, shows
 //     there) and, if they agree, takes the rest as marked instead of
-//     reading it. Pins as marked, other routes: it
-//     reads the switch but for its pins. Anything else — no mark, other
-//     pins, tables that differ from the mark, a probe that fails —
-//     reads the switch in full, as before.
+//     reading it. Pins as marked, other routes: it reads the switch but
+//     for its pins. Pins that differ only by those of intents not yet
+//     Installed: it reads those by key (unsettledRead). Anything else —
+//     no mark, other pins, tables that differ from the mark, a probe that
+//     fails — reads the switch in full, as before.
 //
 // Every mark write carries the term's fence, so a deposed leader cannot
 // leave one behind. A term that cannot reach etcd cannot write to a

@@ -283,6 +283,11 @@ type Controller struct {
 	// termMarks is the current term's handover marks (handover.go).
 	marksMu   sync.Mutex
 	termMarks *termMarks
+	// termBegan tells housekeeping a term began: the periodic resync
+	// starts over, so that it does not read back in full, in the middle
+	// of the term's first sweep, the switches the term is taking as
+	// their handover marks say.
+	termBegan chan struct{}
 }
 
 // New returns a controller; Run starts it.
@@ -310,6 +315,7 @@ func New(cfg Config) (*Controller, error) {
 		confirmed:   map[models.LinkID]bool{},
 		lldp:        map[models.Endpoint]sighting{},
 		noNeighbors: map[models.SwitchID]bool{},
+		termBegan:   make(chan struct{}, 1),
 	}
 	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, c.observeOperStatus, cfg.Logger)
 	c.tables = newReconciler("switch", c.Reconcile, true)
@@ -388,6 +394,10 @@ func (c *Controller) followLeadership(ctx context.Context) {
 			c.mu.Unlock()
 			tm := c.setMarks(t) // before the term's first reconcile
 			if t != nil {
+				select {
+				case c.termBegan <- struct{}{}:
+				default: // one pending is enough
+				}
 				c.log.Info("taking over the switches", "election_id", t.ID)
 				c.enqueueAll()
 				c.enqueueConfig(front)

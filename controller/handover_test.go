@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -508,4 +509,40 @@ func TestNewTermReadsUnsettledPinsByKey(t *testing.T) {
 			t.Errorf("%s holds pins %v, want %v", sw, got, want)
 		}
 	}
+}
+
+// TestTermStartsTheResyncOver: the periodic resync (which reads every
+// switch in full and drops the marks' trust) comes a whole interval
+// after a term began, not a moment into its first sweep.
+func TestTermStartsTheResyncOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { // the bubble's clock
+		c, _ := tableControllerWith(t, 2, 2, Config{ResyncInterval: 30 * time.Second})
+		believed := func() bool {
+			c.mu.RLock()
+			defer c.mu.RUnlock()
+			_, ok := c.known["leaf1"]
+			return ok
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { c.housekeeping(ctx); close(done) }()
+		defer func() { cancel(); <-done }()
+		advance := func(d time.Duration) { // the bubble's clock: no real waiting
+			<-time.After(d)
+			synctest.Wait()
+		}
+		c.mu.Lock()
+		c.known["leaf1"] = knownState{}
+		c.mu.Unlock()
+		advance(20 * time.Second)
+		c.termBegan <- struct{}{} // a term begins 20 s into the interval
+		advance(15 * time.Second)
+		if !believed() {
+			t.Fatal("a resync 15 s into a term: the interval did not start over")
+		}
+		advance(16 * time.Second)
+		if believed() {
+			t.Fatal("no resync a whole interval after the term began")
+		}
+	})
 }

@@ -178,7 +178,10 @@ func TestNewTermTakesSwitchesAsMarked(t *testing.T) {
 	}
 }
 
-func testTakeoverAsMarked(t *testing.T, next pathcalc.Limits, otherRoutes bool) {
+// markedFabric is a real etcd holding a 2×4 leaf-spine's topology, and
+// its switches (markedSwitches, empty).
+func markedFabric(t *testing.T) (*store.Store, *clientv3.Client, models.Topology, *markedSwitches) {
+	t.Helper()
 	st, cli := storetest.Etcd(t)
 	topo, err := topology.LeafSpine(2, 4, 1, 100)
 	if err != nil {
@@ -189,6 +192,11 @@ func testTakeoverAsMarked(t *testing.T, next pathcalc.Limits, otherRoutes bool) 
 	}
 	sws := &markedSwitches{tableSwitches: &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}},
 		reads: map[models.SwitchID]int{}, probes: map[models.SwitchID]int{}, writes: map[models.SwitchID]int{}}
+	return st, cli, topo, sws
+}
+
+func testTakeoverAsMarked(t *testing.T, next pathcalc.Limits, otherRoutes bool) {
+	st, cli, topo, sws := markedFabric(t)
 	marks := st.Marks(128)
 	all := func(got map[models.SwitchID]models.SwitchMark) error {
 		if len(got) != len(topo.Switches) {
@@ -449,16 +457,7 @@ func testPin(i int, port uint32) models.FlowPin {
 // missing pins are written. A switch whose settled pins differ from its
 // mark is read in full. Real etcd and leader election.
 func TestNewTermReadsUnsettledPinsByKey(t *testing.T) {
-	st, cli := storetest.Etcd(t)
-	topo, err := topology.LeafSpine(2, 4, 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.PutTopology(t.Context(), topo, 0); err != nil {
-		t.Fatal(err)
-	}
-	sws := &markedSwitches{tableSwitches: &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}},
-		reads: map[models.SwitchID]int{}, probes: map[models.SwitchID]int{}, writes: map[models.SwitchID]int{}}
+	st, cli, topo, sws := markedFabric(t)
 	settled := []models.FlowPin{testPin(1, 1), testPin(2, 2), testPin(3, 1), testPin(4, 2)}
 	first := &pinOverlay{pins: map[models.SwitchID][]models.FlowPin{"leaf1": settled, "leaf2": settled}}
 	a := startReplica(t, cli, "a", Config{Store: st, Driver: sws, Marks: st.Marks(128), ResyncInterval: time.Hour, Overlay: first})

@@ -133,6 +133,13 @@ func newTermMarks(store MarkStore, t *election.Term, deleted prometheus.Counter,
 	}
 }
 
+// count counts a first reconcile's result (see counted).
+func (tm *termMarks) count(result string) {
+	tm.mu.Lock()
+	defer tm.mu.Unlock()
+	tm.results[result]++
+}
+
 // counted is what the term's first reconciles did with the marks so far,
 // for a log line: result, count, result, count…
 func (tm *termMarks) counted() []any {
@@ -433,7 +440,8 @@ func (c *Controller) keepMarks(ctx context.Context, tm *termMarks) {
 
 // trusted is, for sw's first reconcile of a term, what the previous term
 // confirmed sw holds, where that can be known without reading its flow
-// pins; ok false means: read the switch in full.
+// pins; ok false means: read the switch in full. pins is the digest of
+// desired's flow pins (the reconcile keeps it for the switch's mark).
 //
 // The pins must be this term's (their digest the mark's). Then, if the
 // rest is this term's too (the plan's groups under the IDs the mark
@@ -442,7 +450,7 @@ func (c *Controller) keepMarks(ctx context.Context, tm *termMarks) {
 // congestion, which a new one starts without), the switch is read but
 // for its pins, and if that is what the mark says the switch had, the
 // pins are taken as the mark says and the rest as read.
-func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired models.ForwardingState) (_ models.ForwardingState, ok bool) {
+func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired models.ForwardingState, pins models.Digest) (_ models.ForwardingState, ok bool) {
 	tm := c.marks()
 	prober, canProbe := c.cfg.Driver.(Prober)
 	if tm == nil || !canProbe || tm.await(ctx) != nil {
@@ -450,9 +458,7 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 	}
 	result := func(r string) {
 		c.m.handover.WithLabelValues(r).Inc()
-		tm.mu.Lock()
-		tm.results[r]++
-		tm.mu.Unlock()
+		tm.count(r)
 	}
 	mark, ok, first := tm.take(sw)
 	if !ok {
@@ -460,10 +466,6 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 			result("unmarked")
 		}
 		return models.ForwardingState{}, false
-	}
-	var pins models.Digest
-	for _, p := range desired.FlowPins {
-		pins.AddPin(p)
 	}
 	held := desired.FlowPins // the pins sw holds, as the mark says
 	if pins.String() != mark.Pins {
@@ -473,9 +475,7 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 			c.log.Debug("a switch's flow pins are not those of its handover mark; reading it in full", "switch", sw, "pins", len(desired.FlowPins), "marked", mark.PinCount)
 			return models.ForwardingState{}, false
 		}
-		tm.mu.Lock()
-		tm.results["unsettled_read"]++
-		tm.mu.Unlock()
+		tm.count("unsettled_read")
 		c.m.handoverUnsettled.Inc()
 	}
 	rest := desired

@@ -286,10 +286,17 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		if c.cfg.Overlay != nil {
 			desired.FlowPins, pinGen = c.cfg.Overlay.PinsFor(sw)
 		}
+		pins = make(map[models.FlowKey]uint32, len(desired.FlowPins))
+		for _, p := range desired.FlowPins {
+			pins[p.Key] = p.Port
+		}
+		for key, port := range pins { // the pins kept (desired's, without duplicates)
+			pinDigest.AddPin(models.FlowPin{Key: key, Port: port})
+		}
 		actual := k.full()
 		if !cached {
 			var trusted bool
-			if actual, trusted = c.trusted(ctx, sw, desired); !trusted {
+			if actual, trusted = c.trusted(ctx, sw, desired, pinDigest); !trusted {
 				actual, err = c.cfg.Driver.Read(ctx, sw)
 				if err != nil {
 					record(api.SwitchStatus{LastError: err.Error()})
@@ -301,13 +308,6 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		desired, renames = adoptGroupIDs(desired, actual)
 		diff = models.Compute(desired, actual)
 		pinsBefore = len(actual.FlowPins)
-		pins = make(map[models.FlowKey]uint32, len(desired.FlowPins))
-		for _, p := range desired.FlowPins {
-			pins[p.Key] = p.Port
-		}
-		for key, port := range pins { // the pins kept (desired's, without duplicates)
-			pinDigest.AddPin(models.FlowPin{Key: key, Port: port})
-		}
 	}
 	entries := desired.Len() - len(desired.FlowPins) + len(pins)
 	remember := func() {

@@ -83,11 +83,11 @@ const (
 
 // termMarks is one term's view of the marks.
 type termMarks struct {
-	store   MarkStore
-	term    *election.Term
-	loaded  chan struct{}      // closed once the marks are loaded
-	deleted prometheus.Counter // marks removed
-	now     func() time.Time
+	store  MarkStore
+	term   *election.Term
+	loaded chan struct{}          // closed once the marks are loaded
+	ops    *prometheus.CounterVec // marks put and removed, by op
+	now    func() time.Time
 
 	mu sync.Mutex
 	// trust is what the previous terms left, for each switch's first
@@ -117,11 +117,11 @@ type unmark struct {
 	done chan error
 }
 
-func newTermMarks(store MarkStore, t *election.Term, deleted prometheus.Counter, now func() time.Time) *termMarks {
+func newTermMarks(store MarkStore, t *election.Term, ops *prometheus.CounterVec, now func() time.Time) *termMarks {
 	return &termMarks{
 		store:     store,
 		now:       now,
-		deleted:   deleted,
+		ops:       ops,
 		term:      t,
 		loaded:    make(chan struct{}),
 		marked:    map[models.SwitchID]bool{},
@@ -166,7 +166,7 @@ func (c *Controller) marks() *termMarks {
 func (c *Controller) setMarks(t *election.Term) *termMarks {
 	var tm *termMarks
 	if c.cfg.Marks != nil && t != nil {
-		tm = newTermMarks(c.cfg.Marks, t, c.m.marks.WithLabelValues("delete"), c.cfg.Now)
+		tm = newTermMarks(c.cfg.Marks, t, c.m.marks, c.cfg.Now)
 	}
 	c.marksMu.Lock()
 	c.termMarks = tm
@@ -328,7 +328,7 @@ func (tm *termMarks) commitUnmarks() {
 		}
 		err := tm.store.Commit(ctx, tm.term.Fence(), nil, sws)
 		if err == nil {
-			tm.deleted.Add(float64(len(sws)))
+			tm.ops.WithLabelValues("delete").Add(float64(len(sws)))
 		}
 		for _, u := range batch {
 			u.done <- err
@@ -375,6 +375,9 @@ func (tm *termMarks) mark(ctx context.Context, now time.Time, known func(models.
 	var err error
 	if len(put) > 0 || len(gone) > 0 {
 		err = tm.store.Commit(ctx, tm.term.Fence(), put, gone)
+	}
+	if err == nil && len(put) > 0 {
+		tm.ops.WithLabelValues("put").Add(float64(len(put)))
 	}
 	tm.mu.Lock()
 	for _, sw := range candidates {
@@ -428,12 +431,8 @@ func (c *Controller) keepMarks(ctx context.Context, tm *termMarks) {
 			}
 		}
 		inTopology := func(sw models.SwitchID) bool { _, err := st.snap.Switch(sw); return err == nil }
-		n, err := tm.mark(ctx, c.cfg.Now(), known, all, inTopology)
-		switch {
-		case err != nil && ctx.Err() == nil:
+		if _, err := tm.mark(ctx, c.cfg.Now(), known, all, inTopology); err != nil && ctx.Err() == nil {
 			c.log.Warn("cannot record the switches' handover marks; the next term reads them back", "err", err)
-		case n > 0:
-			c.m.marks.WithLabelValues("put").Add(float64(n))
 		}
 	}
 }

@@ -385,7 +385,7 @@ func leadingMarks(tb testing.TB) (*store.Store, *termMarks) {
 			tb.Fatal("not leading after a minute")
 		}
 	}
-	tm := newTermMarks(st.Marks(128), lead.Term(), prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), time.Now)
+	tm := newTermMarks(st.Marks(128), lead.Term(), prometheus.NewCounterVec(prometheus.CounterOpts{Name: "x"}, []string{"op"}), time.Now)
 	tm.trust = map[models.SwitchID]models.SwitchMark{}
 	close(tm.loaded)
 	return st, tm

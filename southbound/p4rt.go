@@ -461,15 +461,12 @@ func (d *P4RT) Probe(ctx context.Context, id models.SwitchID, all bool) (models.
 		// Foreign entries are known only from a full read.
 		return models.ForwardingState{}, fmt.Errorf("probe %s: %w (foreign entries are kept)", id, errors.ErrUnsupported)
 	}
-	if all {
-		return d.readTables(ctx, id, true, false)
-	}
-	return d.readTables(ctx, id, false, false)
+	return d.readTables(ctx, id, all, false)
 }
 
-// readTables reads accelnet's tables: routes and flow pins if asked,
-// groups and port MACs with the routes.
-func (d *P4RT) readTables(ctx context.Context, id models.SwitchID, routes, pins bool) (models.ForwardingState, error) {
+// readTables reads accelnet's selector members, punts and hash seed; with
+// rest its groups, port MACs and routes too; with pins its flow pins.
+func (d *P4RT) readTables(ctx context.Context, id models.SwitchID, rest, pins bool) (models.ForwardingState, error) {
 	c, err := d.conn(ctx, id)
 	if err != nil {
 		return models.ForwardingState{}, err
@@ -483,7 +480,7 @@ func (d *P4RT) readTables(ctx context.Context, id models.SwitchID, routes, pins 
 		table(p4.TablePunt),
 		{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableHashSeed), IsDefaultAction: true}}},
 	}}
-	if routes {
+	if rest {
 		req.Entities = append(req.Entities,
 			&p4v1.Entity{Entity: &p4v1.Entity_ActionProfileGroup{ActionProfileGroup: &p4v1.ActionProfileGroup{ActionProfileId: s.ProfileID(p4.ProfileECMP)}}},
 			table(p4.TablePortMACs), table(p4.TableIPv4LPM))

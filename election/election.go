@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
 	"sync"
 	"time"
 
@@ -80,7 +81,15 @@ type Leadership struct {
 	termID   prometheus.Gauge
 	stepDown chan string
 
+	// Watching the leader (alive.go): watchHeld is 1 while a request to
+	// it is held, goneEnded counts terms of gone leaders this replica
+	// ended.
+	watchBackoff time.Duration
+	watchHeld    prometheus.Gauge
+	goneEnded    prometheus.Counter
+
 	mu      sync.Mutex
+	watch   *http.Client // nil: leaders are not watched
 	term    *Term
 	leader  string // the leader's advertised URL, as observed
 	lastErr error  // why the last campaign failed
@@ -99,6 +108,15 @@ func NewLeadership(cli *clientv3.Client, self string, ttl time.Duration, log *sl
 	secs := max(1, int(math.Ceil(ttl.Seconds())))
 	l := &Leadership{
 		cli: cli, self: self, ttl: secs, log: log, changed: make(chan struct{}), stepDown: make(chan string, 1),
+		watchBackoff: time.Second,
+		watchHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "accelnet_leader_watch_held",
+			Help: "1 while this follower holds a request open to the leader's " + AlivePath + " (a leader whose process is gone is then replaced at once).",
+		}),
+		goneEnded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "accelnet_leader_gone_terms_ended_total",
+			Help: "Terms of a leader whose process was gone (its API refused connections) that this replica ended by revoking their lease.",
+		}),
 		leading: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "accelnet_leader",
 			Help: "1 while this replica leads (programs switches and decides admissions).",
@@ -113,7 +131,7 @@ func NewLeadership(cli *clientv3.Client, self string, ttl time.Duration, log *sl
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(l.leading, l.terms, l.termID)
+		reg.MustRegister(l.leading, l.terms, l.termID, l.watchHeld, l.goneEnded)
 	}
 	return l
 }
@@ -278,10 +296,30 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 	octx, stopObserving := context.WithCancel(ctx)
 	defer stopObserving()
 	go func() {
+		var watched int64 // the create revision of the term watched
+		stopWatching := func() {}
+		defer func() { stopWatching() }()
 		for resp := range e.Observe(octx) {
-			if len(resp.Kvs) > 0 {
-				l.setLeader(string(resp.Kvs[0].Value))
+			if len(resp.Kvs) == 0 {
+				continue
 			}
+			kv := resp.Kvs[0]
+			l.setLeader(string(kv.Value))
+			l.mu.Lock()
+			watch, self := l.watch != nil, l.self
+			l.mu.Unlock()
+			if kv.CreateRevision == watched {
+				continue
+			}
+			stopWatching()
+			stopWatching, watched = func() {}, kv.CreateRevision
+			if !watch || string(kv.Value) == self {
+				continue
+			}
+			wctx, cancel := context.WithCancel(octx)
+			done := make(chan struct{})
+			stopWatching = func() { cancel(); <-done }
+			go func() { defer close(done); l.watchLeader(wctx, kv) }()
 		}
 	}()
 

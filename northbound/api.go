@@ -16,6 +16,7 @@ import (
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/telemetry"
@@ -73,6 +74,10 @@ type Options struct {
 	// read-backs) to it, over ForwardTransport (nil: the default).
 	Leader           LeaderInfo
 	ForwardTransport http.RoundTripper
+	// Alive, if set, is served at election.AlivePath, without
+	// authentication: followers hold it open to the leader to see its
+	// process go (election.Leadership.AliveHandler).
+	Alive http.Handler
 }
 
 // New returns the API's HTTP handler.
@@ -119,6 +124,9 @@ func New(opts Options) http.Handler {
 	}
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", a.ready)
+	if opts.Alive != nil {
+		r.GET(election.AlivePath, gin.WrapH(opts.Alive))
+	}
 	if opts.Gatherer != nil {
 		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 	}

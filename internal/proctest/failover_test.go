@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -187,6 +189,24 @@ func (d *deployment) marked() (int, error) {
 	return len(marks), err
 }
 
+// metric is the value of an unlabelled metric on r's /metrics (NaN if
+// it cannot be read).
+func (d *deployment) metric(r *replica, name string) float64 {
+	resp, err := cmp.Or(d.setup.client, http.DefaultClient).Get(r.url() + "/metrics")
+	if err != nil {
+		return math.NaN()
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return math.NaN()
+	}
+	if v, ok := promValues(string(text), name)[name]; ok {
+		return v
+	}
+	return math.NaN()
+}
+
 // tenantToken makes a tenant and returns a token for it.
 func (d *deployment) tenantToken(via *replica, name string) string {
 	d.t.Helper()
@@ -270,14 +290,16 @@ func (d *deployment) installed(via *replica, token string, ids []string) error {
 	return nil
 }
 
-// TestKill9Failover: two `accelnet serve` processes (default 2 s lease) on a 3-member etcd
-// cluster and a fabricsim process. The leader is killed with SIGKILL: the
-// follower takes over once the lease expires, probes every switch (the
+// TestKill9Failover: two `accelnet serve` processes (a 30 s lease) on a
+// 3-member etcd cluster and a fabricsim process. The leader is killed with
+// SIGKILL: the follower, which held a request open to the leader's
+// /leaderz, sees its address refuse connections and ends its term at once
+// rather than when the lease expires; it probes every switch (the
 // leader left a handover mark for each) instead of reading it back,
 // writes nothing (they are correct), loses no acknowledged intent, and
 // admits new ones. The killed replica comes back as a follower.
 func TestKill9Failover(t *testing.T) {
-	d := deploy(t, "leafspine:2x2x2@100", 2)
+	d := deployWith(t, "leafspine:2x2x2@100", 2, setup{replicaArgs: []string{"--election-ttl", "30s"}})
 	lead, follow := d.leader()
 	tok := d.tenantToken(follow, "ml")
 	ids := d.createN(follow, tok, "before", 6)
@@ -296,10 +318,16 @@ func TestKill9Failover(t *testing.T) {
 		}
 		return nil
 	})
+	proctest.Wait(t, 20*time.Second, "the follower holds a request to the leader's /leaderz", func() error {
+		if v := d.metric(follow, "accelnet_leader_watch_held"); v != 1 {
+			return fmt.Errorf("accelnet_leader_watch_held %v", v)
+		}
+		return nil
+	})
 	writes := d.switchWrites()
 
 	lead.proc.Kill()
-	took := d.waitRole(follow, "leader", 20*time.Second)
+	took := d.waitRole(follow, "leader", 20*time.Second) // the lease has 30 s
 	proctest.Wait(t, 20*time.Second, "the new leader's takeover logged", func() error {
 		if !strings.Contains(follow.proc.Log(), "took over:") {
 			return errors.New("not yet")
@@ -309,7 +337,10 @@ func TestKill9Failover(t *testing.T) {
 	if !strings.Contains(follow.proc.Log(), "unmarked=0 pins_changed=0 probe_differs=0 probe_failed=0") {
 		t.Error("the new leader did not take the 4 switches as their handover marks say")
 	}
-	t.Logf("SIGKILL → the follower leads with every switch read back in %v (lease TTL 1s)", took.Round(time.Millisecond))
+	if n := d.metric(follow, "accelnet_leader_gone_terms_ended_total"); n != 1 {
+		t.Errorf("the new leader ended %v gone terms, want 1", n)
+	}
+	t.Logf("SIGKILL → the follower leads with every switch probed in %v (lease TTL 30s)", took.Round(time.Millisecond))
 	if !strings.Contains(follow.proc.Log(), "intents loaded, placed as followed") {
 		t.Error("the new leader placed its intents again instead of keeping the placement it made as a follower")
 	}

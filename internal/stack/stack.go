@@ -75,6 +75,11 @@ type Config struct {
 	// resigning, a follower takes over once it expires. Default 2s; etcd
 	// raises it to its minimum (see election.NewLeadership).
 	ElectionTTL time.Duration
+	// LeaseOnlyFailover turns off the watch followers keep on the leader
+	// (election.AlivePath): with it, a leader whose process is gone is
+	// replaced only when its lease expires, not as soon as its address
+	// refuses connections.
+	LeaseOnlyFailover bool
 	// CongestionInterval is how often measured link load biases WCMP
 	// weights away from hot links; 0: never.
 	CongestionInterval time.Duration
@@ -228,6 +233,9 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		opts.ElectionTTL = 2 * time.Second
 	}
 	s.Leadership = election.NewLeadership(s.Etcd, opts.AdvertiseURL, opts.ElectionTTL, s.log.With("component", "leader"), s.Registry)
+	if !opts.LeaseOnlyFailover {
+		s.Leadership.WatchLeader(opts.ForwardTransport)
+	}
 
 	if opts.Emulate {
 		s.Fabric, err = fabricsim.New(fabricsim.Options{
@@ -386,6 +394,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		Logger:    s.log.With("component", "api"),
 		Done:      s.stopAPI,
 		Leader:    s.Leadership,
+		Alive:     s.Leadership.AliveHandler(s.stopAPI),
 
 		HistoryInterval:  opts.HistoryInterval,
 		ForwardTransport: opts.ForwardTransport,

@@ -9,12 +9,14 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // A leader that dies without resigning (SIGKILL, an out-of-memory kill, a
@@ -113,10 +115,13 @@ var errNotLeading = errors.New("the replica at that address does not lead that t
 func (l *Leadership) watchLeader(ctx context.Context, kv *mvccpb.KeyValue) {
 	url, id := string(kv.Value), uint64(kv.CreateRevision)
 	held := false // a request to this term's leader was held at some time
+	first := sync.OnceFunc(func() {
+		l.log.Info("watching the leader: a request to its "+AlivePath+" is held", "leader", url, "election_id", id)
+	})
 	backoff, notYet, quick, refusals := l.watchBackoff, l.watchBackoff/10, 0, 0
 	for ctx.Err() == nil {
 		began, heldNow := time.Now(), false
-		err := l.holdLeader(ctx, url, id, func() { held, heldNow = true, true })
+		err := l.holdLeader(ctx, url, id, func() { held, heldNow = true, true; first() })
 		if ctx.Err() != nil {
 			return
 		}
@@ -227,4 +232,33 @@ func (l *Leadership) endGoneTerm(ctx context.Context, kv *mvccpb.KeyValue) bool 
 	l.log.Warn("the leader's process is gone (its API refuses connections): its term ended now rather than when its lease expires",
 		"election_id", id, "leader", url)
 	return true
+}
+
+// observe follows who leads (Observe on e) until ctx ends or Observe
+// gives up: it records the leader's URL and, when leaders are watched,
+// keeps one watchLeader running for the term observed (watched, its
+// create revision; stopWatching ends it).
+func (l *Leadership) observe(ctx context.Context, e *concurrency.Election, watched *int64, stopWatching *func()) {
+	for resp := range e.Observe(ctx) {
+		if len(resp.Kvs) == 0 {
+			continue
+		}
+		kv := resp.Kvs[0]
+		l.setLeader(string(kv.Value))
+		if kv.CreateRevision == *watched {
+			continue
+		}
+		(*stopWatching)()
+		*stopWatching, *watched = func() {}, kv.CreateRevision
+		l.mu.Lock()
+		watch, self := l.watch != nil, l.self
+		l.mu.Unlock()
+		if !watch || string(kv.Value) == self {
+			continue
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		*stopWatching = func() { cancel(); <-done }
+		go func() { defer close(done); l.watchLeader(wctx, kv) }()
+	}
 }

@@ -299,27 +299,14 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 		var watched int64 // the create revision of the term watched
 		stopWatching := func() {}
 		defer func() { stopWatching() }()
-		for resp := range e.Observe(octx) {
-			if len(resp.Kvs) == 0 {
-				continue
+		for octx.Err() == nil {
+			// Observe gives up when a read or its watch fails (an etcd
+			// member restarting, a compaction): observe again.
+			l.observe(octx, e, &watched, &stopWatching)
+			select {
+			case <-octx.Done():
+			case <-time.After(100 * time.Millisecond):
 			}
-			kv := resp.Kvs[0]
-			l.setLeader(string(kv.Value))
-			l.mu.Lock()
-			watch, self := l.watch != nil, l.self
-			l.mu.Unlock()
-			if kv.CreateRevision == watched {
-				continue
-			}
-			stopWatching()
-			stopWatching, watched = func() {}, kv.CreateRevision
-			if !watch || string(kv.Value) == self {
-				continue
-			}
-			wctx, cancel := context.WithCancel(octx)
-			done := make(chan struct{})
-			stopWatching = func() { cancel(); <-done }
-			go func() { defer close(done); l.watchLeader(wctx, kv) }()
 		}
 	}()
 

@@ -380,7 +380,9 @@ func TestKill9Failover(t *testing.T) {
 // ACCELNET_FAILOVER_SIM_ARGS fabricsim's (its counter interval at k=48);
 // ACCELNET_FAILOVER_PROFILES=DIR keeps CPU profiles of each new
 // leader's and of fabricsim's first 20 s after the kill, the new
-// leader's goroutines every 4 s of it, and the replicas' logs.
+// leader's goroutines every 4 s of it, an execution trace of its first
+// 8 s (go tool trace -pprof=sync FILE: where it waited), and the
+// replicas' logs.
 func BenchmarkFailover(b *testing.B) {
 	stored := envInt(b, "ACCELNET_FAILOVER_INTENTS", 0)
 	// A 1 s lease (the embedded etcd members' 500 ms election timeout
@@ -470,6 +472,11 @@ func BenchmarkFailover(b *testing.B) {
 					if err := operatorGet(follow.url(), d.token, "/debug/pprof/goroutine?debug=1", filepath.Join(profiles, fmt.Sprintf("takeover-%d-goroutines-%ds.txt", i+1, 4*n))); err != nil {
 						b.Logf("goroutines: %v", err)
 					}
+				}
+			})
+			profiled.Go(func() { // an execution trace of the new leader's first 8 s
+				if err := operatorGet(follow.url(), d.token, "/debug/pprof/trace?seconds=8", filepath.Join(profiles, fmt.Sprintf("takeover-%d.trace", i+1))); err != nil {
+					b.Logf("takeover trace: %v", err)
 				}
 			})
 			profiled.Go(func() { // fabricsim's, over the same 20 s

@@ -276,6 +276,9 @@ type Manager struct {
 	// since the last look.
 	awaitingOn map[models.SwitchID]map[string]bool
 	awaitNew   map[string]bool
+	// settleNext are awaiting intents a full batch left to the next one
+	// (ids that are no longer awaiting by then are skipped).
+	settleNext []string
 	touched    map[models.SwitchID]bool
 	retry      bool // capacity was freed: retry Pending and Degraded
 	loaded     bool
@@ -506,14 +509,17 @@ func (m *Manager) waitOn(id string, switches []models.SwitchID) {
 func (m *Manager) touch(sw models.SwitchID) { m.touched[sw] = true }
 
 // toSettle takes the awaiting intents to look at: those that started
-// waiting (fresh: not yet indexed by their switches), and those waiting
-// on a switch touched, since the last look.
+// waiting (fresh: not yet indexed by their switches), those waiting on a
+// switch touched since the last look, and those the last batch left
+// (settleNext).
 func (m *Manager) toSettle() (ids []string, fresh map[string]bool) {
 	fresh = m.awaitNew
 	for id := range fresh {
 		ids = append(ids, id)
 	}
 	m.awaitNew = map[string]bool{}
+	ids = append(ids, m.settleNext...)
+	m.settleNext = m.settleNext[:0]
 	for sw := range m.touched {
 		for id := range m.awaitingOn[sw] {
 			if !m.awaiting[id] {

@@ -118,7 +118,7 @@ func (l *Leadership) watchLeader(ctx context.Context, kv *mvccpb.KeyValue) {
 	first := sync.OnceFunc(func() {
 		l.log.Info("watching the leader: a request to its "+AlivePath+" is held", "leader", url, "election_id", id)
 	})
-	backoff, notYet, quick, refusals := l.watchBackoff, l.watchBackoff/10, 0, 0
+	backoff, notYet, quick, refusals, soon := l.watchBackoff, l.watchBackoff/10, 0, 0, 0
 	for ctx.Err() == nil {
 		began, heldNow := time.Now(), false
 		err := l.holdLeader(ctx, url, id, func() { held, heldNow = true, true; first() })
@@ -149,9 +149,15 @@ func (l *Leadership) watchLeader(ctx context.Context, kv *mvccpb.KeyValue) {
 			// it. (A stale observation ends with the next one.)
 			wait, notYet = notYet, min(2*notYet, 30*time.Second)
 		case heldNow && time.Since(began) >= time.Second:
-			quick, backoff = 0, l.watchBackoff // a held request ended: does its address still answer?
+			// A held request ended: does its address still answer? At
+			// once, and then every 50 ms for a second: a dying process's
+			// listener may still take a connection it never answers
+			// (closed a moment later), which is not yet a refusal.
+			quick, backoff, soon = 0, l.watchBackoff, 20
 		case heldNow && quick < 3:
-			quick++
+			quick, soon = quick+1, 20
+		case soon > 0:
+			wait, soon = 50*time.Millisecond, soon-1
 		default: // not reached, or ending as soon as held: a proxy, not the leader's process
 			wait, backoff = backoff, min(2*backoff, 30*time.Second)
 		}
@@ -213,7 +219,9 @@ func (l *Leadership) holdLeader(ctx context.Context, url string, id uint64, held
 // (false: etcd could not say, or the revoke failed).
 func (l *Leadership) endGoneTerm(ctx context.Context, kv *mvccpb.KeyValue) bool {
 	url, id := string(kv.Value), uint64(kv.CreateRevision)
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	// Not cut short by the revoke's own effect: the key's deletion is
+	// observed, and that ends ctx, maybe before the answer is read.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	resp, err := l.cli.Get(cctx, string(kv.Key))
 	if err != nil {

@@ -43,13 +43,17 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // connections), the follower revokes its lease and leads, long before the
 // lease would have expired.
 func TestFollowerEndsTheTermOfAGoneLeader(t *testing.T) {
-	t.Run("its address refuses", func(t *testing.T) { testGoneLeader(t, false) })
+	t.Run("its address refuses", func(t *testing.T) { testGoneLeader(t, "refuses") })
 	// A process restarted at once at the same address (systemd), which
 	// does not lead.
-	t.Run("another process answers", func(t *testing.T) { testGoneLeader(t, true) })
+	t.Run("another process answers", func(t *testing.T) { testGoneLeader(t, "restarted") })
+	// A dying process's listener takes a connection it never answers,
+	// then refuses: the follower asks again soon, not after its backoff
+	// (an hour here).
+	t.Run("its listener hangs first", func(t *testing.T) { testGoneLeader(t, "hangs") })
 }
 
-func testGoneLeader(t *testing.T, restarted bool) {
+func testGoneLeader(t *testing.T, how string) {
 	_, cli := storetest.Etcd(t)
 	cliA, err := store.Dial(cli.Endpoints())
 	if err != nil {
@@ -67,12 +71,22 @@ func testGoneLeader(t *testing.T, restarted bool) {
 	serving.Store(a)
 	endFirst := make(chan struct{}) // ends the first held request, as a server-side timeout would
 	killed := make(chan struct{})   // ends the requests held by the process that led
+	var hang atomic.Bool
+	var hung atomic.Int64
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hang.Load() {
+			hung.Add(1)
+			<-r.Context().Done()
+			return
+		}
 		done := killed
 		if requests.Add(1) == 1 {
 			done = endFirst
 		}
 		serving.Load().AliveHandler(done)(w, r)
+		if hang.Load() {
+			panic(http.ErrAbortHandler) // cut, as a killed process's connection is, not ended
+		}
 	})}
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Close()
@@ -89,6 +103,9 @@ func testGoneLeader(t *testing.T, restarted bool) {
 	}
 
 	b := NewLeadership(cli, "http://b", longTTL, nil, nil)
+	if how == "hangs" {
+		b.watchBackoff = time.Hour
+	}
 	b.WatchLeader(nil)
 	stopB := runLeadership(b)
 	defer stopB()
@@ -103,10 +120,16 @@ func testGoneLeader(t *testing.T, restarted bool) {
 	// "kill -9" a: its etcd client stops renewing; its address refuses,
 	// or a new process that does not lead answers there.
 	cliA.Close()
-	if restarted {
+	switch how {
+	case "restarted":
 		serving.Store(NewLeadership(cli, a.self, longTTL, nil, nil)) // not running: a follower
 		close(killed)
-	} else {
+	case "hangs":
+		hang.Store(true)
+		close(killed)
+		waitFor(t, "b's request after the held one hangs", func() bool { return hung.Load() > 0 })
+		srv.Close()
+	default:
 		srv.Close()
 	}
 	waitFor(t, "b leads", func() bool { return b.Term() != nil })

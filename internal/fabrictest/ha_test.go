@@ -11,6 +11,7 @@ import (
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/southbound/p4"
@@ -106,7 +107,14 @@ func TestFailover(t *testing.T) {
 // TestFollowerWithoutLeader: with no leader reachable, a follower answers
 // writes 503 with Retry-After and a reason, and still serves reads.
 func TestFollowerWithoutLeader(t *testing.T) {
-	_, a, b := twoReplicas(t, fabrictest.LeafSpine(1, 2, 1))
+	f := fabrictest.StartFabric(t, fabrictest.LeafSpine(1, 2, 1))
+	a := fabrictest.NewServe(t, f.Topology())
+	converged(t, a)
+	// A follower that does not watch the leader: one that does would end
+	// the term of a leader whose address refuses, and lead itself
+	// (TestFollowerEndsTheTermOfAGoneLeader in election).
+	b := fabrictest.JoinWith(t, a, func(o *stack.Config) { o.LeaseOnlyFailover = true })
+	converged(t, b)
 	tok := tenant(t, a, "ml", 0, 0)
 	// The leader's API goes away but it keeps its term: forwarding fails.
 	a.API.Close()

@@ -78,10 +78,19 @@ func NewServeWith(t testing.TB, topo models.Topology, tune func(*stack.Config)) 
 // for leadership. It stops in t.Cleanup, or with Stop or Crash.
 func Join(t testing.TB, h *Harness) *Harness {
 	t.Helper()
+	return JoinWith(t, h, nil)
+}
+
+// JoinWith is Join with the new replica's options adjusted by tune.
+func JoinWith(t testing.TB, h *Harness, tune func(*stack.Config)) *Harness {
+	t.Helper()
 	r := start(t, models.Topology{}, false, func(o *stack.Config) {
 		o.Topology = nil
 		o.EtcdDir = ""
 		o.EtcdEndpoints = h.Etcd.Endpoints()
+		if tune != nil {
+			tune(o)
+		}
 	})
 	r.OperatorToken = h.OperatorToken // issued once, by the first
 	return r
@@ -91,7 +100,7 @@ func Join(t testing.TB, h *Harness) *Harness {
 // replica leads at once.
 func (h *Harness) Stop() {
 	h.once.Do(func() {
-		h.API.Close()
+		h.closeAPI()
 		h.cancel()
 		if err := <-h.done; err != nil {
 			h.t.Errorf("stack run: %v", err)
@@ -105,7 +114,7 @@ func (h *Harness) Stop() {
 // expires on its own; its switch connections drop; nothing resigns.
 func (h *Harness) Crash() {
 	h.once.Do(func() {
-		h.API.Close()
+		h.closeAPI()
 		h.Etcd.Close()
 		h.Driver.Close()
 		h.cancel()
@@ -159,6 +168,15 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Co
 		h.Stop()
 	})
 	return h
+}
+
+// closeAPI ends the replica's API as a process's exit does: nothing
+// listens, and open requests are cut (Close alone would wait for them,
+// and a follower holds /leaderz open for as long as the term lasts).
+func (h *Harness) closeAPI() {
+	h.API.Listener.Close()
+	h.API.CloseClientConnections()
+	h.API.Close()
 }
 
 // StartFabric runs fabricsim for topo on loopback, on its own (no etcd, no

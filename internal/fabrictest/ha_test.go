@@ -31,7 +31,8 @@ func twoReplicas(t *testing.T, topo models.Topology) (*fabricsim.Fabric, *fabric
 
 // TestFailover: two replicas on one etcd. The follower serves reads from
 // etcd and forwards writes to the leader. When the leader dies without
-// resigning, the follower takes over once the lease expires, with a
+// resigning, the follower takes over (its watch of the leader sees the
+// leader's API gone, or the lease expires), with a
 // higher election ID; it reads every switch back and writes nothing (they
 // are correct), loses no acknowledged intent, and admits new ones. A
 // replica that is stopped cleanly resigns and hands over at once.

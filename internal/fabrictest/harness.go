@@ -110,8 +110,10 @@ func (h *Harness) Stop() {
 }
 
 // Crash ends the replica as kill -9 would, as far as the others can
-// tell: its etcd connection goes first, so its lease is not revoked and
-// expires on its own; its switch connections drop; nothing resigns.
+// tell: its API stops listening and cuts its open requests, its etcd
+// connection goes, so it revokes nothing (a follower that watches it
+// ends its term; otherwise its lease expires); its switch connections
+// drop; nothing resigns.
 func (h *Harness) Crash() {
 	h.once.Do(func() {
 		h.closeAPI()

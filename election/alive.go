@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -50,13 +51,13 @@ func (l *Leadership) AliveHandler(done <-chan struct{}) http.HandlerFunc {
 		t := l.Term()
 		want := r.URL.Query().Get("election_id")
 		if t == nil || (want != "" && want != strconv.FormatUint(t.ID, 10)) {
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusConflict)
 			msg := "this replica does not lead"
 			if want != "" {
 				msg += " term " + want
 			}
-			_ = json.NewEncoder(w).Encode(map[string]any{"status": http.StatusConflict, "title": http.StatusText(http.StatusConflict), "detail": msg})
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusConflict)
+			_ = json.NewEncoder(w).Encode(api.Problem{Type: "about:blank", Title: http.StatusText(http.StatusConflict), Status: http.StatusConflict, Detail: msg})
 			return
 		}
 		// The request lasts the term: lift the server's deadlines.
@@ -242,22 +243,35 @@ func (l *Leadership) endGoneTerm(ctx context.Context, kv *mvccpb.KeyValue) bool 
 	return true
 }
 
+// termWatch is the watchLeader running for the term observed last (rev,
+// its create revision), kept across Observe's restarts.
+type termWatch struct {
+	rev  int64
+	stop func() // ends the watcher and waits for it; nil if none runs
+}
+
+func (w *termWatch) end() {
+	if w.stop != nil {
+		w.stop()
+		w.stop = nil
+	}
+}
+
 // observe follows who leads (Observe on e) until ctx ends or Observe
 // gives up: it records the leader's URL and, when leaders are watched,
-// keeps one watchLeader running for the term observed (watched, its
-// create revision; stopWatching ends it).
-func (l *Leadership) observe(ctx context.Context, e *concurrency.Election, watched *int64, stopWatching *func()) {
+// keeps w's watcher on the term observed.
+func (l *Leadership) observe(ctx context.Context, e *concurrency.Election, w *termWatch) {
 	for resp := range e.Observe(ctx) {
 		if len(resp.Kvs) == 0 {
 			continue
 		}
 		kv := resp.Kvs[0]
 		l.setLeader(string(kv.Value))
-		if kv.CreateRevision == *watched {
+		if kv.CreateRevision == w.rev {
 			continue
 		}
-		(*stopWatching)()
-		*stopWatching, *watched = func() {}, kv.CreateRevision
+		w.end()
+		w.rev = kv.CreateRevision
 		l.mu.Lock()
 		watch, self := l.watch != nil, l.self
 		l.mu.Unlock()
@@ -266,7 +280,7 @@ func (l *Leadership) observe(ctx context.Context, e *concurrency.Election, watch
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
-		*stopWatching = func() { cancel(); <-done }
+		w.stop = func() { cancel(); <-done }
 		go func() { defer close(done); l.watchLeader(wctx, kv) }()
 	}
 }

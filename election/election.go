@@ -296,13 +296,12 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 	octx, stopObserving := context.WithCancel(ctx)
 	defer stopObserving()
 	go func() {
-		var watched int64 // the create revision of the term watched
-		stopWatching := func() {}
-		defer func() { stopWatching() }()
+		var w termWatch
+		defer w.end()
 		for octx.Err() == nil {
 			// Observe gives up when a read or its watch fails (an etcd
 			// member restarting, a compaction): observe again.
-			l.observe(octx, e, &watched, &stopWatching)
+			l.observe(octx, e, &w)
 			select {
 			case <-octx.Done():
 			case <-time.After(100 * time.Millisecond):

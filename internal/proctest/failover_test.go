@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net/http"
 	"os"
@@ -192,17 +191,10 @@ func (d *deployment) marked() (int, error) {
 // metric is the value of an unlabelled metric on r's /metrics (NaN if
 // it cannot be read).
 func (d *deployment) metric(r *replica, name string) float64 {
-	resp, err := cmp.Or(d.setup.client, http.DefaultClient).Get(r.url() + "/metrics")
-	if err != nil {
-		return math.NaN()
-	}
-	defer resp.Body.Close()
-	text, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return math.NaN()
-	}
-	if v, ok := promValues(string(text), name)[name]; ok {
-		return v
+	if v, err := scrape(d.setup.client, r.url(), name); err == nil {
+		if x, ok := v[name]; ok {
+			return x
+		}
 	}
 	return math.NaN()
 }

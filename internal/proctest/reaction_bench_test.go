@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -253,12 +252,8 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		// What each process holds after the failures.
 		accRSS, accPeak := rss(b, r.proc.Pid())
 		simRSS, simPeak := rss(b, d.sim.Pid())
-		var goroutines float64
-		if resp, err := http.Get(r.url() + "/metrics"); err == nil {
-			text, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			goroutines = promValues(string(text), "go_goroutines")["go_goroutines"]
-		}
+		v, _ := scrape(nil, r.url(), "go_goroutines")
+		goroutines := v["go_goroutines"]
 		fmt.Printf("accelnet: RSS %d MiB (peak %d), %.0f goroutines; fabricsim: RSS %d MiB (peak %d)\n",
 			accRSS>>20, accPeak>>20, goroutines, simRSS>>20, simPeak>>20)
 	}

@@ -2,6 +2,7 @@ package proctest_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -181,16 +182,11 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 
 	// The steady state: nothing changes, counters stream in.
 	metrics := func() map[string]float64 {
-		resp, err := http.Get("http://" + addr + "/metrics")
+		v, err := scrape(nil, "http://"+addr, "accelnet_telemetry_samples_total", "process_cpu_seconds_total", "go_memstats_heap_inuse_bytes")
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer resp.Body.Close()
-		text, err := io.ReadAll(resp.Body)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return promValues(string(text), "accelnet_telemetry_samples_total", "process_cpu_seconds_total", "go_memstats_heap_inuse_bytes")
+		return v
 	}
 	before, simCPU0, w0 := metrics(), cpuSeconds(b, sim.Pid()), time.Now()
 	if profiles != "" {
@@ -444,6 +440,21 @@ func admitMany(b *testing.B, api, operator string, hosts []models.Host, n int) (
 		b.Fatalf("%d of %d admissions failed", f, n)
 	}
 	return admitting, all
+}
+
+// scrape reads the unlabelled samples names from the /metrics of the
+// server at base, over client (nil: http.DefaultClient).
+func scrape(client *http.Client, base string, names ...string) (map[string]float64, error) {
+	resp, err := cmp.Or(client, http.DefaultClient).Get(base + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return promValues(string(text), names...), nil
 }
 
 // promValues picks unlabelled samples out of a Prometheus text exposition.

@@ -221,8 +221,11 @@ func (l *Leadership) holdLeader(ctx context.Context, url string, id uint64, held
 func (l *Leadership) endGoneTerm(ctx context.Context, kv *mvccpb.KeyValue) bool {
 	url, id := string(kv.Value), uint64(kv.CreateRevision)
 	// Not cut short by the revoke's own effect: the key's deletion is
-	// observed, and that ends ctx, maybe before the answer is read.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	// observed, and that ends ctx, maybe before the answer is read. And
+	// not by a busy etcd: a revoke that timed out may still be applied,
+	// and the next look would find the term over without having counted
+	// it (seen under -race beside CPU burners with 2 s).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	resp, err := l.cli.Get(cctx, string(kv.Key))
 	if err != nil {

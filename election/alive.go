@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/accelnet/accelnet/api"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,7 +56,9 @@ func (l *Leadership) AliveHandler(done <-chan struct{}) http.HandlerFunc {
 			}
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.WriteHeader(http.StatusConflict)
-			_ = json.NewEncoder(w).Encode(api.Problem{Type: "about:blank", Title: http.StatusText(http.StatusConflict), Status: http.StatusConflict, Detail: msg})
+			// The API's problem shape (api.Problem; election sits below
+			// api, see internal/layout).
+			_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": http.StatusText(http.StatusConflict), "status": http.StatusConflict, "detail": msg})
 			return
 		}
 		// The request lasts the term: lift the server's deadlines.

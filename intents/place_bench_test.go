@@ -21,10 +21,53 @@ import (
 //
 //	ACCELNET_PLACE_INTENTS=100000 go test ./intents -run '^$' -bench PlaceLoaded -benchtime 5x
 func BenchmarkPlaceLoaded(b *testing.B) {
-	n := 20000
-	if v, err := strconv.Atoi(os.Getenv("ACCELNET_PLACE_INTENTS")); err == nil && v > 0 {
-		n = v
+	n := benchIntents(b, 20000)
+	snap, auth, stored := storedIntents(b, n)
+	// A follower's placing of its copy (placeFollowed), or a term's of
+	// what it loaded (replan).
+	followed := os.Getenv("ACCELNET_PLACE_FOLLOWED") != ""
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		m, err := New(Config{Store: &store.Store{}, Auth: auth})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, in := range stored {
+			m.all[in.ID] = newStoredEntry(in)
+		}
+		m.loaded, m.mirrored = !followed, followed
+		m.SetFabric(snap, nil)
+		b.StartTimer()
+		if followed {
+			m.placeFollowed(b.Context())
+		} else {
+			m.mu.Lock()
+			m.replanIfDue(m.scratch())
+			m.mu.Unlock()
+		}
+		b.StopTimer()
+		if got := len(m.flowOwner); got != n {
+			b.Fatalf("%d of %d intents' flows placed", got, n)
+		}
+		b.StartTimer()
 	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/intent")
+}
+
+// benchIntents is ACCELNET_PLACE_INTENTS, or def.
+func benchIntents(b *testing.B, def int) int {
+	if v, err := strconv.Atoi(os.Getenv("ACCELNET_PLACE_INTENTS")); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// storedIntents admits n small intents over a k=16 fat-tree, spread over
+// 64 tenants and every host pair in turn, and returns them as a term
+// would load them from etcd (Installed, revisions stamped).
+func storedIntents(b testing.TB, n int) (*topology.Snapshot, tenantList, []models.Intent) {
+	b.Helper()
 	topo, err := topology.Load("fattree:16@100")
 	if err != nil {
 		b.Fatal(err)
@@ -59,34 +102,62 @@ func BenchmarkPlaceLoaded(b *testing.B) {
 		in.Revision = int64(i + 2)
 		stored = append(stored, in)
 	}
-	// A follower's placing of its copy (placeFollowed), or a term's of
-	// what it loaded (replan).
-	followed := os.Getenv("ACCELNET_PLACE_FOLLOWED") != ""
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		m, err := New(Config{Store: &store.Store{}, Auth: auth})
-		if err != nil {
-			b.Fatal(err)
+	return snap, auth, stored
+}
+
+// BenchmarkHousekeep measures what the intents loop does under its lock
+// once a second (tick) and every AdaptInterval (adapt) with n intents
+// Installed and settled: nothing to settle or fail, links measured at 50%
+// but those of one leaf at 95% (adapt looks for intents to move off its
+// uplinks).
+//
+//	ACCELNET_PLACE_INTENTS=100000 go test ./intents -run '^$' -bench Housekeep -benchtime 20x
+func BenchmarkHousekeep(b *testing.B) {
+	n := benchIntents(b, 20000)
+	snap, auth, stored := storedIntents(b, n)
+	hot := snap.Switches()[len(snap.Switches())-1].Name
+	m := settledManager(b, snap, auth, stored, func(e models.Endpoint) (float64, bool) {
+		if e.Switch == hot {
+			return 0.95, true
 		}
-		for _, in := range stored {
-			m.all[in.ID] = newStoredEntry(in)
-		}
-		m.loaded, m.mirrored = !followed, followed
-		m.SetFabric(snap, nil)
-		b.StartTimer()
-		if followed {
-			m.placeFollowed(b.Context())
-		} else {
-			m.mu.Lock()
-			m.replanIfDue(m.scratch())
-			m.mu.Unlock()
-		}
-		b.StopTimer()
-		if got := len(m.flowOwner); got != n {
-			b.Fatalf("%d of %d intents' flows placed", got, n)
-		}
-		b.StartTimer()
+		return 0.5, true
+	})
+	for _, name := range []string{"tick", "adapt"} {
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				m.mu.Lock()
+				m.adaptDue = name == "adapt"
+				m.housekeep(m.scratch(), name == "tick")
+				m.mu.Unlock()
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/op")
+		})
 	}
-	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/float64(n), "µs/intent")
+}
+
+// settledManager is a leader's manager that loaded stored and placed it,
+// every switch read back and every intent settled, its links measured by
+// util.
+func settledManager(t testing.TB, snap *topology.Snapshot, auth tenantList, stored []models.Intent, util func(models.Endpoint) (float64, bool)) *Manager {
+	t.Helper()
+	m, err := New(Config{Store: &store.Store{}, Auth: auth, Utilization: util})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range stored {
+		m.all[in.ID] = newStoredEntry(in)
+	}
+	m.loaded = true
+	m.SetFabric(snap, nil)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.replanIfDue(m.scratch())
+	for _, sw := range snap.Switches() {
+		m.synced[sw.Name] = 1 << 62
+	}
+	m.housekeep(m.scratch(), false) // settles the placed intents
+	if len(m.awaiting) != 0 {
+		t.Fatalf("%d intents still awaiting", len(m.awaiting))
+	}
+	return m
 }

@@ -319,9 +319,10 @@ func measureIntents(b *testing.B, api, dataDir, topoFile string, n int, restart 
 		b.Fatal(err)
 	}
 	hosts := topo.Hosts
-	// ACCELNET_SCALE_PROFILES=DIR keeps a CPU profile of 20 s of admission,
-	// a heap profile with the intents loaded, and a CPU profile of the
-	// restart's first 30 s.
+	// ACCELNET_SCALE_PROFILES=DIR keeps a CPU profile of 20 s of admission
+	// and an execution trace of its first 8 s (go tool trace -pprof=sync
+	// says what requests waited on), a heap profile with the intents
+	// loaded, and a CPU profile of the restart's first 30 s.
 	profiles := os.Getenv("ACCELNET_SCALE_PROFILES")
 	profile := func(path, file string) error {
 		return operatorGet(api, operator, path, filepath.Join(profiles, file))
@@ -330,6 +331,11 @@ func measureIntents(b *testing.B, api, dataDir, topoFile string, n int, restart 
 		go func() {
 			if err := profile("/debug/pprof/profile?seconds=20", "admission.cpu"); err != nil {
 				b.Logf("admission profile: %v", err)
+			}
+		}()
+		go func() {
+			if err := profile("/debug/pprof/trace?seconds=8", "admission.trace"); err != nil {
+				b.Logf("admission trace: %v", err)
 			}
 		}()
 	}

@@ -407,6 +407,13 @@ func (m *Manager) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoi
 // pin reserves e's flows on paths, installs their pins, and records the
 // paths in its status.
 func (m *Manager) pin(b *batch, e *entry, paths [][]models.Endpoint) {
+	m.pinPaths(b, e, paths)
+	m.await(e.in.ID)
+}
+
+// pinPaths is pin without the wait for a read-back: for an intent
+// placed as stored that was Installed already (placeStored).
+func (m *Manager) pinPaths(b *batch, e *entry, paths [][]models.Endpoint) {
 	m.gen++
 	e.gen, e.pinned = m.gen, true
 	e.in.Status.Flows = make([]models.FlowStatus, len(e.flows))
@@ -436,7 +443,6 @@ func (m *Manager) pin(b *batch, e *entry, paths [][]models.Endpoint) {
 		}
 	}
 	e.in.Status.ReservedGbps = reserved
-	m.await(e.in.ID)
 	b.undo = append(b.undo, func() { m.unpinNow(e) })
 }
 

@@ -213,3 +213,55 @@ func TestFollowerReadyOnceListed(t *testing.T) {
 		t.Fatalf("copy listed, yet: %v", err)
 	}
 }
+
+// TestLoadedInstalledIntentsDoNotWait: a term (or a restart) places the
+// stored intents again. Those Installed already do not wait for a
+// read-back (nothing about them would change when it came, and at
+// 100,000 intents the waiting was most of a new term's work under the
+// manager's lock); Admitted ones wait to become Installed, Deleted ones
+// to be removed. Every one's pins are on its switches either way.
+func TestLoadedInstalledIntentsDoNotWait(t *testing.T) {
+	snap, auth, stored := storedIntents(t, 40)
+	stored[3].Status.State = models.StateAdmitted
+	stored[7].Status.State = models.StateDeleted
+	m, err := New(Config{Store: &store.Store{}, Auth: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range stored {
+		m.all[in.ID] = newStoredEntry(in)
+	}
+	m.loaded = true
+	m.SetFabric(snap, nil)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.replanIfDue(m.scratch())
+	m.housekeep(m.scratch(), false)
+	want := map[string]bool{stored[3].ID: true, stored[7].ID: true}
+	if !maps.Equal(m.awaiting, want) {
+		t.Fatalf("awaiting a read-back after the load: %v, want only the Admitted and the Deleted intent %v", m.awaiting, want)
+	}
+	for i, in := range stored {
+		if i == 7 {
+			continue
+		}
+		for _, f := range in.Status.Flows {
+			for _, hop := range f.Path {
+				if _, ok := m.pins[hop.Switch][m.all[in.ID].flows[0].key]; !ok {
+					t.Fatalf("%s (%s): no pin on %s", in.ID, in.Status.State, hop.Switch)
+				}
+			}
+		}
+	}
+	for _, sw := range snap.Switches() {
+		m.synced[sw.Name] = m.gen
+		m.touch(sw.Name)
+	}
+	m.housekeep(m.scratch(), false)
+	if got := m.all[stored[3].ID].in.Status.State; got != models.StateInstalled {
+		t.Errorf("the Admitted intent is %s after its switches were read back", got)
+	}
+	if m.all[stored[7].ID] != nil || len(m.awaiting) != 0 {
+		t.Errorf("after the read-back: the Deleted intent still there (%v), %d awaiting", m.all[stored[7].ID] != nil, len(m.awaiting))
+	}
+}

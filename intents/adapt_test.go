@@ -76,3 +76,78 @@ func TestHotIntentsAreTheIntentsOnHotLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptLooksAtEveryHotIntentInTurn: a round looks for a cooler path
+// for at most adaptMaxTries hot intents, those not looked at lately
+// first, so with more than that hot (here every link, so none can move)
+// each is looked at within a few rounds, and a round's work stays
+// bounded.
+func TestAdaptLooksAtEveryHotIntentInTurn(t *testing.T) {
+	snap, auth, stored := storedIntents(t, 4096)
+	m := settledManager(t, snap, auth, stored, func(models.Endpoint) (float64, bool) { return 0.95, true })
+	observed := map[string]float64{}
+	for _, in := range stored {
+		observed[in.ID] = 0 // measured idle: each may be looked at
+	}
+	m.obsMu.Lock()
+	m.observed = observed
+	m.obsMu.Unlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	hot := len(m.hotIntents(func(models.Endpoint) float64 { return 0.95 })) // those crossing a fabric link
+	if hot <= 2*adaptMaxTries {
+		t.Fatalf("%d hot intents: the fixture needs more than %d", hot, 2*adaptMaxTries)
+	}
+	looked := map[string]bool{}
+	for round := 1; len(looked) < hot; round++ {
+		m.adaptDue = true
+		m.housekeep(m.scratch(), false)
+		this := 0
+		for id, at := range m.tried {
+			if at == m.round {
+				this++
+				if looked[id] {
+					t.Fatalf("round %d looked at %s again before every other hot intent", round, id)
+				}
+				looked[id] = true
+			}
+		}
+		if want := min(adaptMaxTries, hot-(round-1)*adaptMaxTries); this != want {
+			t.Fatalf("round %d looked at %d hot intents, want %d", round, this, want)
+		}
+	}
+	if m.adaptMoves != 0 {
+		t.Fatalf("%d intents moved: every link is hot, none can", m.adaptMoves)
+	}
+}
+
+// TestPinnedLoadIsWhatSendingIntentsSend: the load pinned flows put on
+// each port is the measured rate of the intents sending (shared over
+// their flows) along their paths; idle intents and rates of intents no
+// longer there add nothing.
+func TestPinnedLoadIsWhatSendingIntentsSend(t *testing.T) {
+	snap, auth, stored := storedIntents(t, 200)
+	m := settledManager(t, snap, auth, stored, func(models.Endpoint) (float64, bool) { return 0.5, true })
+	sending := stored[7] // from its leaf's last host to the next leaf's first: across the fabric
+	m.obsMu.Lock()
+	m.observed = map[string]float64{sending.ID: 2, stored[15].ID: 0, "gone": 5}
+	m.obsMu.Unlock()
+	got := m.PinnedLoad()
+	want := map[models.Endpoint]float64{}
+	for _, hop := range sending.Status.Flows[0].Path {
+		want[hop] = 2
+	}
+	if len(want) < 2 {
+		t.Fatalf("the sending intent's path %v stays on its leaf: pick another", sending.Status.Flows[0].Path)
+	}
+	for e, g := range got {
+		if g != want[e] {
+			t.Errorf("pinned load on %s: %.1f Gb/s, want %.1f", e, g, want[e])
+		}
+	}
+	for e, g := range want {
+		if got[e] != g {
+			t.Errorf("pinned load on %s: %.1f Gb/s, want %.1f", e, got[e], g)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package intents
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -565,6 +566,13 @@ const (
 	adaptMargin     = 0.1
 	adaptMaxMoves   = 4
 	adaptHoldRounds = 3
+	// adaptMaxTries bounds how many hot intents a round looks for a
+	// cooler path for (about 90 µs each at k=16): a leaf whose uplinks
+	// are all hot has hundreds that cannot move, and looking at them all
+	// held the loop's lock 75 ms a round at 100,000 intents
+	// (BenchmarkHousekeep). Those looked at longest ago go first, so
+	// every one is looked at in turn.
+	adaptMaxTries = 256
 )
 
 // AdaptRounds is how many times installed intents were checked against
@@ -614,9 +622,30 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 		return u
 	}
 	hots := m.hotIntents(util)
-	moves := 0
+	// Those looked at longest ago first (never: first of all), each
+	// part hottest first (a stable sort keeps hotIntents' order); an
+	// intent no longer hot is forgotten.
+	still := make(map[string]int, len(hots))
 	for _, h := range hots {
-		if moves == adaptMaxMoves || b.full() {
+		if at, ok := m.tried[h.e.in.ID]; ok {
+			still[h.e.in.ID] = at
+		}
+	}
+	m.tried = still
+	slices.SortStableFunc(hots, func(x, y hot) int {
+		ax, tx := m.tried[x.e.in.ID]
+		ay, ty := m.tried[y.e.in.ID]
+		if !tx {
+			ax = -1
+		}
+		if !ty {
+			ay = -1
+		}
+		return cmp.Compare(ax, ay)
+	})
+	moves, tries := 0, 0
+	for _, h := range hots {
+		if moves == adaptMaxMoves || tries == adaptMaxTries || b.full() {
 			break
 		}
 		e := h.e
@@ -637,6 +666,8 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 			// measured idle moves: its room is what it will need.
 			continue
 		}
+		tries++
+		m.tried[e.in.ID] = m.round
 		perFlow := observed / float64(max(len(e.flows), 1))
 		flows, status := e.flows, e.in.Status.Flows
 		m.unpinNow(e)

@@ -284,7 +284,10 @@ type Manager struct {
 	loaded     bool
 	// moved is when each intent last moved, by either mover (hold-down,
 	// see movedLately); round counts adapt rounds.
-	moved    map[string]movedAt
+	moved map[string]movedAt
+	// tried is the adapt round each hot intent was last looked at for
+	// a cooler path (adaptMaxTries).
+	tried    map[string]int
 	round    int
 	adaptDue bool
 	// needReload is set when a commit failed without saying whether it
@@ -393,7 +396,7 @@ func New(cfg Config) (*Manager, error) {
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
 		observed: map[string]float64{}, failures: map[models.SwitchID]string{},
 		refused: map[models.SwitchID]refusal{}, room: map[models.SwitchID]learnedRoom{},
-		moved: map[string]movedAt{}, finished: map[models.TenantName][]string{},
+		moved: map[string]movedAt{}, tried: map[string]int{}, finished: map[models.TenantName][]string{},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
 	if cfg.Registerer != nil {

@@ -106,7 +106,9 @@ func storedIntents(b testing.TB, n int) (*topology.Snapshot, tenantList, []model
 }
 
 // BenchmarkHousekeep measures what the intents loop does under its lock
-// once a second (tick) and every AdaptInterval (adapt) with n intents
+// once a second (tick) and every AdaptInterval (adapt), and what the
+// controller's PinnedLoad holds its read lock for each telemetry
+// interval (pinned-load), with n intents
 // Installed and settled: nothing to settle or fail, links measured at 50%
 // but those of one leaf at 95% (adapt looks for intents to move off its
 // uplinks).
@@ -121,6 +123,25 @@ func BenchmarkHousekeep(b *testing.B) {
 			return 0.95, true
 		}
 		return 0.5, true
+	})
+	// One intent in ten measured sending (PinnedLoad adds their rates
+	// along their paths for the controller's WCMP weights).
+	observed := map[string]float64{}
+	for i, in := range stored {
+		if i%10 == 0 {
+			observed[in.ID] = 0.5
+		} else {
+			observed[in.ID] = 0
+		}
+	}
+	m.obsMu.Lock()
+	m.observed = observed
+	m.obsMu.Unlock()
+	b.Run("pinned-load", func(b *testing.B) {
+		for range b.N {
+			m.PinnedLoad()
+		}
+		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/op")
 	})
 	for _, name := range []string{"tick", "adapt"} {
 		b.Run(name, func(b *testing.B) {

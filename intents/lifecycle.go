@@ -758,7 +758,7 @@ func (m *Manager) hotIntents(util func(models.Endpoint) float64) []hot {
 	var ports []models.Endpoint
 	for l := range m.snap.AllFabricLinks() {
 		for _, e := range [2]models.Endpoint{l.A, l.B} {
-			if util(e) >= adaptHot {
+			if len(m.pins[e.Switch]) > 0 && util(e) >= adaptHot { // no pins: no intent to move
 				ports = append(ports, e)
 			}
 		}

@@ -324,6 +324,7 @@ func New(cfg Config) (*Controller, error) {
 	c.config.skip = c.configUnmanaged
 	c.config.after = c.recordConfig
 	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
+	c.config.await, c.sampling.await = c.awaitSweep, c.awaitSweep
 	c.urgency = newUrgency(func(held bool) {
 		for _, r := range c.reconcilers() {
 			r.queue.HoldBackground(held)
@@ -449,6 +450,9 @@ func (c *Controller) takeOver(ctx context.Context, t *election.Term) {
 		}
 		if sctx.Err() == nil && c.TriedAll() {
 			endSweep()
+			if tm := c.marks(); tm != nil && tm.term == t {
+				tm.sweepOver()
+			}
 		}
 		if c.Ready() == nil && c.cfg.Leadership.Term() == t {
 			var handover []any

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -182,11 +183,19 @@ func TestNewTermTakesSwitchesAsMarked(t *testing.T) {
 // its switches (markedSwitches, empty).
 func markedFabric(t *testing.T) (*store.Store, *clientv3.Client, models.Topology, *markedSwitches) {
 	t.Helper()
+	return markedFabricWith(t, func(*models.Topology) {})
+}
+
+// markedFabricWith is markedFabric with its topology changed by edit
+// before it is stored.
+func markedFabricWith(t *testing.T, edit func(*models.Topology)) (*store.Store, *clientv3.Client, models.Topology, *markedSwitches) {
+	t.Helper()
 	st, cli := storetest.Etcd(t)
 	topo, err := topology.LeafSpine(2, 4, 1, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
+	edit(&topo)
 	if _, err := st.PutTopology(t.Context(), topo, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -543,5 +552,148 @@ func TestTermStartsTheResyncOver(t *testing.T) {
 		if believed() {
 			t.Fatal("no resync a whole interval after the term began")
 		}
+	})
+}
+
+// configCounter is switches' interface configuration in memory, counting
+// the Gets per switch.
+type configCounter struct {
+	mu     sync.Mutex
+	config map[models.SwitchID]map[uint32]models.InterfaceConfig
+	gets   map[models.SwitchID]int
+}
+
+func (c *configCounter) GetConfig(_ context.Context, sw models.SwitchID) (map[uint32]models.InterfaceConfig, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gets[sw]++
+	return maps.Clone(c.config[sw]), nil
+}
+
+func (c *configCounter) SetConfig(_ context.Context, sw models.SwitchID, ports map[uint32]models.InterfaceConfig) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.config[sw] == nil {
+		c.config[sw] = map[uint32]models.InterfaceConfig{}
+	}
+	maps.Copy(c.config[sw], ports)
+	return nil
+}
+
+func (c *configCounter) counted() map[models.SwitchID]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := c.gets
+	c.gets = map[models.SwitchID]int{}
+	return out
+}
+
+// probeHeld is markedSwitches whose probe of one switch waits until
+// released.
+type probeHeld struct {
+	*markedSwitches
+	hold    models.SwitchID
+	release chan struct{}
+}
+
+func (p *probeHeld) Probe(ctx context.Context, sw models.SwitchID, all bool) (models.ForwardingState, error) {
+	if sw == p.hold {
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+			return models.ForwardingState{}, ctx.Err()
+		}
+	}
+	return p.markedSwitches.Probe(ctx, sw, all)
+}
+
+// TestTakeoverChecksConfigAfterTheTables: a new term checks the interface
+// configuration of the switches its predecessor left marked only once its
+// first sweep of the tables has tried every switch (the tables are what a
+// takeover must confirm first, and the config Gets took the emulator's
+// cores from the probes). A switch without a mark has its configuration
+// checked at once; every switch's is checked once the sweep is over.
+func TestTakeoverChecksConfigAfterTheTables(t *testing.T) {
+	st, cli, topo, sws := markedFabricWith(t, func(topo *models.Topology) {
+		for i := range topo.Switches {
+			topo.Switches[i].GNMIAddr = "127.0.0.1:1" // configured over gNMI (configCounter here)
+		}
+	})
+	marks := st.Marks(128)
+	cfgs := &configCounter{config: map[models.SwitchID]map[uint32]models.InterfaceConfig{}, gets: map[models.SwitchID]int{}}
+	cfg := func(d Driver) Config {
+		return Config{Store: st, Driver: d, Config: cfgs, Marks: marks, ResyncInterval: time.Hour, ReconcileTimeout: time.Hour}
+	}
+	a := startReplica(t, cli, "a", cfg(sws))
+	waitFor(t, "the first leader's switches in sync", func() error {
+		if !a.c.Leading() {
+			return fmt.Errorf("not leading")
+		}
+		return a.c.Ready()
+	})
+	waitMarks(t, marks, func(got map[models.SwitchID]models.SwitchMark) error {
+		if len(got) != len(topo.Switches) {
+			return fmt.Errorf("%d marks, want %d", len(got), len(topo.Switches))
+		}
+		return nil
+	})
+	waitFor(t, "the first leader's config in sync", func() error {
+		for _, sw := range topo.Switches {
+			if s := a.c.Status()[sw.Name]; !s.ConfigInSync {
+				return fmt.Errorf("%s: config not in sync (%s)", sw.Name, s.ConfigError)
+			}
+		}
+		return nil
+	})
+	a.stop()
+	const unmarked, held = models.SwitchID("leaf2"), models.SwitchID("spine1")
+	if _, err := cli.Delete(t.Context(), store.KeyHandover+string(unmarked)); err != nil {
+		t.Fatal(err)
+	}
+	cfgs.counted()
+
+	p := &probeHeld{markedSwitches: sws, hold: held, release: make(chan struct{})}
+	b := startReplica(t, cli, "b", cfg(p))
+	gets := map[models.SwitchID]int{}
+	waitFor(t, "the unmarked switch's config checked by the new leader", func() error {
+		maps.Copy(gets, cfgs.counted())
+		if !b.c.Leading() {
+			return fmt.Errorf("not leading")
+		}
+		if gets[unmarked] == 0 {
+			return fmt.Errorf("no Get of %s's config", unmarked)
+		}
+		return nil
+	})
+	// spine1's probe is held: the sweep is not over, so no marked switch's
+	// config may have been read yet.
+	maps.Copy(gets, cfgs.counted())
+	delete(gets, unmarked)
+	if len(gets) > 0 {
+		t.Fatalf("config read before the sweep of the tables was over: %v", gets)
+	}
+	// A switch resynced meanwhile (it reconnected: it may have lost its
+	// state) is held no longer.
+	const resynced = models.SwitchID("leaf1")
+	b.c.Resync(resynced)
+	waitFor(t, "the resynced switch's config checked", func() error {
+		maps.Copy(gets, cfgs.counted())
+		if gets[resynced] == 0 {
+			return fmt.Errorf("no Get of %s's config", resynced)
+		}
+		return nil
+	})
+	delete(gets, resynced)
+	if len(gets) > 0 {
+		t.Fatalf("config read before the sweep of the tables was over: %v", gets)
+	}
+	close(p.release)
+	waitFor(t, "every switch's config checked after the sweep", func() error {
+		for _, sw := range topo.Switches {
+			if s := b.c.Status()[sw.Name]; !s.ConfigInSync {
+				return fmt.Errorf("%s: config not in sync (%s)", sw.Name, s.ConfigError)
+			}
+		}
+		return nil
 	})
 }

@@ -161,7 +161,7 @@ func (st *fabricState) rollingOut() (stage int, prev *fabricState, pruning bool)
 // for inside the reconcile, every worker's first reconcile timed out,
 // and the wait counted as the switches answering slowly. An error is
 // left for the reconcile to meet.
-func (c *Controller) awaitRoutes(ctx context.Context) {
+func (c *Controller) awaitRoutes(ctx context.Context, _ models.SwitchID) {
 	if st := c.current(); st != nil {
 		_, _ = c.planOf(ctx, st.routesFirst())
 	}

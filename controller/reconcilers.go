@@ -22,9 +22,9 @@ type reconciler struct {
 	// after, if set, sees every outcome.
 	skip  func(sw models.SwitchID) bool
 	after func(sw models.SwitchID, err error)
-	// await, if set, waits for what a reconcile needs that is not the
-	// switch's doing, before it takes a slot and starts its timeout.
-	await func(ctx context.Context)
+	// await, if set, waits for what a reconcile of sw needs that is not
+	// the switch's doing, before it takes a slot and starts its timeout.
+	await func(ctx context.Context, sw models.SwitchID)
 }
 
 func newReconciler(kind string, reconcile func(context.Context, models.SwitchID) (int, error), p4runtime bool) *reconciler {

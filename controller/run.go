@@ -184,7 +184,7 @@ func (c *Controller) work(ctx context.Context, r *reconciler) {
 			continue
 		}
 		if r.await != nil {
-			r.await(tctx) // outside the reconcile's timeout, without a slot
+			r.await(tctx, sw) // outside the reconcile's timeout, without a slot
 		}
 		if c.slots.acquire(tctx) != nil {
 			r.queue.Forget(key) // the term or the controller ended

@@ -165,9 +165,15 @@ type Config struct {
 	// keeps per switch what the leader confirmed it holds, so that a new
 	// term takes a switch its predecessor left as marked (probed)
 	// instead of reading it back in full (see handover.go).
-	Marks      MarkStore
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Marks MarkStore
+	// TablesFirstMax bounds how long after a new term's first sweep of
+	// the tables tried every switch it still holds the interface config
+	// and sampling of the switches its predecessor left marked, if not
+	// every switch's tables are in sync by then (awaitTablesFirst);
+	// default 10s.
+	TablesFirstMax time.Duration
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -189,6 +195,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ReconcileTimeout <= 0 {
 		c.ReconcileTimeout = 10 * time.Second
+	}
+	if c.TablesFirstMax <= 0 {
+		c.TablesFirstMax = 10 * time.Second
 	}
 	if c.TelemetryInterval <= 0 {
 		c.TelemetryInterval = time.Second
@@ -324,7 +333,7 @@ func New(cfg Config) (*Controller, error) {
 	c.config.skip = c.configUnmanaged
 	c.config.after = c.recordConfig
 	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
-	c.config.await, c.sampling.await = c.awaitSweep, c.awaitSweep
+	c.config.await, c.sampling.await = c.awaitTablesFirst, c.awaitTablesFirst
 	c.urgency = newUrgency(func(held bool) {
 		for _, r := range c.reconcilers() {
 			r.queue.HoldBackground(held)
@@ -442,6 +451,11 @@ func (c *Controller) takeOver(ctx context.Context, t *election.Term) {
 	defer endSweep() // before the wait: the sweep's workers end with sctx
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	tm := c.marks()
+	if tm != nil && tm.term != t {
+		tm = nil
+	}
+	var swept time.Time
 	for {
 		select {
 		case <-tctx.Done():
@@ -450,13 +464,15 @@ func (c *Controller) takeOver(ctx context.Context, t *election.Term) {
 		}
 		if sctx.Err() == nil && c.TriedAll() {
 			endSweep()
-			if tm := c.marks(); tm != nil && tm.term == t {
-				tm.sweepOver()
-			}
+			swept = c.cfg.Now()
+		}
+		if tm != nil && !swept.IsZero() && c.cfg.Now().Sub(swept) >= c.cfg.TablesFirstMax {
+			tm.endTablesFirst() // a switch not in sync holds the rest no longer
 		}
 		if c.Ready() == nil && c.cfg.Leadership.Term() == t {
 			var handover []any
-			if tm := c.marks(); tm != nil && tm.term == t {
+			if tm != nil {
+				tm.endTablesFirst()
 				handover = tm.counted()
 			}
 			c.log.Info("took over: every switch read back or probed, and in sync", append([]any{"election_id", t.ID, "took", c.cfg.Now().Sub(start).Round(time.Millisecond)}, handover...)...)

@@ -111,10 +111,10 @@ type termMarks struct {
 	// marks (accelnet_handover_switches_total's results).
 	results map[string]int
 	// prior are the switches loaded with a mark and not distrusted since;
-	// swept is closed once the term's first sweep of the tables tried
-	// every switch (see awaitSweep).
-	prior map[models.SwitchID]bool
-	swept chan struct{}
+	// tablesFirst is closed once every switch's tables are in sync, or
+	// TablesFirstMax after the term's first sweep (see awaitTablesFirst).
+	prior       map[models.SwitchID]bool
+	tablesFirst chan struct{}
 	// distrusted is closed (and replaced) when distrust drops a switch.
 	distrusted chan struct{}
 }
@@ -126,45 +126,49 @@ type unmark struct {
 
 func newTermMarks(store MarkStore, t *election.Term, ops *prometheus.CounterVec, now func() time.Time) *termMarks {
 	return &termMarks{
-		store:      store,
-		now:        now,
-		ops:        ops,
-		term:       t,
-		loaded:     make(chan struct{}),
-		marked:     map[models.SwitchID]bool{},
-		putting:    map[models.SwitchID]chan struct{}{},
-		writing:    map[models.SwitchID]int{},
-		lastWrite:  map[models.SwitchID]time.Time{},
-		results:    map[string]int{},
-		seen:       map[models.SwitchID]bool{},
-		prior:      map[models.SwitchID]bool{},
-		swept:      make(chan struct{}),
-		distrusted: make(chan struct{}),
+		store:       store,
+		now:         now,
+		ops:         ops,
+		term:        t,
+		loaded:      make(chan struct{}),
+		marked:      map[models.SwitchID]bool{},
+		putting:     map[models.SwitchID]chan struct{}{},
+		writing:     map[models.SwitchID]int{},
+		lastWrite:   map[models.SwitchID]time.Time{},
+		results:     map[string]int{},
+		seen:        map[models.SwitchID]bool{},
+		prior:       map[models.SwitchID]bool{},
+		tablesFirst: make(chan struct{}),
+		distrusted:  make(chan struct{}),
 	}
 }
 
-// sweepOver says the term's first sweep of the tables tried every switch
-// (takeOver); once only.
-func (tm *termMarks) sweepOver() {
+// endTablesFirst lets the held config and sampling reconciles go
+// (awaitTablesFirst); once only.
+func (tm *termMarks) endTablesFirst() {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
 	select {
-	case <-tm.swept:
+	case <-tm.tablesFirst:
 	default:
-		close(tm.swept)
+		close(tm.tablesFirst)
 	}
 }
 
-// awaitSweep holds a term's interface config and sampling reconciles of
-// a switch its predecessor left marked until the term's first sweep of
-// the tables tried every switch. Such a switch was configured and
-// confirmed by the previous leader, and its forwarding tables are what a
-// takeover must confirm first: at k=48, in an execution trace of a
-// takeover, its reconciles waited 853 s in all, 240 s of it in config
-// Gets and 279 s in sampling reconciles (163 s reading), on the
-// emulator's cores the probes (289 s) needed. A switch without a mark (a cold start, a switch being written
-// at the kill, one wiped or reconnected since) is not held.
-func (c *Controller) awaitSweep(ctx context.Context, sw models.SwitchID) {
+// awaitTablesFirst holds a term's interface config and sampling
+// reconciles of a switch its predecessor left marked until every
+// switch's tables are in sync (or TablesFirstMax after the term's first
+// sweep tried them all: a switch that does not answer holds the rest no
+// longer). Such a switch was configured and confirmed by the previous
+// leader, and its forwarding tables are what a takeover must confirm
+// first: at k=48, in an execution trace of a takeover, its reconciles
+// waited 853 s in all, 240 s of it in config Gets and 279 s in sampling
+// reconciles (163 s reading), on the emulator's cores the probes (289 s)
+// needed. Released at the end of the sweep instead, their burst came
+// while a takeover right after a bulk load still read and wrote pins.
+// A switch without a mark (a cold start, a switch being written at the
+// kill, one wiped or reconnected since) is not held.
+func (c *Controller) awaitTablesFirst(ctx context.Context, sw models.SwitchID) {
 	tm := c.marks()
 	if tm == nil || tm.await(ctx) != nil {
 		return
@@ -177,7 +181,7 @@ func (c *Controller) awaitSweep(ctx context.Context, sw models.SwitchID) {
 			return
 		}
 		select {
-		case <-tm.swept:
+		case <-tm.tablesFirst:
 			return
 		case <-ctx.Done():
 			return
@@ -295,7 +299,7 @@ func (tm *termMarks) distrust(sw models.SwitchID) {
 		delete(tm.trust, sw)
 		delete(tm.prior, sw)
 	}
-	close(tm.distrusted) // awaitSweep looks again
+	close(tm.distrusted) // awaitTablesFirst looks again
 	tm.distrusted = make(chan struct{})
 }
 

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -588,89 +589,98 @@ func (c *configCounter) counted() map[models.SwitchID]int {
 	return out
 }
 
-// probeHeld is markedSwitches whose probe of one switch waits until
-// released.
-type probeHeld struct {
+// brokenSwitch is markedSwitches that fails every read of one switch
+// (while broken says so).
+type brokenSwitch struct {
 	*markedSwitches
-	hold    models.SwitchID
-	release chan struct{}
+	mu     sync.Mutex
+	broken models.SwitchID
+	failed int // reads failed
 }
 
-func (p *probeHeld) Probe(ctx context.Context, sw models.SwitchID, all bool) (models.ForwardingState, error) {
-	if sw == p.hold {
-		select {
-		case <-p.release:
-		case <-ctx.Done():
-			return models.ForwardingState{}, ctx.Err()
-		}
+var errBroken = errors.New("rpc error: code = Unavailable desc = broken")
+
+func (p *brokenSwitch) breaks(sw models.SwitchID) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sw == p.broken {
+		p.failed++
+		return errBroken
+	}
+	return nil
+}
+
+func (p *brokenSwitch) failures() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.failed
+}
+
+func (p *brokenSwitch) set(sw models.SwitchID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.broken = sw
+}
+
+func (p *brokenSwitch) Read(ctx context.Context, sw models.SwitchID) (models.ForwardingState, error) {
+	if err := p.breaks(sw); err != nil {
+		return models.ForwardingState{}, err
+	}
+	return p.markedSwitches.Read(ctx, sw)
+}
+
+func (p *brokenSwitch) Probe(ctx context.Context, sw models.SwitchID, all bool) (models.ForwardingState, error) {
+	if err := p.breaks(sw); err != nil {
+		return models.ForwardingState{}, err
 	}
 	return p.markedSwitches.Probe(ctx, sw, all)
 }
 
 // TestTakeoverChecksConfigAfterTheTables: a new term checks the interface
-// configuration of the switches its predecessor left marked only once its
-// first sweep of the tables has tried every switch (the tables are what a
-// takeover must confirm first, and the config Gets took the emulator's
-// cores from the probes). A switch without a mark has its configuration
-// checked at once; every switch's is checked once the sweep is over.
+// configuration of the switches its predecessor left marked only once
+// every switch's tables are in sync (the tables are what a takeover must
+// confirm first, and the config Gets took the emulator's cores from the
+// probes). A switch without a mark, or resynced meanwhile, has its
+// configuration checked at once; every switch's is checked once the
+// tables are in sync.
 func TestTakeoverChecksConfigAfterTheTables(t *testing.T) {
-	st, cli, topo, sws := markedFabricWith(t, func(topo *models.Topology) {
-		for i := range topo.Switches {
-			topo.Switches[i].GNMIAddr = "127.0.0.1:1" // configured over gNMI (configCounter here)
-		}
-	})
-	marks := st.Marks(128)
-	cfgs := &configCounter{config: map[models.SwitchID]map[uint32]models.InterfaceConfig{}, gets: map[models.SwitchID]int{}}
-	cfg := func(d Driver) Config {
-		return Config{Store: st, Driver: d, Config: cfgs, Marks: marks, ResyncInterval: time.Hour, ReconcileTimeout: time.Hour}
-	}
-	a := startReplica(t, cli, "a", cfg(sws))
-	waitFor(t, "the first leader's switches in sync", func() error {
-		if !a.c.Leading() {
-			return fmt.Errorf("not leading")
-		}
-		return a.c.Ready()
-	})
-	waitMarks(t, marks, func(got map[models.SwitchID]models.SwitchMark) error {
-		if len(got) != len(topo.Switches) {
-			return fmt.Errorf("%d marks, want %d", len(got), len(topo.Switches))
-		}
-		return nil
-	})
-	waitFor(t, "the first leader's config in sync", func() error {
-		for _, sw := range topo.Switches {
-			if s := a.c.Status()[sw.Name]; !s.ConfigInSync {
-				return fmt.Errorf("%s: config not in sync (%s)", sw.Name, s.ConfigError)
-			}
-		}
-		return nil
-	})
+	st, cli, topo, sws, cfgs, marks := configuredMarkedFabric(t)
+	a := startReplica(t, cli, "a", configuredConfig(st, sws, cfgs, marks, time.Hour))
+	leadConfigured(t, a, topo, marks)
 	a.stop()
-	const unmarked, held = models.SwitchID("leaf2"), models.SwitchID("spine1")
+	const unmarked, broken = models.SwitchID("leaf2"), models.SwitchID("spine1")
 	if _, err := cli.Delete(t.Context(), store.KeyHandover+string(unmarked)); err != nil {
 		t.Fatal(err)
 	}
 	cfgs.counted()
 
-	p := &probeHeld{markedSwitches: sws, hold: held, release: make(chan struct{})}
-	b := startReplica(t, cli, "b", cfg(p))
+	p := &brokenSwitch{markedSwitches: sws, broken: broken}
+	b := startReplica(t, cli, "b", configuredConfig(st, p, cfgs, marks, time.Hour))
 	gets := map[models.SwitchID]int{}
-	waitFor(t, "the unmarked switch's config checked by the new leader", func() error {
+	waitFor(t, "the new leader's first sweep over, the unmarked switch's config checked", func() error {
 		maps.Copy(gets, cfgs.counted())
-		if !b.c.Leading() {
-			return fmt.Errorf("not leading")
+		if !b.c.TriedAll() {
+			return fmt.Errorf("not every switch tried yet")
 		}
 		if gets[unmarked] == 0 {
 			return fmt.Errorf("no Get of %s's config", unmarked)
 		}
 		return nil
 	})
-	// spine1's probe is held: the sweep is not over, so no marked switch's
-	// config may have been read yet.
+	// spine1 cannot be read: its tables are not in sync, so no marked
+	// switch's config may be read, not even three retries of spine1
+	// after the sweep (its backoff: 350 ms at least).
+	failed := p.failures()
+	waitFor(t, "spine1 retried three times", func() error {
+		if n := p.failures() - failed; n < 3 {
+			return fmt.Errorf("%d retries", n)
+		}
+		return nil
+	})
 	maps.Copy(gets, cfgs.counted())
 	delete(gets, unmarked)
 	if len(gets) > 0 {
-		t.Fatalf("config read before the sweep of the tables was over: %v", gets)
+		t.Fatalf("config read before every switch's tables were in sync: %v", gets)
 	}
 	// A switch resynced meanwhile (it reconnected: it may have lost its
 	// state) is held no longer.
@@ -685,12 +695,81 @@ func TestTakeoverChecksConfigAfterTheTables(t *testing.T) {
 	})
 	delete(gets, resynced)
 	if len(gets) > 0 {
-		t.Fatalf("config read before the sweep of the tables was over: %v", gets)
+		t.Fatalf("config read before every switch's tables were in sync: %v", gets)
 	}
-	close(p.release)
-	waitFor(t, "every switch's config checked after the sweep", func() error {
+	p.set("") // spine1 answers again: its tables come in sync
+	waitFor(t, "every switch's config checked once the tables are in sync", func() error {
 		for _, sw := range topo.Switches {
 			if s := b.c.Status()[sw.Name]; !s.ConfigInSync {
+				return fmt.Errorf("%s: config not in sync (%s)", sw.Name, s.ConfigError)
+			}
+		}
+		return nil
+	})
+}
+
+// TestTakeoverConfigHeldNoLongerThanTablesFirstMax: a switch whose tables
+// cannot be brought in sync holds the other switches' configuration
+// checks only TablesFirstMax after the new term's first sweep.
+func TestTakeoverConfigHeldNoLongerThanTablesFirstMax(t *testing.T) {
+	st, cli, topo, sws, cfgs, marks := configuredMarkedFabric(t)
+	a := startReplica(t, cli, "a", configuredConfig(st, sws, cfgs, marks, time.Hour))
+	leadConfigured(t, a, topo, marks)
+	a.stop()
+	cfgs.counted()
+	// spine2's tables cannot be read: the new leader never has every
+	// switch in sync, yet checks every switch's configuration.
+	p := &brokenSwitch{markedSwitches: sws, broken: "spine2"}
+	b := startReplica(t, cli, "b", configuredConfig(st, p, cfgs, marks, 100*time.Millisecond))
+	waitFor(t, "every switch's config checked", func() error {
+		for _, sw := range topo.Switches {
+			if s := b.c.Status()[sw.Name]; !s.ConfigInSync {
+				return fmt.Errorf("%s: config not in sync (%s)", sw.Name, s.ConfigError)
+			}
+		}
+		return nil
+	})
+	if err := b.c.Ready(); err == nil {
+		t.Fatal("ready with spine2's tables unreadable")
+	}
+}
+
+// configuredMarkedFabric is markedFabric with every switch's interface
+// configuration managed (configCounter) and the marks' store.
+func configuredMarkedFabric(t *testing.T) (*store.Store, *clientv3.Client, models.Topology, *markedSwitches, *configCounter, *store.Marks) {
+	t.Helper()
+	st, cli, topo, sws := markedFabricWith(t, func(topo *models.Topology) {
+		for i := range topo.Switches {
+			topo.Switches[i].GNMIAddr = "127.0.0.1:1" // configured over gNMI (configCounter here)
+		}
+	})
+	cfgs := &configCounter{config: map[models.SwitchID]map[uint32]models.InterfaceConfig{}, gets: map[models.SwitchID]int{}}
+	return st, cli, topo, sws, cfgs, st.Marks(128)
+}
+
+func configuredConfig(st *store.Store, d Driver, cfgs *configCounter, marks *store.Marks, tablesFirstMax time.Duration) Config {
+	return Config{Store: st, Driver: d, Config: cfgs, Marks: marks, ResyncInterval: time.Hour, ReconcileTimeout: time.Hour, TablesFirstMax: tablesFirstMax}
+}
+
+// leadConfigured waits for r to lead with every switch in sync, marked,
+// and configured.
+func leadConfigured(t *testing.T, r *markedReplica, topo models.Topology, marks *store.Marks) {
+	t.Helper()
+	waitFor(t, "the first leader's switches in sync", func() error {
+		if !r.c.Leading() {
+			return fmt.Errorf("not leading")
+		}
+		return r.c.Ready()
+	})
+	waitMarks(t, marks, func(got map[models.SwitchID]models.SwitchMark) error {
+		if len(got) != len(topo.Switches) {
+			return fmt.Errorf("%d marks, want %d", len(got), len(topo.Switches))
+		}
+		return nil
+	})
+	waitFor(t, "the first leader's config in sync", func() error {
+		for _, sw := range topo.Switches {
+			if s := r.c.Status()[sw.Name]; !s.ConfigInSync {
 				return fmt.Errorf("%s: config not in sync (%s)", sw.Name, s.ConfigError)
 			}
 		}

@@ -168,9 +168,8 @@ type Config struct {
 	Marks MarkStore
 	// TablesFirstMax bounds how long after a new term's first sweep of
 	// the tables tried every switch it still holds the interface config
-	// and sampling of the switches its predecessor left marked, if not
-	// every switch's tables are in sync by then (awaitTablesFirst);
-	// default 10s.
+	// of the switches its predecessor left marked, if not every switch's
+	// tables are in sync by then (awaitTablesFirst); default 10s.
 	TablesFirstMax time.Duration
 	Logger         *slog.Logger
 	Registerer     prometheus.Registerer
@@ -333,7 +332,7 @@ func New(cfg Config) (*Controller, error) {
 	c.config.skip = c.configUnmanaged
 	c.config.after = c.recordConfig
 	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
-	c.config.await, c.sampling.await = c.awaitTablesFirst, c.awaitTablesFirst
+	c.config.await = c.awaitTablesFirst
 	c.urgency = newUrgency(func(held bool) {
 		for _, r := range c.reconcilers() {
 			r.queue.HoldBackground(held)

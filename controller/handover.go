@@ -143,8 +143,8 @@ func newTermMarks(store MarkStore, t *election.Term, ops *prometheus.CounterVec,
 	}
 }
 
-// endTablesFirst lets the held config and sampling reconciles go
-// (awaitTablesFirst); once only.
+// endTablesFirst lets the held config reconciles go (awaitTablesFirst);
+// once only.
 func (tm *termMarks) endTablesFirst() {
 	tm.mu.Lock()
 	defer tm.mu.Unlock()
@@ -155,19 +155,19 @@ func (tm *termMarks) endTablesFirst() {
 	}
 }
 
-// awaitTablesFirst holds a term's interface config and sampling
-// reconciles of a switch its predecessor left marked until every
-// switch's tables are in sync (or TablesFirstMax after the term's first
-// sweep tried them all: a switch that does not answer holds the rest no
-// longer). Such a switch was configured and confirmed by the previous
-// leader, and its forwarding tables are what a takeover must confirm
-// first: at k=48, in an execution trace of a takeover, its reconciles
-// waited 853 s in all, 240 s of it in config Gets and 279 s in sampling
-// reconciles (163 s reading), on the emulator's cores the probes (289 s)
-// needed. Released at the end of the sweep instead, their burst came
-// while a takeover right after a bulk load still read and wrote pins.
-// A switch without a mark (a cold start, a switch being written at the
-// kill, one wiped or reconnected since) is not held.
+// awaitTablesFirst holds a term's interface config reconciles (gNMI) of
+// a switch its predecessor left marked until every switch's tables are
+// in sync (or TablesFirstMax after the term's first sweep tried them
+// all: a switch that does not answer holds the rest no longer). Such a
+// switch was configured by the previous leader, and its forwarding
+// tables are what a takeover must confirm first: at k=48, in an
+// execution trace of a takeover, its reconciles waited 853 s in all,
+// 240 s of it in config Gets, on the emulator's cores the probes (289 s)
+// needed. The sampling reconciles (279 s there) are not held: held too,
+// takeovers right after a bulk load at k=16 took 4.6–5.1 s instead of
+// 2.8–3.7 s, for a cause not found. A switch without a mark (a cold
+// start, a switch being written at the kill, one wiped or reconnected
+// since) is not held.
 func (c *Controller) awaitTablesFirst(ctx context.Context, sw models.SwitchID) {
 	tm := c.marks()
 	if tm == nil || tm.await(ctx) != nil {

@@ -3,7 +3,6 @@ package intents
 import (
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -54,15 +53,7 @@ func TestHotIntentsAreTheIntentsOnHotLinks(t *testing.T) {
 			want = append(want, hot{e, worst})
 		}
 	}
-	slices.SortFunc(want, func(x, y hot) int {
-		if x.worst != y.worst {
-			if x.worst > y.worst {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(x.e.in.ID, y.e.in.ID)
-	})
+	slices.SortFunc(want, hottestFirst)
 	if len(want) == 0 || len(want) > len(stored)/2 {
 		t.Fatalf("the fixture has %d of %d intents on hot links: pick another", len(want), len(stored))
 	}

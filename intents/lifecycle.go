@@ -787,16 +787,14 @@ func (m *Manager) hotIntents(util func(models.Endpoint) float64) []hot {
 			}
 		}
 	}
-	slices.SortFunc(hots, func(x, y hot) int {
-		if x.worst != y.worst {
-			if x.worst > y.worst {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(x.e.in.ID, y.e.in.ID)
-	})
+	slices.SortFunc(hots, hottestFirst)
 	return hots
+}
+
+// hottestFirst orders hot intents by the hottest link they cross, then
+// by ID.
+func hottestFirst(x, y hot) int {
+	return cmp.Or(cmp.Compare(y.worst, x.worst), strings.Compare(x.e.in.ID, y.e.in.ID))
 }
 
 // movedAt is when an intent moved: the adapt round and the detected

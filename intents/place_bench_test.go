@@ -161,6 +161,24 @@ func BenchmarkHousekeep(b *testing.B) {
 // util.
 func settledManager(t testing.TB, snap *topology.Snapshot, auth tenantList, stored []models.Intent, util func(models.Endpoint) (float64, bool)) *Manager {
 	t.Helper()
+	m := loadedManager(t, snap, auth, stored, util)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, sw := range snap.Switches() {
+		m.synced[sw.Name] = 1 << 62
+	}
+	m.housekeep(m.scratch(), false) // settles the placed intents
+	if len(m.awaiting) != 0 {
+		t.Fatalf("%d intents still awaiting", len(m.awaiting))
+	}
+	return m
+}
+
+// loadedManager is a leader's manager that loaded stored (as a term
+// loads etcd's records) and placed it on snap's fabric, its links
+// measured by util (nil: none).
+func loadedManager(t testing.TB, snap *topology.Snapshot, auth tenantList, stored []models.Intent, util func(models.Endpoint) (float64, bool)) *Manager {
+	t.Helper()
 	m, err := New(Config{Store: &store.Store{}, Auth: auth, Utilization: util})
 	if err != nil {
 		t.Fatal(err)
@@ -173,12 +191,5 @@ func settledManager(t testing.TB, snap *topology.Snapshot, auth tenantList, stor
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.replanIfDue(m.scratch())
-	for _, sw := range snap.Switches() {
-		m.synced[sw.Name] = 1 << 62
-	}
-	m.housekeep(m.scratch(), false) // settles the placed intents
-	if len(m.awaiting) != 0 {
-		t.Fatalf("%d intents still awaiting", len(m.awaiting))
-	}
 	return m
 }

@@ -224,18 +224,9 @@ func TestLoadedInstalledIntentsDoNotWait(t *testing.T) {
 	snap, auth, stored := storedIntents(t, 40)
 	stored[3].Status.State = models.StateAdmitted
 	stored[7].Status.State = models.StateDeleted
-	m, err := New(Config{Store: &store.Store{}, Auth: auth})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, in := range stored {
-		m.all[in.ID] = newStoredEntry(in)
-	}
-	m.loaded = true
-	m.SetFabric(snap, nil)
+	m := loadedManager(t, snap, auth, stored, nil)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.replanIfDue(m.scratch())
 	m.housekeep(m.scratch(), false)
 	want := map[string]bool{stored[3].ID: true, stored[7].ID: true}
 	if !maps.Equal(m.awaiting, want) {

@@ -622,27 +622,17 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 		return u
 	}
 	hots := m.hotIntents(util)
-	// Those looked at longest ago first (never: first of all), each
-	// part hottest first (a stable sort keeps hotIntents' order); an
-	// intent no longer hot is forgotten.
+	// Those looked at longest ago first (never, round 0: first of all),
+	// each part hottest first (a stable sort keeps hotIntents' order);
+	// an intent no longer hot is forgotten.
 	still := make(map[string]int, len(hots))
 	for _, h := range hots {
-		if at, ok := m.tried[h.e.in.ID]; ok {
+		if at := m.tried[h.e.in.ID]; at > 0 {
 			still[h.e.in.ID] = at
 		}
 	}
 	m.tried = still
-	slices.SortStableFunc(hots, func(x, y hot) int {
-		ax, tx := m.tried[x.e.in.ID]
-		ay, ty := m.tried[y.e.in.ID]
-		if !tx {
-			ax = -1
-		}
-		if !ty {
-			ay = -1
-		}
-		return cmp.Compare(ax, ay)
-	})
+	slices.SortStableFunc(hots, func(x, y hot) int { return cmp.Compare(m.tried[x.e.in.ID], m.tried[y.e.in.ID]) })
 	moves, tries := 0, 0
 	for _, h := range hots {
 		if moves == adaptMaxMoves || tries == adaptMaxTries || b.full() {

@@ -285,8 +285,8 @@ type Manager struct {
 	// moved is when each intent last moved, by either mover (hold-down,
 	// see movedLately); round counts adapt rounds.
 	moved map[string]movedAt
-	// tried is the adapt round each hot intent was last looked at for
-	// a cooler path (adaptMaxTries).
+	// tried is the adapt round (from 1) each hot intent was last looked
+	// at for a cooler path (adaptMaxTries).
 	tried    map[string]int
 	round    int
 	adaptDue bool

@@ -329,10 +329,10 @@ func New(cfg Config) (*Controller, error) {
 	c.tables = newReconciler("switch", c.Reconcile, true)
 	c.config = newReconciler("config", c.ReconcileConfig, false)
 	c.tables.await = c.awaitRoutes
+	c.config.await = c.awaitTablesFirst
 	c.config.skip = c.configUnmanaged
 	c.config.after = c.recordConfig
 	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
-	c.config.await = c.awaitTablesFirst
 	c.urgency = newUrgency(func(held bool) {
 		for _, r := range c.reconcilers() {
 			r.queue.HoldBackground(held)

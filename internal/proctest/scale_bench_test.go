@@ -55,7 +55,8 @@ import (
 // pairs to accelnet's environment alone, such as its own GOMEMLIMIT;
 // ACCELNET_SCALE_PROFILES=DIR keeps CPU profiles of both processes over
 // the cold start's first 20 s and the steady window's (which they cost a
-// little of its CPU figures), accelnet's heap after the steady window,
+// little of its CPU figures), an execution trace of accelnet's first 12 s
+// (which slows its cold start), accelnet's heap after the steady window,
 // and with intents the profiles of measureIntents).
 func BenchmarkScale(b *testing.B) {
 	spec := envOr("ACCELNET_SCALE_TOPOLOGY", "fattree:16@100")
@@ -148,7 +149,7 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	var profiled sync.WaitGroup
 	profiles, tokenFile := os.Getenv("ACCELNET_SCALE_PROFILES"), filepath.Join(dir, "accelnet", "operator.token")
 	if profiles != "" {
-		cpuProfiles(b, &profiled, profiles, "coldstart", "http://"+addr, tokenFile, simURL)
+		cpuProfiles(b, &profiled, profiles, "coldstart", "http://"+addr, tokenFile, simURL, true)
 	}
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
@@ -190,7 +191,7 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	}
 	before, simCPU0, w0 := metrics(), cpuSeconds(b, sim.Pid()), time.Now()
 	if profiles != "" {
-		cpuProfiles(b, &profiled, profiles, "steady", "http://"+addr, tokenFile, simURL)
+		cpuProfiles(b, &profiled, profiles, "steady", "http://"+addr, tokenFile, simURL, false)
 	}
 	for deadline := w0.Add(window); time.Now().Before(deadline); <-poll.C {
 		if acc.Exited() || sim.Exited() {
@@ -248,24 +249,30 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	b.ReportMetric(float64(dbBytes>>10), "etcd_db_KiB")
 }
 
-// waitReady waits until acc logs that every switch is programmed and
-// returns the line's startup= figure.
 // cpuProfiles takes 20 s CPU profiles of both processes from now (NAME.cpu
 // and NAME-sim.cpu in dir): accelnet's as soon as its API answers with the
-// operator's token, which it writes once its etcd is up.
-func cpuProfiles(b *testing.B, wg *sync.WaitGroup, dir, name, api, tokenFile, simURL string) {
+// operator's token, which it writes once its etcd is up. With traced,
+// also an execution trace of accelnet's first 12 s (NAME.trace; go tool
+// trace -pprof=sync says what its goroutines waited on).
+func cpuProfiles(b *testing.B, wg *sync.WaitGroup, dir, name, api, tokenFile, simURL string, traced bool) {
 	const seconds = "20"
-	wg.Go(func() {
-		if err := whenUp(func() error {
-			token, err := os.ReadFile(tokenFile)
-			if err != nil {
-				return err
+	fromAccelnet := func(path, file string) {
+		wg.Go(func() {
+			if err := whenUp(func() error {
+				token, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return err
+				}
+				return operatorGet(api, strings.TrimSpace(string(token)), path, filepath.Join(dir, file))
+			}); err != nil {
+				b.Logf("accelnet's %s: %v", file, err)
 			}
-			return operatorGet(api, strings.TrimSpace(string(token)), "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, name+".cpu"))
-		}); err != nil {
-			b.Logf("accelnet's %s profile: %v", name, err)
-		}
-	})
+		})
+	}
+	fromAccelnet("/debug/pprof/profile?seconds="+seconds, name+".cpu")
+	if traced {
+		fromAccelnet("/debug/pprof/trace?seconds=12", name+".trace")
+	}
 	wg.Go(func() {
 		if err := operatorGet(simURL, "", "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, name+"-sim.cpu")); err != nil {
 			b.Logf("fabricsim's %s profile: %v", name, err)
@@ -288,6 +295,8 @@ func whenUp(try func() error) error {
 	return err
 }
 
+// waitReady waits until acc logs that every switch is programmed and
+// returns the line's startup= figure.
 func waitReady(b *testing.B, acc, sim *proctest.Proc, poll *time.Ticker) string {
 	ready := regexp.MustCompile(`accelnet ready: every switch programmed"? startup=(\S+)`)
 	for backstop := time.Now().Add(45 * time.Minute); ; <-poll.C {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"net/netip"
+	"sync"
 
 	p4config "github.com/p4lang/p4runtime/go/p4/config/v1"
 	"google.golang.org/protobuf/encoding/prototext"
@@ -80,13 +81,15 @@ var ErrSchema = errors.New("pipeline does not match what accelnet needs")
 
 // Cookie identifies this pipeline version (P4Info and compiled program)
 // in SetForwardingPipelineConfig, so a controller can tell whether a
-// switch already runs it.
-func Cookie() uint64 {
+// switch already runs it. It hashes both once: every dial compares it, and
+// hashing their 89 KB each time cost a k=48 takeover (2,880 dials) 0.4 s
+// of CPU and a cold start 0.5 s.
+var Cookie = sync.OnceValue(func() uint64 {
 	h := fnv.New64a()
 	h.Write(P4InfoText)
 	h.Write(BMv2JSON)
 	return h.Sum64()
-}
+})
 
 // DeviceConfig is the target-specific part of the pipeline a switch of
 // target needs: the BMv2 JSON for simple_switch_grpc, and for fabricsim

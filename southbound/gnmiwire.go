@@ -76,6 +76,14 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 // rawAnswer is an answer's bytes as they came.
 type rawAnswer struct{ b []byte }
 
+// unreadCodec sends requests as protobuf does and leaves answers unread:
+// a SetResponse repeats every update's path, and a Set that failed says
+// so in its status, not its answer. Decoding the answers was 3.7% of the
+// controller's CPU over a k=48 cold start (414,720 paths).
+type unreadCodec struct{ protoRequests }
+
+func (unreadCodec) Unmarshal([]byte, any) error { return nil }
+
 // getRaw sends a gNMI Get and returns its answer's bytes, for readGet.
 func getRaw(ctx context.Context, cc *grpc.ClientConn, req *gnmipb.GetRequest) ([]byte, error) {
 	var ans rawAnswer

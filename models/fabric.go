@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -337,7 +338,7 @@ func (t Topology) Validate() error {
 		switches[s.Name] = s
 		devices[s.DeviceID] = s.Name
 	}
-	used := make(map[Endpoint]string)
+	used := make(map[Endpoint]string, 2*len(t.Links)+len(t.Hosts))
 	claim := func(e Endpoint, by string) error {
 		if _, ok := switches[e.Switch]; !ok {
 			return invalidf("%s: unknown switch %q", by, e.Switch)
@@ -387,23 +388,37 @@ func (t Topology) Validate() error {
 			return invalidf("host %s: ip %s is outside %s's prefix %s", h.Name, h.IP, leaf.Name, leaf.Prefix)
 		}
 	}
-	prefixes := make(map[netip.Prefix]SwitchID)
+	type leafPrefix struct {
+		p    netip.Prefix
+		leaf SwitchID
+	}
+	var prefixes []leafPrefix
 	for _, s := range t.Switches {
 		if !s.Prefix.IsValid() {
 			continue
 		}
-		for p, other := range prefixes {
-			if p.Overlaps(s.Prefix) {
-				return invalidf("switch %s: prefix %s overlaps %s of %s", s.Name, s.Prefix, p, other)
+		for _, o := range prefixes {
+			if o.p.Overlaps(s.Prefix) {
+				return invalidf("switch %s: prefix %s overlaps %s of %s", s.Name, s.Prefix, o.p, o.leaf)
 			}
 		}
-		prefixes[s.Prefix] = s.Name
+		prefixes = append(prefixes, leafPrefix{s.Prefix, s.Name})
 	}
+	// No two overlap (and each is masked), so the one prefix that can hold
+	// an address is the last to start at or before it: a binary search,
+	// not a look at every prefix for every host (at k=48 27,648 × 1,152,
+	// 0.5 s of every start's and topology change's CPU).
+	slices.SortFunc(prefixes, func(a, b leafPrefix) int { return a.p.Addr().Compare(b.p.Addr()) })
 	for ip, h := range hostIPs {
-		for p, leaf := range prefixes {
-			if p.Contains(ip) && hostLeaf[h] != leaf {
-				return invalidf("host %s: ip %s is inside %s's prefix %s but attached elsewhere", h, ip, leaf, p)
-			}
+		i, found := slices.BinarySearchFunc(prefixes, ip, func(lp leafPrefix, ip netip.Addr) int { return lp.p.Addr().Compare(ip) })
+		if !found {
+			i--
+		}
+		if i < 0 {
+			continue
+		}
+		if lp := prefixes[i]; lp.p.Contains(ip) && hostLeaf[h] != lp.leaf {
+			return invalidf("host %s: ip %s is inside %s's prefix %s but attached elsewhere", h, ip, lp.leaf, lp.p)
 		}
 	}
 	return nil

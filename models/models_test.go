@@ -2,6 +2,7 @@ package models
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -188,5 +189,55 @@ func TestForwardingStateValidate(t *testing.T) {
 				t.Fatalf("want error containing %q, got %v", tt.want, err)
 			}
 		})
+	}
+}
+
+// TestHostInAnotherLeafsPrefixAmongMany: a host whose address lies in a
+// leaf's prefix must be attached to that leaf, whichever of many prefixes
+// (of several sizes, declared in no order) it is, at either end of it;
+// an address between or outside the prefixes is any leaf's.
+func TestHostInAnotherLeafsPrefixAmongMany(t *testing.T) {
+	base := func() Topology {
+		var topo Topology
+		topo.Switches = append(topo.Switches, Switch{Name: "spine1", Role: RoleSpine, DeviceID: 1})
+		// leaf0..leaf39 own 10.<i>.0.0/24, /23 or /25, declared from the last;
+		// "bare" has no prefix.
+		for i := 39; i >= 0; i-- {
+			bits := []int{24, 23, 25}[i%3]
+			topo.Switches = append(topo.Switches, Switch{Name: SwitchID(fmt.Sprintf("leaf%d", i)), Role: RoleLeaf, DeviceID: uint64(i + 2),
+				Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i), 0, 0}), bits)})
+		}
+		topo.Switches = append(topo.Switches, Switch{Name: "bare", Role: RoleLeaf, DeviceID: 100})
+		for i := range 40 {
+			topo.Hosts = append(topo.Hosts, Host{Name: fmt.Sprintf("h%d", i), IP: netip.AddrFrom4([4]byte{10, byte(i), 0, 9}),
+				Attach: Endpoint{SwitchID(fmt.Sprintf("leaf%d", i)), 1}, NICGbps: 100})
+		}
+		return topo
+	}
+	tests := []struct {
+		ip      string
+		wantErr string
+	}{
+		{"10.4.0.0", "inside leaf4's prefix 10.4.0.0/23"},      // a /23's first address
+		{"10.4.1.255", "inside leaf4's prefix 10.4.0.0/23"},    // its last
+		{"10.5.0.127", "inside leaf5's prefix 10.5.0.0/25"},    // a /25's last
+		{"10.39.0.255", "inside leaf39's prefix 10.39.0.0/24"}, // the highest prefix
+		{"10.0.0.0", "inside leaf0's prefix 10.0.0.0/24"},      // the lowest
+		{"10.5.0.128", ""},    // just past a /25
+		{"10.6.1.0", ""},      // just past a /24
+		{"10.4.2.0", ""},      // just past a /23
+		{"9.255.255.255", ""}, // below every prefix
+		{"10.40.0.0", ""},     // above every prefix
+	}
+	for _, tt := range tests {
+		topo := base()
+		topo.Hosts = append(topo.Hosts, Host{Name: "stray", IP: netip.MustParseAddr(tt.ip), Attach: Endpoint{"bare", 1}, NICGbps: 100})
+		err := topo.Validate()
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("a host at %s on the leaf without a prefix: %v, want valid", tt.ip, err)
+		case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrInvalid)):
+			t.Errorf("a host at %s on the leaf without a prefix: %v, want an error saying %q", tt.ip, err, tt.wantErr)
+		}
 	}
 }

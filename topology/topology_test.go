@@ -211,3 +211,20 @@ func TestWalksYieldWhatTheListsHold(t *testing.T) {
 		t.Errorf("the walks went on after their loops stopped: %d", n)
 	}
 }
+
+// BenchmarkNew is loading a k=48 fat-tree (2,880 switches, 27,648 hosts):
+// what every start and every topology change pays before routes are
+// computed.
+//
+//	go test ./topology -run '^$' -bench New -benchtime 10x
+func BenchmarkNew(b *testing.B) {
+	topo, err := FatTree(48, 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if _, err := New(topo); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -91,7 +91,10 @@ type P4RT struct {
 	// controller did not write (KeepForeign): INSERTs of these become
 	// MODIFYs.
 	foreign map[models.SwitchID]foreignKeys
-	wg      sync.WaitGroup
+	// pipelines holds, by target, the encoded pipeline a push sends
+	// (encodedPipeline).
+	pipelines sync.Map
+	wg        sync.WaitGroup
 }
 
 // foreignKeys are the keys of entries, members and groups the controller
@@ -399,11 +402,9 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 		running = fmt.Sprintf("cookie %#x", resp.GetConfig().GetCookie().GetCookie())
 	}
 	if running != "" {
-		if _, err := client.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{
+		if err := d.pushPipeline(ctx, cc, &p4v1.SetForwardingPipelineConfigRequest{
 			DeviceId: sw.DeviceID, ElectionId: election, Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT,
-			Config: &p4v1.ForwardingPipelineConfig{P4Info: d.schema.Info, P4DeviceConfig: deviceConfig,
-				Cookie: &p4v1.ForwardingPipelineConfig_Cookie{Cookie: p4.Cookie()}},
-		}); err != nil {
+		}, sw.Target, deviceConfig); err != nil {
 			return fail(mapStatus(fmt.Sprintf("%s: set pipeline", sw.Name), err))
 		}
 		// A switch found running another pipeline is news; a fresh one

@@ -260,7 +260,7 @@ func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 // needs, to a switch with no pipeline or another one). No lock is held:
 // conn makes concurrent callers for one switch wait for this one.
 func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*p4conn, error) {
-	deviceConfig, err := p4.DeviceConfig(sw.Target)
+	pipelineConfig, err := d.encodedPipeline(sw.Target) // a target without one fails here
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +404,7 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 	if running != "" {
 		if err := d.pushPipeline(ctx, cc, &p4v1.SetForwardingPipelineConfigRequest{
 			DeviceId: sw.DeviceID, ElectionId: election, Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT,
-		}, sw.Target, deviceConfig); err != nil {
+		}, pipelineConfig); err != nil {
 			return fail(mapStatus(fmt.Sprintf("%s: set pipeline", sw.Name), err))
 		}
 		// A switch found running another pipeline is news; a fresh one

@@ -2,6 +2,7 @@ package southbound
 
 import (
 	"context"
+	"fmt"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
@@ -21,11 +22,16 @@ import (
 // configField is SetForwardingPipelineConfigRequest.config's number.
 var configField = (&p4v1.SetForwardingPipelineConfigRequest{}).ProtoReflect().Descriptor().Fields().ByName("config").Number()
 
-// encodedPipeline is the ForwardingPipelineConfig for target, encoded
-// (once per target).
-func (d *P4RT) encodedPipeline(target models.Target, deviceConfig []byte) ([]byte, error) {
+// encodedPipeline is the ForwardingPipelineConfig a switch of target
+// is pushed (the P4Info, the device config its target needs, the
+// cookie), encoded once per target.
+func (d *P4RT) encodedPipeline(target models.Target) ([]byte, error) {
 	if b, ok := d.pipelines.Load(target); ok {
 		return b.([]byte), nil
+	}
+	deviceConfig, err := p4.DeviceConfig(target)
+	if err != nil {
+		return nil, err
 	}
 	b, err := proto.Marshal(&p4v1.ForwardingPipelineConfig{P4Info: d.schema.Info, P4DeviceConfig: deviceConfig,
 		Cookie: &p4v1.ForwardingPipelineConfig_Cookie{Cookie: p4.Cookie()}})
@@ -46,12 +52,9 @@ func pipelineRequest(req *p4v1.SetForwardingPipelineConfigRequest, config []byte
 	return protowire.AppendBytes(protowire.AppendTag(head, configField, protowire.BytesType), config), nil
 }
 
-// pushPipeline sends req (without a config) with target's pipeline.
-func (d *P4RT) pushPipeline(ctx context.Context, cc grpc.ClientConnInterface, req *p4v1.SetForwardingPipelineConfigRequest, target models.Target, deviceConfig []byte) error {
-	config, err := d.encodedPipeline(target, deviceConfig)
-	if err != nil {
-		return err
-	}
+// pushPipeline sends req (without a config) with config, an
+// encodedPipeline.
+func (d *P4RT) pushPipeline(ctx context.Context, cc grpc.ClientConnInterface, req *p4v1.SetForwardingPipelineConfigRequest, config []byte) error {
 	msg, err := pipelineRequest(req, config)
 	if err != nil {
 		return err
@@ -62,17 +65,16 @@ func (d *P4RT) pushPipeline(ctx context.Context, cc grpc.ClientConnInterface, re
 // encodedMessage is a request already encoded.
 type encodedMessage []byte
 
-// encodedCodec sends an encodedMessage as it is (other requests as
-// protobuf does) and decodes answers as protobuf does.
-type encodedCodec struct{}
-
-func (encodedCodec) Name() string { return "proto" }
+// encodedCodec sends an encodedMessage as it is and decodes answers as
+// protobuf does.
+type encodedCodec struct{ protoRequests }
 
 func (encodedCodec) Marshal(v any) ([]byte, error) {
-	if b, ok := v.(encodedMessage); ok {
-		return b, nil
+	b, ok := v.(encodedMessage)
+	if !ok {
+		return nil, fmt.Errorf("an encoded request is a %T", v)
 	}
-	return proto.Marshal(v.(proto.Message))
+	return b, nil
 }
 
 func (encodedCodec) Unmarshal(data []byte, v any) error {

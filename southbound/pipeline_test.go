@@ -24,7 +24,7 @@ func TestPipelinePushIsTheRequest(t *testing.T) {
 		device   uint64
 		election uint64
 	}{{1, 7}, {2880, 1 << 40}} {
-		config, err := d.encodedPipeline(models.TargetFabricsim, deviceConfig)
+		config, err := d.encodedPipeline(models.TargetFabricsim)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"net/netip"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/accelnet/accelnet/internal/strictjson"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound/p4"
 )
@@ -441,10 +443,27 @@ func (f *Fabric) SwitchReports() []SwitchReport {
 	return out
 }
 
+// maxBody bounds a control request's body, and bodyLimits what it may
+// hold: a flow list of tens of thousands, nested no deeper than the
+// request types.
+const maxBody = 8 << 20
+
+var bodyLimits = strictjson.Limits{MaxDepth: 16, MaxValues: 1_000_000}
+
+// readJSON decodes a request's body strictly (strictjson: keys in their
+// field's case, none twice, no unknown fields, bounded depth and size).
 func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		code, msg := http.StatusBadRequest, "the body could not be read: "+err.Error()
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxBody)
+		}
+		writeJSON(w, code, map[string]string{"error": msg})
+		return false
+	}
+	if err := bodyLimits.Decode(body, v); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "malformed JSON: " + err.Error()})
 		return false
 	}

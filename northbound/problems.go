@@ -1,14 +1,14 @@
 package northbound
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"reflect"
+	"os"
 	"strconv"
 	"strings"
 
@@ -16,6 +16,7 @@ import (
 	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/intents"
+	"github.com/accelnet/accelnet/internal/strictjson"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/tenancy"
@@ -86,7 +87,7 @@ const maxBody = 1 << 20
 func decodeStrict(c *gin.Context, v any) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
 	if err != nil {
-		writeProblem(c, api.Problem{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("body over %d bytes", maxBody)})
+		writeProblem(c, bodyReadProblem(err))
 		return false
 	}
 	if p, ok := decodeJSON(body, v); !ok {
@@ -96,31 +97,42 @@ func decodeStrict(c *gin.Context, v any) bool {
 	return true
 }
 
+// bodyReadProblem says why a body could not be read: too large (413),
+// not sent in time (408: the server's read timeout), or cut off (400).
+func bodyReadProblem(err error) api.Problem {
+	var tooLarge *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		return api.Problem{Status: http.StatusRequestEntityTooLarge, Detail: fmt.Sprintf("body over %d bytes", tooLarge.Limit)}
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		return api.Problem{Status: http.StatusRequestTimeout, Detail: "the body did not arrive in time: send it at once, after the headers"}
+	}
+	return api.Problem{Status: http.StatusBadRequest, Detail: "the body could not be read: " + err.Error()}
+}
+
 // decodeJSON decodes body into v as decodeStrict does, or says why not.
 func decodeJSON(body []byte, v any) (api.Problem, bool) {
-	if err := checkKeys(body, reflect.TypeOf(v)); err != nil {
-		return api.Problem{Status: http.StatusBadRequest, Detail: "malformed JSON: " + err.Error()}, false
+	err := strictjson.Decode(body, v)
+	if err == nil {
+		return api.Problem{}, true
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		detail := "malformed JSON: " + err.Error()
-		var typeErr *json.UnmarshalTypeError
-		var field string
-		if errors.As(err, &typeErr) {
-			field = strings.TrimPrefix(typeErr.Field, "IntentSpec.") // embedded in api.IntentRequest
-			detail = fmt.Sprintf("field %q: want %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
-		}
-		p := api.Problem{Status: http.StatusBadRequest, Detail: detail}
-		if field != "" {
-			p.Errors = []models.FieldError{{Field: field, Message: detail}}
-		}
-		return p, false
+	detail := "malformed JSON: " + err.Error()
+	var field string
+	var typeErr *json.UnmarshalTypeError
+	var keyErr *strictjson.KeyError
+	switch {
+	case errors.As(err, &typeErr):
+		field = strings.TrimPrefix(typeErr.Field, "IntentSpec.") // embedded in api.IntentRequest
+		detail = fmt.Sprintf("field %q: want %s, got %s", typeErr.Field, typeErr.Type, typeErr.Value)
+	case errors.As(err, &keyErr):
+		field = keyErr.Path
 	}
-	if dec.More() {
-		return api.Problem{Status: http.StatusBadRequest, Detail: "malformed JSON: data after the object"}, false
+	p := api.Problem{Status: http.StatusBadRequest, Detail: detail}
+	if field != "" {
+		p.Errors = []models.FieldError{{Field: field, Message: detail}}
 	}
-	return api.Problem{}, true
+	return p, false
 }
 
 func boolQuery(c *gin.Context, name string) (bool, error) {

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/store/storetest"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -54,12 +53,8 @@ func TestFollowerEndsTheTermOfAGoneLeader(t *testing.T) {
 }
 
 func testGoneLeader(t *testing.T, how string) {
-	_, cli := storetest.Etcd(t)
-	cliA, err := store.Dial(cli.Endpoints())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cliA.Close()
+	etcd := storetest.Embedded(t)
+	cli, cliA := storetest.Client(t, etcd), storetest.Client(t, etcd)
 
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

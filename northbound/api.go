@@ -18,6 +18,7 @@ import (
 	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/intents"
+	"github.com/accelnet/accelnet/internal/httpserve"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/telemetry"
 	"github.com/accelnet/accelnet/tenancy"
@@ -125,7 +126,11 @@ func New(opts Options) http.Handler {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", a.ready)
 	if opts.Alive != nil {
-		r.GET(election.AlivePath, gin.WrapH(opts.Alive))
+		// A follower holds it open for the whole term.
+		r.GET(election.AlivePath, func(c *gin.Context) {
+			defer httpserve.LongHold(c.Request.Context())()
+			opts.Alive.ServeHTTP(c.Writer, c.Request)
+		})
 	}
 	if opts.Gatherer != nil {
 		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/intents"
+	"github.com/accelnet/accelnet/internal/httpserve"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/tenancy"
 	"github.com/gin-gonic/gin"
@@ -65,6 +66,7 @@ func (a *server) authenticate(c *gin.Context) {
 		problem(c, http.StatusTooManyRequests, "rate limit exceeded for "+whose+"; slow down")
 		return
 	}
+	httpserve.Trust(c.Request.Context()) // its connection is not closed to make room
 	scope := intents.Scope{Tenant: tok.Tenant, Operator: tok.Role == models.RoleOperator}
 	c.Set(scopeKey, scope)
 	c.Set(tokenKey, tok)

@@ -8,19 +8,24 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/accelnet/accelnet/internal/httpserve"
 )
 
-// events streams intent and topology changes as server-sent events; a
-// tenant sees only its own intents.
 // endless lifts the server's read and write timeouts for a response that
 // streams until the client goes away (server-sent events): an expired read
 // deadline would end the request's context, a write deadline the stream.
-func endless(c *gin.Context) {
+// It also says the request holds its connection for long
+// (httpserve.LongHold); call done when the stream ends.
+func endless(c *gin.Context) (done func()) {
 	rc := http.NewResponseController(c.Writer)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Time{})
+	return httpserve.LongHold(c.Request.Context())
 }
 
+// events streams intent and topology changes as server-sent events; a
+// tenant sees only its own intents.
 func (a *server) events(c *gin.Context) {
 	// The stream lasts only as long as its token: revoked, or its tenant
 	// deleted (on any replica), it ends with a "revoked" event. (Checked
@@ -33,7 +38,7 @@ func (a *server) events(c *gin.Context) {
 	}
 	ch, cancel := a.opts.Events.Subscribe(scopeOf(c))
 	defer cancel()
-	endless(c)
+	defer endless(c)()
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-cache")
 	c.Header("X-Accel-Buffering", "no")

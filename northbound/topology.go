@@ -28,7 +28,7 @@ func (a *server) topology(c *gin.Context) {
 // once and then every StreamInterval, until the client goes away. The
 // dashboard follows it.
 func (a *server) stream(c *gin.Context) {
-	endless(c)
+	defer endless(c)()
 	c.Header("Content-Type", "text/event-stream")
 	c.Header("Cache-Control", "no-cache")
 	c.Header("X-Accel-Buffering", "no")

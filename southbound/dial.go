@@ -3,11 +3,8 @@ package southbound
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
-	"fmt"
 	"io"
-	"os"
 	"path"
 	"strings"
 	"sync"
@@ -20,85 +17,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
-
-// TLSFiles names PEM files for one side of a TLS connection.
-type TLSFiles struct {
-	// CA verifies the peer: for a client, the switches' (or servers')
-	// certificates; for a server, client certificates (mutual TLS).
-	CA string
-	// Cert and Key are this side's certificate and key (for a client:
-	// presented for mutual TLS).
-	Cert, Key string
-	// ServerName overrides the name a client checks in the server's
-	// certificate (default: the host of the address it dials).
-	ServerName string
-}
-
-// Enabled says whether any file is named.
-func (f TLSFiles) Enabled() bool { return f.CA != "" || f.Cert != "" || f.Key != "" }
-
-func (f TLSFiles) pair() ([]tls.Certificate, error) {
-	if f.Cert == "" && f.Key == "" {
-		return nil, nil
-	}
-	if f.Cert == "" || f.Key == "" {
-		return nil, errors.New("TLS: a certificate needs its key and a key its certificate")
-	}
-	c, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		return nil, fmt.Errorf("TLS: load %s / %s: %w", f.Cert, f.Key, err)
-	}
-	return []tls.Certificate{c}, nil
-}
-
-func (f TLSFiles) pool() (*x509.CertPool, error) {
-	if f.CA == "" {
-		return nil, nil
-	}
-	pem, err := os.ReadFile(f.CA)
-	if err != nil {
-		return nil, fmt.Errorf("TLS: read CA %s: %w", f.CA, err)
-	}
-	p := x509.NewCertPool()
-	if !p.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("TLS: %s holds no PEM certificate", f.CA)
-	}
-	return p, nil
-}
-
-// ClientConfig is the TLS configuration of a client: CA (nil: the
-// system's roots) and, for mutual TLS, Cert and Key.
-func (f TLSFiles) ClientConfig() (*tls.Config, error) {
-	certs, err := f.pair()
-	if err != nil {
-		return nil, err
-	}
-	roots, err := f.pool()
-	if err != nil {
-		return nil, err
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: certs, ServerName: f.ServerName}, nil
-}
-
-// ServerConfig is the TLS configuration of a server: Cert and Key, and
-// with CA, client certificates required and verified against it.
-func (f TLSFiles) ServerConfig() (*tls.Config, error) {
-	certs, err := f.pair()
-	if err != nil {
-		return nil, err
-	}
-	if certs == nil {
-		return nil, errors.New("TLS: a server needs a certificate and key")
-	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: certs}
-	if f.CA != "" {
-		if cfg.ClientCAs, err = f.pool(); err != nil {
-			return nil, err
-		}
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
-}
 
 // RPCMetrics records every southbound gRPC call's latency and errors.
 type RPCMetrics struct {

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/internal/proctest"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound"
@@ -55,7 +56,7 @@ func TestGNXITarget(t *testing.T) {
 	addr := fabrictest.FreeAddr(t)
 	proctest.Start(t, "gnmi_target", bin, "-bind_address", addr, "-config", cfg,
 		"-ca", certs.CA, "-cert", certs.ServerCert, "-key", certs.ServerKey)
-	tlsCfg, err := southbound.TLSFiles{CA: certs.CA, Cert: certs.ClientCert, Key: certs.ClientKey}.ClientConfig()
+	tlsCfg, err := pki.Files{CA: certs.CA, Cert: certs.ClientCert, Key: certs.ClientKey}.ClientConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestGNXITarget(t *testing.T) {
 	sw := models.Switch{Name: "leaf1", GNMIAddr: addr}
 
 	t.Run("no client certificate", func(t *testing.T) {
-		noCert, err := southbound.TLSFiles{CA: certs.CA}.ClientConfig()
+		noCert, err := pki.Files{CA: certs.CA}.ClientConfig()
 		if err != nil {
 			t.Fatal(err)
 		}

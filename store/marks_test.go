@@ -14,7 +14,7 @@ import (
 // fence that no longer holds writes and removes nothing; a mark that does
 // not decode is left out (its switch is read in full).
 func TestMarks(t *testing.T) {
-	s := embedded(t)
+	s := testStore(t)
 	ctx := t.Context()
 	fenceKey := Prefix + "test/fence"
 	rev, err := s.Commit(ctx, nil, []clientv3.Op{clientv3.OpPut(fenceKey, "term")})

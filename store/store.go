@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,11 +57,13 @@ func (s *Store) Wrap(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// Dial connects an etcd client to endpoints.
-func Dial(endpoints []string) (*clientv3.Client, error) {
+// Dial connects an etcd client to endpoints, over TLS with tlsConfig
+// (nil: plaintext).
+func Dial(endpoints []string, tlsConfig *tls.Config) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
+		TLS:         tlsConfig,
 		Logger:      zap.NewNop(),
 	})
 	if err != nil {

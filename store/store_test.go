@@ -13,16 +13,17 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store/embedded"
 )
 
-func embedded(t *testing.T) *Store {
+func testStore(t *testing.T) *Store {
 	t.Helper()
-	e, err := StartEmbedded(t.TempDir(), "")
+	e, err := embedded.Start(t.TempDir(), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	cli, err := Dial(e.Endpoints)
+	cli, err := Dial(e.Endpoints, e.ClientTLS)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +35,7 @@ func embedded(t *testing.T) *Store {
 // writes nothing; List reads a prefix at a past revision; JSON round-trips;
 // a missing key is not found; the topology is checked on its mod revision.
 func TestStore(t *testing.T) {
-	s := embedded(t)
+	s := testStore(t)
 	ctx := t.Context()
 	key := Prefix + "test/a"
 	rev1, err := s.Commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, []clientv3.Op{clientv3.OpPut(key, "1")})
@@ -88,7 +89,7 @@ func TestStore(t *testing.T) {
 // under the prefix was written since; a write after the listing makes it a
 // conflict, a deletion does not.
 func TestPutJSONIfUnchanged(t *testing.T) {
-	s := embedded(t)
+	s := testStore(t)
 	ctx := t.Context()
 	prefix := Prefix + "d/"
 	if err := s.PutJSON(ctx, prefix+"a", 1); err != nil {
@@ -122,7 +123,7 @@ func TestPutJSONIfUnchanged(t *testing.T) {
 // TestWatches: Follow lists then streams changes; WatchKey streams one
 // key's changes from a revision, deletions marked.
 func TestWatches(t *testing.T) {
-	s := embedded(t)
+	s := testStore(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	if err := s.PutJSON(ctx, Prefix+"f/x", 1); err != nil {
@@ -225,7 +226,7 @@ func TestNewID(t *testing.T) {
 // nothing written since, it answers at once; compacted revisions are an
 // error.
 func TestChanges(t *testing.T) {
-	s := embedded(t)
+	s := testStore(t)
 	ctx := t.Context()
 	put := func(key string, v int) int64 {
 		t.Helper()

@@ -20,7 +20,7 @@ import (
 // readable at its revision; a topology stored whole by an earlier version
 // is still read.
 func TestLargeTopologyStoredInParts(t *testing.T) {
-	s := embedded(t)
+	s := testStore(t)
 	ctx := context.Background()
 	topo, err := topology.FatTree(32, 400)
 	if err != nil {

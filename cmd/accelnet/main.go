@@ -27,9 +27,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/httpserve"
+	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/northbound"
-	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -61,6 +62,10 @@ type Config struct {
 	// MemoryLimit is the Go runtime's soft memory limit: auto, none or a
 	// size (memlimit.go).
 	MemoryLimit string
+	// MaxConnections bounds the API listener's connections (0: what the
+	// open-file limit leaves, fdlimit.go), MaxConnectionsPerSource those
+	// of one client address.
+	MaxConnections, MaxConnectionsPerSource int
 
 	// demo only
 	Workload string
@@ -120,6 +125,8 @@ func defaultConfig() Config {
 		Gbps:           400,
 		QPs:            1,
 		Seed:           1,
+
+		MaxConnectionsPerSource: defaultConnsPerSource,
 	}
 }
 
@@ -162,11 +169,20 @@ func (c Config) Validate(demo bool) error {
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is on top of HTTPS)")
 	}
+	if (c.EtcdTLS.Cert == "") != (c.EtcdTLS.Key == "") {
+		return errors.New("--etcd-cert and --etcd-key go together")
+	}
+	if c.EtcdTLS.Enabled() && len(c.EtcdEndpoints) == 0 {
+		return errors.New("--etcd-ca, --etcd-cert and --etcd-key are for --etcd-endpoints (the embedded etcd makes its own certificates in --data-dir)")
+	}
 	if (c.SouthboundTLS.Cert == "") != (c.SouthboundTLS.Key == "") {
 		return errors.New("--southbound-tls-cert and --southbound-tls-key go together")
 	}
 	if c.ForeignEntries != "remove" && c.ForeignEntries != "keep" {
 		return fmt.Errorf("--foreign-entries %q: want remove or keep", c.ForeignEntries)
+	}
+	if c.MaxConnections < 0 || c.MaxConnectionsPerSource < 1 {
+		return fmt.Errorf("--max-connections %d, --max-connections-per-source %d: want 0 (auto) or more, and 1 or more", c.MaxConnections, c.MaxConnectionsPerSource)
 	}
 	if err := checkMemoryLimit(c.MemoryLimit); err != nil {
 		return err
@@ -277,6 +293,8 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.ServerName, "southbound-tls-server-name", "", "name to verify in every switch's certificate (default: the host it is dialled at)")
 	root.PersistentFlags().StringVar(&cfg.ForeignEntries, "foreign-entries", cfg.ForeignEntries, "entries in accelnet's tables the controller did not write (no accelnet tag in their metadata): remove (as drift) or keep (left alone; one it needs under the same key is taken over)")
 	root.PersistentFlags().StringVar(&cfg.MemoryLimit, "memory-limit", cfg.MemoryLimit, "soft memory limit of the Go runtime: the collector runs more often near it instead of letting the heap grow to twice what is live. auto: GOMEMLIMIT if set, else 90% of the container's memory limit (cgroup), else none; none; or a size such as 1800MiB")
+	root.PersistentFlags().IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "connections the API holds at once; past it an idle connection that showed no valid token is closed for the new one, or the new one is refused. 0: what the open-file limit leaves after etcd and the switches (at most 16384)")
+	root.PersistentFlags().IntVar(&cfg.MaxConnectionsPerSource, "max-connections-per-source", cfg.MaxConnectionsPerSource, "connections one client address holds at once (the same rule past it, among that address's connections)")
 	root.PersistentFlags().StringVar(&configFile, "config", "", "YAML file of flag values (keys are flag names: http-addr: \":8080\", etcd-endpoints: [a:2379, b:2379]); flags given on the command line and ACCELNET_* environment variables win over it")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyConfig(cmd.Flags(), configFile, os.LookupEnv)
@@ -324,6 +342,9 @@ the others serve reads and forward writes to it (--advertise-url). TLS:
 	}
 	serve.Flags().StringVar(&serveTopology, "topology", "", "topology file to store in etcd (optional with --etcd-endpoints: use the stored one)")
 	serve.Flags().StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "etcd cluster to join (host:port,…); empty runs an embedded etcd in --data-dir")
+	serve.Flags().StringVar(&cfg.EtcdTLS.CA, "etcd-ca", "", "PEM CA bundle that verifies the etcd cluster's certificates (https endpoints); setting any etcd TLS flag turns TLS on")
+	serve.Flags().StringVar(&cfg.EtcdTLS.Cert, "etcd-cert", "", "PEM client certificate presented to etcd (its --client-cert-auth)")
+	serve.Flags().StringVar(&cfg.EtcdTLS.Key, "etcd-key", "", "PEM key of --etcd-cert")
 	serve.Flags().IntVar(&cfg.EtcdMaxTxnOps, "etcd-max-txn-ops", 0, "the cluster's --max-txn-ops (default 128 for a cluster; admissions arriving together share one transaction up to it)")
 
 	ver := &cobra.Command{
@@ -352,6 +373,10 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		return err
 	}
 	log.Info("memory limit", "limit", limit)
+	filesBefore, files, err := raiseFileLimit()
+	if err != nil {
+		log.Warn("open-file limit", "err", err)
+	}
 
 	// What can fail at once, before anything starts: the listen address
 	// and the data directory (etcd would wait on it forever).
@@ -429,13 +454,28 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	if cfg.TLSClientCA != "" {
 		handler = northbound.RequireClientCert(handler)
 	}
-	srv := stack.NewHTTPServer(handler, serverTLS)
+	srv := httpserve.NewServer(handler, serverTLS)
+	switches := 0
+	if opts.Topology != nil {
+		switches = len(opts.Topology.Switches)
+	} else if t, _, _, err := s.Store.Topology(ctx); err == nil {
+		switches = len(t.Switches)
+	}
+	connLimits, reserve, short := connectionLimits(files, switches, demo, cfg.MaxConnections, cfg.MaxConnectionsPerSource)
+	log.Info("open files", "limit", files, "raised_from", filesBefore, "reserved", reserve,
+		"api_max_connections", connLimits.MaxConns, "api_max_connections_per_source", connLimits.MaxPerSource)
+	if short {
+		log.Warn("the open-file limit leaves the API fewer connections than --max-connections asks: a flood could exhaust it; raise the hard limit (ulimit -Hn, LimitNOFILE=)",
+			"limit", files, "reserved", reserve, "max_connections", connLimits.MaxConns)
+	}
+	guard := httpserve.NewGuard(lis, connLimits, "api", log.With("component", "api"), s.Registry)
+	guard.Attach(srv)
 	if cfg.AdvertiseURL == "" {
 		s.Advertise(advertiseURL(lis.Addr().String(), serverTLS != nil))
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return s.Run(ctx) })
-	g.Go(func() error { return stack.ServeHTTP(ctx, srv, lis, log) })
+	g.Go(func() error { return httpserve.Serve(ctx, srv, guard, log) })
 	g.Go(func() error { return announce(ctx, s, cfg, lis.Addr().String(), started, log) })
 	if demo && cfg.Workload != "none" {
 		id, err := s.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: cfg.Workload, Gbps: cfg.Gbps, QPsPerConnection: cfg.QPs, Seed: cfg.Seed})
@@ -525,7 +565,7 @@ func apiTLS(cfg Config) (*tls.Config, http.RoundTripper, error) {
 	if cfg.TLSCert == "" {
 		return nil, nil, nil
 	}
-	server, err := southbound.TLSFiles{CA: cfg.TLSClientCA, Cert: cfg.TLSCert, Key: cfg.TLSKey}.ServerConfig()
+	server, err := pki.Files{CA: cfg.TLSClientCA, Cert: cfg.TLSCert, Key: cfg.TLSKey}.ServerConfig()
 	if err != nil {
 		return nil, nil, fmt.Errorf("API %w", err)
 	}
@@ -534,7 +574,7 @@ func apiTLS(cfg Config) (*tls.Config, http.RoundTripper, error) {
 		// the probes (northbound.RequireClientCert).
 		server.ClientAuth = tls.VerifyClientCertIfGiven
 	}
-	client := southbound.TLSFiles{CA: cfg.TLSCA}
+	client := pki.Files{CA: cfg.TLSCA}
 	if cfg.TLSClientCA != "" { // the leader wants a certificate from us too
 		client.Cert, client.Key = cfg.TLSCert, cfg.TLSKey
 	}

@@ -23,8 +23,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/accelnet/accelnet/fabricsim"
-	"github.com/accelnet/accelnet/internal/stack"
-	"github.com/accelnet/accelnet/southbound"
+	"github.com/accelnet/accelnet/internal/httpserve"
+	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -43,7 +43,7 @@ type Config struct {
 	CounterInterval time.Duration
 	// TLS for the switches' P4Runtime and gNMI: certificate and key, and
 	// a CA to require client certificates from (mutual TLS).
-	TLS southbound.TLSFiles
+	TLS pki.Files
 }
 
 // Validate checks the flags.
@@ -72,7 +72,7 @@ func main() {
 	flag.StringVar(&cfg.TLS.CA, "tls-client-ca", "", "PEM CA bundle: require controllers to present a certificate it signed (mutual TLS)")
 	flag.Parse()
 	if cfg.Probe != "" {
-		if err := stack.Probe(cfg.Probe, 5*time.Second); err != nil {
+		if err := httpserve.Probe(cfg.Probe, 5*time.Second); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
@@ -124,10 +124,10 @@ func run(cfg Config, log *slog.Logger) error {
 	mux := http.NewServeMux()
 	mux.Handle("/sim/v1/", f.Handler())
 	mux.Handle("/debug/pprof/", http.DefaultServeMux) // net/http/pprof's handlers
-	srv := stack.NewHTTPServer(mux, nil)
+	srv := httpserve.NewServer(mux, nil)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return f.Run(ctx) })
-	g.Go(func() error { return stack.ServeHTTP(ctx, srv, lis, log) })
+	g.Go(func() error { return httpserve.Serve(ctx, srv, lis, log) })
 	log.Info("control API up", "url", "http://"+cfg.HTTPAddr+"/sim/v1/switches")
 	return g.Wait()
 }

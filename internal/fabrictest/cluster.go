@@ -9,25 +9,25 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/embedded"
 )
 
 // Cluster is an etcd cluster of embedded members on loopback, each with
 // its own data directory, that a test can stop and start member by member.
 type Cluster struct {
 	t       testing.TB
-	members []store.EmbeddedMember
+	members []embedded.Member
 	mu      sync.Mutex
-	running []*store.Embedded
+	running []*embedded.Server
 }
 
 // NewCluster starts an n-member etcd cluster; it stops in t.Cleanup.
 func NewCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, running: make([]*store.Embedded, n)}
+	c := &Cluster{t: t, running: make([]*embedded.Server, n)}
 	var initial []string
 	for i := range n {
-		m := store.EmbeddedMember{
+		m := embedded.Member{
 			Name: fmt.Sprintf("etcd%d", i+1), Dir: t.TempDir(),
 			ClientAddr: FreeAddr(t), PeerAddr: FreeAddr(t),
 		}
@@ -103,7 +103,7 @@ func (c *Cluster) Start(members ...int) {
 	var wg sync.WaitGroup
 	for k, i := range members {
 		wg.Go(func() {
-			e, err := store.StartEmbeddedMember(c.members[i])
+			e, err := embedded.StartMember(c.members[i])
 			errs[k] = err
 			c.mu.Lock()
 			c.running[i] = e

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/accelnet/accelnet/api"
-	"github.com/accelnet/accelnet/southbound/p4"
-	"github.com/accelnet/accelnet/store"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/southbound/p4"
+	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/embedded"
 
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
@@ -248,14 +250,14 @@ func TestServeAgainstSeparateFabric(t *testing.T) {
 // TestExternalEtcd runs the stack against an etcd it did not start (the
 // --etcd-endpoints path), here a separate etcd member on loopback.
 func TestExternalEtcd(t *testing.T) {
-	etcd, err := store.StartEmbedded(t.TempDir(), "")
+	etcd, err := embedded.Start(t.TempDir(), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(etcd.Close)
 	topo := fabrictest.LeafSpine(1, 2, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := stack.New(ctx, stack.Config{Topology: &topo, Emulate: true, EtcdEndpoints: etcd.Endpoints})
+	s, err := stack.New(ctx, stack.Config{Topology: &topo, Emulate: true, EtcdEndpoints: etcd.Endpoints, EtcdTLS: etcd.Client})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -280,7 +282,7 @@ func TestExternalEtcd(t *testing.T) {
 		<-time.After(20 * time.Millisecond)
 	}
 	// The topology is in the external etcd, where another replica would find it.
-	cli, err := store.Dial(etcd.Endpoints)
+	cli, err := store.Dial(etcd.Endpoints, etcd.ClientTLS)
 	if err != nil {
 		t.Fatal(err)
 	}

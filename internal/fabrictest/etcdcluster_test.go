@@ -90,7 +90,7 @@ func TestEtcdClusterMemberDown(t *testing.T) {
 	allInstalled(t, h, tok, 6)
 
 	c.Start(down)
-	cli, err := store.Dial([]string{c.Endpoints()[down]})
+	cli, err := store.Dial([]string{c.Endpoints()[down]}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,6 +88,7 @@ func JoinWith(t testing.TB, h *Harness, tune func(*stack.Config)) *Harness {
 		o.Topology = nil
 		o.EtcdDir = ""
 		o.EtcdEndpoints = h.Etcd.Endpoints()
+		o.EtcdTLS = h.EtcdTLS
 		if tune != nil {
 			tune(o)
 		}

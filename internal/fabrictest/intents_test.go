@@ -19,7 +19,7 @@ import (
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound/p4"
-	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/embedded"
 )
 
 // tenant creates a tenant with quotas and returns a token for it.
@@ -583,7 +583,7 @@ func TestEtcdDown(t *testing.T) {
 		t.Errorf("%d writes to the switches while etcd was down", w-writesBefore)
 	}
 
-	e, err := store.StartEmbedded(dir, addr)
+	e, err := embedded.Start(dir, addr, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,16 +13,16 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/internal/fabrictest"
-	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/internal/httpserve"
 )
 
 // TestSlowClientsCannotHoldTheServer: the API's server (the limits of
-// stack.NewHTTPServer, shortened) closes a few hundred clients that send
+// httpserve.NewServer, shortened) closes a few hundred clients that send
 // half a request and stop — headers or body — while it goes on answering
 // others; a server-sent event stream outlives those limits.
 func TestSlowClientsCannotHoldTheServer(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(1, 2, 1))
-	srv := stack.NewHTTPServer(h.Stack.Handler, nil)
+	srv := httpserve.NewServer(h.Stack.Handler, nil)
 	srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout = 500*time.Millisecond, time.Second, time.Second, time.Second
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -30,7 +30,7 @@ func TestSlowClientsCannotHoldTheServer(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- stack.ServeHTTP(ctx, srv, lis, slog.New(slog.DiscardHandler)) }()
+	go func() { done <- httpserve.Serve(ctx, srv, lis, slog.New(slog.DiscardHandler)) }()
 	t.Cleanup(func() { cancel(); <-done })
 	addr := lis.Addr().String()
 

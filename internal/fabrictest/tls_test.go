@@ -9,6 +9,7 @@ import (
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound"
@@ -20,13 +21,13 @@ import (
 // certificate, trusting another CA, or speaking plaintext is refused.
 func TestSouthboundMutualTLS(t *testing.T) {
 	certs := fabrictest.NewCerts(t)
-	serverTLS, err := southbound.TLSFiles{CA: certs.CA, Cert: certs.ServerCert, Key: certs.ServerKey}.ServerConfig()
+	serverTLS, err := pki.Files{CA: certs.CA, Cert: certs.ServerCert, Key: certs.ServerKey}.ServerConfig()
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := fabrictest.StartFabricWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *fabricsim.Options) { o.TLS = serverTLS })
 	h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Config) {
-		o.SouthboundTLS = southbound.TLSFiles{CA: certs.CA, Cert: certs.ClientCert, Key: certs.ClientKey}
+		o.SouthboundTLS = pki.Files{CA: certs.CA, Cert: certs.ClientCert, Key: certs.ClientKey}
 	})
 	converged(t, h)
 	h.Eventually(t, 10*time.Second, "link load streamed over gNMI with TLS", func() bool {
@@ -56,7 +57,7 @@ func TestSouthboundMutualTLS(t *testing.T) {
 		}
 		return models.Switch{}, errors.New("unknown")
 	}
-	for name, files := range map[string]southbound.TLSFiles{
+	for name, files := range map[string]pki.Files{
 		"no client certificate": {CA: certs.CA},
 		"another CA":            {CA: certs.OtherCA, Cert: certs.ClientCert, Key: certs.ClientKey},
 		"plaintext":             {},

@@ -179,7 +179,7 @@ func (d *deployment) switchWrites() int64 {
 
 // marked is how many switches have a handover mark in etcd.
 func (d *deployment) marked() (int, error) {
-	cli, err := store.Dial(d.etcd)
+	cli, err := store.Dial(d.etcd, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/internal/proctest"
-	"github.com/accelnet/accelnet/southbound"
 )
 
 // TestProductionTLS runs what docs/production.md
@@ -28,7 +28,7 @@ func TestProductionTLS(t *testing.T) {
 	if err := os.WriteFile(config, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	clientTLS, err := southbound.TLSFiles{CA: certs.CA, Cert: certs.ClientCert, Key: certs.ClientKey}.ClientConfig()
+	clientTLS, err := pki.Files{CA: certs.CA, Cert: certs.ClientCert, Key: certs.ClientKey}.ClientConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,12 +27,14 @@ import (
 	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/intents"
+	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/southbound/p4"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/embedded"
 	"github.com/accelnet/accelnet/tenancy"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -49,6 +51,10 @@ type Config struct {
 	// etcd in EtcdDir.
 	EtcdEndpoints []string
 	EtcdDir       string
+	// EtcdTLS is what the client presents to and trusts of the etcd at
+	// EtcdEndpoints (nothing named: plaintext). An embedded etcd always
+	// takes TLS with the certificates in its directory.
+	EtcdTLS pki.Files
 	// CounterInterval is fabricsim's counter tick; TelemetryInterval the
 	// controller's gNMI sample interval.
 	CounterInterval   time.Duration
@@ -88,7 +94,7 @@ type Config struct {
 	KeepForeignEntries bool
 	// SouthboundTLS secures P4Runtime and gNMI to the switches (none
 	// named: plaintext); EmulatorTLS makes the emulated switches serve TLS.
-	SouthboundTLS southbound.TLSFiles
+	SouthboundTLS pki.Files
 	EmulatorTLS   *tls.Config
 	// ForwardTransport carries forwarded requests to the leader (TLS);
 	// nil: http.DefaultTransport.
@@ -165,8 +171,11 @@ func (o Config) Validate() error {
 
 // Stack is a running accelnet.
 type Stack struct {
-	Embedded   *store.Embedded // nil with an external etcd
-	Etcd       *clientv3.Client
+	Embedded *embedded.Server // nil with an external etcd
+	Etcd     *clientv3.Client
+	// EtcdTLS is what this replica reaches etcd with (another replica
+	// joining it uses the same).
+	EtcdTLS    pki.Files
 	Store      *store.Store
 	Fabric     *fabricsim.Fabric // nil unless emulating
 	Driver     *southbound.P4RT
@@ -217,15 +226,23 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	endpoints := opts.EtcdEndpoints
+	s.EtcdTLS = opts.EtcdTLS
 	if len(endpoints) == 0 {
 		start := time.Now()
-		if s.Embedded, err = store.StartEmbedded(opts.EtcdDir, ""); err != nil {
+		if s.Embedded, err = embedded.Start(opts.EtcdDir, "", s.log); err != nil {
 			return nil, err
 		}
-		endpoints = s.Embedded.Endpoints
-		s.log.Info("embedded etcd ready", "dir", opts.EtcdDir, "endpoints", endpoints, "took", time.Since(start).Round(time.Millisecond))
+		endpoints, s.EtcdTLS = s.Embedded.Endpoints, s.Embedded.Client
+		s.log.Info("embedded etcd ready", "dir", opts.EtcdDir, "endpoints", endpoints, "tls", "client certificates in "+filepath.Join(opts.EtcdDir, embedded.PKIDir),
+			"took", time.Since(start).Round(time.Millisecond))
 	}
-	if s.Etcd, err = store.Dial(endpoints); err != nil {
+	var etcdTLS *tls.Config
+	if s.EtcdTLS.Enabled() {
+		if etcdTLS, err = s.EtcdTLS.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("etcd %w", err)
+		}
+	}
+	if s.Etcd, err = store.Dial(endpoints, etcdTLS); err != nil {
 		return nil, err
 	}
 	s.Store = store.NewStore(s.Etcd, 5*time.Second)
@@ -299,7 +316,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	lim := schema.Limits()
 	maxOps := opts.EtcdMaxTxnOps
 	if maxOps <= 0 && s.Embedded != nil {
-		maxOps = store.EmbeddedMaxTxnOps
+		maxOps = embedded.MaxTxnOps
 	}
 	s.Auth = tenancy.NewAuth(s.Store)
 	s.Events = intents.NewEvents(s.Store)
@@ -511,60 +528,6 @@ func (s *Stack) Close() {
 	}
 }
 
-// HTTP server limits: a client has HeaderTimeout to send its headers and
-// ReadTimeout for the whole request, an answer WriteTimeout to go out
-// (event streams lift it for themselves), an idle keep-alive connection
-// is closed after IdleTimeout, and headers are at most MaxHeaderBytes. So
-// slow or idle clients, however many, hold nothing for long.
-const (
-	HeaderTimeout  = 10 * time.Second
-	ReadTimeout    = 30 * time.Second
-	WriteTimeout   = 60 * time.Second
-	IdleTimeout    = 2 * time.Minute
-	MaxHeaderBytes = 64 << 10
-)
-
-// NewHTTPServer is an HTTP server for handler with the limits above.
-func NewHTTPServer(handler http.Handler, tlsConfig *tls.Config) *http.Server {
-	return &http.Server{Handler: handler, TLSConfig: tlsConfig, ReadHeaderTimeout: HeaderTimeout,
-		ReadTimeout: ReadTimeout, WriteTimeout: WriteTimeout, IdleTimeout: IdleTimeout, MaxHeaderBytes: MaxHeaderBytes}
-}
-
-// ServeHTTP serves srv on lis until ctx ends, then shuts it down, giving
-// requests in flight up to three seconds (shutdownGrace); those still
-// running then are cut, and that is logged, not an error: the stop was
-// asked for, and a process that exits non-zero after SIGTERM reads as a
-// crash (a slow admission's client retries with its Idempotency-Key).
-func ServeHTTP(ctx context.Context, srv *http.Server, lis net.Listener, log *slog.Logger) error {
-	errc := make(chan error, 1)
-	go func() {
-		if srv.TLSConfig != nil {
-			errc <- srv.ServeTLS(lis, "", "") // certificates from TLSConfig
-			return
-		}
-		errc <- srv.Serve(lis)
-	}()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	err := srv.Shutdown(shutdownCtx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		log.Warn("requests still running when the HTTP server stopped were cut", "grace", shutdownGrace)
-		err = srv.Close()
-	}
-	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
-		err = errors.Join(err, serveErr)
-	}
-	return err
-}
-
-// shutdownGrace is how long requests in flight may finish at a stop.
-const shutdownGrace = 3 * time.Second
-
 // ReserveWorkload turns every flow of an emulated workload into an intent
 // of tenant (created if needed), reserving its demand less the headroom:
 // what a job launcher that declares its collectives' flows does. It
@@ -602,24 +565,6 @@ func (s *Stack) ReserveWorkload(ctx context.Context, workload string, tenant mod
 	}
 	created, err := s.Intents.CreateBatch(ctx, tenant, specs)
 	return len(created), err
-}
-
-// Probe GETs url and returns nil if it answers 200 within timeout: the
-// health check of containers that have no curl. An https URL is not
-// verified (the check is that the server answers, from its own host).
-func Probe(url string, timeout time.Duration) error {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // a local liveness probe
-	c := &http.Client{Timeout: timeout, Transport: tr}
-	resp, err := c.Get(url)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
-	}
-	return nil
 }
 
 // lldpNeighbors reads switches' LLDP state over gNMI for link discovery:

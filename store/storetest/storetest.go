@@ -9,21 +9,36 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/embedded"
 )
 
 // Etcd starts a one-member embedded etcd and a client of it, both
 // stopped when the test ends, and the store over that client.
 func Etcd(t testing.TB) (*store.Store, *clientv3.Client) {
 	t.Helper()
-	e, err := store.StartEmbedded(t.TempDir(), "")
+	cli := Client(t, Embedded(t))
+	return store.NewStore(cli, 5*time.Second), cli
+}
+
+// Embedded starts a one-member embedded etcd, stopped when the test ends.
+func Embedded(t testing.TB) *embedded.Server {
+	t.Helper()
+	e, err := embedded.Start(t.TempDir(), "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	cli, err := store.Dial(e.Endpoints)
+	return e
+}
+
+// Client is a client of e (with its client certificate), closed when the
+// test ends.
+func Client(t testing.TB, e *embedded.Server) *clientv3.Client {
+	t.Helper()
+	cli, err := store.Dial(e.Endpoints, e.ClientTLS)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cli.Close() })
-	return store.NewStore(cli, 5*time.Second), cli
+	return cli
 }

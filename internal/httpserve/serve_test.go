@@ -1,4 +1,4 @@
-package stack
+package httpserve
 
 import (
 	"bytes"
@@ -12,11 +12,11 @@ import (
 	"time"
 )
 
-// TestServeHTTPCutsWhatOutlastsTheGrace: at a stop, a request that does
+// TestServeCutsWhatOutlastsTheGrace: at a stop, a request that does
 // not finish within the grace is cut and logged, and serving ends without
 // an error (a process that exits non-zero after SIGTERM reads as a
 // crash); a quick request is answered meanwhile.
-func TestServeHTTPCutsWhatOutlastsTheGrace(t *testing.T) {
+func TestServeCutsWhatOutlastsTheGrace(t *testing.T) {
 	started := make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
@@ -37,7 +37,7 @@ func TestServeHTTPCutsWhatOutlastsTheGrace(t *testing.T) {
 	}), nil))
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- ServeHTTP(ctx, &http.Server{Handler: mux}, lis, log) }()
+	go func() { served <- Serve(ctx, &http.Server{Handler: mux}, lis, log) }()
 	base := "http://" + lis.Addr().String()
 
 	resp, err := http.Get(base + "/quick")

@@ -118,7 +118,7 @@ func (m *Manager) admit(b *batch, e *entry, t models.Tenant, dryRun bool) (Outco
 			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, m.nameFor(owner, e.in.Tenant))}
 		}
 	}
-	if err := m.checkQuota(t, e.in.Spec.TotalGbps(), 1, e.in.ID); err != nil {
+	if err := m.checkQuota(t, e.in.Spec.TotalGbps(), 1, e.in.Spec.Priority, e.in.ID); err != nil {
 		return Outcome{}, err
 	}
 	cons, err := m.constraints(e)
@@ -167,6 +167,9 @@ func (m *Manager) admit(b *batch, e *entry, t models.Tenant, dryRun bool) (Outco
 		return Outcome{}, &RefusedError{Err: ErrNoCapacity, Fit: fit, Intent: &e.in}
 	}
 	if err := m.checkTableRoom(e, flows, fit.Paths); err != nil {
+		return Outcome{}, &RefusedError{Err: err, Fit: fit}
+	}
+	if err := m.checkTenantPins(t, e, fit.Paths); err != nil {
 		return Outcome{}, &RefusedError{Err: err, Fit: fit}
 	}
 	if dryRun {
@@ -443,6 +446,7 @@ func (m *Manager) pinPaths(b *batch, e *entry, paths [][]models.Endpoint) {
 		}
 	}
 	e.in.Status.ReservedGbps = reserved
+	m.tallyPins(e, paths)
 	b.undo = append(b.undo, func() { m.unpinNow(e) })
 }
 
@@ -466,6 +470,7 @@ func (m *Manager) unpinNow(e *entry) {
 	}
 	m.gen++
 	e.gen, e.pinned = m.gen, false
+	m.untallyPins(e)
 	for i, f := range e.flows {
 		if i < len(e.in.Status.Flows) {
 			_ = m.book.Reserve(f.src, e.in.Status.Flows[i].Path, -f.gbps)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -504,7 +505,7 @@ func (m *Manager) load(ctx context.Context) error {
 		m.changes[sw], m.changesBase[sw] = nil, m.gen // reconcilers compare in full once
 	}
 	if !keep {
-		m.pins, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, nil
+		m.pins, m.tally, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, newPinTally(), nil
 	}
 	m.keepDetectedLocked()
 	m.needReload = false
@@ -512,9 +513,7 @@ func (m *Manager) load(ctx context.Context) error {
 	m.mirrored = false // from now on the leader's own
 	for _, e := range m.all {
 		if in := e.in; in.Status.State.Live() {
-			u := m.tenantUsage(in.Tenant)
-			u.gbps += in.Spec.TotalGbps()
-			u.intents++
+			m.tenantUsage(in.Tenant).add(in.Spec.TotalGbps(), 1)
 		}
 	}
 	for _, kv := range idem {
@@ -613,14 +612,25 @@ func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, []
 // undone with the batch if it does not commit.
 func (m *Manager) addUsage(b *batch, t models.TenantName, gbps float64, n int) {
 	u := m.tenantUsage(t)
-	u.gbps += gbps
+	u.add(gbps, n)
+	b.undo = append(b.undo, func() { u.add(-gbps, -n) })
+}
+
+// add changes the usage by gbps and n intents. Sums of floats keep
+// residue (1e-16 Gb/s reserved after every intent was deleted): none
+// is left once no intent is, and what is left is rounded to 1 kb/s.
+func (u *tenantUsage) add(gbps float64, n int) {
 	u.intents += n
-	b.undo = append(b.undo, func() { u.gbps -= gbps; u.intents -= n })
+	u.gbps = math.Round((u.gbps+gbps)*1e6) / 1e6
+	if u.intents == 0 {
+		u.gbps = 0
+	}
 }
 
 // checkQuota refuses n more intents of gbps in total for tenant t, on top
-// of what it holds now less the intent except (one being replaced).
-func (m *Manager) checkQuota(t models.Tenant, gbps float64, n int, except string) error {
+// of what it holds now less the intent except (one being replaced), and
+// a priority above what the operator granted t.
+func (m *Manager) checkQuota(t models.Tenant, gbps float64, n, priority int, except string) error {
 	var held float64
 	count := 0
 	if u := m.usage[t.Name]; u != nil {
@@ -629,6 +639,9 @@ func (m *Manager) checkQuota(t models.Tenant, gbps float64, n int, except string
 	if old, ok := m.all[except]; ok && old.in.Status.State.Live() {
 		held -= old.in.Spec.TotalGbps()
 		count--
+	}
+	if priority > t.MaxPriority {
+		return &RefusedError{Err: fmt.Errorf("%w: priority %d asked; tenant %s may ask for at most %d (the operator grants it: max_priority)", ErrQuota, priority, t.Name, t.MaxPriority)}
 	}
 	if t.MaxIntents > 0 && count+n > t.MaxIntents {
 		return &RefusedError{Err: fmt.Errorf("%w: %d live intents + %d asked > %d allowed", ErrQuota, count, n, t.MaxIntents)}

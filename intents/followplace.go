@@ -63,7 +63,7 @@ func (m *Manager) placeFollowed(ctx context.Context) {
 		return
 	}
 	p.followPlacedLocked(*since)
-	m.all, m.book, m.pins, m.flowOwner = p.all, p.book, p.pins, p.flowOwner
+	m.all, m.book, m.pins, m.tally, m.flowOwner = p.all, p.book, p.pins, p.tally, p.flowOwner
 	m.awaiting, m.awaitNew, m.awaitingOn = p.awaiting, p.awaitNew, p.awaitingOn
 	m.gen = max(m.gen, p.gen)
 	m.changes = map[models.SwitchID][]pinChange{}
@@ -80,7 +80,7 @@ func (m *Manager) placeAll(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	m.book, m.pins, m.flowOwner = book, map[models.SwitchID]map[models.FlowKey]uint32{}, map[models.FlowKey]string{}
+	m.book, m.pins, m.tally, m.flowOwner = book, map[models.SwitchID]map[models.FlowKey]uint32{}, newPinTally(), map[models.FlowKey]string{}
 	m.awaiting, m.awaitNew, m.awaitingOn = map[string]bool{}, map[string]bool{}, map[models.SwitchID]map[string]bool{}
 	m.sizePins()
 	b := m.scratch()

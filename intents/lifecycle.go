@@ -872,7 +872,11 @@ func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 			total += spec.TotalGbps()
 			created = append(created, e)
 		}
-		if err := m.checkQuota(t, total, len(specs), ""); err != nil {
+		priority := 0
+		for _, s := range specs {
+			priority = max(priority, s.Priority)
+		}
+		if err := m.checkQuota(t, total, len(specs), priority, ""); err != nil {
 			return Outcome{}, err
 		}
 		fit := m.book.Fit(demands, pathcalc.PathConstraints{})
@@ -884,6 +888,9 @@ func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 			paths := fit.Paths[at : at+len(e.flows)]
 			at += len(e.flows)
 			if err := m.checkTableRoom(e, e.flows, paths); err != nil {
+				return Outcome{}, &RefusedError{Err: err, Fit: fit}
+			}
+			if err := m.checkTenantPins(t, e, paths); err != nil {
 				return Outcome{}, &RefusedError{Err: err, Fit: fit}
 			}
 			m.pin(b, e, paths)

@@ -93,6 +93,10 @@ type Config struct {
 	MaxFinished  int
 	// FlowPinEntries is the flow-pin table size per switch (0: unlimited).
 	FlowPinEntries int
+	// TenantPinShare is the share of any switch's flow-pin table one
+	// tenant may hold unless its MaxPinsPerSwitch says otherwise;
+	// default DefaultTenantPinShare (tally.go).
+	TenantPinShare float64
 	// OnPins is told which switches' pins changed, to reconcile them.
 	OnPins func([]models.SwitchID)
 	// Utilization, if set, is the measured load of the link direction
@@ -198,6 +202,10 @@ type entry struct {
 	switches []models.SwitchID
 	pinned   bool
 	since    time.Time // when it last entered Pending
+	// pinnedOn counts its pins per switch, as counted in the pin tally
+	// tallied (tally.go).
+	pinnedOn []switchPins
+	tallied  uint64
 }
 
 type refusal struct {
@@ -250,7 +258,9 @@ type Manager struct {
 	idemOf    map[string]string     // intent ID → its idem key, to delete them together
 	usage     map[models.TenantName]*tenantUsage
 	pins      map[models.SwitchID]map[models.FlowKey]uint32
-	gen       uint64
+	// tally counts each tenant's pins per switch; it is replaced with pins.
+	tally *pinTally
+	gen   uint64
 	// failures is each switch's last programming error, cleared once it
 	// is synced again.
 	failures map[models.SwitchID]string
@@ -377,6 +387,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxFinished <= 0 {
 		cfg.MaxFinished = 100
 	}
+	if cfg.TenantPinShare <= 0 || cfg.TenantPinShare > 1 {
+		cfg.TenantPinShare = DefaultTenantPinShare
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -390,7 +403,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger,
 		ops: make(chan *op, 4096), kick: make(chan struct{}, 1),
 		all: map[string]*entry{}, flowOwner: map[models.FlowKey]string{}, idem: map[string]idemRecord{}, idemOf: map[string]string{},
-		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{}, elephants: map[models.FlowKey]*elephant{},
+		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{}, tally: newPinTally(), elephants: map[models.FlowKey]*elephant{},
 		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
 		awaitNew: map[string]bool{}, awaitingOn: map[models.SwitchID]map[string]bool{}, touched: map[models.SwitchID]bool{},
 		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},

@@ -111,6 +111,40 @@ func (m *Manager) Usage(t models.TenantName) (gbps float64, intents int) {
 	return 0, 0
 }
 
+// LiveUsing counts, per tenant other than except, the live intents with
+// an endpoint host that uses reports true of.
+func (m *Manager) LiveUsing(except models.TenantName, uses func(host string) bool) map[models.TenantName]int {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := map[models.TenantName]int{}
+	for _, e := range m.all {
+		in := e.in
+		if in.Tenant == except || !in.Status.State.Live() {
+			continue
+		}
+		for _, name := range specHosts(in.Spec) {
+			if m.snap != nil {
+				if h, err := resolveHost(m.snap, name); err == nil {
+					name = h.Name // an address given for it
+				}
+			}
+			if uses(name) {
+				out[in.Tenant]++
+				break
+			}
+		}
+	}
+	return out
+}
+
+// specHosts are the endpoints a spec names (names or addresses).
+func specHosts(s models.IntentSpec) []string {
+	if s.Collective != nil {
+		return s.Collective.Endpoints
+	}
+	return []string{s.Src, s.Dst}
+}
+
 // Counts is how many intents are in each state.
 func (m *Manager) Counts() map[models.IntentState]int {
 	m.mu.RLock()

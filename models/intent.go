@@ -3,8 +3,10 @@ package models
 import (
 	"fmt"
 	"iter"
+	"net/netip"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -62,6 +64,14 @@ type Tenant struct {
 	MaxGbps float64 `json:"max_gbps"`
 	// MaxIntents caps how many live intents the tenant holds; 0 means no cap.
 	MaxIntents int `json:"max_intents"`
+	// MaxPriority is the highest priority its intents may ask for (0 to
+	// 7; 0 by default): the operator grants priority, the tenant does not
+	// choose it (under preemption a higher one displaces others' intents).
+	MaxPriority int `json:"max_priority,omitempty"`
+	// MaxPinsPerSwitch caps the entries its intents hold in any one
+	// switch's flow-pin table; 0: the controller's default share of the
+	// table (--tenant-pin-share, a quarter).
+	MaxPinsPerSwitch int `json:"max_pins_per_switch,omitempty"`
 	// Hosts are the hosts the tenant may reserve between, besides those
 	// it holds: host names or patterns of them ("h2-*": path.Match
 	// syntax). Empty: any host no other tenant holds.
@@ -83,6 +93,34 @@ func matches(patterns []string, host string) bool {
 		}
 	}
 	return false
+}
+
+// CheckHostPatterns says, for each of a tenant's host names or patterns
+// (field: "hosts" or "holds") that names no host among hosts, why: an
+// address where a name is wanted, a name in another case than the host's,
+// or a name or pattern that matches nothing. A grant that matches nothing
+// would be kept and do nothing.
+func CheckHostPatterns(field string, patterns []string, hosts []Host) []FieldError {
+	var out []FieldError
+	for i, p := range patterns {
+		if slices.ContainsFunc(hosts, func(h Host) bool { ok, _ := path.Match(p, h.Name); return ok }) {
+			continue
+		}
+		at := fmt.Sprintf("%s[%d]", field, i)
+		var msg string
+		if ip, err := netip.ParseAddr(p); err == nil {
+			msg = fmt.Sprintf("%q is an address: give the host's name", p)
+			if j := slices.IndexFunc(hosts, func(h Host) bool { return h.IP == ip }); j >= 0 {
+				msg = fmt.Sprintf("%q is an address: give the host's name (%s)", p, hosts[j].Name)
+			}
+		} else if j := slices.IndexFunc(hosts, func(h Host) bool { ok, _ := path.Match(strings.ToLower(p), strings.ToLower(h.Name)); return ok }); j >= 0 {
+			msg = fmt.Sprintf("%q matches no host: host names are case-sensitive (%s)", p, hosts[j].Name)
+		} else {
+			msg = fmt.Sprintf("%q matches no host of the fabric", p)
+		}
+		out = append(out, FieldError{Field: at, Message: msg})
+	}
+	return out
 }
 
 // HoldsHost says whether the tenant holds host exclusively.
@@ -114,6 +152,12 @@ func (t Tenant) Validate() error {
 	}
 	if t.MaxIntents < 0 {
 		v.add("max_intents", "must be zero (no cap) or positive")
+	}
+	if t.MaxPriority < 0 || t.MaxPriority > 7 {
+		v.add("max_priority", "want 0-7")
+	}
+	if t.MaxPinsPerSwitch < 0 {
+		v.add("max_pins_per_switch", "must be zero (the default share) or positive")
 	}
 	for _, list := range []struct {
 		field    string

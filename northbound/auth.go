@@ -37,15 +37,17 @@ func (a *server) authenticate(c *gin.Context) {
 		problem(c, http.StatusUnauthorized, "missing bearer token (Authorization: Bearer <token>)")
 		return
 	}
-	// An address that keeps sending unknown tokens is refused before
-	// they are looked up (each costs an etcd read).
+	// An address that keeps sending unknown tokens is refused their look
+	// up (each costs an etcd read); a valid token from it is still served
+	// (from the cache): the limit is on what is unknown, never on a
+	// credential for its neighbour's mistakes.
 	client, now := c.RemoteIP(), time.Now()
-	if !a.authFailures.Has(client, now) {
+	tok, err := a.opts.Auth.Authenticate(c.Request.Context(), secret, func() bool { return a.authFailures.Has(client, now) })
+	if errors.Is(err, tenancy.ErrLookupRefused) {
 		c.Header("Retry-After", "1")
 		problem(c, http.StatusTooManyRequests, "too many unknown tokens from this address; slow down")
 		return
 	}
-	tok, err := a.opts.Auth.Authenticate(c.Request.Context(), secret)
 	if err != nil {
 		if errors.Is(err, tenancy.ErrUnauthenticated) {
 			a.authFailures.Allow(client, now)

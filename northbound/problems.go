@@ -58,7 +58,8 @@ func fail(c *gin.Context, err error) {
 		writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: err.Error()})
 	case errors.Is(err, intents.ErrIdempotencyReuse):
 		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
-	case errors.Is(err, controller.ErrAlreadyDrained), errors.Is(err, tenancy.ErrTooManyTokens):
+	case errors.Is(err, controller.ErrAlreadyDrained), errors.Is(err, tenancy.ErrTooManyTokens),
+		errors.Is(err, tenancy.ErrHostHeld), errors.Is(err, tenancy.ErrLastOperator):
 		writeProblem(c, api.Problem{Status: http.StatusConflict, Detail: err.Error()})
 	case errors.As(err, &refused):
 		p := api.Problem{Status: http.StatusConflict, Detail: err.Error(), Intent: refused.Intent}

@@ -3,7 +3,10 @@ package northbound
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/accelnet/accelnet/api"
@@ -27,15 +30,25 @@ func (a *server) putTenant(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	var hosts []string
+	if snap, _ := a.opts.Fabric.Snapshot(); snap != nil {
+		all := snap.Hosts()
+		// A grant or hold that names no host of the fabric would be kept
+		// and do nothing.
+		if errs := append(models.CheckHostPatterns("hosts", t.Hosts, all), models.CheckHostPatterns("holds", t.Holds, all)...); len(errs) > 0 {
+			fail(c, &models.ValidationError{Errors: errs})
+			return
+		}
+		for _, h := range all {
+			hosts = append(hosts, h.Name)
+		}
+	}
 	if len(t.Holds) > 0 {
-		// One holder per host (of the fabric as it is).
-		if snap, _ := a.opts.Fabric.Snapshot(); snap != nil {
-			for _, h := range snap.Hosts() {
-				if held := a.opts.Auth.HeldBy(t.Name, h.Name); t.HoldsHost(h.Name) && len(held) > 0 {
-					problem(c, http.StatusConflict, fmt.Sprintf("host %s is held exclusively by tenant %s already", h.Name, held[0]))
-					return
-				}
-			}
+		// Holding a host another tenant's live intents use would leave
+		// them in place, to or from a host that is no longer theirs.
+		if using := a.opts.Intents.LiveUsing(t.Name, t.HoldsHost); len(using) > 0 {
+			problem(c, http.StatusConflict, fmt.Sprintf("the hosts to hold are used by live intents of other tenants (%s): they would stay in place; delete them first, or hold other hosts", describeUsers(using)))
+			return
 		}
 	}
 	_, existed := a.opts.Auth.Tenant(c.Request.Context(), t.Name)
@@ -48,7 +61,7 @@ func (a *server) putTenant(c *gin.Context) {
 			return
 		}
 	}
-	saved, err := a.opts.Auth.PutTenant(c.Request.Context(), t)
+	saved, err := a.opts.Auth.PutTenant(c.Request.Context(), t, hosts)
 	if err != nil {
 		fail(c, err)
 		return
@@ -121,4 +134,15 @@ func (a *server) deleteToken(c *gin.Context) {
 		return
 	}
 	c.Status(http.StatusNoContent)
+}
+
+// describeUsers says which tenants have how many live intents ("vision: 3,
+// nlp: 1"), by name.
+func describeUsers(using map[models.TenantName]int) string {
+	names := slices.Sorted(maps.Keys(using))
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = fmt.Sprintf("tenant %s: %d", n, using[n])
+	}
+	return strings.Join(parts, ", ")
 }

@@ -31,6 +31,13 @@ var (
 	ErrUnauthenticated = errors.New("unknown token")
 	// ErrTooManyTokens means a tenant holds MaxTokensPerTenant tokens.
 	ErrTooManyTokens = errors.New("too many tokens")
+	// ErrLookupRefused means a token not in the cache was not looked up
+	// in etcd (Authenticate's mayLookUp said no).
+	ErrLookupRefused = errors.New("token look-up refused")
+	// ErrLastOperator means the token is the last operator token.
+	ErrLastOperator = errors.New("the last operator token")
+	// ErrHostHeld means a host is held exclusively by another tenant.
+	ErrHostHeld = errors.New("host held by another tenant")
 )
 
 // MaxTokensPerTenant bounds a tenant's tokens (each is an etcd key, and
@@ -190,8 +197,11 @@ func (a *Auth) applyTokens(kvs []store.KV, reset bool) {
 }
 
 // Authenticate maps a bearer secret to its token. A cache miss is checked
-// in etcd, so a token made on another replica works at once.
-func (a *Auth) Authenticate(ctx context.Context, secret string) (models.Token, error) {
+// in etcd, so a token made on another replica works at once, unless
+// mayLookUp (nil: always) says no: then it is ErrLookupRefused. So a
+// client sending unknown tokens can be refused the etcd reads they cost
+// while a valid token from the same place is still served from the cache.
+func (a *Auth) Authenticate(ctx context.Context, secret string, mayLookUp func() bool) (models.Token, error) {
 	if !strings.HasPrefix(secret, tokenPrefix) {
 		return models.Token{}, ErrUnauthenticated
 	}
@@ -205,6 +215,9 @@ func (a *Auth) Authenticate(ctx context.Context, secret string) (models.Token, e
 	}
 	if unknown && a.now().Sub(unknownAt) < unknownFor {
 		return models.Token{}, ErrUnauthenticated
+	}
+	if mayLookUp != nil && !mayLookUp() {
+		return models.Token{}, ErrLookupRefused
 	}
 	var stored models.Token
 	found, _, err := a.store.GetJSON(ctx, store.KeyTokens+h, &stored)
@@ -274,26 +287,85 @@ func (a *Auth) Tenants() []models.Tenant {
 	return slices.SortedFunc(maps.Values(a.tenants), func(x, y models.Tenant) int { return strings.Compare(string(x.Name), string(y.Name)) })
 }
 
-// PutTenant creates a tenant or replaces its quotas.
-func (a *Auth) PutTenant(ctx context.Context, t models.Tenant) (models.Tenant, error) {
+// PutTenant creates a tenant or replaces its quotas. A tenant that holds
+// hosts is written in one etcd transaction that checks no tenant changed
+// since the holders were read from etcd (not this replica's cache), so of
+// two tenants asking at once for the same host one gets it and the other
+// ErrHostHeld. hosts are the fabric's host names the holds are checked
+// over (nil: holds conflict only when they are the same pattern).
+func (a *Auth) PutTenant(ctx context.Context, t models.Tenant, hosts []string) (models.Tenant, error) {
 	if err := t.Validate(); err != nil {
 		return t, err
 	}
-	if old, err := a.Tenant(ctx, t.Name); err == nil {
-		t.Created = old.Created
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return t, err
+	key := store.KeyTenants + string(t.Name)
+	for attempt := 0; ; attempt++ {
+		kvs, rev, err := a.store.List(ctx, store.KeyTenants, 0)
+		if err != nil {
+			return t, err
+		}
+		t.Created = time.Time{}
+		var others []models.Tenant
+		for _, kv := range kvs {
+			var o models.Tenant
+			if json.Unmarshal(kv.Value, &o) != nil {
+				continue
+			}
+			if o.Name == t.Name {
+				t.Created = o.Created
+				continue
+			}
+			others = append(others, o)
+		}
+		if err := heldElsewhere(t, others, hosts); err != nil {
+			return t, err
+		}
+		if t.Created.IsZero() {
+			t.Created = time.Now().UTC()
+		}
+		data, err := json.Marshal(t)
+		if err != nil {
+			return t, err
+		}
+		var cmps []clientv3.Cmp
+		if len(t.Holds) > 0 {
+			// No tenant created or changed since the list: no new holder.
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(store.KeyTenants), "<", rev+1).WithPrefix())
+		}
+		err = a.store.Txn(ctx, cmps, []clientv3.Op{clientv3.OpPut(key, string(data))})
+		if errors.Is(err, store.ErrConflict) && attempt < 20 {
+			continue
+		}
+		if err != nil {
+			return t, err
+		}
+		a.mu.Lock()
+		a.tenants[t.Name] = t
+		a.mu.Unlock()
+		return t, nil
 	}
-	if t.Created.IsZero() {
-		t.Created = time.Now().UTC()
+}
+
+// heldElsewhere says which host of t's holds another tenant holds.
+func heldElsewhere(t models.Tenant, others []models.Tenant, hosts []string) error {
+	if len(t.Holds) == 0 {
+		return nil
 	}
-	if err := a.store.PutJSON(ctx, store.KeyTenants+string(t.Name), t); err != nil {
-		return t, err
+	for _, o := range others {
+		if len(o.Holds) == 0 {
+			continue
+		}
+		for _, h := range hosts {
+			if t.HoldsHost(h) && o.HoldsHost(h) {
+				return fmt.Errorf("%w: host %s is held exclusively by tenant %s already", ErrHostHeld, h, o.Name)
+			}
+		}
+		for _, p := range t.Holds {
+			if slices.Contains(o.Holds, p) {
+				return fmt.Errorf("%w: %q is held exclusively by tenant %s already", ErrHostHeld, p, o.Name)
+			}
+		}
 	}
-	a.mu.Lock()
-	a.tenants[t.Name] = t
-	a.mu.Unlock()
-	return t, nil
+	return nil
 }
 
 // DeleteTenant removes a tenant and every token of it, in one etcd
@@ -368,7 +440,9 @@ func (a *Auth) forget(hashes []string) {
 }
 
 // CreateToken issues a token and returns it with its secret, which is not
-// kept anywhere: show it once.
+// kept anywhere: show it once. A tenant's tokens are counted in etcd and
+// the token written in one transaction that checks no token was issued
+// since, so MaxTokensPerTenant holds however many ask at once.
 func (a *Auth) CreateToken(ctx context.Context, t models.Token) (models.Token, string, error) {
 	if err := t.Validate(); err != nil {
 		return t, "", err
@@ -376,19 +450,6 @@ func (a *Auth) CreateToken(ctx context.Context, t models.Token) (models.Token, s
 	if t.Tenant != "" {
 		if _, err := a.Tenant(ctx, t.Tenant); err != nil {
 			return t, "", err
-		}
-	}
-	if t.Tenant != "" {
-		n := 0
-		a.mu.RLock()
-		for _, other := range a.tokens {
-			if other.Tenant == t.Tenant {
-				n++
-			}
-		}
-		a.mu.RUnlock()
-		if n >= MaxTokensPerTenant {
-			return t, "", fmt.Errorf("%w: tenant %s holds %d tokens, the most it may; revoke one first", ErrTooManyTokens, t.Tenant, n)
 		}
 	}
 	secret, h, err := newSecret()
@@ -400,18 +461,43 @@ func (a *Auth) CreateToken(ctx context.Context, t models.Token) (models.Token, s
 	if err != nil {
 		return t, "", err
 	}
-	var cmps []clientv3.Cmp
-	if t.Tenant != "" {
-		// Only while the tenant exists: a token issued beside its
-		// deletion must not outlive it.
-		cmps = append(cmps, clientv3.Compare(clientv3.Version(store.KeyTenants+string(t.Tenant)), ">", 0))
-	}
-	err = a.store.Txn(ctx, cmps, []clientv3.Op{clientv3.OpPut(store.KeyTokens+h, string(data))})
-	if errors.Is(err, store.ErrConflict) {
-		return t, "", fmt.Errorf("%w: tenant %q", store.ErrNotFound, t.Tenant)
-	}
-	if err != nil {
-		return t, "", err
+	for attempt := 0; ; attempt++ {
+		var cmps []clientv3.Cmp
+		if t.Tenant != "" {
+			kvs, rev, err := a.store.List(ctx, store.KeyTokens, 0)
+			if err != nil {
+				return t, "", err
+			}
+			n := 0
+			for _, kv := range kvs {
+				var other models.Token
+				if json.Unmarshal(kv.Value, &other) == nil && other.Tenant == t.Tenant {
+					n++
+				}
+			}
+			if n >= MaxTokensPerTenant {
+				return t, "", fmt.Errorf("%w: tenant %s holds %d tokens, the most it may; revoke one first", ErrTooManyTokens, t.Tenant, n)
+			}
+			cmps = append(cmps,
+				// Only while the tenant exists: a token issued beside its
+				// deletion must not outlive it.
+				clientv3.Compare(clientv3.Version(store.KeyTenants+string(t.Tenant)), ">", 0),
+				// No token issued since the count.
+				clientv3.Compare(clientv3.CreateRevision(store.KeyTokens), "<", rev+1).WithPrefix())
+		}
+		err = a.store.Txn(ctx, cmps, []clientv3.Op{clientv3.OpPut(store.KeyTokens+h, string(data))})
+		if errors.Is(err, store.ErrConflict) {
+			if _, terr := a.Tenant(ctx, t.Tenant); terr != nil {
+				return t, "", terr // the tenant went
+			}
+			if attempt < 50 {
+				continue // another token was issued meanwhile: count again
+			}
+		}
+		if err != nil {
+			return t, "", err
+		}
+		break
 	}
 	a.mu.Lock()
 	a.tokens[h] = t
@@ -432,28 +518,55 @@ func (a *Auth) Tokens() []models.Token {
 }
 
 // DeleteToken revokes a token by ID (the first 16 hex digits of its hash,
-// so the key is found by prefix).
+// so the key is found by prefix). The last operator token is not revoked
+// (ErrLastOperator): nobody could then manage the controller, short of
+// `accelnet token create` by whoever holds the data directory or etcd's
+// credentials. The check and the delete are one transaction: of two
+// operators revoking each other's tokens at once, one is refused.
 func (a *Auth) DeleteToken(ctx context.Context, id string) error {
 	if len(id) != 16 || strings.Trim(id, "0123456789abcdef") != "" {
 		return fmt.Errorf("%w: token %q", store.ErrNotFound, id)
 	}
-	n, err := a.store.DeletePrefix(ctx, store.KeyTokens+id)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		return fmt.Errorf("%w: token %q", store.ErrNotFound, id)
-	}
-	var gone []string
-	a.mu.RLock()
-	for h := range a.tokens {
-		if strings.HasPrefix(h, id) {
-			gone = append(gone, h)
+	for attempt := 0; ; attempt++ {
+		kvs, _, err := a.store.List(ctx, store.KeyTokens, 0)
+		if err != nil {
+			return err
 		}
+		var victim string
+		var victimOperator bool
+		var otherOperator string
+		for _, kv := range kvs {
+			var t models.Token
+			if json.Unmarshal(kv.Value, &t) != nil {
+				continue
+			}
+			if strings.HasPrefix(strings.TrimPrefix(kv.Key, store.KeyTokens), id) {
+				victim, victimOperator = kv.Key, t.Role == models.RoleOperator && t.Tenant == ""
+			} else if t.Role == models.RoleOperator && t.Tenant == "" {
+				otherOperator = kv.Key
+			}
+		}
+		if victim == "" {
+			return fmt.Errorf("%w: token %q", store.ErrNotFound, id)
+		}
+		cmps := []clientv3.Cmp{clientv3.Compare(clientv3.Version(victim), ">", 0)}
+		if victimOperator {
+			if otherOperator == "" {
+				return fmt.Errorf("%w: token %s is the only operator token; issue another first (POST /tokens with role operator)", ErrLastOperator, id)
+			}
+			// Another operator token is still there when this one goes.
+			cmps = append(cmps, clientv3.Compare(clientv3.Version(otherOperator), ">", 0))
+		}
+		err = a.store.Txn(ctx, cmps, []clientv3.Op{clientv3.OpDelete(victim)})
+		if errors.Is(err, store.ErrConflict) && attempt < 20 {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		a.forget([]string{strings.TrimPrefix(victim, store.KeyTokens)})
+		return nil
 	}
-	a.mu.RUnlock()
-	a.forget(gone)
-	return nil
 }
 
 // BootstrapOperator issues the first operator token once per etcd: on the

@@ -62,11 +62,11 @@ func TestRevocationWins(t *testing.T) {
 		// before the read's answer is used.
 		a.applyTokens([]store.KV{{Key: store.KeyTokens + h, Deleted: true, Revision: 2}}, false)
 	}
-	if _, err := a.Authenticate(t.Context(), secret); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := a.Authenticate(t.Context(), secret, nil); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("a token revoked during its lookup: %v, want ErrUnauthenticated", err)
 	}
 	s.beforeGet = nil
-	if _, err := a.Authenticate(t.Context(), secret); !errors.Is(err, ErrUnauthenticated) {
+	if _, err := a.Authenticate(t.Context(), secret, nil); !errors.Is(err, ErrUnauthenticated) {
 		t.Fatalf("the revoked token, asked again: %v, want ErrUnauthenticated", err)
 	}
 }
@@ -79,7 +79,7 @@ func TestUnknownTokensCached(t *testing.T) {
 	now := time.Unix(1000, 0)
 	a.now = func() time.Time { return now }
 	for range 1000 {
-		if _, err := a.Authenticate(t.Context(), tokenPrefix+"bogus"); !errors.Is(err, ErrUnauthenticated) {
+		if _, err := a.Authenticate(t.Context(), tokenPrefix+"bogus", nil); !errors.Is(err, ErrUnauthenticated) {
 			t.Fatal(err)
 		}
 	}
@@ -87,7 +87,7 @@ func TestUnknownTokensCached(t *testing.T) {
 		t.Fatalf("%d etcd reads for one unknown token sent 1000 times, want 1", s.gets)
 	}
 	now = now.Add(unknownFor + time.Second)
-	if _, err := a.Authenticate(t.Context(), tokenPrefix+"bogus"); !errors.Is(err, ErrUnauthenticated) || s.gets != 2 {
+	if _, err := a.Authenticate(t.Context(), tokenPrefix+"bogus", nil); !errors.Is(err, ErrUnauthenticated) || s.gets != 2 {
 		t.Fatalf("after %v: %v, %d reads; want it read again", unknownFor, err, s.gets)
 	}
 }

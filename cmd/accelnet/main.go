@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/internal/httpserve"
 	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/internal/stack"
@@ -103,6 +104,7 @@ func defaultConfig() Config {
 			ElectionTTL:        2 * time.Second,
 			Headroom:           0.05,
 			PendingTimeout:     time.Minute,
+			TenantPinShare:     intents.DefaultTenantPinShare,
 			KeepFinished:       time.Hour,
 			MaxFinished:        100,
 			APIRateLimit:       2000,
@@ -159,6 +161,9 @@ func (c Config) Validate(demo bool) error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
+	}
+	if !(c.TenantPinShare > 0 && c.TenantPinShare <= 1) {
+		return fmt.Errorf("--tenant-pin-share %v: want a fraction in (0, 1]", c.TenantPinShare)
 	}
 	if c.Headroom < 0 || c.Headroom >= 1 {
 		return fmt.Errorf("--headroom %v: want a fraction in [0, 1)", c.Headroom)
@@ -266,6 +271,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&cfg.AdvertiseURL, "advertise-url", "", "this replica's API URL as the other replicas reach it (followers forward writes to the leader there); default http://<hostname>:<port of --http-addr>")
 	root.PersistentFlags().Float64Var(&cfg.Headroom, "headroom", cfg.Headroom, "fraction of every link that intents may not reserve")
 	root.PersistentFlags().BoolVar(&cfg.Preemption, "preemption", cfg.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
+	root.PersistentFlags().Float64Var(&cfg.TenantPinShare, "tenant-pin-share", cfg.TenantPinShare, "share of any switch's flow-pin table one tenant's intents may hold, unless the operator sets the tenant's max_pins_per_switch (so one tenant cannot fill a leaf's table for everyone)")
 	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
 	root.PersistentFlags().DurationVar(&cfg.KeepFinished, "keep-finished", cfg.KeepFinished, "how long a Rejected or Failed intent's record is kept")
 	root.PersistentFlags().IntVar(&cfg.MaxFinished, "max-finished", cfg.MaxFinished, "how many Rejected or Failed intents' records a tenant keeps at most (the oldest go first)")

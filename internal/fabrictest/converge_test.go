@@ -608,7 +608,7 @@ func runLoopScenario(tb testing.TB, topo models.Topology, sc loopScenario, seed 
 // every one is installed.
 func declareWorkload(tb testing.TB, h *fabrictest.Harness, fab *fabricsim.Fabric, workload string, tenant models.TenantName) {
 	tb.Helper()
-	if _, err := h.Auth.PutTenant(context.Background(), models.Tenant{Name: tenant}); err != nil {
+	if _, err := h.Auth.PutTenant(context.Background(), models.Tenant{Name: tenant}, nil); err != nil {
 		tb.Fatal(err)
 	}
 	snap, err := topology.New(fab.Topology())

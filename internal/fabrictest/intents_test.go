@@ -25,10 +25,16 @@ import (
 // tenant creates a tenant with quotas and returns a token for it.
 func tenant(t *testing.T, h *fabrictest.Harness, name string, maxGbps float64, maxIntents int) string {
 	t.Helper()
-	if r := h.Do(t, "POST", "/api/v1/tenants", h.OperatorToken, models.Tenant{Name: models.TenantName(name), MaxGbps: maxGbps, MaxIntents: maxIntents}, nil); r.StatusCode != http.StatusCreated {
-		t.Fatalf("create tenant %s: HTTP %d", name, r.StatusCode)
+	return tenantWith(t, h, models.Tenant{Name: models.TenantName(name), MaxGbps: maxGbps, MaxIntents: maxIntents})
+}
+
+// tenantWith creates tenant tn (as the operator) and returns a token of it.
+func tenantWith(t *testing.T, h *fabrictest.Harness, tn models.Tenant) string {
+	t.Helper()
+	if r := h.Do(t, "POST", "/api/v1/tenants", h.OperatorToken, tn, nil); r.StatusCode != http.StatusCreated {
+		t.Fatalf("create tenant %s: HTTP %d", tn.Name, r.StatusCode)
 	}
-	return tokenFor(t, h, name).Secret
+	return tokenFor(t, h, string(tn.Name)).Secret
 }
 
 // tokenFor issues a tenant token for the tenant name (as the operator).
@@ -470,7 +476,7 @@ func TestIntentRerouteAndDegrade(t *testing.T) {
 func TestPreemptionAndCollectives(t *testing.T) {
 	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.Preemption = true })
 	converged(t, h)
-	tok := tenant(t, h, "ml", 0, 0)
+	tok := tenantWith(t, h, models.Tenant{Name: "ml", MaxPriority: 7})
 	var low models.Intent
 	h.Do(t, "POST", "/api/v1/intents", tok, spec("low", "h1-1", "h2-1", 80, 49152, 1), &low)
 	ring := models.IntentSpec{Name: "ring", Priority: 5, SrcPorts: models.PortRange{First: 60000, Last: 60001},
@@ -524,7 +530,7 @@ func TestOperatorTokenBootstrap(t *testing.T) {
 			if err != nil || s.OperatorToken == "" || strings.TrimSpace(string(data)) != s.OperatorToken || fi.Mode().Perm() != 0o600 {
 				t.Errorf("first start: token %q, file %q %v mode %v", s.OperatorToken, data, err, fi.Mode())
 			}
-			tok, err := s.Auth.Authenticate(context.Background(), s.OperatorToken)
+			tok, err := s.Auth.Authenticate(context.Background(), s.OperatorToken, nil)
 			if err != nil || tok.Role != models.RoleOperator {
 				t.Errorf("bootstrap token: %+v %v", tok, err)
 			}
@@ -667,7 +673,7 @@ func TestPendingTimesOut(t *testing.T) {
 		o.Preemption, o.PendingTimeout = true, 500*time.Millisecond
 	})
 	converged(t, h)
-	tok := tenant(t, h, "ml", 0, 0)
+	tok := tenantWith(t, h, models.Tenant{Name: "ml", MaxPriority: 7})
 	var low, high models.Intent
 	h.Do(t, "POST", "/api/v1/intents", tok, spec("low", "h1-1", "h2-1", 80, 49152, 1), &low)
 	high7 := spec("high", "h1-1", "h2-1", 80, 49153, 1)

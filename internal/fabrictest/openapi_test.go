@@ -55,6 +55,10 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	call("GET", "/api/v1/intents/nosuch", tok, nil)
 	call("PUT", "/api/v1/intents/"+in.ID, tok, good, "If-Match", "1")
 	call("PUT", "/api/v1/intents/"+in.ID, tok, good)
+	overPriority := good
+	overPriority.Priority = 7
+	call("PUT", "/api/v1/intents/"+in.ID, tok, overPriority, "If-Match", "*")                                                                // 403: not granted
+	call("POST", "/api/v1/intents", h.OperatorToken, api.IntentRequest{Tenant: "ghost", IntentSpec: spec("x", "h1-1", "h2-1", 1, 40000, 1)}) // 404
 	call("GET", "/api/v1/capacity?src=h1-1&dst=h2-2", tok, nil)
 	call("GET", "/api/v1/capacity?src=h1-1&dst=zz", tok, nil)
 	call("GET", "/api/v1/tenants", h.OperatorToken, nil)
@@ -87,6 +91,11 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	call("GET", "/api/v1/elephants", h.OperatorToken, nil)
 	call("GET", "/api/v1/elephants", "", nil)
 	call("GET", "/api/v1/elephants", tok, nil)
+	for _, want := range []string{"PUT /intents/{id} 403", "POST /intents 404"} {
+		if !checked[want] {
+			t.Errorf("%s was not answered (a status the document lists must be one the server gives)", want)
+		}
+	}
 	if len(checked) < 25 {
 		t.Errorf("only %d distinct (method, path, status) checked: %v", len(checked), checked)
 	}

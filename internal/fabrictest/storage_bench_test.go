@@ -40,7 +40,7 @@ func BenchmarkIntentStorage(b *testing.B) {
 		return st.DbSize
 	}
 	before := status()
-	if _, err := h.Auth.PutTenant(ctx, models.Tenant{Name: "size"}); err != nil {
+	if _, err := h.Auth.PutTenant(ctx, models.Tenant{Name: "size"}, nil); err != nil {
 		b.Fatal(err)
 	}
 	snap, _ := h.Controller.Snapshot()

@@ -289,7 +289,7 @@ func TestRefusalsNameNoOtherTenant(t *testing.T) {
 	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(c *stack.Config) { c.Preemption = true })
 	converged(t, h)
 	a := tenant(t, h, "alpha", 0, 0)
-	b := tenant(t, h, "bravo", 0, 0)
+	b := tenantWith(t, h, models.Tenant{Name: "bravo", MaxPriority: 7})
 	var low models.Intent
 	if r := h.Do(t, "POST", "/api/v1/intents", a, spec("low", "h1-1", "h2-1", 60, 49152, 1), &low); r.StatusCode != http.StatusCreated {
 		t.Fatalf("alpha: HTTP %d", r.StatusCode)

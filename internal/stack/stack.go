@@ -105,6 +105,10 @@ type Config struct {
 	Headroom       float64
 	Preemption     bool
 	PendingTimeout time.Duration
+	// TenantPinShare is the share of any switch's flow-pin table one
+	// tenant may hold unless the operator sets its max_pins_per_switch
+	// (default intents.DefaultTenantPinShare).
+	TenantPinShare float64
 	// HistoryInterval is how often the API keeps every link's and
 	// switch's load for /api/v1/history (default 5s; 15 minutes kept).
 	HistoryInterval time.Duration
@@ -330,6 +334,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		MaxFinished:    opts.MaxFinished,
 		MaxTxnOps:      maxOps,
 		FlowPinEntries: lim.FlowPinEntries,
+		TenantPinShare: opts.TenantPinShare,
 		OnPins: func(sws []models.SwitchID) {
 			ctrl.do(func(c *controller.Controller) {
 				for _, sw := range sws {
@@ -540,7 +545,7 @@ func (s *Stack) ReserveWorkload(ctx context.Context, workload string, tenant mod
 	if headroom <= 0 {
 		headroom = 0.05
 	}
-	if _, err := s.Auth.PutTenant(ctx, models.Tenant{Name: tenant}); err != nil {
+	if _, err := s.Auth.PutTenant(ctx, models.Tenant{Name: tenant}, nil); err != nil {
 		return 0, err
 	}
 	snap, _ := s.Controller.Snapshot()

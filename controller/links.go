@@ -20,14 +20,32 @@ func (c *Controller) LinkLoad(l models.Link) api.LinkLoad {
 	a, okA := c.tele.Port(l.A)
 	b, okB := c.tele.Port(l.B)
 	ll := api.LinkLoad{ABbps: a.OutBps, BAbps: b.OutBps, ABDropBps: a.DropBps, BADropBps: b.DropBps, ABECNBps: a.ECNBps, BAECNBps: b.ECNBps, Up: true, Measured: okA && okB, Stale: a.Stale || b.Stale}
-	if reportedDown(a, okA) || reportedDown(b, okB) {
+	switch {
+	case reportedDown(a, okA) || reportedDown(b, okB):
 		// Down carries nothing: 0 at once, not a decaying average.
 		ll = api.LinkLoad{Up: false, Measured: ll.Measured, Stale: ll.Stale}
+	case c.routedAround(l.ID()):
+		// Drained (or flapping, miswired): its traffic moves off at once,
+		// and the average would show it for many intervals after the
+		// drain says drained. What it carried over the last interval is
+		// what it carries.
+		if !a.RecentSince.IsZero() {
+			ll.ABbps = a.RecentOutBps
+		}
+		if !b.RecentSince.IsZero() {
+			ll.BAbps = b.RecentOutBps
+		}
 	}
 	if l.Gbps > 0 {
 		ll.Utilization = max(ll.ABbps, ll.BAbps) / (l.Gbps * 1e9)
 	}
 	return ll
+}
+
+// routedAround says whether the routes now avoid link id.
+func (c *Controller) routedAround(id models.LinkID) bool {
+	st := c.current()
+	return st != nil && st.down[id]
 }
 
 // reportedDown says whether a port's last oper-status was down. Telemetry

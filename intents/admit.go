@@ -70,9 +70,7 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Ou
 		id = store.NewID(now)
 	}
 	e := &entry{in: models.Intent{ID: id, Tenant: req.Tenant, Created: now, Spec: req.Spec}}
-	if e.in.Spec.Class == "" {
-		e.in.Spec.Class = models.ClassLosslessRDMA
-	}
+	e.in.Spec = e.in.Spec.WithDefaults()
 	out, err := m.admit(b, e, t, req.DryRun)
 	if req.DryRun {
 		return out, err

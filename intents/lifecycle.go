@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,13 +20,13 @@ import (
 
 // AnyRevision, as Update's ifMatch, matches whatever revision the intent
 // is at (If-Match: *).
-const AnyRevision int64 = 0
+var AnyRevision []int64
 
-// Update replaces an intent's spec if ifMatch is its current revision (or
-// AnyRevision);
-// the new spec is admitted on its own terms (the old reservation is not
-// counted against it) or the update is refused and nothing changes.
-func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec models.IntentSpec, ifMatch int64) (Outcome, error) {
+// Update replaces an intent's spec if its current revision is one of
+// ifMatch (AnyRevision: whatever it is); the new spec is admitted on its
+// own terms (the old reservation is not counted against it) or the update
+// is refused and nothing changes.
+func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec models.IntentSpec, ifMatch []int64) (Outcome, error) {
 	if err := spec.Validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -48,12 +49,21 @@ func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec model
 		if !ok || !scope.sees(e.in.Tenant) {
 			return Outcome{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
 		}
-		if ifMatch != AnyRevision && e.in.Revision != ifMatch {
-			return Outcome{}, fmt.Errorf("%w: intent %s is at revision %d, not %d", ErrPrecondition, id, e.in.Revision, ifMatch)
+		if ifMatch != nil && !slices.Contains(ifMatch, e.in.Revision) {
+			at := fmt.Sprintf("revision %d", e.in.Revision)
+			if e.in.Revision == 0 {
+				at = "a revision being committed" // changed earlier in this batch
+			}
+			return Outcome{}, fmt.Errorf("%w: intent %s is at %s, not %s", ErrPrecondition, id, at, revisions(ifMatch))
 		}
 		// etcd checks it too, so a write by another replica is not lost
-		// (with "*", one made since this decision was taken).
-		b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(intentKey(e.in.Tenant, id)), "=", e.in.Revision))
+		// (with "*", one made since this decision was taken). Revision 0:
+		// an earlier decision of this batch changed it and carries that
+		// check already (a second one would compare with 0, fail the
+		// whole batch, and answer everyone in it 503).
+		if e.in.Revision != 0 {
+			b.cmps = append(b.cmps, clientv3.Compare(clientv3.ModRevision(intentKey(e.in.Tenant, id)), "=", e.in.Revision))
+		}
 		if e.in.Status.State == models.StateDeleted {
 			return Outcome{}, fmt.Errorf("%w: intent %q is being deleted", store.ErrNotFound, id)
 		}
@@ -67,9 +77,7 @@ func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec model
 			m.addUsage(b, e.in.Tenant, -prev.Spec.TotalGbps(), -1)
 		}
 		e.in.Spec = spec
-		if e.in.Spec.Class == "" {
-			e.in.Spec.Class = models.ClassLosslessRDMA
-		}
+		e.in.Spec = e.in.Spec.WithDefaults()
 		e.in.Status.State = ""     // not live while it is re-admitted
 		if t.Name != e.in.Tenant { // deleted and made again between: not the intent it was
 			return Outcome{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
@@ -89,6 +97,15 @@ func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec model
 		out.Intent = e.in
 		return out, nil
 	})
+}
+
+// revisions says a list of revisions ("3", "3 or 5").
+func revisions(revs []int64) string {
+	parts := make([]string, len(revs))
+	for i, r := range revs {
+		parts[i] = strconv.FormatInt(r, 10)
+	}
+	return strings.Join(parts, " or ")
 }
 
 // Delete releases an intent and removes its entries from the switches;
@@ -848,9 +865,7 @@ func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 		taken := map[models.FlowKey]bool{}
 		for _, spec := range specs {
 			e := &entry{in: models.Intent{ID: store.NewID(now), Tenant: tenant, Created: now, Spec: spec}}
-			if e.in.Spec.Class == "" {
-				e.in.Spec.Class = models.ClassLosslessRDMA
-			}
+			e.in.Spec = e.in.Spec.WithDefaults()
 			flows, err := m.resolve(tenant, spec)
 			if err != nil {
 				return Outcome{}, err

@@ -347,6 +347,16 @@ type IntentSpec struct {
 	Collective  *Collective `json:"collective,omitempty"`
 }
 
+// WithDefaults is s with what it leaves out spelled out (the class:
+// lossless RDMA), so two requests that differ only in saying a default
+// are the same request.
+func (s IntentSpec) WithDefaults() IntentSpec {
+	if s.Class == "" {
+		s.Class = ClassLosslessRDMA
+	}
+	return s
+}
+
 var intentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9 ._:/-]{0,127}$`)
 
 // Validate checks a spec on its own (not against a topology).

@@ -57,8 +57,14 @@ func (a *server) createIntent(c *gin.Context) {
 		return
 	}
 	// The request as decoded, not its bytes: the same request with its
-	// keys in another order or other spacing is the same request.
-	canonical, err := json.Marshal(req)
+	// keys in another order, other spacing or a default said or left out
+	// is the same request. (Defaults are left out of the digest, as
+	// records stored before they were considered have them.)
+	digested := req
+	if digested.Class == models.ClassLosslessRDMA {
+		digested.Class = "" // the default, as if left out
+	}
+	canonical, err := json.Marshal(digested)
 	if err != nil {
 		fail(c, err)
 		return
@@ -134,18 +140,15 @@ func (a *server) getIntent(c *gin.Context) {
 }
 
 func (a *server) putIntent(c *gin.Context) {
-	match := strings.Trim(strings.TrimPrefix(c.GetHeader("If-Match"), "W/"), `"`)
-	if match == "" {
+	header := strings.TrimSpace(c.GetHeader("If-Match"))
+	if header == "" {
 		problem(c, http.StatusPreconditionRequired, "If-Match with the intent's ETag (revision) is required to update it")
 		return
 	}
-	rev := intents.AnyRevision // "*": whatever the current version is
-	if match != "*" {
-		var err error
-		if rev, err = strconv.ParseInt(match, 10, 64); err != nil || rev <= 0 {
-			writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: "If-Match is not a revision this API issued: " + match})
-			return
-		}
+	revs, ok := parseIfMatch(header)
+	if !ok {
+		writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: "If-Match names no revision this API issued (a strong ETag such as \"42\", a list of them, or *): " + header})
+		return
 	}
 	var req api.IntentRequest
 	if !decodeStrict(c, &req) {
@@ -157,7 +160,7 @@ func (a *server) putIntent(c *gin.Context) {
 			return
 		}
 	}
-	out, err := a.opts.Intents.Update(c.Request.Context(), scopeOf(c), c.Param("id"), req.IntentSpec, rev)
+	out, err := a.opts.Intents.Update(c.Request.Context(), scopeOf(c), c.Param("id"), req.IntentSpec, revs)
 	if err != nil {
 		fail(c, err)
 		return
@@ -194,4 +197,24 @@ func (a *server) capacity(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, cap)
+}
+
+// parseIfMatch reads an If-Match header (RFC 9110, 13.1.1): "*" matches
+// any revision (nil); otherwise a list of entity tags, compared strongly:
+// a weak tag (W/"3", W/"*") matches nothing, nor does a tag that is not a
+// revision this API issued. ok is false when nothing in it can match.
+func parseIfMatch(header string) (revs []int64, ok bool) {
+	if header == "*" {
+		return intents.AnyRevision, true
+	}
+	for _, tag := range strings.Split(header, ",") {
+		tag = strings.TrimSpace(tag)
+		if strings.HasPrefix(tag, "W/") || len(tag) < 2 || tag[0] != '"' || tag[len(tag)-1] != '"' {
+			continue
+		}
+		if rev, err := strconv.ParseInt(tag[1:len(tag)-1], 10, 64); err == nil && rev > 0 {
+			revs = append(revs, rev)
+		}
+	}
+	return revs, len(revs) > 0
 }

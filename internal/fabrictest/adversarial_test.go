@@ -5,14 +5,20 @@ package fabrictest_test
 // bounded (docs/production.md "Security" says what each limit protects).
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/httpserve"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/tenancy"
@@ -255,5 +261,165 @@ func TestTenantPinShare(t *testing.T) {
 	}
 	if r := h.Do(t, "POST", "/api/v1/intents", hog, spec("one-too-many", "h1-1", "h2-1", 0.01, 49200, 1), nil); r.StatusCode != http.StatusCreated {
 		t.Fatalf("with the share raised: HTTP %d", r.StatusCode)
+	}
+}
+
+// TestIfMatchComparesStrongly: If-Match follows RFC 9110 13.1.1: "*"
+// matches, a list matches if any of its strong tags is the current one,
+// a weak tag (W/"*" included) never matches, a bare number is no tag.
+func TestIfMatchComparesStrongly(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	var in models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 10, 49152, 1), &in); r.StatusCode != http.StatusCreated {
+		t.Fatalf("create: HTTP %d", r.StatusCode)
+	}
+	installed := func() {
+		t.Helper()
+		h.Eventually(t, 20*time.Second, "the intent installed (its revision settled)", func() bool {
+			return intentState(t, h, tok, in.ID).Status.State == models.StateInstalled
+		})
+	}
+	for _, tc := range []struct {
+		header string
+		want   int
+	}{
+		{`W/"*"`, http.StatusPreconditionFailed},
+		{fmt.Sprintf(`W/"%d"`, in.Revision), http.StatusPreconditionFailed},
+		{fmt.Sprint(in.Revision), http.StatusPreconditionFailed},
+		{fmt.Sprintf(`"1", "%d"`, in.Revision), http.StatusOK},
+	} {
+		installed()
+		var cur models.Intent
+		h.Do(t, "GET", "/api/v1/intents/"+in.ID, tok, nil, &cur)
+		header := strings.ReplaceAll(tc.header, fmt.Sprint(in.Revision), fmt.Sprint(cur.Revision))
+		if r := h.Do(t, "PUT", "/api/v1/intents/"+in.ID, tok, spec("a", "h1-1", "h2-1", 11, 49152, 1), nil, "If-Match", header); r.StatusCode != tc.want {
+			t.Errorf("If-Match: %s: HTTP %d, want %d", header, r.StatusCode, tc.want)
+		}
+	}
+}
+
+// TestConcurrentUpdatesAreSerialized: 16 updates of one intent at once
+// with If-Match: * all succeed one after the other (they answered 503:
+// the second in a batch compared the intent's revision with 0 and failed
+// the whole commit); with its revision, one wins and the rest get 412.
+func TestConcurrentUpdatesAreSerialized(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	var in models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 10, 49152, 1), &in); r.StatusCode != http.StatusCreated {
+		t.Fatalf("create: HTTP %d", r.StatusCode)
+	}
+	for _, tc := range []struct {
+		ifMatch string
+		wantOK  int // how many 200s
+	}{{"*", 16}, {"", 1}} {
+		h.Eventually(t, 20*time.Second, "the intent installed (its revision settled)", func() bool {
+			return intentState(t, h, tok, in.ID).Status.State == models.StateInstalled
+		})
+		var cur models.Intent
+		h.Do(t, "GET", "/api/v1/intents/"+in.ID, tok, nil, &cur)
+		ifMatch := tc.ifMatch
+		if ifMatch == "" {
+			ifMatch = fmt.Sprintf("%q", fmt.Sprint(cur.Revision))
+		}
+		codes := make([]int, 16)
+		var wg sync.WaitGroup
+		for i := range codes {
+			wg.Go(func() {
+				codes[i] = h.Do(t, "PUT", "/api/v1/intents/"+in.ID, tok, spec("a", "h1-1", "h2-1", float64(20+i), 49152, 1), nil, "If-Match", ifMatch).StatusCode
+			})
+		}
+		wg.Wait()
+		ok := 0
+		for _, c := range codes {
+			switch c {
+			case http.StatusOK:
+				ok++
+			case http.StatusPreconditionFailed:
+			default:
+				t.Errorf("If-Match %s: HTTP %d among %v", ifMatch, c, codes)
+			}
+		}
+		if ok != tc.wantOK {
+			t.Errorf("If-Match %s: %d of 16 updates succeeded, want %d (%v)", ifMatch, ok, tc.wantOK, codes)
+		}
+	}
+}
+
+// TestIdempotentReplayWithDefaultsSpelledOut: a retry that spells out a
+// default the first request left out (class, priority, empty
+// constraints) is the same request: replayed, not refused as another.
+func TestIdempotentReplayWithDefaultsSpelledOut(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	var first models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, `{"name":"job","src":"h1-1","dst":"h2-1","gbps":10,"src_ports":{"first":49152,"last":49152}}`, &first, "Idempotency-Key", "k1"); r.StatusCode != http.StatusCreated {
+		t.Fatalf("create: HTTP %d", r.StatusCode)
+	}
+	var again models.Intent
+	r := h.Do(t, "POST", "/api/v1/intents", tok, `{"name":"job","src":"h1-1","dst":"h2-1","gbps":10,"class":"lossless-rdma","priority":0,"constraints":{},"src_ports":{"first":49152,"last":49152}}`, &again, "Idempotency-Key", "k1")
+	if r.StatusCode != http.StatusCreated || again.ID != first.ID || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay with defaults spelled out: HTTP %d, id %s (first %s), replayed %q", r.StatusCode, again.ID, first.ID, r.Header.Get("Idempotent-Replayed"))
+	}
+}
+
+// TestUsageReturnsToZero: after intents of awkward rates are created and
+// deleted, the tenant reserves exactly 0 (float residue stayed).
+func TestUsageReturnsToZero(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	var ids []string
+	for i, gbps := range []float64{0.1, 0.2, 0.3, 1.7, 2.9, 0.07} {
+		var in models.Intent
+		if r := h.Do(t, "POST", "/api/v1/intents", tok, spec(fmt.Sprint(i), "h1-1", "h2-1", gbps, 49152+i, 1), &in); r.StatusCode != http.StatusCreated {
+			t.Fatalf("create: HTTP %d", r.StatusCode)
+		}
+		ids = append(ids, in.ID)
+	}
+	for _, id := range ids {
+		h.Do(t, "DELETE", "/api/v1/intents/"+id, tok, nil, nil)
+	}
+	h.Eventually(t, 20*time.Second, "nothing reserved", func() bool {
+		var v api.TenantView
+		h.Do(t, "GET", "/api/v1/tenants/ml", h.OperatorToken, nil, &v)
+		return v.LiveIntents == 0 && v.ReservedGbps == 0
+	})
+}
+
+// TestBodyTooSlowIs408: a body that does not arrive within the server's
+// read timeout is answered 408 Request Timeout (it was 413, as if too
+// large).
+func TestBodyTooSlowIs408(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(1, 2, 1))
+	converged(t, h)
+	srv := httpserve.NewServer(h.Stack.Handler, nil)
+	srv.ReadTimeout = 500 * time.Millisecond
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- httpserve.Serve(ctx, srv, lis, slog.New(slog.DiscardHandler)) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "POST /api/v1/tenants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"na", h.OperatorToken)
+	_ = c.SetReadDeadline(time.Now().Add(fabrictest.Backstop(30 * time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("a body that stopped coming: HTTP %d, want 408", resp.StatusCode)
 	}
 }

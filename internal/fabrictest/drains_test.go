@@ -214,6 +214,17 @@ func TestDrainedFollowsLastEmptySample(t *testing.T) {
 	if perEnd := float64(readings) / float64(len(ends)); perEnd > 4 {
 		t.Fatalf("drained after %.1f readings per link end once traffic was gone, want at most 4", perEnd)
 	}
+	// The topology agrees: a drained switch's links show no load (they
+	// showed the decaying average for seconds after "drained").
+	var topo api.TopologyView
+	h.GetJSON(t, "/api/v1/topology", &topo)
+	for _, l := range topo.Links {
+		if l.A.Switch == "spine1" || l.B.Switch == "spine1" {
+			if l.Load.ABbps+l.Load.BAbps > 1e6 {
+				t.Errorf("drained link %s shows %.0f + %.0f b/s", l.ID, l.Load.ABbps, l.Load.BAbps)
+			}
+		}
+	}
 }
 
 // TestDownLinkShowsNoLoad: a link known to be down shows no load from the

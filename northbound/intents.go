@@ -202,17 +202,22 @@ func (a *server) capacity(c *gin.Context) {
 // parseIfMatch reads an If-Match header (RFC 9110, 13.1.1): "*" matches
 // any revision (nil); otherwise a list of entity tags, compared strongly:
 // a weak tag (W/"3", W/"*") matches nothing, nor does a tag that is not a
-// revision this API issued. ok is false when nothing in it can match.
+// revision this API issued. A revision without its quotes (12) is taken
+// as its tag, as clients that drop them mean. ok is false when nothing in
+// it can match.
 func parseIfMatch(header string) (revs []int64, ok bool) {
 	if header == "*" {
 		return intents.AnyRevision, true
 	}
 	for _, tag := range strings.Split(header, ",") {
 		tag = strings.TrimSpace(tag)
-		if strings.HasPrefix(tag, "W/") || len(tag) < 2 || tag[0] != '"' || tag[len(tag)-1] != '"' {
+		if strings.HasPrefix(tag, "W/") {
 			continue
 		}
-		if rev, err := strconv.ParseInt(tag[1:len(tag)-1], 10, 64); err == nil && rev > 0 {
+		if len(tag) >= 2 && tag[0] == '"' && tag[len(tag)-1] == '"' {
+			tag = tag[1 : len(tag)-1]
+		}
+		if rev, err := strconv.ParseInt(tag, 10, 64); err == nil && rev > 0 {
 			revs = append(revs, rev)
 		}
 	}

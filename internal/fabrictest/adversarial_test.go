@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/tenancy"
+	"github.com/gin-gonic/gin"
 )
 
 // TestUnknownTokensDoNotLockOutValidOnes: an address that sends unknown
@@ -266,7 +268,8 @@ func TestTenantPinShare(t *testing.T) {
 
 // TestIfMatchComparesStrongly: If-Match follows RFC 9110 13.1.1: "*"
 // matches, a list matches if any of its strong tags is the current one,
-// a weak tag (W/"*" included) never matches, a bare number is no tag.
+// a weak tag (W/"*" included) never matches; a revision without its
+// quotes is taken as its tag.
 func TestIfMatchComparesStrongly(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
 	converged(t, h)
@@ -287,7 +290,8 @@ func TestIfMatchComparesStrongly(t *testing.T) {
 	}{
 		{`W/"*"`, http.StatusPreconditionFailed},
 		{fmt.Sprintf(`W/"%d"`, in.Revision), http.StatusPreconditionFailed},
-		{fmt.Sprint(in.Revision), http.StatusPreconditionFailed},
+		{`"*"`, http.StatusPreconditionFailed},   // a tag named *, not "any"
+		{fmt.Sprint(in.Revision), http.StatusOK}, // its quotes dropped
 		{fmt.Sprintf(`"1", "%d"`, in.Revision), http.StatusOK},
 	} {
 		installed()
@@ -421,5 +425,49 @@ func TestBodyTooSlowIs408(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("a body that stopped coming: HTTP %d, want 408", resp.StatusCode)
+	}
+}
+
+// TestDeepBodiesAreRefusedCheaply: 20,000 nested arrays (40 KB; the key
+// check once cost 650 MB for them, and 100,000 ran the demo out of
+// memory) sent to every route that takes a body, the emulator's control
+// API included, are refused with 400, and the process allocates a few
+// megabytes for all of them together, not hundreds.
+func TestDeepBodiesAreRefusedCheaply(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(1, 2, 1))
+	converged(t, h)
+	eng, ok := h.Handler.(*gin.Engine)
+	if !ok {
+		t.Fatalf("the API handler is a %T, not a gin engine", h.Handler)
+	}
+	var paths []string
+	for _, r := range eng.Routes() {
+		if (r.Method == http.MethodPost || r.Method == http.MethodPut) && !strings.Contains(r.Path, "*") {
+			paths = append(paths, r.Method+" "+strings.ReplaceAll(r.Path, ":id", "nosuch"))
+		}
+	}
+	for _, p := range []string{"/sim/v1/flows", "/sim/v1/workloads", "/sim/v1/faults", "/sim/v1/links"} {
+		paths = append(paths, "POST "+p)
+	}
+	if len(paths) < 8 {
+		t.Fatalf("only %d routes take a body: %v", len(paths), paths)
+	}
+	body := strings.Repeat("[", 20_000) + strings.Repeat("]", 20_000)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for _, p := range paths {
+		method, path, _ := strings.Cut(p, " ")
+		headers := []string{}
+		if method == http.MethodPut {
+			headers = []string{"If-Match", "*"}
+		}
+		var problem api.Problem
+		if r := h.Do(t, method, path, h.OperatorToken, body, &problem, headers...); r.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s: HTTP %d (%s), want 400", p, r.StatusCode, problem.Detail)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if n := after.TotalAlloc - before.TotalAlloc; n > 256<<20 {
+		t.Errorf("%d routes allocated %d MiB for %d-byte bodies (the controller's own work included)", len(paths), n>>20, len(body))
 	}
 }

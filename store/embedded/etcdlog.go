@@ -7,11 +7,14 @@ import (
 	"go.uber.org/zap/zapcore"
 )
 
-// slogCore passes etcd's warnings and errors (its zap logger's) to slog,
-// fields as attributes. etcd ends the process after a fatal error
-// (zap's Fatal calls os.Exit): this core writes the line first, so no
-// exit is silent. Info and debug lines are dropped: etcd logs every
-// compaction and snapshot at info.
+// slogCore passes etcd's log (its zap logger's) to slog, fields as
+// attributes, a level lower: etcd warns at every start about what an
+// embedded member does on purpose (one port for gRPC and HTTP, simple
+// auth tokens) and logs errors when it is closed, so its warnings are
+// debug lines here and its errors warnings. A fatal error is an error
+// line: etcd ends the process after it (zap's Fatal calls os.Exit), and
+// this core writes the line first, so no exit is silent. Info and debug
+// lines are dropped (etcd logs every compaction and snapshot at info).
 type slogCore struct {
 	log    *slog.Logger
 	fields []zapcore.Field
@@ -42,13 +45,13 @@ func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	for k, v := range enc.Fields {
 		attrs = append(attrs, slog.Any(k, v))
 	}
-	level := slog.LevelWarn
+	level := slog.LevelDebug
 	msg := e.Message
 	switch {
 	case e.Level >= zapcore.DPanicLevel:
 		level, msg = slog.LevelError, "etcd stops the process: "+msg
 	case e.Level >= zapcore.ErrorLevel:
-		level = slog.LevelError
+		level = slog.LevelWarn
 	}
 	if e.LoggerName != "" {
 		attrs = append(attrs, slog.String("logger", e.LoggerName))

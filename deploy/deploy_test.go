@@ -28,6 +28,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/internal/proctest"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -48,6 +49,8 @@ type service struct {
 		Dockerfile string `yaml:"dockerfile"`
 	} `yaml:"build"`
 	Image       string    `yaml:"image"`
+	Restart     string    `yaml:"restart"`
+	Profiles    []string  `yaml:"profiles"`
 	Command     []string  `yaml:"command"`
 	Volumes     []string  `yaml:"volumes"`
 	Ports       []string  `yaml:"ports"`
@@ -56,6 +59,10 @@ type service struct {
 		Test []string `yaml:"test"`
 	} `yaml:"healthcheck"`
 }
+
+// oneShot says whether the service runs to completion (a first-run
+// step), not as a server.
+func (s service) oneShot() bool { return s.Restart == "no" }
 
 // deps lists what a service depends on (either compose form).
 func (s service) deps(t *testing.T) []string {
@@ -152,7 +159,7 @@ func checkArgs(t *testing.T, where, bin string, args []string) {
 			return
 		}
 		sub, args = args[0], args[1:]
-		if !slices.Contains([]string{"serve", "demo", "etcd", "probe", "eval", "version"}, sub) {
+		if !slices.Contains([]string{"serve", "demo", "etcd", "probe", "eval", "version", "certs", "token"}, sub) {
 			t.Errorf("%s: accelnet has no subcommand %q", where, sub)
 			return
 		}
@@ -181,6 +188,28 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 	for name, s := range c.Services {
+		serves := binaryOf(s) == "accelnet" && len(s.Command) > 0 && s.Command[0] == "serve"
+		for _, p := range s.Ports {
+			// Only the controller's API is published; anything else only
+			// on demand (a profile) and on loopback.
+			if !serves && (len(s.Profiles) == 0 || !strings.HasPrefix(p, "127.0.0.1:")) {
+				t.Errorf("%s publishes %s: only the controller's API may be published (others on 127.0.0.1, in a profile)", name, p)
+			}
+		}
+		var want []string
+		switch {
+		case serves:
+			want = []string{"--tls-cert", "--etcd-cert", "--etcd-ca", "--southbound-tls-cert", "--southbound-tls-ca", "--tls-ca"}
+		case binaryOf(s) == "accelnet" && len(s.Command) > 0 && s.Command[0] == "etcd":
+			want = []string{"--tls-cert", "--tls-client-ca", "--peer-tls-cert", "--peer-tls-ca"}
+		case binaryOf(s) == "fabricsim":
+			want = []string{"-tls-cert", "-tls-client-ca", "-token-file"}
+		}
+		for _, f := range want {
+			if !slices.Contains(s.Command, f) {
+				t.Errorf("%s runs without %s: every shipped service speaks TLS", name, f)
+			}
+		}
 		for _, d := range s.deps(t) {
 			if _, ok := c.Services[d]; !ok {
 				t.Errorf("%s depends on unknown service %s", name, d)
@@ -207,6 +236,9 @@ func TestComposeFile(t *testing.T) {
 			continue
 		}
 		checkArgs(t, name+" command", bin, s.Command)
+		if s.oneShot() {
+			continue // runs to completion: what depends on it waits for that
+		}
 		if hc := s.Healthcheck.Test; len(hc) > 2 && hc[0] == "CMD" {
 			checkArgs(t, name+" healthcheck", filepath.Base(hc[1]), hc[2:])
 		} else {
@@ -348,12 +380,20 @@ func TestComposeServicesRunAsProcesses(t *testing.T) {
 		if len(wave) == 0 {
 			t.Fatalf("depends_on cycle among %v", ours)
 		}
+		procs := map[string]*proctest.Proc{}
 		for _, name := range wave { // together: etcd members wait for each other
 			s := c.Services[name]
-			proctest.Start(t, name, proctest.Bin(t, binaryOf(s)), tr.args(name, s, s.Command)...)
+			procs[name] = proctest.Start(t, name, proctest.Bin(t, binaryOf(s)), tr.args(name, s, s.Command)...)
 		}
 		for _, name := range wave {
 			s := c.Services[name]
+			if s.oneShot() {
+				if err := procs[name].ExitErr(60 * time.Second); err != nil {
+					t.Fatalf("%s: %v\n%s", name, err, procs[name].Log())
+				}
+				started[name] = true
+				continue
+			}
 			hc := tr.args(name, s, s.Healthcheck.Test[1:])
 			proctest.Wait(t, 60*time.Second, name+"'s health check", func() error {
 				out, err := exec.Command(proctest.Bin(t, filepath.Base(hc[0])), hc[1:]...).CombinedOutput()
@@ -366,11 +406,22 @@ func TestComposeServicesRunAsProcesses(t *testing.T) {
 		}
 	}
 
+	// The API speaks HTTPS with a certificate of the deployment's CA.
+	clientTLS, err := pki.Files{CA: filepath.Join(tr.vols["certs"], "ca.crt")}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: clientTLS}}
+	if _, err := proctest.Call(context.Background(), nil, "GET", "http://"+tr.ports["accelnet-1:8080"]+"/readyz", "", nil, nil); err == nil {
+		if code, _ := proctest.Call(context.Background(), nil, "GET", "http://"+tr.ports["accelnet-1:8080"]+"/readyz", "", nil, nil); code == http.StatusOK {
+			t.Error("the API answers plain HTTP")
+		}
+	}
 	// One replica leads; the other follows it.
 	roles := map[string]string{}
 	for _, name := range []string{"accelnet-1", "accelnet-2"} {
 		var v struct{ Role, Leader string }
-		if _, err := proctest.Call(context.Background(), nil, "GET", "http://"+tr.ports[name+":8080"]+"/readyz", "", nil, &v); err != nil {
+		if _, err := proctest.Call(context.Background(), client, "GET", "https://"+tr.ports[name+":8080"]+"/readyz", "", nil, &v); err != nil {
 			t.Fatal(err)
 		}
 		roles[v.Role] = name
@@ -385,18 +436,27 @@ func TestComposeServicesRunAsProcesses(t *testing.T) {
 			token = bytes.TrimSpace(data)
 		}
 	}
-	api := "http://" + tr.ports[follower+":8080"] + "/api/v1"
-	code, err := proctest.Call(context.Background(), nil, "POST", api+"/tenants", string(token), map[string]any{"name": "compose"}, nil)
+	api := "https://" + tr.ports[follower+":8080"] + "/api/v1"
+	code, err := proctest.Call(context.Background(), client, "POST", api+"/tenants", string(token), map[string]any{"name": "compose"}, nil)
 	if err != nil || code != http.StatusCreated {
 		t.Fatalf("write through the follower: HTTP %d %v", code, err)
 	}
 	intent := map[string]any{"tenant": "compose", "name": "i1", "src": "h1-1", "dst": "h2-1", "gbps": 10, "src_ports": map[string]int{"first": 49152, "last": 49152}}
-	if code, err := proctest.Call(context.Background(), nil, "POST", api+"/intents", string(token), intent, nil); err != nil || code != http.StatusCreated {
+	if code, err := proctest.Call(context.Background(), client, "POST", api+"/intents", string(token), intent, nil); err != nil || code != http.StatusCreated {
 		t.Fatalf("intent through the follower: HTTP %d %v", code, err)
 	}
-	// A switch drops its connections: the leader's RPC error counters move.
+	// A switch drops its connections: the leader's RPC error counters
+	// move. fabricsim's control API takes the token in the shared volume.
+	simToken, err := os.ReadFile(filepath.Join(tr.vols["shared"], "fabricsim.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	fault := map[string]any{"kind": "disconnect", "target": "leaf1"}
-	if code, err := proctest.Call(context.Background(), nil, "POST", "http://"+tr.ports["fabricsim:8081"]+"/sim/v1/faults", "", fault, nil); err != nil || code != http.StatusOK {
+	sim := "http://" + tr.ports["fabricsim:8081"] + "/sim/v1/faults"
+	if code, err := proctest.Call(context.Background(), nil, "POST", sim, "", fault, nil); err != nil || code != http.StatusUnauthorized {
+		t.Fatalf("fabricsim's control API without its token: HTTP %d %v, want 401", code, err)
+	}
+	if code, err := proctest.Call(context.Background(), nil, "POST", sim, string(bytes.TrimSpace(simToken)), fault, nil); err != nil || code != http.StatusOK {
 		t.Fatalf("disconnect leaf1: HTTP %d %v", code, err)
 	}
 
@@ -432,7 +492,7 @@ func TestComposeServicesRunAsProcesses(t *testing.T) {
 	wanted := dashboardMetrics(t)
 	var missing []string
 	proctest.Wait(t, 20*time.Second, "the dashboard's metrics", func() error {
-		exported := metricNames(t, "http://"+tr.ports[leader+":8080"]+"/metrics")
+		exported := metricNames(t, client, "https://"+tr.ports[leader+":8080"]+"/metrics")
 		missing = missing[:0]
 		for _, m := range wanted {
 			if !exported[m] {
@@ -446,9 +506,9 @@ func TestComposeServicesRunAsProcesses(t *testing.T) {
 	})
 }
 
-func metricNames(t *testing.T, url string) map[string]bool {
+func metricNames(t *testing.T, client *http.Client, url string) map[string]bool {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := client.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}

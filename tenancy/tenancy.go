@@ -47,6 +47,20 @@ const MaxTokensPerTenant = 100
 // tokenPrefix marks accelnet secrets so secret scanners can find leaked ones.
 const tokenPrefix = "anet_"
 
+// NewSecret makes a token secret (256 random bits), for a deployment that
+// provisions the first operator token itself (BootstrapOperator's given).
+func NewSecret() (string, error) {
+	secret, _, err := newSecret()
+	return secret, err
+}
+
+// ValidSecret says whether s has a token secret's form.
+func ValidSecret(s string) bool {
+	raw, ok := strings.CutPrefix(s, tokenPrefix)
+	b, err := base64.RawURLEncoding.DecodeString(raw)
+	return ok && err == nil && len(b) == 32
+}
+
 // newSecret makes a token secret (256 random bits) and its hash.
 func newSecret() (secret, hash string, err error) {
 	var raw [32]byte
@@ -572,10 +586,18 @@ func (a *Auth) DeleteToken(ctx context.Context, id string) error {
 // BootstrapOperator issues the first operator token once per etcd: on the
 // first start it writes the secret to path (mode 0600) and returns it; on
 // later starts it returns "". Replicas starting together issue one token.
-func (a *Auth) BootstrapOperator(ctx context.Context, path string) (string, error) {
+// given, if set, is the secret to register (a deployment's, kept in its
+// own secret store: nothing is written then).
+func (a *Auth) BootstrapOperator(ctx context.Context, path, given string) (string, error) {
 	secret, h, err := newSecret()
 	if err != nil {
 		return "", err
+	}
+	if given != "" {
+		if !ValidSecret(given) {
+			return "", fmt.Errorf("the operator token given is not a token (%q and 43 characters of base64url: accelnet certs --kubernetes makes one)", tokenPrefix)
+		}
+		secret, h, path = given, hashSecret(given), ""
 	}
 	t := models.Token{ID: h[:16], Role: models.RoleOperator, Created: time.Now().UTC()}
 	data, err := json.Marshal(t)

@@ -57,12 +57,19 @@ type Config struct {
 	// verifies other replicas when forwarding to the leader. The switches'
 	// TLS is stack.Config.SouthboundTLS.
 	TLSCert, TLSKey, TLSClientCA, TLSCA string
+	// TLSServerName is the name a follower checks in the leader's
+	// certificate (default: the host of the leader's advertised URL).
+	TLSServerName string
 	// ForeignEntries is what to do with entries of accelnet's tables the
 	// controller did not write: remove or keep.
 	ForeignEntries string
 	// MemoryLimit is the Go runtime's soft memory limit: auto, none or a
 	// size (memlimit.go).
 	MemoryLimit string
+	// OperatorTokenFile holds the first operator token's secret, to
+	// register on the first start (a mounted Secret); empty: one is made
+	// and written to the data directory.
+	OperatorTokenFile string
 	// MaxConnections bounds the API listener's connections (0: what the
 	// open-file limit leaves, fdlimit.go), MaxConnectionsPerSource those
 	// of one client address.
@@ -293,6 +300,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&cfg.TLSKey, "tls-key", "", "PEM key of --tls-cert")
 	root.PersistentFlags().StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "PEM CA bundle: require API clients (and forwarding replicas) to present a certificate it signed (mutual TLS); /healthz and /readyz stay open for probes")
 	root.PersistentFlags().StringVar(&cfg.TLSCA, "tls-ca", "", "PEM CA bundle that verifies the leader's HTTPS certificate when a follower forwards to it (default: the system's roots); with --tls-client-ca the follower presents --tls-cert")
+	root.PersistentFlags().StringVar(&cfg.TLSServerName, "tls-server-name", "", "name a follower checks in the leader's HTTPS certificate (default: the host of the leader's --advertise-url; set it when replicas advertise pod IPs and share one certificate)")
 	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.CA, "southbound-tls-ca", "", "PEM CA bundle that verifies the switches' P4Runtime/gNMI certificates; setting any southbound-tls flag turns TLS on")
 	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.Cert, "southbound-tls-cert", "", "PEM client certificate presented to the switches (mutual TLS)")
 	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.Key, "southbound-tls-key", "", "PEM key of --southbound-tls-cert")
@@ -301,6 +309,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&cfg.MemoryLimit, "memory-limit", cfg.MemoryLimit, "soft memory limit of the Go runtime: the collector runs more often near it instead of letting the heap grow to twice what is live. auto: GOMEMLIMIT if set, else 90% of the container's memory limit (cgroup), else none; none; or a size such as 1800MiB")
 	root.PersistentFlags().IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "connections the API holds at once; past it an idle connection that showed no valid token is closed for the new one, or the new one is refused. 0: what the open-file limit leaves after etcd and the switches (at most 16384)")
 	root.PersistentFlags().IntVar(&cfg.MaxConnectionsPerSource, "max-connections-per-source", cfg.MaxConnectionsPerSource, "connections one client address holds at once (the same rule past it, among that address's connections)")
+	root.PersistentFlags().StringVar(&cfg.OperatorTokenFile, "operator-token-file", "", "file holding the first operator token's secret (a mounted Secret: accelnet certs --kubernetes makes one), registered on the cluster's first start and written nowhere; default: one is made, printed once and written to --data-dir/operator.token")
 	root.PersistentFlags().StringVar(&configFile, "config", "", "YAML file of flag values (keys are flag names: http-addr: \":8080\", etcd-endpoints: [a:2379, b:2379]); flags given on the command line and ACCELNET_* environment variables win over it")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		return applyConfig(cmd.Flags(), configFile, os.LookupEnv)
@@ -358,7 +367,7 @@ the others serve reads and forward writes to it (--advertise-url). TLS:
 		Short: "Print the version",
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "accelnet", version) },
 	}
-	root.AddCommand(demo, serve, ver, newEvalCommand(), newEtcdCommand(), newProbeCommand())
+	root.AddCommand(demo, serve, ver, newEvalCommand(), newEtcdCommand(), newProbeCommand(), newTokenCommand(&cfg.DataDir), newCertsCommand())
 	return root
 }
 
@@ -413,6 +422,13 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	if cfg.DataDir != "" {
 		opts.OperatorTokenFile = filepath.Join(cfg.DataDir, "operator.token")
 	}
+	if cfg.OperatorTokenFile != "" {
+		data, err := os.ReadFile(cfg.OperatorTokenFile)
+		if err != nil {
+			return fmt.Errorf("--operator-token-file: %w", err)
+		}
+		opts.OperatorTokenGiven = strings.TrimSpace(string(data))
+	}
 	if len(cfg.EtcdEndpoints) == 0 {
 		opts.EtcdDir = filepath.Join(cfg.DataDir, "etcd")
 	}
@@ -437,7 +453,9 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		return err
 	}
 	defer s.Close()
-	if s.OperatorToken != "" {
+	if s.OperatorToken != "" && cfg.OperatorTokenFile != "" {
+		log.Info("first start: the operator token of --operator-token-file is registered", "file", cfg.OperatorTokenFile)
+	} else if s.OperatorToken != "" {
 		// Printed once, never logged: it is the key to everything.
 		fmt.Printf("\nFirst start: the operator token is\n\n  %s\n\n", s.OperatorToken)
 		if opts.OperatorTokenFile != "" {
@@ -580,7 +598,7 @@ func apiTLS(cfg Config) (*tls.Config, http.RoundTripper, error) {
 		// the probes (northbound.RequireClientCert).
 		server.ClientAuth = tls.VerifyClientCertIfGiven
 	}
-	client := pki.Files{CA: cfg.TLSCA}
+	client := pki.Files{CA: cfg.TLSCA, ServerName: cfg.TLSServerName}
 	if cfg.TLSClientCA != "" { // the leader wants a certificate from us too
 		client.Cert, client.Key = cfg.TLSCert, cfg.TLSKey
 	}

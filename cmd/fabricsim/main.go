@@ -7,6 +7,9 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +20,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,6 +45,9 @@ type Config struct {
 	LogDir   string
 	// CounterInterval is how often counters advance and are published.
 	CounterInterval time.Duration
+	// TokenFile holds the control API's bearer token; made (mode 0600)
+	// if it does not exist.
+	TokenFile string
 	// TLS for the switches' P4Runtime and gNMI: certificate and key, and
 	// a CA to require client certificates from (mutual TLS).
 	TLS pki.Files
@@ -58,7 +65,7 @@ func (c Config) Validate() error {
 }
 
 func main() {
-	cfg := Config{ListenHost: "127.0.0.1", HTTPAddr: "127.0.0.1:8081", Out: "fabricsim-topology.yaml", LogDir: "fabricsim-logs"}
+	cfg := Config{ListenHost: "127.0.0.1", HTTPAddr: "127.0.0.1:8081", Out: "fabricsim-topology.yaml", LogDir: "fabricsim-logs", TokenFile: "fabricsim-control.token"}
 	flag.StringVar(&cfg.Topology, "topology", "leafspine:8x8x4", "fabric: a topology file, leafspine:LEAVESxHOSTSxSPINES[@GBPS] or fattree:K[@GBPS]")
 	flag.StringVar(&cfg.ListenHost, "listen-host", cfg.ListenHost, "address the switches listen on (one port each)")
 	flag.StringVar(&cfg.AdvertiseHost, "advertise-host", "", "host written into the switches' addresses in -out (default: -listen-host); e.g. the container's name with -listen-host 0.0.0.0")
@@ -67,6 +74,7 @@ func main() {
 	flag.StringVar(&cfg.Out, "out", cfg.Out, "where to write the topology with switch addresses")
 	flag.DurationVar(&cfg.CounterInterval, "counter-interval", 500*time.Millisecond, "how often counters advance and are published over gNMI (a fabric of thousands of switches wants seconds)")
 	flag.StringVar(&cfg.LogDir, "log-dir", cfg.LogDir, "directory for the gnmi library's logs")
+	flag.StringVar(&cfg.TokenFile, "token-file", cfg.TokenFile, "the control API's bearer token (it can take switches down and shows every flow): read from this file, or made and written there (mode 0600) if it does not exist; /healthz needs none")
 	flag.StringVar(&cfg.TLS.Cert, "tls-cert", "", "PEM certificate: the switches serve P4Runtime and gNMI over TLS (with -tls-key)")
 	flag.StringVar(&cfg.TLS.Key, "tls-key", "", "PEM key of -tls-cert")
 	flag.StringVar(&cfg.TLS.CA, "tls-client-ca", "", "PEM CA bundle: require controllers to present a certificate it signed (mutual TLS)")
@@ -107,7 +115,7 @@ func run(cfg Config, log *slog.Logger) error {
 		return err
 	}
 	out := append([]byte("# Written by fabricsim: the emulated fabric with its switches' addresses.\n"), topology.Format(f.Topology())...)
-	if err := os.WriteFile(cfg.Out, out, 0o644); err != nil {
+	if err := writeAtomically(cfg.Out, out, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", cfg.Out, err)
 	}
 	abs, _ := filepath.Abs(cfg.Out)
@@ -119,15 +127,99 @@ func run(cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 	}
-	// The control API, and Go's profiler beside it (a lab tool: no
-	// authentication, like the rest of its API).
+	token, made, err := controlToken(cfg.TokenFile)
+	if err != nil {
+		return err
+	}
+	if made {
+		log.Info("control API token made", "file", cfg.TokenFile)
+	}
+	// The control API, and Go's profiler beside it, for the token's
+	// holder; /healthz for health checks.
 	mux := http.NewServeMux()
 	mux.Handle("/sim/v1/", f.Handler())
 	mux.Handle("/debug/pprof/", http.DefaultServeMux) // net/http/pprof's handlers
-	srv := httpserve.NewServer(mux, nil)
+	srv := httpserve.NewServer(requireToken(token, mux), nil)
+	guard := httpserve.NewGuard(lis, httpserve.Limits{MaxConns: 1024, MaxPerSource: 256}, "sim", log, nil)
+	guard.Attach(srv)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return f.Run(ctx) })
-	g.Go(func() error { return httpserve.Serve(ctx, srv, lis, log) })
+	g.Go(func() error { return httpserve.Serve(ctx, srv, guard, log) })
 	log.Info("control API up", "url", "http://"+cfg.HTTPAddr+"/sim/v1/switches")
 	return g.Wait()
+}
+
+// writeAtomically writes data to path so that a reader never sees part of
+// it (accelnet serve may read the topology the moment it appears).
+func writeAtomically(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// controlToken reads the control API's token from file, or makes one and
+// writes it there (mode 0600).
+func controlToken(file string) (token string, made bool, err error) {
+	if file == "" {
+		return "", false, errors.New("-token-file is empty: the control API takes a token")
+	}
+	data, err := os.ReadFile(file)
+	if err == nil {
+		token = strings.TrimSpace(string(data))
+		if len(token) < 16 {
+			return "", false, fmt.Errorf("-token-file %s: a token of at least 16 characters, please", file)
+		}
+		return token, false, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", false, fmt.Errorf("-token-file: %w", err)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", false, err
+	}
+	token = "anet_sim_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return "", false, err
+	}
+	if err := writeAtomically(file, []byte(token+"\n"), 0o600); err != nil {
+		return "", false, fmt.Errorf("-token-file: %w", err)
+	}
+	return token, true, nil
+}
+
+// requireToken serves h to requests with the bearer token, and /healthz to
+// anyone; a request with the token marks its connection trusted.
+func requireToken(token string, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
+			return
+		}
+		scheme, got, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+		if !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), []byte(token)) != 1 {
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("WWW-Authenticate", `Bearer realm="fabricsim"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error":"the control API takes the bearer token of fabricsim's -token-file (Authorization: Bearer <token>)"}` + "\n"))
+			return
+		}
+		httpserve.Trust(r.Context())
+		h.ServeHTTP(w, r)
+	})
 }

@@ -10,12 +10,15 @@ COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
       -o /out/bin/ ./cmd/accelnet ./cmd/accelnetctl \
- && mkdir -p /out/data /out/tmp && chmod 1777 /out/tmp
+ && mkdir -p /out/data /out/certs /out/tmp && chmod 1777 /out/tmp
 
 FROM scratch
 COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/
 COPY --from=build /out/bin/ /usr/local/bin/
 COPY --from=build --chown=65532:65532 /out/data /data
+# Owned by the runtime user, so the certs volume mounted here is writable
+# by `accelnet certs` and readable by every service (same user).
+COPY --from=build --chown=65532:65532 /out/certs /certs
 COPY --from=build /out/tmp /tmp
 COPY deploy/topologies /etc/accelnet/topologies
 USER 65532:65532

@@ -18,6 +18,7 @@ COPY --from=build --chown=65532:65532 /out/shared /shared
 COPY --from=build /out/tmp /tmp
 COPY deploy/topologies /etc/accelnet/topologies
 USER 65532:65532
-# Control API; each switch serves P4Runtime and gNMI on a port of its own.
+# Control API (its token in -token-file); each switch serves P4Runtime and
+# gNMI on a port of its own.
 EXPOSE 8081
 ENTRYPOINT ["/usr/local/bin/fabricsim"]

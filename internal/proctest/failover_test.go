@@ -39,6 +39,7 @@ type deployment struct {
 	token    string
 	setup    setup
 	sim      *proctest.Proc
+	simToken string // fabricsim's control API token
 }
 
 // setup adjusts a deployment: extra arguments for fabricsim and the
@@ -80,8 +81,8 @@ func deployWith(t testing.TB, fabric string, replicas int, s setup) *deployment 
 	dir := t.TempDir()
 	within := cmp.Or(s.startWithin, 30*time.Second)
 	d.sim = proctest.StartEnv(t, "fabricsim", s.simEnv, proctest.Bin(t, "fabricsim"), append([]string{"-topology", fabric, "-http-addr", d.simAPI,
-		"-out", d.topoFile, "-log-dir", filepath.Join(dir, "logs")}, s.simArgs...)...)
-	proctest.WaitFabricUp(t, within, d.simAPI)
+		"-out", d.topoFile, "-log-dir", filepath.Join(dir, "logs"), "-token-file", filepath.Join(dir, "sim.token")}, s.simArgs...)...)
+	_, d.simToken = proctest.WaitFabricUp(t, within, d.simAPI, filepath.Join(dir, "sim.token"))
 	for i := range replicas {
 		r := &replica{name: fmt.Sprintf("accelnet-%d", i+1), addr: fabrictest.FreeAddr(t), dataDir: filepath.Join(dir, fmt.Sprintf("replica%d", i+1)), https: s.https}
 		d.replicas = append(d.replicas, r)
@@ -167,7 +168,7 @@ func (d *deployment) switchWrites() int64 {
 			Writes int64 `json:"write_rpcs"`
 		} `json:"switches"`
 	}
-	if _, err := proctest.Call(context.Background(), nil, "GET", "http://"+d.simAPI+"/sim/v1/switches", "", nil, &v); err != nil {
+	if _, err := proctest.Call(context.Background(), nil, "GET", "http://"+d.simAPI+"/sim/v1/switches", d.simToken, nil, &v); err != nil {
 		d.t.Fatal(err)
 	}
 	var n int64

@@ -139,6 +139,17 @@ func (p *Proc) Exited() bool {
 	}
 }
 
+// ExitErr waits up to timeout for the process to end and returns how it
+// ended (nil: exit status 0).
+func (p *Proc) ExitErr(timeout time.Duration) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		return fmt.Errorf("%s still runs after %s", p.Name, timeout)
+	}
+}
+
 // Kill sends SIGKILL and waits: nothing of the process runs after it.
 func (p *Proc) Kill() {
 	if !p.Exited() {
@@ -180,21 +191,31 @@ func Wait(t testing.TB, timeout time.Duration, what string, cond func() error) t
 }
 
 // WaitFabricUp waits until fabricsim's control API at api (host:port)
-// says its switches serve, and returns how long that took.
-func WaitFabricUp(t testing.TB, timeout time.Duration, api string) time.Duration {
+// says its switches serve, and returns how long that took and the control
+// API's token, read from tokenFile (its -token-file).
+func WaitFabricUp(t testing.TB, timeout time.Duration, api, tokenFile string) (time.Duration, string) {
 	t.Helper()
-	return Wait(t, timeout, "fabricsim's switches up", func() error {
+	var token string
+	took := Wait(t, timeout, "fabricsim's switches up", func() error {
+		if token == "" {
+			data, err := os.ReadFile(tokenFile)
+			if err != nil {
+				return err
+			}
+			token = strings.TrimSpace(string(data))
+		}
 		var st struct {
 			Up bool `json:"up"`
 		}
-		if _, err := Call(context.Background(), nil, "GET", "http://"+api+"/sim/v1/stats", "", nil, &st); err != nil {
-			return err
+		if code, err := Call(context.Background(), nil, "GET", "http://"+api+"/sim/v1/stats", token, nil, &st); err != nil || code != http.StatusOK {
+			return fmt.Errorf("HTTP %d %v", code, err)
 		}
 		if !st.Up {
 			return errors.New("the control API answers; the switches are not up yet")
 		}
 		return nil
 	})
+	return took, token
 }
 
 // DefaultClient is what Call uses when given none.

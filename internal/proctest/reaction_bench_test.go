@@ -83,7 +83,7 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	// under that lock (at k=32 under the workload, seconds; the writes
 	// are timed by the emulator, so the answer's delay is not counted).
 	slow := &http.Client{Timeout: 5 * time.Minute}
-	if code, err := proctest.Call(ctx, slow, "POST", sim+"/sim/v1/workloads", "", map[string]any{"pattern": pattern, "gbps": 100, "tenants": 64, "seed": 1}, nil); err != nil || code != 201 {
+	if code, err := proctest.Call(ctx, slow, "POST", sim+"/sim/v1/workloads", d.simToken, map[string]any{"pattern": pattern, "gbps": 100, "tenants": 64, "seed": 1}, nil); err != nil || code != 201 {
 		b.Fatalf("start the workload: HTTP %d, %v", code, err)
 	}
 	topo, err := topology.Load(d.topoFile)
@@ -116,7 +116,7 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	}
 	read := func(since time.Time) writes {
 		var w writes
-		if _, err := proctest.Call(ctx, slow, "GET", fmt.Sprintf("%s/sim/v1/writes?since=%d", sim, since.UnixNano()), "", nil, &w); err != nil {
+		if _, err := proctest.Call(ctx, slow, "GET", fmt.Sprintf("%s/sim/v1/writes?since=%d", sim, since.UnixNano()), d.simToken, nil, &w); err != nil {
 			b.Fatal(err)
 		}
 		return w
@@ -174,7 +174,7 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 			}
 			path, body = "/sim/v1/faults", map[string]any{"kind": kind, "target": target}
 		}
-		if code, err := proctest.Call(ctx, slow, "POST", sim+path, "", body, nil); err != nil || code >= 300 {
+		if code, err := proctest.Call(ctx, slow, "POST", sim+path, d.simToken, body, nil); err != nil || code >= 300 {
 			b.Fatalf("set %s up=%v: HTTP %d, %v", target, up, code, err)
 		}
 	}
@@ -196,7 +196,7 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		// the first 45 s of failures; what each holds (as of its last
 		// collection).
 		for _, p := range []struct{ api, token, file string }{
-			{r.url(), d.token, "reaction"}, {sim, "", "reaction-fabricsim"},
+			{r.url(), d.token, "reaction"}, {sim, d.simToken, "reaction-fabricsim"},
 		} {
 			for _, k := range []struct{ path, ext string }{{"profile?seconds=45", ".cpu"}, {"allocs?seconds=45", ".allocs"}, {"heap", ".heap"}} {
 				profiled.Go(func() {
@@ -212,7 +212,7 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		target := targets[i%len(targets)]
 		var traced sync.WaitGroup
 		if dir := os.Getenv("ACCELNET_REACTION_TRACES"); dir != "" {
-			for _, p := range []struct{ api, token, name string }{{r.url(), d.token, "accelnet"}, {sim, "", "fabricsim"}} {
+			for _, p := range []struct{ api, token, name string }{{r.url(), d.token, "accelnet"}, {sim, d.simToken, "fabricsim"}} {
 				traced.Go(func() {
 					if err := operatorGet(p.api, p.token, "/debug/pprof/trace?seconds=8", filepath.Join(dir, fmt.Sprintf("failure-%d-%s.trace", i, p.name))); err != nil {
 						b.Logf("%s trace: %v", p.name, err)

@@ -134,12 +134,12 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	dir := b.TempDir()
 	simAPI, topoFile := fabrictest.FreeAddr(b), filepath.Join(dir, "fabric.yaml")
 	sim := proctest.Start(b, "fabricsim", proctest.Bin(b, "fabricsim"), append([]string{"-topology", spec, "-http-addr", simAPI,
-		"-out", topoFile, "-log-dir", filepath.Join(dir, "logs")}, simArgs...)...)
+		"-out", topoFile, "-log-dir", filepath.Join(dir, "logs"), "-token-file", filepath.Join(dir, "sim.token")}, simArgs...)...)
 	simURL := "http://" + simAPI
 	// accelnet starts once the switches serve, as it would on a running
 	// fabric: the emulator's own bring-up (publishing every port's state)
 	// is reported apart.
-	simUp := proctest.WaitFabricUp(b, 10*time.Minute, simAPI)
+	simUp, simToken := proctest.WaitFabricUp(b, 10*time.Minute, simAPI, filepath.Join(dir, "sim.token"))
 	b.Logf("%s: fabricsim's switches up %s after its process started", spec, simUp.Round(time.Millisecond))
 	addr := fabrictest.FreeAddr(b)
 	t0 := time.Now()
@@ -149,7 +149,7 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	var profiled sync.WaitGroup
 	profiles, tokenFile := os.Getenv("ACCELNET_SCALE_PROFILES"), filepath.Join(dir, "accelnet", "operator.token")
 	if profiles != "" {
-		cpuProfiles(b, &profiled, profiles, "coldstart", "http://"+addr, tokenFile, simURL, true)
+		cpuProfiles(b, &profiled, profiles, "coldstart", "http://"+addr, tokenFile, simURL, simToken, true)
 	}
 	poll := time.NewTicker(200 * time.Millisecond)
 	defer poll.Stop()
@@ -160,7 +160,7 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 		Last       int64 `json:"last"`
 		FirstSince int64 `json:"first_since"`
 	}
-	if _, err := proctest.Call(ctx, nil, "GET", fmt.Sprintf("%s/sim/v1/writes?since=%d", simURL, t0.UnixNano()), "", nil, &w); err != nil {
+	if _, err := proctest.Call(ctx, nil, "GET", fmt.Sprintf("%s/sim/v1/writes?since=%d", simURL, t0.UnixNano()), simToken, nil, &w); err != nil {
 		b.Fatal(err)
 	}
 	var report struct {
@@ -169,7 +169,7 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 			Writes  int64 `json:"write_rpcs"`
 		} `json:"switches"`
 	}
-	if _, err := proctest.Call(ctx, &http.Client{Timeout: 5 * time.Minute}, "GET", simURL+"/sim/v1/switches", "", nil, &report); err != nil {
+	if _, err := proctest.Call(ctx, &http.Client{Timeout: 5 * time.Minute}, "GET", simURL+"/sim/v1/switches", simToken, nil, &report); err != nil {
 		b.Fatalf("read fabricsim's switches: %.300s", err)
 	}
 	switches := report.Switches
@@ -191,7 +191,7 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	}
 	before, simCPU0, w0 := metrics(), cpuSeconds(b, sim.Pid()), time.Now()
 	if profiles != "" {
-		cpuProfiles(b, &profiled, profiles, "steady", "http://"+addr, tokenFile, simURL, false)
+		cpuProfiles(b, &profiled, profiles, "steady", "http://"+addr, tokenFile, simURL, simToken, false)
 	}
 	for deadline := w0.Add(window); time.Now().Before(deadline); <-poll.C {
 		if acc.Exited() || sim.Exited() {
@@ -254,7 +254,7 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 // operator's token, which it writes once its etcd is up. With traced,
 // also an execution trace of accelnet's first 12 s (NAME.trace; go tool
 // trace -pprof=sync says what its goroutines waited on).
-func cpuProfiles(b *testing.B, wg *sync.WaitGroup, dir, name, api, tokenFile, simURL string, traced bool) {
+func cpuProfiles(b *testing.B, wg *sync.WaitGroup, dir, name, api, tokenFile, simURL, simToken string, traced bool) {
 	const seconds = "20"
 	fromAccelnet := func(path, file string) {
 		wg.Go(func() {
@@ -274,7 +274,7 @@ func cpuProfiles(b *testing.B, wg *sync.WaitGroup, dir, name, api, tokenFile, si
 		fromAccelnet("/debug/pprof/trace?seconds=12", name+".trace")
 	}
 	wg.Go(func() {
-		if err := operatorGet(simURL, "", "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, name+"-sim.cpu")); err != nil {
+		if err := operatorGet(simURL, simToken, "/debug/pprof/profile?seconds="+seconds, filepath.Join(dir, name+"-sim.cpu")); err != nil {
 			b.Logf("fabricsim's %s profile: %v", name, err)
 		}
 	})

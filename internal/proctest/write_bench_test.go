@@ -47,8 +47,8 @@ func BenchmarkWriteRate(b *testing.B) {
 	dir := b.TempDir()
 	simAPI, topoFile := fabrictest.FreeAddr(b), filepath.Join(dir, "fabric.yaml")
 	sim := proctest.Start(b, "fabricsim", proctest.Bin(b, "fabricsim"), "-topology", spec, "-http-addr", simAPI,
-		"-out", topoFile, "-log-dir", filepath.Join(dir, "logs"), "-counter-interval", "5s")
-	proctest.WaitFabricUp(b, 10*time.Minute, simAPI)
+		"-out", topoFile, "-log-dir", filepath.Join(dir, "logs"), "-counter-interval", "5s", "-token-file", filepath.Join(dir, "sim.token"))
+	proctest.WaitFabricUp(b, 10*time.Minute, simAPI, filepath.Join(dir, "sim.token"))
 	topo, err := topology.LoadFile(topoFile)
 	if err != nil {
 		b.Fatal(err)

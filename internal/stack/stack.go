@@ -121,7 +121,10 @@ type Config struct {
 	EtcdMaxTxnOps int
 	// OperatorTokenFile is where the first operator token is written on
 	// the first start (mode 0600); empty: not written, only returned.
-	OperatorTokenFile string
+	// OperatorTokenGiven, if set, is the first operator token's secret
+	// (a deployment's own, from its secret store): registered on the
+	// first start, written nowhere.
+	OperatorTokenFile, OperatorTokenGiven string
 	// MTU is the fabric profile's interface MTU pushed over gNMI; default 4200.
 	MTU uint16
 	// FlapHalfLife is how fast a flapping link's penalty decays (default
@@ -359,7 +362,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		s.Elephants.Measured = s.Intents.MeasuredRate
 		s.Elephants.Fresh = 3 * min(s.observeInterval, time.Second)
 	}
-	if s.OperatorToken, err = s.Auth.BootstrapOperator(ctx, opts.OperatorTokenFile); err != nil {
+	if s.OperatorToken, err = s.Auth.BootstrapOperator(ctx, opts.OperatorTokenFile, opts.OperatorTokenGiven); err != nil {
 		return nil, fmt.Errorf("issue the first operator token: %w", err)
 	}
 	gnmiCfg := &southbound.GNMIConfig{Resolve: ctrl.resolve, Dialer: dialer}

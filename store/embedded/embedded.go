@@ -65,9 +65,23 @@ func Start(dir, clientAddr string, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	return StartMember(Member{Dir: dir, ClientAddr: clientAddr, PeerAddr: "127.0.0.1:0",
+	e, err := StartMember(Member{Dir: dir, ClientAddr: clientAddr, PeerAddr: "127.0.0.1:0",
 		ClientTLS: server, PeerTLS: server, Client: client, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	// Where it listens, for a tool that holds the directory's
+	// certificates (accelnet token create) while this process runs.
+	if err := os.WriteFile(filepath.Join(dir, EndpointFile), []byte(e.Endpoints[0]+"\n"), 0o600); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("etcd data directory: %w", err)
+	}
+	return e, nil
 }
+
+// EndpointFile is the file in its data directory where a running embedded
+// etcd says its client address.
+const EndpointFile = "client-endpoint"
 
 // PKIDir is where in its data directory an embedded etcd keeps its
 // CA and certificates (a process that holds the directory reaches it with
@@ -103,7 +117,7 @@ type Member struct {
 	// MetricsAddr, if set, serves /health and /metrics over plain HTTP
 	// there (a loopback address, for health checks).
 	MetricsAddr string
-	// Logger gets etcd's warnings and errors (nil: slog.Default()); a
+	// Logger gets etcd's errors (nil: standard error, errors only); a
 	// fatal error is logged before etcd ends the process.
 	Logger *slog.Logger
 }
@@ -162,7 +176,7 @@ func StartMember(m Member) (*Server, error) {
 	}
 	log := m.Logger
 	if log == nil {
-		log = slog.Default()
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(slogCore{log: log.With("component", "etcd")}))
 	cfg.MaxTxnOps = MaxTxnOps

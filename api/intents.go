@@ -44,9 +44,11 @@ type Capacity struct {
 // a new topology. Events come from etcd watches, so every replica sees
 // every change, whoever made it.
 type Event struct {
-	// Type is "intent", "intent-removed", "topology", or "resync" (events
-	// may have been missed: read the state again).
+	// Type is "intent", "intent-removed", "topology", "synced" (every
+	// intent of the current state was sent; Count says how many), or
+	// "resync" (events may have been missed: read the state again).
 	Type     string            `json:"type"`
+	Count    int               `json:"count,omitempty"`
 	Revision int64             `json:"revision"`
 	Tenant   models.TenantName `json:"tenant,omitempty"`
 	ID       string            `json:"id,omitempty"`

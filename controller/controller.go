@@ -69,8 +69,10 @@ type Overlay interface {
 	PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64)
 	// Synced says sw was read back (or written) matching generation gen.
 	Synced(sw models.SwitchID, gen uint64)
-	// SetFabric is told the topology and the links that are down.
-	SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool)
+	// SetFabric is told the topology, the links the routes avoid, and of
+	// those the ones drained, each with its drain (said to the tenants
+	// whose intents move off them).
+	SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool, drained map[models.LinkID]string)
 	// ProgramFailed says writing sw failed (it will be retried).
 	ProgramFailed(sw models.SwitchID, err error)
 	// PinsRefused says sw refused these flow pins for good (no room, not

@@ -81,6 +81,26 @@ func drainedLinks(snap *topology.Snapshot, drains map[string]models.Drain) map[m
 	return out
 }
 
+// drainsSaid is, for every drained link, which drain holds it, as a
+// tenant whose intent moves off it reads it ("drain 1a2b of spine2:
+// optics swap").
+func drainsSaid(snap *topology.Snapshot, drains map[string]models.Drain) map[models.LinkID]string {
+	out := map[models.LinkID]string{}
+	for _, dr := range drains {
+		what := "drain " + dr.ID + " of " + string(dr.Switch)
+		if dr.Link != "" {
+			what = "drain " + dr.ID + " of " + string(dr.Link)
+		}
+		if dr.Reason != "" {
+			what += ": " + dr.Reason
+		}
+		for id := range drainedLinks(snap, map[string]models.Drain{dr.ID: dr}) {
+			out[id] = what
+		}
+	}
+	return out
+}
+
 func (d *Drains) check(dr models.Drain) (*topology.Snapshot, error) {
 	if err := dr.Validate(); err != nil {
 		return nil, err

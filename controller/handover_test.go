@@ -449,9 +449,10 @@ type pinOverlay struct {
 func (o *pinOverlay) PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64) {
 	return slices.Clone(o.pins[sw]), 1
 }
-func (o *pinOverlay) UnsettledPins(sw models.SwitchID) []models.FlowKey          { return o.unsettled[sw] }
-func (o *pinOverlay) Synced(models.SwitchID, uint64)                             {}
-func (o *pinOverlay) SetFabric(*topology.Snapshot, map[models.LinkID]bool)       {}
+func (o *pinOverlay) UnsettledPins(sw models.SwitchID) []models.FlowKey { return o.unsettled[sw] }
+func (o *pinOverlay) Synced(models.SwitchID, uint64)                    {}
+func (o *pinOverlay) SetFabric(*topology.Snapshot, map[models.LinkID]bool, map[models.LinkID]string) {
+}
 func (o *pinOverlay) ProgramFailed(models.SwitchID, error)                       {}
 func (o *pinOverlay) PinsRefused(models.SwitchID, []models.FlowKey, string, int) {}
 func (o *pinOverlay) PinsReady() bool                                            { return true }

@@ -220,9 +220,10 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 		next.ro = newRollout(st, c.cfg.Now)
 	}
 	c.state = next
+	drained := drainsSaid(st.snap, c.drains)
 	c.mu.Unlock()
 	if c.cfg.Overlay != nil {
-		c.cfg.Overlay.SetFabric(st.snap, down)
+		c.cfg.Overlay.SetFabric(st.snap, down, drained)
 	}
 	args = append(args, "links_avoided", len(down), "pruned_first", failed)
 	if !reported.IsZero() {

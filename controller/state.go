@@ -309,9 +309,10 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 	st := &fabricState{rev: rev, snap: snap, down: c.downLinksLocked(snap), bias: c.biasesLocked()}
 	c.state = st
 	c.topoErr = nil
+	drained := drainsSaid(snap, c.drains)
 	c.mu.Unlock()
 	if c.cfg.Overlay != nil {
-		c.cfg.Overlay.SetFabric(snap, st.down)
+		c.cfg.Overlay.SetFabric(snap, st.down, drained)
 	}
 	c.m.topologyRevision.Set(float64(rev))
 	c.log.Info("topology loaded", "revision", rev, "switches", len(t.Switches), "links", len(t.Links), "hosts", len(t.Hosts))

@@ -58,7 +58,7 @@ func TestReadsGoOnDuringCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.SetFabric(snap, nil)
+	m.SetFabric(snap, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go m.Run(ctx)

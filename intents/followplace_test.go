@@ -159,7 +159,7 @@ func TestTermBeginsPlacedAsFollowed(t *testing.T) {
 		break
 	}
 	aside := newManager(t, st, auth, snap)
-	aside.SetFabric(snap, down)
+	aside.SetFabric(snap, down, nil)
 	fctx, stopFollowing = context.WithCancel(ctx)
 	followed = make(chan struct{})
 	go func() { defer close(followed); _ = st.Follow(fctx, store.KeyIntents, aside.applyFollowed) }()
@@ -175,7 +175,7 @@ func TestTermBeginsPlacedAsFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	fresh = newManager(t, st, auth, snap)
-	fresh.SetFabric(snap, down)
+	fresh.SetFabric(snap, down, nil)
 	if err := fresh.load(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func newManager(t *testing.T, st *store.Store, auth tenantList, snap *topology.S
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.SetFabric(snap, nil)
+	m.SetFabric(snap, nil, nil)
 	return m
 }
 

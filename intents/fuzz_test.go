@@ -44,7 +44,7 @@ func placedManager(t testing.TB, cfg Config, snap *topology.Snapshot) *Manager {
 		t.Fatal(err)
 	}
 	m.loaded = true
-	m.SetFabric(snap, nil)
+	m.SetFabric(snap, nil, nil)
 	m.mu.Lock()
 	m.replanIfDue(m.scratch())
 	m.mu.Unlock()

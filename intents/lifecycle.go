@@ -355,6 +355,21 @@ func (m *Manager) confirmed(e *entry) bool {
 	return true
 }
 
+// whyMoved says why e's paths no longer work: a link on them drained
+// (which drain), or down.
+func (m *Manager) whyMoved(e *entry) string {
+	for _, f := range e.in.Status.Flows {
+		for _, hop := range f.Path {
+			if l, ok := m.snap.LinkAt(hop); ok {
+				if d, drained := m.drained[l.ID()]; drained {
+					return "a link on its path was drained (" + d + ")"
+				}
+			}
+		}
+	}
+	return "a link on its path went down"
+}
+
 // replan rebuilds the ledger for the current fabric: intents whose paths
 // still work keep them; the others are placed again or degraded.
 func (m *Manager) replan(b *batch, now time.Time) {
@@ -387,8 +402,9 @@ func (m *Manager) replan(b *batch, now time.Time) {
 			m.fabricGen++ // finish next round
 			break
 		}
+		why := m.whyMoved(e)
 		m.unpin(b, e)
-		m.place(b, e, now, "a link on its path went down")
+		m.place(b, e, now, why)
 	}
 	m.retryWaiting(b, now)
 	m.restoreDetectedLocked(b)

@@ -246,9 +246,11 @@ type Manager struct {
 	ops  chan *op
 	kick chan struct{}
 
-	mu        sync.RWMutex
-	snap      *topology.Snapshot
-	down      map[models.LinkID]bool
+	mu   sync.RWMutex
+	snap *topology.Snapshot
+	down map[models.LinkID]bool
+	// drained are the drained links of down, each with its drain.
+	drained   map[models.LinkID]string
 	book      *pathcalc.Book
 	fabricGen uint64 // bumped by SetFabric; the loop replans when it moves
 	planned   uint64
@@ -622,9 +624,9 @@ func (m *Manager) ProgramFailed(sw models.SwitchID, err error) {
 // SetFabric gives the manager the topology and the links that are down;
 // intents on lost paths are moved or degraded, and degraded ones restored
 // when paths return.
-func (m *Manager) SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool) {
+func (m *Manager) SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool, drained map[models.LinkID]string) {
 	m.mu.Lock()
-	m.snap, m.down = snap, maps.Clone(down)
+	m.snap, m.down, m.drained = snap, maps.Clone(down), maps.Clone(drained)
 	m.fabricGen++
 	m.placedValid = false // a follower places its copy again
 	m.mu.Unlock()

@@ -37,7 +37,7 @@ func BenchmarkPlaceLoaded(b *testing.B) {
 			m.all[in.ID] = newStoredEntry(in)
 		}
 		m.loaded, m.mirrored = !followed, followed
-		m.SetFabric(snap, nil)
+		m.SetFabric(snap, nil, nil)
 		b.StartTimer()
 		if followed {
 			m.placeFollowed(b.Context())
@@ -187,7 +187,7 @@ func loadedManager(t testing.TB, snap *topology.Snapshot, auth tenantList, store
 		m.all[in.ID] = newStoredEntry(in)
 	}
 	m.loaded = true
-	m.SetFabric(snap, nil)
+	m.SetFabric(snap, nil, nil)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.replanIfDue(m.scratch())

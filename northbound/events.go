@@ -9,6 +9,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/internal/httpserve"
 )
 
@@ -46,6 +48,17 @@ func (a *server) events(c *gin.Context) {
 	if _, err := io.WriteString(c.Writer, ": accelnet events\n\n"); err != nil {
 		return
 	}
+	// The current state first (unless ?current=false: a client that lists
+	// the intents itself), then the changes. A change the subscription
+	// queued before the current state was read, and which that state
+	// already shows, is not sent again.
+	var seen map[string]int64
+	if c.Query("current") != "false" {
+		var ok bool
+		if seen, ok = a.sendCurrent(c); !ok {
+			return
+		}
+	}
 	c.Writer.Flush()
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
@@ -64,11 +77,10 @@ func (a *server) events(c *gin.Context) {
 				c.Writer.Flush()
 				return
 			}
-			data, err := json.Marshal(ev)
-			if err != nil {
-				return
+			if rev, ok := seen[ev.ID]; ok && ev.Revision <= rev && ev.ID != "" {
+				continue // the current state sent showed it already
 			}
-			if _, err := fmt.Fprintf(c.Writer, "id: %d\nevent: %s\ndata: %s\n\n", ev.Revision, ev.Type, data); err != nil {
+			if !writeEvent(c, ev) {
 				return
 			}
 			c.Writer.Flush()
@@ -83,4 +95,39 @@ func (a *server) events(c *gin.Context) {
 			return
 		}
 	}
+}
+
+// sendCurrent sends every intent the caller sees as an "intent" event,
+// then a "synced" event with their count, and returns the revision each
+// was sent at.
+func (a *server) sendCurrent(c *gin.Context) (map[string]int64, bool) {
+	seen := map[string]int64{}
+	scope := scopeOf(c)
+	after := ""
+	for {
+		page, next := a.opts.Intents.List(scope, intents.ListOptions{After: after, Limit: 1000})
+		for i := range page {
+			in := page[i]
+			seen[in.ID] = in.Revision
+			if !writeEvent(c, api.Event{Type: "intent", Revision: in.Revision, Tenant: in.Tenant, ID: in.ID, Intent: &in}) {
+				return nil, false
+			}
+		}
+		if next == "" {
+			break
+		}
+		after = next
+	}
+	ok := writeEvent(c, api.Event{Type: "synced", Count: len(seen)})
+	return seen, ok
+}
+
+// writeEvent writes one server-sent event.
+func writeEvent(c *gin.Context, ev api.Event) bool {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return false
+	}
+	_, err = fmt.Fprintf(c.Writer, "id: %d\nevent: %s\ndata: %s\n\n", ev.Revision, ev.Type, data)
+	return err == nil
 }

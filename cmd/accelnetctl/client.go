@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -77,8 +78,24 @@ func saveFile(f File, path string) error {
 // client talks to one accelnet API.
 type client struct {
 	server string
-	token  string
-	http   *http.Client
+	// from says where server came from, for a hint when it cannot be reached.
+	from  string
+	token string
+	http  *http.Client
+}
+
+// unreachable explains a request that reached no server: which server,
+// where that came from, and what to do.
+func (c *client) unreachable(err error) error {
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	if !errors.As(err, &opErr) && !errors.As(err, &dnsErr) {
+		return err
+	}
+	return fmt.Errorf("cannot reach the accelnet API at %s (%s): %w\n"+
+		"  Is accelnet running there? Start one with: accelnet demo  (or: go run ./cmd/accelnet demo)\n"+
+		"  Or use another server: --server URL, ACCELNET_SERVER, or accelnetctl config set-context NAME --server URL --token TOKEN --use",
+		c.server, c.from, err)
 }
 
 // APIError is a problem document the server answered with.
@@ -137,7 +154,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any, hea
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, c.unreachable(fmt.Errorf("%s %s: %w", method, path, err))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -174,7 +191,7 @@ func (c *client) stream(ctx context.Context, path string, fn func(event, data st
 	hc.Timeout = 0 // a watch runs until stopped
 	resp, err := hc.Do(req)
 	if err != nil {
-		return err
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

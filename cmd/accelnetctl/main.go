@@ -56,18 +56,23 @@ func (g *globals) client() (*client, error) {
 	if g.context != "" && ctx.Server == "" {
 		return nil, fmt.Errorf("no context %q in the config file", g.context)
 	}
-	pick := func(flag, env, file string) string {
-		if flag != "" {
-			return flag
-		}
-		if v := os.Getenv(env); v != "" {
-			return v
-		}
-		return file
+	c := &client{token: g.token, http: newHTTPClient()}
+	if c.token == "" {
+		c.token = os.Getenv("ACCELNET_TOKEN")
 	}
-	c := &client{server: pick(g.server, "ACCELNET_SERVER", ctx.Server), token: pick(g.token, "ACCELNET_TOKEN", ctx.Token), http: newHTTPClient()}
-	if c.server == "" {
-		c.server = "http://localhost:8080"
+	if c.token == "" {
+		c.token = ctx.Token
+	}
+	path, _ := configPath()
+	switch {
+	case g.server != "":
+		c.server, c.from = g.server, "--server"
+	case os.Getenv("ACCELNET_SERVER") != "":
+		c.server, c.from = os.Getenv("ACCELNET_SERVER"), "ACCELNET_SERVER"
+	case ctx.Server != "":
+		c.server, c.from = ctx.Server, fmt.Sprintf("context %q of %s", name, path)
+	default:
+		c.server, c.from = "http://localhost:8080", "the default: no --server, ACCELNET_SERVER or context"
 	}
 	return c, nil
 }
@@ -420,7 +425,7 @@ func intentsCommand(g *globals) *cobra.Command {
 	watch := &cobra.Command{
 		Use:     "watch",
 		Example: `  accelnetctl intents watch`,
-		Short:   "Follow intent and topology changes as they happen (Ctrl-C stops)",
+		Short:   "Show every intent as it stands, then follow changes as they happen (Ctrl-C stops)",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.client()
@@ -443,6 +448,8 @@ func intentsCommand(g *globals) *cobra.Command {
 					fmt.Fprintf(out, "%s  %s/%s  %-9s %s\n", now, ev.Intent.Tenant, ev.Intent.ID, ev.Intent.Status.State, ev.Intent.Status.Reason)
 				case ev.Type == "intent-removed":
 					fmt.Fprintf(out, "%s  %s/%s  removed\n", now, ev.Tenant, ev.ID)
+				case ev.Type == "synced":
+					fmt.Fprintf(out, "%s  %d intents as they stand; changes follow (Ctrl-C stops)\n", now, ev.Count)
 				default:
 					fmt.Fprintf(out, "%s  %s (revision %d)\n", now, ev.Type, ev.Revision)
 				}
@@ -794,7 +801,19 @@ func drainsCommand(g *globals) *cobra.Command {
 		Short:   "Undrain: traffic may return",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.call(cmd, "DELETE", "/api/v1/drains/"+url.PathEscape(args[0]), nil, nil)
+			var v api.DrainView
+			if err := g.call(cmd, "GET", "/api/v1/drains/"+url.PathEscape(args[0]), nil, &v); err != nil {
+				return err
+			}
+			if err := g.call(cmd, "DELETE", "/api/v1/drains/"+url.PathEscape(args[0]), nil, nil); err != nil {
+				return err
+			}
+			what := "switch " + string(v.Switch)
+			if v.Link != "" {
+				what = "link " + string(v.Link)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "drain %s deleted: %s may carry traffic again\n", v.ID, what)
+			return nil
 		},
 	}
 	create.Example = `  accelnetctl drains create --switch spine3 --reason "optics swap" --dry-run

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,4 +173,74 @@ func TestEveryCommandHasAnExample(t *testing.T) {
 		}
 	}
 	walk(newRoot())
+}
+
+// TestSaysWhatHappened: against no server the CLI says which server,
+// where it came from and how to start one; deleting a drain says what may
+// carry traffic again; watching intents shows each as it stands before
+// any change.
+func TestSaysWhatHappened(t *testing.T) {
+	t.Setenv("ACCELNET_CONFIG", filepath.Join(t.TempDir(), "config.yaml"))
+	t.Setenv("ACCELNET_SERVER", "")
+	t.Setenv("ACCELNET_TOKEN", "")
+	out, err := ctl(t, "--server", "http://127.0.0.1:1", "intents", "list")
+	if err == nil || !strings.Contains(err.Error(), "cannot reach the accelnet API at http://127.0.0.1:1 (--server)") || !strings.Contains(err.Error(), "accelnet demo") {
+		t.Errorf("no server: %v\n%s", err, out)
+	}
+
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	h.Eventually(t, 20*time.Second, "fabric programmed", func() bool { return h.Converged() == nil })
+	mustCtl(t, "config", "set-context", "ops", "--server", h.API.URL, "--token", h.OperatorToken, "--use")
+	var ds []api.DrainView
+	if err := json.Unmarshal([]byte(mustCtl(t, "drains", "create", "--switch", "spine1", "-o", "json")), &ds); err != nil || len(ds) != 1 {
+		t.Fatalf("drain: %+v %v", ds, err)
+	}
+	d := ds[0]
+	if out := mustCtl(t, "drains", "delete", d.ID); !strings.Contains(out, "drain "+d.ID+" deleted: switch spine1 may carry traffic again") {
+		t.Errorf("drains delete printed %q", out)
+	}
+
+	mustCtl(t, "tenants", "create", "ml")
+	mustCtl(t, "intents", "create", "--tenant", "ml", "--name", "standing", "--src", "h1-1", "--dst", "h2-1", "--gbps", "10", "--ports", "49152")
+	ctx, cancel := context.WithTimeout(context.Background(), fabrictest.Backstop(30*time.Second))
+	defer cancel()
+	var got lockedWriter
+	got.onWrite = func(s string) {
+		if strings.Contains(s, "as they stand") {
+			cancel()
+		}
+	}
+	root := newRoot()
+	root.SetOut(&got)
+	root.SetErr(&got)
+	root.SetArgs([]string{"intents", "watch"})
+	_ = root.ExecuteContext(ctx)
+	text := got.String()
+	if !strings.Contains(text, "ml/") || !strings.Contains(text, "1 intents as they stand") {
+		t.Errorf("watch before any change printed %q", text)
+	}
+}
+
+// lockedWriter collects output and calls onWrite with all of it so far.
+type lockedWriter struct {
+	mu      sync.Mutex
+	b       strings.Builder
+	onWrite func(string)
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.b.Write(p)
+	s := w.b.String()
+	w.mu.Unlock()
+	if w.onWrite != nil {
+		w.onWrite(s)
+	}
+	return len(p), nil
+}
+
+func (w *lockedWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }

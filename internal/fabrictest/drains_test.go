@@ -3,6 +3,7 @@ package fabrictest_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,7 +80,9 @@ func TestDrainSpine(t *testing.T) {
 			}
 		}
 	}
-	if got := intentState(t, h, tok, onSpine1.ID); got.Status.State != models.StateDegraded {
+	// It says the drain moved it (it said a link went down).
+	if got := intentState(t, h, tok, onSpine1.ID); got.Status.State != models.StateDegraded ||
+		!strings.Contains(got.Status.Reason, "was drained (drain "+d.ID+" of spine1: optics swap)") {
 		t.Errorf("intent on spine1 after the drain: %s %q", got.Status.State, got.Status.Reason)
 	}
 

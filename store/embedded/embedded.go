@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -36,6 +37,7 @@ type Server struct {
 	Client    pki.Files
 	ClientTLS *tls.Config
 	closeOnce sync.Once
+	closing   *atomic.Bool // told to its logger (etcdlog.go)
 }
 
 // Start runs a single-member etcd in dir for this process: it
@@ -178,7 +180,8 @@ func StartMember(m Member) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(slogCore{log: log.With("component", "etcd")}))
+	closing := new(atomic.Bool)
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(slogCore{log: log.With("component", "etcd"), closing: closing}))
 	cfg.MaxTxnOps = MaxTxnOps
 	// A 500 ms election timeout makes etcd's minimum lease 1 s (1.5
 	// election timeouts, rounded up), so a dead leader's lease can expire
@@ -208,7 +211,7 @@ func StartMember(m Member) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
-	out := &Server{etcd: e, Endpoints: []string{e.Clients[0].Addr().String()}, Client: m.Client}
+	out := &Server{etcd: e, Endpoints: []string{e.Clients[0].Addr().String()}, Client: m.Client, closing: closing}
 	if m.ClientTLS.Enabled() {
 		out.Client.CA = m.ClientTLS.CA
 		if out.ClientTLS, err = out.Client.ClientConfig(); err != nil {
@@ -227,7 +230,12 @@ func scheme(f pki.Files) string {
 }
 
 // Close stops the embedded etcd.
-func (e *Server) Close() { e.closeOnce.Do(e.etcd.Close) }
+func (e *Server) Close() {
+	e.closeOnce.Do(func() {
+		e.closing.Store(true)
+		e.etcd.Close()
+	})
+}
 
 // IsLeader says whether this member leads its etcd cluster's raft group.
 func (e *Server) IsLeader() bool { return e.etcd.Server.Leader() == e.etcd.Server.MemberID() }

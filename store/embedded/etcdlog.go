@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 
 	"go.uber.org/zap/zapcore"
 )
@@ -18,12 +19,15 @@ import (
 type slogCore struct {
 	log    *slog.Logger
 	fields []zapcore.Field
+	// closing is set once the server is being closed: what etcd says
+	// of its listeners going away then is expected (debug lines).
+	closing *atomic.Bool
 }
 
 func (c slogCore) Enabled(l zapcore.Level) bool { return l >= zapcore.WarnLevel }
 
 func (c slogCore) With(fields []zapcore.Field) zapcore.Core {
-	return slogCore{log: c.log, fields: append(append([]zapcore.Field(nil), c.fields...), fields...)}
+	return slogCore{log: c.log, fields: append(append([]zapcore.Field(nil), c.fields...), fields...), closing: c.closing}
 }
 
 func (c slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -50,7 +54,7 @@ func (c slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	switch {
 	case e.Level >= zapcore.DPanicLevel:
 		level, msg = slog.LevelError, "etcd stops the process: "+msg
-	case e.Level >= zapcore.ErrorLevel:
+	case e.Level >= zapcore.ErrorLevel && (c.closing == nil || !c.closing.Load()):
 		level = slog.LevelWarn
 	}
 	if e.LoggerName != "" {

@@ -719,7 +719,7 @@ function onEvent(name, data) {
 async function followEvents(abort) {
   while (!abort.signal.aborted) {
     try {
-      const res = await authFetch('/api/v1/events', { signal: abort.signal });
+      const res = await authFetch('/api/v1/events?current=false', { signal: abort.signal });
       if (res.status === 401) { signOut('token refused'); return; }
       if (!res.ok) throw new Error('events: HTTP ' + res.status);
       await loadIntents(); // after subscribing, so nothing falls between

@@ -46,8 +46,9 @@ type Config struct {
 
 	HTTPAddr string
 	DataDir  string
-	// Fresh removes an earlier run's state from DataDir first (demo).
-	Fresh bool
+	// Fresh removes an earlier run's state from DataDir first (demo);
+	// Keep keeps state made for another fabric (demo refuses it otherwise).
+	Fresh, Keep bool
 	// TopologySpec is a topology file or a generated fabric
 	// (leafspine:…, fattree:…), loaded into stack.Config.Topology.
 	TopologySpec string
@@ -334,6 +335,7 @@ func newRootCommand() *cobra.Command {
 	demo.Flags().Float64Var(&cfg.Gbps, "gbps", cfg.Gbps, "link and NIC speed for generated fabrics, and each host's offered load")
 	demo.Flags().IntVar(&cfg.QPs, "qps", cfg.QPs, "queue pairs (UDP source ports) per host pair in the workload")
 	demo.Flags().Uint64Var(&cfg.Seed, "seed", cfg.Seed, "workload random seed")
+	demo.Flags().BoolVar(&cfg.Keep, "keep", false, "keep what --data-dir holds when it was made for another fabric (its intents over hosts this one lacks fail; its drains apply to switches and links of the same names); without it the demo refuses to start on it")
 	demo.Flags().BoolVar(&cfg.Fresh, "fresh", false, "start clean: remove what an earlier run left in --data-dir (tenants, tokens, intents, drains, the operator token) first")
 	demo.Flags().BoolVar(&cfg.Intents, "intents", cfg.Intents, "after the workload starts on ECMP, declare its flows as intents (tenant \"jobs\") and log the throughput before and after (turns sampling off unless --sample-one-in is given)")
 
@@ -443,6 +445,18 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 		opts.Topology = &t
 	}
+	where := "etcd"
+	if len(cfg.EtcdEndpoints) == 0 {
+		where = cfg.DataDir
+	}
+	opts.OnOtherFabric = func(o stack.OtherFabric) error {
+		if demo && !cfg.Keep && !cfg.Fresh {
+			return fmt.Errorf("%s: %s. Start with --fresh to discard it, or --keep to keep it", where, o)
+		}
+		fmt.Printf("\n%s: %s.\n\n", where, o)
+		log.Warn("the stored state is of another fabric", "intents", o.Intents, "intents_stranded", o.Stranded, "drains", o.Drains, "drains_dangling", o.Dangling)
+		return nil
+	}
 	serverTLS, forward, err := apiTLS(cfg)
 	if err != nil {
 		return err
@@ -463,10 +477,6 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 	} else if line := reloaded(ctx, s.Store); line != "" {
 		// An earlier run's state changes what the demo shows: say so.
-		where := "etcd"
-		if len(cfg.EtcdEndpoints) == 0 {
-			where = cfg.DataDir
-		}
 		fmt.Printf("\nReloaded from %s: %s.", where, line)
 		if demo {
 			fmt.Printf(" (accelnet demo --fresh starts clean.)")

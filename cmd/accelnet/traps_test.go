@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/store/embedded"
 	"github.com/accelnet/accelnet/store/storetest"
 )
 
@@ -128,5 +132,76 @@ func TestReloadedSaysWhatWasLeft(t *testing.T) {
 	}
 	if got, want := reloaded(t.Context(), s), "2 tenants, 1 intent"; got != want {
 		t.Fatalf("reloaded %q, want %q", got, want)
+	}
+}
+
+// TestDemoRefusesAnotherFabricsState: a data directory holding intents
+// and drains made for another fabric (they changed what the demo showed:
+// a drain carried into a bigger fabric, intents over hosts that did not
+// exist) is refused by the demo, saying what it holds and what to do;
+// --keep keeps it; the same fabric starts as before.
+func TestDemoRefusesAnotherFabricsState(t *testing.T) {
+	dir := t.TempDir()
+	run := func(ctx context.Context, topo string, extra ...string) error {
+		return execute(ctx, append([]string{"demo", "--data-dir", dir, "--topology", topo, "--workload", "none", "--log-level", "error",
+			"--http-addr", "127.0.0.1:0"}, extra...)...)
+	}
+	// A first demo, then state made for its fabric, written as the API would.
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- run(ctx, "leafspine:2x2x2") }()
+	waitFile(t, filepath.Join(dir, "operator.token"), first)
+	cancel()
+	<-first
+	e, err := embedded.Start(filepath.Join(dir, "etcd"), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := store.Dial(e.Endpoints, e.ClientTLS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := store.NewStore(cli, 5*time.Second)
+	intent := models.Intent{ID: "1", Tenant: "ml", Spec: models.IntentSpec{Name: "x", Src: "h2-2", Dst: "h1-1", Gbps: 1, SrcPorts: models.PortRange{First: 1, Last: 1}}}
+	for k, v := range map[string]any{store.KeyIntents + "ml/1": intent, store.KeyDrains + "d1": models.Drain{ID: "d1", Switch: "spine2"}} {
+		if err := s.PutJSON(t.Context(), k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cli.Close()
+	e.Close()
+
+	err = run(context.Background(), "leafspine:2x1x1")
+	if err == nil || !strings.Contains(err.Error(), "another fabric") || !strings.Contains(err.Error(), "1 intent (1 over hosts the new fabric does not have: they will fail)") ||
+		!strings.Contains(err.Error(), "1 drain (") || !strings.Contains(err.Error(), "--fresh") || !strings.Contains(err.Error(), "--keep") {
+		t.Fatalf("another fabric: %v", err)
+	}
+	// Kept, it starts; the next start on that same fabric is not refused.
+	for _, extra := range [][]string{{"--keep"}, nil} {
+		addr := fabrictest.FreeAddr(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- execute(ctx, append([]string{"demo", "--data-dir", dir, "--topology", "leafspine:2x1x1", "--workload", "none",
+				"--log-level", "error", "--http-addr", addr}, extra...)...)
+		}()
+		backstop := time.After(60 * time.Second)
+		for ready := false; !ready; {
+			select {
+			case err := <-done:
+				t.Fatalf("demo %v ended: %v", extra, err)
+			case <-backstop:
+				t.Fatalf("demo %v not ready in 60 s", extra)
+			case <-time.After(20 * time.Millisecond):
+			}
+			if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+				resp.Body.Close()
+				ready = resp.StatusCode == http.StatusOK
+			}
+		}
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("demo %v: %v", extra, err)
+		}
 	}
 }

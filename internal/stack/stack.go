@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +90,12 @@ type Config struct {
 	// CongestionInterval is how often measured link load biases WCMP
 	// weights away from hot links; 0: never.
 	CongestionInterval time.Duration
+	// OnOtherFabric, if set, is told what etcd holds (intents, drains)
+	// over a stored topology that Topology is another fabric than, before
+	// it is replaced; its error stops the start. (Another fabric: other
+	// switches, links or hosts. Addresses alone, as an emulated fabric's
+	// ports change at every start, are the same fabric.)
+	OnOtherFabric func(OtherFabric) error
 	// KeepForeignEntries leaves alone the entries of accelnet's tables the
 	// controller did not write (default: remove them as drift).
 	KeepForeignEntries bool
@@ -280,6 +287,17 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		stored, _, _, err := s.Store.Topology(ctx)
 		if err != nil && !errors.Is(err, store.ErrNoTopology) {
 			return nil, fmt.Errorf("read stored topology: %w", err)
+		}
+		if err == nil && opts.OnOtherFabric != nil && !sameFabric(stored, *opts.Topology) {
+			other, err := otherFabric(ctx, s.Store, stored, *opts.Topology)
+			if err != nil {
+				return nil, fmt.Errorf("read the stored state: %w", err)
+			}
+			if other.Any() {
+				if err := opts.OnOtherFabric(other); err != nil {
+					return nil, err
+				}
+			}
 		}
 		if err != nil || !sameJSON(stored, *opts.Topology) {
 			if _, err = s.Store.PutTopology(ctx, *opts.Topology, -1); err != nil {
@@ -508,6 +526,19 @@ func (l *lateController) utilization(e models.Endpoint) (float64, bool) {
 		return 0, false
 	}
 	return pl.OutBps / (snap.PortGbps(e) * 1e9), true
+}
+
+// sameFabric says whether two topologies are one fabric: the same
+// switches, links and hosts, whatever addresses the switches are at.
+func sameFabric(a, b models.Topology) bool {
+	strip := func(t models.Topology) models.Topology {
+		t.Switches = slices.Clone(t.Switches)
+		for i := range t.Switches {
+			t.Switches[i].P4RTAddr, t.Switches[i].GNMIAddr = "", ""
+		}
+		return t
+	}
+	return sameJSON(strip(a), strip(b))
 }
 
 func sameJSON(a, b any) bool {

@@ -230,6 +230,12 @@ func openDashboard(t *testing.T, bin string, h *fabrictest.Harness) (context.Con
 // openDashboardAt is openDashboard for the server at url.
 func openDashboardAt(t *testing.T, bin, url string) (context.Context, func(what, expr string, timeout time.Duration), func() []string) {
 	t.Helper()
+	return openDashboardSized(t, bin, url, 1280, 800)
+}
+
+// openDashboardSized is openDashboardAt in a window of width × height.
+func openDashboardSized(t *testing.T, bin, url string, width, height int) (context.Context, func(what, expr string, timeout time.Duration), func() []string) {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),
 		chromedp.NoSandbox,
@@ -241,7 +247,7 @@ func openDashboardAt(t *testing.T, bin, url string) (context.Context, func(what,
 		// Chromium puts its singleton socket in a directory of its own in
 		// TMPDIR and leaves it behind: in the test's, it goes with it.
 		chromedp.Env("TMPDIR="+t.TempDir()),
-		chromedp.WindowSize(1280, 800),
+		chromedp.WindowSize(width, height),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancelAlloc)

@@ -32,10 +32,16 @@ const state = {
   pod: 0,
   tierSpacing: [0, 0, 0], // pixels between neighbours in each tier (labels where they fit)
   podBoxes: [],         // overview: {pod, x, y, w, h}
+  intentState: 'active', // the intents list's filter: 'active' (not Failed or Rejected), 'all', or one state
+  intentTenant: '',     // '' or one tenant
 };
 
 // A fabric with pods and more switches than this opens on its overview.
 const OVERVIEW_ABOVE = 60;
+
+// Switch labels: their font, and the room around the text in a box.
+const LABEL_FONT = '10px system-ui';
+const LABEL_PAD = 4;
 
 const ELEPHANTS_SHOWN = 10; // a longer list is collapsed to its biggest
 
@@ -71,6 +77,16 @@ window.accelnet = {
   get podBoxes() { return state.podBoxes.map((b) => ({ ...b })); },
   historyLength(key) { return (state.history.get(key) || []).length; },
   labelled: [],
+  boxes: [],          // switches drawn: {name, x, y, w, h, text} (text: its label's width, 0 if none)
+  strongLinks: [],    // links drawn at full strength (the rest faint)
+  listedIntents: [],  // ids the intents list shows
+  chartLabels: [],    // the chart's axis labels
+  linkMidpoint(id) {
+    const l = state.topo && state.topo.links.find((x) => x.id === id);
+    const a = l && state.pos.get(l.a.switch), b = l && state.pos.get(l.b.switch);
+    return a && b ? { x: (a.x + b.x) / 2, y: (a.y + b.y) / 2 } : null;
+  },
+  setIntentFilter(st, tenant) { state.intentState = st; state.intentTenant = tenant; renderIntents(); },
 };
 
 // miswired: link discovery found the cable goes elsewhere, or stopped
@@ -115,7 +131,10 @@ function layout(topo) {
   state.hostPos.clear();
   const hasCore = topo.switches.some((s) => s.role === 'core');
   const tierY = hasCore ? [0.1, 0.36, 0.62] : [0.1, 0.2, 0.55];
-  const margin = 40;
+  // Wide enough that the outermost switches' labels stay inside the map.
+  ctx.font = LABEL_FONT;
+  const widest = Math.max(0, ...topo.switches.map((s) => ctx.measureText(s.name).width));
+  const margin = Math.max(40, widest / 2 + LABEL_PAD + 4);
   const tiers = [[], [], []];
   for (const sw of topo.switches) tiers[tierOf(sw)].push(sw);
   const byPodName = (a, b) => (a.pod - b.pod) || a.name.localeCompare(b.name, undefined, { numeric: true });
@@ -305,10 +324,24 @@ function draw() {
     }
   }
   const dense = topo.links.length > 600;
+  // Every switch of a fat-tree at once is a tangle of crossing links:
+  // there they are drawn faint, and the selected switch's (or link) at
+  // full strength. Down, drained and miswired links always stand out.
+  const tangle = currentView() === 'full' && hasPods(topo);
+  const selSwitch = state.selected && state.selected.kind === 'switch' ? state.selected.id : null;
+  const strong = [];
+  if (tangle && !selSwitch && !(state.selected && state.selected.kind === 'link')) {
+    ctx.fillStyle = '#9aa4ae'; ctx.font = '12px system-ui'; ctx.textAlign = 'left';
+    ctx.fillText('select a switch to see its links', 12, 18);
+  }
   for (const l of topo.links) {
     const a = state.pos.get(l.a.switch), b = state.pos.get(l.b.switch);
     if (!a || !b) continue;
     const sel = state.selected && state.selected.kind === 'link' && state.selected.id === l.id;
+    const mine = selSwitch && (l.a.switch === selSwitch || l.b.switch === selSwitch);
+    const faint = tangle && !sel && !mine && l.load.up && !miswired(l) && !l.drained && !l.dampened;
+    ctx.globalAlpha = faint ? 0.12 : 1;
+    if (!faint) strong.push(l.id);
     ctx.lineWidth = sel ? 4 : (dense ? 1 : 2);
     if (!l.load.up) {
       ctx.strokeStyle = '#ff5c5c';
@@ -325,30 +358,37 @@ function draw() {
     }
     ctx.beginPath(); ctx.moveTo(a.x, a.y); ctx.lineTo(b.x, b.y); ctx.stroke();
   }
+  ctx.globalAlpha = 1;
+  window.accelnet.strongLinks = strong;
   ctx.setLineDash([]);
   drawHighlight();
   const labelled = [];
+  const boxes = [];
   for (const sw of topo.switches) {
     const p = state.pos.get(sw.name);
     const sel = state.selected && state.selected.kind === 'switch' && state.selected.id === sw.name;
     const synced = sw.status && sw.status.in_sync;
-    // A label where the tier leaves room for one.
-    const small = state.tierSpacing[tierOf(sw)] < 50;
-    const wbox = small ? 8 : 46, hbox = small ? 8 : 18;
+    // A label where the tier leaves room for one; its box as wide as it.
+    ctx.font = LABEL_FONT;
+    const text = ctx.measureText(sw.name).width;
+    const small = state.tierSpacing[tierOf(sw)] < Math.max(50, text + 2 * LABEL_PAD + 4);
+    const wbox = small ? 8 : Math.max(46, text + 2 * LABEL_PAD), hbox = small ? 8 : 18;
     ctx.fillStyle = sw.drained ? '#4a525c' : (synced ? '#2d5b8c' : '#7a5d12');
     ctx.strokeStyle = sel ? '#ffffff' : '#0f1419';
     ctx.lineWidth = sel ? 2 : 1;
     ctx.fillRect(p.x - wbox / 2, p.y - hbox / 2, wbox, hbox);
     ctx.strokeRect(p.x - wbox / 2, p.y - hbox / 2, wbox, hbox);
     if (!small) {
-      ctx.fillStyle = '#ffffff'; ctx.font = '10px system-ui'; ctx.textAlign = 'center';
+      ctx.fillStyle = '#ffffff'; ctx.font = LABEL_FONT; ctx.textAlign = 'center';
       ctx.fillText(sw.name, p.x, p.y + 3);
       labelled.push(sw.name);
     }
+    boxes.push({ name: sw.name, x: p.x, y: p.y, w: wbox, h: hbox, text: small ? 0 : text });
     drawn.push(sw.name);
   }
   window.accelnet.drawn = drawn;
   window.accelnet.labelled = labelled;
+  window.accelnet.boxes = boxes;
 }
 
 // The selected intent's paths, drawn over the links: every link a flow
@@ -529,24 +569,51 @@ function renderDetails() {
   drawChart();
 }
 
+// drawChart draws the selection's last 15 minutes: a link's utilization
+// (0-100%) or a switch's traffic out, with the scale on the left and the
+// time below.
 function drawChart() {
   const c = chart.getContext('2d');
   c.clearRect(0, 0, chart.width, chart.height);
   const sel = state.selected;
+  window.accelnet.chartLabels = [];
   if (!sel) return;
   const series = state.history.get(sel.kind + ':' + sel.id) || [];
   const now = Date.now() / 1000;
   const maxV = sel.kind === 'link' ? 1 : Math.max(1, ...series.map((p) => p.v));
-  c.strokeStyle = '#334'; c.strokeRect(0.5, 0.5, chart.width - 1, chart.height - 1);
-  c.fillStyle = '#9aa4ae'; c.font = '10px system-ui';
-  c.fillText(sel.kind === 'link' ? 'utilization, last 15 min' : 'traffic out, last 15 min', 6, 12);
+  const left = 48, top = 16, bottom = chart.height - 16, right = chart.width - 6;
+  const yOf = (v) => bottom - (bottom - top) * Math.min(1, v / maxV);
+  const xOf = (t) => left + (right - left) * (1 - (now - t) / HISTORY_SECONDS);
+  const labels = [];
+  c.font = '10px system-ui';
+  c.fillStyle = '#9aa4ae';
+  c.textAlign = 'left';
+  c.fillText(sel.kind === 'link' ? 'utilization' : 'traffic out', left, 10);
+  // The scale: three lines and their values.
+  c.strokeStyle = '#2a323c'; c.lineWidth = 1;
+  c.textAlign = 'right';
+  for (const f of [0, 0.5, 1]) {
+    const y = Math.round(yOf(f * maxV)) + 0.5;
+    c.beginPath(); c.moveTo(left, y); c.lineTo(right, y); c.stroke();
+    const text = sel.kind === 'link' ? `${Math.round(100 * f)}%` : fmtBps(f * maxV);
+    c.fillText(text, left - 4, y + 3);
+    labels.push(text);
+  }
+  // Time: minutes before now.
+  c.textAlign = 'center';
+  for (const m of [15, 10, 5, 0]) {
+    const text = m === 0 ? 'now' : `−${m} min`;
+    const x = Math.min(right - 12, Math.max(left + 16, xOf(now - 60 * m)));
+    c.fillText(text, x, chart.height - 3);
+    labels.push(text);
+  }
   c.strokeStyle = '#4ea1ff'; c.lineWidth = 1.5; c.beginPath();
   series.forEach((p, i) => {
-    const x = chart.width * (1 - (now - p.t) / HISTORY_SECONDS);
-    const y = chart.height - 4 - (chart.height - 20) * Math.min(1, p.v / maxV);
+    const x = xOf(p.t), y = yOf(p.v);
     if (i === 0) c.moveTo(x, y); else c.lineTo(x, y);
   });
   c.stroke();
+  window.accelnet.chartLabels = labels;
 }
 
 function record(topo) {
@@ -565,8 +632,12 @@ function renderSummary(topo) {
   const down = topo.links.filter((l) => !l.load.up).length;
   const synced = topo.switches.filter((s) => s.status && s.status.in_sync).length;
   const maxU = Math.max(0, ...topo.links.map((l) => l.load.utilization));
+  const drainedSw = topo.switches.filter((s) => s.drained).length;
+  const drainedLinks = topo.links.filter((l) => l.drained).length;
+  const plural = (n, one) => `${n} ${one}${n === 1 ? '' : (one === 'switch' ? 'es' : 's')}`;
   document.getElementById('summary').innerHTML = `<dl><dt>switches</dt><dd>${topo.switches.length} (${synced} in sync)</dd>` +
     `<dt>links</dt><dd>${topo.links.length}${down ? ` <span class="down">(${down} down)</span>` : ''}</dd>` +
+    `<dt>drained</dt><dd id="summary-drained">${drainedSw || drainedLinks ? `${plural(drainedSw, 'switch')}, ${plural(drainedLinks, 'link')}` : 'nothing'}</dd>` +
     `<dt>hosts</dt><dd>${topo.hosts.length}</dd><dt>busiest link</dt><dd>${(100 * maxU).toFixed(1)}%</dd>` +
     `<dt>revision</dt><dd>${topo.revision}</dd></dl>`;
   document.getElementById('fabric-name').textContent = topo.name || '';
@@ -579,7 +650,11 @@ function renderSummary(topo) {
       b.textContent = sw.name;
       b.dataset.name = sw.name;
       b.setAttribute('aria-pressed', 'false');
-      b.addEventListener('click', () => select({ kind: 'switch', id: sw.name }));
+      b.addEventListener('click', () => {
+        select({ kind: 'switch', id: sw.name });
+        // Details are at the top of the panel, out of view from here.
+        document.getElementById('details-h').scrollIntoView({ block: 'start' });
+      });
       li.appendChild(b);
       list.appendChild(li);
     }
@@ -653,19 +728,43 @@ function escapeHTML(s) {
   return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
 }
 
+// FINISHED are the states of intents that hold nothing: collapsed by
+// default (a tenant's refused attempts would otherwise bury the rest).
+const FINISHED = ['Failed', 'Rejected'];
+
 function renderIntents() {
   const el = document.getElementById('intents');
+  window.accelnet.listedIntents = [];
   if (!state.token) {
     el.innerHTML = '<p class="hint">Sign in with a token to see intents (a tenant sees its own).</p>';
     return;
   }
-  const items = [...state.intents.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
-  if (!items.length) {
+  const all = [...state.intents.values()].sort((a, b) => (a.id < b.id ? -1 : 1));
+  if (!all.length) {
     el.innerHTML = '<p class="hint">No intents.</p>';
     return;
   }
-  el.innerHTML = '<ul id="intent-list"></ul>';
-  const list = el.firstChild;
+  const tenants = [...new Set(all.map((i) => i.tenant))].sort();
+  const states = ['Pending', 'Admitted', 'Installed', 'Degraded', 'Failed', 'Rejected', 'Deleted'];
+  const byTenant = all.filter((i) => !state.intentTenant || i.tenant === state.intentTenant);
+  const finished = byTenant.filter((i) => FINISHED.includes(i.status.state)).length;
+  const items = byTenant.filter((i) => state.intentState === 'all' ||
+    (state.intentState === 'active' ? !FINISHED.includes(i.status.state) : i.status.state === state.intentState));
+  const opt = (v, label, cur) => `<option value="${escapeHTML(v)}"${v === cur ? ' selected' : ''}>${escapeHTML(label)}</option>`;
+  el.innerHTML = '<div id="intent-filter">' +
+    `<select id="intent-state" aria-label="Intents in state">${opt('active', 'all but failed and rejected', state.intentState)}${opt('all', 'all', state.intentState)}` +
+    states.map((st) => opt(st, st, state.intentState)).join('') + '</select>' +
+    (tenants.length > 1 || state.intentTenant ? `<select id="intent-tenant" aria-label="Intents of tenant">${opt('', 'every tenant', state.intentTenant)}` +
+      tenants.map((t) => opt(t, t, state.intentTenant)).join('') + '</select>' : '') +
+    '</div><ul id="intent-list"></ul>' +
+    (state.intentState === 'active' && finished ? `<button type="button" id="intents-finished">show ${finished} failed or rejected</button>` : '');
+  document.getElementById('intent-state').addEventListener('change', (e) => { state.intentState = e.target.value; renderIntents(); });
+  const tsel = document.getElementById('intent-tenant');
+  if (tsel) tsel.addEventListener('change', (e) => { state.intentTenant = e.target.value; renderIntents(); });
+  const more = document.getElementById('intents-finished');
+  if (more) more.addEventListener('click', () => { state.intentState = 'all'; renderIntents(); });
+  const list = document.getElementById('intent-list');
+  if (!items.length) list.innerHTML = '<li class="hint">None here.</li>';
   for (const i of items) {
     const li = document.createElement('li');
     const b = document.createElement('button');
@@ -679,6 +778,7 @@ function renderIntents() {
     li.appendChild(b);
     list.appendChild(li);
   }
+  window.accelnet.listedIntents = items.map((i) => i.id);
 }
 
 function selectIntent(id) {

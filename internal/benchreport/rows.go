@@ -1,0 +1,264 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// A row is one figure of docs/measured.md: the benchmark that makes it,
+// the command that runs it, which of its metrics the table shows and the
+// target it is held to.
+type row struct {
+	ID     string // stable key of its recorded output
+	Figure string
+	Short  string // the figure in the README's table
+	Pkg    string // ./internal/fabrictest
+	// Bench is -bench's pattern; Benchtime and CPU -benchtime and -cpu
+	// ("" for go test's defaults); Env the environment it runs with.
+	Bench, Benchtime, CPU string
+	Env                   []string
+	Timeout               string
+	// Show makes the value cell from the benchmark's results (by metric
+	// name, of the line whose name matches Line; "" takes the first).
+	Show   func(r results) string
+	Target *target
+	// Long rows run only with -long (minutes each on 2 cores).
+	Long bool
+	// Headline rows are also in the README's table.
+	Headline bool
+	// Why links the analysis of a missed target.
+	Why string
+}
+
+// target is what a row's metric should reach.
+type target struct {
+	Metric  string // of the row's first result line
+	Line    string
+	AtLeast bool // else at most
+	Value   float64
+	Text    string // the target as the table says it
+	// And is a second condition that must hold too.
+	And *target
+}
+
+// met says whether r meets t (false if a metric is missing).
+func (t *target) met(r results) bool {
+	v, ok := r.metric(t.Line, t.Metric)
+	if !ok {
+		return false
+	}
+	ok = v <= t.Value
+	if t.AtLeast {
+		ok = v >= t.Value
+	}
+	if t.And != nil {
+		ok = ok && t.And.met(r)
+	}
+	return ok
+}
+
+// command is the row's go test command line, as the table prints it.
+func (r row) command() string {
+	var b strings.Builder
+	for _, e := range r.Env {
+		b.WriteString(e + " ")
+	}
+	fmt.Fprintf(&b, "go test %s -run '^$' -bench '%s' -benchmem", r.Pkg, r.Bench)
+	if r.Benchtime != "" {
+		b.WriteString(" -benchtime " + r.Benchtime)
+	}
+	if r.CPU != "" {
+		b.WriteString(" -cpu " + r.CPU)
+	}
+	if r.Timeout != "" {
+		b.WriteString(" -timeout " + r.Timeout)
+	}
+	return b.String()
+}
+
+// args are the row's go test arguments.
+func (r row) args() []string {
+	a := []string{"test", r.Pkg, "-run", "^$", "-bench", r.Bench, "-benchmem"}
+	if r.Benchtime != "" {
+		a = append(a, "-benchtime", r.Benchtime)
+	}
+	if r.CPU != "" {
+		a = append(a, "-cpu", r.CPU)
+	}
+	if r.Timeout != "" {
+		a = append(a, "-timeout", r.Timeout)
+	}
+	return a
+}
+
+// ms formats milliseconds: "54 ms", "1.42 s".
+func ms(v float64) string {
+	if v >= 1000 {
+		return fmt.Sprintf("%.2f s", v/1000)
+	}
+	if v >= 10 {
+		return fmt.Sprintf("%.0f ms", v)
+	}
+	return fmt.Sprintf("%.1f ms", v)
+}
+
+// thousands formats an integer with thousands separators: "15,000".
+func thousands(v float64) string {
+	s := fmt.Sprintf("%.0f", math.Round(v))
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// show formats metrics of a result line by a layout: each {name} is
+// replaced by the metric formatted by its unit's rule.
+func show(line, layout string) func(results) string {
+	return func(r results) string {
+		out := layout
+		for {
+			i := strings.Index(out, "{")
+			j := strings.Index(out, "}")
+			if i < 0 || j < i {
+				return out
+			}
+			name, format, _ := strings.Cut(out[i+1:j], "|")
+			v, ok := r.metric(line, name)
+			text := "—"
+			if ok {
+				switch format {
+				case "ms":
+					text = ms(v)
+				case "nsms": // ns/op as ms
+					text = ms(v / 1e6)
+				case "int":
+					text = thousands(v)
+				case "kb":
+					text = fmt.Sprintf("%.1f KB", v/1000)
+				case "ratio":
+					text = fmt.Sprintf("%.3f", v)
+				case "s":
+					text = fmt.Sprintf("%.1f s", v)
+				default:
+					text = fmt.Sprintf("%g", v)
+				}
+			}
+			out = out[:i] + text + out[j+1:]
+		}
+	}
+}
+
+// rows are the figures of docs/measured.md, quick ones first.
+var rows = []row{
+	{
+		ID: "admission", Short: "admission, one process, 64 clients", Figure: "intent admission over HTTP: 64 concurrent clients, each answered after its etcd commit, the emulated switches programmed and read back, one process",
+		Pkg: "./internal/fabrictest", Bench: "Admission$", Benchtime: "30000x",
+		Show:   show("", "{intents/s|int} intents/s; p50 {p50_ms|ms}, p99 {p99_ms|ms}"),
+		Target: &target{Metric: "intents/s", AtLeast: true, Value: 15000, Text: "≥ 15,000/s, p99 ≤ 50 ms", And: &target{Metric: "p99_ms", Value: 50}},
+		Why:    "scaling.md#admission", Headline: true,
+	},
+	{
+		ID: "failure-k16", Short: "k=16 link failure → rerouted", Figure: "k=16 fat-tree (320 switches), one process, a link fails: first switch written (the pruning), last switch written (the staged rollout), 30 failures",
+		Pkg: "./internal/fabrictest", Bench: "FailureReaction$", Benchtime: "30x", Timeout: "30m",
+		Show:   show("", "first p50 {first_write_p50_ms|ms}; last p50 {p50_ms|ms}, p99 {p99_ms|ms}"),
+		Target: &target{Metric: "p50_ms", Value: 100, Text: "last write p50 ≤ 100 ms, p99 ≤ 350 ms", And: &target{Metric: "p99_ms", Value: 350}},
+		Why:    "scaling.md#reaction", Headline: true,
+	},
+	{
+		ID: "intents-fix-collisions", Short: "collisions fixed by declared intents", Figure: "ECMP collisions fixed by declaring the flows as intents: line-rate permutation, 8×8×8 leaf-spine, mean of 3",
+		Pkg: "./internal/fabrictest", Bench: "WorkloadAsIntents", Benchtime: "3x",
+		Show:   show("", "throughput ratio {ratio_before|ratio} → {ratio_after|ratio}, {ms_to_0.95|ms} to 0.95"),
+		Target: &target{Metric: "ratio_after", AtLeast: true, Value: 0.95, Text: "≥ 0.95"}, Headline: true,
+	},
+	{
+		ID: "elephants", Short: "collisions fixed by sampling (nobody declares)", Figure: "ECMP collisions fixed with nobody declaring anything: the same permutation, leaves sampling 1 in 65,536 packets, elephants found and pinned, mean of 3",
+		Pkg: "./internal/fabrictest", Bench: "ElephantDetection", Benchtime: "3x",
+		Show:   show("", "throughput ratio {ratio_before|ratio} → {ratio_after|ratio}, {ms_to_0.95|ms} to 0.95"),
+		Target: &target{Metric: "ratio_after", AtLeast: true, Value: 0.95, Text: "≥ 0.95"}, Headline: true,
+	},
+	{
+		ID: "ecmp-baseline", Figure: "plain ECMP hashing, one QP per connection, random line-rate permutations: throughput ratio, mean of 20",
+		Pkg: "./fabricsim", Bench: "ECMPPermutation", Benchtime: "1x",
+		Show: func(r results) string {
+			return show("leafspine:32x32x32", "{throughput_ratio|ratio} on a 32×32×32 leaf-spine")(r) + ", " +
+				show("fattree:16", "{throughput_ratio|ratio} on a k=16 fat-tree")(r)
+		},
+	},
+	{
+		ID: "takeover-k8", Short: "leader killed → follower in sync, k=8", Figure: "SIGKILL of the leader → the follower leads, every switch in sync: two replicas and fabricsim as processes, k=8 fat-tree, 3 etcd members, 1 s lease, under a stream of creations, 10 kills",
+		Pkg: "./internal/proctest", Bench: "Failover$", Benchtime: "10x", Timeout: "30m",
+		Show:   show("", "takeover p50 {takeover_p50_ms|ms}, worst {takeover_max_ms|ms}; first intent acknowledged p50 {first_ack_p50_ms|ms}; {intents_acked|int} acknowledged, none lost"),
+		Target: &target{Metric: "takeover_p50_ms", Value: 2000, Text: "≤ 2 s"}, Headline: true,
+	},
+	{
+		ID: "place-permutation", Figure: "placing a line-rate permutation of 1,024 hosts, one core",
+		Pkg: "./pathcalc", Bench: "PlacePermutation", CPU: "1",
+		Show: func(r results) string {
+			return show("leafspine", "{ns/op|nsms} (32×32×32 leaf-spine)")(r) + ", " + show("fattree", "{ns/op|nsms} (k=16 fat-tree)")(r)
+		},
+	},
+	{
+		ID: "place-all-to-all", Figure: "placing an all-to-all of 1,024 hosts (1,047,552 demands), one core",
+		Pkg: "./pathcalc", Bench: "PlaceAllToAll", CPU: "1", Benchtime: "3x",
+		Show: func(r results) string {
+			return show("leafspine", "{ns/op|nsms} (32×32×32 leaf-spine)")(r) + ", " + show("fattree", "{ns/op|nsms} (k=16 fat-tree)")(r)
+		},
+	},
+	{
+		ID: "intent-storage", Figure: "etcd space per installed two-flow intent: keys and values, database growth, after compaction and defragmentation",
+		Pkg: "./internal/fabrictest", Bench: "IntentStorage", Benchtime: "10000x",
+		Show: show("", "{bytes_per_intent|kb}; {db_bytes_per_intent|kb}, {db_bytes_per_intent_compacted|kb}"),
+	},
+	{
+		ID: "nested-body", Figure: "a request body of 100,000 nested arrays (200 KB), refused",
+		Pkg: "./internal/strictjson", Bench: "NestedBody",
+		Show: show("", "{ns/op|nsms}, {B/op|int} bytes allocated"),
+	},
+	{
+		ID: "scale-k16", Figure: "k=16 fat-tree (320 switches), accelnet and fabricsim as two processes: cold start to every switch in sync; P4Runtime updates; accelnet CPU per gNMI value at steady state; peak RSS",
+		Pkg: "./internal/proctest", Bench: "Scale$", Benchtime: "1x", Timeout: "60m",
+		Show: show("", "{cold_start_s|s}; {updates|int} updates; {cpu_us_per_sample} µs a value; accelnet {accelnet_peak_rss_MiB|int} MiB, fabricsim {sim_peak_rss_MiB|int} MiB"),
+		Long: true,
+	},
+	{
+		ID: "scale-k48", Short: "k=48 cold start (2,880 switches)", Figure: "k=48 fat-tree (2,880 switches), two processes, `--workers 64`, 20 s telemetry: cold start; updates; updates/s; peak RSS",
+		Pkg: "./internal/proctest", Bench: "Scale$", Benchtime: "1x", Timeout: "60m",
+		Env:    []string{`ACCELNET_SCALE_TOPOLOGY=fattree:48@100`, `ACCELNET_SCALE_ARGS="--workers 64 --telemetry-interval 20s --election-ttl 10s"`, `ACCELNET_SCALE_SIM_ARGS="-counter-interval 20s"`, `GOMEMLIMIT=16GiB`},
+		Show:   show("", "{cold_start_s|s}; {updates|int} updates at {updates_per_s|int}/s; accelnet {accelnet_peak_rss_MiB|int} MiB, fabricsim {sim_peak_rss_MiB|int} MiB"),
+		Target: &target{Metric: "cold_start_s", Value: 15, Text: "cold start ≤ 15 s"},
+		Why:    "scaling.md#cold-start", Long: true, Headline: true,
+	},
+	{
+		ID: "intents-100k-k16", Short: "admission with 100,000 intents stored", Figure: "100,000 intents beside a live k=16 fat-tree (two processes): admission from 64 clients; a page of 1,000; RSS; restart to ready",
+		Pkg: "./internal/proctest", Bench: "Scale$", Benchtime: "1x", Timeout: "60m",
+		Env:    []string{`ACCELNET_SCALE_INTENTS=100000`, `ACCELNET_SCALE_ARGS="--api-rate-limit -1"`},
+		Show:   show("", "{intents/s|int} intents/s, p99 {admit_p99_ms|ms}; page p50 {page_p50_ms|ms}; accelnet {rss_with_intents_MiB|int} MiB; restart {restart_ready_s|s}"),
+		Target: &target{Metric: "intents/s", AtLeast: true, Value: 10000, Text: "≥ 10,000/s"},
+		Why:    "scaling.md#admission", Long: true, Headline: true,
+	},
+	{
+		ID: "takeover-100k-k16", Short: "leader killed, 100,000 intents, k=16", Figure: "SIGKILL of the leader with 100,000 intents stored, k=16 fat-tree, 2 s lease, 3 kills",
+		Pkg: "./internal/proctest", Bench: "Failover$", Benchtime: "3x", Timeout: "60m",
+		Env:    []string{`ACCELNET_FAILOVER_ARGS="--election-ttl 2s"`, `ACCELNET_FAILOVER_INTENTS=100000`, `ACCELNET_FAILOVER_TOPOLOGY=fattree:16@100`},
+		Show:   show("", "takeover p50 {takeover_p50_ms|ms}, worst {takeover_max_ms|ms}; first intent acknowledged p50 {first_ack_p50_ms|ms}"),
+		Target: &target{Metric: "takeover_max_ms", Value: 2000, Text: "≤ 2 s"},
+		Why:    "scaling.md#takeover", Long: true, Headline: true,
+	},
+	{
+		ID: "write-rate-k16", Figure: "P4Runtime updates per second, steady rewrite of 1,000 flow pins on every switch of a k=16 fabricsim in a process of its own",
+		Pkg: "./internal/proctest", Bench: "WriteRate$", Benchtime: "1x", Timeout: "60m",
+		Show:   show("", "insert {insert_updates_per_s|int}/s, modify {modify_updates_per_s|int}/s"),
+		Target: &target{Metric: "modify_updates_per_s", AtLeast: true, Value: 500000, Text: "≥ 500,000/s"},
+		Why:    "scaling.md#write-rate", Long: true,
+	},
+}

@@ -92,10 +92,13 @@ func (r row) args() []string {
 	return a
 }
 
-// ms formats milliseconds: "54 ms", "1.42 s".
+// ms formats milliseconds: "54 ms", "1.42 s", "1.6 µs".
 func ms(v float64) string {
 	if v >= 1000 {
 		return fmt.Sprintf("%.2f s", v/1000)
+	}
+	if v < 0.1 {
+		return fmt.Sprintf("%.1f µs", v*1000)
 	}
 	if v >= 10 {
 		return fmt.Sprintf("%.0f ms", v)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,13 +19,22 @@ import (
 	"github.com/accelnet/accelnet/internal/fabrictest"
 )
 
+// readmeCommand is a command of the README and the output it shows
+// ("" if none).
+type readmeCommand struct {
+	cmd, shown string
+}
+
 // readmeCommands are the commands of the README, in order: every line of
 // its ```sh blocks, and the "$ " lines of its transcripts, continuation
-// lines joined. A block after an HTML comment "not run by the README
-// test" is left out, and so is a command that says it runs until Ctrl-C.
-// errors are the HTTP statuses the README says its commands answer with
-// besides 2xx (comment lines "#  409 …").
-func readmeCommands(t *testing.T, path string) (commands []string, errors []string) {
+// lines joined, each with the output the README shows for it: in a sh
+// block the "#  " comment lines right after it (a leading HTTP status
+// taken off), in a transcript the lines after it up to the next "$ ". A
+// block after an HTML comment "not run by the README test" is left out,
+// and so is a command that says it runs until Ctrl-C. errors are the
+// HTTP statuses the README says its commands answer with besides 2xx
+// (comment lines "#  409 …").
+func readmeCommands(t *testing.T, path string) (commands []readmeCommand, errors []string) {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -35,25 +45,43 @@ func readmeCommands(t *testing.T, path string) (commands []string, errors []stri
 	kind, skip, inBlock := "", false, false
 	flush := func() {
 		var cmd string
+		last := -1 // the command the output lines belong to
 		for _, l := range block {
+			trimmed := strings.TrimSpace(l)
 			if kind == "text" {
 				if !strings.HasPrefix(l, "$ ") && cmd == "" {
+					if last >= 0 {
+						commands[last].shown += l + "\n"
+					}
 					continue // output
 				}
 				l = strings.TrimPrefix(l, "$ ")
 			}
-			if m := status.FindStringSubmatch(strings.TrimSpace(l)); m != nil && !skip {
+			if m := status.FindStringSubmatch(trimmed); m != nil && !skip {
 				errors = append(errors, m[1])
 			}
-			if cmd == "" && (strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimSpace(l), "#")) {
+			if cmd == "" && kind == "sh" && strings.HasPrefix(l, "#  ") {
+				if last >= 0 {
+					out := strings.TrimPrefix(l, "#  ")
+					if m := status.FindStringSubmatch(trimmed); m != nil && commands[last].shown == "" {
+						out = strings.TrimPrefix(trimmed, m[0])
+					}
+					commands[last].shown += out + "\n"
+				}
+				continue
+			}
+			if cmd == "" && (trimmed == "" || strings.HasPrefix(trimmed, "#")) {
+				last = -1 // a comment or a blank line: what follows is not its output
 				continue
 			}
 			cmd += l + "\n"
 			if strings.HasSuffix(l, "\\") {
 				continue
 			}
+			last = -1
 			if !skip && !strings.Contains(cmd, "until Ctrl-C") {
-				commands = append(commands, strings.TrimSpace(cmd))
+				commands = append(commands, readmeCommand{cmd: strings.TrimSpace(cmd)})
+				last = len(commands) - 1
 			}
 			cmd = ""
 		}
@@ -78,6 +106,23 @@ func readmeCommands(t *testing.T, path string) (commands []string, errors []stri
 		}
 	}
 	return commands, errors
+}
+
+// outputMatches says whether a command's output is what the README shows
+// for it: compared without white space, with IDs, tokens and times
+// masked, and "…" in what is shown standing for anything.
+func outputMatches(shown, got string) bool {
+	norm := func(s string) string {
+		s = regexp.MustCompile(`anet_[A-Za-z0-9_-]{43}`).ReplaceAllString(s, "TOKEN")
+		s = regexp.MustCompile(`\b[0-9a-f]{16,20}\b`).ReplaceAllString(s, "ID")
+		s = regexp.MustCompile(`\d{4}-\d\d-\d\dT[0-9:.]+(Z|[+-]\d\d:\d\d)`).ReplaceAllString(s, "TIME")
+		return strings.Join(strings.Fields(s), "")
+	}
+	parts := strings.Split(norm(shown), "…")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	return regexp.MustCompile("^(?s:" + strings.Join(parts, ".*") + ")$").MatchString(norm(got))
 }
 
 // TestREADMECommands runs the README's commands as written, in order, in
@@ -123,9 +168,14 @@ func TestREADMECommands(t *testing.T) {
 	fmt.Fprintf(&script, "set -eo pipefail\nexport PATH=%q:\"$PATH\" ACCELNET_CONFIG=%q\n", filepath.Dir(Bin(t, "accelnetctl")), filepath.Join(dir, "config.yaml"))
 	// Every HTTP status to stderr, the answers untouched for pipes.
 	script.WriteString("curl() { command curl -w '%{stderr}HTTP %{http_code}\\n' \"$@\"; }\n")
+	outs := filepath.Join(dir, "outputs")
+	if err := os.Mkdir(outs, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	for i, c := range commands {
-		c = strings.ReplaceAll(c, "localhost:8080", addr)
-		fmt.Fprintf(&script, "echo %q >&2\n%s\n", fmt.Sprintf("README command %d", i+1), c)
+		cmd := strings.ReplaceAll(c.cmd, "localhost:8080", addr)
+		// A group, not a subshell: what a command assigns holds for the next.
+		fmt.Fprintf(&script, "echo %q >&2\n{ %s\n} > %s\n", fmt.Sprintf("README command %d", i+1), cmd, filepath.Join(outs, strconv.Itoa(i+1)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -145,7 +195,7 @@ func TestREADMECommands(t *testing.T) {
 		fmt.Sscan(where, &idx)
 		cmd := ""
 		if idx > 0 && idx <= len(commands) {
-			cmd = commands[idx-1]
+			cmd = commands[idx-1].cmd
 		}
 		t.Fatalf("README command %s failed (%v):\n%s\nstderr:\n%s\nstdout:\n%s", where, err, cmd, tail(stderr.String()), tail(stdout.String()))
 	}
@@ -160,7 +210,25 @@ func TestREADMECommands(t *testing.T) {
 	if !slices.Equal(gotErrors, wantErrors) {
 		t.Errorf("HTTP errors %v, the README shows %v\nstderr:\n%s", gotErrors, wantErrors, tail(stderr.String()))
 	}
-	t.Logf("%d README commands ran", len(commands))
+	// What the README shows a command print is what it printed.
+	checked := 0
+	for i, c := range commands {
+		if c.shown == "" {
+			continue
+		}
+		got, err := os.ReadFile(filepath.Join(outs, strconv.Itoa(i+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		if !outputMatches(c.shown, string(got)) {
+			t.Errorf("README command %d shows an output it did not print:\n%s\nshown:\n%s\nprinted:\n%s", i+1, c.cmd, c.shown, got)
+		}
+	}
+	if checked < 8 {
+		t.Errorf("only %d of the README's commands show an output", checked)
+	}
+	t.Logf("%d README commands ran, %d outputs checked", len(commands), checked)
 }
 
 // tail is the end of a long output.

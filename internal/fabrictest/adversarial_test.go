@@ -78,17 +78,7 @@ func TestHoldsAreClaimedAtomically(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	created := 0
-	for _, c := range codes {
-		switch c {
-		case http.StatusCreated:
-			created++
-		case http.StatusConflict:
-		default:
-			t.Errorf("HTTP %d, want 201 or 409", c)
-		}
-	}
-	if created != 1 {
+	if created := tally(t, codes, http.StatusCreated, http.StatusConflict); created != 1 {
 		t.Fatalf("%d tenants created holding h1-*, want 1 (codes %v)", created, codes)
 	}
 
@@ -337,37 +327,9 @@ func TestConcurrentUpdatesAreSerialized(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		ok := 0
-		for _, c := range codes {
-			switch c {
-			case http.StatusOK:
-				ok++
-			case http.StatusPreconditionFailed:
-			default:
-				t.Errorf("If-Match %s: HTTP %d among %v", ifMatch, c, codes)
-			}
-		}
-		if ok != tc.wantOK {
+		if ok := tally(t, codes, http.StatusOK, http.StatusPreconditionFailed); ok != tc.wantOK {
 			t.Errorf("If-Match %s: %d of 16 updates succeeded, want %d (%v)", ifMatch, ok, tc.wantOK, codes)
 		}
-	}
-}
-
-// TestIdempotentReplayWithDefaultsSpelledOut: a retry that spells out a
-// default the first request left out (class, priority, empty
-// constraints) is the same request: replayed, not refused as another.
-func TestIdempotentReplayWithDefaultsSpelledOut(t *testing.T) {
-	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
-	converged(t, h)
-	tok := tenant(t, h, "ml", 0, 0)
-	var first models.Intent
-	if r := h.Do(t, "POST", "/api/v1/intents", tok, `{"name":"job","src":"h1-1","dst":"h2-1","gbps":10,"src_ports":{"first":49152,"last":49152}}`, &first, "Idempotency-Key", "k1"); r.StatusCode != http.StatusCreated {
-		t.Fatalf("create: HTTP %d", r.StatusCode)
-	}
-	var again models.Intent
-	r := h.Do(t, "POST", "/api/v1/intents", tok, `{"name":"job","src":"h1-1","dst":"h2-1","gbps":10,"class":"lossless-rdma","priority":0,"constraints":{},"src_ports":{"first":49152,"last":49152}}`, &again, "Idempotency-Key", "k1")
-	if r.StatusCode != http.StatusCreated || again.ID != first.ID || r.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("replay with defaults spelled out: HTTP %d, id %s (first %s), replayed %q", r.StatusCode, again.ID, first.ID, r.Header.Get("Idempotent-Replayed"))
 	}
 }
 
@@ -470,4 +432,21 @@ func TestDeepBodiesAreRefusedCheaply(t *testing.T) {
 	if n := after.TotalAlloc - before.TotalAlloc; n > 256<<20 {
 		t.Errorf("%d routes allocated %d MiB for %d-byte bodies (the controller's own work included)", len(paths), n>>20, len(body))
 	}
+}
+
+// tally is how many of codes are ok; a code neither ok nor also fails the
+// test.
+func tally(t *testing.T, codes []int, ok, also int) int {
+	t.Helper()
+	n := 0
+	for _, c := range codes {
+		switch c {
+		case ok:
+			n++
+		case also:
+		default:
+			t.Errorf("HTTP %d among %v, want %d or %d", c, codes, ok, also)
+		}
+	}
+	return n
 }

@@ -101,22 +101,28 @@ func TestStrictJSONKeys(t *testing.T) {
 	}
 }
 
-// TestIdempotencyKeyOrder: the same request with its keys in another
-// order, under the same Idempotency-Key, is a replay of the first, not a
-// different request.
-func TestIdempotencyKeyOrder(t *testing.T) {
+// TestIdempotentReplayIsTheSameRequest: the same request under the same
+// Idempotency-Key is a replay of the first, not a different request,
+// with its keys in another order or a default spelled out that the first
+// left out (class, priority, empty constraints).
+func TestIdempotentReplayIsTheSameRequest(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
 	converged(t, h)
 	tok := tenant(t, h, "ml", 0, 0)
 	first := `{"name":"a","src":"h1-1","dst":"h2-1","gbps":10,"src_ports":{"first":1,"last":1}}`
-	again := `{"src_ports":{"last":1,"first":1}, "gbps":10, "dst":"h2-1", "src":"h1-1", "name":"a"}`
-	var a, b models.Intent
+	var a models.Intent
 	if r := h.Do(t, "POST", "/api/v1/intents", tok, first, &a, "Idempotency-Key", "k1"); r.StatusCode != http.StatusCreated {
 		t.Fatalf("first: HTTP %d", r.StatusCode)
 	}
-	r := h.Do(t, "POST", "/api/v1/intents", tok, again, &b, "Idempotency-Key", "k1")
-	if r.StatusCode != http.StatusCreated || b.ID != a.ID || r.Header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("same request, keys reordered: HTTP %d, intent %s (first %s), replayed %q", r.StatusCode, b.ID, a.ID, r.Header.Get("Idempotent-Replayed"))
+	for _, tc := range []struct{ name, again string }{
+		{"keys reordered", `{"src_ports":{"last":1,"first":1}, "gbps":10, "dst":"h2-1", "src":"h1-1", "name":"a"}`},
+		{"defaults spelled out", `{"name":"a","src":"h1-1","dst":"h2-1","gbps":10,"class":"lossless-rdma","priority":0,"constraints":{},"src_ports":{"first":1,"last":1}}`},
+	} {
+		var b models.Intent
+		r := h.Do(t, "POST", "/api/v1/intents", tok, tc.again, &b, "Idempotency-Key", "k1")
+		if r.StatusCode != http.StatusCreated || b.ID != a.ID || r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Errorf("the same request, %s: HTTP %d, intent %s (first %s), replayed %q", tc.name, r.StatusCode, b.ID, a.ID, r.Header.Get("Idempotent-Replayed"))
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -237,4 +239,122 @@ func tail(s string) string {
 		return "…" + s[len(s)-4000:]
 	}
 	return s
+}
+
+// TestREADMERehearsal runs the README's rehearsal, fabricsim and `accelnet
+// serve` in two processes, as written: the binaries stand for `go run`,
+// the paths are the test's own and each server gets a free address. The
+// controller must become ready on the fabric fabricsim wrote.
+func TestREADMERehearsal(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs fabricsim and the controller")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("the README's commands need bash")
+	}
+	lines := readmeBlockAfter(t, filepath.Join("..", "..", "README.md"), "both run until stopped")
+	if len(lines) != 3 {
+		t.Fatalf("the rehearsal is %d lines, want fabricsim, the wait and serve:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	dir := t.TempDir()
+	api, simAPI := fabrictest.FreeAddr(t), fabrictest.FreeAddr(t)
+	script := strings.Join(lines, "\n")
+	// In this order: the data directory before the other /tmp paths, the
+	// paths before the binaries (which may live in /tmp).
+	for _, r := range [][2]string{
+		{"/tmp/accelnet", filepath.Join(dir, "accelnet")},
+		{"/tmp/", dir + "/"},
+		{"go run ./cmd/fabricsim", Bin(t, "fabricsim") + " -http-addr " + simAPI},
+		{"go run ./cmd/accelnet serve", Bin(t, "accelnet") + " serve --http-addr " + api},
+	} {
+		if !strings.Contains(script, r[0]) {
+			t.Fatalf("the rehearsal no longer says %q:\n%s", r[0], script)
+		}
+		script = strings.ReplaceAll(script, r[0], r[1])
+	}
+	// Its own process group: the background fabricsim goes with the shell.
+	sh := exec.Command("bash", "-c", "set -e\n"+script)
+	sh.Dir = dir
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out bytes.Buffer
+	sh.Stdout, sh.Stderr = &out, &out
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- sh.Wait() }()
+	defer func() {
+		syscall.Kill(-sh.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	}()
+	backstop := time.After(2 * time.Minute)
+	for {
+		resp, err := http.Get("http://" + api + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the rehearsal stopped (%v):\n%s", err, tail(out.String()))
+		case <-backstop:
+			t.Fatalf("the controller is not ready (%v):\n%s", err, tail(out.String()))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	// The controller programs the fabric fabricsim serves: fat-tree k=4 has
+	// 20 switches.
+	resp, err := http.Get("http://" + api + "/api/v1/topology")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var topo struct {
+		Switches []json.RawMessage `json:"switches"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&topo); err != nil {
+		t.Fatal(err)
+	}
+	if len(topo.Switches) != 20 {
+		t.Errorf("the controller has %d switches, fat-tree k=4 has 20", len(topo.Switches))
+	}
+}
+
+// readmeBlockAfter is the command lines (comments and blank lines taken
+// off, trailing comments too) of the README's first code block after an
+// HTML comment that contains marker.
+func readmeBlockAfter(t *testing.T, path, marker string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	found, in := false, false
+	for _, l := range strings.Split(string(data), "\n") {
+		switch {
+		case !found:
+			found = strings.HasPrefix(l, "<!--") && strings.Contains(l, marker)
+		case !in && strings.HasPrefix(l, "```"):
+			in = true
+		case in && l == "```":
+			return lines
+		case in:
+			if i := strings.Index(l, "    #"); i >= 0 {
+				l = l[:i]
+			}
+			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+				lines = append(lines, l)
+			}
+		}
+	}
+	t.Fatalf("no code block after a comment saying %q in %s", marker, path)
+	return nil
 }

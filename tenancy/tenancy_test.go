@@ -48,7 +48,7 @@ func (s *tokenStore) DeletePrefix(context.Context, string) (int64, error) {
 
 // TestRevocationWins: a token read from etcd on a cache miss, whose
 // deletion the watch delivers while the read is under way, is refused and
-// not cached (it used to be cached after its revocation, and work on).
+// not cached: a revoked token never works on from the cache.
 func TestRevocationWins(t *testing.T) {
 	secret, h, err := newSecret()
 	if err != nil {

@@ -33,7 +33,7 @@ func rejectedIDs(t *testing.T, h *fabrictest.Harness, token string) []string {
 
 // TestStoredDataBounded: what a tenant can make accelnet store without
 // holding a reservation is bounded: every list and string of an intent
-// (90,000 avoided switches used to be stored, 37 MB in 7 s), the refused
+// (90,000 avoided switches would be 37 MB), the refused
 // intents kept per tenant (the oldest go), and the tokens per tenant.
 func TestStoredDataBounded(t *testing.T) {
 	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(c *stack.Config) { c.MaxFinished = 3 })

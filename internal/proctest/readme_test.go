@@ -130,8 +130,7 @@ func outputMatches(shown, got string) bool {
 // TestREADMECommands runs the README's commands as written, in order, in
 // one shell, against `accelnet demo` (the newcomer's first hour): each
 // must succeed, and the HTTP answers must be 2xx except the errors the
-// README shows. (It used to use a context it never created, an intent ID
-// from another run, and an operator token it had not yet read.)
+// README shows, and each output it shows must be what the command printed.
 func TestREADMECommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the demo")

@@ -261,13 +261,7 @@ func TestTenantPinShare(t *testing.T) {
 // a weak tag (W/"*" included) never matches; a revision without its
 // quotes is taken as its tag.
 func TestIfMatchComparesStrongly(t *testing.T) {
-	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
-	converged(t, h)
-	tok := tenant(t, h, "ml", 0, 0)
-	var in models.Intent
-	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 10, 49152, 1), &in); r.StatusCode != http.StatusCreated {
-		t.Fatalf("create: HTTP %d", r.StatusCode)
-	}
+	h, tok, in := oneIntent(t, "ml")
 	installed := func() {
 		t.Helper()
 		h.Eventually(t, 20*time.Second, "the intent installed (its revision settled)", func() bool {
@@ -295,17 +289,11 @@ func TestIfMatchComparesStrongly(t *testing.T) {
 }
 
 // TestConcurrentUpdatesAreSerialized: 16 updates of one intent at once
-// with If-Match: * all succeed one after the other (they answered 503:
-// the second in a batch compared the intent's revision with 0 and failed
-// the whole commit); with its revision, one wins and the rest get 412.
+// with If-Match: * all succeed one after the other (never a 503: an
+// update in a batch is not compared with the revision of one before it);
+// with its revision, one wins and the rest get 412.
 func TestConcurrentUpdatesAreSerialized(t *testing.T) {
-	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
-	converged(t, h)
-	tok := tenant(t, h, "ml", 0, 0)
-	var in models.Intent
-	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 10, 49152, 1), &in); r.StatusCode != http.StatusCreated {
-		t.Fatalf("create: HTTP %d", r.StatusCode)
-	}
+	h, tok, in := oneIntent(t, "ml")
 	for _, tc := range []struct {
 		ifMatch string
 		wantOK  int // how many 200s

@@ -56,13 +56,7 @@ func TestAuthorizationHeader(t *testing.T) {
 // TestIfMatchAny: If-Match: * updates an intent whatever its revision; a
 // revision that is not one is refused.
 func TestIfMatchAny(t *testing.T) {
-	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
-	converged(t, h)
-	tok := tenant(t, h, "ml", 0, 0)
-	var in models.Intent
-	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 10, 49152, 1), &in); r.StatusCode != http.StatusCreated {
-		t.Fatalf("create: HTTP %d", r.StatusCode)
-	}
+	h, tok, in := oneIntent(t, "ml")
 	var updated models.Intent
 	if r := h.Do(t, "PUT", "/api/v1/intents/"+in.ID, tok, spec("a", "h1-1", "h2-1", 20, 49152, 1), &updated, "If-Match", "*"); r.StatusCode != http.StatusOK || updated.Spec.Gbps != 20 {
 		t.Fatalf("If-Match: *: HTTP %d, %v Gb/s", r.StatusCode, updated.Spec.Gbps)

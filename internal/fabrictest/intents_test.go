@@ -64,6 +64,20 @@ func converged(t *testing.T, h *fabrictest.Harness) {
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 }
 
+// oneIntent is a converged 2x2x1 leaf-spine with one tenant (no quotas)
+// and one 10 Gb/s intent of it from h1-1 to h2-1, admitted.
+func oneIntent(t *testing.T, tenantName string) (*fabrictest.Harness, string, models.Intent) {
+	t.Helper()
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
+	converged(t, h)
+	tok := tenant(t, h, tenantName, 0, 0)
+	var in models.Intent
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 10, 49152, 1), &in); r.StatusCode != http.StatusCreated {
+		t.Fatalf("create: HTTP %d", r.StatusCode)
+	}
+	return h, tok, in
+}
+
 // TestIntentLifecycle: admitted with reserved paths, installed once the
 // switches confirm by read-back, traffic follows the pins, and deleting it
 // removes the entries and then the record.

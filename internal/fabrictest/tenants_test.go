@@ -134,15 +134,9 @@ func waitEvent(t *testing.T, lines <-chan string, what string) {
 // TestDeletedTenantLeavesNothing: deleting a tenant deletes its intents
 // (their entries go from the switches) and every token of it in etcd;
 // a tenant created again under the name starts empty, and its token
-// cannot touch the old reservation (it used to own it).
+// cannot touch the old reservation.
 func TestDeletedTenantLeavesNothing(t *testing.T) {
-	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
-	converged(t, h)
-	tok := tenant(t, h, "x", 0, 0)
-	var in models.Intent
-	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 10, 49152, 1), &in); r.StatusCode != http.StatusCreated {
-		t.Fatalf("create: HTTP %d", r.StatusCode)
-	}
+	h, tok, in := oneIntent(t, "x")
 	h.Eventually(t, 30*time.Second, "the intent installed", func() bool {
 		return intentState(t, h, tok, in.ID).Status.State == models.StateInstalled
 	})
@@ -197,13 +191,7 @@ func TestDeletedTenantLeavesNothing(t *testing.T) {
 // without the API (a deletion that did not finish, an intent admitted
 // beside it) is deleted by the leader's sweep.
 func TestOrphanedIntentsSwept(t *testing.T) {
-	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 1))
-	converged(t, h)
-	tok := tenant(t, h, "x", 0, 0)
-	var in models.Intent
-	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 10, 49152, 1), &in); r.StatusCode != http.StatusCreated {
-		t.Fatalf("create: HTTP %d", r.StatusCode)
-	}
+	h, _, in := oneIntent(t, "x")
 	if err := h.Store.Delete(t.Context(), store.KeyTenants+"x"); err != nil {
 		t.Fatal(err)
 	}

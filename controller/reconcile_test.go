@@ -167,8 +167,7 @@ func TestReconcileIsIncremental(t *testing.T) {
 // TestPruningDoesNotWaitForNewRoutes: after a failure, the pruning stage
 // writes the old routes pruned while the new routes are still being
 // computed (here: never finished). At k=48 the new routes take seconds
-// of CPU, and the pruning's reconciles used to wait for them and time
-// out.
+// of CPU; the pruning's reconciles must not wait for them and time out.
 func TestPruningDoesNotWaitForNewRoutes(t *testing.T) {
 	c, sws, leaf := pruningUnderWay(t)
 	wait, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a backstop: waiting for the new routes never ends

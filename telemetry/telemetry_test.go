@@ -41,7 +41,7 @@ func TestTelemetryRates(t *testing.T) {
 }
 
 // TestDownPortAndRecentRate: a port reported down carries nothing from
-// that sample on (its smoothed rate used to decay over many intervals),
+// that sample on (its smoothed rate does not decay over many intervals),
 // and starts afresh when it is back; the last interval's own rate shows
 // a stop at the first reading after it, while the smoothed rate lags.
 func TestDownPortAndRecentRate(t *testing.T) {

@@ -46,11 +46,11 @@ func waitFile(t *testing.T, path string, failed <-chan error) {
 	}
 }
 
-// TestStartTraps: what used to trap a new operator fails at once with
-// what to do. A second demo on a data directory in use (it waited
-// forever on etcd's lock, deaf to Ctrl-C); a listen address in use (it
-// was found only after etcd started and a token was issued); serve with
-// a generated fabric (accepted, then warned about every switch forever).
+// TestStartTraps: what would trap a new operator fails at once with
+// what to do. A second demo on a data directory in use (not a wait
+// forever on etcd's lock, deaf to Ctrl-C); a listen address in use (found
+// before etcd starts and a token is issued); serve with a generated
+// fabric (refused, not accepted and then warned about every switch).
 // And --fresh starts clean: a new operator token, nothing reloaded.
 func TestStartTraps(t *testing.T) {
 	dir := t.TempDir()
@@ -61,7 +61,7 @@ func TestStartTraps(t *testing.T) {
 	token := filepath.Join(dir, "operator.token")
 	waitFile(t, token, first)
 
-	// A backstop only: it used to wait on etcd's lock for ever.
+	// A backstop only, should it wait on etcd's lock.
 	second, stop := context.WithTimeout(context.Background(), 60*time.Second)
 	defer stop()
 	err := execute(second, append(demo, "--http-addr", "127.0.0.1:0")...)
@@ -119,7 +119,7 @@ func TestStartTraps(t *testing.T) {
 }
 
 // TestReloadedSaysWhatWasLeft: what an earlier run left in etcd is named
-// at start (it silently changed what the demo showed).
+// at start, not left to change what the demo shows silently.
 func TestReloadedSaysWhatWasLeft(t *testing.T) {
 	s, _ := storetest.Etcd(t)
 	if got := reloaded(t.Context(), s); got != "" {

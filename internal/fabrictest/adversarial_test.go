@@ -322,7 +322,7 @@ func TestConcurrentUpdatesAreSerialized(t *testing.T) {
 }
 
 // TestUsageReturnsToZero: after intents of awkward rates are created and
-// deleted, the tenant reserves exactly 0 (float residue stayed).
+// deleted, the tenant reserves exactly 0 (no float residue).
 func TestUsageReturnsToZero(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
 	converged(t, h)
@@ -346,8 +346,8 @@ func TestUsageReturnsToZero(t *testing.T) {
 }
 
 // TestBodyTooSlowIs408: a body that does not arrive within the server's
-// read timeout is answered 408 Request Timeout (it was 413, as if too
-// large).
+// read timeout is answered 408 Request Timeout, not 413 as if it were
+// too large.
 func TestBodyTooSlowIs408(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(1, 2, 1))
 	converged(t, h)

@@ -165,8 +165,8 @@ func TestConcurrentDrainsNeverPartition(t *testing.T) {
 
 // TestDrainedFollowsLastEmptySample: a drain reads "drained" at the first
 // counter readings that find its links empty once traffic has moved, not
-// once a smoothed average has decayed (it took 12-15 s, over a hundred
-// readings at 100 ms). Counted in readings of the drained link's ends.
+// once a smoothed average has decayed (12-15 s, over a hundred readings
+// at 100 ms). Counted in readings of the drained link's ends.
 func TestDrainedFollowsLastEmptySample(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
 	converged(t, h)
@@ -231,8 +231,8 @@ func TestDrainedFollowsLastEmptySample(t *testing.T) {
 }
 
 // TestDownLinkShowsNoLoad: a link known to be down shows no load from the
-// moment it is known down (it used to show its old load decaying for
-// seconds): every view of it as down has zero load.
+// moment it is known down (not its old load decaying for seconds):
+// every view of it as down has zero load.
 func TestDownLinkShowsNoLoad(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
 	converged(t, h)

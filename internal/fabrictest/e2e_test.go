@@ -411,7 +411,7 @@ func TestRolloutInProgressIsExported(t *testing.T) {
 
 // TestTopologyStream reads the dashboard's server-sent events over HTTP:
 // the whole topology at once, then each interval a "load" event with only
-// what changed (the whole topology used to come every second), and the
+// what changed (not the whole topology every second), and the
 // whole topology again when it changes in etcd.
 func TestTopologyStream(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(1, 2, 1))

@@ -13,8 +13,8 @@ import (
 )
 
 // TestHistoryKeptByServer: the API keeps every link's and switch's recent
-// load, so a page opened now charts what happened before it opened (its
-// charts used to start empty).
+// load, so a page opened now charts what happened before it opened
+// (its charts do not start empty).
 func TestHistoryKeptByServer(t *testing.T) {
 	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(c *stack.Config) { c.HistoryInterval = 100 * time.Millisecond })
 	converged(t, h)

@@ -71,7 +71,7 @@ func streamEnds(t *testing.T, lines <-chan string) bool {
 
 // TestRevocationEndsEventStreams: an open event stream ends when its
 // token is revoked or its tenant deleted, on the replica that did it and
-// on another (it used to go on delivering the tenant's events); a stream
+// on another (no more of the tenant's events are delivered); a stream
 // of a token still valid stays open.
 func TestRevocationEndsEventStreams(t *testing.T) {
 	_, a, b := twoReplicas(t, fabrictest.LeafSpine(1, 2, 1))
@@ -272,7 +272,7 @@ func TestHostOwnership(t *testing.T) {
 // TestRefusalsNameNoOtherTenant: what one tenant is told when another
 // tenant's intent is in its way — a flow already pinned, a preemption,
 // a dry run that would preempt — names neither that intent nor its tenant
-// (a 409 used to give the other tenant's intent ID).
+// (a 409 gives no intent ID of another tenant).
 func TestRefusalsNameNoOtherTenant(t *testing.T) {
 	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(c *stack.Config) { c.Preemption = true })
 	converged(t, h)

@@ -7,7 +7,7 @@
 // docs/eval-grid.txt).
 //
 //	go run ./internal/benchreport                 the quick rows (about 5 minutes on 2 cores)
-//	go run ./internal/benchreport -long           the long ones too (an hour and more)
+//	go run ./internal/benchreport -long           the long ones too (about ten minutes more)
 //	go run ./internal/benchreport -only admission,elephants
 //	go run ./internal/benchreport -render         render from docs/bench/ only
 //	go run ./internal/benchreport -evaluation     docs/evaluation.md's table

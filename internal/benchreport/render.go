@@ -76,8 +76,8 @@ func renderMeasured(recs []*record) string {
 Every figure on this page is what the command beside it printed, on the
 machine named above its table, at the date and commit given; nothing here
 is copied by hand. ` + "`go run ./internal/benchreport`" + ` runs the quick rows
-(about eight minutes on 2 cores) and ` + "`-long`" + ` the long ones too (an hour
-and more); each run keeps the benchmarks' output in ` + "`docs/bench/`" + ` (a
+(about eight minutes on 2 cores) and ` + "`-long`" + ` the long ones too (about
+ten minutes more); each run keeps the benchmarks' output in ` + "`docs/bench/`" + ` (a
 file per machine) and renders this page and the README's table from
 them (` + "`-render`" + ` renders only). A test renders them again and fails
 when this page disagrees. Measure on a quiet machine: the table says the

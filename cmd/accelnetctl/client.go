@@ -1,20 +1,16 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
+	"github.com/accelnet/accelnet/apiclient"
 	"gopkg.in/yaml.v3"
 )
 
@@ -77,11 +73,9 @@ func saveFile(f File, path string) error {
 
 // client talks to one accelnet API.
 type client struct {
-	server string
-	// from says where server came from, for a hint when it cannot be reached.
-	from  string
-	token string
-	http  *http.Client
+	apiclient.Client
+	// from says where Server came from, for a hint when it cannot be reached.
+	from string
 }
 
 // unreachable explains a request that reached no server: which server,
@@ -95,134 +89,19 @@ func (c *client) unreachable(err error) error {
 	return fmt.Errorf("cannot reach the accelnet API at %s (%s): %w\n"+
 		"  Is accelnet running there? Start one with: accelnet demo  (or: go run ./cmd/accelnet demo)\n"+
 		"  Or use another server: --server URL, ACCELNET_SERVER, or accelnetctl config set-context NAME --server URL --token TOKEN --use",
-		c.server, c.from, err)
-}
-
-// APIError is a problem document the server answered with.
-type APIError struct {
-	Status int    `json:"status"`
-	Title  string `json:"title"`
-	Detail string `json:"detail"`
-	Errors []struct {
-		Field   string `json:"field"`
-		Message string `json:"message"`
-	} `json:"errors"`
-	Bottleneck string   `json:"bottleneck"`
-	FreeGbps   *float64 `json:"free_gbps"`
-}
-
-func (e *APIError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "HTTP %d %s", e.Status, e.Title)
-	if e.Detail != "" {
-		b.WriteString(": " + e.Detail)
-	}
-	for _, f := range e.Errors {
-		fmt.Fprintf(&b, "\n  %s: %s", f.Field, f.Message)
-	}
-	if e.Bottleneck != "" && e.FreeGbps != nil {
-		fmt.Fprintf(&b, "\n  bottleneck %s, %.1f Gb/s free", e.Bottleneck, *e.FreeGbps)
-	}
-	return b.String()
+		c.Server, c.from, err)
 }
 
 // do sends body as JSON and decodes a 2xx answer into out; other answers
-// become an *APIError.
+// become an *apiclient.Error.
 func (c *client) do(ctx context.Context, method, path string, body, out any, headers ...string) (http.Header, error) {
-	var rd io.Reader
-	if body != nil {
-		data, err := json.Marshal(body)
-		if err != nil {
-			return nil, err
-		}
-		rd = bytes.NewReader(data)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.server, "/")+path, rd)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		if headers[i+1] != "" {
-			req.Header.Set(headers[i], headers[i+1])
-		}
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, c.unreachable(fmt.Errorf("%s %s: %w", method, path, err))
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return resp.Header, err
-	}
-	if resp.StatusCode >= 300 {
-		e := &APIError{Status: resp.StatusCode, Title: http.StatusText(resp.StatusCode)}
-		if json.Unmarshal(data, e) != nil || e.Status == 0 {
-			e.Status, e.Detail = resp.StatusCode, strings.TrimSpace(string(data))
-		}
-		return resp.Header, e
-	}
-	if out != nil && len(data) > 0 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return resp.Header, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-		}
-	}
-	return resp.Header, nil
+	return c.Do(ctx, method, path, body, out, headers...)
 }
 
 // stream reads server-sent events from path and calls fn with each
 // event's name and data until ctx ends or the server closes the stream.
 func (c *client) stream(ctx context.Context, path string, fn func(event, data string) error) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", strings.TrimRight(c.server, "/")+path, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	hc := *c.http
-	hc.Timeout = 0 // a watch runs until stopped
-	resp, err := hc.Do(req)
-	if err != nil {
-		return c.unreachable(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		data, _ := io.ReadAll(resp.Body)
-		e := &APIError{Status: resp.StatusCode}
-		_ = json.Unmarshal(data, e)
-		return e
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	event, data := "", ""
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if data != "" {
-				if err := fn(event, data); err != nil {
-					return err
-				}
-			}
-			event, data = "", ""
-		case strings.HasPrefix(line, "event: "):
-			event = strings.TrimPrefix(line, "event: ")
-		case strings.HasPrefix(line, "data: "):
-			data += strings.TrimPrefix(line, "data: ")
-		}
-	}
-	if ctx.Err() != nil {
-		return nil
-	}
-	return sc.Err()
+	return c.Stream(ctx, path, fn)
 }
 
 func newHTTPClient() *http.Client { return &http.Client{Timeout: 30 * time.Second} }

@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/apiclient"
 	"github.com/accelnet/accelnet/models"
 )
 
@@ -56,23 +57,24 @@ func (g *globals) client() (*client, error) {
 	if g.context != "" && ctx.Server == "" {
 		return nil, fmt.Errorf("no context %q in the config file", g.context)
 	}
-	c := &client{token: g.token, http: newHTTPClient()}
-	if c.token == "" {
-		c.token = os.Getenv("ACCELNET_TOKEN")
+	c := &client{Client: apiclient.Client{Token: g.token, HTTP: newHTTPClient()}}
+	c.Unreachable = c.unreachable
+	if c.Token == "" {
+		c.Token = os.Getenv("ACCELNET_TOKEN")
 	}
-	if c.token == "" {
-		c.token = ctx.Token
+	if c.Token == "" {
+		c.Token = ctx.Token
 	}
 	path, _ := configPath()
 	switch {
 	case g.server != "":
-		c.server, c.from = g.server, "--server"
+		c.Server, c.from = g.server, "--server"
 	case os.Getenv("ACCELNET_SERVER") != "":
-		c.server, c.from = os.Getenv("ACCELNET_SERVER"), "ACCELNET_SERVER"
+		c.Server, c.from = os.Getenv("ACCELNET_SERVER"), "ACCELNET_SERVER"
 	case ctx.Server != "":
-		c.server, c.from = ctx.Server, fmt.Sprintf("context %q of %s", name, path)
+		c.Server, c.from = ctx.Server, fmt.Sprintf("context %q of %s", name, path)
 	default:
-		c.server, c.from = "http://localhost:8080", "the default: no --server, ACCELNET_SERVER or context"
+		c.Server, c.from = "http://localhost:8080", "the default: no --server, ACCELNET_SERVER or context"
 	}
 	return c, nil
 }

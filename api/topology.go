@@ -101,6 +101,8 @@ type (
 		models.Host
 		TxBps float64 `json:"tx_bps"` // into the fabric (leaf port in)
 		RxBps float64 `json:"rx_bps"` // out of the fabric (leaf port out)
+		// PortDown: the leaf port it attaches to was last reported down.
+		PortDown bool `json:"port_down,omitempty"`
 	}
 )
 

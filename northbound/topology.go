@@ -144,7 +144,7 @@ func (a *server) view() (api.TopologyView, bool) {
 	for _, h := range snap.Hosts() {
 		hv := api.HostView{Host: h}
 		if pl, ok := a.opts.Fabric.PortLoad(h.Attach); ok {
-			hv.TxBps, hv.RxBps = pl.InBps, pl.OutBps
+			hv.TxBps, hv.RxBps, hv.PortDown = pl.InBps, pl.OutBps, !pl.OperUp
 		}
 		v.Hosts = append(v.Hosts, hv)
 	}

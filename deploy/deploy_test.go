@@ -131,8 +131,11 @@ func flagsOf(t *testing.T, bin, sub string) map[string]bool {
 	}
 	args := []string{"-h"}
 	re := goFlag
-	if bin == "accelnet" || bin == "accelnetctl" {
+	switch bin {
+	case "accelnet", "accelnetctl":
 		args, re = []string{sub, "--help"}, cobraFlag
+	case "accelnet-kube":
+		args, re = []string{"--help"}, cobraFlag
 	}
 	out, _ := exec.Command(proctest.Bin(t, bin), args...).CombinedOutput() // Go's flag exits 2 on -h
 	flags := map[string]bool{}
@@ -689,6 +692,8 @@ func TestKubernetesManifests(t *testing.T) {
 	if _, err := topology.Load(topo); err != nil {
 		t.Errorf("ConfigMap topology.yaml: %v", err)
 	}
+	checkKubeDeployment(t, docs)
+
 	var kust struct {
 		Resources []string `yaml:"resources"`
 	}
@@ -697,6 +702,72 @@ func TestKubernetesManifests(t *testing.T) {
 		if _, err := os.Stat(filepath.Join("k8s", r)); err != nil {
 			t.Errorf("kustomization lists %s: %v", r, err)
 		}
+	}
+}
+
+// checkKubeDeployment: accelnet-kube's Deployment runs the binary with
+// flags it has, as its service account (bound to its ClusterRole and
+// Role), non-root, with probes on its --metrics-addr port, and mounts the
+// CA of the Secret the certs Job makes.
+func checkKubeDeployment(t *testing.T, docs map[string]map[string]any) {
+	var dep struct {
+		Spec struct {
+			Replicas int `yaml:"replicas"`
+			Template struct {
+				Spec struct {
+					ServiceAccountName string `yaml:"serviceAccountName"`
+					SecurityContext    struct {
+						RunAsNonRoot bool `yaml:"runAsNonRoot"`
+					} `yaml:"securityContext"`
+					Containers []struct {
+						Command []string `yaml:"command"`
+						Args    []string `yaml:"args"`
+						Ports   []struct {
+							ContainerPort int `yaml:"containerPort"`
+						} `yaml:"ports"`
+						ReadinessProbe struct {
+							HTTPGet struct {
+								Path string `yaml:"path"`
+							} `yaml:"httpGet"`
+						} `yaml:"readinessProbe"`
+						LivenessProbe struct {
+							HTTPGet struct {
+								Path string `yaml:"path"`
+							} `yaml:"httpGet"`
+						} `yaml:"livenessProbe"`
+					} `yaml:"containers"`
+					Volumes []struct {
+						Secret struct {
+							SecretName string `yaml:"secretName"`
+						} `yaml:"secret"`
+					} `yaml:"volumes"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	convert(t, docs["Deployment/accelnet-kube"], &dep)
+	spec := dep.Spec.Template.Spec
+	if dep.Spec.Replicas != 2 || !spec.SecurityContext.RunAsNonRoot || len(spec.Containers) != 1 {
+		t.Fatalf("accelnet-kube Deployment: %d replicas, non-root %v, %d containers", dep.Spec.Replicas, spec.SecurityContext.RunAsNonRoot, len(spec.Containers))
+	}
+	ctr := spec.Containers[0]
+	if !slices.Equal(ctr.Command, []string{"accelnet-kube"}) {
+		t.Errorf("accelnet-kube Deployment runs %q", ctr.Command)
+	}
+	checkArgs(t, "accelnet-kube Deployment args", "accelnet-kube", ctr.Args)
+	if ctr.ReadinessProbe.HTTPGet.Path != "/readyz" || ctr.LivenessProbe.HTTPGet.Path != "/healthz" || len(ctr.Ports) != 1 || ctr.Ports[0].ContainerPort != 8090 {
+		t.Errorf("accelnet-kube probes %q, %q on ports %v; want /readyz and /healthz on 8090 (--metrics-addr)", ctr.ReadinessProbe.HTTPGet.Path, ctr.LivenessProbe.HTTPGet.Path, ctr.Ports)
+	}
+	if _, ok := docs["ServiceAccount/"+spec.ServiceAccountName]; !ok || spec.ServiceAccountName == "" {
+		t.Errorf("accelnet-kube runs as service account %q, which deploy/k8s does not make", spec.ServiceAccountName)
+	}
+	for _, kind := range []string{"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"} {
+		if _, ok := docs[kind+"/accelnet-kube"]; !ok {
+			t.Errorf("no %s accelnet-kube", kind)
+		}
+	}
+	if len(spec.Volumes) != 1 || spec.Volumes[0].Secret.SecretName != "accelnet-tls" {
+		t.Errorf("accelnet-kube mounts %+v, want the CA of Secret accelnet-tls", spec.Volumes)
 	}
 }
 

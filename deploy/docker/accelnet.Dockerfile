@@ -1,4 +1,5 @@
-# accelnet (controller, `accelnet etcd`, `accelnet probe`) and accelnetctl:
+# accelnet (controller, `accelnet etcd`, `accelnet probe`), accelnetctl and
+# accelnet-kube (the Kubernetes side, its own binary):
 # static binaries on an empty image, running as an unprivileged user.
 #
 #   docker build -f deploy/docker/accelnet.Dockerfile -t accelnet:dev .
@@ -9,7 +10,7 @@ RUN go mod download
 COPY . .
 ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
-      -o /out/bin/ ./cmd/accelnet ./cmd/accelnetctl \
+      -o /out/bin/ ./cmd/accelnet ./cmd/accelnetctl ./cmd/accelnet-kube \
  && mkdir -p /out/data /out/certs /out/tmp && chmod 1777 /out/tmp
 
 FROM scratch
@@ -23,7 +24,8 @@ COPY --from=build /out/tmp /tmp
 COPY deploy/topologies /etc/accelnet/topologies
 USER 65532:65532
 WORKDIR /data
-# REST API, dashboard and /metrics; etcd client and peer (accelnet etcd).
-EXPOSE 8080 2379 2380
+# REST API, dashboard and /metrics; etcd client and peer (accelnet etcd);
+# accelnet-kube's /healthz, /readyz and /metrics.
+EXPOSE 8080 2379 2380 8090
 ENTRYPOINT ["/usr/local/bin/accelnet"]
 CMD ["serve", "--help"]

@@ -11,7 +11,7 @@ const module = "github.com/accelnet/accelnet/"
 
 // io are the libraries that talk to the outside: the pure core and the
 // wire types never pull them in.
-var io = []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/gin-gonic/", "google.golang.org/protobuf", "github.com/p4lang/", "github.com/openconfig/", "net/http"}
+var io = []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/gin-gonic/", "google.golang.org/protobuf", "github.com/p4lang/", "github.com/openconfig/", "net/http", "k8s.io/"}
 
 // deps lists pkg's dependencies, direct and indirect (test files excluded).
 func deps(t *testing.T, pkg string) []string {
@@ -46,16 +46,22 @@ func TestLayout(t *testing.T) {
 		{name: "topology is pure", pkg: "topology", only: []string{"models"}, forbid: io},
 		{name: "pathcalc is pure", pkg: "pathcalc", only: []string{"models", "topology"}, forbid: io},
 		{name: "api is wire types over models", pkg: "api", only: []string{"models"}, forbid: io},
-		{name: "the CLI links no server, raft, gin or gRPC", pkg: "cmd/accelnetctl", only: []string{"api", "models"},
+		{name: "the CLI links no server, raft, gin or gRPC", pkg: "cmd/accelnetctl", only: []string{"api", "apiclient", "models"},
+			forbid: []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/gin-gonic/", "k8s.io/"}},
+		{name: "the API's client is wire types over HTTP", pkg: "apiclient", only: []string{"api", "models"}, forbid: []string{"go.etcd.io/", "github.com/gin-gonic/", "k8s.io/"}},
+		{name: "the Kubernetes side reaches accelnet only through its API", pkg: "kube", only: []string{"api", "apiclient", "models"},
 			forbid: []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/gin-gonic/"}},
-		{name: "store knows only the domain types", pkg: "store", only: []string{"models"}},
+		{name: "accelnet-kube links no etcd, controller or driver", pkg: "cmd/accelnet-kube", only: []string{"api", "apiclient", "internal/pki", "kube", "models"},
+			forbid: []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/gin-gonic/", "github.com/p4lang/", "github.com/openconfig/"}},
+		{name: "the controller's binary links no Kubernetes client", pkg: "cmd/accelnet", forbid: []string{"k8s.io/client-go", "k8s.io/api/", "k8s.io/apimachinery"}},
+		{name: "store knows only the domain types", pkg: "store", only: []string{"models"}, forbid: []string{"k8s.io/"}},
 		{name: "election sits on store", pkg: "election", only: []string{"models", "store"}},
 		{name: "tenancy sits on store", pkg: "tenancy", only: []string{"models", "store"}},
 		{name: "telemetry declares its sources", pkg: "telemetry", only: []string{"models"}},
 		{name: "intents never reach a driver or the reconciler", pkg: "intents",
-			only: []string{"api", "election", "models", "pathcalc", "store", "telemetry", "topology"}},
+			only: []string{"api", "election", "models", "pathcalc", "store", "telemetry", "topology"}, forbid: []string{"k8s.io/"}},
 		{name: "the reconciler never reaches intents or a driver", pkg: "controller",
-			only: []string{"api", "election", "models", "pathcalc", "store", "telemetry", "topology"}},
+			only: []string{"api", "election", "models", "pathcalc", "store", "telemetry", "topology"}, forbid: []string{"k8s.io/"}},
 		{name: "fabricsim shares contracts, never the driver", pkg: "fabricsim",
 			forbid: []string{module + "southbound", module + "controller", module + "intents", "go.etcd.io/"}},
 		{name: "the driver knows nothing of the controller", pkg: "southbound",

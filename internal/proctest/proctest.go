@@ -29,7 +29,7 @@ var (
 )
 
 // Bin returns the path of one of the module's commands (accelnet,
-// fabricsim, accelnetctl), built once per test binary.
+// fabricsim, accelnetctl, accelnet-kube), built once per test binary.
 func Bin(t testing.TB, name string) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -38,7 +38,8 @@ func Bin(t testing.TB, name string) string {
 			return
 		}
 		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator),
-			"github.com/accelnet/accelnet/cmd/accelnet", "github.com/accelnet/accelnet/cmd/fabricsim", "github.com/accelnet/accelnet/cmd/accelnetctl")
+			"github.com/accelnet/accelnet/cmd/accelnet", "github.com/accelnet/accelnet/cmd/fabricsim", "github.com/accelnet/accelnet/cmd/accelnetctl",
+			"github.com/accelnet/accelnet/cmd/accelnet-kube")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -44,6 +44,12 @@ func newCluster(t *testing.T) *cluster {
 	ks.InstallCRDs(t, filepath.Join("testdata", "crds", "topology.volcano.sh_hypernodes.yaml"), filepath.Join("testdata", "crds", "kueue.x-k8s.io_topologies.yaml"))
 	ks.Apply(t, filepath.Join("..", "deploy", "k8s", "namespace.yaml"))
 	ks.Apply(t, filepath.Join("..", "deploy", "k8s", "accelnet-kube.yaml"), "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+	return adminClients(t, ks)
+}
+
+// adminClients is the cluster of ks with its admin's clients.
+func adminClients(t testing.TB, ks *kubetest.Server) *cluster {
+	t.Helper()
 	core, err := corev1client.NewForConfig(ks.Config(kubetest.Admin))
 	if err != nil {
 		t.Fatal(err)
@@ -125,15 +131,15 @@ func condition(n *corev1.Node) corev1.NodeCondition {
 	return corev1.NodeCondition{}
 }
 
-// runKube runs accelnet kube as its service account until the returned
-// stop is called; publishes counts its publishes.
-func runKube(t *testing.T, c *cluster, h *fabrictest.Harness, identity string, publishes *atomic.Int64, leading *atomic.Bool) (stop func()) {
+// runKube runs accelnet kube as user until the returned stop is called;
+// publishes counts its publishes, leading says whether it leads.
+func runKube(t testing.TB, c *cluster, h *fabrictest.Harness, user, identity string, publishes *atomic.Int64, leading *atomic.Bool) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		err := kube.Run(ctx, kube.Config{
-			Accelnet: &apiclient.Client{Server: h.API.URL}, Kube: c.Config(kubetest.KubeServiceAccount),
+			Accelnet: &apiclient.Client{Server: h.API.URL}, Kube: c.Config(user),
 			Topology: "accelnet", LeaseNamespace: "accelnet", Identity: identity, Resync: 2 * time.Second,
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
 			Published: func(p kube.Published, err error) {
@@ -182,7 +188,7 @@ func TestPublishesTheFabric(t *testing.T) {
 	c.addNode(t, "cpu-1", nil, "192.168.0.2")                                       // not on the fabric
 
 	var publishes atomic.Int64
-	stop := runKube(t, c, h, "kube-1", &publishes, nil)
+	stop := runKube(t, c, h, kubetest.KubeServiceAccount, "kube-1", &publishes, nil)
 	fabric := "leafspine-2x2x2"
 	leaf1, leaf2, block := fabric+"-leaf1", fabric+"-leaf2", fabric+"-spines"
 	wantHN := map[string]string{leaf1: "1:gpu-a,gpu-b", leaf2: "1:gpu-c", block: "2:" + leaf1 + "," + leaf2, fabric: "3:" + block}
@@ -269,7 +275,7 @@ func TestPublishesTheFabric(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.addNode(t, "gpu-d", map[string]string{kube.AnnotationHosts: "h1-2"})
-	runKube(t, c, h, "kube-2", nil, nil)
+	runKube(t, c, h, kubetest.KubeServiceAccount, "kube-2", nil, nil)
 	h.Eventually(t, time.Minute, "what changed while stopped put right", func() bool {
 		got := c.hyperNodes(t)
 		b := c.node(t, "gpu-b")
@@ -298,9 +304,9 @@ func TestOneActsAtATime(t *testing.T) {
 
 	var pubA, pubB atomic.Int64
 	var leadA, leadB atomic.Bool
-	stopA := runKube(t, c, h, "kube-a", &pubA, &leadA)
+	stopA := runKube(t, c, h, kubetest.KubeServiceAccount, "kube-a", &pubA, &leadA)
 	h.Eventually(t, time.Minute, "kube-a leads and publishes", func() bool { return leadA.Load() && pubA.Load() > 0 })
-	runKube(t, c, h, "kube-b", &pubB, &leadB)
+	runKube(t, c, h, kubetest.KubeServiceAccount, "kube-b", &pubB, &leadB)
 	// kube-b stands by while kube-a renews (several resyncs of kube-a).
 	seen := pubA.Load()
 	h.Eventually(t, time.Minute, "kube-a publishes on while kube-b waits", func() bool { return pubA.Load() >= seen+3 })

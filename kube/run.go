@@ -107,8 +107,10 @@ func Run(ctx context.Context, cfg Config) error {
 		Client:     coord,
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}
+	// client-go calls OnStartedLeading in a goroutine it does not wait
+	// for: the work runs in one of Run's own, which Run waits for.
+	leads := make(chan context.Context, 1)
 	lost := false
-	var loopErr error
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.LeaseDuration,
@@ -117,13 +119,7 @@ func Run(ctx context.Context, cfg Config) error {
 		ReleaseOnCancel: true,
 		Name:            cfg.LeaseName,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				cfg.Log.Info("leading: publishing the fabric", "lease", cfg.LeaseNamespace+"/"+cfg.LeaseName, "identity", cfg.Identity)
-				if cfg.Leading != nil {
-					cfg.Leading(true)
-				}
-				loopErr = lead(ctx, cfg, core, dyn)
-			},
+			OnStartedLeading: func(ctx context.Context) { leads <- ctx },
 			OnStoppedLeading: func() {
 				if cfg.Leading != nil {
 					cfg.Leading(false)
@@ -137,7 +133,23 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	var loopErr error
+	runDone := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case lctx := <-leads:
+			cfg.Log.Info("leading: publishing the fabric", "lease", cfg.LeaseNamespace+"/"+cfg.LeaseName, "identity", cfg.Identity)
+			if cfg.Leading != nil {
+				cfg.Leading(true)
+			}
+			loopErr = lead(lctx, cfg, core, dyn)
+		case <-runDone:
+		}
+	})
 	le.Run(ctx)
+	close(runDone)
+	wg.Wait()
 	switch {
 	case loopErr != nil:
 		return loopErr

@@ -357,3 +357,16 @@ func readmeBlockAfter(t *testing.T, path, marker string) []string {
 	t.Fatalf("no code block after a comment saying %q in %s", marker, path)
 	return nil
 }
+
+// TestREADMEStaysShort: the README is the front door, at most 260 lines;
+// reference and depth go to docs/ (the headline table grows with the
+// long benchmark rows, so this is checked, not remembered).
+func TestREADMEStaysShort(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n > 260 {
+		t.Errorf("README.md has %d lines, at most 260", n)
+	}
+}

@@ -573,6 +573,52 @@ func dashboardMetrics(t *testing.T) []string {
 	return out
 }
 
+// deployment is what the tests read of a Deployment manifest.
+type deployment struct {
+	Spec struct {
+		Replicas int `yaml:"replicas"`
+		Selector struct {
+			MatchLabels map[string]string `yaml:"matchLabels"`
+		} `yaml:"selector"`
+		Template struct {
+			Metadata struct {
+				Labels map[string]string `yaml:"labels"`
+			} `yaml:"metadata"`
+			Spec struct {
+				ServiceAccountName string `yaml:"serviceAccountName"`
+				SecurityContext    struct {
+					RunAsNonRoot bool `yaml:"runAsNonRoot"`
+				} `yaml:"securityContext"`
+				Containers []struct {
+					Command []string `yaml:"command"`
+					Args    []string `yaml:"args"`
+					Env     []struct {
+						Name string `yaml:"name"`
+					} `yaml:"env"`
+					Ports []struct {
+						ContainerPort int `yaml:"containerPort"`
+					} `yaml:"ports"`
+					ReadinessProbe struct {
+						HTTPGet struct {
+							Path string `yaml:"path"`
+						} `yaml:"httpGet"`
+					} `yaml:"readinessProbe"`
+					LivenessProbe struct {
+						HTTPGet struct {
+							Path string `yaml:"path"`
+						} `yaml:"httpGet"`
+					} `yaml:"livenessProbe"`
+				} `yaml:"containers"`
+				Volumes []struct {
+					Secret struct {
+						SecretName string `yaml:"secretName"`
+					} `yaml:"secret"`
+				} `yaml:"volumes"`
+			} `yaml:"spec"`
+		} `yaml:"template"`
+	} `yaml:"spec"`
+}
+
 // TestKubernetesManifests: the Deployment runs two replicas of `accelnet
 // serve` with flags, environment and config keys the binary has, probes
 // on the health endpoints, as non-root; the Service selects its pods; the
@@ -605,40 +651,7 @@ func TestKubernetesManifests(t *testing.T) {
 			docs[kind+"/"+name] = obj
 		}
 	}
-	var dep struct {
-		Spec struct {
-			Replicas int `yaml:"replicas"`
-			Selector struct {
-				MatchLabels map[string]string `yaml:"matchLabels"`
-			} `yaml:"selector"`
-			Template struct {
-				Metadata struct {
-					Labels map[string]string `yaml:"labels"`
-				} `yaml:"metadata"`
-				Spec struct {
-					SecurityContext struct {
-						RunAsNonRoot bool `yaml:"runAsNonRoot"`
-					} `yaml:"securityContext"`
-					Containers []struct {
-						Args []string `yaml:"args"`
-						Env  []struct {
-							Name string `yaml:"name"`
-						} `yaml:"env"`
-						ReadinessProbe struct {
-							HTTPGet struct {
-								Path string `yaml:"path"`
-							} `yaml:"httpGet"`
-						} `yaml:"readinessProbe"`
-						LivenessProbe struct {
-							HTTPGet struct {
-								Path string `yaml:"path"`
-							} `yaml:"httpGet"`
-						} `yaml:"livenessProbe"`
-					} `yaml:"containers"`
-				} `yaml:"spec"`
-			} `yaml:"template"`
-		} `yaml:"spec"`
-	}
+	var dep deployment
 	convert(t, docs["Deployment/accelnet"], &dep)
 	if dep.Spec.Replicas != 2 {
 		t.Errorf("Deployment replicas %d, want 2", dep.Spec.Replicas)
@@ -710,41 +723,7 @@ func TestKubernetesManifests(t *testing.T) {
 // Role), non-root, with probes on its --metrics-addr port, and mounts the
 // CA of the Secret the certs Job makes.
 func checkKubeDeployment(t *testing.T, docs map[string]map[string]any) {
-	var dep struct {
-		Spec struct {
-			Replicas int `yaml:"replicas"`
-			Template struct {
-				Spec struct {
-					ServiceAccountName string `yaml:"serviceAccountName"`
-					SecurityContext    struct {
-						RunAsNonRoot bool `yaml:"runAsNonRoot"`
-					} `yaml:"securityContext"`
-					Containers []struct {
-						Command []string `yaml:"command"`
-						Args    []string `yaml:"args"`
-						Ports   []struct {
-							ContainerPort int `yaml:"containerPort"`
-						} `yaml:"ports"`
-						ReadinessProbe struct {
-							HTTPGet struct {
-								Path string `yaml:"path"`
-							} `yaml:"httpGet"`
-						} `yaml:"readinessProbe"`
-						LivenessProbe struct {
-							HTTPGet struct {
-								Path string `yaml:"path"`
-							} `yaml:"httpGet"`
-						} `yaml:"livenessProbe"`
-					} `yaml:"containers"`
-					Volumes []struct {
-						Secret struct {
-							SecretName string `yaml:"secretName"`
-						} `yaml:"secret"`
-					} `yaml:"volumes"`
-				} `yaml:"spec"`
-			} `yaml:"template"`
-		} `yaml:"spec"`
-	}
+	var dep deployment
 	convert(t, docs["Deployment/accelnet-kube"], &dep)
 	spec := dep.Spec.Template.Spec
 	if dep.Spec.Replicas != 2 || !spec.SecurityContext.RunAsNonRoot || len(spec.Containers) != 1 {

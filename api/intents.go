@@ -69,4 +69,7 @@ type DetectedStatus struct {
 	Pinned     bool              `json:"pinned"`
 	Path       []models.Endpoint `json:"path,omitempty"`
 	Reason     string            `json:"reason,omitempty"`
+	// Intent is the sampled intent (sampled_flows) whose flow it is:
+	// pinned on that intent's reserved path.
+	Intent string `json:"intent,omitempty"`
 }

@@ -113,6 +113,9 @@ func (m *Manager) admit(b *batch, e *entry, t models.Tenant, dryRun bool) (Outco
 	}
 	for _, f := range flows {
 		if owner, ok := m.flowOwner[f.key]; ok && owner != e.in.ID {
+			if f.key.SrcPort == slotPort {
+				return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: the flows from %s to %s are reserved by %s (sampled_flows)", ErrFlowTaken, f.src.Name, f.dst.Name, m.nameFor(owner, e.in.Tenant))}
+			}
 			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, m.nameFor(owner, e.in.Tenant))}
 		}
 	}
@@ -256,13 +259,21 @@ func (m *Manager) resolve(tenant models.TenantName, spec models.IntentSpec) ([]f
 		}
 		pairs = []pair{{s, d, spec.Gbps}}
 	}
-	ports := spec.SrcPorts.Len()
+	// A sampled intent reserves one path per pair, under a slot key of
+	// source port 0 (no UDP source port: never a pin on a switch); the
+	// flows sampling finds between the pair are pinned on it
+	// (placeDetected).
+	first, last := int(spec.SrcPorts.First), int(spec.SrcPorts.Last)
+	if spec.SampledFlows {
+		first, last = 0, 0
+	}
+	ports := last - first + 1
 	if n := len(pairs) * ports; n > MaxFlowsPerIntent {
 		return nil, &models.ValidationError{Errors: []models.FieldError{{Field: "src_ports", Message: fmt.Sprintf("%d pairs × %d ports = %d flows; at most %d per intent", len(pairs), ports, n, MaxFlowsPerIntent)}}}
 	}
 	flows := make([]flow, 0, len(pairs)*ports)
 	for _, p := range pairs {
-		for port := int(spec.SrcPorts.First); port <= int(spec.SrcPorts.Last); port++ {
+		for port := first; port <= last; port++ {
 			flows = append(flows, flow{
 				key: models.FlowKey{Src: p.src.IP, Dst: p.dst.IP, SrcPort: uint16(port)},
 				src: p.src, dst: p.dst, gbps: p.gbps / float64(ports),
@@ -389,6 +400,9 @@ func (m *Manager) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoi
 	}
 	add := map[models.SwitchID]int{}
 	for i, p := range paths {
+		if flows[i].key.SrcPort == slotPort {
+			continue // a sampled intent's slot: no entry
+		}
 		for _, hop := range p {
 			if owner, ok := m.flowOwner[flows[i].key]; ok && owner == e.in.ID {
 				continue // replacing its own entry
@@ -429,6 +443,9 @@ func (m *Manager) pinPaths(b *batch, e *entry, paths [][]models.Endpoint) {
 			reserved[r] += f.gbps
 		}
 		m.flowOwner[f.key] = e.in.ID
+		if f.key.SrcPort == slotPort {
+			continue // a sampled intent's slot: reserved, never pinned
+		}
 		m.dropDetected(b, f.key) // declared now: the intent's pins replace it
 		for _, hop := range path {
 			if m.pins[hop.Switch] == nil {

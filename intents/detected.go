@@ -42,6 +42,9 @@ type elephant struct {
 	demand float64           // Gb/s, as the NICs would share it out
 	path   []models.Endpoint // nil while not placed
 	why    string            // why it is not placed
+	// intent is the sampled intent whose flow it is ("" if none): it is
+	// pinned on that intent's reserved path, not placed with the rest.
+	intent string
 }
 
 // DetectedFlows returns the detected elephants and where they are pinned.
@@ -52,7 +55,7 @@ func (m *Manager) DetectedFlows() []api.DetectedStatus {
 	for _, el := range m.elephants {
 		d := api.DetectedStatus{Src: el.flow.Key.Src.String(), Dst: el.flow.Key.Dst.String(), SrcPort: el.flow.Key.SrcPort,
 			Gbps: el.flow.Gbps, Demand: el.demand, Leaf: el.flow.Leaf, Pinned: el.path != nil, Path: el.path, Reason: el.why,
-			RateSource: "samples"}
+			RateSource: "samples", Intent: el.intent}
 		if el.flow.Measured {
 			d.RateSource = "pin-counter"
 		}
@@ -140,6 +143,9 @@ func (m *Manager) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64
 		if rate <= 0 || e == nil || !e.pinned || len(e.flows) == 0 {
 			continue
 		}
+		if e.in.Spec.SampledFlows {
+			continue // its load is its flows', counted with the elephants above
+		}
 		perFlow := rate / float64(len(e.flows))
 		for _, f := range e.in.Status.Flows {
 			for _, hop := range f.Path {
@@ -213,6 +219,7 @@ func (m *Manager) placeDetected(b *batch) {
 	var demands []pathcalc.Demand
 	var pairs []hostPair
 	var previous [][]models.Endpoint
+	var claims []claim
 	for _, key := range keys {
 		el := m.elephants[key]
 		if el == nil {
@@ -220,6 +227,14 @@ func (m *Manager) placeDetected(b *batch) {
 			m.elephants[key] = el
 		}
 		el.flow = want[key]
+		if c, ok := m.claimOf(el); ok {
+			claims = append(claims, c)
+			continue
+		}
+		if el.intent != "" {
+			m.unpinDetected(b, el) // its intent is gone or moved off: placed afresh
+			el.intent = ""
+		}
 		src, dst := m.hostOf(key.Src), m.hostOf(key.Dst)
 		if src.Name == "" || dst.Name == "" {
 			m.unpinDetected(b, el)
@@ -239,6 +254,14 @@ func (m *Manager) placeDetected(b *batch) {
 		demands = append(demands, pathcalc.Demand{Src: src, Dst: dst})
 		pairs = append(pairs, hostPair{src: src.Name, dst: dst.Name, srcGbps: src.NICGbps, dstGbps: dst.NICGbps})
 		previous = append(previous, prev)
+	}
+	moves := m.pinClaims(b, claims)
+	if len(els) == 0 {
+		if moves > 0 {
+			m.detectedMoves += moves
+			m.log.Info("sampled intents' flows pinned", "pinned_or_moved", moves)
+		}
+		return
 	}
 	m.book.SetExcess(m.intentExcessLocked())
 	// Their demands, as the hosts' NICs would share them out.
@@ -265,7 +288,6 @@ func (m *Manager) placeDetected(b *batch) {
 			held[hop.Switch]++
 		}
 	}
-	moves := 0
 	for i, el := range els {
 		path := paths[i]
 		if slices.Equal(el.path, path) {
@@ -294,6 +316,74 @@ func (m *Manager) placeDetected(b *batch) {
 		m.log.Info("detected elephants pinned", "placed_or_moved", moves, "detected", len(want),
 			"predicted_throughput", fmt.Sprintf("%.3f", placed.Throughput), "one_shot", fmt.Sprintf("%.3f", placed.OneShot), "from_scratch", placed.Fresh)
 	}
+}
+
+// claim is a detected flow of a sampled intent, and the intent's path
+// for its pair of hosts.
+type claim struct {
+	el   *elephant
+	id   string
+	path []models.Endpoint
+	gbps float64 // the pair's reservation
+}
+
+// claimOf finds the live sampled intent, if any, that reserved the pair
+// of hosts el flows between (its slot key: source port 0).
+func (m *Manager) claimOf(el *elephant) (claim, bool) {
+	slot := models.FlowKey{Src: el.flow.Key.Src, Dst: el.flow.Key.Dst, SrcPort: slotPort}
+	id, ok := m.flowOwner[slot]
+	if !ok {
+		return claim{}, false
+	}
+	e := m.all[id]
+	if e == nil || !e.pinned || !e.in.Spec.SampledFlows || len(e.in.Status.Flows) != len(e.flows) {
+		return claim{}, false
+	}
+	for i, f := range e.flows {
+		if f.key == slot {
+			return claim{el: el, id: id, path: e.in.Status.Flows[i].Path, gbps: f.gbps}, true
+		}
+	}
+	return claim{}, false
+}
+
+// pinClaims pins sampled intents' flows on their intents' paths (within
+// the detected flows' share of the flow-pin tables) and returns how many
+// were pinned or moved. A pair's flows share its reservation: each is
+// taken to want an equal part of it until its counter is read.
+func (m *Manager) pinClaims(b *batch, claims []claim) int {
+	perPair := map[models.FlowKey]int{}
+	for _, c := range claims {
+		perPair[models.FlowKey{Src: c.el.flow.Key.Src, Dst: c.el.flow.Key.Dst}]++
+	}
+	held := map[models.SwitchID]int{}
+	for _, el := range m.elephants {
+		for _, hop := range el.path {
+			held[hop.Switch]++
+		}
+	}
+	moves := 0
+	for _, c := range claims {
+		c.el.demand = c.gbps / float64(perPair[models.FlowKey{Src: c.el.flow.Key.Src, Dst: c.el.flow.Key.Dst}])
+		if c.el.intent == c.id && slices.Equal(c.el.path, c.path) {
+			continue
+		}
+		for _, hop := range c.el.path {
+			held[hop.Switch]--
+		}
+		m.unpinDetected(b, c.el)
+		c.el.intent = c.id
+		if sw, full := m.detectedRoomFull(c.path, held); full {
+			c.el.why = fmt.Sprintf("no flow-pin room for detected flows on %s", sw)
+			continue
+		}
+		m.pinDetected(b, c.el, c.path)
+		for _, hop := range c.path {
+			held[hop.Switch]++
+		}
+		moves++
+	}
+	return moves
 }
 
 // Joint re-placement: intents admitted one at a time may have stacked on

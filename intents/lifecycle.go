@@ -277,7 +277,11 @@ func (m *Manager) settleAwaiting(b *batch, now time.Time) {
 		b.undo = append(b.undo, func() { m.await(id) })
 		switch e.in.Status.State {
 		case models.StateAdmitted:
-			m.setState(b, e, models.StateInstalled, fmt.Sprintf("entries confirmed by read-back on %d switches", len(e.switches)), now)
+			reason := fmt.Sprintf("entries confirmed by read-back on %d switches", len(e.switches))
+			if e.in.Spec.SampledFlows {
+				reason = "reserved: the flows sampling finds between its hosts are pinned on its paths"
+			}
+			m.setState(b, e, models.StateInstalled, reason, now)
 		case models.StateDeleted:
 			m.remove(b, e)
 		}
@@ -435,6 +439,9 @@ func (m *Manager) placeStored(b *batch, e *entry) (storedPlacement, error) {
 			e.gen = m.gen
 			e.switches = e.switches[:0]
 			for _, f := range e.in.Status.Flows {
+				if f.SrcPort == slotPort {
+					continue // a sampled intent's slot: nothing on the switches
+				}
 				for _, hop := range f.Path {
 					if !slices.Contains(e.switches, hop.Switch) {
 						e.switches = append(e.switches, hop.Switch)

@@ -213,6 +213,9 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 				continue
 			}
 			for i, f := range e.flows { // Status.Flows[i] is flows[i]'s placement
+				if f.key.SrcPort == slotPort {
+					continue // a sampled intent's slot has no pin: its flows are read as elephants
+				}
 				if i < len(e.in.Status.Flows) && len(e.in.Status.Flows[i].Path) > 0 {
 					first := e.in.Status.Flows[i].Path[0].Switch
 					owner[f.key] = id
@@ -220,10 +223,14 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 				}
 			}
 		}
+		claimedBy := map[models.FlowKey]string{} // a sampled intent's flows
 		for key, el := range m.elephants {
 			if len(el.path) > 0 {
 				elephant[key] = true
 				bySwitch[el.path[0].Switch] = append(bySwitch[el.path[0].Switch], key)
+				if el.intent != "" {
+					claimedBy[key] = el.intent
+				}
 			}
 		}
 		m.mu.RUnlock()
@@ -273,6 +280,12 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 		}
 		if readIntents {
 			intentMeter.Retain(func(k models.FlowKey) bool { _, ok := owner[k]; return ok })
+			// A sampled intent sends what its flows measure.
+			for k, id := range claimedBy {
+				if fr, ok := elephantRates[k]; ok {
+					rates[id] += fr.gbps
+				}
+			}
 		}
 		elephantMeter.Retain(func(k models.FlowKey) bool { return elephant[k] })
 		m.obsMu.Lock()

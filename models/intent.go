@@ -336,7 +336,13 @@ type IntentSpec struct {
 	Class TrafficClass `json:"class,omitempty"`
 	// SrcPorts identifies the flows: one flow per UDP source port, the
 	// bandwidth split evenly between them.
-	SrcPorts PortRange `json:"src_ports"`
+	SrcPorts PortRange `json:"src_ports,omitzero"`
+	// SampledFlows, instead of SrcPorts, reserves the bandwidth between
+	// the hosts for whatever RoCEv2 flows they send: a job's NICs pick
+	// their queue pairs' source ports, so it cannot name them. The
+	// elephants sampling finds between the intent's host pairs are its
+	// flows, pinned on its reserved paths.
+	SampledFlows bool `json:"sampled_flows,omitempty"`
 	// DstQPs would identify flows by RoCE destination queue pair; the
 	// pipeline matches UDP headers only, so it is refused with a reason.
 	DstQPs []uint32 `json:"dst_qps,omitempty"`
@@ -370,8 +376,12 @@ func (s IntentSpec) Validate() error {
 	default:
 		v.add("class", "want %q or %q", ClassLosslessRDMA, ClassBestEffort)
 	}
-	if s.SrcPorts.First == 0 && s.SrcPorts.Last == 0 {
-		v.add("src_ports", "required: accelnet pins flows by UDP source port (e.g. {\"first\":49152,\"last\":49155} for 4 QPs)")
+	if s.SampledFlows {
+		if s.SrcPorts != (PortRange{}) {
+			v.add("src_ports", "give src_ports or sampled_flows, not both")
+		}
+	} else if s.SrcPorts.First == 0 && s.SrcPorts.Last == 0 {
+		v.add("src_ports", "required unless sampled_flows is set: accelnet pins flows by UDP source port (e.g. {\"first\":49152,\"last\":49155} for 4 QPs), or with sampled_flows the flows sampling finds between the hosts")
 	} else if s.SrcPorts.First == 0 {
 		v.add("src_ports.first", "port 0 is no UDP source port: want 1-65535")
 	} else if s.SrcPorts.Last < s.SrcPorts.First {

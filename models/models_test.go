@@ -241,3 +241,31 @@ func TestHostInAnotherLeafsPrefixAmongMany(t *testing.T) {
 		}
 	}
 }
+
+// TestSampledFlowsOrSrcPorts: an intent names its flows by source ports
+// or asks for the sampled ones, exactly one of the two.
+func TestSampledFlowsOrSrcPorts(t *testing.T) {
+	base := IntentSpec{Name: "job", Src: "h1", Dst: "h2", Gbps: 10}
+	for _, tc := range []struct {
+		name  string
+		spec  func(IntentSpec) IntentSpec
+		field string // "" when valid
+	}{
+		{"ports", func(s IntentSpec) IntentSpec { s.SrcPorts = PortRange{First: 49152, Last: 49153}; return s }, ""},
+		{"sampled", func(s IntentSpec) IntentSpec { s.SampledFlows = true; return s }, ""},
+		{"neither", func(s IntentSpec) IntentSpec { return s }, "src_ports"},
+		{"both", func(s IntentSpec) IntentSpec {
+			s.SampledFlows, s.SrcPorts = true, PortRange{First: 49152, Last: 49152}
+			return s
+		}, "src_ports"},
+	} {
+		err := tc.spec(base).Validate()
+		var v *ValidationError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.field != "" && (!errors.As(err, &v) || len(v.Errors) == 0 || v.Errors[0].Field != tc.field):
+			t.Errorf("%s: %v, want an error on %s", tc.name, err, tc.field)
+		}
+	}
+}

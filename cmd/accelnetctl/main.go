@@ -307,6 +307,7 @@ func intentsCommand(g *globals) *cobra.Command {
 	f.StringVar(&req.Dst, "dst", "", "destination host name or IP")
 	f.Float64Var(&req.Gbps, "gbps", 0, "bandwidth in Gb/s, split evenly over the ports")
 	f.StringVar(&ports, "ports", "", "UDP source ports of the flows (one per QP): PORT or FIRST-LAST")
+	f.BoolVar(&req.SampledFlows, "sampled", false, "instead of --ports: reserve for the RoCEv2 flows sampling finds between the hosts (their NICs choose the ports)")
 	f.IntVar(&req.Priority, "priority", 0, "0 (lowest) to 7")
 	f.StringVar((*string)(&req.Class), "class", "", "lossless-rdma (default) or best-effort")
 	f.IntVar(&req.Constraints.MaxHops, "max-hops", 0, "most switches on a path (0: any)")
@@ -322,6 +323,7 @@ func intentsCommand(g *globals) *cobra.Command {
 	create.Example = `  accelnetctl intents create --name resnet --src h1-1 --dst h5-1 --gbps 300 --ports 49152-49153 --dry-run
   accelnetctl intents create --name resnet --src h1-1 --dst h5-1 --gbps 300 --ports 49152-49153
   accelnetctl intents create --name ring --collective ring-allreduce --endpoints h1-1,h2-1,h3-1 --gbps-per-gpu 100 --ports 60000
+  accelnetctl intents create --name job-7 --collective ring-allreduce --endpoints h1-1,h2-1,h3-1 --gbps-per-gpu 100 --sampled
   accelnetctl intents create -f intent.json`
 	create.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		for _, s := range avoid {
@@ -338,7 +340,10 @@ func intentsCommand(g *globals) *cobra.Command {
 			}
 		}
 		need("name", req.Name != "")
-		need("ports", ports != "")
+		if req.SampledFlows && ports != "" {
+			return errors.New("give --ports or --sampled, not both")
+		}
+		need("ports (or --sampled)", ports != "" || req.SampledFlows)
 		if pattern == "" {
 			need("src", req.Src != "")
 			need("dst", req.Dst != "")
@@ -500,7 +505,11 @@ func printIntents(out io.Writer, g *globals, items []models.Intent, detail any) 
 	if in, ok := detail.(models.Intent); ok {
 		fmt.Fprintf(out, "\nrevision %d, created %s\n", in.Revision, in.Created.Format(time.RFC3339))
 		for _, f := range in.Status.Flows {
-			fmt.Fprintf(out, "  %s:%d → %s  %g Gb/s  %s\n", f.Src, f.SrcPort, f.Dst, f.Gbps, pathString(f.Path))
+			port := strconv.Itoa(int(f.SrcPort))
+			if in.Spec.SampledFlows {
+				port = "*" // the flows sampling finds between the pair
+			}
+			fmt.Fprintf(out, "  %s:%s → %s  %g Gb/s  %s\n", f.Src, port, f.Dst, f.Gbps, pathString(f.Path))
 		}
 		for _, ev := range in.Status.Events {
 			fmt.Fprintf(out, "  %s  %-9s %s\n", ev.Time.Format("15:04:05.000"), ev.State, ev.Reason)

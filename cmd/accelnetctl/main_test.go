@@ -140,7 +140,7 @@ func TestMissingFlagsSaidFirst(t *testing.T) {
 		want string
 	}{
 		{[]string{"capacity", "--src", "h1-1"}, `"dst" not set`},
-		{[]string{"intents", "create", "--name", "a", "--src", "h1-1"}, "missing --ports, --dst, --gbps"},
+		{[]string{"intents", "create", "--name", "a", "--src", "h1-1"}, "missing --ports (or --sampled), --dst, --gbps"},
 		{[]string{"intents", "create", "--name", "r", "--collective", "ring-allreduce", "--ports", "5"}, "missing --endpoints, --gbps-per-gpu"},
 		{[]string{"drains", "create"}, "name a switch (--switch) or a link (--link)"},
 		{[]string{"drains", "create", "--switch", "spine1", "--link", "leaf1:3<->spine1:1"}, "one of them"},

@@ -370,23 +370,9 @@ func intentsCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var all []models.Intent
-			token := ""
-			for {
-				q := url.Values{"limit": {"1000"}}
-				for k, v := range map[string]string{"state": state, "tenant": tenant, "page_token": token} {
-					if v != "" {
-						q.Set(k, v)
-					}
-				}
-				var page api.IntentList
-				if _, err := c.do(cmd.Context(), "GET", "/api/v1/intents?"+q.Encode(), nil, &page); err != nil {
-					return err
-				}
-				all = append(all, page.Items...)
-				if token = page.NextPageToken; token == "" {
-					break
-				}
+			all, err := listIntents(cmd.Context(), c, state, tenant)
+			if err != nil {
+				return err
 			}
 			return printIntents(cmd.OutOrStdout(), g, all, nil)
 		},
@@ -407,15 +393,41 @@ func intentsCommand(g *globals) *cobra.Command {
 			return printIntents(cmd.OutOrStdout(), g, []models.Intent{in}, in)
 		},
 	}
+	var delName string
+	var missingOK bool
 	del := &cobra.Command{
-		Use:     "delete ID…",
-		Example: `  accelnetctl intents delete 1a22c2066bfd8e8bd5d 1a22c20580a9f9f6ff0`,
-		Short:   "Delete intents (their entries are removed from the switches)",
-		Args:    cobra.MinimumNArgs(1),
+		Use: "delete ID…",
+		Example: `  accelnetctl intents delete 1a22c2066bfd8e8bd5d 1a22c20580a9f9f6ff0
+  accelnetctl intents delete --name slurm-4711 --missing-ok`,
+		Short: "Delete intents (their entries are removed from the switches)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if (delName == "") == (len(args) == 0) {
+				return errors.New("give intent IDs or --name, not both")
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.client()
 			if err != nil {
 				return err
+			}
+			if delName != "" {
+				all, err := listIntents(cmd.Context(), c, "", "")
+				if err != nil {
+					return err
+				}
+				for _, in := range all {
+					if in.Spec.Name == delName && in.Status.State != models.StateDeleted {
+						args = append(args, in.ID)
+					}
+				}
+				if len(args) == 0 {
+					if missingOK {
+						fmt.Fprintf(cmd.OutOrStdout(), "no intent named %q\n", delName)
+						return nil
+					}
+					return fmt.Errorf("no intent named %q (--missing-ok says so and succeeds)", delName)
+				}
 			}
 			var errs []error
 			for _, id := range args {
@@ -429,6 +441,8 @@ func intentsCommand(g *globals) *cobra.Command {
 			return errors.Join(errs...)
 		},
 	}
+	del.Flags().StringVar(&delName, "name", "", "delete the intents of this name (that the token sees) instead of naming IDs")
+	del.Flags().BoolVar(&missingOK, "missing-ok", false, "with --name: succeed when no intent has the name (an epilog whose prolog did not reserve)")
 	watch := &cobra.Command{
 		Use:     "watch",
 		Example: `  accelnetctl intents watch`,
@@ -872,5 +886,28 @@ func whoamiCommand(g *globals) *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "token %s: %s %s\n", t.ID, t.Role, t.Tenant)
 			return nil
 		},
+	}
+}
+
+// listIntents reads every page of the intents the token sees (of state
+// and tenant, when given).
+func listIntents(ctx context.Context, c *client, state, tenant string) ([]models.Intent, error) {
+	var all []models.Intent
+	token := ""
+	for {
+		q := url.Values{"limit": {"1000"}}
+		for k, v := range map[string]string{"state": state, "tenant": tenant, "page_token": token} {
+			if v != "" {
+				q.Set(k, v)
+			}
+		}
+		var page api.IntentList
+		if _, err := c.do(ctx, "GET", "/api/v1/intents?"+q.Encode(), nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Items...)
+		if token = page.NextPageToken; token == "" {
+			return all, nil
+		}
 	}
 }

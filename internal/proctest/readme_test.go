@@ -149,21 +149,7 @@ func TestREADMECommands(t *testing.T) {
 	// Without its workload: the commands do not need the traffic, and at
 	// line rate it would take both cores from the packages tested beside
 	// this one.
-	demo := Start(t, "demo", Bin(t, "accelnet"), "demo", "--data-dir", filepath.Join(dir, "accelnet-data"), "--http-addr", addr, "--workload", "none")
-	backstop := time.Now().Add(2 * time.Minute)
-	for {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if demo.Exited() || time.Now().After(backstop) {
-			t.Fatalf("the demo is not ready (%v):\n%s", err, demo.Log())
-		}
-		<-time.After(100 * time.Millisecond)
-	}
+	startDemo(t, filepath.Join(dir, "accelnet-data"), addr, "--workload", "none")
 
 	var script strings.Builder
 	fmt.Fprintf(&script, "set -eo pipefail\nexport PATH=%q:\"$PATH\" ACCELNET_CONFIG=%q\n", filepath.Dir(Bin(t, "accelnetctl")), filepath.Join(dir, "config.yaml"))
@@ -368,5 +354,26 @@ func TestREADMEStaysShort(t *testing.T) {
 	}
 	if n := strings.Count(string(data), "\n"); n > 260 {
 		t.Errorf("README.md has %d lines, at most 260", n)
+	}
+}
+
+// startDemo runs `accelnet demo` on dataDir and addr with args, stopped
+// when the test ends, and returns once it is ready.
+func startDemo(t *testing.T, dataDir, addr string, args ...string) {
+	t.Helper()
+	demo := Start(t, "demo", Bin(t, "accelnet"), append([]string{"demo", "--data-dir", dataDir, "--http-addr", addr}, args...)...)
+	backstop := time.Now().Add(2 * time.Minute)
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if demo.Exited() || time.Now().After(backstop) {
+			t.Fatalf("the demo is not ready (%v):\n%s", err, demo.Log())
+		}
+		<-time.After(100 * time.Millisecond)
 	}
 }

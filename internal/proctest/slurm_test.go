@@ -1,9 +1,6 @@
 package proctest
 
 import (
-	"bytes"
-	"encoding/json"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/apiclient"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
 )
@@ -32,54 +30,21 @@ func TestSlurmPrologAndEpilog(t *testing.T) {
 	dir := t.TempDir()
 	addr := fabrictest.FreeAddr(t)
 	data := filepath.Join(dir, "data")
-	demo := Start(t, "demo", Bin(t, "accelnet"), "demo", "--data-dir", data, "--http-addr", addr, "--workload", "none", "--topology", "leafspine:2x2x2@100")
+	startDemo(t, data, addr, "--workload", "none", "--topology", "leafspine:2x2x2@100")
 	server := "http://" + addr
-	backstop := time.Now().Add(2 * time.Minute)
-	for {
-		resp, err := http.Get(server + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if demo.Exited() || time.Now().After(backstop) {
-			t.Fatalf("the demo is not ready (%v)", err)
-		}
-		<-time.After(100 * time.Millisecond)
-	}
 	op, err := os.ReadFile(filepath.Join(data, "operator.token"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	call := func(method, path, token string, body, out any) int {
-		t.Helper()
-		var rd *bytes.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
-		} else {
-			rd = bytes.NewReader(nil)
-		}
-		req, _ := http.NewRequest(method, server+path, rd)
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(token))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if out != nil {
-			json.NewDecoder(resp.Body).Decode(out)
-		}
-		return resp.StatusCode
-	}
-	if code := call("POST", "/api/v1/tenants", string(op), models.Tenant{Name: "hpc"}, nil); code != http.StatusCreated {
-		t.Fatalf("create tenant: HTTP %d", code)
+	operator := &apiclient.Client{Server: server, Token: strings.TrimSpace(string(op))}
+	if _, err := operator.Do(t.Context(), "POST", "/api/v1/tenants", models.Tenant{Name: "hpc"}, nil); err != nil {
+		t.Fatalf("create tenant: %v", err)
 	}
 	var tok api.NewTokenView
-	if code := call("POST", "/api/v1/tokens", string(op), api.TokenRequest{Tenant: "hpc", Role: models.RoleTenant}, &tok); code != http.StatusCreated {
-		t.Fatalf("create token: HTTP %d", code)
+	if _, err := operator.Do(t.Context(), "POST", "/api/v1/tokens", api.TokenRequest{Tenant: "hpc", Role: models.RoleTenant}, &tok); err != nil {
+		t.Fatalf("create token: %v", err)
 	}
+	tenant := &apiclient.Client{Server: server, Token: tok.Secret}
 
 	// Two GPU nodes with two NICs each, on both leaves; a node missing.
 	hostsFile := filepath.Join(dir, "slurm-hosts")
@@ -105,7 +70,9 @@ func TestSlurmPrologAndEpilog(t *testing.T) {
 	}
 	intents := func() []models.Intent {
 		var page api.IntentList
-		call("GET", "/api/v1/intents", tok.Secret, nil, &page)
+		if _, err := tenant.Do(t.Context(), "GET", "/api/v1/intents", nil, &page); err != nil {
+			t.Fatal(err)
+		}
 		return page.Items
 	}
 
@@ -147,7 +114,7 @@ func TestSlurmPrologAndEpilog(t *testing.T) {
 			t.Fatalf("epilog: %v\n%s", err, out)
 		}
 	}
-	backstop = time.Now().Add(time.Minute)
+	backstop := time.Now().Add(time.Minute)
 	for {
 		live := 0
 		for _, in := range intents() {

@@ -8,8 +8,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -28,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/accelnet/accelnet/apiclient"
+	"github.com/accelnet/accelnet/internal/httpserve"
 	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/kube"
 )
@@ -140,13 +139,9 @@ func runKube(ctx context.Context, o kubeOptions, log *slog.Logger) error {
 		ac.Token = strings.TrimSpace(string(tok))
 	}
 	if o.caFile != "" || o.serverName != "" {
-		tlsCfg := &tls.Config{ServerName: o.serverName, MinVersion: tls.VersionTLS12}
-		if o.caFile != "" {
-			c, err := pki.Files{CA: o.caFile}.ClientConfig()
-			if err != nil {
-				return fmt.Errorf("--ca-file: %w", err)
-			}
-			tlsCfg.RootCAs = c.RootCAs
+		tlsCfg, err := pki.Files{CA: o.caFile, ServerName: o.serverName}.ClientConfig()
+		if err != nil {
+			return fmt.Errorf("--ca-file: %w", err)
 		}
 		ac.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}}
 	}
@@ -162,7 +157,7 @@ func runKube(ctx context.Context, o kubeOptions, log *slog.Logger) error {
 	reg.MustRegister(leading, publishes, writes, nodes, hyper)
 	var ready atomic.Bool
 
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	if o.metricsAddr != "" {
 		lis, err := net.Listen("tcp", o.metricsAddr)
 		if err != nil {
@@ -179,13 +174,13 @@ func runKube(ctx context.Context, o kubeOptions, log *slog.Logger) error {
 			}
 			fmt.Fprintln(w, "ok")
 		})
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		srvCtx, stop := context.WithCancel(ctx)
+		defer stop()
 		go func() {
-			if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := httpserve.Serve(srvCtx, httpserve.NewServer(mux, nil), lis, log); err != nil {
 				errc <- err
 			}
 		}()
-		defer srv.Close()
 	}
 	ready.Store(true)
 	log.Info("accelnet kube", "accelnet", o.server, "kubernetes", kcfg.Host, "lease", ns+"/"+o.leaseName, "kueue_topology", o.topology)

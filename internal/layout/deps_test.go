@@ -51,7 +51,7 @@ func TestLayout(t *testing.T) {
 		{name: "the API's client is wire types over HTTP", pkg: "apiclient", only: []string{"api", "models"}, forbid: []string{"go.etcd.io/", "github.com/gin-gonic/", "k8s.io/"}},
 		{name: "the Kubernetes side reaches accelnet only through its API", pkg: "kube", only: []string{"api", "apiclient", "models"},
 			forbid: []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/gin-gonic/"}},
-		{name: "accelnet-kube links no etcd, controller or driver", pkg: "cmd/accelnet-kube", only: []string{"api", "apiclient", "internal/pki", "kube", "models"},
+		{name: "accelnet-kube links no etcd, controller or driver", pkg: "cmd/accelnet-kube", only: []string{"api", "apiclient", "internal/httpserve", "internal/pki", "kube", "models"},
 			forbid: []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/gin-gonic/", "github.com/p4lang/", "github.com/openconfig/"}},
 		{name: "the controller's binary links no Kubernetes client", pkg: "cmd/accelnet", forbid: []string{"k8s.io/client-go", "k8s.io/api/", "k8s.io/apimachinery"}},
 		{name: "store knows only the domain types", pkg: "store", only: []string{"models"}, forbid: []string{"k8s.io/"}},

@@ -9,34 +9,54 @@ import (
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/apiclient"
+	"github.com/accelnet/accelnet/models"
 )
 
-// applyDelta brings a topology view up to date with a "load" event of
-// /api/v1/stream: its switches, links and hosts replaced by name or ID.
-func applyDelta(v *api.TopologyView, d api.TopologyDelta) {
+// followed is a topology view kept up to date from /api/v1/stream, with
+// where each switch, link and host is in it.
+type followed struct {
+	view api.TopologyView
+	sw   map[models.SwitchID]int
+	link map[models.LinkID]int
+	host map[string]int
+}
+
+// newFollowed indexes a whole view (a "topology" event).
+func newFollowed(v api.TopologyView) *followed {
+	f := &followed{view: v, sw: make(map[models.SwitchID]int, len(v.Switches)),
+		link: make(map[models.LinkID]int, len(v.Links)), host: make(map[string]int, len(v.Hosts))}
+	for i, sw := range v.Switches {
+		f.sw[sw.Name] = i
+	}
+	for i, l := range v.Links {
+		f.link[l.ID] = i
+	}
+	for i, h := range v.Hosts {
+		f.host[h.Name] = i
+	}
+	return f
+}
+
+// apply brings the view up to date with a "load" event: its switches,
+// links and hosts replaced by name or ID.
+func (f *followed) apply(d api.TopologyDelta) {
 	for _, sw := range d.Switches {
-		for i := range v.Switches {
-			if v.Switches[i].Name == sw.Name {
-				v.Switches[i] = sw
-			}
+		if i, ok := f.sw[sw.Name]; ok {
+			f.view.Switches[i] = sw
 		}
 	}
 	for _, l := range d.Links {
-		for i := range v.Links {
-			if v.Links[i].ID == l.ID {
-				v.Links[i] = l
-			}
+		if i, ok := f.link[l.ID]; ok {
+			f.view.Links[i] = l
 		}
 	}
 	for _, h := range d.Hosts {
-		for i := range v.Hosts {
-			if v.Hosts[i].Name == h.Name {
-				v.Hosts[i] = h
-			}
+		if i, ok := f.host[h.Name]; ok {
+			f.view.Hosts[i] = h
 		}
 	}
 	if d.UndeclaredLinks != nil {
-		v.UndeclaredLinks = *d.UndeclaredLinks
+		f.view.UndeclaredLinks = *d.UndeclaredLinks
 	}
 }
 
@@ -48,30 +68,29 @@ func applyDelta(v *api.TopologyView, d api.TopologyDelta) {
 func FollowFabric(ctx context.Context, c *apiclient.Client, log *slog.Logger, changed func(Shape)) {
 	var last *Shape
 	for attempt := 0; ctx.Err() == nil; attempt++ {
-		var view api.TopologyView
-		have := false
+		var view *followed
 		err := c.Stream(ctx, "/api/v1/stream", func(event, data string) error {
 			switch event {
 			case "topology":
-				view = api.TopologyView{}
-				if err := json.Unmarshal([]byte(data), &view); err != nil {
+				var v api.TopologyView
+				if err := json.Unmarshal([]byte(data), &v); err != nil {
 					return fmt.Errorf("topology event: %w", err)
 				}
-				have = true
+				view = newFollowed(v)
 			case "load":
-				if !have {
+				if view == nil {
 					return nil
 				}
 				var d api.TopologyDelta
 				if err := json.Unmarshal([]byte(data), &d); err != nil {
 					return fmt.Errorf("load event: %w", err)
 				}
-				applyDelta(&view, d)
+				view.apply(d)
 			default:
 				return nil
 			}
 			attempt = 0
-			s := ShapeOf(view)
+			s := ShapeOf(view.view)
 			if last == nil || !last.Equal(s) {
 				last = &s
 				changed(s)

@@ -40,10 +40,13 @@ const (
 	TierFabric = 3
 )
 
+// notInName is what a DNS subdomain cannot hold.
+var notInName = regexp.MustCompile(`[^a-z0-9.-]+`)
+
 // objectName is s made a valid object name (a DNS subdomain).
 func objectName(s string) string {
 	s = strings.ToLower(s)
-	s = regexp.MustCompile(`[^a-z0-9.-]+`).ReplaceAllString(s, "-")
+	s = notInName.ReplaceAllString(s, "-")
 	s = strings.Trim(s, "-.")
 	if len(s) > 253 {
 		s = s[:244] + "-" + digest(s)

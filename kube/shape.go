@@ -66,10 +66,13 @@ type BlockState struct {
 	Degraded    string
 }
 
+// notInLabel is what a label value cannot hold.
+var notInLabel = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+
 // labelValue is s made a valid label value: at most 63 characters of
 // [A-Za-z0-9-_.], starting and ending with one of [A-Za-z0-9].
 func labelValue(s string) string {
-	s = regexp.MustCompile(`[^A-Za-z0-9_.-]+`).ReplaceAllString(s, "-")
+	s = notInLabel.ReplaceAllString(s, "-")
 	if len(s) > 63 {
 		s = s[:54] + "-" + digest(s)
 	}

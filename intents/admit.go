@@ -113,7 +113,7 @@ func (m *Manager) admit(b *batch, e *entry, t models.Tenant, dryRun bool) (Outco
 	}
 	for _, f := range flows {
 		if owner, ok := m.flowOwner[f.key]; ok && owner != e.in.ID {
-			if f.key.SrcPort == slotPort {
+			if f.slot() {
 				return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: the flows from %s to %s are reserved by %s (sampled_flows)", ErrFlowTaken, f.src.Name, f.dst.Name, m.nameFor(owner, e.in.Tenant))}
 			}
 			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, m.nameFor(owner, e.in.Tenant))}
@@ -400,7 +400,7 @@ func (m *Manager) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoi
 	}
 	add := map[models.SwitchID]int{}
 	for i, p := range paths {
-		if flows[i].key.SrcPort == slotPort {
+		if flows[i].slot() {
 			continue // a sampled intent's slot: no entry
 		}
 		for _, hop := range p {
@@ -443,7 +443,7 @@ func (m *Manager) pinPaths(b *batch, e *entry, paths [][]models.Endpoint) {
 			reserved[r] += f.gbps
 		}
 		m.flowOwner[f.key] = e.in.ID
-		if f.key.SrcPort == slotPort {
+		if f.slot() {
 			continue // a sampled intent's slot: reserved, never pinned
 		}
 		m.dropDetected(b, f.key) // declared now: the intent's pins replace it

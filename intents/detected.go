@@ -255,7 +255,14 @@ func (m *Manager) placeDetected(b *batch) {
 		pairs = append(pairs, hostPair{src: src.Name, dst: dst.Name, srcGbps: src.NICGbps, dstGbps: dst.NICGbps})
 		previous = append(previous, prev)
 	}
-	moves := m.pinClaims(b, claims)
+	// Pins detected flows hold per switch, kept current as they move.
+	held := map[models.SwitchID]int{}
+	for _, el := range m.elephants {
+		for _, hop := range el.path {
+			held[hop.Switch]++
+		}
+	}
+	moves := m.pinClaims(b, claims, held)
 	if len(els) == 0 {
 		if moves > 0 {
 			m.detectedMoves += moves
@@ -282,12 +289,6 @@ func (m *Manager) placeDetected(b *batch) {
 		}
 	}
 	m.detectedQuality = placed
-	held := map[models.SwitchID]int{}
-	for _, el := range m.elephants {
-		for _, hop := range el.path {
-			held[hop.Switch]++
-		}
-	}
 	for i, el := range els {
 		path := paths[i]
 		if slices.Equal(el.path, path) {
@@ -348,19 +349,14 @@ func (m *Manager) claimOf(el *elephant) (claim, bool) {
 }
 
 // pinClaims pins sampled intents' flows on their intents' paths (within
-// the detected flows' share of the flow-pin tables) and returns how many
-// were pinned or moved. A pair's flows share its reservation: each is
-// taken to want an equal part of it until its counter is read.
-func (m *Manager) pinClaims(b *batch, claims []claim) int {
+// the detected flows' share of the flow-pin tables, held counting their
+// pins per switch) and returns how many were pinned or moved. A pair's
+// flows share its reservation: each is taken to want an equal part of it
+// until its counter is read.
+func (m *Manager) pinClaims(b *batch, claims []claim, held map[models.SwitchID]int) int {
 	perPair := map[models.FlowKey]int{}
 	for _, c := range claims {
 		perPair[models.FlowKey{Src: c.el.flow.Key.Src, Dst: c.el.flow.Key.Dst}]++
-	}
-	held := map[models.SwitchID]int{}
-	for _, el := range m.elephants {
-		for _, hop := range el.path {
-			held[hop.Switch]++
-		}
 	}
 	moves := 0
 	for _, c := range claims {

@@ -193,6 +193,10 @@ type flow struct {
 	gbps float64
 }
 
+// slot says whether f is a sampled intent's reservation for a pair of
+// hosts rather than a flow of its own (no pin on any switch).
+func (f flow) slot() bool { return f.key.SrcPort == slotPort }
+
 type entry struct {
 	in models.Intent
 	// stored is the intent as etcd last committed it (nil until its

@@ -213,7 +213,7 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 				continue
 			}
 			for i, f := range e.flows { // Status.Flows[i] is flows[i]'s placement
-				if f.key.SrcPort == slotPort {
+				if f.slot() {
 					continue // a sampled intent's slot has no pin: its flows are read as elephants
 				}
 				if i < len(e.in.Status.Flows) && len(e.in.Status.Flows[i].Path) > 0 {

@@ -314,23 +314,8 @@ func (s *Server) InstallCRDs(t testing.TB, files ...string) {
 	ctx := t.Context()
 	var names []string
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, doc := range strings.Split(string(data), "\n---") {
-			if strings.TrimSpace(strings.TrimPrefix(doc, "---")) == "" {
-				continue
-			}
-			var obj map[string]any
-			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
-			u := &unstructured.Unstructured{Object: obj}
-			if _, err := dyn.Resource(crds).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-				t.Fatalf("create CRD %s: %v", u.GetName(), err)
-			}
-			names = append(names, u.GetName())
+		for _, crd := range s.Apply(t, f, "CustomResourceDefinition") {
+			names = append(names, crd.GetName())
 		}
 	}
 	backstop := time.Now().Add(time.Minute)
@@ -364,18 +349,19 @@ func (s *Server) InstallCRDs(t testing.TB, files ...string) {
 
 // resources maps the kinds Apply knows to their resources.
 var resources = map[string]schema.GroupVersionResource{
-	"Namespace":          {Version: "v1", Resource: "namespaces"},
-	"ServiceAccount":     {Version: "v1", Resource: "serviceaccounts"},
-	"ConfigMap":          {Version: "v1", Resource: "configmaps"},
-	"Secret":             {Version: "v1", Resource: "secrets"},
-	"Service":            {Version: "v1", Resource: "services"},
-	"Pod":                {Version: "v1", Resource: "pods"},
-	"ClusterRole":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
-	"ClusterRoleBinding": {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
-	"Role":               {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
-	"RoleBinding":        {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
-	"Deployment":         {Group: "apps", Version: "v1", Resource: "deployments"},
-	"Job":                {Group: "batch", Version: "v1", Resource: "jobs"},
+	"CustomResourceDefinition": crds,
+	"Namespace":                {Version: "v1", Resource: "namespaces"},
+	"ServiceAccount":           {Version: "v1", Resource: "serviceaccounts"},
+	"ConfigMap":                {Version: "v1", Resource: "configmaps"},
+	"Secret":                   {Version: "v1", Resource: "secrets"},
+	"Service":                  {Version: "v1", Resource: "services"},
+	"Pod":                      {Version: "v1", Resource: "pods"},
+	"ClusterRole":              {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+	"ClusterRoleBinding":       {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"},
+	"Role":                     {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+	"RoleBinding":              {Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "rolebindings"},
+	"Deployment":               {Group: "apps", Version: "v1", Resource: "deployments"},
+	"Job":                      {Group: "batch", Version: "v1", Resource: "jobs"},
 }
 
 // Apply creates, as Admin, the objects of a YAML file whose kinds are

@@ -260,20 +260,28 @@ func (s *scanner) object(t reflect.Type, depth int) error {
 		if err := s.value(next, depth+1); err != nil {
 			return err
 		}
-		s.space()
-		if s.pos == len(s.data) {
-			return s.syntax("unexpected end of JSON in an object")
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return nil
-		default:
-			return s.syntax("want ',' or '}' in an object")
+		if done, err := s.next('}', "an object"); done || err != nil {
+			return err
 		}
 	}
+}
+
+// next reads what follows a member or an element: ',' (more to come) or
+// close (done), in what ("an object", "an array").
+func (s *scanner) next(close byte, what string) (done bool, err error) {
+	s.space()
+	if s.pos == len(s.data) {
+		return false, s.syntax("unexpected end of JSON in " + what)
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		return false, nil
+	case close:
+		s.pos++
+		return true, nil
+	}
+	return false, s.syntax(fmt.Sprintf("want ',' or '%c' in %s", close, what))
 }
 
 func (s *scanner) array(t reflect.Type, depth int) error {
@@ -295,18 +303,8 @@ func (s *scanner) array(t reflect.Type, depth int) error {
 		if err := s.value(elem, depth+1); err != nil {
 			return err
 		}
-		s.space()
-		if s.pos == len(s.data) {
-			return s.syntax("unexpected end of JSON in an array")
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
-			return nil
-		default:
-			return s.syntax("want ',' or ']' in an array")
+		if done, err := s.next(']', "an array"); done || err != nil {
+			return err
 		}
 	}
 }

@@ -57,7 +57,10 @@ var handedOut = struct {
 }{ports: map[int]bool{}}
 
 // FreeAddr is a loopback address with a port nobody listens on (now).
-func FreeAddr(t testing.TB) string {
+func FreeAddr(t interface {
+	Helper()
+	Fatal(...any)
+}) string {
 	t.Helper()
 	// A port the kernel picks for ":0" comes from the ephemeral range,
 	// which every outgoing connection and every other test's ":0" draws

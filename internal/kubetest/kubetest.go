@@ -1,10 +1,12 @@
-// Package kubetest runs a real Kubernetes API server for the tests of
-// accelnet's Kubernetes side: kube-apiserver from k8s.io/kubernetes (the
-// release tools/kube pins), built once per machine and kept in the user's
-// cache directory, on an embedded etcd the test starts, with RBAC on and
-// static tokens for an administrator and for accelnet kube's service
-// account. There is no kubelet, scheduler or controller-manager: a test
-// makes the Nodes and binds the Pods itself.
+// Package kubetest runs a real Kubernetes control plane for the tests of
+// accelnet's Kubernetes side: kube-apiserver, and where a test asks
+// kube-scheduler and kube-controller-manager (its Job controller and
+// garbage collector), from k8s.io/kubernetes at the release tools/kube
+// pins, built once per machine and kept in the user's cache directory, on
+// an embedded etcd the test starts, with RBAC on and static tokens for an
+// administrator and for accelnet kube's service account. No kubelet can
+// run here (it needs a container runtime): RunKubelet stands in for the
+// kubelets of the Nodes a test makes.
 package kubetest
 
 import (
@@ -24,8 +26,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,6 +54,19 @@ const (
 	Nobody = "nobody"
 )
 
+// T is what kubetest needs of a test: a testing.TB, or what stands for
+// one in a command that runs the control plane (cmd cluster).
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+	Context() context.Context
+	Logf(format string, args ...any)
+	Failed() bool
+}
+
 // toolsDir is tools/kube, from this package's directory.
 func toolsDir() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
@@ -61,20 +76,24 @@ func toolsDir() (string, error) {
 	return filepath.Join(filepath.Dir(file), "..", "..", "tools", "kube"), nil
 }
 
-// Binary is the path of kube-apiserver, built from tools/kube if this
-// machine has not built that module's release yet (several minutes on 2
-// cores; .ci/run builds it before the tests). A lock keeps test binaries
-// running side by side from building it twice.
-func Binary(t testing.TB) string {
+// The control plane's commands tools/kube builds.
+var commands = []string{"kube-apiserver", "kube-scheduler", "kube-controller-manager"}
+
+// Binary is the path of one of the control plane's commands (commands),
+// built from tools/kube if this machine has not built that module's
+// release yet (several minutes on 2 cores; .ci/run builds them before the
+// tests). A lock keeps test binaries running side by side from building
+// them twice.
+func Binary(t T, command string) string {
 	t.Helper()
-	bin, err := build(context.Background())
+	dir, err := build(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return bin
+	return filepath.Join(dir, command)
 }
 
-// Build builds kube-apiserver if needed and returns its path.
+// Build builds the control plane if needed and returns its directory.
 func Build(ctx context.Context) (string, error) { return build(ctx) }
 
 func build(ctx context.Context) (string, error) {
@@ -99,7 +118,7 @@ func build(ctx context.Context) (string, error) {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(cache, "kube-apiserver-"+hex.EncodeToString(h.Sum(nil))[:16])
+	bin := filepath.Join(cache, "kube-"+hex.EncodeToString(h.Sum(nil))[:16])
 	if _, err := os.Stat(bin); err == nil {
 		return bin, nil
 	}
@@ -116,10 +135,15 @@ func build(ctx context.Context) (string, error) {
 		return bin, nil // built while this waited
 	}
 	tmp := bin + ".building"
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, "k8s.io/kubernetes/cmd/kube-apiserver")
+	os.RemoveAll(tmp)
+	args := []string{"build", "-o", tmp + "/"}
+	for _, c := range commands {
+		args = append(args, "k8s.io/kubernetes/cmd/"+c)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("kubetest: build kube-apiserver in %s: %v\n%s", dir, err, out)
+		return "", fmt.Errorf("kubetest: build the control plane in %s: %v\n%s", dir, err, out)
 	}
 	return bin, os.Rename(tmp, bin)
 }
@@ -129,16 +153,18 @@ type Server struct {
 	URL    string
 	caFile string
 	tokens map[string]string
-	proc   *exec.Cmd
 	log    string
+	// args are kube-apiserver's; stop stops the running one (kill: at
+	// once, as a crash) and waits.
+	args []string
+	stop func(kill bool)
 }
 
 // Start runs kube-apiserver on an embedded etcd of its own, both
 // stopped when the test ends, and returns once it is ready (RBAC's
 // bootstrap roles in place).
-func Start(t testing.TB) *Server {
+func Start(t T) *Server {
 	t.Helper()
-	bin := Binary(t)
 	etcd := storetest.Embedded(t)
 	dir := t.TempDir()
 	ca, err := pki.LoadOrCreateCA(filepath.Join(dir, "pki"), "kubetest")
@@ -172,46 +198,29 @@ func Start(t testing.TB) *Server {
 	addr := fabrictest.FreeAddr(t)
 	_, port, _ := strings.Cut(addr, ":")
 	s.URL = "https://127.0.0.1:" + port
-	logf, err := os.Create(s.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.proc = exec.Command(bin,
-		"--etcd-servers="+strings.Join(etcd.Endpoints, ","),
-		"--etcd-cafile="+etcd.Client.CA, "--etcd-certfile="+etcd.Client.Cert, "--etcd-keyfile="+etcd.Client.Key,
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port="+port,
-		"--tls-cert-file="+serving.Cert, "--tls-private-key-file="+serving.Key, "--cert-dir="+filepath.Join(dir, "certs"),
-		"--token-auth-file="+tokenFile, "--authorization-mode=RBAC", "--anonymous-auth=false",
+	s.args = []string{
+		"--etcd-servers=" + strings.Join(etcd.Endpoints, ","),
+		"--etcd-cafile=" + etcd.Client.CA, "--etcd-certfile=" + etcd.Client.Cert, "--etcd-keyfile=" + etcd.Client.Key,
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", "--secure-port=" + port,
+		"--tls-cert-file=" + serving.Cert, "--tls-private-key-file=" + serving.Key, "--cert-dir=" + filepath.Join(dir, "certs"),
+		"--token-auth-file=" + tokenFile, "--authorization-mode=RBAC", "--anonymous-auth=false",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+saPub, "--service-account-signing-key-file="+saKey,
+		"--service-account-key-file=" + saPub, "--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.96.0.0/24", "--endpoint-reconciler-type=none",
 		// No controller-manager makes the default service accounts.
 		"--disable-admission-plugins=ServiceAccount",
 		"--enable-priority-and-fairness=false", "--profiling=false",
-	)
-	s.proc.Stdout, s.proc.Stderr = logf, logf
-	if err := s.proc.Start(); err != nil {
-		logf.Close()
-		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() {
-		s.proc.Wait()
-		logf.Close()
-		close(exited)
-	}()
-	t.Cleanup(func() {
-		s.proc.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			s.proc.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("--- kube-apiserver log:\n%s", tail(s.log))
-		}
-	})
+	s.serve(t)
+	return s
+}
+
+// serve runs kube-apiserver and returns once it is ready (RBAC's
+// bootstrap roles in place).
+func (s *Server) serve(t T) {
+	t.Helper()
+	var exited <-chan struct{}
+	exited, s.stop = s.spawn(t, s.log, Binary(t, "kube-apiserver"), s.args...)
 	// Ready: /readyz answers 200, which waits for the bootstrap roles.
 	hc, err := rest.HTTPClientFor(s.Config(Admin))
 	if err != nil {
@@ -223,7 +232,7 @@ func Start(t testing.TB) *Server {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return s
+				return
 			}
 		}
 		select {
@@ -234,6 +243,80 @@ func Start(t testing.TB) *Server {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// Down kills kube-apiserver, runs fn while it is away, and starts it again
+// on the same address and etcd, returning once it is ready.
+func (s *Server) Down(t T, fn func()) {
+	t.Helper()
+	s.stop(true)
+	fn()
+	s.log += ".again"
+	s.serve(t)
+}
+
+// spawn runs a command of the control plane, its output to logFile,
+// stopped (SIGTERM, then SIGKILL after 30 s) when the test ends or stop
+// is called; the channel closes when it exits.
+func (s *Server) spawn(t T, logFile, bin string, args ...string) (exited <-chan struct{}, stop func(kill bool)) {
+	t.Helper()
+	logf, err := os.Create(logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proc := exec.Command(bin, args...)
+	proc.Stdout, proc.Stderr = logf, logf
+	if err := proc.Start(); err != nil {
+		logf.Close()
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		proc.Wait()
+		logf.Close()
+		close(done)
+	}()
+	var once sync.Once
+	stop = func(kill bool) {
+		once.Do(func() {
+			if kill {
+				proc.Process.Kill()
+			}
+			proc.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				proc.Process.Kill()
+				<-done
+			}
+		})
+	}
+	t.Cleanup(func() {
+		stop(false)
+		if t.Failed() {
+			t.Logf("--- %s log:\n%s", filepath.Base(bin), tail(logFile))
+		}
+	})
+	return done, stop
+}
+
+// RunScheduler runs kube-scheduler on s (as Admin) until the test ends:
+// it binds pods to the Nodes RunKubelet keeps ready.
+func (s *Server) RunScheduler(t T) {
+	t.Helper()
+	s.spawn(t, filepath.Join(t.TempDir(), "kube-scheduler.log"), Binary(t, "kube-scheduler"),
+		"--kubeconfig="+s.Kubeconfig(t, Admin), "--leader-elect=false", "--secure-port=0")
+}
+
+// RunControllerManager runs kube-controller-manager on s (as Admin) until
+// the test ends, with the controllers a Job needs: the Job controller
+// (it makes the pods) and the garbage collector (it deletes them with
+// their Job).
+func (s *Server) RunControllerManager(t T) {
+	t.Helper()
+	s.spawn(t, filepath.Join(t.TempDir(), "kube-controller-manager.log"), Binary(t, "kube-controller-manager"),
+		"--kubeconfig="+s.Kubeconfig(t, Admin), "--leader-elect=false", "--secure-port=0",
+		"--controllers=job,garbagecollector", "--use-service-account-credentials=false")
 }
 
 // Config is a client configuration of user (Admin, KubeServiceAccount
@@ -250,7 +333,7 @@ func (s *Server) Token(user string) string { return s.tokens[user] }
 func (s *Server) CAFile() string { return s.caFile }
 
 // Kubeconfig writes a kubeconfig of user for kubectl and returns its path.
-func (s *Server) Kubeconfig(t testing.TB, user string) string {
+func (s *Server) Kubeconfig(t T, user string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	cfg := fmt.Sprintf(`apiVersion: v1
@@ -305,7 +388,7 @@ var crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "
 
 // InstallCRDs creates the CustomResourceDefinitions of the YAML files and
 // waits until each is established (served).
-func (s *Server) InstallCRDs(t testing.TB, files ...string) {
+func (s *Server) InstallCRDs(t T, files ...string) {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(s.Config(Admin))
 	if err != nil {
@@ -366,7 +449,7 @@ var resources = map[string]schema.GroupVersionResource{
 
 // Apply creates, as Admin, the objects of a YAML file whose kinds are
 // in kinds (every kind Apply knows if none is given), and returns them.
-func (s *Server) Apply(t testing.TB, file string, kinds ...string) []*unstructured.Unstructured {
+func (s *Server) Apply(t T, file string, kinds ...string) []*unstructured.Unstructured {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(s.Config(Admin))
 	if err != nil {

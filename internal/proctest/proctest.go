@@ -39,7 +39,7 @@ func Bin(t testing.TB, name string) string {
 		}
 		cmd := exec.Command("go", "build", "-o", binDir+string(filepath.Separator),
 			"github.com/accelnet/accelnet/cmd/accelnet", "github.com/accelnet/accelnet/cmd/fabricsim", "github.com/accelnet/accelnet/cmd/accelnetctl",
-			"github.com/accelnet/accelnet/cmd/accelnet-kube")
+			"github.com/accelnet/accelnet/cmd/accelnet-kube", "github.com/accelnet/accelnet/internal/kubetest/cluster")
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)

@@ -20,8 +20,15 @@ func Etcd(t testing.TB) (*store.Store, *clientv3.Client) {
 	return store.NewStore(cli, 5*time.Second), cli
 }
 
-// Embedded starts a one-member embedded etcd, stopped when the test ends.
-func Embedded(t testing.TB) *embedded.Server {
+// Embedded starts a one-member embedded etcd, stopped when the test ends
+// (t is a testing.TB, or what stands for one in a command that runs test
+// servers).
+func Embedded(t interface {
+	Helper()
+	TempDir() string
+	Fatal(...any)
+	Cleanup(func())
+}) *embedded.Server {
 	t.Helper()
 	e, err := embedded.Start(t.TempDir(), "", nil)
 	if err != nil {

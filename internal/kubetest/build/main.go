@@ -1,7 +1,8 @@
-// Command build builds the kube-apiserver the Kubernetes tests run
-// against (tools/kube's release), if this machine has not built it yet,
-// and prints its path. .ci/run runs it before the tests, so its minutes
-// are not spent inside a test's timeout.
+// Command build builds the Kubernetes control plane the tests run against
+// (kube-apiserver, kube-scheduler and kube-controller-manager of
+// tools/kube's release), if this machine has not built it yet, and prints
+// the directory that holds them. .ci/run runs it before the tests, so its
+// minutes are not spent inside a test's timeout.
 package main
 
 import (

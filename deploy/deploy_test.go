@@ -721,7 +721,8 @@ func TestKubernetesManifests(t *testing.T) {
 // checkKubeDeployment: accelnet-kube's Deployment runs the binary with
 // flags it has, as its service account (bound to its ClusterRole and
 // Role), non-root, with probes on its --metrics-addr port, and mounts the
-// CA of the Secret the certs Job makes.
+// CA of the Secret the certs Job makes and the token the operator gives
+// it.
 func checkKubeDeployment(t *testing.T, docs map[string]map[string]any) {
 	var dep deployment
 	convert(t, docs["Deployment/accelnet-kube"], &dep)
@@ -745,8 +746,11 @@ func checkKubeDeployment(t *testing.T, docs map[string]map[string]any) {
 			t.Errorf("no %s accelnet-kube", kind)
 		}
 	}
-	if len(spec.Volumes) != 1 || spec.Volumes[0].Secret.SecretName != "accelnet-tls" {
-		t.Errorf("accelnet-kube mounts %+v, want the CA of Secret accelnet-tls", spec.Volumes)
+	if len(spec.Volumes) != 2 || spec.Volumes[0].Secret.SecretName != "accelnet-tls" || spec.Volumes[1].Secret.SecretName != "accelnet-kube-token" {
+		t.Errorf("accelnet-kube mounts %+v, want the CA of Secret accelnet-tls and the token of Secret accelnet-kube-token", spec.Volumes)
+	}
+	if !slices.Contains(ctr.Args, "--token-file=/etc/accelnet/token/token") {
+		t.Errorf("accelnet-kube args %q: no --token-file of the mounted token", ctr.Args)
 	}
 }
 

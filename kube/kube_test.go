@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/accelnet/accelnet/apiclient"
 	"github.com/accelnet/accelnet/internal/fabrictest"
@@ -61,19 +62,31 @@ func adminClients(t testing.TB, ks *kubetest.Server) *cluster {
 	return &cluster{Server: ks, core: core, dyn: dyn}
 }
 
-// addNode makes a Node (there is no kubelet) with annotations and
-// addresses.
+// addNode makes a Node (a real kubelet registers its own) with
+// annotations and addresses.
 func (c *cluster) addNode(t *testing.T, name string, annotations map[string]string, addrs ...string) {
 	t.Helper()
-	n, err := c.core.Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations,
-		Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{})
-	if err != nil {
+	if _, err := c.core.Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations,
+		Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range addrs {
-		n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a})
+	if len(addrs) == 0 {
+		return
 	}
-	if _, err := c.core.Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+	// A stand-in kubelet may be writing the node too.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := c.core.Nodes().Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Addresses = nil
+		for _, a := range addrs {
+			n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: a})
+		}
+		_, err = c.core.Nodes().UpdateStatus(t.Context(), n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }
@@ -132,30 +145,35 @@ func condition(n *corev1.Node) corev1.NodeCondition {
 }
 
 // runKube runs accelnet kube as user until the returned stop is called;
-// publishes counts its publishes, leading says whether it leads.
-func runKube(t testing.TB, c *cluster, h *fabrictest.Harness, user, identity string, publishes *atomic.Int64, leading *atomic.Bool) (stop func()) {
+// publishes counts its publishes, leading says whether it leads; tune
+// adjusts its configuration.
+func runKube(t testing.TB, c *cluster, h *fabrictest.Harness, user, identity string, publishes *atomic.Int64, leading *atomic.Bool, tune ...func(*kube.Config)) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	cfg := kube.Config{
+		Accelnet: &apiclient.Client{Server: h.API.URL}, Kube: c.Config(user),
+		Topology: "accelnet", LeaseNamespace: "accelnet", Identity: identity, Resync: 2 * time.Second,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
+		Published: func(p kube.Published, err error) {
+			if err != nil {
+				t.Logf("%s: publish: %v", identity, err)
+			}
+			if publishes != nil {
+				publishes.Add(1)
+			}
+		},
+		Leading: func(on bool) {
+			if leading != nil {
+				leading.Store(on)
+			}
+		},
+	}
+	for _, f := range tune {
+		f(&cfg)
+	}
 	wg.Go(func() {
-		err := kube.Run(ctx, kube.Config{
-			Accelnet: &apiclient.Client{Server: h.API.URL}, Kube: c.Config(user),
-			Topology: "accelnet", LeaseNamespace: "accelnet", Identity: identity, Resync: 2 * time.Second,
-			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
-			Published: func(p kube.Published, err error) {
-				if err != nil {
-					t.Logf("%s: publish: %v", identity, err)
-				}
-				if publishes != nil {
-					publishes.Add(1)
-				}
-			},
-			Leading: func(on bool) {
-				if leading != nil {
-					leading.Store(on)
-				}
-			},
-		})
+		err := kube.Run(ctx, cfg)
 		if err != nil && ctx.Err() == nil {
 			t.Errorf("%s: %v", identity, err)
 		}

@@ -53,13 +53,16 @@ type Published struct {
 	// resource is not served); Topology whether the Kueue Topology is.
 	HyperNodes int
 	Topology   bool
+
+	// places are the nodes' places the publish wrote.
+	places map[string]NodePlace
 }
 
 // Publish makes the Kubernetes objects say what shape says of nodes.
 // Every write is attempted; the errors are joined.
 func (p *Publisher) Publish(ctx context.Context, s Shape, nodes []*corev1.Node) (Published, error) {
 	places := Places(s, nodes)
-	var res Published
+	res := Published{places: places}
 	var errs []error
 	for _, n := range nodes {
 		pl := places[n.Name]
@@ -201,18 +204,7 @@ func (p *Publisher) patch(ctx context.Context, name string, pt types.PatchType, 
 // Events of cluster-scoped objects live); a failure is logged, not
 // returned (an Event is a courtesy, the labels are the state).
 func (p *Publisher) event(ctx context.Context, n *corev1.Node, typ, reason, message string) {
-	now := metav1.Now()
-	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: n.Name + ".", Namespace: metav1.NamespaceDefault},
-		InvolvedObject: corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID, APIVersion: "v1"},
-		Type:           typ, Reason: reason, Message: message,
-		Source:         corev1.EventSource{Component: p.Component},
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
-		ReportingController: "accelnet.io/" + managedBy, ReportingInstance: p.Component,
-	}
-	if _, err := p.Core.Events(metav1.NamespaceDefault).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		p.log().Warn("event not recorded", "node", n.Name, "reason", reason, "err", err)
-	}
+	recordEvent(ctx, p.Core, corev1.ObjectReference{Kind: "Node", Name: n.Name, UID: n.UID, APIVersion: "v1"}, typ, reason, message, p.Component, p.log())
 }
 
 func (p *Publisher) log() *slog.Logger {

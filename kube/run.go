@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/accelnet/accelnet/apiclient"
+	"github.com/accelnet/accelnet/models"
 )
 
 // Config is what Run needs.
@@ -45,6 +46,23 @@ type Config struct {
 	// leader election (defaults 15 s, 10 s, 2 s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Log                                       *slog.Logger
+
+	// Tenants maps namespaces to accelnet tenants ("*": every other
+	// namespace); jobs are reserved for only while it is not empty, and
+	// the Accelnet client's token may create intents for these tenants
+	// (an operator token, or the one tenant's own).
+	Tenants map[string]models.TenantName
+	// GroupBy says how pods are grouped into jobs: label keys (the group
+	// is the value) or "owner", the first that applies (DefaultGroupBy).
+	GroupBy []string
+	// RetryRefused is how long a refused job waits before asking again
+	// (default 30 s); Workers how many groups are looked at at once
+	// (default 4).
+	RetryRefused time.Duration
+	Workers      int
+	// Reserved, if set, hears each look at a group (metrics, tests).
+	Reserved func(Reserved, error)
+
 	// Published, if set, hears each publish's outcome (metrics, tests).
 	Published func(Published, error)
 	// Leading, if set, hears when this process starts and stops leading.
@@ -79,6 +97,15 @@ func (c *Config) defaults() error {
 	}
 	if c.RetryPeriod <= 0 {
 		c.RetryPeriod = 2 * time.Second
+	}
+	if len(c.GroupBy) == 0 {
+		c.GroupBy = DefaultGroupBy
+	}
+	if c.RetryRefused <= 0 {
+		c.RetryRefused = 30 * time.Second
+	}
+	if c.Workers <= 0 {
+		c.Workers = 4
 	}
 	return nil
 }
@@ -202,6 +229,12 @@ func lead(ctx context.Context, cfg Config, core corev1client.CoreV1Interface, dy
 		return nil // ctx ended
 	}
 
+	var jb *jobs
+	if len(cfg.Tenants) > 0 {
+		jb = newJobs(cfg, core)
+		wg.Go(func() { jb.run(ctx) })
+	}
+
 	pub := &Publisher{Core: core, Dynamic: dyn, Topology: cfg.Topology, Taint: cfg.Taint, Log: cfg.Log, Component: cfg.Identity}
 	resync := time.NewTicker(cfg.Resync)
 	defer resync.Stop()
@@ -229,6 +262,9 @@ func lead(ctx context.Context, cfg Config, core corev1client.CoreV1Interface, dy
 		res, err := pub.Publish(ctx, *s, nodes)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if jb != nil {
+			jb.setPlaces(res.places)
 		}
 		if cfg.Published != nil {
 			cfg.Published(res, err)

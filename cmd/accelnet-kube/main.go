@@ -29,6 +29,7 @@ import (
 	"github.com/accelnet/accelnet/internal/httpserve"
 	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/kube"
+	"github.com/accelnet/accelnet/models"
 )
 
 // kubeOptions are accelnet kube's flags.
@@ -40,6 +41,8 @@ type kubeOptions struct {
 	resync                                time.Duration
 	leaseNamespace, leaseName, identity   string
 	metricsAddr                           string
+	tenants, groupBy                      []string
+	retryRefused                          time.Duration
 }
 
 func main() {
@@ -52,7 +55,8 @@ func main() {
 var version = "dev"
 
 func newKubeCommand() *cobra.Command {
-	o := kubeOptions{server: "http://localhost:8080", topology: "accelnet", resync: time.Minute, leaseName: "accelnet-kube", metricsAddr: ":8090"}
+	o := kubeOptions{server: "http://localhost:8080", topology: "accelnet", resync: time.Minute, leaseName: "accelnet-kube", metricsAddr: ":8090",
+		groupBy: kube.DefaultGroupBy, retryRefused: 30 * time.Second}
 	cmd := &cobra.Command{
 		Use:          "accelnet-kube",
 		SilenceUsage: true,
@@ -75,6 +79,21 @@ spine, or whose NIC's link is down, is degraded: label
 accelnet.io/fabric-degraded=true, condition FabricDegraded, out of the
 HyperNodes (and tainted with --taint-degraded). Custom resources whose CRDs
 are not installed are skipped (and published once they are).
+
+With --tenant, it also reserves the fabric for jobs. Pods annotated
+accelnet.io/collective (ring-allreduce, all-to-all or none) and
+accelnet.io/gbps-per-gpu are grouped (--group-by: a label's value, or the
+pods' controller) and, once every pod of a group is bound to a node, the
+group gets one collective intent over its nodes' fabric hosts, with
+sampled flows (no UDP ports), named k8s:NAMESPACE/GROUP, for the tenant
+its namespace maps to. Each pod's accelnet.io/fabric condition says how
+it stands (True once the intent is Installed: put it in the pod's
+readinessGates and the pod is not Ready before), and Events on the job
+say when it is reserved, refused (why, and what fits) or released. The
+intent is released when the group's pods finish or are deleted, and made
+again if accelnet lost it; a refused one is asked again every
+--retry-refused. This needs --token-file: an operator token, or the
+tenant's own if every namespace maps to one tenant.
 
 It talks to accelnet only through its REST API (the topology needs no
 token), to Kubernetes with the in-cluster service account or a
@@ -100,6 +119,9 @@ takeover).`,
 	f.StringVar(&o.leaseName, "lease-name", o.leaseName, "name of that Lease")
 	f.StringVar(&o.identity, "identity", "", "this replica's name in the Lease (default: $POD_NAME, else host name and process ID)")
 	f.StringVar(&o.metricsAddr, "metrics-addr", o.metricsAddr, "address of /healthz, /readyz and /metrics (\"\": none)")
+	f.StringArrayVar(&o.tenants, "tenant", nil, "NAMESPACE=TENANT: jobs in the namespace reserve for that accelnet tenant (NAMESPACE * for every other); repeat it")
+	f.StringSliceVar(&o.groupBy, "group-by", o.groupBy, "how pods group into jobs, the first that applies: label keys (the group is the value), or owner (the pods' controller)")
+	f.DurationVar(&o.retryRefused, "retry-refused", o.retryRefused, "how long a job whose intent was refused waits before asking again")
 	return cmd
 }
 
@@ -145,6 +167,13 @@ func runKube(ctx context.Context, o kubeOptions, log *slog.Logger) error {
 		}
 		ac.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}}
 	}
+	tenants, err := parseTenants(o.tenants)
+	if err != nil {
+		return err
+	}
+	if len(tenants) > 0 && ac.Token == "" {
+		return fmt.Errorf("--tenant needs --token-file: a token that may create the tenants' intents")
+	}
 	ns := cmp.Or(o.leaseNamespace, os.Getenv("POD_NAMESPACE"), "default")
 	identity := cmp.Or(o.identity, os.Getenv("POD_NAME"))
 
@@ -154,7 +183,10 @@ func runKube(ctx context.Context, o kubeOptions, log *slog.Logger) error {
 	writes := prometheus.NewCounter(prometheus.CounterOpts{Name: "accelnet_kube_writes_total", Help: "Kubernetes objects written (nodes, HyperNodes, the Topology)"})
 	nodes := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "accelnet_kube_nodes", Help: "nodes by place: on the fabric, degraded, off it (not mapped)"}, []string{"state"})
 	hyper := prometheus.NewGauge(prometheus.GaugeOpts{Name: "accelnet_kube_hypernodes", Help: "HyperNodes kept (-1: the CRD is not installed)"})
-	reg.MustRegister(leading, publishes, writes, nodes, hyper)
+	looks := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "accelnet_kube_job_looks_total",
+		Help: "looks at a job's pod group, by the pods' condition reason (Installed, Refused, WaitingForPods…; error: to be tried again)"}, []string{"reason"})
+	released := prometheus.NewCounter(prometheus.CounterOpts{Name: "accelnet_kube_job_intents_released_total", Help: "intents of jobs released (the group gone, or one too many)"})
+	reg.MustRegister(leading, publishes, writes, nodes, hyper, looks, released)
 	var ready atomic.Bool
 
 	errc := make(chan error, 2)
@@ -188,6 +220,17 @@ func runKube(ctx context.Context, o kubeOptions, log *slog.Logger) error {
 		errc <- kube.Run(ctx, kube.Config{
 			Accelnet: ac, Kube: kcfg, Topology: o.topology, Taint: o.taint, Resync: o.resync,
 			LeaseNamespace: ns, LeaseName: o.leaseName, Identity: identity, Log: log,
+			Tenants: tenants, GroupBy: o.groupBy, RetryRefused: o.retryRefused,
+			Reserved: func(r kube.Reserved, err error) {
+				reason := r.Reason
+				if err != nil {
+					reason = "error"
+				}
+				if reason != "" {
+					looks.WithLabelValues(reason).Inc()
+				}
+				released.Add(float64(r.Released))
+			},
 			Leading: func(on bool) {
 				leading.Set(map[bool]float64{true: 1, false: 0}[on])
 				ready.Store(true)
@@ -208,4 +251,25 @@ func runKube(ctx context.Context, o kubeOptions, log *slog.Logger) error {
 		})
 	}()
 	return <-errc
+}
+
+// parseTenants reads --tenant's NAMESPACE=TENANT pairs.
+func parseTenants(pairs []string) (map[string]models.TenantName, error) {
+	out := map[string]models.TenantName{}
+	for _, p := range pairs {
+		ns, t, ok := strings.Cut(p, "=")
+		tenant := models.TenantName(strings.TrimSpace(t))
+		ns = strings.TrimSpace(ns)
+		if !ok || ns == "" {
+			return nil, fmt.Errorf("--tenant %q: want NAMESPACE=TENANT", p)
+		}
+		if err := tenant.Validate(); err != nil {
+			return nil, fmt.Errorf("--tenant %q: %w", p, err)
+		}
+		if _, dup := out[ns]; dup {
+			return nil, fmt.Errorf("--tenant: namespace %s is mapped twice", ns)
+		}
+		out[ns] = tenant
+	}
+	return out, nil
 }

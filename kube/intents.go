@@ -1,0 +1,156 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/apiclient"
+	"github.com/accelnet/accelnet/models"
+)
+
+// intentView is accelnet's intents named k8s:…, as its event stream tells
+// them (and as accelnet kube's own requests answered, which may come
+// first).
+type intentView struct {
+	mu     sync.Mutex
+	byID   map[string]models.Intent
+	synced bool
+	// gen counts the streams opened; putIn is the gen in which each
+	// intent was last heard of.
+	gen   int
+	putIn map[string]int
+}
+
+func newIntentView() *intentView {
+	return &intentView{byID: map[string]models.Intent{}, putIn: map[string]int{}}
+}
+
+// put records an intent (unless the view holds a later revision of it)
+// and says whether it changed anything.
+func (v *intentView) put(in models.Intent) bool {
+	if !strings.HasPrefix(in.Spec.Name, IntentPrefix) {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.putIn[in.ID] = v.gen
+	if have, ok := v.byID[in.ID]; ok && have.Revision >= in.Revision {
+		return false
+	}
+	v.byID[in.ID] = in
+	return true
+}
+
+// remove forgets an intent, returning its name.
+func (v *intentView) remove(id string) (string, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	in, ok := v.byID[id]
+	delete(v.byID, id)
+	delete(v.putIn, id)
+	return in.Spec.Name, ok
+}
+
+// named are the intents of one name, oldest first; ok is false until the
+// stream has sent every intent at least once.
+func (v *intentView) named(name string) (out []models.Intent, ok bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, in := range v.byID {
+		if in.Spec.Name == name {
+			out = append(out, in)
+		}
+	}
+	slices.SortFunc(out, func(a, b models.Intent) int { return strings.Compare(a.ID, b.ID) })
+	return out, v.synced
+}
+
+// names are the names of every intent in the view.
+func (v *intentView) names() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	set := map[string]bool{}
+	for _, in := range v.byID {
+		set[in.Spec.Name] = true
+	}
+	return slices.Sorted(maps.Keys(set))
+}
+
+// follow keeps the view from accelnet's /api/v1/events, calling changed
+// with the name of each intent that changed and synced after each full
+// state (the first, and after every reconnection), until ctx ends.
+func (v *intentView) follow(ctx context.Context, c *apiclient.Client, log *slog.Logger, changed func(name string), synced func()) {
+	for attempt := 0; ctx.Err() == nil; attempt++ {
+		// A full state replaces the view: what it lacks, and was not heard
+		// of since the stream opened, was removed while it was down.
+		v.mu.Lock()
+		v.gen++
+		gen := v.gen
+		v.mu.Unlock()
+		err := c.Stream(ctx, "/api/v1/events", func(event, data string) error {
+			var ev api.Event
+			if err := json.Unmarshal([]byte(data), &ev); err != nil {
+				return fmt.Errorf("%s event: %w", event, err)
+			}
+			switch ev.Type {
+			case "intent":
+				if ev.Intent == nil || !strings.HasPrefix(ev.Intent.Spec.Name, IntentPrefix) {
+					return nil
+				}
+				if v.put(*ev.Intent) {
+					changed(ev.Intent.Spec.Name)
+				}
+			case "intent-removed":
+				if name, ok := v.remove(ev.ID); ok {
+					changed(name)
+				}
+			case "synced":
+				attempt = 0
+				v.mu.Lock()
+				var gone []string
+				for id, in := range v.byID {
+					if v.putIn[id] < gen {
+						gone = append(gone, in.Spec.Name)
+						delete(v.byID, id)
+						delete(v.putIn, id)
+					}
+				}
+				v.synced = true
+				v.mu.Unlock()
+				for _, name := range gone {
+					changed(name)
+				}
+				synced()
+			case "resync":
+				return errResync
+			}
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = fmt.Errorf("the stream ended")
+		}
+		wait := backoff(attempt)
+		if err == errResync {
+			wait = 0
+		}
+		log.Warn("accelnet's intent events: opening the stream again", "server", c.Server, "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+var errResync = fmt.Errorf("accelnet asked for a resync")

@@ -36,7 +36,7 @@ type proxy struct {
 	conns  map[net.Conn]bool
 }
 
-func newProxy(t *testing.T, target string) *proxy {
+func newProxy(t testing.TB, target string) *proxy {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -109,7 +109,7 @@ func (p *proxy) Mend() { p.cut.Store(false) }
 // replica runs accelnet kube as a Deployment's pod would: when Run fails
 // (its Lease lost, say with the Kubernetes API away), it starts again,
 // until the returned stop.
-func (jc *jobsCluster) replica(t *testing.T, identity string, accelnet *apiclient.Client) (stop func()) {
+func (jc *jobsCluster) replica(t testing.TB, identity string, accelnet *apiclient.Client) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -137,7 +137,7 @@ func (jc *jobsCluster) replica(t *testing.T, identity string, accelnet *apiclien
 
 // installedAndReady says whether a Job's pods are Ready on its one
 // Installed intent, and that intent.
-func (jc *jobsCluster) installedAndReady(t *testing.T, job string, pods int) (models.Intent, bool) {
+func (jc *jobsCluster) installedAndReady(t testing.TB, job string, pods int) (models.Intent, bool) {
 	in, ok := jc.intentOf(t, "team-a", job)
 	reasons, ready := jc.fabricReasons(t, "team-a", job)
 	return in, ok && in.Status.State == models.StateInstalled && ready == pods && len(reasons) == pods &&
@@ -263,7 +263,7 @@ func TestJobsThroughFailures(t *testing.T) {
 }
 
 // label sets a label of a node.
-func (jc *jobsCluster) label(t *testing.T, node, key, value string) {
+func (jc *jobsCluster) label(t testing.TB, node, key, value string) {
 	t.Helper()
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := jc.core.Nodes().Get(t.Context(), node, metav1.GetOptions{})

@@ -27,10 +27,27 @@ type intentView struct {
 	// intent was last heard of.
 	gen   int
 	putIn map[string]int
+	// live are the IDs of every live intent the stream showed (not only
+	// accelnet kube's): one that stops being live frees capacity.
+	live map[string]bool
 }
 
 func newIntentView() *intentView {
-	return &intentView{byID: map[string]models.Intent{}, putIn: map[string]int{}}
+	return &intentView{byID: map[string]models.Intent{}, putIn: map[string]int{}, live: map[string]bool{}}
+}
+
+// ended records an intent's state (or its removal: live false) and says
+// whether a live intent stopped being one.
+func (v *intentView) ended(id string, live bool) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if live {
+		v.live[id] = true
+		return false
+	}
+	was := v.live[id]
+	delete(v.live, id)
+	return was
 }
 
 // put records an intent (unless the view holds a later revision of it)
@@ -85,9 +102,10 @@ func (v *intentView) names() []string {
 }
 
 // follow keeps the view from accelnet's /api/v1/events, calling changed
-// with the name of each intent that changed and synced after each full
+// with the name of each intent that changed, freed when any live intent
+// (accelnet kube's or not) stops being live, and synced after each full
 // state (the first, and after every reconnection), until ctx ends.
-func (v *intentView) follow(ctx context.Context, c *apiclient.Client, log *slog.Logger, changed func(name string), synced func()) {
+func (v *intentView) follow(ctx context.Context, c *apiclient.Client, log *slog.Logger, changed func(name string), freed, synced func()) {
 	for attempt := 0; ctx.Err() == nil; attempt++ {
 		// A full state replaces the view: what it lacks, and was not heard
 		// of since the stream opened, was removed while it was down.
@@ -102,13 +120,22 @@ func (v *intentView) follow(ctx context.Context, c *apiclient.Client, log *slog.
 			}
 			switch ev.Type {
 			case "intent":
-				if ev.Intent == nil || !strings.HasPrefix(ev.Intent.Spec.Name, IntentPrefix) {
+				if ev.Intent == nil {
+					return nil
+				}
+				if v.ended(ev.Intent.ID, ev.Intent.Status.State.Live()) {
+					freed()
+				}
+				if !strings.HasPrefix(ev.Intent.Spec.Name, IntentPrefix) {
 					return nil
 				}
 				if v.put(*ev.Intent) {
 					changed(ev.Intent.Spec.Name)
 				}
 			case "intent-removed":
+				if v.ended(ev.ID, false) {
+					freed()
+				}
 				if name, ok := v.remove(ev.ID); ok {
 					changed(name)
 				}

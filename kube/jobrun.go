@@ -54,12 +54,17 @@ type jobs struct {
 	// (nil before the first).
 	placesMu sync.Mutex
 	places   map[string]NodePlace
+	// refused are the groups refused, with the count of frees when they
+	// were: capacity freed since asks them again at once.
+	refusedMu sync.Mutex
+	refused   map[string]int
+	frees     int
 }
 
 const groupIndex = "accelnet-group"
 
 func newJobs(cfg Config, core corev1client.CoreV1Interface) *jobs {
-	j := &jobs{cfg: cfg, core: core, intents: newIntentView(),
+	j := &jobs{cfg: cfg, core: core, intents: newIntentView(), refused: map[string]int{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](500*time.Millisecond, 30*time.Second),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "accelnet-kube-jobs"})}
@@ -170,7 +175,7 @@ func (j *jobs) run(ctx context.Context) {
 		return
 	}
 	wg.Go(func() {
-		j.intents.follow(ctx, j.cfg.Accelnet, j.cfg.Log, func(name string) { j.queue.Add(name) }, j.enqueueAll)
+		j.intents.follow(ctx, j.cfg.Accelnet, j.cfg.Log, func(name string) { j.queue.Add(name) }, j.freed, j.enqueueAll)
 	})
 	for range j.cfg.Workers {
 		wg.Go(func() {
@@ -215,6 +220,38 @@ func (j *jobs) work(ctx context.Context) bool {
 	return true
 }
 
+// freed asks the refused groups again: a live intent ended, so what did
+// not fit may now.
+func (j *jobs) freed() {
+	j.refusedMu.Lock()
+	j.frees++
+	names := slices.Collect(maps.Keys(j.refused))
+	j.refusedMu.Unlock()
+	for _, name := range names {
+		j.queue.Add(name)
+	}
+}
+
+// markRefused records whether a group stands refused; a refused one is
+// due again if capacity was freed since.
+func (j *jobs) markRefused(name string, refused bool) {
+	j.refusedMu.Lock()
+	defer j.refusedMu.Unlock()
+	if !refused {
+		delete(j.refused, name)
+	} else if _, ok := j.refused[name]; !ok {
+		j.refused[name] = j.frees
+	}
+}
+
+// freedSince says whether capacity was freed since a group was refused.
+func (j *jobs) freedSince(name string) bool {
+	j.refusedMu.Lock()
+	defer j.refusedMu.Unlock()
+	at, ok := j.refused[name]
+	return ok && j.frees > at
+}
+
 // tenant is the accelnet tenant of a namespace ("" for none).
 func (j *jobs) tenant(ns string) models.TenantName {
 	if t, ok := j.cfg.Tenants[ns]; ok {
@@ -243,6 +280,7 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 		}
 	}
 	if len(pods) == 0 {
+		j.markRefused(name, false)
 		for _, in := range have {
 			if err := j.release(ctx, in); err != nil {
 				return res, 0, err
@@ -270,6 +308,7 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 	}
 	w := want(g, pods, j.tenant(g.Namespace), places)
 	if w.Spec == nil {
+		j.markRefused(name, false)
 		// Nothing to reserve: a reservation held is released, except while
 		// pods are replaced (the ones left still run on it).
 		if w.Reason != "WaitingForPods" {
@@ -304,7 +343,7 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 		cur, problem, err = j.update(ctx, *cur, *w.Spec)
 	case cur != nil && cur.Status.State.Live():
 	case cur != nil && cur.Status.State == models.StateRejected && sameRequest(cur.Spec, *w.Spec) &&
-		time.Since(cur.Status.Updated) < j.cfg.RetryRefused:
+		time.Since(cur.Status.Updated) < j.cfg.RetryRefused && !j.freedSince(name):
 		// Refused a moment ago: asked again later, not at once.
 		after = j.cfg.RetryRefused - time.Since(cur.Status.Updated)
 	default:
@@ -352,6 +391,10 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 		res.ID, res.State = cur.ID, cur.Status.State
 	}
 	res.Reason = reason
+	if reason == "Refused" {
+		j.markRefused(name, false) // refused afresh: from now on
+	}
+	j.markRefused(name, reason == "Refused")
 	return res, after, j.setCondition(ctx, g, pods, status, reason, message)
 }
 

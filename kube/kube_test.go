@@ -36,7 +36,7 @@ type cluster struct {
 	dyn  dynamic.Interface
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("runs kube-apiserver")
@@ -64,7 +64,7 @@ func adminClients(t testing.TB, ks *kubetest.Server) *cluster {
 
 // addNode makes a Node (a real kubelet registers its own) with
 // annotations and addresses.
-func (c *cluster) addNode(t *testing.T, name string, annotations map[string]string, addrs ...string) {
+func (c *cluster) addNode(t testing.TB, name string, annotations map[string]string, addrs ...string) {
 	t.Helper()
 	if _, err := c.core.Nodes().Create(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations,
 		Labels: map[string]string{"kubernetes.io/hostname": name}}}, metav1.CreateOptions{}); err != nil {
@@ -91,7 +91,7 @@ func (c *cluster) addNode(t *testing.T, name string, annotations map[string]stri
 	}
 }
 
-func (c *cluster) node(t *testing.T, name string) *corev1.Node {
+func (c *cluster) node(t testing.TB, name string) *corev1.Node {
 	t.Helper()
 	n, err := c.core.Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
@@ -101,7 +101,7 @@ func (c *cluster) node(t *testing.T, name string) *corev1.Node {
 }
 
 // hyperNodes are the HyperNodes by name: their tier and members.
-func (c *cluster) hyperNodes(t *testing.T) map[string]string {
+func (c *cluster) hyperNodes(t testing.TB) map[string]string {
 	t.Helper()
 	list, err := c.dyn.Resource(kube.HyperNodes).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -122,7 +122,7 @@ func (c *cluster) hyperNodes(t *testing.T) map[string]string {
 }
 
 // events are the reasons of the Events recorded on a node.
-func (c *cluster) events(t *testing.T, node string) []string {
+func (c *cluster) events(t testing.TB, node string) []string {
 	t.Helper()
 	list, err := c.core.Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", node).String()})
 	if err != nil {

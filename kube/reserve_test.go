@@ -33,7 +33,7 @@ type jobsCluster struct {
 	h       *fabrictest.Harness
 }
 
-func newJobsCluster(t *testing.T, h *fabrictest.Harness) *jobsCluster {
+func newJobsCluster(t testing.TB, h *fabrictest.Harness) *jobsCluster {
 	t.Helper()
 	c := newCluster(t)
 	c.RunScheduler(t)
@@ -57,7 +57,7 @@ func newJobsCluster(t *testing.T, h *fabrictest.Harness) *jobsCluster {
 
 // reserving runs accelnet kube as its service account, reserving for
 // namespace team-a, until the returned stop.
-func (jc *jobsCluster) reserving(t *testing.T, identity string, accelnet *apiclient.Client, tune ...func(*kube.Config)) (stop func()) {
+func (jc *jobsCluster) reserving(t testing.TB, identity string, accelnet *apiclient.Client, tune ...func(*kube.Config)) (stop func()) {
 	return runKube(t, jc.cluster, jc.h, kubetest.KubeServiceAccount, identity, nil, nil, append([]func(*kube.Config){func(c *kube.Config) {
 		c.Accelnet = accelnet
 		c.Tenants = map[string]models.TenantName{"team-a": "team-a"}
@@ -84,14 +84,14 @@ func ringJob(ns, name string, n int32, gbps string) *batchv1.Job {
 	}}
 }
 
-func (jc *jobsCluster) createJob(t *testing.T, j *batchv1.Job) {
+func (jc *jobsCluster) createJob(t testing.TB, j *batchv1.Job) {
 	t.Helper()
 	if _, err := jc.batch.Jobs(j.Namespace).Create(t.Context(), j, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func (jc *jobsCluster) deleteJob(t *testing.T, ns, name string) {
+func (jc *jobsCluster) deleteJob(t testing.TB, ns, name string) {
 	t.Helper()
 	bg := metav1.DeletePropagationBackground
 	if err := jc.batch.Jobs(ns).Delete(t.Context(), name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
@@ -100,7 +100,7 @@ func (jc *jobsCluster) deleteJob(t *testing.T, ns, name string) {
 }
 
 // pods are a Job's pods.
-func (jc *jobsCluster) pods(t *testing.T, ns, job string) []corev1.Pod {
+func (jc *jobsCluster) pods(t testing.TB, ns, job string) []corev1.Pod {
 	t.Helper()
 	list, err := jc.core.Pods(ns).List(t.Context(), metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + job})
 	if err != nil {
@@ -120,7 +120,7 @@ func podCondition(p corev1.Pod, typ corev1.PodConditionType) corev1.PodCondition
 
 // fabricReasons are the reasons of the accelnet.io/fabric condition of a
 // Job's pods ("" for a pod without it); ready counts its Ready pods.
-func (jc *jobsCluster) fabricReasons(t *testing.T, ns, job string) (reasons []string, ready int) {
+func (jc *jobsCluster) fabricReasons(t testing.TB, ns, job string) (reasons []string, ready int) {
 	t.Helper()
 	for _, p := range jc.pods(t, ns, job) {
 		reasons = append(reasons, podCondition(p, kube.ConditionFabric).Reason)
@@ -134,7 +134,7 @@ func (jc *jobsCluster) fabricReasons(t *testing.T, ns, job string) (reasons []st
 
 // jobIntents are accelnet's intents of accelnet kube, by name: the live
 // and the refused ones (a Deleted one is on its way out).
-func (jc *jobsCluster) jobIntents(t *testing.T) map[string][]models.Intent {
+func (jc *jobsCluster) jobIntents(t testing.TB) map[string][]models.Intent {
 	t.Helper()
 	var list api.IntentList
 	jc.h.Do(t, "GET", "/api/v1/intents?limit=1000", jc.h.OperatorToken, nil, &list)
@@ -148,7 +148,7 @@ func (jc *jobsCluster) jobIntents(t *testing.T) map[string][]models.Intent {
 }
 
 // jobEvents are the reasons of the Events on a Job.
-func (jc *jobsCluster) jobEvents(t *testing.T, ns, job string) []string {
+func (jc *jobsCluster) jobEvents(t testing.TB, ns, job string) []string {
 	t.Helper()
 	list, err := jc.core.Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", job).String()})
 	if err != nil {
@@ -163,7 +163,7 @@ func (jc *jobsCluster) jobEvents(t *testing.T, ns, job string) []string {
 
 // intentOf is the one intent of a Job's group ("" if there is none or
 // more than one), by the group's name prefix.
-func (jc *jobsCluster) intentOf(t *testing.T, ns, job string) (models.Intent, bool) {
+func (jc *jobsCluster) intentOf(t testing.TB, ns, job string) (models.Intent, bool) {
 	t.Helper()
 	var found []models.Intent
 	for name, ins := range jc.jobIntents(t) {

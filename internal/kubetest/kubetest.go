@@ -266,6 +266,8 @@ func (s *Server) spawn(t T, logFile, bin string, args ...string) (exited <-chan 
 	}
 	proc := exec.Command(bin, args...)
 	proc.Stdout, proc.Stderr = logf, logf
+	// Gone with the test's process, however it ends.
+	proc.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := proc.Start(); err != nil {
 		logf.Close()
 		t.Fatal(err)

@@ -228,6 +228,12 @@ var rows = []row{
 		Show: show("", "{ns/op|nsms}, {B/op|int} bytes allocated"),
 	},
 	{
+		ID: "k8s-jobs", Short: "Kubernetes job: last pod bound → pods Ready", Figure: "Kubernetes ring jobs (2 pods, a node each) on a real control plane, 50 at a time, through accelnet kube: last pod bound → the job's intent Installed, → both pods Ready (readiness gate), 200 jobs",
+		Pkg: "./kube", Bench: "Jobs$", Benchtime: "200x", Timeout: "30m",
+		Show:     show("", "Installed p50 {installed_p50_ms|ms}, p99 {installed_p99_ms|ms}; Ready p50 {ready_p50_ms|ms}, p99 {ready_p99_ms|ms}"),
+		Headline: true,
+	},
+	{
 		ID: "scale-k16", Figure: "k=16 fat-tree (320 switches), accelnet and fabricsim as two processes: cold start to every switch in sync; P4Runtime updates; accelnet CPU per gNMI value at steady state; peak RSS",
 		Pkg: "./internal/proctest", Bench: "Scale$", Benchtime: "1x", Timeout: "60m",
 		Show: show("", "{cold_start_s|s}; {updates|int} updates; {cpu_us_per_sample} µs a value; accelnet {accelnet_peak_rss_MiB|int} MiB, fabricsim {sim_peak_rss_MiB|int} MiB"),
@@ -263,5 +269,17 @@ var rows = []row{
 		Show:   show("", "insert {insert_updates_per_s|int}/s, modify {modify_updates_per_s|int}/s"),
 		Target: &target{Metric: "modify_updates_per_s", AtLeast: true, Value: 500000, Text: "≥ 500,000/s"},
 		Why:    "scaling.md#write-rate", Long: true,
+	},
+	{
+		ID: "k8s-jobs-waves", Figure: "the same, 1,000 jobs made and deleted in 20 waves of 50: one intent per job in each wave, none left after it (else the benchmark fails)",
+		Pkg: "./kube", Bench: "Jobs$", Benchtime: "1000x", Timeout: "30m",
+		Show: show("", "{jobs|int} jobs, none leaked; Ready p50 {ready_p50_ms|ms}, p99 {ready_p99_ms|ms}"),
+		Long: true,
+	},
+	{
+		ID: "k8s-follow-drain", Figure: "k=16 fat-tree, 1,024 Kubernetes nodes: a leaf drained → its 8 nodes labelled degraded and its HyperNode gone; undrained → restored, 10 drains",
+		Pkg: "./kube", Bench: "FollowDrain", Benchtime: "10x", Timeout: "30m",
+		Show: show("", "drained p50 {drain_p50_ms|ms}, worst {drain_max_ms|ms}; restored p50 {restore_p50_ms|ms}, worst {restore_max_ms|ms}"),
+		Long: true,
 	},
 }

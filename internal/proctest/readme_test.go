@@ -377,3 +377,111 @@ func startDemo(t *testing.T, dataDir, addr string, args ...string) {
 		<-time.After(100 * time.Millisecond)
 	}
 }
+
+// TestREADMEKubernetes runs the README's Kubernetes walkthrough as
+// written, beside `accelnet demo`: the control plane of
+// internal/kubetest/cluster, accelnet-kube, Debian's kubectl. The
+// binaries stand for `go run`, the paths and addresses are the test's
+// own. The ring job's pods must be Ready on an Installed intent over the
+// demo's hosts h2-3 and h6-3, and the HyperNodes of their leaves listed.
+func TestREADMEKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the demo and a Kubernetes control plane")
+	}
+	for _, tool := range []string{"bash", "kubectl"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the walkthrough needs %s (.ci/run installs it)", tool)
+		}
+	}
+	lines := readmeBlockAfter(t, filepath.Join("..", "..", "README.md"), "TestREADMEKubernetes runs it")
+	dir := t.TempDir()
+	addr := fabrictest.FreeAddr(t)
+	startDemo(t, filepath.Join(dir, "accelnet-data"), addr, "--workload", "none")
+	examples, err := filepath.Abs(filepath.Join("..", "..", "deploy", "k8s", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := strings.Join(lines, "\n")
+	for _, r := range [][2]string{
+		{"/tmp/kubeconfig", filepath.Join(dir, "kubeconfig")},
+		{"go run ./internal/kubetest/cluster", Bin(t, "cluster")},
+		{"go run ./cmd/accelnet-kube", Bin(t, "accelnet-kube") + " --server http://" + addr},
+		{"deploy/k8s/examples", examples},
+	} {
+		if !strings.Contains(script, r[0]) {
+			t.Fatalf("the walkthrough no longer says %q:\n%s", r[0], script)
+		}
+		script = strings.ReplaceAll(script, r[0], r[1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// Its own process group: the background servers go with the shell.
+	sh := exec.CommandContext(ctx, "bash", "-c", "set -eo pipefail\n"+script)
+	sh.Dir = dir
+	sh.Env = append(os.Environ(), "PATH="+filepath.Dir(Bin(t, "accelnetctl"))+":"+os.Getenv("PATH"), "ACCELNET_SERVER=http://"+addr,
+		"ACCELNET_CONFIG="+filepath.Join(dir, "config.yaml"))
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	sh.Cancel = func() error { return syscall.Kill(-sh.Process.Pid, syscall.SIGKILL) }
+	// Files, not pipes: the servers it starts in the background keep
+	// their output open after the script ends.
+	stdout, err := os.Create(filepath.Join(dir, "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdout.Close()
+	stderr, err := os.Create(filepath.Join(dir, "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	sh.Stdout, sh.Stderr = stdout, stderr
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// The script ends with the servers still running in its group.
+	defer syscall.Kill(-sh.Process.Pid, syscall.SIGTERM)
+	err = sh.Wait()
+	outData, _ := os.ReadFile(stdout.Name())
+	errData, _ := os.ReadFile(stderr.Name())
+	out := string(outData)
+	if err != nil {
+		t.Fatalf("the walkthrough failed (%v):\nstdout:\n%s\nstderr:\n%s", err, tail(out), tail(string(errData)))
+	}
+	for _, want := range []string{"Installed: ring-allreduce over 2 fabric hosts, 100 Gb/s per GPU, for tenant training", "-leaf2", "-leaf6", "-spines"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the walkthrough did not print %q:\n%s", want, out)
+		}
+	}
+	// accelnet holds one Installed intent over the two nodes' hosts.
+	token, err := os.ReadFile(filepath.Join(dir, "accelnet-data", "operator.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("GET", "http://"+addr+"/api/v1/intents?tenant=training", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Items []struct {
+			Spec struct {
+				Name       string `json:"name"`
+				Collective struct {
+					Endpoints []string `json:"endpoints"`
+				} `json:"collective"`
+			} `json:"spec"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || !strings.HasPrefix(list.Items[0].Spec.Name, "k8s:default/ring-") || list.Items[0].Status.State != "Installed" ||
+		fmt.Sprint(slices.Sorted(slices.Values(list.Items[0].Spec.Collective.Endpoints))) != "[h2-3 h6-3]" {
+		t.Errorf("tenant training's intents: %+v", list.Items)
+	}
+}

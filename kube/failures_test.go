@@ -118,7 +118,7 @@ func (jc *jobsCluster) replica(t testing.TB, identity string, accelnet *apiclien
 			err := kube.Run(ctx, kube.Config{
 				Accelnet: accelnet, Kube: jc.Config(kubetest.KubeServiceAccount), LeaseNamespace: "accelnet", Identity: identity,
 				Resync: 2 * time.Second, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
-				Tenants: map[string]models.TenantName{"team-a": "team-a"}, RetryRefused: 2 * time.Second,
+				Tenants: map[string]models.TenantName{"team-a": "team-a"}, RetryRefused: 2 * time.Second, Log: fabrictest.Logger(t),
 			})
 			if ctx.Err() == nil {
 				t.Logf("%s: %v: starting again", identity, err)

@@ -36,8 +36,8 @@ type Reserved struct {
 	Intent string
 	ID     string
 	State  models.IntentState
-	// Reason is the pods' condition reason; Released says the group's
-	// intents were deleted because the group is gone.
+	// Reason is the pods' condition reason; Released counts the intents
+	// deleted (the group gone, or one too many).
 	Reason   string
 	Released int
 }
@@ -331,6 +331,7 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 			if err := j.release(ctx, in); err != nil {
 				return res, 0, err
 			}
+			res.Released++
 		}
 	}
 	var problem *apiclient.Error

@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 
 	"github.com/accelnet/accelnet/apiclient"
 	"github.com/accelnet/accelnet/internal/fabrictest"
@@ -27,6 +29,10 @@ import (
 	"github.com/accelnet/accelnet/kube"
 	"github.com/accelnet/accelnet/models"
 )
+
+// client-go's own log lines (leader election, informers) would land
+// among a benchmark's results; the tests' loggers say what matters.
+func init() { klog.SetSlogLogger(slog.New(slog.DiscardHandler)) }
 
 // cluster is a real kube-apiserver with the schedulers' CRDs and accelnet
 // kube's namespace and RBAC from deploy/k8s, and its admin's clients.
@@ -153,7 +159,7 @@ func runKube(t testing.TB, c *cluster, h *fabrictest.Harness, user, identity str
 	var wg sync.WaitGroup
 	cfg := kube.Config{
 		Accelnet: &apiclient.Client{Server: h.API.URL}, Kube: c.Config(user),
-		Topology: "accelnet", LeaseNamespace: "accelnet", Identity: identity, Resync: 2 * time.Second,
+		Topology: "accelnet", LeaseNamespace: "accelnet", Identity: identity, Resync: 2 * time.Second, Log: fabrictest.Logger(t),
 		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
 		Published: func(p kube.Published, err error) {
 			if err != nil {

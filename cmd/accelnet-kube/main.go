@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
 
 	"github.com/accelnet/accelnet/apiclient"
 	"github.com/accelnet/accelnet/internal/httpserve"
@@ -215,6 +216,7 @@ func runKube(ctx context.Context, o kubeOptions, log *slog.Logger) error {
 		}()
 	}
 	ready.Store(true)
+	klog.SetSlogLogger(log) // client-go's lines (leader election, watches) in the same form
 	log.Info("accelnet kube", "accelnet", o.server, "kubernetes", kcfg.Host, "lease", ns+"/"+o.leaseName, "kueue_topology", o.topology)
 	go func() {
 		errc <- kube.Run(ctx, kube.Config{

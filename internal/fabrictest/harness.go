@@ -127,7 +127,7 @@ func (h *Harness) Crash() {
 
 func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Config)) *Harness {
 	t.Helper()
-	logger := testLogger(t)
+	logger := Logger(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	opts := stack.Config{
 		Topology:          &topo,

@@ -53,11 +53,12 @@ func (l *tailLog) String() string {
 	return b.String()
 }
 
-// testLogger is a replica's logger in a test. ACCELNET_TEST_LOG=1 sends
-// it to standard error as it comes; otherwise its last lines are kept
+// Logger is the logger in a test of a replica (or of another part, such
+// as accelnet kube). ACCELNET_TEST_LOG=1 sends it to standard error as it
+// comes; otherwise its last lines are kept
 // and shown if the test fails. ACCELNET_TEST_LOG_LEVEL=debug logs the
 // per-switch and per-read lines too (either way).
-func testLogger(t testing.TB) *slog.Logger {
+func Logger(t testing.TB) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
 	if strings.EqualFold(os.Getenv("ACCELNET_TEST_LOG_LEVEL"), "debug") {
 		opts.Level = slog.LevelDebug

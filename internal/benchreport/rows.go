@@ -271,7 +271,7 @@ var rows = []row{
 		Why:    "scaling.md#write-rate", Long: true,
 	},
 	{
-		ID: "k8s-jobs-waves", Figure: "the same, 1,000 jobs made and deleted in 20 waves of 50: one intent per job in each wave, none left after it (else the benchmark fails)",
+		ID: "k8s-jobs-waves", Figure: "Kubernetes ring jobs as in the quick row, 1,000 made and deleted in 20 waves of 50: one intent per job in each wave, none left after it (else the benchmark fails); last pod bound → both pods Ready",
 		Pkg: "./kube", Bench: "Jobs$", Benchtime: "1000x", Timeout: "30m",
 		Show: show("", "{jobs|int} jobs, none leaked; Ready p50 {ready_p50_ms|ms}, p99 {ready_p99_ms|ms}"),
 		Long: true,

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -97,18 +98,26 @@ func FollowFabric(ctx context.Context, c *apiclient.Client, log *slog.Logger, ch
 			}
 			return nil
 		})
-		if ctx.Err() != nil {
+		if !streamAgain(ctx, c, log, "accelnet's topology stream", err, backoff(attempt)) {
 			return
 		}
-		if err == nil {
-			err = fmt.Errorf("the stream ended")
-		}
-		wait := backoff(attempt)
-		log.Warn("accelnet's topology stream: opening it again", "server", c.Server, "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
+	}
+}
+
+// streamAgain says why a stream of accelnet's ended (err; nil: the server
+// ended it) and waits to open it again; false once ctx ends.
+func streamAgain(ctx context.Context, c *apiclient.Client, log *slog.Logger, what string, err error, wait time.Duration) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	if err == nil {
+		err = errors.New("the stream ended")
+	}
+	log.Warn(what+": opening it again", "server", c.Server, "err", err, "in", wait)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(wait):
+		return true
 	}
 }

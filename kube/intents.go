@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/apiclient"
@@ -161,21 +160,12 @@ func (v *intentView) follow(ctx context.Context, c *apiclient.Client, log *slog.
 			}
 			return nil
 		})
-		if ctx.Err() != nil {
-			return
-		}
-		if err == nil {
-			err = fmt.Errorf("the stream ended")
-		}
 		wait := backoff(attempt)
 		if err == errResync {
 			wait = 0
 		}
-		log.Warn("accelnet's intent events: opening the stream again", "server", c.Server, "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
+		if !streamAgain(ctx, c, log, "accelnet's intent events", err, wait) {
 			return
-		case <-time.After(wait):
 		}
 	}
 }

@@ -129,8 +129,14 @@ func (c *cluster) hyperNodes(t testing.TB) map[string]string {
 
 // events are the reasons of the Events recorded on a node.
 func (c *cluster) events(t testing.TB, node string) []string {
+	return c.eventsOf(t, metav1.NamespaceDefault, node)
+}
+
+// eventsOf are the reasons of the Events on an object of a namespace
+// (default for a cluster-scoped one).
+func (c *cluster) eventsOf(t testing.TB, ns, name string) []string {
 	t.Helper()
-	list, err := c.core.Events(metav1.NamespaceDefault).List(t.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", node).String()})
+	list, err := c.core.Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	batchv1client "k8s.io/client-go/kubernetes/typed/batch/v1"
 
 	"github.com/accelnet/accelnet/api"
@@ -147,20 +146,6 @@ func (jc *jobsCluster) jobIntents(t testing.TB) map[string][]models.Intent {
 	return out
 }
 
-// jobEvents are the reasons of the Events on a Job.
-func (jc *jobsCluster) jobEvents(t testing.TB, ns, job string) []string {
-	t.Helper()
-	list, err := jc.core.Events(ns).List(t.Context(), metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.name", job).String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.Reason)
-	}
-	return out
-}
-
 // intentOf is the one intent of a Job's group ("" if there is none or
 // more than one), by the group's name prefix.
 func (jc *jobsCluster) intentOf(t testing.TB, ns, job string) (models.Intent, bool) {
@@ -216,7 +201,7 @@ func TestJobsReserveTheirFabric(t *testing.T) {
 	if msg := podCondition(jc.pods(t, "team-a", "ring")[0], kube.ConditionFabric).Message; !strings.Contains(msg, in.ID) {
 		t.Errorf("the pods' condition %q does not name intent %s", msg, in.ID)
 	}
-	if ev := jc.jobEvents(t, "team-a", "ring"); !slices.Contains(ev, "FabricInstalled") {
+	if ev := jc.eventsOf(t, "team-a", "ring"); !slices.Contains(ev, "FabricInstalled") {
 		t.Errorf("the ring Job's events %v: no FabricInstalled", ev)
 	}
 
@@ -238,7 +223,7 @@ func TestJobsReserveTheirFabric(t *testing.T) {
 	if _, ready := jc.fabricReasons(t, "team-a", "wide"); ready != 0 {
 		t.Errorf("%d pods of a refused job Ready", ready)
 	}
-	if ev := jc.jobEvents(t, "team-a", "wide"); !slices.Contains(ev, "FabricRefused") {
+	if ev := jc.eventsOf(t, "team-a", "wide"); !slices.Contains(ev, "FabricRefused") {
 		t.Errorf("the wide Job's events %v: no FabricRefused", ev)
 	}
 	// Room made: the refused job is asked for again, and fits.
@@ -292,7 +277,7 @@ func TestJobsReserveTheirFabric(t *testing.T) {
 		_, has := jc.intentOf(t, "team-a", "wide")
 		return !has
 	})
-	if ev := jc.jobEvents(t, "team-a", "wide"); !slices.Contains(ev, "FabricReleased") {
+	if ev := jc.eventsOf(t, "team-a", "wide"); !slices.Contains(ev, "FabricReleased") {
 		t.Errorf("the wide Job's events %v: no FabricReleased", ev)
 	}
 	if left := jc.jobIntents(t); len(left) != 0 {

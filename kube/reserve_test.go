@@ -277,9 +277,10 @@ func TestJobsReserveTheirFabric(t *testing.T) {
 		_, has := jc.intentOf(t, "team-a", "wide")
 		return !has
 	})
-	if ev := jc.eventsOf(t, "team-a", "wide"); !slices.Contains(ev, "FabricReleased") {
-		t.Errorf("the wide Job's events %v: no FabricReleased", ev)
-	}
+	// (The Event is recorded once the intent is deleted.)
+	jc.h.Eventually(t, time.Minute, "a FabricReleased Event on the wide Job", func() bool {
+		return slices.Contains(jc.eventsOf(t, "team-a", "wide"), "FabricReleased")
+	})
 	if left := jc.jobIntents(t); len(left) != 0 {
 		t.Errorf("intents left: %v", fmt.Sprint(left))
 	}

@@ -255,7 +255,10 @@ type Controller struct {
 	// and confirmed: reconciles diff against it instead of reading every
 	// table again. Disconnects, errors and the periodic resync drop it,
 	// so the next reconcile reads the switch in full (anti-entropy).
-	known    map[models.SwitchID]knownState
+	known map[models.SwitchID]knownState
+	// foreign are the switches another controller holds, until one of
+	// our reconciles goes through again (tookBack).
+	foreign  map[models.SwitchID]bool
 	drains   map[string]models.Drain // operators' drains, by ID
 	flaps    *flapDamper
 	topoErr  error
@@ -316,6 +319,7 @@ func New(cfg Config) (*Controller, error) {
 		tele:        tele,
 		status:      map[models.SwitchID]api.SwitchStatus{},
 		known:       map[models.SwitchID]knownState{},
+		foreign:     map[models.SwitchID]bool{},
 		flaps:       newFlapDamper(cfg.FlapHalfLife),
 		operDown:    map[models.Endpoint]bool{},
 		sightings:   map[models.Endpoint]sighting{},

@@ -368,9 +368,19 @@ func (c *Controller) judgeLinks() {
 	c.m.linksUndeclared.Set(float64(len(undeclared)))
 	if !maps.Equal(before, after) {
 		if len(after) > len(before) {
-			c.log.Warn("links found miswired or lost by discovery: routes avoid them", "links", slices.Sorted(maps.Keys(after)))
+			var mis, lost []models.LinkID
+			for id := range after {
+				if states[id].State == api.DiscoveryLost {
+					lost = append(lost, id)
+				} else {
+					mis = append(mis, id)
+				}
+			}
+			slices.Sort(mis)
+			slices.Sort(lost)
+			c.log.Warn("links found miswired or lost by discovery: routes avoid them", "miswired", mis, "lost", lost)
 		}
-		c.refreshDown("link discovery changed", time.Time{}, "miswired", len(after))
+		c.refreshDown("link discovery changed", time.Time{}, "miswired", counts[api.DiscoveryMiswired], "lost", counts[api.DiscoveryLost])
 	}
 }
 

@@ -248,6 +248,7 @@ func (t timedOut) Unwrap() error { return t.error }
 func (c *Controller) foreignPrimary(sw models.SwitchID, err error) {
 	c.m.foreignPrimary.WithLabelValues(string(sw)).Set(1)
 	c.mu.Lock()
+	c.foreign[sw] = true
 	st := c.status[sw]
 	st.InSync = false
 	st.LastError = "another controller holds the primary role (a higher election ID): " + err.Error()

@@ -56,8 +56,9 @@ type P4RTOptions struct {
 	// "accelnet". Entries without it are foreign (see KeepForeign).
 	EntryTag []byte
 	// OnDisconnect is called (from a driver goroutine) when a switch's
-	// stream ends after its arbitration went through, so the controller
-	// can resync it.
+	// stream ends after its arbitration went through, or the switch says
+	// another controller took the primary role, so the controller can
+	// resync it.
 	OnDisconnect func(models.SwitchID)
 	// OnSamples is called (from a goroutine of the switch's stream, one
 	// list at a time) with the packets a switch sampled (see
@@ -371,8 +372,14 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 				continue
 			}
 			if !ok {
+				// Another controller took the switch: the controller
+				// hears it now (its next reconcile finds out by whom),
+				// not at its next periodic look.
 				d.log.Warn("lost primary role", "switch", sw.Name, "status", a.GetStatus().GetMessage())
 				cancel()
+				if d.opts.OnDisconnect != nil {
+					d.opts.OnDisconnect(sw.Name)
+				}
 			}
 		}
 	})

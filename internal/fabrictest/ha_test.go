@@ -3,6 +3,7 @@ package fabrictest_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -169,7 +170,8 @@ func TestStepDownWhenFenced(t *testing.T) {
 func TestForeignControllerTakesOneSwitch(t *testing.T) {
 	topo := fabrictest.LeafSpine(1, 2, 1)
 	f := fabrictest.StartFabric(t, topo)
-	h := fabrictest.NewServe(t, f.Topology())
+	logs := &countingHandler{counts: map[string]int{}}
+	h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Config) { o.Logger = slog.New(logs) })
 	converged(t, h)
 	term := h.Leadership.Term()
 	foreign := otherController(t, f, term.ID+1000)
@@ -177,7 +179,9 @@ func TestForeignControllerTakesOneSwitch(t *testing.T) {
 	if err := foreign.Apply(context.Background(), "leaf1", models.Diff{Delete: models.ForwardingState{Routes: route}}); err != nil {
 		t.Fatal(err)
 	}
-	h.Controller.Resync("leaf1")
+	// Told by the switch's stream, not found at the next periodic look
+	// (Resync is not called: the reconcile interval is much longer than
+	// the wait).
 	h.Eventually(t, 10*time.Second, "leaf1 reported as held by another controller", func() bool {
 		return strings.Contains(h.Controller.Status()["leaf1"].LastError, "another controller")
 	})
@@ -203,6 +207,11 @@ func TestForeignControllerTakesOneSwitch(t *testing.T) {
 	})
 	if term.Context().Err() != nil {
 		t.Fatal("the leader's term ended")
+	}
+	// Said once, with what was undone (the route the other controller
+	// deleted, inserted again).
+	if n := logs.count("INFO primary role back: another controller's changes undone"); n != 1 {
+		t.Errorf("%d lines say leaf1 was taken back, want 1", n)
 	}
 }
 

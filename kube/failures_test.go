@@ -1,7 +1,6 @@
 package kube_test
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -106,33 +105,13 @@ func (p *proxy) Cut() {
 
 func (p *proxy) Mend() { p.cut.Store(false) }
 
-// replica runs accelnet kube as a Deployment's pod would: when Run fails
-// (its Lease lost, say with the Kubernetes API away), it starts again,
-// until the returned stop.
+// replica runs accelnet kube reserving for team-a as a Deployment's pod
+// would: when Run fails it starts again, until the returned stop.
 func (jc *jobsCluster) replica(t testing.TB, identity string, accelnet *apiclient.Client) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for ctx.Err() == nil {
-			err := kube.Run(ctx, kube.Config{
-				Accelnet: accelnet, Kube: jc.Config(kubetest.KubeServiceAccount), LeaseNamespace: "accelnet", Identity: identity,
-				Resync: 2 * time.Second, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
-				Tenants: map[string]models.TenantName{"team-a": "team-a"}, RetryRefused: 2 * time.Second, Log: fabrictest.Logger(t),
-			})
-			if ctx.Err() == nil {
-				t.Logf("%s: %v: starting again", identity, err)
-				select {
-				case <-ctx.Done():
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-		}
-	})
-	var once sync.Once
-	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
-	t.Cleanup(stop)
-	return stop
+	cfg := testConfig(t, jc.cluster, accelnet, kubetest.KubeServiceAccount, identity)
+	forTeamA(&cfg)
+	return keepRunning(t, cfg, true)
 }
 
 // installedAndReady says whether a Job's pods are Ready on its one

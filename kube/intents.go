@@ -17,22 +17,27 @@ import (
 
 // intentView is accelnet's intents named k8s:…, as its event stream tells
 // them (and as accelnet kube's own requests answered, which may come
-// first).
+// first), by ID and by name.
 type intentView struct {
 	mu     sync.Mutex
-	byID   map[string]models.Intent
+	byID   map[string]heard
+	byName map[string]map[string]bool // name → IDs
 	synced bool
-	// gen counts the streams opened; putIn is the gen in which each
-	// intent was last heard of.
-	gen   int
-	putIn map[string]int
+	// gen counts the streams opened.
+	gen int
 	// live are the IDs of every live intent the stream showed (not only
 	// accelnet kube's): one that stops being live frees capacity.
 	live map[string]bool
 }
 
+// heard is an intent and the stream (gen) it was last heard of in.
+type heard struct {
+	in  models.Intent
+	gen int
+}
+
 func newIntentView() *intentView {
-	return &intentView{byID: map[string]models.Intent{}, putIn: map[string]int{}, live: map[string]bool{}}
+	return &intentView{byID: map[string]heard{}, byName: map[string]map[string]bool{}, live: map[string]bool{}}
 }
 
 // ended records an intent's state (or its removal: live false) and says
@@ -57,11 +62,20 @@ func (v *intentView) put(in models.Intent) bool {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.putIn[in.ID] = v.gen
-	if have, ok := v.byID[in.ID]; ok && have.Revision >= in.Revision {
+	have, ok := v.byID[in.ID]
+	if ok && have.in.Revision >= in.Revision {
+		have.gen = v.gen
+		v.byID[in.ID] = have
 		return false
 	}
-	v.byID[in.ID] = in
+	if ok {
+		v.dropLocked(in.ID)
+	}
+	v.byID[in.ID] = heard{in: in, gen: v.gen}
+	if v.byName[in.Spec.Name] == nil {
+		v.byName[in.Spec.Name] = map[string]bool{}
+	}
+	v.byName[in.Spec.Name][in.ID] = true
 	return true
 }
 
@@ -69,10 +83,20 @@ func (v *intentView) put(in models.Intent) bool {
 func (v *intentView) remove(id string) (string, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	in, ok := v.byID[id]
+	return v.dropLocked(id)
+}
+
+func (v *intentView) dropLocked(id string) (string, bool) {
+	h, ok := v.byID[id]
+	if !ok {
+		return "", false
+	}
+	name := h.in.Spec.Name
 	delete(v.byID, id)
-	delete(v.putIn, id)
-	return in.Spec.Name, ok
+	if delete(v.byName[name], id); len(v.byName[name]) == 0 {
+		delete(v.byName, name)
+	}
+	return name, true
 }
 
 // named are the intents of one name, oldest first; ok is false until the
@@ -80,10 +104,8 @@ func (v *intentView) remove(id string) (string, bool) {
 func (v *intentView) named(name string) (out []models.Intent, ok bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for _, in := range v.byID {
-		if in.Spec.Name == name {
-			out = append(out, in)
-		}
+	for id := range v.byName[name] {
+		out = append(out, v.byID[id].in)
 	}
 	slices.SortFunc(out, func(a, b models.Intent) int { return strings.Compare(a.ID, b.ID) })
 	return out, v.synced
@@ -93,11 +115,7 @@ func (v *intentView) named(name string) (out []models.Intent, ok bool) {
 func (v *intentView) names() []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	set := map[string]bool{}
-	for _, in := range v.byID {
-		set[in.Spec.Name] = true
-	}
-	return slices.Sorted(maps.Keys(set))
+	return slices.Sorted(maps.Keys(v.byName))
 }
 
 // follow keeps the view from accelnet's /api/v1/events, calling changed
@@ -142,11 +160,10 @@ func (v *intentView) follow(ctx context.Context, c *apiclient.Client, log *slog.
 				attempt = 0
 				v.mu.Lock()
 				var gone []string
-				for id, in := range v.byID {
-					if v.putIn[id] < gen {
-						gone = append(gone, in.Spec.Name)
-						delete(v.byID, id)
-						delete(v.putIn, id)
+				for id, h := range v.byID {
+					if h.gen < gen {
+						name, _ := v.dropLocked(id)
+						gone = append(gone, name)
 					}
 				}
 				v.synced = true

@@ -232,15 +232,15 @@ func (j *jobs) freed() {
 	}
 }
 
-// markRefused records whether a group stands refused; a refused one is
-// due again if capacity was freed since.
+// markRefused records whether a group stands refused (as of now: it is
+// due again once capacity is freed after this).
 func (j *jobs) markRefused(name string, refused bool) {
 	j.refusedMu.Lock()
 	defer j.refusedMu.Unlock()
-	if !refused {
-		delete(j.refused, name)
-	} else if _, ok := j.refused[name]; !ok {
+	if refused {
 		j.refused[name] = j.frees
+	} else {
+		delete(j.refused, name)
 	}
 }
 
@@ -281,11 +281,8 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 	}
 	if len(pods) == 0 {
 		j.markRefused(name, false)
-		for _, in := range have {
-			if err := j.release(ctx, in); err != nil {
-				return res, 0, err
-			}
-			res.Released++
+		if res.Released, err = j.releaseBut(ctx, have, ""); err != nil {
+			return res, 0, err
 		}
 		if res.Released > 0 && len(finished) > 0 {
 			g, _ := groupOf(finished[0], j.cfg.GroupBy)
@@ -293,7 +290,8 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 		}
 		return res, 0, nil
 	}
-	if cur := pick(have); winding && cur != nil && cur.Status.State.Live() {
+	cur := pick(have)
+	if winding && cur != nil && cur.Status.State.Live() {
 		// Workers that finish one by one leave the reservation as it is
 		// until the last is done (a failed one, replaced, does not).
 		res.ID, res.State, res.Reason = cur.ID, cur.Status.State, "Finishing"
@@ -312,27 +310,22 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 		// Nothing to reserve: a reservation held is released, except while
 		// pods are replaced (the ones left still run on it).
 		if w.Reason != "WaitingForPods" {
-			for _, in := range have {
-				if err := j.release(ctx, in); err != nil {
-					return res, 0, err
-				}
-				res.Released++
+			if res.Released, err = j.releaseBut(ctx, have, ""); err != nil {
+				return res, 0, err
 			}
-		} else if cur := pick(have); cur != nil && cur.Status.State.Live() {
+		} else if cur != nil && cur.Status.State.Live() {
 			res.ID, res.State = cur.ID, cur.Status.State
 		}
 		res.Reason = w.Reason
 		return res, 0, j.setCondition(ctx, g, pods, w.Status, w.Reason, w.Message)
 	}
 	// One intent per group: the oldest live one stays, the others go.
-	cur := pick(have)
-	for _, in := range have {
-		if cur == nil || in.ID != cur.ID {
-			if err := j.release(ctx, in); err != nil {
-				return res, 0, err
-			}
-			res.Released++
-		}
+	keep := ""
+	if cur != nil {
+		keep = cur.ID
+	}
+	if res.Released, err = j.releaseBut(ctx, have, keep); err != nil {
+		return res, 0, err
 	}
 	var problem *apiclient.Error
 	held := cur != nil && cur.Status.State.Live()
@@ -392,9 +385,6 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 		res.ID, res.State = cur.ID, cur.Status.State
 	}
 	res.Reason = reason
-	if reason == "Refused" {
-		j.markRefused(name, false) // refused afresh: from now on
-	}
 	j.markRefused(name, reason == "Refused")
 	return res, after, j.setCondition(ctx, g, pods, status, reason, message)
 }
@@ -486,6 +476,22 @@ func (j *jobs) answer(err error) (*models.Intent, *apiclient.Error, error) {
 		return p.Intent, p, nil
 	}
 	return nil, nil, err
+}
+
+// releaseBut deletes the intents of have but the one of ID keep, and
+// says how many.
+func (j *jobs) releaseBut(ctx context.Context, have []models.Intent, keep string) (int, error) {
+	n := 0
+	for _, in := range have {
+		if in.ID == keep {
+			continue
+		}
+		if err := j.release(ctx, in); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // release deletes an intent of a group (gone, or holding one too many).

@@ -156,38 +156,66 @@ func condition(n *corev1.Node) corev1.NodeCondition {
 	return corev1.NodeCondition{}
 }
 
+// testConfig is accelnet kube's configuration in the tests: as user,
+// with leases and resyncs of seconds.
+func testConfig(t testing.TB, c *cluster, accelnet *apiclient.Client, user, identity string) kube.Config {
+	return kube.Config{
+		Accelnet: accelnet, Kube: c.Config(user),
+		Topology: "accelnet", LeaseNamespace: "accelnet", Identity: identity, Resync: 2 * time.Second, Log: fabrictest.Logger(t),
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
+	}
+}
+
 // runKube runs accelnet kube as user until the returned stop is called;
 // publishes counts its publishes, leading says whether it leads; tune
 // adjusts its configuration.
 func runKube(t testing.TB, c *cluster, h *fabrictest.Harness, user, identity string, publishes *atomic.Int64, leading *atomic.Bool, tune ...func(*kube.Config)) (stop func()) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	cfg := kube.Config{
-		Accelnet: &apiclient.Client{Server: h.API.URL}, Kube: c.Config(user),
-		Topology: "accelnet", LeaseNamespace: "accelnet", Identity: identity, Resync: 2 * time.Second, Log: fabrictest.Logger(t),
-		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 200 * time.Millisecond,
-		Published: func(p kube.Published, err error) {
-			if err != nil {
-				t.Logf("%s: publish: %v", identity, err)
-			}
-			if publishes != nil {
-				publishes.Add(1)
-			}
-		},
-		Leading: func(on bool) {
-			if leading != nil {
-				leading.Store(on)
-			}
-		},
+	cfg := testConfig(t, c, &apiclient.Client{Server: h.API.URL}, user, identity)
+	cfg.Published = func(p kube.Published, err error) {
+		if err != nil {
+			t.Logf("%s: publish: %v", identity, err)
+		}
+		if publishes != nil {
+			publishes.Add(1)
+		}
+	}
+	cfg.Leading = func(on bool) {
+		if leading != nil {
+			leading.Store(on)
+		}
 	}
 	for _, f := range tune {
 		f(&cfg)
 	}
+	return keepRunning(t, cfg, false)
+}
+
+// keepRunning runs kube.Run with cfg until the returned stop is called. A
+// failed Run fails the test, or with restart is started again, as a
+// Deployment's pod would be (its Lease lost, say with the Kubernetes API
+// away).
+func keepRunning(t testing.TB, cfg kube.Config, restart bool) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
 	wg.Go(func() {
-		err := kube.Run(ctx, cfg)
-		if err != nil && ctx.Err() == nil {
-			t.Errorf("%s: %v", identity, err)
+		for {
+			err := kube.Run(ctx, cfg)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case !restart:
+				if err != nil {
+					t.Errorf("%s: %v", cfg.Identity, err)
+				}
+				return
+			}
+			t.Logf("%s: %v: starting again", cfg.Identity, err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
 		}
 	})
 	var once sync.Once

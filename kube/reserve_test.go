@@ -59,9 +59,15 @@ func newJobsCluster(t testing.TB, h *fabrictest.Harness) *jobsCluster {
 func (jc *jobsCluster) reserving(t testing.TB, identity string, accelnet *apiclient.Client, tune ...func(*kube.Config)) (stop func()) {
 	return runKube(t, jc.cluster, jc.h, kubetest.KubeServiceAccount, identity, nil, nil, append([]func(*kube.Config){func(c *kube.Config) {
 		c.Accelnet = accelnet
-		c.Tenants = map[string]models.TenantName{"team-a": "team-a"}
-		c.RetryRefused = 2 * time.Second
+		forTeamA(c)
 	}}, tune...)...)
+}
+
+// forTeamA has accelnet kube reserve for namespace team-a's jobs, as
+// tenant team-a, asking again 2 s after a refusal.
+func forTeamA(c *kube.Config) {
+	c.Tenants = map[string]models.TenantName{"team-a": "team-a"}
+	c.RetryRefused = 2 * time.Second
 }
 
 // ringJob is a Job of n pods, one a node, that asks for a ring all-reduce

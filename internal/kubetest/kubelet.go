@@ -6,12 +6,12 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 )
 
 // Kubelet stands in for the kubelets of every Node, which cannot run here
@@ -28,7 +28,9 @@ import (
 //   - Finish ends a pod's containers (phase Succeeded).
 type Kubelet struct {
 	client kubernetes.Interface
-	wg     sync.WaitGroup
+	// wg holds the handlers' work, each in a goroutine of its own (an
+	// informer's handlers must not block), waited for when it stops.
+	wg sync.WaitGroup
 }
 
 // RunKubelet runs the stand-in kubelet of every Node of s until the test
@@ -48,20 +50,16 @@ func (s *Server) RunKubelet(t T) *Kubelet {
 	f := informers.NewSharedInformerFactory(client, 0)
 	nodes, pods := f.Core().V1().Nodes().Informer(), f.Core().V1().Pods().Informer()
 	nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { k.go_(func() { k.node(ctx, o.(*corev1.Node)) }) },
-		UpdateFunc: func(_, o any) { k.go_(func() { k.node(ctx, o.(*corev1.Node)) }) },
+		AddFunc:    func(o any) { k.wg.Go(func() { k.node(ctx, o.(*corev1.Node)) }) },
+		UpdateFunc: func(_, o any) { k.wg.Go(func() { k.node(ctx, o.(*corev1.Node)) }) },
 	})
 	pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { k.go_(func() { k.pod(ctx, o.(*corev1.Pod)) }) },
-		UpdateFunc: func(_, o any) { k.go_(func() { k.pod(ctx, o.(*corev1.Pod)) }) },
+		AddFunc:    func(o any) { k.wg.Go(func() { k.pod(ctx, o.(*corev1.Pod)) }) },
+		UpdateFunc: func(_, o any) { k.wg.Go(func() { k.pod(ctx, o.(*corev1.Pod)) }) },
 	})
 	k.wg.Go(func() { f.Start(ctx.Done()); f.WaitForCacheSync(ctx.Done()); <-ctx.Done(); f.Shutdown() })
 	return k
 }
-
-// go_ runs fn in a goroutine the Kubelet waits for when it stops (an
-// informer's handlers must not block).
-func (k *Kubelet) go_(fn func()) { k.wg.Go(fn) }
 
 // capacity is every stand-in node's.
 var capacity = corev1.ResourceList{
@@ -158,27 +156,26 @@ func (k *Kubelet) pod(ctx context.Context, p *corev1.Pod) {
 // Finish ends a pod's containers with exit code 0, as its kubelet would
 // report a job's worker that completed.
 func (k *Kubelet) Finish(ctx context.Context, namespace, name string) error {
-	p, err := k.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	now := metav1.Now()
-	p.Status.Phase = corev1.PodSucceeded
-	for i := range p.Status.Conditions {
-		if c := &p.Status.Conditions[i]; c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
-			c.Status, c.Reason, c.LastTransitionTime = corev1.ConditionFalse, "PodCompleted", now
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		p, err := k.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
 		}
-	}
-	for i := range p.Status.ContainerStatuses {
-		cs := &p.Status.ContainerStatuses[i]
-		cs.Ready = false
-		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}
-	}
-	_, err = k.client.CoreV1().Pods(namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) {
-		return k.Finish(ctx, namespace, name)
-	}
-	return err
+		now := metav1.Now()
+		p.Status.Phase = corev1.PodSucceeded
+		for i := range p.Status.Conditions {
+			if c := &p.Status.Conditions[i]; c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+				c.Status, c.Reason, c.LastTransitionTime = corev1.ConditionFalse, "PodCompleted", now
+			}
+		}
+		for i := range p.Status.ContainerStatuses {
+			cs := &p.Status.ContainerStatuses[i]
+			cs.Ready = false
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", FinishedAt: now}}
+		}
+		_, err = k.client.CoreV1().Pods(namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 func conditionIs(p *corev1.Pod, typ corev1.PodConditionType, st corev1.ConditionStatus) bool {

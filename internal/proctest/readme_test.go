@@ -18,7 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/apiclient"
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/models"
 )
 
 // readmeCommand is a command of the README and the output it shows
@@ -457,31 +460,13 @@ func TestREADMEKubernetes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest("GET", "http://"+addr+"/api/v1/intents?tenant=training", nil)
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	var list api.IntentList
+	operator := &apiclient.Client{Server: "http://" + addr, Token: strings.TrimSpace(string(token))}
+	if _, err := operator.Do(t.Context(), "GET", "/api/v1/intents?tenant=training", nil, &list); err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var list struct {
-		Items []struct {
-			Spec struct {
-				Name       string `json:"name"`
-				Collective struct {
-					Endpoints []string `json:"endpoints"`
-				} `json:"collective"`
-			} `json:"spec"`
-			Status struct {
-				State string `json:"state"`
-			} `json:"status"`
-		} `json:"items"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != 1 || !strings.HasPrefix(list.Items[0].Spec.Name, "k8s:default/ring-") || list.Items[0].Status.State != "Installed" ||
-		fmt.Sprint(slices.Sorted(slices.Values(list.Items[0].Spec.Collective.Endpoints))) != "[h2-3 h6-3]" {
+	if len(list.Items) != 1 || !strings.HasPrefix(list.Items[0].Spec.Name, "k8s:default/ring-") || list.Items[0].Status.State != models.StateInstalled ||
+		list.Items[0].Spec.Collective == nil || fmt.Sprint(slices.Sorted(slices.Values(list.Items[0].Spec.Collective.Endpoints))) != "[h2-3 h6-3]" {
 		t.Errorf("tenant training's intents: %+v", list.Items)
 	}
 }

@@ -180,12 +180,12 @@ type idemRecord struct {
 	Digest string `json:"digest"`
 }
 
-// flow is one pinned flow of an intent.
 // slotPort is the source port of a sampled intent's flows: no UDP
 // source port is 0, so its keys are reservations that are never pinned
 // on a switch.
 const slotPort = 0
 
+// flow is one pinned flow of an intent.
 type flow struct {
 	key  models.FlowKey
 	src  models.Host

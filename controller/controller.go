@@ -142,6 +142,14 @@ type Config struct {
 	// topology (see discovery.go). Packet-ins go to PacketIn.
 	Packets           PacketSender
 	DiscoveryInterval time.Duration
+	// LivenessInterval is how often, with Packets, the fabric link ends
+	// on switches that report no oper-status are probed, so that a cut
+	// link is found within livenessMissed+1 of them (see liveness.go):
+	// 0 is DefaultLivenessInterval, negative off. LivenessBudget bounds
+	// those probes per second (0: DefaultLivenessBudget): more watched
+	// ends stretch the interval.
+	LivenessInterval time.Duration
+	LivenessBudget   int
 	// Neighbors, if set, reads switches' own LLDP state (over gNMI) each
 	// discovery round, as a second witness of the cabling.
 	Neighbors NeighborReader
@@ -202,6 +210,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.TelemetryInterval <= 0 {
 		c.TelemetryInterval = time.Second
+	}
+	if c.LivenessInterval == 0 {
+		c.LivenessInterval = DefaultLivenessInterval
+	}
+	if c.LivenessBudget <= 0 {
+		c.LivenessBudget = DefaultLivenessBudget
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -273,8 +287,15 @@ type Controller struct {
 	probesSent map[models.Endpoint]uint64 // probes sent out of each port, ever
 	// heard counts, per switch, the probe rounds in which it delivered a
 	// probe (see judgeLinks); heardNow marks those that did this round.
-	heard        map[models.SwitchID]uint64
-	heardNow     map[models.SwitchID]bool
+	heard    map[models.SwitchID]uint64
+	heardNow map[models.SwitchID]bool
+	// tickHeard and tickHeardNow are the same for liveness ticks (see
+	// liveness.go); ticks counts the ticks, liveWatch is what liveness
+	// watches in the current topology.
+	tickHeard    map[models.SwitchID]uint64
+	tickHeardNow map[models.SwitchID]bool
+	ticks        uint64
+	liveWatch    atomic.Pointer[watched]
 	probingSince time.Time
 	linkStates   map[models.LinkID]api.LinkDiscovery
 	undeclared   []string
@@ -314,22 +335,24 @@ func New(cfg Config) (*Controller, error) {
 	}
 	tele := telemetry.NewTelemetry(5 * cfg.TelemetryInterval)
 	c := &Controller{
-		cfg:         cfg,
-		log:         cfg.Logger,
-		tele:        tele,
-		status:      map[models.SwitchID]api.SwitchStatus{},
-		known:       map[models.SwitchID]knownState{},
-		foreign:     map[models.SwitchID]bool{},
-		flaps:       newFlapDamper(cfg.FlapHalfLife),
-		operDown:    map[models.Endpoint]bool{},
-		sightings:   map[models.Endpoint]sighting{},
-		probesSent:  map[models.Endpoint]uint64{},
-		heard:       map[models.SwitchID]uint64{},
-		heardNow:    map[models.SwitchID]bool{},
-		confirmed:   map[models.LinkID]bool{},
-		lldp:        map[models.Endpoint]sighting{},
-		noNeighbors: map[models.SwitchID]bool{},
-		termBegan:   make(chan struct{}, 1),
+		cfg:          cfg,
+		log:          cfg.Logger,
+		tele:         tele,
+		status:       map[models.SwitchID]api.SwitchStatus{},
+		known:        map[models.SwitchID]knownState{},
+		foreign:      map[models.SwitchID]bool{},
+		flaps:        newFlapDamper(cfg.FlapHalfLife),
+		operDown:     map[models.Endpoint]bool{},
+		sightings:    map[models.Endpoint]sighting{},
+		probesSent:   map[models.Endpoint]uint64{},
+		heard:        map[models.SwitchID]uint64{},
+		heardNow:     map[models.SwitchID]bool{},
+		tickHeard:    map[models.SwitchID]uint64{},
+		tickHeardNow: map[models.SwitchID]bool{},
+		confirmed:    map[models.LinkID]bool{},
+		lldp:         map[models.Endpoint]sighting{},
+		noNeighbors:  map[models.SwitchID]bool{},
+		termBegan:    make(chan struct{}, 1),
 	}
 	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, c.observeOperStatus, cfg.Logger)
 	c.tables = newReconciler("switch", c.Reconcile, true)

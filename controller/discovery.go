@@ -107,13 +107,15 @@ type PacketSender interface {
 }
 
 // sighting is what arrived at a port: from where, and when; sent is how
-// many probes had been sent out of from by then, heard how many rounds
-// the switch had delivered probes in (probes only).
+// many probes had been sent out of from by then, heard and ticked how
+// many discovery rounds and liveness ticks the switch had delivered
+// probes in (probes only).
 type sighting struct {
-	from  models.Endpoint
-	at    time.Time
-	sent  uint64
-	heard uint64
+	from   models.Endpoint
+	at     time.Time
+	sent   uint64
+	heard  uint64
+	ticked uint64
 }
 
 // probesMissed is how many probe rounds make a confirmed link lost: the
@@ -137,8 +139,9 @@ func (c *Controller) PacketIn(sw models.SwitchID, port uint32, payload []byte) {
 	}
 	at := models.Endpoint{Switch: sw, Port: port}
 	c.discMu.Lock()
-	c.sightings[at] = sighting{from: from, at: c.cfg.Now(), sent: c.probesSent[from], heard: c.heard[sw]}
+	c.sightings[at] = sighting{from: from, at: c.cfg.Now(), sent: c.probesSent[from], heard: c.heard[sw], ticked: c.tickHeard[sw]}
 	c.heardNow[sw] = true
+	c.tickHeardNow[sw] = true
 	c.discMu.Unlock()
 }
 
@@ -188,6 +191,10 @@ func (c *Controller) probe(ctx context.Context, spread time.Duration) {
 	c.mu.RLock()
 	operDown := maps.Clone(c.operDown)
 	c.mu.RUnlock()
+	var live *watched
+	if c.livenessOn() {
+		live = c.watchedNow() // its ports are probed every liveness tick
+	}
 	switches := st.snap.Switches()
 	// batch switches are probed every step.
 	batch, step := len(switches), time.Duration(0)
@@ -208,19 +215,12 @@ func (c *Controller) probe(ctx context.Context, spread time.Duration) {
 		}
 		for _, a := range st.snap.Neighbors(sw.Name) {
 			e := models.Endpoint{Switch: sw.Name, Port: a.LocalPort}
-			if operDown[e] {
+			if operDown[e] || (live != nil && live.out[e]) {
 				continue
 			}
-			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			err := c.cfg.Packets.SendPacket(pctx, sw.Name, a.LocalPort, probeFrame(sw, a.LocalPort))
-			cancel()
-			if err != nil {
-				c.log.Debug("link probe not sent", "switch", sw.Name, "port", a.LocalPort, "err", err)
+			if !c.sendProbe(ctx, sw, a.LocalPort) {
 				break // the switch is not reachable now: next round
 			}
-			c.discMu.Lock()
-			c.probesSent[e]++
-			c.discMu.Unlock()
 		}
 		c.readNeighbors(ctx, sw)
 	}
@@ -268,12 +268,21 @@ func (c *Controller) readNeighbors(ctx context.Context, sw models.Switch) {
 }
 
 // judgeLinks updates every declared link's discovery state from the
-// sightings, the metrics, and — when the set of miswired links changed —
-// the routes (a miswired link carries none).
-func (c *Controller) judgeLinks() {
+// sightings, closing a discovery round (see judge).
+func (c *Controller) judgeLinks() { c.judge(nil) }
+
+// judge updates declared links' discovery states from the sightings: all
+// of them, closing a discovery round, when only is nil; else only's
+// (liveness ticks). Then the metrics, and — when the set of links out of
+// routes changed — the routes (a miswired or lost link carries none).
+func (c *Controller) judge(only map[models.LinkID]bool) {
 	st := c.current()
 	if st == nil {
 		return
+	}
+	var w *watched
+	if c.livenessOn() {
+		w = c.watchedNow()
 	}
 	// A probe older than three rounds (and 3 s: a busy controller may be
 	// late to read its packet-ins) no longer counts, once probesMissed
@@ -284,12 +293,21 @@ func (c *Controller) judgeLinks() {
 	operDown := maps.Clone(c.operDown)
 	c.mu.RUnlock()
 	c.discMu.Lock()
-	for sw := range c.heardNow {
-		c.heard[sw]++
+	if only == nil {
+		for sw := range c.heardNow {
+			c.heard[sw]++
+		}
+		clear(c.heardNow)
 	}
-	clear(c.heardNow)
+	// fresh says an end heard its far end lately. A watched end (see
+	// liveness.go) counts liveness ticks: it is fresh until its switch
+	// has delivered probes at its other ports in livenessMissed ticks
+	// since.
 	fresh := func(e models.Endpoint) (sighting, bool) {
 		s, ok := c.sightings[e]
+		if w != nil && w.ends[e] {
+			return s, ok && c.tickHeard[e.Switch]-s.ticked <= livenessMissed
+		}
 		return s, ok && (now.Sub(s.at) <= window || c.probesSent[s.from]-s.sent < probesMissed)
 	}
 	// silent says an end that heard nothing lately (not fresh) did so
@@ -297,6 +315,9 @@ func (c *Controller) judgeLinks() {
 	// probesMissed).
 	silent := func(e models.Endpoint, isFresh bool) bool {
 		s, ok := c.sightings[e]
+		if w != nil && w.ends[e] {
+			return ok && !isFresh
+		}
 		return ok && !isFresh && c.heard[e.Switch]-s.heard > probesMissed
 	}
 	// What the switches' own LLDP agents say (state, not liveness: an
@@ -306,10 +327,15 @@ func (c *Controller) judgeLinks() {
 		return s, ok && now.Sub(s.at) <= window
 	}
 	states := map[models.LinkID]api.LinkDiscovery{}
+	if only != nil {
+		maps.Copy(states, c.linkStates)
+	}
 	declared := map[models.Endpoint]bool{}
-	counts := map[api.DiscoveryState]int{}
 	for _, l := range st.snap.FabricLinks() {
 		declared[l.A], declared[l.B] = true, true
+		if only != nil && !only[l.ID()] {
+			continue
+		}
 		var d api.LinkDiscovery
 		sa, okA := fresh(l.A)
 		sb, okB := fresh(l.B)
@@ -349,15 +375,21 @@ func (c *Controller) judgeLinks() {
 			d.State = api.DiscoveryPending
 		}
 		states[l.ID()] = d
+	}
+	counts := map[api.DiscoveryState]int{}
+	for _, d := range states {
 		counts[d.State]++
 	}
-	var undeclared []string
-	for at, s := range c.sightings {
-		if !declared[at] && now.Sub(s.at) <= window {
-			undeclared = append(undeclared, fmt.Sprintf("%s <-> %s", s.from, at))
+	undeclared := c.undeclared
+	if only == nil {
+		undeclared = nil
+		for at, s := range c.sightings {
+			if !declared[at] && now.Sub(s.at) <= window {
+				undeclared = append(undeclared, fmt.Sprintf("%s <-> %s", s.from, at))
+			}
 		}
+		slices.Sort(undeclared)
 	}
-	slices.Sort(undeclared)
 	c.linkStates, c.undeclared = states, undeclared
 	c.discMu.Unlock()
 	before, after := c.miswired(), miswired(states)
@@ -367,18 +399,35 @@ func (c *Controller) judgeLinks() {
 	}
 	c.m.linksUndeclared.Set(float64(len(undeclared)))
 	if !maps.Equal(before, after) {
-		if len(after) > len(before) {
-			var mis, lost []models.LinkID
-			for id := range after {
-				if states[id].State == api.DiscoveryLost {
-					lost = append(lost, id)
-				} else {
-					mis = append(mis, id)
-				}
+		var mis, lost, back []models.LinkID
+		for id := range after {
+			if before[id] {
+				continue
 			}
-			slices.Sort(mis)
-			slices.Sort(lost)
-			c.log.Warn("links found miswired or lost by discovery: routes avoid them", "miswired", mis, "lost", lost)
+			if states[id].State == api.DiscoveryLost {
+				lost = append(lost, id)
+			} else {
+				mis = append(mis, id)
+			}
+		}
+		for id := range before {
+			if !after[id] {
+				back = append(back, id)
+			}
+		}
+		slices.Sort(mis)
+		slices.Sort(lost)
+		slices.Sort(back)
+		switch {
+		case len(mis) > 0 && len(lost) > 0:
+			c.log.Warn("links found miswired and lost by discovery: routes avoid them", "miswired", mis, "lost", lost)
+		case len(mis) > 0:
+			c.log.Warn("links found miswired by discovery: routes avoid them", "miswired", mis)
+		case len(lost) > 0:
+			c.log.Warn("links found lost by discovery: routes avoid them", "lost", lost)
+		}
+		if len(back) > 0 {
+			c.log.Info("links confirmed again by discovery: routes use them", "links", back)
 		}
 		c.refreshDown("link discovery changed", time.Time{}, "miswired", counts[api.DiscoveryMiswired], "lost", counts[api.DiscoveryLost])
 	}

@@ -61,20 +61,30 @@ func (w *cabling) release(sw models.SwitchID) {
 }
 
 // discoveryController is a leading controller over a 2-spine, 3-leaf
-// fabric whose probes travel over a cabling, on a clock the test moves.
+// fabric whose probes travel over a cabling, on a clock the test moves,
+// with discovery's rounds alone (liveness off, as --liveness-interval 0).
 func discoveryController(t *testing.T) (*Controller, *cabling, func(rounds int)) {
 	t.Helper()
-	now := time.Unix(1_000_000, 0)
-	w := &cabling{cut: map[models.LinkID]bool{}, held: map[models.SwitchID]bool{}}
-	c, _ := tableControllerWith(t, 2, 3, Config{Packets: w, DiscoveryInterval: time.Second, Now: func() time.Time { return now }})
-	w.c, w.snap = c, c.current().snap
+	c, w, now := cabledController(t, -1)
 	rounds := func(n int) {
 		for range n {
-			now = now.Add(time.Second)
+			*now = now.Add(time.Second)
 			c.probe(t.Context(), 0)
 		}
 	}
 	return c, w, rounds
+}
+
+// cabledController is a leading controller over a 2-spine, 3-leaf fabric
+// of switches that report no oper-status, whose probes travel over a
+// cabling, on a clock the test moves; liveness as given.
+func cabledController(t *testing.T, liveness time.Duration) (*Controller, *cabling, *time.Time) {
+	t.Helper()
+	now := time.Unix(1_000_000, 0)
+	w := &cabling{cut: map[models.LinkID]bool{}, held: map[models.SwitchID]bool{}}
+	c, _ := tableControllerWith(t, 2, 3, Config{Packets: w, DiscoveryInterval: time.Second, LivenessInterval: liveness, Now: func() time.Time { return now }})
+	w.c, w.snap = c, c.current().snap
+	return c, w, &now
 }
 
 // probesSent is how many probes c sent in all.

@@ -29,6 +29,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.cfg.DiscoveryInterval > 0 && c.cfg.Packets != nil {
 		wg.Go(func() { c.discover(ctx) })
 	}
+	if c.livenessOn() {
+		wg.Go(func() { c.watchLiveness(ctx) })
+	}
 	if c.cfg.Leadership != nil {
 		wg.Go(func() { c.followLeadership(ctx) })
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/internal/httpserve"
@@ -121,6 +122,7 @@ func defaultConfig() Config {
 			Workers:            4,
 			CongestionInterval: 5 * time.Second,
 			DiscoveryInterval:  5 * time.Second,
+			LivenessInterval:   controller.DefaultLivenessInterval,
 			SampleOneIn:        65536,
 			ElephantGbps:       10,
 			FlapHalfLife:       10 * time.Second,
@@ -149,6 +151,7 @@ func (c Config) stackConfig(demo bool, log *slog.Logger) stack.Config {
 	sc.Emulate = demo
 	sc.KeepForeignEntries = c.ForeignEntries == "keep"
 	sc.DiscoveryInterval = cmp.Or(c.DiscoveryInterval, -1)
+	sc.LivenessInterval = cmp.Or(c.LivenessInterval, -1)
 	sc.Logger = log
 	return sc
 }
@@ -205,6 +208,9 @@ func (c Config) Validate(demo bool) error {
 	}
 	if c.ElephantGbps <= 0 || math.IsNaN(c.ElephantGbps) {
 		return fmt.Errorf("--elephant-gbps %v: want a positive rate", c.ElephantGbps)
+	}
+	if c.LivenessInterval < 0 {
+		return fmt.Errorf("--liveness-interval %v: want 0 (off) or a positive interval", c.LivenessInterval)
 	}
 	if c.DiscoveryInterval < 0 {
 		return fmt.Errorf("--discovery-interval %v: want 0 (off) or a positive interval", c.DiscoveryInterval)
@@ -286,6 +292,7 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().Uint16Var(&cfg.MTU, "mtu", cfg.MTU, "interface MTU of the fabric profile, pushed to every port over gNMI (4200 fits a 4096-byte RoCE payload)")
 	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
 	root.PersistentFlags().DurationVar(&cfg.DiscoveryInterval, "discovery-interval", cfg.DiscoveryInterval, "how often link discovery sends an LLDP probe out of every fabric port (packet-out) and checks the declared links (a miswired or lost link carries no routes); 0 turns it off")
+	root.PersistentFlags().DurationVar(&cfg.LivenessInterval, "liveness-interval", cfg.LivenessInterval, "how often a probe crosses each fabric link that ends on a switch reporting no oper-status (no gnmi_addr, such as BMv2): a cut link is lost 3 to 4 intervals after; 0 turns it off")
 	root.PersistentFlags().DurationVar(&cfg.CongestionInterval, "congestion-interval", cfg.CongestionInterval, "how often measured link load shifts WCMP weight away from links at 90% or more (and back below 60%); 0 turns it off")
 	root.PersistentFlags().Uint32Var(&cfg.SampleOneIn, "sample-one-in", cfg.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
 	root.PersistentFlags().Float64Var(&cfg.ElephantGbps, "elephant-gbps", cfg.ElephantGbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")

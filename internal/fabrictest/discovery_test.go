@@ -75,7 +75,7 @@ func TestLinkDiscoveryFindsSwappedCables(t *testing.T) {
 	if v, _ := gauge(t, h, "accelnet_links_discovered", "state", "miswired"); v != 2 {
 		t.Errorf("accelnet_links_discovered{state=miswired} = %v, want 2", v)
 	}
-	deliveredAvoiding(t, h, []models.Endpoint{ep("leaf1", 3), ep("leaf2", 4), ep("spine1", 1), ep("spine2", 2)})
+	deliveredAvoiding(t, h.Fabric, []models.Endpoint{ep("leaf1", 3), ep("leaf2", 4), ep("spine1", 1), ep("spine2", 2)})
 	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultRestoreCables}); err != nil {
 		t.Fatal(err)
 	}
@@ -95,16 +95,16 @@ func ep(sw string, port uint32) models.Endpoint {
 // deliveredAvoiding traces a flow between every pair of hosts on
 // different leaves: each must be delivered without leaving through any
 // of the ports in avoid.
-func deliveredAvoiding(t *testing.T, h *fabrictest.Harness, avoid []models.Endpoint) {
+func deliveredAvoiding(t *testing.T, f *fabricsim.Fabric, avoid []models.Endpoint) {
 	t.Helper()
-	hosts := h.Fabric.Topology().Hosts
+	hosts := f.Topology().Hosts
 	for _, a := range hosts {
 		for _, b := range hosts {
 			if a.Attach.Switch == b.Attach.Switch {
 				continue
 			}
 			for port := uint16(49152); port < 49160; port++ {
-				tr := h.Fabric.Trace(fabricsim.FlowSpec{Src: a.IP, Dst: b.IP, SrcPort: port, DemandGbps: 1})
+				tr := f.Trace(fabricsim.FlowSpec{Src: a.IP, Dst: b.IP, SrcPort: port, DemandGbps: 1})
 				if !tr.Delivered {
 					t.Fatalf("%s -> %s:%d not delivered: %s %s", a.Name, b.Name, port, tr.Drop, tr.DropAt)
 				}
@@ -116,4 +116,58 @@ func deliveredAvoiding(t *testing.T, h *fabrictest.Harness, avoid []models.Endpo
 			}
 		}
 	}
+}
+
+// TestLivenessFindsACutLinkWithDefaults: switches declared without a
+// gNMI address report no oper-status (BMv2's case), and with the default
+// flags the controller finds a cut link itself within a few liveness
+// ticks (no discovery round needed, at 5 s each), routes around it,
+// confirms it once it is back, and never loses it again afterwards.
+func TestLivenessFindsACutLinkWithDefaults(t *testing.T) {
+	f := fabrictest.StartFabric(t, fabrictest.LeafSpine(2, 2, 2))
+	topo := f.Topology()
+	for i := range topo.Switches {
+		topo.Switches[i].GNMIAddr = ""
+	}
+	h := fabrictest.NewServe(t, topo)
+	converged(t, h)
+	links := len(topo.Links)
+	h.Eventually(t, 20*time.Second, "every link confirmed", func() bool {
+		d, _ := discoveryOf(t, h)
+		n := 0
+		for _, s := range d {
+			if s == "confirmed" {
+				n++
+			}
+		}
+		return n == links
+	})
+	cut := models.Link{A: ep("leaf1", 3), B: ep("spine1", 1)}.ID()
+	if err := f.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkDown, Target: string(cut)}); err != nil {
+		t.Fatal(err)
+	}
+	from := h.Controller.LivenessTicks()
+	h.Eventually(t, 20*time.Second, "the cut link lost and routed around", func() bool {
+		d, _ := discoveryOf(t, h)
+		return d[cut] == "lost" && h.Controller.DownLinks()[cut] && h.Controller.Settled()
+	})
+	// Three to four ticks, and a few more where packet-ins were late.
+	if ticks := h.Controller.LivenessTicks() - from; ticks > 12 {
+		t.Errorf("the cut was found %d liveness ticks later, want a few", ticks)
+	}
+	deliveredAvoiding(t, f, []models.Endpoint{ep("leaf1", 3), ep("spine1", 1)})
+	if err := f.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkUp, Target: string(cut)}); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 20*time.Second, "the link confirmed and routed again", func() bool {
+		d, _ := discoveryOf(t, h)
+		return d[cut] == "confirmed" && !h.Controller.DownLinks()[cut] && h.Controller.Settled()
+	})
+	back := h.Controller.LivenessTicks()
+	h.Eventually(t, 20*time.Second, "ten more liveness ticks, the link confirmed at each look", func() bool {
+		if d, _ := discoveryOf(t, h); d[cut] != "confirmed" {
+			t.Fatalf("the link is %s %d ticks after it was confirmed again", d[cut], h.Controller.LivenessTicks()-back)
+		}
+		return h.Controller.LivenessTicks() >= back+10
+	})
 }

@@ -154,6 +154,10 @@ type Config struct {
 	// DiscoveryInterval is how often link discovery probes every fabric
 	// port (LLDP packet-outs); default 5s, negative: no discovery.
 	DiscoveryInterval time.Duration
+	// LivenessInterval is how often the fabric link ends on switches
+	// that report no oper-status (no gNMI address) are probed, to find a
+	// cut link within four of them; default 200ms, negative: off.
+	LivenessInterval time.Duration
 	// APIRateLimit is requests per second per token (burst twice that);
 	// 0 means the default, negative means unlimited.
 	APIRateLimit float64
@@ -409,6 +413,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		Packets:            s.Driver,
 		Neighbors:          lldpNeighbors{cfg: gnmiCfg},
 		DiscoveryInterval:  discoveryInterval(opts.DiscoveryInterval),
+		LivenessInterval:   opts.LivenessInterval,
 		PinnedLoad:         s.Intents.PinnedLoad,
 		SampleOneIn:        opts.SampleOneIn,
 		Logger:             s.log.With("component", "controller"),

@@ -1,0 +1,226 @@
+package controller
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Link liveness: a switch that reports its ports' oper-status over gNMI
+// (ON_CHANGE) tells the controller of a failed link within milliseconds
+// (observeOperStatus). One that reports nothing (BMv2's
+// simple_switch_grpc, any switch declared without a gNMI address) leaves
+// failure detection to the controller. Discovery's rounds (every
+// DiscoveryInterval, 5 s) are for the cabling; they are too slow for
+// that. So each fabric link end on such a switch is watched: every
+// LivenessInterval the leader sends a probe out of the port at the far
+// end of its link, and the end is lost when its switch delivered probes
+// at its other ports in livenessMissed ticks since it last delivered one
+// there. That finds a cut link in livenessMissed to livenessMissed+1
+// ticks (0.6–0.8 s by default) and, as in discovery, takes no silence at
+// every port of a switch at once for failed cables.
+
+// livenessMissed is how many liveness ticks a watched end may hear
+// nothing, while its switch hears its other ports, before its link is
+// lost: a probe or two dropped on a switch's CPU path is not a failure.
+const livenessMissed = 3
+
+// DefaultLivenessInterval is how often a watched link end is probed.
+const DefaultLivenessInterval = 200 * time.Millisecond
+
+// DefaultLivenessBudget is the most liveness probes the controller sends
+// per second; with more watched ends than the interval allows, the
+// interval stretches (and detection with it), up to the discovery
+// interval (whose rounds no longer probe the watched ends), and the log
+// says so. A probe costs about 40 µs of CPU between the controller and
+// fabricsim (BenchmarkLivenessCost at k=16): 10,000 a second is under
+// half a core.
+const DefaultLivenessBudget = 10_000
+
+// watched is, for one topology snapshot, the link ends whose switch
+// reports no oper-status, the ports their probes go out of, and the
+// links they are on.
+type watched struct {
+	snap  *topology.Snapshot
+	ends  map[models.Endpoint]bool
+	links map[models.LinkID]bool
+	out   map[models.Endpoint]bool // the ports probes go out of
+	// from is, switch by switch, the ports probes go out of (each faces
+	// a watched end).
+	from []probesFrom
+	n    int // probes per tick
+}
+
+// probesFrom is a switch and the ports of it that liveness probes go out of.
+type probesFrom struct {
+	sw    models.Switch
+	ports []uint32
+}
+
+// reportsOperStatus says whether the controller hears of sw's ports going
+// down from sw itself: a switch with a gNMI address is subscribed to
+// their oper-status.
+func reportsOperStatus(sw models.Switch) bool { return sw.GNMIAddr != "" }
+
+// watchedEnds works out what liveness watches in snap.
+func watchedEnds(snap *topology.Snapshot) *watched {
+	w := &watched{snap: snap, ends: map[models.Endpoint]bool{}, links: map[models.LinkID]bool{}, out: map[models.Endpoint]bool{}}
+	silent := map[models.SwitchID]bool{}
+	for _, sw := range snap.Switches() {
+		if !reportsOperStatus(sw) {
+			silent[sw.Name] = true
+		}
+	}
+	if len(silent) == 0 {
+		return w
+	}
+	for _, sw := range snap.Switches() {
+		from := probesFrom{sw: sw}
+		for _, a := range snap.Neighbors(sw.Name) {
+			if !silent[a.Peer] {
+				continue
+			}
+			w.ends[models.Endpoint{Switch: a.Peer, Port: a.PeerPort}] = true
+			w.links[a.Link] = true
+			w.out[models.Endpoint{Switch: sw.Name, Port: a.LocalPort}] = true
+			from.ports = append(from.ports, a.LocalPort)
+		}
+		if len(from.ports) > 0 {
+			w.from = append(w.from, from)
+			w.n += len(from.ports)
+		}
+	}
+	return w
+}
+
+// watchedNow is what liveness watches in the current topology.
+func (c *Controller) watchedNow() *watched {
+	st := c.current()
+	if st == nil {
+		return nil
+	}
+	if w := c.liveWatch.Load(); w != nil && w.snap == st.snap {
+		return w
+	}
+	w := watchedEnds(st.snap)
+	c.liveWatch.Store(w)
+	return w
+}
+
+// livenessInterval is the tick for n probes per tick within the budget,
+// and never longer than a discovery round.
+func (c *Controller) livenessInterval(n int) time.Duration {
+	d := c.cfg.LivenessInterval
+	if n > 0 && c.cfg.LivenessBudget > 0 {
+		d = max(d, time.Duration(int64(n)*int64(time.Second)/int64(c.cfg.LivenessBudget)))
+	}
+	if c.cfg.DiscoveryInterval > 0 && d > c.cfg.DiscoveryInterval {
+		d = max(c.cfg.LivenessInterval, c.cfg.DiscoveryInterval)
+	}
+	return d
+}
+
+// watchLiveness runs liveness ticks until ctx ends.
+func (c *Controller) watchLiveness(ctx context.Context) {
+	interval := c.cfg.LivenessInterval
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w := c.watchedNow()
+		if w == nil || w.n == 0 {
+			continue
+		}
+		if d := c.livenessInterval(w.n); d != interval {
+			interval = d
+			t.Reset(d)
+			c.log.Info("link liveness: probing the link ends whose switches report no oper-status",
+				"ends", w.n, "interval", d, "detection", livenessMissed*d, "probes_per_second", int64(w.n)*int64(time.Second)/int64(d))
+		}
+		c.livenessTick(ctx, w)
+	}
+}
+
+// livenessTick closes a tick (the switches that delivered a probe since
+// the last one count it), judges the watched links, and probes them
+// again, as the leader. It waits while a failure is handled (see
+// urgency): no probe is sent meanwhile, so none is missed.
+func (c *Controller) livenessTick(ctx context.Context, w *watched) {
+	if c.cfg.Packets == nil || !c.Leading() || c.urgency.await(ctx) != nil {
+		return
+	}
+	c.discMu.Lock()
+	for sw := range c.tickHeardNow {
+		c.tickHeard[sw]++
+	}
+	clear(c.tickHeardNow)
+	c.ticks++
+	c.discMu.Unlock()
+	c.judge(w.links)
+	c.mu.RLock()
+	operDown := maps.Clone(c.operDown)
+	c.mu.RUnlock()
+	for _, f := range w.from {
+		for _, port := range f.ports {
+			if operDown[models.Endpoint{Switch: f.sw.Name, Port: port}] {
+				continue
+			}
+			if !c.sendProbe(ctx, f.sw, port) {
+				break // the switch is not reachable now: next tick
+			}
+		}
+	}
+	c.discMu.Lock()
+	if c.probingSince.IsZero() {
+		c.probingSince = c.cfg.Now()
+	}
+	c.discMu.Unlock()
+}
+
+// sendProbe sends a probe out of sw's port and counts it; false when it
+// could not be sent.
+func (c *Controller) sendProbe(ctx context.Context, sw models.Switch, port uint32) bool {
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	err := c.cfg.Packets.SendPacket(pctx, sw.Name, port, probeFrame(sw, port))
+	cancel()
+	if err != nil {
+		c.log.Debug("link probe not sent", "switch", sw.Name, "port", port, "err", err)
+		return false
+	}
+	e := models.Endpoint{Switch: sw.Name, Port: port}
+	c.discMu.Lock()
+	c.probesSent[e]++
+	c.discMu.Unlock()
+	return true
+}
+
+// livenessOn says whether link liveness runs.
+func (c *Controller) livenessOn() bool {
+	return c.cfg.LivenessInterval > 0 && c.cfg.Packets != nil
+}
+
+// LivenessTicks is how many liveness ticks this controller has closed:
+// tests wait on it.
+func (c *Controller) LivenessTicks() uint64 {
+	c.discMu.Lock()
+	defer c.discMu.Unlock()
+	return c.ticks
+}
+
+// ProbesSent is how many link probes (discovery's and liveness's) this
+// controller has sent.
+func (c *Controller) ProbesSent() (n uint64) {
+	c.discMu.Lock()
+	defer c.discMu.Unlock()
+	for _, v := range c.probesSent {
+		n += v
+	}
+	return n
+}

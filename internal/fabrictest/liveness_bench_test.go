@@ -1,0 +1,158 @@
+package fabrictest_test
+
+import (
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// silentFabric runs fabricsim for topo and accelnet against it with every
+// switch declared without a gNMI address, so that none reports its
+// ports' oper-status (BMv2's case) and the controller finds failed links
+// itself; the flags are the defaults, tuned by tune.
+func silentFabric(b testing.TB, topo models.Topology, tune func(*stack.Config)) (*fabricsim.Fabric, *fabrictest.Harness) {
+	f := fabrictest.StartFabric(b, topo)
+	topo = f.Topology()
+	for i := range topo.Switches {
+		topo.Switches[i].GNMIAddr = ""
+	}
+	h := fabrictest.NewServeWith(b, topo, func(o *stack.Config) {
+		o.TelemetryInterval, o.CounterInterval, o.ObserveInterval = 0, 0, 0 // the defaults
+		if tune != nil {
+			tune(o)
+		}
+	})
+	h.Eventually(b, 300*time.Second, "the fabric programmed", func() bool { return h.Converged() == nil })
+	return f, h
+}
+
+// linkState is what discovery says of link now.
+func linkState(h *fabrictest.Harness, l models.LinkID) api.DiscoveryState {
+	d, _ := h.Controller.LinkDiscovery()
+	return d[l].State
+}
+
+// BenchmarkCutLinkDetection measures, on a 2-spine, 2-leaf fabric like
+// the BMv2 lab's (switches without oper-status reports, default flags),
+// the time from a cable cut in fabricsim to the controller declaring the
+// link lost (detect_*_ms, polled every millisecond) and to the routes
+// around it being written (rerouted_*_ms). Each iteration cuts a random
+// fabric link, at a random moment of a liveness tick, and restores it
+// once the fabric has settled.
+//
+//	go test ./internal/fabrictest -run '^$' -bench CutLinkDetection -benchtime 30x
+func BenchmarkCutLinkDetection(b *testing.B) {
+	f, h := silentFabric(b, fabrictest.LeafSpine(2, 2, 2), nil)
+	snap, _ := h.Controller.Snapshot()
+	links := snap.FabricLinks()
+	every := func(s api.DiscoveryState) func() bool {
+		return func() bool {
+			for _, l := range links {
+				if linkState(h, l.ID()) != s {
+					return false
+				}
+			}
+			return h.Controller.Settled()
+		}
+	}
+	h.Eventually(b, 60*time.Second, "every link confirmed", every(api.DiscoveryConfirmed))
+	rng := rand.New(rand.NewPCG(1, 2))
+	var detect, rerouted []float64
+	b.ResetTimer()
+	for range b.N {
+		l := links[rng.IntN(len(links))].ID()
+		// At any moment of a liveness tick, not just after one (the
+		// wait for every link confirmed ends just after a tick).
+		time.Sleep(time.Duration(rng.Int64N(int64(controller.DefaultLivenessInterval))))
+		at := time.Now()
+		if err := f.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkDown, Target: string(l)}); err != nil {
+			b.Fatal(err)
+		}
+		tick := time.NewTicker(time.Millisecond)
+		for linkState(h, l) != api.DiscoveryLost {
+			<-tick.C
+		}
+		detect = append(detect, ms(time.Since(at)))
+		for !(h.Controller.DownLinks()[l] && h.Controller.Settled()) {
+			<-tick.C
+		}
+		rerouted = append(rerouted, ms(time.Since(at)))
+		tick.Stop()
+		if err := f.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkUp, Target: string(l)}); err != nil {
+			b.Fatal(err)
+		}
+		h.Eventually(b, 60*time.Second, "the link confirmed again", every(api.DiscoveryConfirmed))
+	}
+	b.StopTimer()
+	slices.Sort(detect)
+	slices.Sort(rerouted)
+	b.ReportMetric(detect[len(detect)/2], "detect_p50_ms")
+	b.ReportMetric(detect[len(detect)-1], "detect_max_ms")
+	b.ReportMetric(rerouted[len(rerouted)/2], "rerouted_p50_ms")
+	b.ReportMetric(rerouted[len(rerouted)-1], "rerouted_max_ms")
+	b.ReportMetric(0, "ns/op")
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkLivenessCost measures what liveness probing costs where no
+// switch reports oper-status: a k-ary fat-tree (ACCELNET_LIVENESS_K,
+// default 16: 320 switches, 4,096 watched link ends) run by one process
+// (controller and fabricsim both), idle but for probes. Each iteration is
+// a second; it reports the liveness probes sent per second and the
+// process's CPU time per second, with liveness at its default ("on") and
+// off (discovery's rounds only): the difference is liveness's cost, the
+// emulator's share of answering the probes included.
+//
+//	go test ./internal/fabrictest -run '^$' -bench LivenessCost -benchtime 10x -timeout 30m
+func BenchmarkLivenessCost(b *testing.B) {
+	k := 16
+	if v, err := strconv.Atoi(os.Getenv("ACCELNET_LIVENESS_K")); err == nil {
+		k = v
+	}
+	topo, err := topology.FatTree(k, 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []struct {
+		name     string
+		liveness time.Duration
+	}{{"on", 0}, {"off", -1}} {
+		b.Run(mode.name, func(b *testing.B) {
+			_, h := silentFabric(b, topo, func(o *stack.Config) { o.LivenessInterval = mode.liveness })
+			// A few ticks in, so that the probes run steadily.
+			h.Eventually(b, 60*time.Second, "liveness ticking", func() bool { return mode.liveness < 0 || h.Controller.LivenessTicks() > 5 })
+			sent0, cpu0, at := h.Controller.ProbesSent(), cpuTime(), time.Now()
+			b.ResetTimer()
+			for range b.N {
+				time.Sleep(time.Second)
+			}
+			b.StopTimer()
+			secs := time.Since(at).Seconds()
+			b.ReportMetric(float64(h.Controller.ProbesSent()-sent0)/secs, "probes/s")
+			b.ReportMetric(ms(cpuTime()-cpu0)/secs, "cpu_ms/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// cpuTime is the CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

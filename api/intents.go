@@ -40,19 +40,25 @@ type Capacity struct {
 	ReservedMLU   float64 `json:"reserved_mlu"`
 }
 
-// Event is one change a client can watch: an intent stored or removed, or
-// a new topology. Events come from etcd watches, so every replica sees
+// Event is one change a client can watch: an intent stored or removed, a
+// new topology, or (operators only) a switch taken by another controller
+// or taken back. Events come from etcd watches, so every replica sees
 // every change, whoever made it.
 type Event struct {
-	// Type is "intent", "intent-removed", "topology", "synced" (every
-	// intent of the current state was sent; Count says how many), or
-	// "resync" (events may have been missed: read the state again).
+	// Type is "intent", "intent-removed", "topology", "switch-foreign"
+	// (a controller that is not one of accelnet's replicas took Switch's
+	// primary role; Message is what the switch said), "switch-primary"
+	// (accelnet is primary on Switch again), "synced" (every intent of
+	// the current state was sent; Count says how many), or "resync"
+	// (events may have been missed: read the state again).
 	Type     string            `json:"type"`
 	Count    int               `json:"count,omitempty"`
 	Revision int64             `json:"revision"`
 	Tenant   models.TenantName `json:"tenant,omitempty"`
 	ID       string            `json:"id,omitempty"`
 	Intent   *models.Intent    `json:"intent,omitempty"`
+	Switch   models.SwitchID   `json:"switch,omitempty"`
+	Message  string            `json:"message,omitempty"`
 }
 
 // DetectedStatus is a detected elephant as the API shows it.

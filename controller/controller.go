@@ -176,6 +176,11 @@ type Config struct {
 	// term takes a switch its predecessor left as marked (probed)
 	// instead of reading it back in full (see handover.go).
 	Marks MarkStore
+	// Foreign, if set (with Leadership), records in etcd the switches
+	// another controller took (and deletes the record once they are
+	// ours again), so that every replica tells its event subscribers; a
+	// new term takes the records of its predecessor's as its own.
+	Foreign ForeignStore
 	// TablesFirstMax bounds how long after a new term's first sweep of
 	// the tables tried every switch it still holds the interface config
 	// of the switches its predecessor left marked, if not every switch's
@@ -331,7 +336,8 @@ func New(cfg Config) (*Controller, error) {
 	}
 	cfg.setDefaults()
 	if cfg.Leadership == nil {
-		cfg.Marks = nil // a mark's writes are fenced by the writer's term
+		cfg.Marks = nil   // a mark's writes are fenced by the writer's term
+		cfg.Foreign = nil // as are these
 	}
 	tele := telemetry.NewTelemetry(5 * cfg.TelemetryInterval)
 	c := &Controller{
@@ -432,6 +438,9 @@ func (c *Controller) followLeadership(ctx context.Context) {
 			c.mu.Unlock()
 			tm := c.setMarks(t) // before the term's first reconcile
 			if t != nil {
+				c.loadForeign(ctx) // before it too: a switch taken back is said so
+			}
+			if t != nil {
 				select {
 				case c.termBegan <- struct{}{}:
 				default: // one pending is enough
@@ -451,6 +460,27 @@ func (c *Controller) followLeadership(ctx context.Context) {
 		case <-changed:
 		}
 	}
+}
+
+// loadForeign takes the switches recorded as taken by another controller
+// (by the previous term, or this one earlier) as taken: the first
+// reconcile that goes through on one says so, and removes the record.
+func (c *Controller) loadForeign(ctx context.Context) {
+	if c.cfg.Foreign == nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	recs, err := c.cfg.Foreign.Load(lctx)
+	cancel()
+	if err != nil {
+		c.log.Warn("switches taken by another controller not read from etcd", "err", err)
+		return
+	}
+	c.mu.Lock()
+	for sw := range recs {
+		c.foreign[sw] = true
+	}
+	c.mu.Unlock()
 }
 
 // takeOver runs term t's first sweep and says how it went: until every

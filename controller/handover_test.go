@@ -777,3 +777,29 @@ func leadConfigured(t *testing.T, r *markedReplica, topo models.Topology, marks 
 		return nil
 	})
 }
+
+// TestNewTermTakesForeignRecordsAsItsOwn: a switch its predecessor
+// recorded in etcd as taken by another controller is, for a new term, a
+// switch to take back: once its reconcile goes through the record is
+// removed (every replica's event subscribers hear "switch-primary").
+func TestNewTermTakesForeignRecordsAsItsOwn(t *testing.T) {
+	st, cli, _, sws := markedFabric(t)
+	always := clientv3.Compare(clientv3.Version(store.KeyTopology), ">", 0) // the predecessor's fence, long gone
+	if err := st.Foreign().Put(t.Context(), always, models.ForeignPrimary{Switch: "leaf2", Since: time.Now(), Error: "not primary"}); err != nil {
+		t.Fatal(err)
+	}
+	a := startReplica(t, cli, "a", Config{Store: st, Driver: sws, Foreign: st.Foreign(), ResyncInterval: time.Hour})
+	waitFor(t, "the leader's switches in sync", func() error {
+		if !a.c.Leading() {
+			return fmt.Errorf("not leading")
+		}
+		return a.c.Ready()
+	})
+	waitFor(t, "leaf2's record removed", func() error {
+		recs, err := st.Foreign().Load(t.Context())
+		if err == nil && len(recs) > 0 {
+			err = fmt.Errorf("still recorded: %v", recs)
+		}
+		return err
+	})
+}

@@ -327,7 +327,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	}
 	if diff.Empty() {
 		remember()
-		c.tookBack(sw, diff)
+		c.tookBack(ctx, sw, diff)
 		record(api.SwitchStatus{InSync: true, Entries: entries})
 		return 0, nil
 	}
@@ -363,7 +363,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	// lines per change.
 	c.log.Debug("switch programmed", "switch", sw, "insert", diff.Insert.Len(), "modify", diff.Modify.Len(), "delete", diff.Delete.Len())
 	c.writeLog.add(sw, diff)
-	c.tookBack(sw, diff)
+	c.tookBack(ctx, sw, diff)
 	record(api.SwitchStatus{InSync: true, Entries: entries, LastWrites: diff.Len()})
 	return diff.Len(), nil
 }
@@ -371,7 +371,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 // tookBack says, once, that a switch another controller held is ours
 // again, and what of that controller's was undone: the entries it added
 // (deleted now), changed (written back) or removed (inserted again).
-func (c *Controller) tookBack(sw models.SwitchID, diff models.Diff) {
+func (c *Controller) tookBack(ctx context.Context, sw models.SwitchID, diff models.Diff) {
 	c.mu.Lock()
 	was := c.foreign[sw]
 	delete(c.foreign, sw)
@@ -379,6 +379,7 @@ func (c *Controller) tookBack(sw models.SwitchID, diff models.Diff) {
 	if !was {
 		return
 	}
+	c.recordForeign(ctx, sw, nil)
 	tables := func(f models.ForwardingState) string {
 		return fmt.Sprintf("routes=%d flow_pins=%d groups=%d members=%d", len(f.Routes), len(f.FlowPins), len(f.Groups), len(f.Members))
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Run reconciles until ctx ends.
@@ -224,7 +225,7 @@ func (c *Controller) work(ctx context.Context, r *reconciler) {
 				// etcd says we lead: a controller that is not one of our
 				// replicas took this switch. Report it for this switch and
 				// try again later; the rest of the fabric is ours.
-				c.foreignPrimary(sw, err)
+				c.foreignPrimary(tctx, sw, err)
 				d := r.queue.Retry(key)
 				c.log.Warn("another controller is primary for this switch", "switch", key, "reconciler", r.kind, "err", err, "retry_in", d)
 				break
@@ -246,11 +247,20 @@ type timedOut struct{ error }
 
 func (t timedOut) Unwrap() error { return t.error }
 
+// ForeignStore keeps the switches another controller took, in etcd
+// (store.Foreign): every write carries the writer's term's fence.
+type ForeignStore interface {
+	Put(ctx context.Context, fence clientv3.Cmp, rec models.ForeignPrimary) error
+	Delete(ctx context.Context, fence clientv3.Cmp, sw models.SwitchID) error
+	Load(ctx context.Context) (map[models.SwitchID]models.ForeignPrimary, error)
+}
+
 // foreignPrimary records that a controller other than our replicas holds
 // the primary role on a switch.
-func (c *Controller) foreignPrimary(sw models.SwitchID, err error) {
+func (c *Controller) foreignPrimary(ctx context.Context, sw models.SwitchID, err error) {
 	c.m.foreignPrimary.WithLabelValues(string(sw)).Set(1)
 	c.mu.Lock()
+	was := c.foreign[sw]
 	c.foreign[sw] = true
 	st := c.status[sw]
 	st.InSync = false
@@ -258,6 +268,33 @@ func (c *Controller) foreignPrimary(sw models.SwitchID, err error) {
 	st.LastReconcile = c.cfg.Now()
 	c.status[sw] = st
 	c.mu.Unlock()
+	if !was {
+		c.recordForeign(ctx, sw, &models.ForeignPrimary{Switch: sw, Since: st.LastReconcile, Error: err.Error()})
+	}
+}
+
+// recordForeign records in etcd, fenced by this term, that another
+// controller took sw (rec) or that it is ours again (nil), for every
+// replica's event subscribers (see Config.Foreign).
+func (c *Controller) recordForeign(ctx context.Context, sw models.SwitchID, rec *models.ForeignPrimary) {
+	if c.cfg.Foreign == nil {
+		return
+	}
+	t := c.cfg.Leadership.Term()
+	if t == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var err error
+	if rec != nil {
+		err = c.cfg.Foreign.Put(ctx, t.Fence(), *rec)
+	} else {
+		err = c.cfg.Foreign.Delete(ctx, t.Fence(), sw)
+	}
+	if err != nil {
+		c.log.Warn("the switch's primary role not recorded in etcd: event subscribers are not told", "switch", sw, "taken", rec != nil, "err", err)
+	}
 }
 
 // run runs one of r's reconciles of sw with a timeout, a panic turned

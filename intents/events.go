@@ -53,7 +53,7 @@ func (e *Events) publish(ev api.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for s := range e.subs {
-		if ev.Tenant != "" && !s.scope.sees(ev.Tenant) {
+		if ev.Tenant != "" && !s.scope.sees(ev.Tenant) || ev.Switch != "" && !s.scope.Operator {
 			continue
 		}
 		select {
@@ -65,7 +65,8 @@ func (e *Events) publish(ev api.Event) {
 	}
 }
 
-// Run follows intents and the topology until ctx ends.
+// Run follows intents, the topology and the switches taken by another
+// controller until ctx ends.
 func (e *Events) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -109,6 +110,22 @@ func (e *Events) Run(ctx context.Context) error {
 				if c.Key == store.KeyTopology && !c.Deleted {
 					e.publish(api.Event{Type: "topology", Revision: c.Revision})
 				}
+			}
+		})
+	})
+	wg.Go(func() {
+		_ = e.store.Follow(ctx, store.KeyForeign, func(kvs []store.KV, reset bool) {
+			if reset {
+				return
+			}
+			for _, c := range kvs {
+				ev := api.Event{Type: "switch-primary", Revision: c.Revision, Switch: models.SwitchID(strings.TrimPrefix(c.Key, store.KeyForeign))}
+				if !c.Deleted {
+					var rec models.ForeignPrimary
+					_ = json.Unmarshal(c.Value, &rec)
+					ev.Type, ev.Message = "switch-foreign", rec.Error
+				}
+				e.publish(ev)
 			}
 		})
 	})

@@ -1,5 +1,7 @@
 package models
 
+import "time"
+
 // SwitchMark is what a leader's term confirmed a switch holds, kept in
 // etcd for the next term: a switch whose mark matches what the next term
 // computes for it is taken as it is (probed, not read in full). A term
@@ -19,4 +21,14 @@ type SwitchMark struct {
 	Renames map[uint32]uint32 `json:"renames,omitempty"`
 	// Term is the election ID of the term that recorded it.
 	Term uint64 `json:"term"`
+}
+
+// ForeignPrimary records that a controller other than accelnet's
+// replicas holds a switch's primary role (a higher election ID), as the
+// leader saw it.
+type ForeignPrimary struct {
+	Switch SwitchID  `json:"switch"`
+	Since  time.Time `json:"since"`
+	// Error is what the switch answered.
+	Error string `json:"error"`
 }

@@ -66,6 +66,11 @@ const (
 	// handover/<switch>. A new term takes a switch whose mark matches
 	// what it computes as the previous term left it.
 	KeyHandover = Prefix + "handover/"
+	// KeyForeign holds one models.ForeignPrimary per switch that
+	// another controller (not one of accelnet's replicas) took, as the
+	// leader saw it: foreign/<switch>; deleted once the leader is primary
+	// there again. Every replica's /api/v1/events follows it.
+	KeyForeign = Prefix + "foreign/"
 	// KeyElection is the prefix replicas campaign under: each candidate's key
 	// is KeyElection/<lease ID in hex>, bound to its session's lease, with the
 	// replica's API URL as its value. The oldest key leads.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,6 +174,9 @@ func TestForeignControllerTakesOneSwitch(t *testing.T) {
 	logs := &countingHandler{counts: map[string]int{}}
 	h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Config) { o.Logger = slog.New(logs) })
 	converged(t, h)
+	operator := openEvents(t, h, h.OperatorToken)
+	tok := tenant(t, h, "watcher", 0, 0)
+	tenantEvents := openEvents(t, h, tok)
 	term := h.Leadership.Term()
 	foreign := otherController(t, f, term.ID+1000)
 	route := firstRoute(t, foreign)
@@ -185,6 +189,7 @@ func TestForeignControllerTakesOneSwitch(t *testing.T) {
 	h.Eventually(t, 10*time.Second, "leaf1 reported as held by another controller", func() bool {
 		return strings.Contains(h.Controller.Status()["leaf1"].LastError, "another controller")
 	})
+	awaitLine(t, operator, `"type":"switch-foreign"`, `"switch":"leaf1"`)
 	if v, ok := gauge(t, h, "accelnet_switch_foreign_primary", "switch", "leaf1"); !ok || v != 1 {
 		t.Errorf("accelnet_switch_foreign_primary{switch=leaf1} = %v (present %v), want 1", v, ok)
 	}
@@ -212,6 +217,43 @@ func TestForeignControllerTakesOneSwitch(t *testing.T) {
 	// deleted, inserted again).
 	if n := logs.count("INFO primary role back: another controller's changes undone"); n != 1 {
 		t.Errorf("%d lines say leaf1 was taken back, want 1", n)
+	}
+	awaitLine(t, operator, `"type":"switch-primary"`, `"switch":"leaf1"`)
+	if recs, err := h.Store.Foreign().Load(t.Context()); err != nil || len(recs) != 0 {
+		t.Errorf("switches recorded as taken after leaf1 was taken back: %v, %v", recs, err)
+	}
+	// A tenant is told nothing of switches: its stream has its own
+	// intent's event, and no switch event before it.
+	if r := h.Do(t, "POST", "/api/v1/intents", tok, spec("a", "h1-1", "h2-1", 10, 49152, 1), nil); r.StatusCode != http.StatusCreated {
+		t.Fatalf("create: HTTP %d", r.StatusCode)
+	}
+	for l := range tenantEvents {
+		if strings.Contains(l, `"type":"switch-`) {
+			t.Fatalf("a tenant's event stream says %s", l)
+		}
+		if strings.Contains(l, `"type":"intent"`) {
+			break
+		}
+	}
+}
+
+// awaitLine reads an event stream's lines until one holds every part
+// (with a generous backstop).
+func awaitLine(t *testing.T, lines <-chan string, parts ...string) {
+	t.Helper()
+	backstop := time.After(fabrictest.Backstop(30 * time.Second))
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("the event stream ended before a line with %q", parts)
+			}
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
+				return
+			}
+		case <-backstop:
+			t.Fatalf("no event with %q", parts)
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,6 +177,10 @@ type Config struct {
 	// term takes a switch its predecessor left as marked (probed)
 	// instead of reading it back in full (see handover.go).
 	Marks MarkStore
+	// HostMACs, if set, keeps the MACs learned from hosts' ARP in etcd,
+	// and every replica follows them (see hosts.go); without it they are
+	// kept here only.
+	HostMACs HostMACStore
 	// Foreign, if set (with Leadership), records in etcd the switches
 	// another controller took (and deletes the record once they are
 	// ours again), so that every replica tells its event subscribers; a
@@ -302,8 +307,14 @@ type Controller struct {
 	ticks        uint64
 	liveWatch    atomic.Pointer[watched]
 	probingSince time.Time
-	linkStates   map[models.LinkID]api.LinkDiscovery
-	undeclared   []string
+	// Hosts (see hosts.go): what is known of them beyond the topology,
+	// under hostMu; the ARP answers to send and the MACs to record.
+	hostMu     sync.Mutex
+	hosts      hostState
+	arpOut     chan packetOut
+	learn      chan learnedMAC
+	linkStates map[models.LinkID]api.LinkDiscovery
+	undeclared []string
 	// offRoutes is the links discovery takes out of routes (miswired or
 	// lost) as it last judged them: a map never changed once stored,
 	// read without discMu (see downLinksLocked).
@@ -359,6 +370,10 @@ func New(cfg Config) (*Controller, error) {
 		lldp:         map[models.Endpoint]sighting{},
 		noNeighbors:  map[models.SwitchID]bool{},
 		termBegan:    make(chan struct{}, 1),
+		hosts: hostState{learned: map[string]models.MAC{}, asked: map[string]time.Time{}, tries: map[string]int{},
+			answered: map[models.Endpoint]int{}, warned: map[models.Endpoint]netip.Addr{}},
+		arpOut: make(chan packetOut, 1024),
+		learn:  make(chan learnedMAC, 1024),
 	}
 	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, c.observeOperStatus, cfg.Logger)
 	c.tables = newReconciler("switch", c.Reconcile, true)

@@ -23,6 +23,7 @@ type metrics struct {
 	handover          *prometheus.CounterVec
 	handoverUnsettled prometheus.Counter
 	marks             *prometheus.CounterVec
+	arp               *prometheus.CounterVec
 }
 
 // counts are figures the controller keeps itself, exported as they are.
@@ -60,6 +61,10 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 			Name: "accelnet_links_undeclared",
 			Help: "Links link discovery hears where the topology declares none.",
 		}),
+		arp: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "accelnet_host_arp_total",
+			Help: "Hosts' ARP as the controller handled it: answered (a host's request, with its leaf port's MAC), learned (a host's MAC new or changed), probe_sent (who has a host's address), not_a_host_port, wrong_address (not the topology's host there), dropped (over the per-port rate or a full queue).",
+		}, []string{"result"}),
 		foreignPrimary: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "accelnet_switch_foreign_primary",
 			Help: "1 while a controller that is not one of accelnet's replicas holds the primary role on the switch (a higher P4Runtime election ID); accelnet retries with backoff and keeps programming the rest.",
@@ -130,7 +135,7 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 			return 0
 		}))
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
-			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling, m.handover, m.handoverUnsettled, m.marks)
+			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling, m.handover, m.handoverUnsettled, m.marks, m.arp)
 	}
 	return m
 }

@@ -219,6 +219,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		record(api.SwitchStatus{LastError: err.Error()})
 		return 0, err
 	}
+	desired.PortMACs = c.withLearnedMACs(st.snap, sw, desired.PortMACs)
 	switch {
 	case c.cfg.Limits.PerLeafRoutes:
 	case planned:

@@ -33,6 +33,12 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.livenessOn() {
 		wg.Go(func() { c.watchLiveness(ctx) })
 	}
+	if c.cfg.Packets != nil {
+		wg.Go(func() { c.serveHosts(ctx) })
+	}
+	if c.cfg.HostMACs != nil {
+		wg.Go(func() { c.followHostMACs(ctx) })
+	}
 	if c.cfg.Leadership != nil {
 		wg.Go(func() { c.followLeadership(ctx) })
 	}

@@ -108,6 +108,8 @@ type Fabric struct {
 	faultMu   sync.Mutex    // guards faultLog; stores linkFault
 	faultLog  []FaultRecord // the latest injections, for Faults
 
+	neighbors hostNeighbors // the hosts' ARP (hostarp.go)
+
 	mu        sync.Mutex // guards the dataplane state below
 	flows     map[uint64]*flowState
 	nextFlow  uint64

@@ -56,9 +56,14 @@ func (sw *Switch) packetOut(from *stream, pkt *p4v1.PacketOut) error {
 	up := f.operUpLocked(egress)
 	c.outOctets += float64(len(pkt.GetPayload()))
 	peer, _, isLink := f.peerLocked(egress)
+	host, isHost := f.snap.HostAt(egress)
 	f.mu.Unlock()
+	if up && isHost {
+		f.toHost(host, pkt.GetPayload())
+		return nil
+	}
 	if !up || !isLink {
-		return nil // lost on a down port, or delivered to a host
+		return nil // lost on a down port
 	}
 	f.switches[peer.Switch].receive(peer.Port, pkt.GetPayload())
 	return nil

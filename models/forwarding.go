@@ -99,7 +99,8 @@ type ForwardingState struct {
 	// default entry); nil where it is not known or not managed.
 	HashSeed *uint32 `json:"hash_seed,omitempty"`
 	// Punts are the EtherTypes the switch sends to its controller (the
-	// punt table): link discovery's probes.
+	// punt table): link discovery's probes, and on a switch with hosts
+	// their ARP.
 	Punts []uint16 `json:"punts,omitempty"`
 }
 
@@ -130,6 +131,11 @@ func shared[T any](a, b []T) bool { return len(a) == len(b) && (len(a) == 0 || &
 // EtherTypeLLDP is the EtherType of LLDP frames, which link discovery's
 // probes are.
 const EtherTypeLLDP = 0x88cc
+
+// EtherTypeARP is the EtherType of ARP frames: a leaf punts its hosts'
+// ARP to the controller, which answers for the fabric and learns the
+// hosts' MACs (see controller/hosts.go).
+const EtherTypeARP = 0x0806
 
 // Len is the number of entities in the state.
 func (s ForwardingState) Len() int {

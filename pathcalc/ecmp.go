@@ -164,6 +164,18 @@ func PortMACs(snap *topology.Snapshot, sw models.Switch) []models.PortMAC {
 	return out
 }
 
+// Punts are the EtherTypes sw sends its controller: link discovery's
+// probes, and where hosts attach, their ARP (the controller answers it
+// and learns their MACs).
+func Punts(snap *topology.Snapshot, sw models.Switch) []uint16 {
+	for _, port := range snap.Ports(sw.Name) {
+		if _, ok := snap.HostAt(models.Endpoint{Switch: sw.Name, Port: port}); ok {
+			return []uint16{models.EtherTypeARP, models.EtherTypeLLDP}
+		}
+	}
+	return []uint16{models.EtherTypeLLDP}
+}
+
 // routeTable collects one switch's routes, each pointing at an interned set
 // of egress ports with their capacity toward the destination.
 type routeTable struct {

@@ -505,7 +505,7 @@ func (r *routing) result(prev *Result, rebuild []bool, built []*builtState) (Res
 			}
 			seed := HashSeed(sw)
 			state.HashSeed = &seed
-			state.Punts = []uint16{models.EtherTypeLLDP} // link discovery's probes
+			state.Punts = Punts(r.snap, sw)
 			res.Plan.Switches[sw.Name] = state
 			r.warnings[i] = warnings
 		}

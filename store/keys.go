@@ -71,6 +71,9 @@ const (
 	// leader saw it: foreign/<switch>; deleted once the leader is primary
 	// there again. Every replica's /api/v1/events follows it.
 	KeyForeign = Prefix + "foreign/"
+	// KeyHostMACs holds the MAC the leader learned from each host's ARP:
+	// hostmacs/<host> → JSON {mac, learned}. Every replica follows it.
+	KeyHostMACs = Prefix + "hostmacs/"
 	// KeyElection is the prefix replicas campaign under: each candidate's key
 	// is KeyElection/<lease ID in hex>, bound to its session's lease, with the
 	// replica's API URL as its value. The oldest key leads.

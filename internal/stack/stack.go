@@ -397,6 +397,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	c, err := controller.New(controller.Config{
 		Marks:              marks,
 		Foreign:            s.Store.Foreign(),
+		HostMACs:           s.Store.HostMACs(),
 		Overlay:            s.Intents,
 		Config:             gnmiCfg,
 		Leadership:         s.Leadership,

@@ -76,9 +76,8 @@ func TestBMv2EndToEnd(t *testing.T) {
 		topo.Switches[i].P4RTAddr = lab.Start(topo.Switches[i])
 	}
 	h := fabrictest.NewServeWith(t, topo, func(o *stack.Config) {
-		o.DiscoveryInterval = 300 * time.Millisecond
 		o.SampleOneIn = 1 // BMv2 forwards a few thousand packets a second: every one is a sample
-	})
+	}) // discovery and link liveness at their defaults
 	h.Eventually(t, 2*time.Minute, "every BMv2 programmed and read back in sync", func() bool { return h.Converged() == nil })
 	for _, sw := range topo.Switches {
 		st, err := h.Driver.Read(Context(t), sw.Name)
@@ -195,8 +194,18 @@ func TestBMv2EndToEnd(t *testing.T) {
 
 	// leaf1's uplink to spine1 goes down: discovery's probes stop, the
 	// link is lost, routes and the pin move to spine2, flows get through.
-	lab.SetLink(models.Endpoint{Switch: "leaf1", Port: 3}, false)
 	lost := models.Link{A: models.Endpoint{Switch: "leaf1", Port: 3}, B: models.Endpoint{Switch: "spine1", Port: 1}}.ID()
+	cut, ticks := time.Now(), h.Controller.LivenessTicks()
+	lab.SetLink(models.Endpoint{Switch: "leaf1", Port: 3}, false)
+	h.Eventually(t, time.Minute, "the link lost", func() bool {
+		d, _ := h.Controller.LinkDiscovery()
+		return d[lost].State == api.DiscoveryLost
+	})
+	t.Logf("the cut link was lost %s (%d liveness ticks) after the cable was pulled", time.Since(cut).Round(time.Millisecond), h.Controller.LivenessTicks()-ticks)
+	// Liveness ticks, not discovery rounds (5 s each), found it.
+	if n := h.Controller.LivenessTicks() - ticks; n > 12 {
+		t.Errorf("the cut link was lost after %d liveness ticks, want a few", n)
+	}
 	h.Eventually(t, time.Minute, "the link routed around", func() bool {
 		return h.Controller.DownLinks()[lost] && h.Controller.Settled()
 	})
@@ -224,6 +233,14 @@ func TestBMv2EndToEnd(t *testing.T) {
 	h.Eventually(t, time.Minute, "the link confirmed and used again", func() bool {
 		d, _ := h.Controller.LinkDiscovery()
 		return d[lost].State == "confirmed" && !h.Controller.DownLinks()[lost] && h.Controller.Settled()
+	})
+	// And it stays confirmed: never lost after it is back.
+	back := h.Controller.LivenessTicks()
+	h.Eventually(t, time.Minute, "ten more liveness ticks with the link confirmed at each look", func() bool {
+		if d, _ := h.Controller.LinkDiscovery(); d[lost].State != api.DiscoveryConfirmed {
+			t.Fatalf("the link is %s %d ticks after it was confirmed again", d[lost].State, h.Controller.LivenessTicks()-back)
+		}
+		return h.Controller.LivenessTicks() >= back+10
 	})
 	before = spineRx()
 	for sport := uint16(53000); sport < 53032; sport++ {

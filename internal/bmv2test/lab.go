@@ -160,6 +160,43 @@ func (l *Lab) Host(h models.Host) {
 	l.hostIf[h.Name] = hi
 }
 
+// PlainHost puts host h in a namespace of its own, cabled to its leaf
+// port, as a server is set up with nothing known of the fabric: its NIC
+// keeps the MAC the kernel gave it, and it has its address (prefix bits
+// long) and a default route via gw. No neighbour entry is written. It
+// returns the NIC's MAC.
+func (l *Lab) PlainHost(h models.Host, bits int, gw netip.Addr) models.MAC {
+	l.t.Helper()
+	n := len(l.ifaces)
+	sw, hi := l.ifname("s", n), l.ifname("h", n)
+	ns := "an" + l.tag + h.Name
+	l.run("ip", "netns", "add", ns)
+	l.hostNS[h.Name] = ns
+	l.run("ip", "link", "add", sw, "type", "veth", "peer", "name", hi)
+	l.run("ip", "link", "set", hi, "netns", ns)
+	l.quiet("", sw)
+	l.run("ip", "link", "set", sw, "up")
+	// A veth leaves the UDP checksum to be filled in by whatever receives
+	// the frame in the same kernel (checksum offload); BMv2 reads it off
+	// the wire unfilled and the far host drops it as corrupt. A NIC
+	// fills it in hardware: here the kernel does it before sending.
+	l.run("ip", "netns", "exec", ns, "ethtool", "-K", hi, "tx", "off")
+	l.run("ip", "netns", "exec", ns, "ip", "link", "set", hi, "up")
+	l.run("ip", "netns", "exec", ns, "ip", "addr", "add", netip.PrefixFrom(h.IP, bits).String(), "dev", hi)
+	l.run("ip", "netns", "exec", ns, "ip", "route", "add", "default", "via", gw.String())
+	l.ifaces[h.Attach] = sw
+	l.hostIf[h.Name] = hi
+	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+hi+"/address").Output()
+	if err != nil {
+		l.t.Fatalf("the MAC of %s: %v", h.Name, err)
+	}
+	var mac models.MAC
+	if err := mac.UnmarshalText([]byte(strings.TrimSpace(string(out)))); err != nil {
+		l.t.Fatalf("the MAC of %s: %v", h.Name, err)
+	}
+	return mac
+}
+
 // Interface is the lab interface of a switch port.
 func (l *Lab) Interface(e models.Endpoint) string { return l.ifaces[e] }
 
@@ -245,9 +282,33 @@ type Socket struct{ fd int }
 func (s *Socket) Close() { _ = unix.Close(s.fd) }
 
 // OpenSocket opens a raw socket on ifc, in network namespace ns ("": the
-// test's own). A socket stays in the namespace it was made in, so a
-// locked thread enters ns, makes it, and ends with the goroutine.
+// test's own).
 func OpenSocket(ns, ifc string) (*Socket, error) {
+	fd, err := inNamespace(ns, func() (int, error) {
+		ifi, err := net.InterfaceByName(ifc)
+		if err != nil {
+			return 0, err
+		}
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
+		if err != nil {
+			return 0, err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
+			unix.Close(fd)
+			return 0, err
+		}
+		return fd, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Socket{fd: fd}, nil
+}
+
+// inNamespace runs open in network namespace ns ("": the test's own) and
+// returns the socket it made. A socket stays in the namespace it was made
+// in, so a locked thread enters ns, makes it, and ends with the goroutine.
+func inNamespace(ns string, open func() (int, error)) (int, error) {
 	type result struct {
 		fd  int
 		err error
@@ -267,28 +328,56 @@ func OpenSocket(ns, ifc string) (*Socket, error) {
 				return
 			}
 		}
-		ifi, err := net.InterfaceByName(ifc)
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW, int(htons(unix.ETH_P_ALL)))
-		if err != nil {
-			done <- result{err: err}
-			return
-		}
-		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
-			unix.Close(fd)
-			done <- result{err: err}
-			return
-		}
-		done <- result{fd: fd}
+		fd, err := open()
+		done <- result{fd: fd, err: err}
 	}()
 	r := <-done
-	if r.err != nil {
-		return nil, r.err
+	return r.fd, r.err
+}
+
+// UDPSocket is a kernel UDP socket in a host's namespace: the kernel
+// resolves its next hop with ARP, as a host's stack does.
+type UDPSocket struct{ fd int }
+
+// Close closes the socket.
+func (s *UDPSocket) Close() { _ = unix.Close(s.fd) }
+
+// OpenUDP opens a UDP socket bound to addr:port in namespace ns.
+func OpenUDP(ns string, addr netip.Addr, port uint16) (*UDPSocket, error) {
+	fd, err := inNamespace(ns, func() (int, error) {
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
+		if err != nil {
+			return 0, err
+		}
+		if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: addr.As4(), Port: int(port)}); err != nil {
+			unix.Close(fd)
+			return 0, err
+		}
+		return fd, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	return &Socket{fd: r.fd}, nil
+	return &UDPSocket{fd: fd}, nil
+}
+
+// SendTo sends a datagram to addr:port.
+func (s *UDPSocket) SendTo(b []byte, addr netip.Addr, port uint16) error {
+	return unix.Sendto(s.fd, b, 0, &unix.SockaddrInet4{Addr: addr.As4(), Port: int(port)})
+}
+
+// Recv waits up to timeout for a datagram; nil if none came.
+func (s *UDPSocket) Recv(timeout time.Duration) []byte {
+	tv := unix.NsecToTimeval(timeout.Nanoseconds())
+	if err := unix.SetsockoptTimeval(s.fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
+		return nil
+	}
+	buf := make([]byte, 2048)
+	n, _, err := unix.Recvfrom(s.fd, buf, 0)
+	if err != nil {
+		return nil
+	}
+	return buf[:n]
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }

@@ -404,10 +404,14 @@ func (sw *Switch) readCounters(s *p4.Schema, q *p4v1.CounterEntry) ([]*p4v1.Enti
 	rx, tx := s.CounterID(p4.CounterPortRx), s.CounterID(p4.CounterPortTx)
 	ids := []uint32{rx, tx}
 	if q.GetCounterId() != 0 {
-		if q.GetCounterId() != rx && q.GetCounterId() != tx {
-			return nil, errf(codes.NotFound, "unknown counter id %d", q.GetCounterId())
+		if q.GetCounterId() != rx && q.GetCounterId() != tx { // as PI answers
+			return nil, errf(codes.InvalidArgument, "unknown counter id %d", q.GetCounterId())
 		}
 		ids = []uint32{q.GetCounterId()}
+	}
+	if i := q.GetIndex(); i != nil && q.GetCounterId() != 0 && (i.GetIndex() < 0 || i.GetIndex() >= s.CounterSize(q.GetCounterId())) {
+		// As BMv2 answers (UNKNOWN): an index past the counter's size.
+		return nil, errf(codes.Unknown, "counter index %d is out of range", i.GetIndex())
 	}
 	f := sw.fabric
 	f.mu.Lock()

@@ -2,6 +2,7 @@ package fabricsim
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"net/netip"
@@ -210,7 +211,7 @@ func TestArbitrationAndWriteRules(t *testing.T) {
 		t.Fatalf("duplicate election id: %v", err)
 	}
 	// Wrong device ID on a write.
-	if _, err := c.Write(context.Background(), &p4v1.WriteRequest{DeviceId: 999, ElectionId: &p4v1.Uint128{Low: 10}}); status.Code(err) != codes.NotFound {
+	if _, err := c.Write(context.Background(), &p4v1.WriteRequest{DeviceId: 999, ElectionId: &p4v1.Uint128{Low: 10}}); status.Code(err) != codes.PermissionDenied { // as PI answers
 		t.Fatalf("unknown device: %v", err)
 	}
 }
@@ -430,3 +431,76 @@ func TestFlowsAcrossLinkDown(t *testing.T) {
 }
 
 func must(port uint32, _ bool) uint32 { return port }
+
+// TestAnswersAsPI: requests whose answers were taken from BMv2 with PI
+// (internal/bmv2test's replay, where BMv2 is installed), pinned here
+// where it is not.
+func TestAnswersAsPI(t *testing.T) {
+	topo, _ := topology.LeafSpine(1, 2, 1, 100)
+	f := run(t, topo)
+	c, s := primary(t, f.Switch("leaf1"))
+	ctx := context.Background()
+	readCode := func(device uint64, e *p4v1.Entity) codes.Code {
+		rs, err := c.Read(ctx, &p4v1.ReadRequest{DeviceId: device, Entities: []*p4v1.Entity{e}})
+		if err != nil {
+			return status.Code(err)
+		}
+		for {
+			if _, err := rs.Recv(); err != nil {
+				if errors.Is(err, io.EOF) {
+					return codes.OK
+				}
+				return status.Code(err)
+			}
+		}
+	}
+	seedParam, _ := s.Param(p4.ActionSetHashSeed, p4.ParamSeed)
+	keyless := &p4v1.Update{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{
+		TableId: s.TableID(p4.TableHashSeed), Action: &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{
+			ActionId: s.ActionID(p4.ActionSetHashSeed), Params: []*p4v1.Action_Param{{ParamId: seedParam.GetId(), Value: []byte{7}}}}}}}}}}
+	pinMatch := []*p4v1.FieldMatch{
+		{FieldId: s.MatchFieldID(p4.TableFlowPin, "ipv4_src"), FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: []byte{10, 0, 1, 1}}}},
+		{FieldId: s.MatchFieldID(p4.TableFlowPin, "ipv4_dst"), FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: []byte{10, 0, 2, 1}}}},
+		{FieldId: s.MatchFieldID(p4.TableFlowPin, p4.FieldUDPSrcPort), FieldMatchType: &p4v1.FieldMatch_Exact_{Exact: &p4v1.FieldMatch_Exact{Value: []byte{1}}}},
+	}
+	defaultOnly := &p4v1.Update{Type: p4v1.Update_INSERT, Entity: &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{
+		TableId: s.TableID(p4.TableFlowPin), Match: pinMatch,
+		Action: &p4v1.TableAction{Type: &p4v1.TableAction_Action{Action: &p4v1.Action{ActionId: s.ActionID(p4.ActionNop)}}}}}}}
+	if got := updateErrors(c.write(1, keyless, defaultOnly)); !slices.Equal(got, []codes.Code{codes.Unknown, codes.PermissionDenied}) {
+		t.Errorf("an entry in a keyless table, a default-only action in an entry: %v, want [Unknown PermissionDenied]", got)
+	}
+	if err := c.write(1); status.Code(err) != codes.OK {
+		t.Errorf("an empty write: %v", err)
+	}
+	if _, err := c.Write(ctx, &p4v1.WriteRequest{DeviceId: 99, ElectionId: &p4v1.Uint128{Low: 1}}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a write to another device: %v, want PermissionDenied", err)
+	}
+	if got := readCode(99, &p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: &p4v1.TableEntry{}}}); got != codes.FailedPrecondition {
+		t.Errorf("a read of another device: %s, want FailedPrecondition", got)
+	}
+	if _, err := c.GetForwardingPipelineConfig(ctx, &p4v1.GetForwardingPipelineConfigRequest{DeviceId: 99}); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("another device's pipeline: %v, want FailedPrecondition", err)
+	}
+	counter := func(id uint32, index int64) *p4v1.Entity {
+		return &p4v1.Entity{Entity: &p4v1.Entity_CounterEntry{CounterEntry: &p4v1.CounterEntry{CounterId: id, Index: &p4v1.Index{Index: index}}}}
+	}
+	for _, tc := range []struct {
+		what string
+		e    *p4v1.Entity
+		want codes.Code
+	}{
+		{"a port counter", counter(s.CounterID(p4.CounterPortRx), 9), codes.OK},
+		{"a port counter past its size", counter(s.CounterID(p4.CounterPortRx), 600), codes.Unknown},
+		{"an unknown counter", counter(0x12ffffff, 1), codes.InvalidArgument},
+		{"the direct counter of a missing entry", &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
+			TableEntry: &p4v1.TableEntry{TableId: s.TableID(p4.TableFlowPin), Match: pinMatch}}}}, codes.InvalidArgument},
+	} {
+		if got := readCode(c.device, tc.e); got != tc.want {
+			t.Errorf("read %s: %s, want %s", tc.what, got, tc.want)
+		}
+	}
+	if _, err := c.SetForwardingPipelineConfig(ctx, &p4v1.SetForwardingPipelineConfigRequest{DeviceId: c.device, ElectionId: &p4v1.Uint128{Low: 1},
+		Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY, Config: &p4v1.ForwardingPipelineConfig{P4DeviceConfig: p4.BMv2JSON}}); err != nil {
+		t.Errorf("verify the device config alone: %v, want OK", err)
+	}
+}

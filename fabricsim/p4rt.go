@@ -258,6 +258,11 @@ func (s *p4rtServer) SetForwardingPipelineConfig(_ context.Context, req *p4v1.Se
 	verify := func() (*p4v1.ForwardingPipelineConfig, *p4.Schema, error) {
 		cfg := req.GetConfig()
 		if cfg.GetP4Info() == nil {
+			if req.GetAction() == p4v1.SetForwardingPipelineConfigRequest_VERIFY && bytes.Equal(cfg.GetP4DeviceConfig(), p4.BMv2JSON) {
+				// As PI answers: a config verified without its P4Info is
+				// checked for its device config alone.
+				return nil, nil, nil
+			}
 			return nil, nil, status.Error(codes.InvalidArgument, "config has no P4Info")
 		}
 		// The device config is the program itself (for BMv2, its JSON):
@@ -350,8 +355,8 @@ func (sw *Switch) commitLocked(cfg *p4v1.ForwardingPipelineConfig, schema *p4.Sc
 
 func (s *p4rtServer) GetForwardingPipelineConfig(_ context.Context, req *p4v1.GetForwardingPipelineConfigRequest) (*p4v1.GetForwardingPipelineConfigResponse, error) {
 	sw := s.sw
-	if req.GetDeviceId() != sw.deviceID {
-		return nil, status.Errorf(codes.NotFound, "device id %d is not served here", req.GetDeviceId())
+	if req.GetDeviceId() != sw.deviceID { // as PI answers: no pipeline there
+		return nil, status.Errorf(codes.FailedPrecondition, "device id %d is not served here", req.GetDeviceId())
 	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
@@ -378,8 +383,8 @@ func (s *p4rtServer) Write(ctx context.Context, req *p4v1.WriteRequest) (*p4v1.W
 	if sw.down.Load() {
 		return nil, status.Error(codes.Unavailable, "switch is down")
 	}
-	if req.GetDeviceId() != sw.deviceID {
-		return nil, status.Errorf(codes.NotFound, "device id %d is not served here", req.GetDeviceId())
+	if req.GetDeviceId() != sw.deviceID { // as PI answers
+		return nil, status.Errorf(codes.PermissionDenied, "device id %d is not served here", req.GetDeviceId())
 	}
 	if req.GetAtomicity() != p4v1.WriteRequest_CONTINUE_ON_ERROR {
 		return nil, status.Errorf(codes.Unimplemented, "atomicity %s is not supported", req.GetAtomicity())
@@ -448,8 +453,8 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 	if sw.down.Load() {
 		return status.Error(codes.Unavailable, "switch is down")
 	}
-	if req.GetDeviceId() != sw.deviceID {
-		return status.Errorf(codes.NotFound, "device id %d is not served here", req.GetDeviceId())
+	if req.GetDeviceId() != sw.deviceID { // as PI answers: no pipeline there
+		return status.Errorf(codes.FailedPrecondition, "device id %d is not served here", req.GetDeviceId())
 	}
 	var out []*p4v1.Entity
 	var counterQueries []*p4v1.CounterEntry
@@ -503,7 +508,11 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 					break
 				}
 				var entries []*p4v1.Entity
-				if entries, err = sw.store.readTable(q); err == nil {
+				if entries, err = sw.store.readTable(q); err == nil && len(entries) == 0 && len(q.GetMatch()) > 0 {
+					// As PI answers: one entry's counter, of no entry.
+					err = errf(codes.InvalidArgument, "no entry of table %d matches: it has no direct counter", q.GetTableId())
+				}
+				if err == nil {
 					for _, e := range entries {
 						directQueries = append(directQueries, e.GetTableEntry())
 					}

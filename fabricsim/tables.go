@@ -195,6 +195,11 @@ func (s *tableStore) normalizeEntry(e *p4v1.TableEntry, forDelete bool) (*p4v1.T
 	if e.GetIsDefaultAction() {
 		return nil, "", errf(codes.InvalidArgument, "table %s: a default entry is not an entry", t.GetPreamble().GetName())
 	}
+	if len(t.GetMatchFields()) == 0 && !forDelete {
+		// As BMv2 answers (UNKNOWN): a keyless table holds its default
+		// entry and nothing else.
+		return nil, "", errf(codes.Unknown, "table %s has no key: it holds only its default entry", t.GetPreamble().GetName())
+	}
 	field := func(id uint32) (*p4config.MatchField, bool) { // a table has a handful
 		for _, mf := range t.GetMatchFields() {
 			if mf.GetId() == id {
@@ -332,14 +337,18 @@ func (s *tableStore) checkAction(t *p4config.Table, a *p4v1.Action) error {
 	if !ok {
 		return errf(codes.InvalidArgument, "invalid P4 id: unknown action id %d", a.GetActionId())
 	}
-	allowed := false
+	listed, entries := false, false
 	for _, ref := range t.GetActionRefs() {
-		if ref.GetId() == a.GetActionId() && ref.GetScope() != p4config.ActionRef_DEFAULT_ONLY {
-			allowed = true
+		if ref.GetId() == a.GetActionId() {
+			listed = true
+			entries = entries || ref.GetScope() != p4config.ActionRef_DEFAULT_ONLY
 		}
 	}
-	if !allowed {
-		return errf(codes.InvalidArgument, "table %s does not allow action %s in entries", t.GetPreamble().GetName(), info.GetPreamble().GetName())
+	switch {
+	case !listed:
+		return errf(codes.InvalidArgument, "table %s does not allow action %s", t.GetPreamble().GetName(), info.GetPreamble().GetName())
+	case !entries: // as PI answers
+		return errf(codes.PermissionDenied, "table %s: action %s is for its default entry only", t.GetPreamble().GetName(), info.GetPreamble().GetName())
 	}
 	params := map[uint32]*p4config.Action_Param{}
 	for _, p := range info.GetParams() {

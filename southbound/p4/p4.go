@@ -431,6 +431,16 @@ func (s *Schema) CounterID(name string) uint32 {
 	return s.countersByName[name].GetPreamble().GetId()
 }
 
+// CounterSize is how many cells the indexed counter id has (0: none).
+func (s *Schema) CounterSize(id uint32) int64 {
+	for _, c := range s.countersByName {
+		if c.GetPreamble().GetId() == id {
+			return c.GetSize()
+		}
+	}
+	return 0
+}
+
 // Limits are the table and group sizes pathcalc must respect.
 type Limits struct {
 	RouteEntries   int // ipv4_lpm size

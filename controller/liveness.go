@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"time"
 
@@ -128,6 +129,7 @@ func (c *Controller) watchLiveness(ctx context.Context) {
 	interval := c.cfg.LivenessInterval
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var said *watched
 	for {
 		select {
 		case <-ctx.Done():
@@ -138,12 +140,19 @@ func (c *Controller) watchLiveness(ctx context.Context) {
 		if w == nil || w.n == 0 {
 			continue
 		}
-		if d := c.livenessInterval(w.n); d != interval {
+		d := c.livenessInterval(w.n)
+		if d != interval {
 			interval = d
 			t.Reset(d)
-			c.log.Info("link liveness: probing the link ends whose switches report no oper-status",
-				"ends", w.n, "interval", d, "detection", livenessMissed*d, "probes_per_second", int64(w.n)*int64(time.Second)/int64(d))
 		}
+		if w != said && (said == nil || said.n != w.n) {
+			c.log.Info("link liveness: probing the fabric link ends on switches that report no oper-status",
+				"ends", w.n, "interval", d, "lost_after", fmt.Sprintf("%s to %s", livenessMissed*d, (livenessMissed+1)*d),
+				"probes_per_second", int64(w.n)*int64(time.Second)/int64(d))
+		}
+		said = w
+		c.m.livenessEnds.Set(float64(w.n))
+		c.m.livenessInterval.Set(d.Seconds())
 		c.livenessTick(ctx, w)
 	}
 }

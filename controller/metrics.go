@@ -24,6 +24,8 @@ type metrics struct {
 	handoverUnsettled prometheus.Counter
 	marks             *prometheus.CounterVec
 	arp               *prometheus.CounterVec
+	livenessInterval  prometheus.Gauge
+	livenessEnds      prometheus.Gauge
 }
 
 // counts are figures the controller keeps itself, exported as they are.
@@ -60,6 +62,14 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 		linksUndeclared: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "accelnet_links_undeclared",
 			Help: "Links link discovery hears where the topology declares none.",
+		}),
+		livenessInterval: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "accelnet_link_liveness_interval_seconds",
+			Help: "How often link liveness probes each watched link end (those on switches that report no oper-status): a cut link is lost 3 to 4 intervals after. Longer than --liveness-interval when the probe budget makes it so.",
+		}),
+		livenessEnds: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "accelnet_link_liveness_watched_ends",
+			Help: "Fabric link ends on switches that report no oper-status, which link liveness probes.",
 		}),
 		arp: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "accelnet_host_arp_total",
@@ -135,7 +145,7 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 			return 0
 		}))
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
-			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling, m.handover, m.handoverUnsettled, m.marks, m.arp)
+			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling, m.handover, m.handoverUnsettled, m.marks, m.arp, m.livenessInterval, m.livenessEnds)
 	}
 	return m
 }

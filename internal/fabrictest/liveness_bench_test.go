@@ -127,8 +127,9 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // switch reports oper-status: a k-ary fat-tree (ACCELNET_LIVENESS_K,
 // default 16: 320 switches, 4,096 watched link ends) run by one process
 // (controller and fabricsim both), idle but for probes. Each iteration is
-// a second; it reports the liveness probes sent per second and the
-// process's CPU time per second, with liveness at its default ("on") and
+// a second; it reports the link probes sent per second, the process's
+// CPU time per second and the liveness tick as it ran (tick_ms: a cut is
+// found in 3 to 4 of them), with liveness at its default ("on") and
 // off (discovery's rounds only): the difference is liveness's cost, the
 // emulator's share of answering the probes included.
 //
@@ -150,7 +151,7 @@ func BenchmarkLivenessCost(b *testing.B) {
 			_, h := silentFabric(b, topo, func(o *stack.Config) { o.LivenessInterval = mode.liveness })
 			// A few ticks in, so that the probes run steadily.
 			h.Eventually(b, 60*time.Second, "liveness ticking", func() bool { return mode.liveness < 0 || h.Controller.LivenessTicks() > 5 })
-			sent0, cpu0, at := h.Controller.ProbesSent(), cpuTime(), time.Now()
+			sent0, ticks0, cpu0, at := h.Controller.ProbesSent(), h.Controller.LivenessTicks(), cpuTime(), time.Now()
 			b.ResetTimer()
 			for range b.N {
 				time.Sleep(time.Second)
@@ -159,6 +160,10 @@ func BenchmarkLivenessCost(b *testing.B) {
 			secs := time.Since(at).Seconds()
 			b.ReportMetric(float64(h.Controller.ProbesSent()-sent0)/secs, "probes/s")
 			b.ReportMetric(ms(cpuTime()-cpu0)/secs, "cpu_ms/s")
+			if ticks := h.Controller.LivenessTicks() - ticks0; ticks > 0 {
+				// A cut is found in 3 to 4 ticks.
+				b.ReportMetric(secs*1000/float64(ticks), "tick_ms")
+			}
 			b.ReportMetric(0, "ns/op")
 		})
 	}

@@ -45,6 +45,23 @@ func answerOf(err error) answer {
 	return a
 }
 
+// readAnswer reads e from device through x's switch, to the end of the
+// stream, and says how it was answered.
+func readAnswer(x *p4Session, device uint64, e *p4v1.Entity) answer {
+	rs, err := x.c.Read(context.Background(), &p4v1.ReadRequest{DeviceId: device, Entities: []*p4v1.Entity{e}})
+	if err != nil {
+		return answerOf(err)
+	}
+	for {
+		if _, err := rs.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return answer{}
+			}
+			return answerOf(err)
+		}
+	}
+}
+
 // step is one request of the replay, and how to send it.
 type step struct {
 	name string
@@ -191,20 +208,7 @@ func TestFabricsimAnswersAsBMv2(t *testing.T) {
 		}
 	}
 	read := func(e *p4v1.Entity) func(*p4Session) answer {
-		return func(x *p4Session) answer {
-			rs, err := x.c.Read(ctx, &p4v1.ReadRequest{DeviceId: x.device, Entities: []*p4v1.Entity{e}})
-			if err != nil {
-				return answerOf(err)
-			}
-			for {
-				if _, err := rs.Recv(); err != nil {
-					if errors.Is(err, io.EOF) {
-						return answer{}
-					}
-					return answerOf(err)
-				}
-			}
-		}
+		return func(x *p4Session) answer { return readAnswer(x, x.device, e) }
 	}
 	steps := []step{
 		{"get pipeline before any is set", func(x *p4Session) answer {
@@ -345,20 +349,7 @@ func moreSteps(s *p4.Schema, write func(...*p4v1.Update) func(*p4Session) answer
 		}
 	}
 	readFrom := func(device uint64, e *p4v1.Entity) func(*p4Session) answer {
-		return func(x *p4Session) answer {
-			rs, err := x.c.Read(ctx, &p4v1.ReadRequest{DeviceId: device, Entities: []*p4v1.Entity{e}})
-			if err != nil {
-				return answerOf(err)
-			}
-			for {
-				if _, err := rs.Recv(); err != nil {
-					if errors.Is(err, io.EOF) {
-						return answer{}
-					}
-					return answerOf(err)
-				}
-			}
-		}
+		return func(x *p4Session) answer { return readAnswer(x, device, e) }
 	}
 	push := func(election uint64, info bool, config []byte) func(*p4Session) answer {
 		return func(x *p4Session) answer {

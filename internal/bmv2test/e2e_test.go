@@ -38,6 +38,23 @@ func leafSpine2x2() models.Topology {
 	return t
 }
 
+// startLab wires topo's links in a new lab, adds each host with
+// addHost, and starts every switch, setting its P4Runtime address in topo.
+func startLab(t *testing.T, bin string, topo *models.Topology, addHost func(*Lab, models.Host)) *Lab {
+	t.Helper()
+	lab := NewLab(t, bin)
+	for _, l := range topo.Links {
+		lab.Wire(l.A, l.B)
+	}
+	for _, h := range topo.Hosts {
+		addHost(lab, h)
+	}
+	for i := range topo.Switches {
+		topo.Switches[i].P4RTAddr = lab.Start(topo.Switches[i])
+	}
+	return lab
+}
+
 // hostSocket is a raw socket in a host's namespace.
 func hostSocket(t *testing.T, lab *Lab, host string) *Socket {
 	t.Helper()
@@ -65,16 +82,7 @@ func TestBMv2EndToEnd(t *testing.T) {
 		t.Skip(why)
 	}
 	topo := leafSpine2x2()
-	lab := NewLab(t, bin)
-	for _, l := range topo.Links {
-		lab.Wire(l.A, l.B)
-	}
-	for _, h := range topo.Hosts {
-		lab.Host(h)
-	}
-	for i := range topo.Switches {
-		topo.Switches[i].P4RTAddr = lab.Start(topo.Switches[i])
-	}
+	lab := startLab(t, bin, &topo, func(lab *Lab, h models.Host) { lab.Host(h) })
 	h := fabrictest.NewServeWith(t, topo, func(o *stack.Config) {
 		o.SampleOneIn = 1 // BMv2 forwards a few thousand packets a second: every one is a sample
 	}) // discovery and link liveness at their defaults

@@ -24,18 +24,11 @@ func TestBMv2PlainHosts(t *testing.T) {
 		t.Skip(why)
 	}
 	topo := leafSpine2x2()
-	lab := NewLab(t, bin)
-	for _, l := range topo.Links {
-		lab.Wire(l.A, l.B)
-	}
 	nics := map[string]models.MAC{}
-	for _, h := range topo.Hosts {
+	lab := startLab(t, bin, &topo, func(lab *Lab, h models.Host) {
 		gw := netip.MustParseAddr(fmt.Sprintf("10.0.%s.254", h.Name[1:2]))
 		nics[h.Name] = lab.PlainHost(h, 24, gw)
-	}
-	for i := range topo.Switches {
-		topo.Switches[i].P4RTAddr = lab.Start(topo.Switches[i])
-	}
+	})
 	h := fabrictest.NewServe(t, topo)
 	h.Eventually(t, 2*time.Minute, "every BMv2 programmed and read back in sync", func() bool { return h.Converged() == nil })
 

@@ -144,20 +144,29 @@ func (l *Lab) Stub(e models.Endpoint) string {
 // packets with ICMP port-unreachable.
 func (l *Lab) Host(h models.Host) {
 	l.t.Helper()
+	ns, hi := l.hostPort(h)
+	l.quiet(ns, hi)
+	l.run("ip", "netns", "exec", ns, "ip", "link", "set", hi, "address", h.NICMAC().String())
+	l.run("ip", "netns", "exec", ns, "ip", "link", "set", hi, "up")
+}
+
+// hostPort makes h's namespace and the veth cabling it to its leaf port
+// (the switch's end up) and returns the namespace and h's interface.
+func (l *Lab) hostPort(h models.Host) (ns, hi string) {
+	l.t.Helper()
 	n := len(l.ifaces)
-	sw, hi := l.ifname("s", n), l.ifname("h", n)
-	ns := "an" + l.tag + h.Name
+	sw := l.ifname("s", n)
+	hi = l.ifname("h", n)
+	ns = "an" + l.tag + h.Name
 	l.run("ip", "netns", "add", ns)
 	l.hostNS[h.Name] = ns
 	l.run("ip", "link", "add", sw, "type", "veth", "peer", "name", hi)
 	l.run("ip", "link", "set", hi, "netns", ns)
 	l.quiet("", sw)
-	l.quiet(ns, hi)
 	l.run("ip", "link", "set", sw, "up")
-	l.run("ip", "netns", "exec", ns, "ip", "link", "set", hi, "address", h.NICMAC().String())
-	l.run("ip", "netns", "exec", ns, "ip", "link", "set", hi, "up")
 	l.ifaces[h.Attach] = sw
 	l.hostIf[h.Name] = hi
+	return ns, hi
 }
 
 // PlainHost puts host h in a namespace of its own, cabled to its leaf
@@ -167,15 +176,7 @@ func (l *Lab) Host(h models.Host) {
 // returns the NIC's MAC.
 func (l *Lab) PlainHost(h models.Host, bits int, gw netip.Addr) models.MAC {
 	l.t.Helper()
-	n := len(l.ifaces)
-	sw, hi := l.ifname("s", n), l.ifname("h", n)
-	ns := "an" + l.tag + h.Name
-	l.run("ip", "netns", "add", ns)
-	l.hostNS[h.Name] = ns
-	l.run("ip", "link", "add", sw, "type", "veth", "peer", "name", hi)
-	l.run("ip", "link", "set", hi, "netns", ns)
-	l.quiet("", sw)
-	l.run("ip", "link", "set", sw, "up")
+	ns, hi := l.hostPort(h)
 	// A veth leaves the UDP checksum to be filled in by whatever receives
 	// the frame in the same kernel (checksum offload); BMv2 reads it off
 	// the wire unfilled and the far host drops it as corrupt. A NIC
@@ -184,8 +185,6 @@ func (l *Lab) PlainHost(h models.Host, bits int, gw netip.Addr) models.MAC {
 	l.run("ip", "netns", "exec", ns, "ip", "link", "set", hi, "up")
 	l.run("ip", "netns", "exec", ns, "ip", "addr", "add", netip.PrefixFrom(h.IP, bits).String(), "dev", hi)
 	l.run("ip", "netns", "exec", ns, "ip", "route", "add", "default", "via", gw.String())
-	l.ifaces[h.Attach] = sw
-	l.hostIf[h.Name] = hi
 	out, err := exec.Command("ip", "netns", "exec", ns, "cat", "/sys/class/net/"+hi+"/address").Output()
 	if err != nil {
 		l.t.Fatalf("the MAC of %s: %v", h.Name, err)

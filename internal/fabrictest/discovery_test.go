@@ -30,17 +30,10 @@ func discoveryOf(t *testing.T, h *fabrictest.Harness) (map[models.LinkID]string,
 	return out, v
 }
 
-// TestLinkDiscoveryFindsSwappedCables: the controller's LLDP probes
-// (packet-out on every fabric port, packet-in where they arrive) confirm
-// every declared link, and so do the switches' own LLDP agents (their
-// OpenConfig lldp state over gNMI); two cables swapped in fabricsim make
-// both links miswired in the API (both witnesses say so) and the metrics, routes stop using them (every
-// host pair is still delivered, never across them), and once the cables
-// are put back the links are confirmed and carry routes again.
-func TestLinkDiscoveryFindsSwappedCables(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(3, 2, 2), func(o *stack.Config) { o.DiscoveryInterval = 200 * time.Millisecond })
-	converged(t, h)
-	links := len(h.Fabric.Topology().Links)
+// everyLinkConfirmed waits for discovery to confirm all links of h's
+// fabric, as the API says.
+func everyLinkConfirmed(t *testing.T, h *fabrictest.Harness, links int) {
+	t.Helper()
 	h.Eventually(t, 20*time.Second, "every link confirmed", func() bool {
 		d, _ := discoveryOf(t, h)
 		n := 0
@@ -51,6 +44,19 @@ func TestLinkDiscoveryFindsSwappedCables(t *testing.T) {
 		}
 		return n == links
 	})
+}
+
+// TestLinkDiscoveryFindsSwappedCables: the controller's LLDP probes
+// (packet-out on every fabric port, packet-in where they arrive) confirm
+// every declared link, and so do the switches' own LLDP agents (their
+// OpenConfig lldp state over gNMI); two cables swapped in fabricsim make
+// both links miswired in the API (both witnesses say so) and the metrics, routes stop using them (every
+// host pair is still delivered, never across them), and once the cables
+// are put back the links are confirmed and carry routes again.
+func TestLinkDiscoveryFindsSwappedCables(t *testing.T) {
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(3, 2, 2), func(o *stack.Config) { o.DiscoveryInterval = 200 * time.Millisecond })
+	converged(t, h)
+	everyLinkConfirmed(t, h, len(h.Fabric.Topology().Links))
 	// leaf1:3–spine1:1 and leaf2:4–spine2:2 become leaf1:3–spine2:2 and
 	// leaf2:4–spine1:1; spine3 still joins the leaves.
 	l1, l2 := models.Link{A: ep("leaf1", 3), B: ep("spine1", 1)}.ID(), models.Link{A: ep("leaf2", 4), B: ep("spine2", 2)}.ID()
@@ -131,17 +137,7 @@ func TestLivenessFindsACutLinkWithDefaults(t *testing.T) {
 	}
 	h := fabrictest.NewServe(t, topo)
 	converged(t, h)
-	links := len(topo.Links)
-	h.Eventually(t, 20*time.Second, "every link confirmed", func() bool {
-		d, _ := discoveryOf(t, h)
-		n := 0
-		for _, s := range d {
-			if s == "confirmed" {
-				n++
-			}
-		}
-		return n == links
-	})
+	everyLinkConfirmed(t, h, len(topo.Links))
 	cut := models.Link{A: ep("leaf1", 3), B: ep("spine1", 1)}.ID()
 	if err := f.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkDown, Target: string(cut)}); err != nil {
 		t.Fatal(err)

@@ -285,17 +285,12 @@ func (c *Controller) judge(only map[models.LinkID]bool) {
 	if st == nil {
 		return
 	}
-	var w *watched
+	ev := evidence{now: c.cfg.Now(), window: max(3*c.cfg.DiscoveryInterval, 3*time.Second)}
 	if c.livenessOn() {
-		w = c.watchedNow()
+		ev.watched = c.watchedNow()
 	}
-	// A probe older than three rounds (and 3 s: a busy controller may be
-	// late to read its packet-ins) no longer counts, once probesMissed
-	// more have been sent from where it came.
-	window := max(3*c.cfg.DiscoveryInterval, 3*time.Second)
-	now := c.cfg.Now()
 	c.mu.RLock()
-	operDown := maps.Clone(c.operDown)
+	ev.operDown = maps.Clone(c.operDown)
 	c.mu.RUnlock()
 	c.discMu.Lock()
 	if only == nil {
@@ -304,33 +299,6 @@ func (c *Controller) judge(only map[models.LinkID]bool) {
 		}
 		clear(c.heardNow)
 	}
-	// fresh says an end heard its far end lately. A watched end (see
-	// liveness.go) counts liveness ticks: it is fresh until its switch
-	// has delivered probes at its other ports in livenessMissed ticks
-	// since.
-	fresh := func(e models.Endpoint) (sighting, bool) {
-		s, ok := c.sightings[e]
-		if w != nil && w.ends[e] {
-			return s, ok && c.tickHeard[e.Switch]-s.ticked <= livenessMissed
-		}
-		return s, ok && (now.Sub(s.at) <= window || c.probesSent[s.from]-s.sent < probesMissed)
-	}
-	// silent says an end that heard nothing lately (not fresh) did so
-	// while its switch went on delivering probes at its other ports (see
-	// probesMissed).
-	silent := func(e models.Endpoint, isFresh bool) bool {
-		s, ok := c.sightings[e]
-		if w != nil && w.ends[e] {
-			return ok && !isFresh
-		}
-		return ok && !isFresh && c.heard[e.Switch]-s.heard > probesMissed
-	}
-	// What the switches' own LLDP agents say (state, not liveness: an
-	// entry outlives a link that went down).
-	heard := func(e models.Endpoint) (sighting, bool) {
-		s, ok := c.lldp[e]
-		return s, ok && now.Sub(s.at) <= window
-	}
 	states := map[models.LinkID]api.LinkDiscovery{}
 	if only != nil {
 		maps.Copy(states, c.linkStates)
@@ -338,58 +306,15 @@ func (c *Controller) judge(only map[models.LinkID]bool) {
 	declared := map[models.Endpoint]bool{}
 	for _, l := range st.snap.FabricLinks() {
 		declared[l.A], declared[l.B] = true, true
-		if only != nil && !only[l.ID()] {
-			continue
+		if only == nil || only[l.ID()] {
+			states[l.ID()] = c.judgeLink(l, ev)
 		}
-		var d api.LinkDiscovery
-		sa, okA := fresh(l.A)
-		sb, okB := fresh(l.B)
-		la, lokA := heard(l.A)
-		lb, lokB := heard(l.B)
-		wrong := func(ok bool, s sighting, at, want models.Endpoint, how string) {
-			if ok && s.from != want {
-				d.Seen = append(d.Seen, fmt.Sprintf("%s hears %s%s", at, s.from, how))
-			}
-		}
-		wrong(okA, sa, l.A, l.B, "")
-		wrong(okB, sb, l.B, l.A, "")
-		wrong(lokA, la, l.A, l.B, " (its LLDP agent)")
-		wrong(lokB, lb, l.B, l.A, " (its LLDP agent)")
-		switch {
-		case len(d.Seen) > 0:
-			d.State = api.DiscoveryMiswired
-		case okA && okB:
-			d.State = api.DiscoveryConfirmed
-			c.confirmed[l.ID()] = true // by probes: their silence will mean lost
-		case lokA && lokB && !c.confirmed[l.ID()]:
-			d.State = api.DiscoveryConfirmed // by the switches' LLDP agents alone
-		case operDown[l.A] || operDown[l.B]:
-			d.State = api.DiscoveryDown
-		case c.confirmed[l.ID()] && (silent(l.A, okA) || silent(l.B, okB)):
-			d.State = api.DiscoveryLost
-		case c.confirmed[l.ID()]:
-			// Neither end's switch says anything either way (its
-			// packet-ins stopped): the link stays as it was judged.
-			d.State = api.DiscoveryConfirmed
-			if c.linkStates[l.ID()].State == api.DiscoveryLost {
-				d.State = api.DiscoveryLost
-			}
-		case !c.probingSince.IsZero() && now.Sub(c.probingSince) > window:
-			d.State = api.DiscoveryMissing
-		default:
-			d.State = api.DiscoveryPending
-		}
-		states[l.ID()] = d
-	}
-	counts := map[api.DiscoveryState]int{}
-	for _, d := range states {
-		counts[d.State]++
 	}
 	undeclared := c.undeclared
 	if only == nil {
 		undeclared = nil
 		for at, s := range c.sightings {
-			if !declared[at] && now.Sub(s.at) <= window {
+			if !declared[at] && ev.now.Sub(s.at) <= ev.window {
 				undeclared = append(undeclared, fmt.Sprintf("%s <-> %s", s.from, at))
 			}
 		}
@@ -397,45 +322,140 @@ func (c *Controller) judge(only map[models.LinkID]bool) {
 	}
 	c.linkStates, c.undeclared = states, undeclared
 	c.discMu.Unlock()
+	c.judged(states, len(undeclared))
+}
+
+// evidence is what a judgement of links goes by besides the sightings:
+// its time, how long a probe counts (window: three rounds and at least
+// 3 s, a busy controller may be late to read its packet-ins), the ends
+// liveness watches, and the ports gNMI reports down.
+type evidence struct {
+	now      time.Time
+	window   time.Duration
+	watched  *watched
+	operDown map[models.Endpoint]bool
+}
+
+// fresh says an end heard its far end lately, and what it heard: within
+// the window, or fewer than probesMissed probes ago. A watched end (see
+// liveness.go) counts liveness ticks instead: it is fresh until its
+// switch has delivered probes at its other ports in livenessMissed ticks
+// since. Called with discMu held.
+func (c *Controller) fresh(e models.Endpoint, ev evidence) (sighting, bool) {
+	s, ok := c.sightings[e]
+	if ev.watched != nil && ev.watched.ends[e] {
+		return s, ok && c.tickHeard[e.Switch]-s.ticked <= livenessMissed
+	}
+	return s, ok && (ev.now.Sub(s.at) <= ev.window || c.probesSent[s.from]-s.sent < probesMissed)
+}
+
+// silent says an end that heard nothing lately (not fresh) did so while
+// its switch went on delivering probes at its other ports (see
+// probesMissed). Called with discMu held.
+func (c *Controller) silent(e models.Endpoint, isFresh bool, ev evidence) bool {
+	s, ok := c.sightings[e]
+	if ev.watched != nil && ev.watched.ends[e] {
+		return ok && !isFresh
+	}
+	return ok && !isFresh && c.heard[e.Switch]-s.heard > probesMissed
+}
+
+// judgeLink is what the evidence says of one declared link. Called with
+// discMu held.
+func (c *Controller) judgeLink(l models.Link, ev evidence) api.LinkDiscovery {
+	// What the switches' own LLDP agents say (state, not liveness: an
+	// entry outlives a link that went down).
+	agent := func(e models.Endpoint) (sighting, bool) {
+		s, ok := c.lldp[e]
+		return s, ok && ev.now.Sub(s.at) <= ev.window
+	}
+	var d api.LinkDiscovery
+	sa, okA := c.fresh(l.A, ev)
+	sb, okB := c.fresh(l.B, ev)
+	la, lokA := agent(l.A)
+	lb, lokB := agent(l.B)
+	wrong := func(ok bool, s sighting, at, want models.Endpoint, how string) {
+		if ok && s.from != want {
+			d.Seen = append(d.Seen, fmt.Sprintf("%s hears %s%s", at, s.from, how))
+		}
+	}
+	wrong(okA, sa, l.A, l.B, "")
+	wrong(okB, sb, l.B, l.A, "")
+	wrong(lokA, la, l.A, l.B, " (its LLDP agent)")
+	wrong(lokB, lb, l.B, l.A, " (its LLDP agent)")
+	switch {
+	case len(d.Seen) > 0:
+		d.State = api.DiscoveryMiswired
+	case okA && okB:
+		d.State = api.DiscoveryConfirmed
+		c.confirmed[l.ID()] = true // by probes: their silence will mean lost
+	case lokA && lokB && !c.confirmed[l.ID()]:
+		d.State = api.DiscoveryConfirmed // by the switches' LLDP agents alone
+	case ev.operDown[l.A] || ev.operDown[l.B]:
+		d.State = api.DiscoveryDown
+	case c.confirmed[l.ID()] && (c.silent(l.A, okA, ev) || c.silent(l.B, okB, ev)):
+		d.State = api.DiscoveryLost
+	case c.confirmed[l.ID()]:
+		// Neither end's switch says anything either way (its packet-ins
+		// stopped): the link stays as it was judged.
+		d.State = api.DiscoveryConfirmed
+		if c.linkStates[l.ID()].State == api.DiscoveryLost {
+			d.State = api.DiscoveryLost
+		}
+	case !c.probingSince.IsZero() && ev.now.Sub(c.probingSince) > ev.window:
+		d.State = api.DiscoveryMissing
+	default:
+		d.State = api.DiscoveryPending
+	}
+	return d
+}
+
+// judged publishes a judgement: the links out of routes, the metrics,
+// and — when the links out of routes changed — a log line and the routes.
+func (c *Controller) judged(states map[models.LinkID]api.LinkDiscovery, undeclared int) {
+	counts := map[api.DiscoveryState]int{}
+	for _, d := range states {
+		counts[d.State]++
+	}
 	before, after := c.miswired(), miswired(states)
 	c.offRoutes.Store(&after)
 	for _, s := range []api.DiscoveryState{api.DiscoveryPending, api.DiscoveryConfirmed, api.DiscoveryMiswired, api.DiscoveryMissing, api.DiscoveryLost, api.DiscoveryDown} {
 		c.m.linksDiscovered.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
-	c.m.linksUndeclared.Set(float64(len(undeclared)))
-	if !maps.Equal(before, after) {
-		var mis, lost, back []models.LinkID
-		for id := range after {
-			if before[id] {
-				continue
-			}
-			if states[id].State == api.DiscoveryLost {
-				lost = append(lost, id)
-			} else {
-				mis = append(mis, id)
-			}
-		}
-		for id := range before {
-			if !after[id] {
-				back = append(back, id)
-			}
-		}
-		slices.Sort(mis)
-		slices.Sort(lost)
-		slices.Sort(back)
-		switch {
-		case len(mis) > 0 && len(lost) > 0:
-			c.log.Warn("links found miswired and lost by discovery: routes avoid them", "miswired", mis, "lost", lost)
-		case len(mis) > 0:
-			c.log.Warn("links found miswired by discovery: routes avoid them", "miswired", mis)
-		case len(lost) > 0:
-			c.log.Warn("links found lost by discovery: routes avoid them", "lost", lost)
-		}
-		if len(back) > 0 {
-			c.log.Info("links confirmed again by discovery: routes use them", "links", back)
-		}
-		c.refreshDown("link discovery changed", time.Time{}, "miswired", counts[api.DiscoveryMiswired], "lost", counts[api.DiscoveryLost])
+	c.m.linksUndeclared.Set(float64(undeclared))
+	if maps.Equal(before, after) {
+		return
 	}
+	var mis, lost, back []models.LinkID
+	for id := range after {
+		switch {
+		case before[id]:
+		case states[id].State == api.DiscoveryLost:
+			lost = append(lost, id)
+		default:
+			mis = append(mis, id)
+		}
+	}
+	for id := range before {
+		if !after[id] {
+			back = append(back, id)
+		}
+	}
+	slices.Sort(mis)
+	slices.Sort(lost)
+	slices.Sort(back)
+	switch {
+	case len(mis) > 0 && len(lost) > 0:
+		c.log.Warn("links found miswired and lost by discovery: routes avoid them", "miswired", mis, "lost", lost)
+	case len(mis) > 0:
+		c.log.Warn("links found miswired by discovery: routes avoid them", "miswired", mis)
+	case len(lost) > 0:
+		c.log.Warn("links found lost by discovery: routes avoid them", "lost", lost)
+	}
+	if len(back) > 0 {
+		c.log.Info("links confirmed again by discovery: routes use them", "links", back)
+	}
+	c.refreshDown("link discovery changed", time.Time{}, "miswired", counts[api.DiscoveryMiswired], "lost", counts[api.DiscoveryLost])
 }
 
 // miswired is the set of links discovery takes out of routes (miswired

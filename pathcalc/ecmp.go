@@ -19,7 +19,7 @@ import (
 )
 
 // ErrTableFull means a switch would need more entries than its pipeline has.
-var ErrTableFull = errors.New("table full")
+var ErrTableFull = errors.New("more entries than the switch's tables hold")
 
 // Limits are the pipeline sizes to respect (from the P4Info). Zero means
 // unlimited.

@@ -15,7 +15,7 @@ import (
 
 // ErrNotFound is returned for lookups of switches, hosts or links that the
 // snapshot does not have.
-var ErrNotFound = errors.New("not found")
+var ErrNotFound = errors.New("not in the topology")
 
 // Adjacency is one link seen from one of its ends.
 type Adjacency struct {

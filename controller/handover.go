@@ -104,9 +104,12 @@ type termMarks struct {
 	// the last one ended.
 	writing   map[models.SwitchID]int
 	lastWrite map[models.SwitchID]time.Time
-	// Removals waiting for a transaction, and the transactions under way.
+	// Removals waiting for a transaction, and the transactions under way;
+	// spawn runs one (in a goroutine the controller's Run waits for, or
+	// at once when Run is not running).
 	unmarks   []unmark
 	unmarking int
+	spawn     func(func())
 	// results counts what the term's first reconciles did with the
 	// marks (accelnet_handover_switches_total's results).
 	results map[string]int
@@ -126,6 +129,7 @@ type unmark struct {
 
 func newTermMarks(store MarkStore, t *election.Term, ops *prometheus.CounterVec, now func() time.Time) *termMarks {
 	return &termMarks{
+		spawn:       func(f func()) { f() }, // setMarks gives the controller's
 		store:       store,
 		now:         now,
 		ops:         ops,
@@ -224,6 +228,7 @@ func (c *Controller) setMarks(t *election.Term) *termMarks {
 	var tm *termMarks
 	if c.cfg.Marks != nil && t != nil {
 		tm = newTermMarks(c.cfg.Marks, t, c.m.marks, c.cfg.Now)
+		tm.spawn = func(f func()) { c.beside(context.Background(), func(context.Context) { f() }) }
 	}
 	c.marksMu.Lock()
 	c.termMarks = tm
@@ -360,7 +365,7 @@ func (tm *termMarks) unmark(ctx context.Context, sw models.SwitchID) error {
 	}
 	tm.mu.Unlock()
 	if start {
-		go tm.commitUnmarks()
+		tm.spawn(tm.commitUnmarks)
 	}
 	select {
 	case err := <-u.done:

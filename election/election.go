@@ -292,10 +292,13 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 	}()
 	e := concurrency.NewElection(sess, store.KeyElection)
 
-	// Follow who leads while campaigning, for the API to forward to.
+	// Follow who leads while campaigning, for the API to forward to. The
+	// watchers end with the campaign, waited for after it is stopped.
+	var watchers sync.WaitGroup
+	defer watchers.Wait()
 	octx, stopObserving := context.WithCancel(ctx)
 	defer stopObserving()
-	go func() {
+	watchers.Go(func() {
 		var w termWatch
 		defer w.end()
 		for octx.Err() == nil {
@@ -307,17 +310,17 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
-	}()
+	})
 
 	cctx, stopCampaign := context.WithCancel(ctx)
 	defer stopCampaign()
-	go func() {
+	watchers.Go(func() {
 		select {
 		case <-sess.Done(): // lease lost while waiting
 			stopCampaign()
 		case <-cctx.Done():
 		}
-	}()
+	})
 	// Drop step-downs asked for before this term.
 	select {
 	case <-l.stepDown:

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -160,11 +161,9 @@ func (m *Manager) Leading() bool {
 func (m *Manager) follow(ctx context.Context, changed <-chan struct{}) {
 	fctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = m.cfg.Store.Follow(fctx, store.KeyIntents, m.applyFollowed)
-	}()
+	var running sync.WaitGroup // the follow below, and a placement under way
+	defer running.Wait()
+	running.Go(func() { _ = m.cfg.Store.Follow(fctx, store.KeyIntents, m.applyFollowed) })
 	tick := time.NewTicker(followPlaceEvery)
 	defer tick.Stop()
 	for {
@@ -186,13 +185,12 @@ func (m *Manager) follow(ctx context.Context, changed <-chan struct{}) {
 			// In the background: a term that begins meanwhile is not
 			// held up (the placement, cut short, is not taken in). One
 			// at a time: placeFollowed returns at once while one runs.
-			go m.placeFollowed(fctx)
+			running.Go(func() { m.placeFollowed(fctx) })
 			continue
 		}
 		break
 	}
 	cancel()
-	<-done
 }
 
 // followPlaceEvery is how often a follower checks that its copy is

@@ -70,6 +70,10 @@ type Options struct {
 	HistoryInterval, HistoryLength time.Duration
 	// Done, when closed, ends open streams (for a prompt shutdown).
 	Done <-chan struct{}
+	// Background, if set, is given the goroutines the API runs beside
+	// its requests (the history's sampling), which end once Done is
+	// closed: its owner waits for them.
+	Background *sync.WaitGroup
 	// Leader, if set, says who leads: a follower passes requests only
 	// the leader can serve (decisions, capacity, tenants' usage, switch
 	// read-backs) to it, over ForwardTransport (nil: the default).
@@ -119,7 +123,13 @@ func New(opts Options) http.Handler {
 	var sampling sync.Once
 	if a.done != nil {
 		r.Use(func(c *gin.Context) {
-			sampling.Do(func() { go a.sampleHistory() })
+			sampling.Do(func() {
+				if opts.Background != nil {
+					opts.Background.Go(a.sampleHistory)
+				} else {
+					go a.sampleHistory()
+				}
+			})
 			c.Next()
 		})
 	}

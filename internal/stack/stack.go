@@ -217,10 +217,15 @@ type Stack struct {
 	gnmiConfig      *southbound.GNMIConfig // its connections close when Run ends
 	stopAPI         chan struct{}          // closed when Run ends (or at Close), to end the API's open streams and sampling
 	stopAPIOnce     sync.Once
+	apiBackground   sync.WaitGroup // the API's goroutines, which end with stopAPI
 }
 
-// endAPI ends the API's open streams and its history sampling.
-func (s *Stack) endAPI() { s.stopAPIOnce.Do(func() { close(s.stopAPI) }) }
+// endAPI ends the API's open streams and its history sampling, and
+// waits for the sampling to end.
+func (s *Stack) endAPI() {
+	s.stopAPIOnce.Do(func() { close(s.stopAPI) })
+	s.apiBackground.Wait()
+}
 
 // New starts etcd (if embedded), binds the emulated switches (if any),
 // stores the topology, and builds the controller and API. Run starts them.
@@ -432,19 +437,20 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		mounts["/sim/v1/"] = s.Fabric.Handler()
 	}
 	s.Handler = northbound.New(northbound.Options{
-		Fabric:    c,
-		Auth:      s.Auth,
-		Intents:   s.Intents,
-		Events:    s.Events,
-		Drains:    s.Drains,
-		RateLimit: opts.APIRateLimit,
-		Entries:   s.Driver,
-		Gatherer:  s.Registry,
-		Mounts:    mounts,
-		Logger:    s.log.With("component", "api"),
-		Done:      s.stopAPI,
-		Leader:    s.Leadership,
-		Alive:     s.Leadership.AliveHandler(s.stopAPI),
+		Fabric:     c,
+		Auth:       s.Auth,
+		Intents:    s.Intents,
+		Events:     s.Events,
+		Drains:     s.Drains,
+		RateLimit:  opts.APIRateLimit,
+		Entries:    s.Driver,
+		Gatherer:   s.Registry,
+		Mounts:     mounts,
+		Logger:     s.log.With("component", "api"),
+		Done:       s.stopAPI,
+		Background: &s.apiBackground,
+		Leader:     s.Leadership,
+		Alive:      s.Leadership.AliveHandler(s.stopAPI),
 
 		HistoryInterval:  opts.HistoryInterval,
 		ForwardTransport: opts.ForwardTransport,

@@ -58,14 +58,21 @@ type gnmiConn struct {
 }
 
 // encoding returns the encoding negotiated on the connection, asking the
-// target's Capabilities until it has answered once.
+// target's Capabilities until it has answered once. The lock is not held
+// over the RPC: a slow target does not hold up the calls that need no
+// answer from it (two asking at once both ask).
 func (c *gnmiConn) encoding(ctx context.Context) gnmipb.Encoding {
+	c.mu.Lock()
+	if c.known {
+		defer c.mu.Unlock()
+		return c.enc
+	}
+	c.mu.Unlock()
+	enc, err := capabilityEncoding(ctx, c.cc)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.known {
-		var err error
-		c.enc, err = capabilityEncoding(ctx, c.cc)
-		c.known = err == nil
+		c.enc, c.known = enc, err == nil
 	}
 	return c.enc
 }

@@ -53,6 +53,30 @@ type PinReader interface {
 	ReadPins(ctx context.Context, sw models.SwitchID, keys []models.FlowKey) ([]models.FlowPin, error)
 }
 
+// Capabilities are what the drivers and the overlay can do beyond
+// Driver, ConfigDriver and Overlay. Each field turns on what it says;
+// nil leaves it off.
+type Capabilities struct {
+	// Sampler: leaves sample 1 in SampleOneIn of their hosts' RoCEv2
+	// packets (elephant detection).
+	Sampler Sampler
+	// PinReader: a write of flow pins is confirmed by reading those pins
+	// back; without it the next reconcile reads the switch in full.
+	PinReader PinReader
+	// Prober: with Marks, a new term takes a switch its handover mark
+	// vouches for after a probe, not a full read.
+	Prober Prober
+	// Elections: the drivers that arbitrate, given each term's election
+	// ID (P4Runtime's and gNMI's).
+	Elections []ElectionSetter
+	// PinsDelta: reconciles compare only the pins changed since the
+	// switch's last, not whole tables.
+	PinsDelta DeltaOverlay
+	// Unsettled: a new term reads by key the pins of intents not yet
+	// Installed, rather than the switch's whole pin table.
+	Unsettled UnsettledOverlay
+}
+
 // DeltaOverlay is an Overlay that can say which pins of a switch changed
 // since a generation, so reconciles need not compare whole tables.
 type DeltaOverlay interface {
@@ -113,6 +137,10 @@ type Config struct {
 	// write nothing; a new term reads every switch back and writes only
 	// what differs. Nil: always program (a single controller).
 	Leadership election.Leader
+	// Can is what the Driver, Config and Overlay can do beyond their
+	// interfaces, each turned on by the field that names it: stated, not
+	// found by type assertion, so a stub says what it leaves out.
+	Can Capabilities
 	// Config, if set, keeps every port's interface configuration (enabled,
 	// MTU, description) as the fabric profile says, over gNMI.
 	Config ConfigDriver
@@ -422,10 +450,8 @@ func (c *Controller) term(ctx context.Context) (context.Context, bool) {
 // setElectionID hands the term's election ID to every driver that
 // arbitrates (P4Runtime and gNMI alike).
 func (c *Controller) setElectionID(id uint64) {
-	for _, d := range []any{c.cfg.Driver, c.cfg.Config} {
-		if es, ok := d.(ElectionSetter); ok {
-			es.SetElectionID(id)
-		}
+	for _, es := range c.cfg.Can.Elections {
+		es.SetElectionID(id)
 	}
 }
 
@@ -616,7 +642,7 @@ func (c *Controller) enqueueConfigOf(snap *topology.Snapshot, sw models.SwitchID
 	if c.cfg.Config != nil {
 		c.config.queue.addIn(string(sw), l)
 	}
-	if _, ok := c.cfg.Driver.(Sampler); ok && c.cfg.SampleOneIn > 0 && len(snap.HostsOn(sw)) > 0 {
+	if c.cfg.Can.Sampler != nil && c.cfg.SampleOneIn > 0 && len(snap.HostsOn(sw)) > 0 {
 		c.sampling.queue.addIn(string(sw), l)
 	}
 }

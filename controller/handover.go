@@ -518,7 +518,7 @@ func (c *Controller) keepMarks(ctx context.Context, tm *termMarks) {
 // pins are taken as the mark says and the rest as read.
 func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired models.ForwardingState, pins models.Digest) (_ models.ForwardingState, ok bool) {
 	tm := c.marks()
-	prober, canProbe := c.cfg.Driver.(Prober)
+	prober, canProbe := c.cfg.Can.Prober, c.cfg.Can.Prober != nil
 	if tm == nil || !canProbe || tm.await(ctx) != nil {
 		return models.ForwardingState{}, false
 	}
@@ -579,8 +579,8 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 // those read make the mark's digest, they are what sw holds. At most
 // half of sw's pins are read so; past that a full read costs as much.
 func (c *Controller) unsettledRead(ctx context.Context, sw models.SwitchID, desired []models.FlowPin, mark models.SwitchMark) ([]models.FlowPin, bool) {
-	u, ok := c.cfg.Overlay.(UnsettledOverlay)
-	pr, canRead := c.cfg.Driver.(PinReader)
+	u, ok := c.cfg.Can.Unsettled, c.cfg.Can.Unsettled != nil
+	pr, canRead := c.cfg.Can.PinReader, c.cfg.Can.PinReader != nil
 	if !ok || !canRead {
 		return nil, false
 	}

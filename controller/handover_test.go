@@ -105,10 +105,21 @@ type markedReplica struct {
 	stop func()
 }
 
-func startMarkedReplica(t *testing.T, st *store.Store, cli *clientv3.Client, name string, sws Driver, limits pathcalc.Limits) *markedReplica {
+func startMarkedReplica(t *testing.T, st *store.Store, cli *clientv3.Client, name string, sws markedDriver, limits pathcalc.Limits) *markedReplica {
 	t.Helper()
-	return startReplica(t, cli, name, Config{Store: st, Driver: sws, Marks: st.Marks(128), ResyncInterval: time.Hour, Limits: limits})
+	return startReplica(t, cli, name, Config{Store: st, Driver: sws, Can: markedCan(sws), Marks: st.Marks(128), ResyncInterval: time.Hour, Limits: limits})
 }
+
+// markedDriver is a markedSwitches, or a stub wrapping one: it probes and
+// reads pins back.
+type markedDriver interface {
+	Driver
+	Prober
+	PinReader
+}
+
+// markedCan is what a markedDriver can do.
+func markedCan(d markedDriver) Capabilities { return Capabilities{Prober: d, PinReader: d} }
 
 // startReplica runs a controller configured as cfg with a leader
 // election of its own (named name) until the test ends or stop.
@@ -471,7 +482,9 @@ func TestNewTermReadsUnsettledPinsByKey(t *testing.T) {
 	st, cli, topo, sws := markedFabric(t)
 	settled := []models.FlowPin{testPin(1, 1), testPin(2, 2), testPin(3, 1), testPin(4, 2)}
 	first := &pinOverlay{pins: map[models.SwitchID][]models.FlowPin{"leaf1": settled, "leaf2": settled}}
-	a := startReplica(t, cli, "a", Config{Store: st, Driver: sws, Marks: st.Marks(128), ResyncInterval: time.Hour, Overlay: first})
+	can := markedCan(sws)
+	can.Unsettled = first
+	a := startReplica(t, cli, "a", Config{Store: st, Driver: sws, Can: can, Marks: st.Marks(128), ResyncInterval: time.Hour, Overlay: first})
 	waitFor(t, "the first leader's switches in sync", func() error {
 		if !a.c.Leading() {
 			return fmt.Errorf("not leading")
@@ -497,7 +510,8 @@ func TestNewTermReadsUnsettledPinsByKey(t *testing.T) {
 		},
 		unsettled: map[models.SwitchID][]models.FlowKey{"leaf1": {fresh[0].Key, fresh[1].Key}, "leaf2": {fresh[0].Key, fresh[1].Key}},
 	}
-	b := startReplica(t, cli, "b", Config{Store: st, Driver: sws, Marks: st.Marks(128), ResyncInterval: time.Hour, Overlay: next})
+	can.Unsettled = next
+	b := startReplica(t, cli, "b", Config{Store: st, Driver: sws, Can: can, Marks: st.Marks(128), ResyncInterval: time.Hour, Overlay: next})
 	waitFor(t, "the next leader's switches in sync", func() error {
 		if !b.c.Leading() {
 			return fmt.Errorf("not leading")
@@ -748,8 +762,8 @@ func configuredMarkedFabric(t *testing.T) (*store.Store, *clientv3.Client, model
 	return st, cli, topo, sws, cfgs, st.Marks(128)
 }
 
-func configuredConfig(st *store.Store, d Driver, cfgs *configCounter, marks *store.Marks, tablesFirstMax time.Duration) Config {
-	return Config{Store: st, Driver: d, Config: cfgs, Marks: marks, ResyncInterval: time.Hour, ReconcileTimeout: time.Hour, TablesFirstMax: tablesFirstMax}
+func configuredConfig(st *store.Store, d markedDriver, cfgs *configCounter, marks *store.Marks, tablesFirstMax time.Duration) Config {
+	return Config{Store: st, Driver: d, Can: markedCan(d), Config: cfgs, Marks: marks, ResyncInterval: time.Hour, ReconcileTimeout: time.Hour, TablesFirstMax: tablesFirstMax}
 }
 
 // leadConfigured waits for r to lead with every switch in sync, marked,
@@ -788,7 +802,7 @@ func TestNewTermTakesForeignRecordsAsItsOwn(t *testing.T) {
 	if err := st.Foreign().Put(t.Context(), always, models.ForeignPrimary{Switch: "leaf2", Since: time.Now(), Error: "not primary"}); err != nil {
 		t.Fatal(err)
 	}
-	a := startReplica(t, cli, "a", Config{Store: st, Driver: sws, Foreign: st.Foreign(), ResyncInterval: time.Hour})
+	a := startReplica(t, cli, "a", Config{Store: st, Driver: sws, Can: markedCan(sws), Foreign: st.Foreign(), ResyncInterval: time.Hour})
 	waitFor(t, "the leader's switches in sync", func() error {
 		if !a.c.Leading() {
 			return fmt.Errorf("not leading")

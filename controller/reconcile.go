@@ -74,8 +74,8 @@ func (c *Controller) reportRefusedPins(sw models.SwitchID, err error, diff model
 // the switch has exactly that: what makes an intent Installed or its
 // deletion done. Without a PinReader the next reconcile reads in full.
 func (c *Controller) confirm(ctx context.Context, sw models.SwitchID, diff models.Diff) error {
-	pr, ok := c.cfg.Driver.(PinReader)
-	if !ok {
+	pr := c.cfg.Can.PinReader
+	if pr == nil {
 		c.mu.Lock()
 		delete(c.known, sw)
 		c.mu.Unlock()
@@ -249,7 +249,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	var pinDigest models.Digest
 	pinsBefore := 0 // how many pins the switch holds before this write
 	incremental := false
-	if d, ok := c.cfg.Overlay.(DeltaOverlay); ok && cached && k.pins != nil {
+	if d := c.cfg.Can.PinsDelta; d != nil && cached && k.pins != nil {
 		// Only the pins changed since the known generation, and the routes
 		// (a few per destination leaf), are compared: O(change), not O(table).
 		var changed map[models.FlowKey]uint32

@@ -51,8 +51,8 @@ func (c *Controller) idle() bool {
 // earlier run wrote stay, and their digests are dropped unread.)
 func (c *Controller) reconcileSampling(ctx context.Context, sw models.SwitchID) (int, error) {
 	st := c.current()
-	sampler, ok := c.cfg.Driver.(Sampler)
-	if st == nil || !ok {
+	sampler := c.cfg.Can.Sampler
+	if st == nil || sampler == nil {
 		return 0, nil
 	}
 	var ports []uint32

@@ -400,7 +400,9 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		marks = s.Store.Marks(maxOps)
 	}
 	c, err := controller.New(controller.Config{
-		Marks:              marks,
+		Marks: marks,
+		Can: controller.Capabilities{Sampler: s.Driver, PinReader: s.Driver, Prober: s.Driver,
+			Elections: []controller.ElectionSetter{s.Driver, gnmiCfg}, PinsDelta: s.Intents, Unsettled: s.Intents},
 		Foreign:            s.Store.Foreign(),
 		HostMACs:           s.Store.HostMACs(),
 		Overlay:            s.Intents,

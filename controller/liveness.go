@@ -36,9 +36,9 @@ const DefaultLivenessInterval = 200 * time.Millisecond
 // per second; with more watched ends than the interval allows, the
 // interval stretches (and detection with it), up to the discovery
 // interval (whose rounds no longer probe the watched ends), and the log
-// says so. A probe costs about 40 µs of CPU between the controller and
-// fabricsim (BenchmarkLivenessCost at k=16): 10,000 a second is under
-// half a core.
+// says so. A probe costs about 35 µs of CPU between the controller and
+// fabricsim (BenchmarkLivenessCost at k=16): 10,000 a second is about a
+// third of a core.
 const DefaultLivenessBudget = 10_000
 
 // watched is, for one topology snapshot, the link ends whose switch

@@ -223,9 +223,17 @@ type Config struct {
 	Registerer     prometheus.Registerer
 }
 
+// Defaults of Config (the command line shows the same).
+const (
+	DefaultWorkers           = 4
+	DefaultMTU               = 4200 // a 4096-byte RoCE payload with its headers
+	DefaultFlapHalfLife      = 10 * time.Second
+	DefaultTelemetryInterval = time.Second
+)
+
 func (c *Config) setDefaults() {
 	if c.Workers <= 0 {
-		c.Workers = 4
+		c.Workers = DefaultWorkers
 	}
 	if c.SweepWorkers <= 0 {
 		c.SweepWorkers = 16
@@ -235,10 +243,10 @@ func (c *Config) setDefaults() {
 		c.ResyncInterval = 30 * time.Second
 	}
 	if c.MTU == 0 {
-		c.MTU = 4200
+		c.MTU = DefaultMTU
 	}
 	if c.FlapHalfLife <= 0 {
-		c.FlapHalfLife = 10 * time.Second
+		c.FlapHalfLife = DefaultFlapHalfLife
 	}
 	if c.ReconcileTimeout <= 0 {
 		c.ReconcileTimeout = 10 * time.Second
@@ -247,7 +255,7 @@ func (c *Config) setDefaults() {
 		c.TablesFirstMax = 10 * time.Second
 	}
 	if c.TelemetryInterval <= 0 {
-		c.TelemetryInterval = time.Second
+		c.TelemetryInterval = DefaultTelemetryInterval
 	}
 	if c.LivenessInterval == 0 {
 		c.LivenessInterval = DefaultLivenessInterval

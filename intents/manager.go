@@ -45,6 +45,13 @@ var (
 	ErrTableFull = errors.New("flow-pin table full")
 )
 
+// Defaults of Config (the command line shows the same).
+const (
+	DefaultPendingTimeout = time.Minute
+	DefaultKeepFinished   = time.Hour
+	DefaultMaxFinished    = 100
+)
+
 // MaxFlowsPerIntent bounds the flows one intent expands to (pairs × ports).
 const MaxFlowsPerIntent = 4096
 
@@ -384,7 +391,7 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("headroom %v: want [0, 1)", cfg.Headroom)
 	}
 	if cfg.PendingTimeout <= 0 {
-		cfg.PendingTimeout = 60 * time.Second
+		cfg.PendingTimeout = DefaultPendingTimeout
 	}
 	if cfg.MaxTxnOps <= 0 {
 		cfg.MaxTxnOps = 128
@@ -393,10 +400,10 @@ func New(cfg Config) (*Manager, error) {
 		cfg.AdaptInterval = 5 * time.Second
 	}
 	if cfg.KeepFinished <= 0 {
-		cfg.KeepFinished = time.Hour
+		cfg.KeepFinished = DefaultKeepFinished
 	}
 	if cfg.MaxFinished <= 0 {
-		cfg.MaxFinished = 100
+		cfg.MaxFinished = DefaultMaxFinished
 	}
 	if cfg.TenantPinShare <= 0 || cfg.TenantPinShare > 1 {
 		cfg.TenantPinShare = DefaultTenantPinShare

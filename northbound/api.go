@@ -86,6 +86,10 @@ type Options struct {
 }
 
 // New returns the API's HTTP handler.
+// DefaultRateLimit is Options.RateLimit's default: requests per second
+// per token.
+const DefaultRateLimit = 2000
+
 func New(opts Options) http.Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -97,7 +101,7 @@ func New(opts Options) http.Handler {
 		opts.StreamInterval = time.Second
 	}
 	if opts.RateLimit == 0 {
-		opts.RateLimit = 2000
+		opts.RateLimit = DefaultRateLimit
 	}
 	if opts.HistoryInterval <= 0 {
 		opts.HistoryInterval = 5 * time.Second

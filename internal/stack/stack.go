@@ -164,6 +164,15 @@ type Config struct {
 	Logger       *slog.Logger
 }
 
+// Defaults of Config that the stack applies itself (the command line
+// shows the same).
+const (
+	DefaultElectionTTL       = 2 * time.Second
+	DefaultObserveInterval   = 5 * time.Second
+	DefaultDiscoveryInterval = 5 * time.Second
+	DefaultElephantGbps      = 10
+)
+
 // discoveryInterval is the option's value with its default (5s) and off
 // (negative) applied.
 func discoveryInterval(d time.Duration) time.Duration {
@@ -171,7 +180,7 @@ func discoveryInterval(d time.Duration) time.Duration {
 	case d < 0:
 		return 0
 	case d == 0:
-		return 5 * time.Second
+		return DefaultDiscoveryInterval
 	}
 	return d
 }
@@ -238,7 +247,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.ObserveInterval <= 0 {
-		opts.ObserveInterval = 5 * time.Second
+		opts.ObserveInterval = DefaultObserveInterval
 	}
 	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry(), stopAPI: make(chan struct{}), observeInterval: opts.ObserveInterval}
 	defer func() {
@@ -270,7 +279,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	}
 	s.Store = store.NewStore(s.Etcd, 5*time.Second)
 	if opts.ElectionTTL <= 0 {
-		opts.ElectionTTL = 2 * time.Second
+		opts.ElectionTTL = DefaultElectionTTL
 	}
 	s.Leadership = election.NewLeadership(s.Etcd, opts.AdvertiseURL, opts.ElectionTTL, s.log.With("component", "leader"), s.Registry)
 	if !opts.LeaseOnlyFailover {
@@ -330,7 +339,7 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	var onSamples func(models.SwitchID, []models.FlowSample)
 	if opts.SampleOneIn > 0 {
 		if opts.ElephantGbps <= 0 {
-			opts.ElephantGbps = 10
+			opts.ElephantGbps = DefaultElephantGbps
 		}
 		s.Elephants = intents.NewElephants(opts.SampleOneIn, opts.ElephantGbps, s.Registry)
 		detected, onSamples = s.Elephants.Detected, s.Elephants.Observe

@@ -13,10 +13,10 @@ import (
 	"github.com/accelnet/accelnet/models"
 )
 
-// A new term used to read every switch back before it was in sync: at
-// k=16 with 100,000 intents some 450,000 flow pins, 3–6 s of a takeover,
-// and 7–16 s at k=48. Most of them are what the previous term left and
-// confirmed. Handover marks let the next term know which:
+// A new term that read every switch back before it was in sync would
+// read, at k=16 with 100,000 intents, some 450,000 flow pins: 3–6 s of a
+// takeover, and 7–16 s at k=48. Most of them are what the previous term
+// left and confirmed. Handover marks let the next term know which:
 //
 //   - A term records per switch, in etcd, the digests of what it
 //     confirmed the switch holds (models.SwitchMark: its flow pins, and
@@ -164,14 +164,13 @@ func (tm *termMarks) endTablesFirst() {
 // in sync (or TablesFirstMax after the term's first sweep tried them
 // all: a switch that does not answer holds the rest no longer). Such a
 // switch was configured by the previous leader, and its forwarding
-// tables are what a takeover must confirm first: at k=48, in an
-// execution trace of a takeover, its reconciles waited 853 s in all,
-// 240 s of it in config Gets, on the emulator's cores the probes (289 s)
-// needed. The sampling reconciles (279 s there) are not held: held too,
-// takeovers right after a bulk load at k=16 took 4.6–5.1 s instead of
-// 2.8–3.7 s, for a cause not found. A switch without a mark (a cold
-// start, a switch being written at the kill, one wiped or reconnected
-// since) is not held.
+// tables are what a takeover must confirm first: at k=48 the config
+// Gets compete for the emulator's cores with the probes the tables
+// need. The sampling reconciles are not held: holding them too makes
+// takeovers right after a bulk load at k=16 slower, not faster (the
+// cause is not known). A switch without a mark (a cold start, a switch
+// being written at the kill, one wiped or reconnected since) is not
+// held.
 func (c *Controller) awaitTablesFirst(ctx context.Context, sw models.SwitchID) {
 	tm := c.marks()
 	if tm == nil || tm.await(ctx) != nil {

@@ -117,8 +117,8 @@ func (c *Controller) confirm(ctx context.Context, sw models.SwitchID, diff model
 // during a rollout what the current stage gives it (planned false), and
 // the stage (0: none). The pruning stage after a failure needs only the
 // old routes pruned, so it does not wait for the new routes, which are
-// computed meanwhile (at k=48 that is seconds of CPU: the pruning's
-// reconciles used to wait for it, and time out).
+// computed meanwhile (at k=48 that is seconds of CPU, more than a
+// reconcile's timeout on a busy machine).
 func (c *Controller) desiredOf(ctx context.Context, st *fabricState, sw models.SwitchID) (desired models.ForwardingState, stage int, planned bool, err error) {
 	stage, prev, pruning := st.rollingOut()
 	if pruning {

@@ -245,8 +245,8 @@ func (r *rollout) prepare(st *fabricState, oldRes, newRes pathcalc.Result, base 
 
 // planDistances gives every switch's hop distance toward a destination
 // leaf over the links but down, on demand, once each: the plan's own (its
-// working has them: at k=48 a rollout's preparation searched up to 2,304
-// destinations afresh), else searched.
+// working has them: at k=48 a rollout's preparation would otherwise
+// search up to 2,304 destinations afresh), else searched.
 type planDistances struct {
 	res  pathcalc.Result
 	snap *topology.Snapshot

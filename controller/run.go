@@ -150,9 +150,9 @@ func (c *Controller) housekeeping(ctx context.Context) {
 		case <-congestion:
 			c.adjustWeights()
 		case <-c.termBegan:
-			// A resync a moment into a new term dropped its handover
-			// marks and read every switch in full (at k=48, 2,030 and
-			// 2,688 of 2,880 switches in two takeovers).
+			// A resync a moment into a new term would drop its handover
+			// marks and read most switches in full: the period starts
+			// over with the term.
 			resync.Reset(c.cfg.ResyncInterval)
 		case <-resync.C:
 			c.mu.Lock()

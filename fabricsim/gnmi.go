@@ -35,11 +35,11 @@ import (
 // tick, are kept as the last tick's sample and read from it by Get and
 // Subscribe alike (setCounters). Notifications are made when asked for.
 //
-// The leaves were held in the gnmi module's cache: a tree node, a path
-// string and a cloned notification per leaf, 2.35 million leaves at
-// k=48, a third of the emulator's heap (0.87 GB) that its collector
-// marked every cycle, for 4-5 s of a core while the controller's writes
-// waited. Subscribe is implemented here rather than with the gnmi
+// The leaves are not held in the gnmi module's cache: a tree node, a
+// path string and a cloned notification per leaf would be, for 2.35
+// million leaves at k=48, a third of the emulator's heap (0.87 GB) for
+// its collector to mark every cycle, 4-5 s of a core while the
+// controller's writes wait. Subscribe is implemented here rather than with the gnmi
 // module's subscribe server, which streams every cache update regardless
 // of mode and ignores sample_interval and heartbeats.
 type gnmiServer struct {
@@ -522,7 +522,7 @@ var configSchema = oc.SchemaTree["OpenconfigInterfaces_Interfaces_Interface_Conf
 //
 // A leaf set with a typed value of its own kind (what accelnet sends:
 // enabled a bool, mtu a uint that fits 16 bits, description a string),
-// whose only checks are those, is decoded without ygot: SetNode was still
+// whose only checks are those, is decoded without ygot: SetNode would be
 // 9% of the emulator's CPU over a k=48 cold start (85 ns a leaf against
 // 6.7 µs: `go test ./fabricsim -run '^$' -bench DecodeConfig`).
 // TestDecodeConfigAsFromTheRoot holds every value to the root's answer.

@@ -652,8 +652,8 @@ func (s *tableStore) apply(u *p4v1.Update) error {
 // means all tables; no match fields means all entries of the table. The
 // entries are the store's own (a write replaces an entry, never changes
 // it): callers read them, and clone one before changing it. A read-back
-// of a whole switch no longer copies every entry (at k=16 with 100,000
-// intents, the copies were two thirds of a takeover's reading cost).
+// of a whole switch copies no entry (at k=16 with 100,000 intents,
+// copies would be two thirds of a takeover's reading cost).
 func (s *tableStore) readTable(q *p4v1.TableEntry) ([]*p4v1.Entity, error) {
 	var tables []uint32
 	if q.GetTableId() == 0 {

@@ -380,8 +380,8 @@ func sameGroup(a, b Group) bool {
 // keys as Canonical orders them; when both lists are in that order, one
 // entry per key, they are walked side by side — a reconcile diffs every
 // switch's whole state, at k=48 about 1,200 routes, and two maps per
-// table and reconcile were most of its cost — and otherwise looked up
-// through a map.
+// table and reconcile would be most of its cost — and otherwise looked
+// up through a map.
 func diffBy[T any, K comparable](desired, actual []T, key func(T) K, order func(a, b T) int, equal func(a, b T) bool) (ins, mod, del []T) {
 	if strictlySorted(desired, order) && strictlySorted(actual, order) {
 		WalkSorted(desired, actual, order, func(d, a T, inDesired, inActual bool) {

@@ -46,8 +46,8 @@ type series struct {
 // record adds one point to every link's and switch's series from the
 // links' load (and drops the series of what left the topology). It reads
 // only the links: at k=48 building the whole topology view every 5 s
-// (27,648 hosts, 55,296 links, every switch's status) took 7% of the
-// controller's CPU.
+// (27,648 hosts, 55,296 links, every switch's status) would take 7% of
+// the controller's CPU.
 func (h *history) record(now time.Time, snap *topology.Snapshot, load func(models.Link) api.LinkLoad) {
 	out := make(map[models.SwitchID]float64, len(snap.Switches()))
 	h.mu.Lock()

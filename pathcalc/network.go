@@ -35,7 +35,7 @@ type network struct {
 	// budget, if above zero, bounds what paths and byDst keep (counted
 	// in hops; cached): past it both start over. A Book lives as long as
 	// the fabric and is asked about any pair of leaves: unbounded, at
-	// k=48 it kept gigabytes (576 paths per pair of pods' leaves, a
+	// k=48 it would keep gigabytes (576 paths per pair of pods' leaves, a
 	// next-hop list per destination leaf). One-shot placements keep all.
 	budget, cached int
 	// memo is bestPath's working (a pointer: a network copied for a

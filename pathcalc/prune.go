@@ -35,7 +35,7 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 	// Routes and groups are found in the switches' states as they are:
 	// a plan's are canonical (sorted by prefix and by ID), so searched;
 	// others are scanned. (Indexed in maps, a leaf link's 1,152 pruned
-	// switches at k=48 took 450 MB and half a second.)
+	// switches at k=48 would take 450 MB and half a second.)
 	sorted := map[models.SwitchID]bool{}
 	isSorted := func(sw models.SwitchID) bool {
 		ok, seen := sorted[sw]

@@ -198,10 +198,10 @@ func classes(adj [][]hop) ([]int32, int) {
 // can reach (carries: a switch with hosts, or one a switch carrying it
 // sends to): a core whose link into the leaf's pod failed has the other
 // pods' aggregation switches as next hops, but nothing sends it that
-// traffic, and counting it as a sender took a share from every pod's
-// leaves (at k=48 it made 1,128 leaves weigh one uplink 1:2, rewritten on
-// the failure's path). A switch that carries nothing gets its next hops'
-// shares as one sender more.
+// traffic, and counting it as a sender would take a share from every
+// pod's leaves (at k=48, 1,128 leaves would weigh one uplink 1:2, and be
+// rewritten on the failure's path). A switch that carries nothing gets
+// its next hops' shares as one sender more.
 func (sc *scratch) full(adj [][]hop, source []bool, d int, dist []int32, capTo []float64, carries []bool, fanIn []int32, emit func(s int, ports []uint32, caps []float64, id uint64)) {
 	for i := range dist {
 		dist[i] = -1
@@ -868,10 +868,10 @@ func (w *replan) destination(j int) []movedAt {
 // is wrong has no next hop one nearer (any nearer switch's is right), so
 // it lost one, to a failed link or a switch dropped out, and is a seed:
 // propagate finds it with none and gives up.
-// At k=48 a spine coming back link by link (one link, then its other 47,
-// as the switches report them) sent every destination but its pod's to a
-// search in full: it first joined through one leaf, three hops farther
-// than its cores.
+// A spine coming back link by link at k=48 (one link, then its other 47,
+// as the switches report them) first joins through one leaf, three hops
+// farther than its cores; without this, every destination but its pod's
+// would go to a search in full.
 func (w *replan) reshape(j int) (search bool) {
 	r, old := w.r, w.old
 	dist := old.dist[j]

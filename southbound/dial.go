@@ -66,7 +66,7 @@ type sharedConn struct {
 // address (HTTP/2 carries their streams side by side): a switch that
 // serves both protocols on one port, as fabricsim does, costs one TCP
 // connection, one TLS handshake and one set of gRPC goroutines instead of
-// three — at k=48 8,640 connections became 2,880. The last release closes
+// three — at k=48, 2,880 connections instead of 8,640. The last release closes
 // it. A connection in transient failure (its switch unreachable, gRPC
 // backing off) is not handed out again: the next caller dials afresh
 // and tries at once, as it would have with a connection of its own; its

@@ -22,7 +22,7 @@ import (
 // scalar values, sync_response — into flat arrays reused from one answer
 // to the next, shared by every stream (wirePool): a stream waits most of
 // its life for its next answer, and at k=48 2,880 streams each keeping
-// its own arrays (and, through them, its last answer's bytes) held
+// its own arrays (and, through them, its last answer's bytes) would hold
 // 100 MB. Anything else (a JSON value, a field that appears twice
 // where protobuf would merge the two, bytes that do not parse) falls back
 // to proto.Unmarshal of the whole answer and the generated messages, so
@@ -78,8 +78,8 @@ type rawAnswer struct{ b []byte }
 
 // unreadCodec sends requests as protobuf does and leaves answers unread:
 // a SetResponse repeats every update's path, and a Set that failed says
-// so in its status, not its answer. Decoding the answers was 3.7% of the
-// controller's CPU over a k=48 cold start (414,720 paths).
+// so in its status, not its answer. Decoding the answers would be 3.7%
+// of the controller's CPU over a k=48 cold start (414,720 paths).
 type unreadCodec struct{ protoRequests }
 
 func (unreadCodec) Unmarshal([]byte, any) error { return nil }

@@ -21,8 +21,8 @@ import (
 // switch back (about 450,000 pins at k=16 with 100,000 intents), and
 // decoding each entry into P4Runtime's generated messages (an entity, a
 // table entry, three field matches, an action and its parameter, each
-// with its bytes) was a sixth of its CPU during a takeover, and much of
-// the collector's work. readCodec takes a flow-pin entry of the shape the
+// with its bytes) would be a sixth of its CPU during a takeover, and
+// much of the collector's work. readCodec takes a flow-pin entry of the shape the
 // controller writes (three exact matches, the pin action with its port,
 // the tag) straight to a models.FlowPin; any other entity, or a pin entry
 // with anything else in it, goes through proto.Unmarshal and decode as

@@ -296,8 +296,8 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 	}
 	// What the switch runs, asked while arbitration is answered: a read
 	// any client may make, so a new term's dial of each switch waits one
-	// round trip, not two (at k=16 with 100,000 intents the pipeline
-	// check was half of the 8 s a takeover's reconciles spent dialling).
+	// round trip, not two (at k=16 with 100,000 intents a pipeline check
+	// of its own would be half of a takeover's dialling).
 	// A switch with no pipeline yet (fresh or restarted) answers
 	// FAILED_PRECONDITION, which means "push it".
 	type pipelineAnswer struct {

@@ -15,9 +15,9 @@ import (
 
 // A pipeline push carries the P4Info and the compiled program, about
 // 90 KB, the same for every switch of a target. It is encoded once and
-// each push sends those bytes after the request's own fields: encoding
-// it afresh for each of a k=48 cold start's 2,880 switches (260 MB) was
-// 3.6% of the controller's CPU.
+// each push sends those bytes after the request's own fields: encoded
+// afresh for each of a k=48 cold start's 2,880 switches it would be
+// 260 MB, 3.6% of the controller's CPU.
 
 // configField is SetForwardingPipelineConfigRequest.config's number.
 var configField = (&p4v1.SetForwardingPipelineConfigRequest{}).ProtoReflect().Descriptor().Fields().ByName("config").Number()

@@ -266,7 +266,7 @@ type portAddr struct {
 // portAddresses are each port number's addresses (uint32 → *portAddr).
 // A path names no switch, so one set per port number serves every
 // switch: built once for each of a k=48 fat-tree's 138,240 interfaces,
-// they were a third of its 22 s bring-up.
+// they would be a third of its bring-up.
 var portAddresses sync.Map
 
 func portAddrs(port uint32) *portAddr {
@@ -302,7 +302,7 @@ var unkeyedElems sync.Map
 // sharedElems makes p's elements shared ones: one per name for those
 // without keys, one per interface (in keyed) for the keyed ones — a
 // fat-tree of thousands of switches publishes millions of leaves, and a
-// path of its own for each was a third of fabricsim's heap.
+// path of its own for each would be a third of fabricsim's heap.
 func sharedElems(p *gnmipb.Path, keyed map[string]*gnmipb.PathElem) *gnmipb.Path {
 	for i, e := range p.Elem {
 		if len(e.Key) > 0 {
@@ -1049,8 +1049,9 @@ func (s *subscriber) sample(sub *gnmipb.Subscription, interval, heartbeat time.D
 // spread by the switch's name. A controller subscribes to every switch
 // within a second or so, and the emulator's switches share the
 // machine's cores, which real switches do not: in step, a k=48 fabric's
-// 2,880 switches built their samples at once and took both cores for
-// about two seconds every interval, and a failure that came then waited.
+// 2,880 switches would build their samples at once and take both cores
+// for about two seconds every interval, and a failure that came then
+// would wait.
 func samplePhase(sw models.SwitchID, interval time.Duration) time.Duration {
 	h := fnv.New64a()
 	h.Write([]byte(sw))

@@ -311,8 +311,8 @@ func (s *p4rtServer) SetForwardingPipelineConfig(_ context.Context, req *p4v1.Se
 // pipelines are the P4Infos switches were given, each with its schema,
 // shared by every switch given the same one (by its deterministic
 // encoding): a fabric's switches all run one program, and a copy each
-// (the P4Info's messages, its schema and the 90 KB BMv2 JSON) was 336 MB
-// of a k=48 emulator's heap.
+// (the P4Info's messages, its schema and the 90 KB BMv2 JSON) would be
+// 336 MB of a k=48 emulator's heap.
 var pipelines sync.Map // string → *sharedPipeline
 
 type sharedPipeline struct {

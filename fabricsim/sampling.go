@@ -127,7 +127,7 @@ type sampledPorts struct {
 
 // sampledPortsLocked is sw.sampledPorts(), read again only when sw's
 // tables changed: the sampler asks every leaf every 50 ms, and reading
-// the table each time was a quarter of the emulator's CPU at k=48.
+// the table each time would be a quarter of the emulator's CPU at k=48.
 func (f *Fabric) sampledPortsLocked(sw *Switch) map[uint32]uint64 {
 	gen := sw.tablesGen.Load() // before the read: a write during it reads again next time
 	if c, ok := f.sampled[sw]; ok && c.gen == gen {

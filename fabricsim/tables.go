@@ -185,8 +185,8 @@ func canonical(v []byte, bits int32) ([]byte, error) {
 // normalizeEntry validates a table entry and makes it canonical in place
 // (bytestrings, match fields sorted by ID), returning it and its match
 // key. It changes e: callers hand over entries they own (a request's,
-// decoded for this call); copying each was two fifths of what a Write
-// cost the emulator.
+// decoded for this call); copying each would be two fifths of what a
+// Write costs the emulator.
 func (s *tableStore) normalizeEntry(e *p4v1.TableEntry, forDelete bool) (*p4v1.TableEntry, string, error) {
 	t, ok := s.schema.TableByID(e.GetTableId())
 	if !ok {

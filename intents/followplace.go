@@ -10,7 +10,7 @@ import (
 
 // A new term cannot decide until its intents are placed: the ledger
 // rebuilt from their stored paths and every switch's pins derived. At
-// 100,000 intents that took a new leader 3 to 5 s of its takeover. A
+// 100,000 intents that would take a new leader 3 to 5 s of its takeover. A
 // follower has every intent already (its copy, for reads), so it places
 // them as it follows: once when its copy is listed or the fabric
 // changes (placeFollowed), then each intent as it is written

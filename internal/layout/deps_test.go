@@ -54,6 +54,8 @@ func TestLayout(t *testing.T) {
 		{name: "accelnet-kube links no etcd, controller or driver", pkg: "cmd/accelnet-kube", only: []string{"api", "apiclient", "internal/httpserve", "internal/pki", "kube", "models"},
 			forbid: []string{"go.etcd.io/", "google.golang.org/grpc", "github.com/gin-gonic/", "github.com/p4lang/", "github.com/openconfig/"}},
 		{name: "the controller's binary links no Kubernetes client", pkg: "cmd/accelnet", forbid: []string{"k8s.io/client-go", "k8s.io/api/", "k8s.io/apimachinery"}},
+		{name: "the emulator's binary links no etcd, gin, controller, intents or driver", pkg: "cmd/fabricsim",
+			forbid: []string{"go.etcd.io/", "github.com/gin-gonic/", module + "controller", module + "intents", module + "southbound", module + "internal/stack", "k8s.io/"}},
 		{name: "store knows only the domain types", pkg: "store", only: []string{"models"}, forbid: []string{"k8s.io/"}},
 		{name: "election sits on store", pkg: "election", only: []string{"models", "store"}},
 		{name: "tenancy sits on store", pkg: "tenancy", only: []string{"models", "store"}},

@@ -155,39 +155,23 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	// made from them.
 	have := st
 	if failed && (!planReady(st) || !st.written()) {
-		if prev := c.setAside(ctx, st); prev != nil {
-			// The change just before this failure is still being planned,
-			// or planned and not rolling out yet, so none of its routes
-			// were written: prune what the switches have, and plan the new
-			// routes (which include that change) from the routes before
-			// it, rather than wait for its plan. (Taken as written, its
-			// routes were the base of this rollout, and the switches only
-			// it moved were left as they were until a resync.)
-			have = prev
-			st.abandonPlan()
-			args = append(args, "pending_change_set_aside", true)
-		} else {
-			// Nothing to prune from yet: wait without the lock, which every
-			// switch's report and reconcile needs, then look again (the
-			// state may have moved on). What is waited for is the state
-			// st replaces, where it is still being planned: the pruning
-			// of a failure just before, far cheaper than st's new routes
-			// (a switch failing reports 48 links at once at k=48, and
-			// every report after the first waited for a whole plan);
-			// st's own only for a topology's first routes.
-			wait := st
-			if st.ro != nil && st.ro.previous() != nil {
-				wait = st.ro.previous()
-			}
+		prev := c.setAside(ctx, st)
+		if prev == nil {
+			wait := st.planning()
 			c.mu.Unlock()
-			c.beside(ctx, func(ctx context.Context) {
-				if _, err := c.planOf(ctx, wait); err != nil && ctx.Err() != nil {
-					return
-				}
-				c.refreshDown(why, reported, args...)
-			})
+			c.refreshOncePlanned(ctx, wait, why, reported, args)
 			return
 		}
+		// The change just before this failure is still being planned, or
+		// planned and not rolling out yet, so none of its routes were
+		// written: prune what the switches have, and plan the new routes
+		// (which include that change) from the routes before it, rather
+		// than wait for its plan. (Taken as written, its routes would be
+		// the base of this rollout, and the switches only it moved would
+		// be left as they were until a resync.)
+		have = prev
+		st.abandonPlan()
+		args = append(args, "pending_change_set_aside", true)
 	}
 	if !failed && st.ro != nil && st.ro.stageNow() != 0 {
 		c.mu.Unlock()
@@ -197,28 +181,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 		return
 	}
 	c.deferred.Store(false)
-	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}, bias: bias, basis: have.computed()}
-	for id := range down {
-		next.planned[id] = !operDown(id) // avoided by a drain or dampening, not a failure
-	}
-	if failed {
-		// First, at once, every switch drops the next hops that no longer
-		// lead anywhere (a subset of loop-free routes is loop-free); then
-		// the new routes roll out in stages from there.
-		pruned := &fabricState{rev: st.rev, snap: st.snap, down: have.down, planned: have.planned, source: have.computed(), derive: func(ctx context.Context) (pathcalc.Result, error) {
-			old, err := c.planOf(ctx, have)
-			if err != nil {
-				return old, err
-			}
-			return pathcalc.PruneResult(st.snap, old, down), nil
-		}}
-		next.ro = newRollout(pruned, c.cfg.Now)
-		if cur, err := c.planOf(ctx, have); err == nil {
-			next.ro.base = &cur.Plan // what the switches have: the pruning is a stage of its own
-		}
-	} else {
-		next.ro = newRollout(st, c.cfg.Now)
-	}
+	next := c.nextState(ctx, st, have, down, bias, failed, operDown)
 	c.state = next
 	drained := drainsSaid(st.snap, c.drains)
 	c.mu.Unlock()
@@ -238,52 +201,112 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	}
 	// What follows waits for plans (seconds at k=48), and refreshDown is
 	// called from a switch's telemetry stream for every oper-status change
-	// it reports: run in the stream, that wait held the switch's later
-	// reports, and a k=48 switch failure's neighbours, each holding its
-	// stream for a plan, had their reports acted on 20-40 s late.
+	// it reports: run in the stream, that wait would hold the switch's
+	// later reports, and a k=48 switch failure's neighbours, each holding
+	// its stream for a plan, would have their reports acted on 20-40 s
+	// late.
+	c.beside(ctx, func(ctx context.Context) { c.rollOut(ctx, st, next, failed) })
+}
+
+// refreshOncePlanned is refreshDown for a failure that has nothing to
+// prune from yet: it waits without the lock, which every switch's report
+// and reconcile needs, then looks again (the state may have moved on).
+// What is waited for is wait's plan (see planning).
+func (c *Controller) refreshOncePlanned(ctx context.Context, wait *fabricState, why string, reported time.Time, args []any) {
 	c.beside(ctx, func(ctx context.Context) {
-		if failed {
-			// The switches the pruning changes, at once: they are
-			// written while the new routes are computed.
-			c.enqueuePruned(ctx, next.ro)
-		}
-		abandon := func() {
-			next.ro.abandon()
-			c.urgency.end(next.ro)
-		}
-		if c.current() != next {
-			// Set aside by a failure while its pruning was planned: the
-			// later state's rollout includes this change, and its new
-			// routes would only take the cores that rollout needs.
-			abandon()
+		if _, err := c.planOf(ctx, wait); err != nil && ctx.Err() != nil {
 			return
 		}
-		// Plan now, so only the switches whose routes change are
-		// programmed, stage by stage; the pins of intents moved off the
-		// links follow.
-		from := st
-		if failed {
-			from = next.ro.previous()
-		}
-		oldPlan, errOld := c.planOf(ctx, from)
-		newPlan, errNew := c.planOf(ctx, next)
-		// A failure may have set this change aside while it was planned:
-		// its routes were never written, and the later state's rollout
-		// includes it.
-		setAside := c.current() != next
-		if setAside || errOld != nil || errNew != nil {
-			abandon()
-			if !setAside {
-				c.enqueueAll()
-			}
-			return
-		}
-		next.ro.prepare(next, oldPlan, newPlan, next.ro.base)
-		c.enqueueStage(next.ro.begin())
-		if next.ro.stageNow() == 0 {
-			c.urgency.end(next.ro) // nothing to stage: over at once
-		}
+		c.refreshDown(why, reported, args...)
 	})
+}
+
+// planning is the state whose plan a failure with nothing to prune from
+// waits for: the one st replaces, where it is still being planned (the
+// pruning of a failure just before, far cheaper than st's new routes: a
+// switch failing reports 48 links at once at k=48, and every report
+// after the first would wait for a whole plan); st itself only for a
+// topology's first routes. Called with c.mu held.
+func (st *fabricState) planning() *fabricState {
+	if st.ro != nil && st.ro.previous() != nil {
+		return st.ro.previous()
+	}
+	return st
+}
+
+// nextState is the fabric state that avoids down (with bias), after st,
+// whose rollout starts from have's routes: for a failure, a pruning of
+// have's routes first (every switch drops the next hops that no longer
+// lead anywhere: a subset of loop-free routes is loop-free), then the
+// new routes in stages from there. Called with c.mu held.
+func (c *Controller) nextState(ctx context.Context, st, have *fabricState, down map[models.LinkID]bool, bias map[models.Endpoint]float64, failed bool, operDown func(models.LinkID) bool) *fabricState {
+	next := &fabricState{rev: st.rev, snap: st.snap, down: down, planned: map[models.LinkID]bool{}, bias: bias, basis: have.computed()}
+	for id := range down {
+		next.planned[id] = !operDown(id) // avoided by a drain or dampening, not a failure
+	}
+	if !failed {
+		next.ro = newRollout(st, c.cfg.Now)
+		return next
+	}
+	pruned := &fabricState{rev: st.rev, snap: st.snap, down: have.down, planned: have.planned, source: have.computed(), derive: func(ctx context.Context) (pathcalc.Result, error) {
+		old, err := c.planOf(ctx, have)
+		if err != nil {
+			return old, err
+		}
+		return pathcalc.PruneResult(st.snap, old, down), nil
+	}}
+	next.ro = newRollout(pruned, c.cfg.Now)
+	if cur, err := c.planOf(ctx, have); err == nil {
+		next.ro.base = &cur.Plan // what the switches have: the pruning is a stage of its own
+	}
+	return next
+}
+
+// rollOut plans next against the state before it (st, or for a failure
+// the pruning) and starts its rollout: for a failure, the pruned
+// switches at once, while the new routes are computed.
+func (c *Controller) rollOut(ctx context.Context, st, next *fabricState, failed bool) {
+	if failed {
+		// The switches the pruning changes, at once: they are
+		// written while the new routes are computed.
+		c.enqueuePruned(ctx, next.ro)
+	}
+	abandon := func() {
+		next.ro.abandon()
+		c.urgency.end(next.ro)
+	}
+	if c.current() != next {
+		// Set aside by a failure while its pruning was planned: the
+		// later state's rollout includes this change, and its new
+		// routes would only take the cores that rollout needs.
+		abandon()
+		return
+	}
+	// Plan now, so only the switches whose routes change are
+	// programmed, stage by stage; the pins of intents moved off the
+	// links follow.
+	from := st
+	if failed {
+		from = next.ro.previous()
+	}
+	oldPlan, errOld := c.planOf(ctx, from)
+	newPlan, errNew := c.planOf(ctx, next)
+	// A failure may have set this change aside while it was planned:
+	// its routes were never written, and the later state's rollout
+	// includes it.
+	setAside := c.current() != next
+	if setAside || errOld != nil || errNew != nil {
+		abandon()
+		if !setAside {
+			c.enqueueAll()
+		}
+		return
+	}
+	next.ro.prepare(next, oldPlan, newPlan, next.ro.base)
+	c.enqueueStage(next.ro.begin())
+	if next.ro.stageNow() == 0 {
+		c.urgency.end(next.ro) // nothing to stage: over at once
+	}
 }
 
 // enqueuePruned queues the switches whose pruned routes differ from what

@@ -185,20 +185,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	if st == nil {
 		return 0, store.ErrNoTopology
 	}
-	record := func(s api.SwitchStatus) {
-		s.LastReconcile = c.cfg.Now()
-		s.Revision = st.rev
-		c.mu.Lock()
-		prev := c.status[sw] // the config reconciler's part stays
-		s.ConfigInSync, s.ConfigError = prev.ConfigInSync, prev.ConfigError
-		c.status[sw] = s
-		c.mu.Unlock()
-		v := 0.0
-		if s.InSync {
-			v = 1
-		}
-		c.m.switchInSync.WithLabelValues(string(sw)).Set(v)
-	}
+	record := func(s api.SwitchStatus) { c.recordTables(st, sw, s) }
 	if c.cfg.Overlay != nil && !c.cfg.Overlay.PinsReady() {
 		return 0, nil // queued again once the intents are placed
 	}
@@ -242,74 +229,14 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	c.mu.RLock()
 	k, cached := c.known[sw]
 	c.mu.RUnlock()
-	var diff models.Diff
-	var pins map[models.FlowKey]uint32
-	var pinGen uint64
-	var renames map[uint32]uint32
-	var pinDigest models.Digest
-	pinsBefore := 0 // how many pins the switch holds before this write
-	incremental := false
-	if d := c.cfg.Can.PinsDelta; d != nil && cached && k.pins != nil {
-		// Only the pins changed since the known generation, and the routes
-		// (a few per destination leaf), are compared: O(change), not O(table).
-		var changed map[models.FlowKey]uint32
-		if changed, pinGen, incremental = d.PinsDelta(sw, k.pinGen); incremental {
-			desired, renames = adoptGroupIDs(desired, k.st)
-			diff = models.Compute(desired, k.st)
-			for key, port := range changed {
-				have, present := k.pins[key]
-				switch {
-				case port == 0 && present:
-					diff.Delete.FlowPins = append(diff.Delete.FlowPins, models.FlowPin{Key: key, Port: have})
-				case port != 0 && !present:
-					diff.Insert.FlowPins = append(diff.Insert.FlowPins, models.FlowPin{Key: key, Port: port})
-				case port != 0 && have != port:
-					diff.Modify.FlowPins = append(diff.Modify.FlowPins, models.FlowPin{Key: key, Port: port})
-				}
-			}
-			pins = k.pins
-			pinsBefore = len(pins)
-			pinDigest = k.pinDigest
-			for key, port := range changed {
-				if have, present := pins[key]; present {
-					pinDigest.RemovePin(models.FlowPin{Key: key, Port: have})
-				}
-				if port == 0 {
-					delete(pins, key)
-				} else {
-					pins[key] = port
-					pinDigest.AddPin(models.FlowPin{Key: key, Port: port})
-				}
-			}
-		}
-	}
+	cmp, incremental := c.incrementalDiff(sw, desired, k, cached)
 	if !incremental {
-		if c.cfg.Overlay != nil {
-			desired.FlowPins, pinGen = c.cfg.Overlay.PinsFor(sw)
+		if cmp, err = c.fullDiff(ctx, sw, desired, k, cached); err != nil {
+			record(api.SwitchStatus{LastError: err.Error()})
+			return 0, fmt.Errorf("read %s: %w", sw, err)
 		}
-		pins = make(map[models.FlowKey]uint32, len(desired.FlowPins))
-		for _, p := range desired.FlowPins {
-			pins[p.Key] = p.Port
-		}
-		for key, port := range pins { // the pins kept (desired's, without duplicates)
-			pinDigest.AddPin(models.FlowPin{Key: key, Port: port})
-		}
-		actual := k.full()
-		if !cached {
-			var trusted bool
-			if actual, trusted = c.trusted(ctx, sw, desired, pinDigest); !trusted {
-				actual, err = c.cfg.Driver.Read(ctx, sw)
-				if err != nil {
-					record(api.SwitchStatus{LastError: err.Error()})
-					return 0, fmt.Errorf("read %s: %w", sw, err)
-				}
-				c.m.fullReads.Inc()
-			}
-		}
-		desired, renames = adoptGroupIDs(desired, actual)
-		diff = models.Compute(desired, actual)
-		pinsBefore = len(actual.FlowPins)
 	}
+	desired, diff, pins, pinGen, pinDigest, renames, pinsBefore := cmp.desired, cmp.diff, cmp.pins, cmp.pinGen, cmp.pinDigest, cmp.renames, cmp.pinsBefore
 	entries := desired.Len() - len(desired.FlowPins) + len(pins)
 	remember := func() {
 		routes := desired
@@ -332,29 +259,13 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		record(api.SwitchStatus{InSync: true, Entries: entries})
 		return 0, nil
 	}
-	if tm := c.marks(); tm != nil {
-		done, err := tm.beforeWrite(ctx, sw)
-		if err != nil {
-			forget()
-			record(api.SwitchStatus{LastError: err.Error()})
-			return 0, err
-		}
-		defer done() // after what the controller believes of sw is updated
-	}
-	if err := c.cfg.Driver.Apply(ctx, sw, diff); err != nil {
-		forget()
-		record(api.SwitchStatus{LastError: err.Error()})
-		if c.cfg.Overlay != nil {
-			c.reportRefusedPins(sw, err, diff, pinsBefore)
-			c.cfg.Overlay.ProgramFailed(sw, err)
-		}
-		return 0, err
-	}
-	if err := c.confirm(ctx, sw, diff); err != nil {
+	done, err := c.write(ctx, sw, diff, pinsBefore)
+	if err != nil {
 		forget()
 		record(api.SwitchStatus{LastError: err.Error()})
 		return 0, err
 	}
+	defer done() // after what the controller believes of sw is updated
 	remember()
 	c.m.writes.WithLabelValues("insert").Add(float64(diff.Insert.Len()))
 	c.m.writes.WithLabelValues("modify").Add(float64(diff.Modify.Len()))
@@ -367,6 +278,138 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 	c.tookBack(ctx, sw, diff)
 	record(api.SwitchStatus{InSync: true, Entries: entries, LastWrites: diff.Len()})
 	return diff.Len(), nil
+}
+
+// recordTables records the outcome of a reconcile of sw's tables under
+// st (the config reconciler's part of its status stays).
+func (c *Controller) recordTables(st *fabricState, sw models.SwitchID, s api.SwitchStatus) {
+	s.LastReconcile = c.cfg.Now()
+	s.Revision = st.rev
+	c.mu.Lock()
+	prev := c.status[sw]
+	s.ConfigInSync, s.ConfigError = prev.ConfigInSync, prev.ConfigError
+	c.status[sw] = s
+	c.mu.Unlock()
+	v := 0.0
+	if s.InSync {
+		v = 1
+	}
+	c.m.switchInSync.WithLabelValues(string(sw)).Set(v)
+}
+
+// write applies diff to sw and confirms it, its handover mark removed
+// first; done, once what the controller believes of sw is updated, lets
+// the mark be recorded again. A refused write is reported to the
+// overlay (pinsBefore: how many pins sw held).
+func (c *Controller) write(ctx context.Context, sw models.SwitchID, diff models.Diff, pinsBefore int) (done func(), err error) {
+	done = func() {}
+	if tm := c.marks(); tm != nil {
+		if done, err = tm.beforeWrite(ctx, sw); err != nil {
+			return nil, err
+		}
+	}
+	if err := c.cfg.Driver.Apply(ctx, sw, diff); err != nil {
+		done()
+		if c.cfg.Overlay != nil {
+			c.reportRefusedPins(sw, err, diff, pinsBefore)
+			c.cfg.Overlay.ProgramFailed(sw, err)
+		}
+		return nil, err
+	}
+	if err := c.confirm(ctx, sw, diff); err != nil {
+		done()
+		return nil, err
+	}
+	return done, nil
+}
+
+// comparison is what a reconcile compared: desired (under the switch's
+// group IDs, renames), the switch's pins and their digest as they will be
+// once the diff is written (and the overlay's generation they are of),
+// and how many pins the switch held before.
+type comparison struct {
+	desired    models.ForwardingState
+	diff       models.Diff
+	pins       map[models.FlowKey]uint32
+	pinGen     uint64
+	pinDigest  models.Digest
+	renames    map[uint32]uint32
+	pinsBefore int
+}
+
+// incrementalDiff compares only the pins changed since the generation
+// the controller knows sw at, and the routes (a few per destination
+// leaf): O(change), not O(table). ok is false where it cannot (no pin
+// deltas, sw not known, or a generation too old to answer).
+func (c *Controller) incrementalDiff(sw models.SwitchID, desired models.ForwardingState, k knownState, cached bool) (cmp comparison, ok bool) {
+	d := c.cfg.Can.PinsDelta
+	if d == nil || !cached || k.pins == nil {
+		return cmp, false
+	}
+	changed, pinGen, ok := d.PinsDelta(sw, k.pinGen)
+	if !ok {
+		return cmp, false
+	}
+	cmp.pinGen = pinGen
+	cmp.desired, cmp.renames = adoptGroupIDs(desired, k.st)
+	cmp.diff = models.Compute(cmp.desired, k.st)
+	for key, port := range changed {
+		have, present := k.pins[key]
+		switch {
+		case port == 0 && present:
+			cmp.diff.Delete.FlowPins = append(cmp.diff.Delete.FlowPins, models.FlowPin{Key: key, Port: have})
+		case port != 0 && !present:
+			cmp.diff.Insert.FlowPins = append(cmp.diff.Insert.FlowPins, models.FlowPin{Key: key, Port: port})
+		case port != 0 && have != port:
+			cmp.diff.Modify.FlowPins = append(cmp.diff.Modify.FlowPins, models.FlowPin{Key: key, Port: port})
+		}
+	}
+	cmp.pins = k.pins
+	cmp.pinsBefore = len(cmp.pins)
+	cmp.pinDigest = k.pinDigest
+	for key, port := range changed {
+		if have, present := cmp.pins[key]; present {
+			cmp.pinDigest.RemovePin(models.FlowPin{Key: key, Port: have})
+		}
+		if port == 0 {
+			delete(cmp.pins, key)
+		} else {
+			cmp.pins[key] = port
+			cmp.pinDigest.AddPin(models.FlowPin{Key: key, Port: port})
+		}
+	}
+	return cmp, true
+}
+
+// fullDiff compares desired, with the overlay's pins, against what sw
+// holds: as the controller knows it, else as its handover mark vouches,
+// else read back in full (the read's error is returned as it is).
+func (c *Controller) fullDiff(ctx context.Context, sw models.SwitchID, desired models.ForwardingState, k knownState, cached bool) (cmp comparison, err error) {
+	if c.cfg.Overlay != nil {
+		desired.FlowPins, cmp.pinGen = c.cfg.Overlay.PinsFor(sw)
+	}
+	cmp.pins = make(map[models.FlowKey]uint32, len(desired.FlowPins))
+	for _, p := range desired.FlowPins {
+		cmp.pins[p.Key] = p.Port
+	}
+	for key, port := range cmp.pins { // the pins kept (desired's, without duplicates)
+		cmp.pinDigest.AddPin(models.FlowPin{Key: key, Port: port})
+	}
+	actual := k.full()
+	if !cached {
+		var trusted bool
+		if actual, trusted = c.trusted(ctx, sw, desired, cmp.pinDigest); !trusted {
+			actual, err = c.cfg.Driver.Read(ctx, sw)
+			if err != nil {
+				return cmp, err // the switch's read failed
+			}
+			c.m.fullReads.Inc()
+		}
+	}
+	cmp.desired, cmp.renames = adoptGroupIDs(desired, actual)
+	cmp.diff = models.Compute(cmp.desired, actual)
+	cmp.pinsBefore = len(actual.FlowPins)
+	return cmp, nil
 }
 
 // tookBack says, once, that a switch another controller held is ours

@@ -326,38 +326,11 @@ type Controller struct {
 	// biasState is each congested port's WCMP weight bias (see
 	// congestion.go).
 	biasState map[models.Endpoint]*portBias
-	// Link discovery (see discovery.go), under discMu: what arrived at
-	// each port, since when probes go out, and each link's state.
-	discMu     sync.Mutex
-	sightings  map[models.Endpoint]sighting
-	probesSent map[models.Endpoint]uint64 // probes sent out of each port, ever
-	// heard counts, per switch, the probe rounds in which it delivered a
-	// probe (see judgeLinks); heardNow marks those that did this round.
-	heard    map[models.SwitchID]uint64
-	heardNow map[models.SwitchID]bool
-	// tickHeard and tickHeardNow are the same for liveness ticks (see
-	// liveness.go); ticks counts the ticks, liveWatch is what liveness
-	// watches in the current topology.
-	tickHeard    map[models.SwitchID]uint64
-	tickHeardNow map[models.SwitchID]bool
-	ticks        uint64
-	liveWatch    atomic.Pointer[watched]
-	probingSince time.Time
-	// Hosts (see hosts.go): what is known of them beyond the topology,
-	// under hostMu; the ARP answers to send and the MACs to record.
-	hostMu     sync.Mutex
-	hosts      hostState
-	arpOut     chan packetOut
-	learn      chan learnedMAC
-	linkStates map[models.LinkID]api.LinkDiscovery
-	undeclared []string
-	// offRoutes is the links discovery takes out of routes (miswired or
-	// lost) as it last judged them: a map never changed once stored,
-	// read without discMu (see downLinksLocked).
-	offRoutes   atomic.Pointer[map[models.LinkID]bool]
-	confirmed   map[models.LinkID]bool // links discovery has confirmed once
-	lldp        map[models.Endpoint]sighting
-	noNeighbors map[models.SwitchID]bool // switches that serve no LLDP state
+	// disc is link discovery's and liveness's state (discovery.go,
+	// liveness.go); hosts is what is known of hosts beyond the topology
+	// (hosts.go).
+	disc  discState
+	hosts hostState
 	// deferred is set when a planned change (drain, undrain, dampening)
 	// arrived while a rollout was still under way: it starts once that
 	// one has settled, so every rollout goes from a state the switches
@@ -388,28 +361,22 @@ func New(cfg Config) (*Controller, error) {
 	}
 	tele := telemetry.NewTelemetry(5 * cfg.TelemetryInterval)
 	c := &Controller{
-		cfg:          cfg,
-		log:          cfg.Logger,
-		tele:         tele,
-		status:       map[models.SwitchID]api.SwitchStatus{},
-		known:        map[models.SwitchID]knownState{},
-		foreign:      map[models.SwitchID]bool{},
-		flaps:        newFlapDamper(cfg.FlapHalfLife),
-		operDown:     map[models.Endpoint]bool{},
-		sightings:    map[models.Endpoint]sighting{},
-		probesSent:   map[models.Endpoint]uint64{},
-		heard:        map[models.SwitchID]uint64{},
-		heardNow:     map[models.SwitchID]bool{},
-		tickHeard:    map[models.SwitchID]uint64{},
-		tickHeardNow: map[models.SwitchID]bool{},
-		confirmed:    map[models.LinkID]bool{},
-		lldp:         map[models.Endpoint]sighting{},
-		noNeighbors:  map[models.SwitchID]bool{},
-		termBegan:    make(chan struct{}, 1),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		tele:      tele,
+		status:    map[models.SwitchID]api.SwitchStatus{},
+		known:     map[models.SwitchID]knownState{},
+		foreign:   map[models.SwitchID]bool{},
+		flaps:     newFlapDamper(cfg.FlapHalfLife),
+		operDown:  map[models.Endpoint]bool{},
+		termBegan: make(chan struct{}, 1),
+		disc: discState{sightings: map[models.Endpoint]sighting{}, probesSent: map[models.Endpoint]uint64{},
+			heard: map[models.SwitchID]uint64{}, heardNow: map[models.SwitchID]bool{},
+			tickHeard: map[models.SwitchID]uint64{}, tickHeardNow: map[models.SwitchID]bool{},
+			confirmed: map[models.LinkID]bool{}, lldp: map[models.Endpoint]sighting{}, noNeighbors: map[models.SwitchID]bool{}},
 		hosts: hostState{learned: map[string]models.MAC{}, asked: map[string]time.Time{}, tries: map[string]int{},
-			answered: map[models.Endpoint]int{}, warned: map[models.Endpoint]netip.Addr{}},
-		arpOut: make(chan packetOut, 1024),
-		learn:  make(chan learnedMAC, 1024),
+			answered: map[models.Endpoint]int{}, warned: map[models.Endpoint]netip.Addr{},
+			out: make(chan packetOut, 1024), learn: make(chan learnedMAC, 1024)},
 	}
 	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, c.observeOperStatus, cfg.Logger)
 	c.tables = newReconciler("switch", c.Reconcile, true)

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/accelnet/accelnet/api"
@@ -106,6 +108,35 @@ type PacketSender interface {
 	SendPacket(ctx context.Context, sw models.SwitchID, port uint32, payload []byte) error
 }
 
+// discState is link discovery's and liveness's state, under mu: what
+// arrived at each port, since when probes go out, and each link's state.
+type discState struct {
+	mu         sync.Mutex
+	sightings  map[models.Endpoint]sighting
+	probesSent map[models.Endpoint]uint64 // probes sent out of each port, ever
+	// heard counts, per switch, the probe rounds in which it delivered a
+	// probe (see judge); heardNow marks those that did this round.
+	heard    map[models.SwitchID]uint64
+	heardNow map[models.SwitchID]bool
+	// tickHeard and tickHeardNow are the same for liveness ticks (see
+	// liveness.go); ticks counts the ticks, liveWatch is what liveness
+	// watches in the current topology.
+	tickHeard    map[models.SwitchID]uint64
+	tickHeardNow map[models.SwitchID]bool
+	ticks        uint64
+	liveWatch    atomic.Pointer[watched]
+	probingSince time.Time
+	linkStates   map[models.LinkID]api.LinkDiscovery
+	undeclared   []string
+	// offRoutes is the links discovery takes out of routes (miswired or
+	// lost) as it last judged them: a map never changed once stored,
+	// read without mu (see downLinksLocked).
+	offRoutes   atomic.Pointer[map[models.LinkID]bool]
+	confirmed   map[models.LinkID]bool // links discovery has confirmed once
+	lldp        map[models.Endpoint]sighting
+	noNeighbors map[models.SwitchID]bool // switches that serve no LLDP state
+}
+
 // sighting is what arrived at a port: from where, and when; sent is how
 // many probes had been sent out of from by then, heard and ticked how
 // many discovery rounds and liveness ticks the switch had delivered
@@ -143,11 +174,11 @@ func (c *Controller) PacketIn(sw models.SwitchID, port uint32, payload []byte) {
 		return
 	}
 	at := models.Endpoint{Switch: sw, Port: port}
-	c.discMu.Lock()
-	c.sightings[at] = sighting{from: from, at: c.cfg.Now(), sent: c.probesSent[from], heard: c.heard[sw], ticked: c.tickHeard[sw]}
-	c.heardNow[sw] = true
-	c.tickHeardNow[sw] = true
-	c.discMu.Unlock()
+	c.disc.mu.Lock()
+	c.disc.sightings[at] = sighting{from: from, at: c.cfg.Now(), sent: c.disc.probesSent[from], heard: c.disc.heard[sw], ticked: c.disc.tickHeard[sw]}
+	c.disc.heardNow[sw] = true
+	c.disc.tickHeardNow[sw] = true
+	c.disc.mu.Unlock()
 }
 
 // discover runs a round of probes every DiscoveryInterval until ctx
@@ -229,11 +260,11 @@ func (c *Controller) probe(ctx context.Context, spread time.Duration) {
 		}
 		c.readNeighbors(ctx, sw)
 	}
-	c.discMu.Lock()
-	if c.probingSince.IsZero() {
-		c.probingSince = c.cfg.Now()
+	c.disc.mu.Lock()
+	if c.disc.probingSince.IsZero() {
+		c.disc.probingSince = c.cfg.Now()
 	}
-	c.discMu.Unlock()
+	c.disc.mu.Unlock()
 	c.judgeLinks()
 }
 
@@ -245,9 +276,9 @@ func (c *Controller) readNeighbors(ctx context.Context, sw models.Switch) {
 	if c.cfg.Neighbors == nil || sw.GNMIAddr == "" {
 		return
 	}
-	c.discMu.Lock()
-	skip := c.noNeighbors[sw.Name]
-	c.discMu.Unlock()
+	c.disc.mu.Lock()
+	skip := c.disc.noNeighbors[sw.Name]
+	c.disc.mu.Unlock()
 	if skip {
 		return
 	}
@@ -255,9 +286,9 @@ func (c *Controller) readNeighbors(ctx context.Context, sw models.Switch) {
 	got, err := c.cfg.Neighbors.Neighbors(rctx, sw.Name)
 	cancel()
 	if errors.Is(err, ErrNoNeighbors) {
-		c.discMu.Lock()
-		c.noNeighbors[sw.Name] = true
-		c.discMu.Unlock()
+		c.disc.mu.Lock()
+		c.disc.noNeighbors[sw.Name] = true
+		c.disc.mu.Unlock()
 		return
 	}
 	if err != nil {
@@ -265,11 +296,11 @@ func (c *Controller) readNeighbors(ctx context.Context, sw models.Switch) {
 		return
 	}
 	now := c.cfg.Now()
-	c.discMu.Lock()
+	c.disc.mu.Lock()
 	for port, from := range got {
-		c.lldp[models.Endpoint{Switch: sw.Name, Port: port}] = sighting{from: from, at: now}
+		c.disc.lldp[models.Endpoint{Switch: sw.Name, Port: port}] = sighting{from: from, at: now}
 	}
-	c.discMu.Unlock()
+	c.disc.mu.Unlock()
 }
 
 // judgeLinks updates every declared link's discovery state from the
@@ -292,16 +323,16 @@ func (c *Controller) judge(only map[models.LinkID]bool) {
 	c.mu.RLock()
 	ev.operDown = maps.Clone(c.operDown)
 	c.mu.RUnlock()
-	c.discMu.Lock()
+	c.disc.mu.Lock()
 	if only == nil {
-		for sw := range c.heardNow {
-			c.heard[sw]++
+		for sw := range c.disc.heardNow {
+			c.disc.heard[sw]++
 		}
-		clear(c.heardNow)
+		clear(c.disc.heardNow)
 	}
 	states := map[models.LinkID]api.LinkDiscovery{}
 	if only != nil {
-		maps.Copy(states, c.linkStates)
+		maps.Copy(states, c.disc.linkStates)
 	}
 	declared := map[models.Endpoint]bool{}
 	for _, l := range st.snap.FabricLinks() {
@@ -310,18 +341,18 @@ func (c *Controller) judge(only map[models.LinkID]bool) {
 			states[l.ID()] = c.judgeLink(l, ev)
 		}
 	}
-	undeclared := c.undeclared
+	undeclared := c.disc.undeclared
 	if only == nil {
 		undeclared = nil
-		for at, s := range c.sightings {
+		for at, s := range c.disc.sightings {
 			if !declared[at] && ev.now.Sub(s.at) <= ev.window {
 				undeclared = append(undeclared, fmt.Sprintf("%s <-> %s", s.from, at))
 			}
 		}
 		slices.Sort(undeclared)
 	}
-	c.linkStates, c.undeclared = states, undeclared
-	c.discMu.Unlock()
+	c.disc.linkStates, c.disc.undeclared = states, undeclared
+	c.disc.mu.Unlock()
 	c.judged(states, len(undeclared))
 }
 
@@ -340,33 +371,33 @@ type evidence struct {
 // the window, or fewer than probesMissed probes ago. A watched end (see
 // liveness.go) counts liveness ticks instead: it is fresh until its
 // switch has delivered probes at its other ports in livenessMissed ticks
-// since. Called with discMu held.
+// since. Called with disc.mu held.
 func (c *Controller) fresh(e models.Endpoint, ev evidence) (sighting, bool) {
-	s, ok := c.sightings[e]
+	s, ok := c.disc.sightings[e]
 	if ev.watched != nil && ev.watched.ends[e] {
-		return s, ok && c.tickHeard[e.Switch]-s.ticked <= livenessMissed
+		return s, ok && c.disc.tickHeard[e.Switch]-s.ticked <= livenessMissed
 	}
-	return s, ok && (ev.now.Sub(s.at) <= ev.window || c.probesSent[s.from]-s.sent < probesMissed)
+	return s, ok && (ev.now.Sub(s.at) <= ev.window || c.disc.probesSent[s.from]-s.sent < probesMissed)
 }
 
 // silent says an end that heard nothing lately (not fresh) did so while
 // its switch went on delivering probes at its other ports (see
-// probesMissed). Called with discMu held.
+// probesMissed). Called with disc.mu held.
 func (c *Controller) silent(e models.Endpoint, isFresh bool, ev evidence) bool {
-	s, ok := c.sightings[e]
+	s, ok := c.disc.sightings[e]
 	if ev.watched != nil && ev.watched.ends[e] {
 		return ok && !isFresh
 	}
-	return ok && !isFresh && c.heard[e.Switch]-s.heard > probesMissed
+	return ok && !isFresh && c.disc.heard[e.Switch]-s.heard > probesMissed
 }
 
 // judgeLink is what the evidence says of one declared link. Called with
-// discMu held.
+// disc.mu held.
 func (c *Controller) judgeLink(l models.Link, ev evidence) api.LinkDiscovery {
 	// What the switches' own LLDP agents say (state, not liveness: an
 	// entry outlives a link that went down).
 	agent := func(e models.Endpoint) (sighting, bool) {
-		s, ok := c.lldp[e]
+		s, ok := c.disc.lldp[e]
 		return s, ok && ev.now.Sub(s.at) <= ev.window
 	}
 	var d api.LinkDiscovery
@@ -388,21 +419,21 @@ func (c *Controller) judgeLink(l models.Link, ev evidence) api.LinkDiscovery {
 		d.State = api.DiscoveryMiswired
 	case okA && okB:
 		d.State = api.DiscoveryConfirmed
-		c.confirmed[l.ID()] = true // by probes: their silence will mean lost
-	case lokA && lokB && !c.confirmed[l.ID()]:
+		c.disc.confirmed[l.ID()] = true // by probes: their silence will mean lost
+	case lokA && lokB && !c.disc.confirmed[l.ID()]:
 		d.State = api.DiscoveryConfirmed // by the switches' LLDP agents alone
 	case ev.operDown[l.A] || ev.operDown[l.B]:
 		d.State = api.DiscoveryDown
-	case c.confirmed[l.ID()] && (c.silent(l.A, okA, ev) || c.silent(l.B, okB, ev)):
+	case c.disc.confirmed[l.ID()] && (c.silent(l.A, okA, ev) || c.silent(l.B, okB, ev)):
 		d.State = api.DiscoveryLost
-	case c.confirmed[l.ID()]:
+	case c.disc.confirmed[l.ID()]:
 		// Neither end's switch says anything either way (its packet-ins
 		// stopped): the link stays as it was judged.
 		d.State = api.DiscoveryConfirmed
-		if c.linkStates[l.ID()].State == api.DiscoveryLost {
+		if c.disc.linkStates[l.ID()].State == api.DiscoveryLost {
 			d.State = api.DiscoveryLost
 		}
-	case !c.probingSince.IsZero() && ev.now.Sub(c.probingSince) > ev.window:
+	case !c.disc.probingSince.IsZero() && ev.now.Sub(c.disc.probingSince) > ev.window:
 		d.State = api.DiscoveryMissing
 	default:
 		d.State = api.DiscoveryPending
@@ -418,7 +449,7 @@ func (c *Controller) judged(states map[models.LinkID]api.LinkDiscovery, undeclar
 		counts[d.State]++
 	}
 	before, after := c.miswired(), miswired(states)
-	c.offRoutes.Store(&after)
+	c.disc.offRoutes.Store(&after)
 	for _, s := range []api.DiscoveryState{api.DiscoveryPending, api.DiscoveryConfirmed, api.DiscoveryMiswired, api.DiscoveryMissing, api.DiscoveryLost, api.DiscoveryDown} {
 		c.m.linksDiscovered.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
@@ -461,10 +492,10 @@ func (c *Controller) judged(states map[models.LinkID]api.LinkDiscovery, undeclar
 // miswired is the set of links discovery takes out of routes (miswired
 // or lost), as it last judged them. It takes no lock: a failure's reroute
 // asks for it holding the controller's lock, and at k=48 a round's
-// judgement holds discMu over 55,296 links; waiting for it there held
+// judgement holds disc.mu over 55,296 links; waiting for it there held
 // every switch's report (they take the controller's lock to read).
 func (c *Controller) miswired() map[models.LinkID]bool {
-	if m := c.offRoutes.Load(); m != nil {
+	if m := c.disc.offRoutes.Load(); m != nil {
 		return *m
 	}
 	return nil
@@ -484,9 +515,9 @@ func miswired(states map[models.LinkID]api.LinkDiscovery) map[models.LinkID]bool
 // LinkDiscovery is what discovery says of each declared fabric link, and
 // the links it heard where none is declared.
 func (c *Controller) LinkDiscovery() (map[models.LinkID]api.LinkDiscovery, []string) {
-	c.discMu.Lock()
-	defer c.discMu.Unlock()
-	return maps.Clone(c.linkStates), slices.Clone(c.undeclared)
+	c.disc.mu.Lock()
+	defer c.disc.mu.Unlock()
+	return maps.Clone(c.disc.linkStates), slices.Clone(c.disc.undeclared)
 }
 
 // Miswired lists the links discovery found miswired or lost (routes

@@ -89,9 +89,9 @@ func cabledController(t *testing.T, liveness time.Duration) (*Controller, *cabli
 
 // probesSent is how many probes c sent in all.
 func probesSent(c *Controller) (n uint64) {
-	c.discMu.Lock()
-	defer c.discMu.Unlock()
-	for _, v := range c.probesSent {
+	c.disc.mu.Lock()
+	defer c.disc.mu.Unlock()
+	for _, v := range c.disc.probesSent {
 		n += v
 	}
 	return n
@@ -209,7 +209,7 @@ func TestDiscoveryLosesNoLinkToSilence(t *testing.T) {
 }
 
 // TestFailureDoesNotWaitForDiscovery: a link fails while discovery is
-// judging its links (it holds discMu; at k=48 a round's judgement is
+// judging its links (it holds disc.mu; at k=48 a round's judgement is
 // 55,296 links): the failure is routed around at once, and the links
 // discovery took out of routes stay out. Waiting for discovery there,
 // with the controller's lock held, held every switch's reports.
@@ -226,7 +226,7 @@ func TestFailureDoesNotWaitForDiscovery(t *testing.T) {
 	}
 	planInBackground(t, c)
 	failed := w.snap.Neighbors("leaf2")[0]
-	c.discMu.Lock() // a round being judged
+	c.disc.mu.Lock() // a round being judged
 	done := make(chan struct{})
 	go func() {
 		c.observeOperStatus(models.CounterSample{Switch: "leaf2", Port: failed.LocalPort, Has: models.HasOperStatus})
@@ -235,11 +235,11 @@ func TestFailureDoesNotWaitForDiscovery(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second): // a backstop: it takes microseconds
-		c.discMu.Unlock()
+		c.disc.mu.Unlock()
 		t.Fatal("the failure waited for discovery's judgement")
 	}
 	down := c.DownLinks()
-	c.discMu.Unlock()
+	c.disc.mu.Unlock()
 	if !down[failed.Link] || !down[lost] || len(down) != 2 {
 		t.Fatalf("routes avoid %v, want the failed %s and the lost %s", down, failed.Link, lost)
 	}

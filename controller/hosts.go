@@ -5,6 +5,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -51,8 +52,13 @@ type HostMACStore interface {
 	Follow(ctx context.Context, fn func(map[string]models.MAC)) error
 }
 
-// hostState is what the controller knows of hosts beyond the topology.
+// hostState is what the controller knows of hosts beyond the topology,
+// under mu, and the ARP answers to send and the MACs to record (out,
+// learn).
 type hostState struct {
+	mu      sync.Mutex
+	out     chan packetOut
+	learn   chan learnedMAC
 	learned map[string]models.MAC // by host name
 	// asked is when each host was last probed (the leader's), and tries
 	// how many times running it went unanswered: an unlearned host is
@@ -101,10 +107,10 @@ func (c *Controller) arpIn(sw models.SwitchID, port uint32, payload []byte) {
 	}
 	if p.SPA != h.IP {
 		c.m.arp.WithLabelValues("wrong_address").Inc()
-		c.hostMu.Lock()
+		c.hosts.mu.Lock()
 		first := c.hosts.warned[at] != p.SPA
 		c.hosts.warned[at] = p.SPA
-		c.hostMu.Unlock()
+		c.hosts.mu.Unlock()
 		if first {
 			c.log.Warn("ARP from a host port with an address the topology does not give it: not answered, not learned",
 				"port", at, "address", p.SPA, "mac", p.SHA, "host", h.Name, "host_address", h.IP)
@@ -113,7 +119,7 @@ func (c *Controller) arpIn(sw models.SwitchID, port uint32, payload []byte) {
 	}
 	if p.SHA != c.hostMAC(h) {
 		select {
-		case c.learn <- learnedMAC{host: h.Name, mac: p.SHA}:
+		case c.hosts.learn <- learnedMAC{host: h.Name, mac: p.SHA}:
 		default:
 			c.m.arp.WithLabelValues("dropped").Inc()
 		}
@@ -122,14 +128,14 @@ func (c *Controller) arpIn(sw models.SwitchID, port uint32, payload []byte) {
 		return
 	}
 	now := c.cfg.Now()
-	c.hostMu.Lock()
+	c.hosts.mu.Lock()
 	if now.Sub(c.hosts.second) >= time.Second {
 		clear(c.hosts.answered)
 		c.hosts.second = now
 	}
 	c.hosts.answered[at]++
 	over := c.hosts.answered[at] > arpPerPort
-	c.hostMu.Unlock()
+	c.hosts.mu.Unlock()
 	sws, err := st.snap.Switch(sw)
 	if over || err != nil {
 		c.m.arp.WithLabelValues("dropped").Inc()
@@ -138,7 +144,7 @@ func (c *Controller) arpIn(sw models.SwitchID, port uint32, payload []byte) {
 	gw := sws.PortMAC(port)
 	reply := models.ARP{Op: models.ARPReply, SHA: gw, SPA: p.TPA, THA: p.SHA, TPA: p.SPA}
 	select {
-	case c.arpOut <- packetOut{sw: sw, port: port, payload: reply.Frame(p.SHA, gw)}:
+	case c.hosts.out <- packetOut{sw: sw, port: port, payload: reply.Frame(p.SHA, gw)}:
 	default:
 		c.m.arp.WithLabelValues("dropped").Inc()
 	}
@@ -146,8 +152,8 @@ func (c *Controller) arpIn(sw models.SwitchID, port uint32, payload []byte) {
 
 // hostMAC is h's MAC: learned, else the topology's.
 func (c *Controller) hostMAC(h models.Host) models.MAC {
-	c.hostMu.Lock()
-	defer c.hostMu.Unlock()
+	c.hosts.mu.Lock()
+	defer c.hosts.mu.Unlock()
 	if m, ok := c.hosts.learned[h.Name]; ok {
 		return m
 	}
@@ -157,8 +163,8 @@ func (c *Controller) hostMAC(h models.Host) models.MAC {
 // withLearnedMACs is macs (sw's port_macs) with the learned MACs of the
 // hosts on sw written in; macs itself is not changed.
 func (c *Controller) withLearnedMACs(snap *topology.Snapshot, sw models.SwitchID, macs []models.PortMAC) []models.PortMAC {
-	c.hostMu.Lock()
-	defer c.hostMu.Unlock()
+	c.hosts.mu.Lock()
+	defer c.hosts.mu.Unlock()
 	if len(c.hosts.learned) == 0 {
 		return macs
 	}
@@ -184,7 +190,7 @@ func (c *Controller) withLearnedMACs(snap *topology.Snapshot, sw models.SwitchID
 // setLearned takes every host's learned MAC and queues the leaves whose
 // hosts' MACs changed.
 func (c *Controller) setLearned(all map[string]models.MAC) {
-	c.hostMu.Lock()
+	c.hosts.mu.Lock()
 	var changed []string
 	for h, m := range all {
 		if was, ok := c.hosts.learned[h]; !ok || was != m {
@@ -192,7 +198,7 @@ func (c *Controller) setLearned(all map[string]models.MAC) {
 		}
 	}
 	c.hosts.learned = maps.Clone(all)
-	c.hostMu.Unlock()
+	c.hosts.mu.Unlock()
 	st := c.current()
 	if st == nil || len(changed) == 0 {
 		return
@@ -217,11 +223,11 @@ func (c *Controller) serveHosts(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case p := <-c.arpOut:
+		case p := <-c.hosts.out:
 			if c.Leading() && c.sendARP(ctx, p) {
 				c.m.arp.WithLabelValues("answered").Inc()
 			}
-		case l := <-c.learn:
+		case l := <-c.hosts.learn:
 			if c.Leading() {
 				c.recordMAC(ctx, l)
 			}
@@ -247,9 +253,9 @@ func (c *Controller) sendARP(ctx context.Context, p packetOut) bool {
 func (c *Controller) recordMAC(ctx context.Context, l learnedMAC) {
 	c.m.arp.WithLabelValues("learned").Inc()
 	if c.cfg.HostMACs == nil {
-		c.hostMu.Lock()
+		c.hosts.mu.Lock()
 		all := maps.Clone(c.hosts.learned)
-		c.hostMu.Unlock()
+		c.hosts.mu.Unlock()
 		if all == nil {
 			all = map[string]models.MAC{}
 		}
@@ -281,7 +287,7 @@ func (c *Controller) probeHosts(ctx context.Context) {
 	}
 	now := c.cfg.Now()
 	for _, h := range st.snap.Hosts() {
-		c.hostMu.Lock()
+		c.hosts.mu.Lock()
 		_, known := c.hosts.learned[h.Name]
 		every := hostProbeKnown
 		if !known {
@@ -296,7 +302,7 @@ func (c *Controller) probeHosts(ctx context.Context) {
 				c.hosts.tries[h.Name]++
 			}
 		}
-		c.hostMu.Unlock()
+		c.hosts.mu.Unlock()
 		sw, err := st.snap.Switch(h.Attach.Switch)
 		if !due || err != nil || !h.IP.Is4() {
 			continue

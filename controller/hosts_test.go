@@ -17,7 +17,7 @@ func queuedARP(c *Controller) []packetOut {
 	var out []packetOut
 	for {
 		select {
-		case p := <-c.arpOut:
+		case p := <-c.hosts.out:
 			out = append(out, p)
 		default:
 			return out
@@ -49,7 +49,7 @@ func TestARPAnswersDeclaredHostsOnly(t *testing.T) {
 		t.Errorf("answer %+v out of %s:%d, want %s is at %s, to h1-1 out of its port", reply, got[0].sw, got[0].port, gw, port)
 	}
 	select {
-	case l := <-c.learn:
+	case l := <-c.hosts.learn:
 		if l.host != "h1-1" || l.mac != nic {
 			t.Errorf("learned %s at %s, want h1-1 at %s", l.host, l.mac, nic)
 		}

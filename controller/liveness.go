@@ -103,11 +103,11 @@ func (c *Controller) watchedNow() *watched {
 	if st == nil {
 		return nil
 	}
-	if w := c.liveWatch.Load(); w != nil && w.snap == st.snap {
+	if w := c.disc.liveWatch.Load(); w != nil && w.snap == st.snap {
 		return w
 	}
 	w := watchedEnds(st.snap)
-	c.liveWatch.Store(w)
+	c.disc.liveWatch.Store(w)
 	return w
 }
 
@@ -165,13 +165,13 @@ func (c *Controller) livenessTick(ctx context.Context, w *watched) {
 	if c.cfg.Packets == nil || !c.Leading() || c.urgency.await(ctx) != nil {
 		return
 	}
-	c.discMu.Lock()
-	for sw := range c.tickHeardNow {
-		c.tickHeard[sw]++
+	c.disc.mu.Lock()
+	for sw := range c.disc.tickHeardNow {
+		c.disc.tickHeard[sw]++
 	}
-	clear(c.tickHeardNow)
-	c.ticks++
-	c.discMu.Unlock()
+	clear(c.disc.tickHeardNow)
+	c.disc.ticks++
+	c.disc.mu.Unlock()
 	c.judge(w.links)
 	c.mu.RLock()
 	operDown := maps.Clone(c.operDown)
@@ -186,11 +186,11 @@ func (c *Controller) livenessTick(ctx context.Context, w *watched) {
 			}
 		}
 	}
-	c.discMu.Lock()
-	if c.probingSince.IsZero() {
-		c.probingSince = c.cfg.Now()
+	c.disc.mu.Lock()
+	if c.disc.probingSince.IsZero() {
+		c.disc.probingSince = c.cfg.Now()
 	}
-	c.discMu.Unlock()
+	c.disc.mu.Unlock()
 }
 
 // sendProbe sends a probe out of sw's port and counts it; false when it
@@ -204,9 +204,9 @@ func (c *Controller) sendProbe(ctx context.Context, sw models.Switch, port uint3
 		return false
 	}
 	e := models.Endpoint{Switch: sw.Name, Port: port}
-	c.discMu.Lock()
-	c.probesSent[e]++
-	c.discMu.Unlock()
+	c.disc.mu.Lock()
+	c.disc.probesSent[e]++
+	c.disc.mu.Unlock()
 	return true
 }
 
@@ -218,17 +218,17 @@ func (c *Controller) livenessOn() bool {
 // LivenessTicks is how many liveness ticks this controller has closed:
 // tests wait on it.
 func (c *Controller) LivenessTicks() uint64 {
-	c.discMu.Lock()
-	defer c.discMu.Unlock()
-	return c.ticks
+	c.disc.mu.Lock()
+	defer c.disc.mu.Unlock()
+	return c.disc.ticks
 }
 
 // ProbesSent is how many link probes (discovery's and liveness's) this
 // controller has sent.
 func (c *Controller) ProbesSent() (n uint64) {
-	c.discMu.Lock()
-	defer c.discMu.Unlock()
-	for _, v := range c.probesSent {
+	c.disc.mu.Lock()
+	defer c.disc.mu.Unlock()
+	for _, v := range c.disc.probesSent {
 		n += v
 	}
 	return n

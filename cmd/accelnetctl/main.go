@@ -229,44 +229,33 @@ func parsePorts(s string) (models.PortRange, error) {
 
 func intentsCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "intents", Aliases: []string{"intent"}, Short: "Create, list, inspect, delete and watch bandwidth intents"}
+	cmd.AddCommand(intentsCreateCommand(g), intentsListCommand(g), intentsGetCommand(g), intentsDeleteCommand(g), intentsWatchCommand(g))
+	return cmd
+}
 
-	var req api.IntentRequest
-	var ports, file, idemKey, pattern string
-	var endpoints []string
-	var gbpsPerGPU float64
-	var dryRun bool
+func intentsCreateCommand(g *globals) *cobra.Command {
+	var o createFlags
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Ask for bandwidth between two hosts (or for a collective among GPUs)",
 		Args:  cobra.NoArgs,
+		Example: `  accelnetctl intents create --name resnet --src h1-1 --dst h5-1 --gbps 300 --ports 49152-49153 --dry-run
+  accelnetctl intents create --name resnet --src h1-1 --dst h5-1 --gbps 300 --ports 49152-49153
+  accelnetctl intents create --name ring --collective ring-allreduce --endpoints h1-1,h2-1,h3-1 --gbps-per-gpu 100 --ports 60000
+  accelnetctl intents create --name job-7 --collective ring-allreduce --endpoints h1-1,h2-1,h3-1 --gbps-per-gpu 100 --sampled
+  accelnetctl intents create -f intent.json`,
+		PreRunE: func(*cobra.Command, []string) error { return o.check() },
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file != "" {
-				data, err := readFileOrStdin(file)
-				if err != nil {
-					return err
-				}
-				req = api.IntentRequest{}
-				if err := json.Unmarshal(data, &req); err != nil {
-					return fmt.Errorf("%s: %w", file, err)
-				}
-			} else {
-				if ports != "" {
-					pr, err := parsePorts(ports)
-					if err != nil {
-						return err
-					}
-					req.SrcPorts = pr
-				}
-				if pattern != "" {
-					req.Collective = &models.Collective{Pattern: pattern, Endpoints: endpoints, GbpsPerGPU: gbpsPerGPU}
-				}
+			req, err := o.request()
+			if err != nil {
+				return err
 			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
 			path := "/api/v1/intents"
-			if dryRun {
+			if o.dryRun {
 				var dry api.DryRunView
 				if _, err := c.do(cmd.Context(), "POST", path+"?dryRun=true", req, &dry); err != nil {
 					return err
@@ -274,90 +263,129 @@ func intentsCommand(g *globals) *cobra.Command {
 				if g.json() {
 					return printJSON(cmd.OutOrStdout(), dry)
 				}
-				w := cmd.OutOrStdout()
-				fmt.Fprintf(w, "fits: %v\nmax reserved link utilization: %.2f\n", dry.Fits, dry.MLU)
-				if dry.Bottleneck != "" {
-					fmt.Fprintf(w, "bottleneck: %s (%.1f Gb/s free)\n", dry.Bottleneck, dry.FreeGbps)
-				}
-				if dry.Reason != "" {
-					fmt.Fprintf(w, "reason: %s\n", dry.Reason)
-				}
-				if dry.Hint != "" {
-					fmt.Fprintf(w, "queue pairs: %s\n", dry.Hint)
-				}
-				for i, p := range dry.Paths {
-					fmt.Fprintf(w, "flow %d: %s\n", i, pathString(p))
-				}
-				if len(dry.Preempts) > 0 {
-					fmt.Fprintf(w, "would preempt: %s\n", strings.Join(dry.Preempts, ", "))
-				}
+				printDryRun(cmd.OutOrStdout(), dry)
 				return nil
 			}
 			var in models.Intent
-			if _, err := c.do(cmd.Context(), "POST", path, req, &in, "Idempotency-Key", idemKey); err != nil {
+			if _, err := c.do(cmd.Context(), "POST", path, req, &in, "Idempotency-Key", o.idemKey); err != nil {
 				return err
 			}
 			return printIntents(cmd.OutOrStdout(), g, []models.Intent{in}, in)
 		},
 	}
 	f := create.Flags()
+	req := &o.req
 	f.StringVar(&req.Name, "name", "", "intent name")
 	f.StringVar((*string)(&req.Tenant), "tenant", "", "tenant (operators only; a tenant token implies its own)")
 	f.StringVar(&req.Src, "src", "", "source host name or IP")
 	f.StringVar(&req.Dst, "dst", "", "destination host name or IP")
 	f.Float64Var(&req.Gbps, "gbps", 0, "bandwidth in Gb/s, split evenly over the ports")
-	f.StringVar(&ports, "ports", "", "UDP source ports of the flows (one per QP): PORT or FIRST-LAST")
+	f.StringVar(&o.ports, "ports", "", "UDP source ports of the flows (one per QP): PORT or FIRST-LAST")
 	f.BoolVar(&req.SampledFlows, "sampled", false, "instead of --ports: reserve for the RoCEv2 flows sampling finds between the hosts (their NICs choose the ports)")
 	f.IntVar(&req.Priority, "priority", 0, "0 (lowest) to 7")
 	f.StringVar((*string)(&req.Class), "class", "", "lossless-rdma (default) or best-effort")
 	f.IntVar(&req.Constraints.MaxHops, "max-hops", 0, "most switches on a path (0: any)")
 	f.StringVar(&req.Constraints.DisjointFrom, "disjoint-from", "", "ID of your intent whose links this one must avoid")
-	f.StringVar(&pattern, "collective", "", "ring-allreduce or all-to-all (with --endpoints and --gbps-per-gpu)")
-	f.StringSliceVar(&endpoints, "endpoints", nil, "GPU hosts of a collective, in ring order")
-	f.Float64Var(&gbpsPerGPU, "gbps-per-gpu", 0, "a collective's rate per GPU")
-	f.StringVarP(&file, "file", "f", "", "read the intent as JSON from a file (- for stdin) instead of flags")
-	f.StringVar(&idemKey, "idempotency-key", "", "retry-safe key: the same key returns the first result")
-	f.BoolVar(&dryRun, "dry-run", false, "only say whether it would fit, where, and what the max link utilization would become")
-	var avoid []string
-	f.StringSliceVar(&avoid, "avoid", nil, "switches to keep off the paths")
-	create.Example = `  accelnetctl intents create --name resnet --src h1-1 --dst h5-1 --gbps 300 --ports 49152-49153 --dry-run
-  accelnetctl intents create --name resnet --src h1-1 --dst h5-1 --gbps 300 --ports 49152-49153
-  accelnetctl intents create --name ring --collective ring-allreduce --endpoints h1-1,h2-1,h3-1 --gbps-per-gpu 100 --ports 60000
-  accelnetctl intents create --name job-7 --collective ring-allreduce --endpoints h1-1,h2-1,h3-1 --gbps-per-gpu 100 --sampled
-  accelnetctl intents create -f intent.json`
-	create.PreRunE = func(cmd *cobra.Command, _ []string) error {
-		for _, s := range avoid {
-			req.Constraints.AvoidSwitches = append(req.Constraints.AvoidSwitches, models.SwitchID(s))
-		}
-		if file != "" {
-			return nil
-		}
-		// What is missing is said here, before any request.
-		var missing []string
-		need := func(flag string, ok bool) {
-			if !ok {
-				missing = append(missing, "--"+flag)
-			}
-		}
-		need("name", req.Name != "")
-		if req.SampledFlows && ports != "" {
-			return errors.New("give --ports or --sampled, not both")
-		}
-		need("ports (or --sampled)", ports != "" || req.SampledFlows)
-		if pattern == "" {
-			need("src", req.Src != "")
-			need("dst", req.Dst != "")
-			need("gbps", req.Gbps > 0)
-		} else {
-			need("endpoints", len(endpoints) >= 2)
-			need("gbps-per-gpu", gbpsPerGPU > 0)
-		}
-		if len(missing) > 0 {
-			return fmt.Errorf("missing %s (or give the whole intent with -f FILE); see accelnetctl intents create --help", strings.Join(missing, ", "))
-		}
+	f.StringVar(&o.pattern, "collective", "", "ring-allreduce or all-to-all (with --endpoints and --gbps-per-gpu)")
+	f.StringSliceVar(&o.endpoints, "endpoints", nil, "GPU hosts of a collective, in ring order")
+	f.Float64Var(&o.gbpsPerGPU, "gbps-per-gpu", 0, "a collective's rate per GPU")
+	f.StringVarP(&o.file, "file", "f", "", "read the intent as JSON from a file (- for stdin) instead of flags")
+	f.StringVar(&o.idemKey, "idempotency-key", "", "retry-safe key: the same key returns the first result")
+	f.BoolVar(&o.dryRun, "dry-run", false, "only say whether it would fit, where, and what the max link utilization would become")
+	f.StringSliceVar(&o.avoid, "avoid", nil, "switches to keep off the paths")
+	return create
+}
+
+// createFlags are intents create's flags.
+type createFlags struct {
+	req                           api.IntentRequest
+	ports, file, idemKey, pattern string
+	endpoints, avoid              []string
+	gbpsPerGPU                    float64
+	dryRun                        bool
+}
+
+// check says, before any request, what the flags are missing.
+func (o *createFlags) check() error {
+	if o.file != "" {
 		return nil
 	}
+	var missing []string
+	need := func(flag string, ok bool) {
+		if !ok {
+			missing = append(missing, "--"+flag)
+		}
+	}
+	need("name", o.req.Name != "")
+	if o.req.SampledFlows && o.ports != "" {
+		return errors.New("give --ports or --sampled, not both")
+	}
+	need("ports (or --sampled)", o.ports != "" || o.req.SampledFlows)
+	if o.pattern == "" {
+		need("src", o.req.Src != "")
+		need("dst", o.req.Dst != "")
+		need("gbps", o.req.Gbps > 0)
+	} else {
+		need("endpoints", len(o.endpoints) >= 2)
+		need("gbps-per-gpu", o.gbpsPerGPU > 0)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing %s (or give the whole intent with -f FILE); see accelnetctl intents create --help", strings.Join(missing, ", "))
+	}
+	return nil
+}
 
+// request is the intent the flags ask for: the file's, or the flags'.
+func (o *createFlags) request() (api.IntentRequest, error) {
+	if o.file != "" {
+		data, err := readFileOrStdin(o.file)
+		if err != nil {
+			return api.IntentRequest{}, err
+		}
+		var req api.IntentRequest
+		if err := json.Unmarshal(data, &req); err != nil {
+			return api.IntentRequest{}, fmt.Errorf("%s: %w", o.file, err)
+		}
+		return req, nil
+	}
+	req := o.req
+	for _, s := range o.avoid {
+		req.Constraints.AvoidSwitches = append(req.Constraints.AvoidSwitches, models.SwitchID(s))
+	}
+	if o.ports != "" {
+		pr, err := parsePorts(o.ports)
+		if err != nil {
+			return api.IntentRequest{}, err
+		}
+		req.SrcPorts = pr
+	}
+	if o.pattern != "" {
+		req.Collective = &models.Collective{Pattern: o.pattern, Endpoints: o.endpoints, GbpsPerGPU: o.gbpsPerGPU}
+	}
+	return req, nil
+}
+
+// printDryRun says what a dry run of an intent found.
+func printDryRun(w io.Writer, dry api.DryRunView) {
+	fmt.Fprintf(w, "fits: %v\nmax reserved link utilization: %.2f\n", dry.Fits, dry.MLU)
+	if dry.Bottleneck != "" {
+		fmt.Fprintf(w, "bottleneck: %s (%.1f Gb/s free)\n", dry.Bottleneck, dry.FreeGbps)
+	}
+	if dry.Reason != "" {
+		fmt.Fprintf(w, "reason: %s\n", dry.Reason)
+	}
+	if dry.Hint != "" {
+		fmt.Fprintf(w, "queue pairs: %s\n", dry.Hint)
+	}
+	for i, p := range dry.Paths {
+		fmt.Fprintf(w, "flow %d: %s\n", i, pathString(p))
+	}
+	if len(dry.Preempts) > 0 {
+		fmt.Fprintf(w, "would preempt: %s\n", strings.Join(dry.Preempts, ", "))
+	}
+}
+
+func intentsListCommand(g *globals) *cobra.Command {
 	var state, tenant string
 	list := &cobra.Command{
 		Use: "list",
@@ -379,7 +407,10 @@ func intentsCommand(g *globals) *cobra.Command {
 	}
 	list.Flags().StringVar(&state, "state", "", "only intents in this state")
 	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's (operators)")
+	return list
+}
 
+func intentsGetCommand(g *globals) *cobra.Command {
 	get := &cobra.Command{
 		Use:     "get ID",
 		Example: `  accelnetctl intents get 1a22c2066bfd8e8bd5d -o json`,
@@ -393,6 +424,10 @@ func intentsCommand(g *globals) *cobra.Command {
 			return printIntents(cmd.OutOrStdout(), g, []models.Intent{in}, in)
 		},
 	}
+	return get
+}
+
+func intentsDeleteCommand(g *globals) *cobra.Command {
 	var delName string
 	var missingOK bool
 	del := &cobra.Command{
@@ -443,6 +478,10 @@ func intentsCommand(g *globals) *cobra.Command {
 	}
 	del.Flags().StringVar(&delName, "name", "", "delete the intents of this name (that the token sees) instead of naming IDs")
 	del.Flags().BoolVar(&missingOK, "missing-ok", false, "with --name: succeed when no intent has the name (an epilog whose prolog did not reserve)")
+	return del
+}
+
+func intentsWatchCommand(g *globals) *cobra.Command {
 	watch := &cobra.Command{
 		Use:     "watch",
 		Example: `  accelnetctl intents watch`,
@@ -469,6 +508,10 @@ func intentsCommand(g *globals) *cobra.Command {
 					fmt.Fprintf(out, "%s  %s/%s  %-9s %s\n", now, ev.Intent.Tenant, ev.Intent.ID, ev.Intent.Status.State, ev.Intent.Status.Reason)
 				case ev.Type == "intent-removed":
 					fmt.Fprintf(out, "%s  %s/%s  removed\n", now, ev.Tenant, ev.ID)
+				case ev.Type == "switch-foreign":
+					fmt.Fprintf(out, "%s  switch %s: another controller holds it (%s)\n", now, ev.Switch, ev.Message)
+				case ev.Type == "switch-primary":
+					fmt.Fprintf(out, "%s  switch %s: accelnet holds it again\n", now, ev.Switch)
 				case ev.Type == "synced":
 					fmt.Fprintf(out, "%s  %d intents as they stand; changes follow (Ctrl-C stops)\n", now, ev.Count)
 				default:
@@ -478,8 +521,7 @@ func intentsCommand(g *globals) *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, list, get, del, watch)
-	return cmd
+	return watch
 }
 
 func readFileOrStdin(name string) ([]byte, error) {

@@ -795,6 +795,11 @@ func tokensCommand(g *globals) *cobra.Command {
 
 func drainsCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "drains", Short: "Take switches and links out of service for maintenance (operators)"}
+	cmd.AddCommand(drainsCreateCommand(g), drainsListCommand(g), drainsGetCommand(g), drainsDeleteCommand(g))
+	return cmd
+}
+
+func drainsCreateCommand(g *globals) *cobra.Command {
 	var d models.Drain
 	var dryRun bool
 	create := &cobra.Command{
@@ -834,6 +839,19 @@ func drainsCommand(g *globals) *cobra.Command {
 	f.StringVar(&d.Reason, "reason", "", "why (shown with the drain)")
 	f.BoolVar(&d.Force, "force", false, "drain even if it cuts hosts off")
 	f.BoolVar(&dryRun, "dry-run", false, "only say what the drain would do")
+	create.Example = `  accelnetctl drains create --switch spine3 --reason "optics swap" --dry-run
+  accelnetctl drains create --switch spine3 --reason "optics swap"
+  accelnetctl drains create --link 'leaf1:3<->spine1:1'`
+	create.PreRunE = func(*cobra.Command, []string) error {
+		if (d.Switch == "") == (d.Link == "") {
+			return fmt.Errorf("name a switch (--switch) or a link (--link) to drain, one of them")
+		}
+		return nil
+	}
+	return create
+}
+
+func drainsListCommand(g *globals) *cobra.Command {
 	list := &cobra.Command{
 		Use:     "list",
 		Example: `  accelnetctl drains list`,
@@ -849,6 +867,10 @@ func drainsCommand(g *globals) *cobra.Command {
 			return printDrains(cmd.OutOrStdout(), g, page.Items)
 		},
 	}
+	return list
+}
+
+func drainsGetCommand(g *globals) *cobra.Command {
 	get := &cobra.Command{
 		Use:     "get ID",
 		Short:   "One drain and whether traffic is off it yet",
@@ -862,6 +884,10 @@ func drainsCommand(g *globals) *cobra.Command {
 			return printDrains(cmd.OutOrStdout(), g, []api.DrainView{v})
 		},
 	}
+	return get
+}
+
+func drainsDeleteCommand(g *globals) *cobra.Command {
 	del := &cobra.Command{
 		Use:     "delete ID",
 		Example: `  accelnetctl drains delete 1a2b3c4d5e6f`,
@@ -883,17 +909,7 @@ func drainsCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	create.Example = `  accelnetctl drains create --switch spine3 --reason "optics swap" --dry-run
-  accelnetctl drains create --switch spine3 --reason "optics swap"
-  accelnetctl drains create --link 'leaf1:3<->spine1:1'`
-	create.PreRunE = func(*cobra.Command, []string) error {
-		if (d.Switch == "") == (d.Link == "") {
-			return fmt.Errorf("name a switch (--switch) or a link (--link) to drain, one of them")
-		}
-		return nil
-	}
-	cmd.AddCommand(create, list, get, del)
-	return cmd
+	return del
 }
 
 func printDrains(out io.Writer, g *globals, ds []api.DrainView) error {

@@ -269,16 +269,7 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 		return res, 0, nil // every group is looked at once the view is whole
 	}
 	objs, _ := j.pods.GetIndexer().ByIndex(groupIndex, name)
-	var pods, finished []*corev1.Pod
-	winding := false // some pods finished their work: the job is ending
-	for _, o := range objs {
-		if p := o.(*corev1.Pod); live(p) {
-			pods = append(pods, p)
-		} else {
-			finished = append(finished, p)
-			winding = winding || p.Status.Phase == corev1.PodSucceeded
-		}
-	}
+	pods, finished, winding := splitPods(objs)
 	if len(pods) == 0 {
 		j.markRefused(name, false)
 		if res.Released, err = j.releaseBut(ctx, have, ""); err != nil {
@@ -359,11 +350,40 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 		}
 		return res, 0, err
 	}
-	status, reason, message := corev1.ConditionFalse, "", ""
+	status, reason, message := fabricCondition(cur, problem)
+	if problem != nil && problem.Status == http.StatusConflict {
+		after = j.cfg.RetryRefused
+	}
+	if cur != nil {
+		res.ID, res.State = cur.ID, cur.Status.State
+	}
+	res.Reason = reason
+	j.markRefused(name, reason == "Refused")
+	return res, after, j.setCondition(ctx, g, pods, status, reason, message)
+}
+
+// splitPods splits a group's pods into those that run or will (live) and
+// those that finished; winding says some finished their work (the job is
+// ending).
+func splitPods(objs []any) (pods, finished []*corev1.Pod, winding bool) {
+	for _, o := range objs {
+		if p := o.(*corev1.Pod); live(p) {
+			pods = append(pods, p)
+		} else {
+			finished = append(finished, p)
+			winding = winding || p.Status.Phase == corev1.PodSucceeded
+		}
+	}
+	return pods, finished, winding
+}
+
+// fabricCondition is what the pods' accelnet.io/fabric condition says of the
+// group's intent cur, or of the API's problem with the request.
+func fabricCondition(cur *models.Intent, problem *apiclient.Error) (status corev1.ConditionStatus, reason, message string) {
+	status = corev1.ConditionFalse
 	switch {
 	case problem != nil && problem.Status == http.StatusConflict:
 		reason, message = "Refused", refusal(cur, problem)
-		after = j.cfg.RetryRefused
 	case problem != nil:
 		// Not valid, or not allowed (quota, hosts held by another
 		// tenant): said, and asked again when the group changes or at
@@ -381,12 +401,7 @@ func (j *jobs) reconcile(ctx context.Context, name string) (res Reserved, after 
 	default:
 		reason, message = string(cur.Status.State), fmt.Sprintf("intent %s %s: %s", cur.ID, cur.Status.State, cur.Status.Reason)
 	}
-	if cur != nil {
-		res.ID, res.State = cur.ID, cur.Status.State
-	}
-	res.Reason = reason
-	j.markRefused(name, reason == "Refused")
-	return res, after, j.setCondition(ctx, g, pods, status, reason, message)
+	return status, reason, message
 }
 
 // pick is the intent a group keeps of those with its name (IDs grow with

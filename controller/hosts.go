@@ -28,8 +28,9 @@ import (
 // and by asking each host port, as the leader, who has the host's
 // address (an ARP probe, sender 0.0.0.0, which a host answers to defend
 // its address), so that a host that has sent nothing yet is known before
-// traffic comes for it. Unlearned hosts are asked every
-// hostProbeUnknown, learned ones every hostProbeKnown (a NIC replaced).
+// traffic comes for it. Unlearned hosts are asked after
+// hostProbeUnknown, doubling up to hostProbeKnown; learned ones every
+// hostProbeKnown (a NIC replaced).
 // A learned MAC is kept in etcd (Config.HostMACs), which every replica
 // follows, so a new term writes the same port_macs; it overrides the
 // topology's (mac:, or 06:00 and the IPv4 address when none is given).
@@ -40,13 +41,16 @@ const (
 	// arpPerPort is the most ARP answers a host port gets per second: a
 	// host flooding ARP costs the controller no more than that.
 	arpPerPort = 50
+	// learnBatch is the most learned MACs recorded in one transaction
+	// (etcd's --max-txn-ops is 128 by default).
+	learnBatch = 128
 )
 
 // HostMACStore keeps the hosts' learned MACs in etcd (store.HostMACs):
 // writes carry the writer's term's fence (none without leadership), and
 // every replica follows them.
 type HostMACStore interface {
-	Put(ctx context.Context, fence []clientv3.Cmp, host string, mac models.MAC) error
+	Put(ctx context.Context, fence []clientv3.Cmp, macs map[string]models.MAC) error
 	// Follow calls fn with every host's learned MAC, at first and after
 	// each change, until ctx ends.
 	Follow(ctx context.Context, fn func(map[string]models.MAC)) error
@@ -63,7 +67,7 @@ type hostState struct {
 	// asked is when each host was last probed (the leader's), and tries
 	// how many times running it went unanswered: an unlearned host is
 	// asked again after hostProbeUnknown, doubling up to hostProbeKnown
-	// (a host that never answers, such as fabricsim's, costs little).
+	// (a host that never answers costs little).
 	asked map[string]time.Time
 	tries map[string]int
 	// answered counts, per host port, the ARP answers of the current
@@ -204,10 +208,14 @@ func (c *Controller) setLearned(all map[string]models.MAC) {
 		return
 	}
 	queued := map[models.SwitchID]bool{}
-	for _, h := range st.snap.Hosts() {
-		if slices.Contains(changed, h.Name) && !queued[h.Attach.Switch] {
+	for _, name := range changed {
+		h, err := st.snap.Host(name)
+		if err != nil {
+			continue // no longer in the topology
+		}
+		c.log.Info("host MAC learned", "host", h.Name, "mac", all[h.Name], "port", h.Attach)
+		if !queued[h.Attach.Switch] {
 			queued[h.Attach.Switch] = true
-			c.log.Info("host MAC learned", "host", h.Name, "mac", all[h.Name], "port", h.Attach)
 			c.Enqueue(h.Attach.Switch)
 		}
 	}
@@ -228,8 +236,21 @@ func (c *Controller) serveHosts(ctx context.Context) {
 				c.m.arp.WithLabelValues("answered").Inc()
 			}
 		case l := <-c.hosts.learn:
+			// With what else was learned meanwhile: a fabric's hosts
+			// answer the first probes together, and one transaction
+			// (and one change for the replicas following) takes many.
+			batch := map[string]models.MAC{l.host: l.mac}
+		more:
+			for len(batch) < learnBatch {
+				select {
+				case l := <-c.hosts.learn:
+					batch[l.host] = l.mac
+				default:
+					break more
+				}
+			}
 			if c.Leading() {
-				c.recordMAC(ctx, l)
+				c.recordMACs(ctx, batch)
 			}
 		case <-tick.C:
 			c.probeHosts(ctx)
@@ -248,10 +269,10 @@ func (c *Controller) sendARP(ctx context.Context, p packetOut) bool {
 	return true
 }
 
-// recordMAC keeps a learned MAC: in etcd, for every replica to follow,
+// recordMACs keeps learned MACs: in etcd, for every replica to follow,
 // or here only when there is no store.
-func (c *Controller) recordMAC(ctx context.Context, l learnedMAC) {
-	c.m.arp.WithLabelValues("learned").Inc()
+func (c *Controller) recordMACs(ctx context.Context, batch map[string]models.MAC) {
+	c.m.arp.WithLabelValues("learned").Add(float64(len(batch)))
 	if c.cfg.HostMACs == nil {
 		c.hosts.mu.Lock()
 		all := maps.Clone(c.hosts.learned)
@@ -259,7 +280,7 @@ func (c *Controller) recordMAC(ctx context.Context, l learnedMAC) {
 		if all == nil {
 			all = map[string]models.MAC{}
 		}
-		all[l.host] = l.mac
+		maps.Copy(all, batch)
 		c.setLearned(all)
 		return
 	}
@@ -273,8 +294,8 @@ func (c *Controller) recordMAC(ctx context.Context, l learnedMAC) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := c.cfg.HostMACs.Put(pctx, fence, l.host, l.mac); err != nil {
-		c.log.Warn("host MAC not recorded in etcd: learned again at its next ARP", "host", l.host, "mac", l.mac, "err", err)
+	if err := c.cfg.HostMACs.Put(pctx, fence, batch); err != nil {
+		c.log.Warn("host MACs not recorded in etcd: learned again at their next ARP", "hosts", len(batch), "err", err)
 	}
 }
 

@@ -25,13 +25,19 @@ type learned struct {
 	Learned time.Time  `json:"learned"`
 }
 
-// Put records host's MAC if every fence condition holds.
-func (h *HostMACs) Put(ctx context.Context, fence []clientv3.Cmp, host string, mac models.MAC) error {
-	data, err := json.Marshal(learned{MAC: mac, Learned: time.Now().UTC()})
-	if err != nil {
-		return err
+// Put records hosts' MACs in one transaction, if every fence condition
+// holds (at most etcd's --max-txn-ops of them).
+func (h *HostMACs) Put(ctx context.Context, fence []clientv3.Cmp, macs map[string]models.MAC) error {
+	now := time.Now().UTC()
+	ops := make([]clientv3.Op, 0, len(macs))
+	for host, mac := range macs {
+		data, err := json.Marshal(learned{MAC: mac, Learned: now})
+		if err != nil {
+			return err
+		}
+		ops = append(ops, clientv3.OpPut(KeyHostMACs+host, string(data)))
 	}
-	return h.s.Txn(ctx, fence, []clientv3.Op{clientv3.OpPut(KeyHostMACs+host, string(data))})
+	return h.s.Txn(ctx, fence, ops)
 }
 
 // Follow calls fn with every host's learned MAC, at first and after each

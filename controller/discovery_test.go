@@ -176,21 +176,30 @@ func TestDiscoveryLosesACutLink(t *testing.T) {
 // failed cable. When they come again, nothing changed.
 func TestDiscoveryLosesNoLinkToSilence(t *testing.T) {
 	c, w, rounds := discoveryController(t)
-	rounds(2)
+	losesNoLinkToSilence(t, c, w, rounds, "rounds", probesMissed)
+}
+
+// losesNoLinkToSilence holds packet-ins for many steps (rounds or ticks,
+// missed of them making a link lost) from one switch, then from all, and
+// checks that no link is lost, and that a cut is still found while the
+// switch at its far end is silent.
+func losesNoLinkToSilence(t *testing.T, c *Controller, w *cabling, step func(int), steps string, missed int) {
+	t.Helper()
+	step(2)
 	for _, held := range [][]models.SwitchID{{"spine2"}, {"leaf1", "leaf2", "leaf3", "spine1", "spine2"}} {
 		w.mu.Lock()
 		for _, sw := range held {
 			w.held[sw] = true
 		}
 		w.mu.Unlock()
-		rounds(3 * probesMissed)
+		step(5 * missed)
 		if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 6 || len(c.Miswired()) != 0 {
-			t.Fatalf("packet-ins from %v held for %d rounds: %v, routes avoid %v; want every link confirmed", held, 3*probesMissed, s, c.Miswired())
+			t.Fatalf("packet-ins from %v held for %d %s: %v, routes avoid %v; want every link confirmed", held, 5*missed, steps, s, c.Miswired())
 		}
 		for _, sw := range held {
 			w.release(sw)
 		}
-		rounds(1)
+		step(1)
 		if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 6 {
 			t.Fatalf("after the packet-ins from %v came: %v", held, s)
 		}
@@ -202,7 +211,7 @@ func TestDiscoveryLosesNoLinkToSilence(t *testing.T) {
 	w.cut[cut] = true
 	w.held["leaf2"] = true
 	w.mu.Unlock()
-	rounds(probesMissed + 2)
+	step(missed + 2)
 	if states, _ := c.LinkDiscovery(); states[cut].State != api.DiscoveryLost {
 		t.Errorf("link %s cut while leaf2 is silent: %s, want lost", cut, states[cut].State)
 	}

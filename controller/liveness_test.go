@@ -104,34 +104,7 @@ func TestLivenessNeverLosesALinkThatIsBack(t *testing.T) {
 // the switch at its far end is silent.
 func TestLivenessLosesNoLinkToSilence(t *testing.T) {
 	c, w, ticks := livenessController(t)
-	ticks(2)
-	for _, held := range [][]models.SwitchID{{"spine2"}, {"leaf1", "leaf2", "leaf3", "spine1", "spine2"}} {
-		w.mu.Lock()
-		for _, sw := range held {
-			w.held[sw] = true
-		}
-		w.mu.Unlock()
-		ticks(5 * livenessMissed)
-		if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 6 || len(c.Miswired()) != 0 {
-			t.Fatalf("packet-ins from %v held for %d ticks: %v, routes avoid %v; want every link confirmed", held, 5*livenessMissed, s, c.Miswired())
-		}
-		for _, sw := range held {
-			w.release(sw)
-		}
-		ticks(1)
-		if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 6 {
-			t.Fatalf("after the packet-ins from %v came: %v", held, s)
-		}
-	}
-	cut := w.snap.Neighbors("leaf2")[1].Link
-	setCut(w, cut, true)
-	w.mu.Lock()
-	w.held["leaf2"] = true
-	w.mu.Unlock()
-	ticks(livenessMissed + 2)
-	if states, _ := c.LinkDiscovery(); states[cut].State != api.DiscoveryLost {
-		t.Errorf("link %s cut while leaf2 is silent: %s, want lost", cut, states[cut].State)
-	}
+	losesNoLinkToSilence(t, c, w, ticks, "ticks", livenessMissed)
 }
 
 // TestLivenessWatchesWhatReportsNothing: only link ends on switches

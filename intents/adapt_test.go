@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/store"
 )
 
 // TestHotIntentsAreTheIntentsOnHotLinks: adapt finds the intents it may
@@ -139,6 +140,35 @@ func TestPinnedLoadIsWhatSendingIntentsSend(t *testing.T) {
 	for e, g := range want {
 		if got[e] != g {
 			t.Errorf("pinned load on %s: %.1f Gb/s, want %.1f", e, got[e], g)
+		}
+	}
+}
+
+// TestPinnedLoadTakesTheSteadierRate: a pinned elephant's share of a
+// link is the higher of its latest read's rate and its 2 s rate. The
+// latest alone is timed by this process between two reads: on a busy
+// machine one answered late reads tens of percent low, and the link's
+// load (timed by the switch) would look like hashed traffic that
+// congestion weights then cut for nothing.
+func TestPinnedLoadTakesTheSteadierRate(t *testing.T) {
+	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}}
+	slow := models.FlowKey{SrcPort: 1}
+	fast := models.FlowKey{SrcPort: 2}
+	m.elephants = map[models.FlowKey]*elephant{slow: {path: path, demand: 50}, fast: {path: path, demand: 50}}
+	m.obsMu.Lock()
+	m.flowRates = map[models.FlowKey]measuredRate{
+		slow: {gbps: 40, latest: 25}, // a read answered late
+		fast: {gbps: 20, latest: 35}, // sped up: the 2 s rate lags
+	}
+	m.obsMu.Unlock()
+	got := m.PinnedLoad()
+	for _, hop := range path {
+		if got[hop] != 40+35 {
+			t.Errorf("pinned load on %s: %.0f Gb/s, want 75 (40 of the first flow, 35 of the second)", hop, got[hop])
 		}
 	}
 }

@@ -120,10 +120,14 @@ func (m *Manager) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64
 	out := map[models.Endpoint]float64{}
 	for key, el := range m.elephants {
 		rate, measured := elephantRates[key]
-		// The latest read's rate: set against links' load, the 2 s one
-		// would lag a flow that just moved or sped up, and leave load
-		// that is the pinned flow's looking like the rest's.
-		g := rate.latest
+		// The higher of the latest read's rate and the 2 s one: set
+		// against links' load, the 2 s one alone would lag a flow that
+		// sped up, and the latest alone is one read's time apart from the
+		// last, timed by this process (a switch does not time a direct
+		// counter): on a busy machine a read answered late makes it
+		// jitter by tens of percent, and load that is the pinned flow's
+		// would look like the rest's, which weights can move.
+		g := max(rate.latest, rate.gbps)
 		if !measured {
 			g = el.demand // pinned a moment ago: not read yet
 		}

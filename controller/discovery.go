@@ -254,7 +254,7 @@ func (c *Controller) probe(ctx context.Context, spread time.Duration) {
 			if operDown[e] || (live != nil && live.out[e]) {
 				continue
 			}
-			if !c.sendProbe(ctx, sw, a.LocalPort) {
+			if !c.sendProbe(ctx, sw.Name, a.LocalPort, probeFrame(sw, a.LocalPort)) {
 				break // the switch is not reachable now: next round
 			}
 		}
@@ -308,10 +308,10 @@ func (c *Controller) readNeighbors(ctx context.Context, sw models.Switch) {
 func (c *Controller) judgeLinks() { c.judge(nil) }
 
 // judge updates declared links' discovery states from the sightings: all
-// of them, closing a discovery round, when only is nil; else only's
+// of them, closing a discovery round, when only is nil; else only those
 // (liveness ticks). Then the metrics, and — when the set of links out of
 // routes changed — the routes (a miswired or lost link carries none).
-func (c *Controller) judge(only map[models.LinkID]bool) {
+func (c *Controller) judge(only []models.Link) {
 	st := c.current()
 	if st == nil {
 		return
@@ -323,26 +323,29 @@ func (c *Controller) judge(only map[models.LinkID]bool) {
 	c.mu.RLock()
 	ev.operDown = maps.Clone(c.operDown)
 	c.mu.RUnlock()
+	whole, links := only == nil, only
+	if whole {
+		links = st.snap.FabricLinks()
+	}
 	c.disc.mu.Lock()
-	if only == nil {
+	states := make(map[models.LinkID]api.LinkDiscovery, len(c.disc.linkStates))
+	if whole {
 		for sw := range c.disc.heardNow {
 			c.disc.heard[sw]++
 		}
 		clear(c.disc.heardNow)
-	}
-	states := map[models.LinkID]api.LinkDiscovery{}
-	if only != nil {
+	} else {
 		maps.Copy(states, c.disc.linkStates)
 	}
-	declared := map[models.Endpoint]bool{}
-	for _, l := range st.snap.FabricLinks() {
-		declared[l.A], declared[l.B] = true, true
-		if only == nil || only[l.ID()] {
-			states[l.ID()] = c.judgeLink(l, ev)
-		}
+	for _, l := range links {
+		states[l.ID()] = c.judgeLink(l, ev)
 	}
 	undeclared := c.disc.undeclared
-	if only == nil {
+	if whole {
+		declared := make(map[models.Endpoint]bool, 2*len(links))
+		for _, l := range links {
+			declared[l.A], declared[l.B] = true, true
+		}
 		undeclared = nil
 		for at, s := range c.disc.sightings {
 			if !declared[at] && ev.now.Sub(s.at) <= ev.window {

@@ -87,16 +87,6 @@ func cabledController(t *testing.T, liveness time.Duration) (*Controller, *cabli
 	return c, w, &now
 }
 
-// probesSent is how many probes c sent in all.
-func probesSent(c *Controller) (n uint64) {
-	c.disc.mu.Lock()
-	defer c.disc.mu.Unlock()
-	for _, v := range c.disc.probesSent {
-		n += v
-	}
-	return n
-}
-
 // TestProbeRoundIsSpread: a round spread over a time sends its switches'
 // probes in batches across that time, not at once (at k=48 a round sent
 // at once kept both cores busy for seconds, and a failure that came
@@ -114,11 +104,11 @@ func TestProbeRoundIsSpread(t *testing.T) {
 		synctest.Wait()
 		// Five switches: one every 200 ms; the first's probes go at once.
 		first := uint64(len(c.current().snap.Neighbors(c.current().snap.Switches()[0].Name)))
-		if n := probesSent(c); n != first {
+		if n := c.ProbesSent(); n != first {
 			t.Fatalf("%d probes sent as the round began, want the first switch's %d", n, first)
 		}
 		<-done
-		if n := probesSent(c); n != 12 { // 6 links, both ends
+		if n := c.ProbesSent(); n != 12 { // 6 links, both ends
 			t.Fatalf("%d probes sent in the round, want 12", n)
 		}
 		if took := time.Since(began); took < spread*4/5 {

@@ -517,8 +517,8 @@ func (c *Controller) keepMarks(ctx context.Context, tm *termMarks) {
 // pins are taken as the mark says and the rest as read.
 func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired models.ForwardingState, pins models.Digest) (_ models.ForwardingState, ok bool) {
 	tm := c.marks()
-	prober, canProbe := c.cfg.Can.Prober, c.cfg.Can.Prober != nil
-	if tm == nil || !canProbe || tm.await(ctx) != nil {
+	prober := c.cfg.Can.Prober
+	if tm == nil || prober == nil || tm.await(ctx) != nil {
 		return models.ForwardingState{}, false
 	}
 	result := func(r string) {
@@ -578,9 +578,8 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 // those read make the mark's digest, they are what sw holds. At most
 // half of sw's pins are read so; past that a full read costs as much.
 func (c *Controller) unsettledRead(ctx context.Context, sw models.SwitchID, desired []models.FlowPin, mark models.SwitchMark) ([]models.FlowPin, bool) {
-	u, ok := c.cfg.Can.Unsettled, c.cfg.Can.Unsettled != nil
-	pr, canRead := c.cfg.Can.PinReader, c.cfg.Can.PinReader != nil
-	if !ok || !canRead {
+	u, pr := c.cfg.Can.Unsettled, c.cfg.Can.PinReader
+	if u == nil || pr == nil {
 		return nil, false
 	}
 	keys := u.UnsettledPins(sw)

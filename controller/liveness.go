@@ -47,7 +47,7 @@ const DefaultLivenessBudget = 10_000
 type watched struct {
 	snap  *topology.Snapshot
 	ends  map[models.Endpoint]bool
-	links map[models.LinkID]bool
+	links []models.Link
 	out   map[models.Endpoint]bool // the ports probes go out of
 	// from is, switch by switch, the ports probes go out of (each faces
 	// a watched end).
@@ -55,10 +55,12 @@ type watched struct {
 	n    int // probes per tick
 }
 
-// probesFrom is a switch and the ports of it that liveness probes go out of.
+// probesFrom is a switch, the ports of it that liveness probes go out
+// of, and the probe of each (built once: a tick sends them all).
 type probesFrom struct {
-	sw    models.Switch
-	ports []uint32
+	sw     models.Switch
+	ports  []uint32
+	probes [][]byte
 }
 
 // reportsOperStatus says whether the controller hears of sw's ports going
@@ -68,7 +70,7 @@ func reportsOperStatus(sw models.Switch) bool { return sw.GNMIAddr != "" }
 
 // watchedEnds works out what liveness watches in snap.
 func watchedEnds(snap *topology.Snapshot) *watched {
-	w := &watched{snap: snap, ends: map[models.Endpoint]bool{}, links: map[models.LinkID]bool{}, out: map[models.Endpoint]bool{}}
+	w := &watched{snap: snap, ends: map[models.Endpoint]bool{}, out: map[models.Endpoint]bool{}}
 	silent := map[models.SwitchID]bool{}
 	for _, sw := range snap.Switches() {
 		if !reportsOperStatus(sw) {
@@ -85,13 +87,18 @@ func watchedEnds(snap *topology.Snapshot) *watched {
 				continue
 			}
 			w.ends[models.Endpoint{Switch: a.Peer, Port: a.PeerPort}] = true
-			w.links[a.Link] = true
 			w.out[models.Endpoint{Switch: sw.Name, Port: a.LocalPort}] = true
 			from.ports = append(from.ports, a.LocalPort)
+			from.probes = append(from.probes, probeFrame(sw, a.LocalPort))
 		}
 		if len(from.ports) > 0 {
 			w.from = append(w.from, from)
 			w.n += len(from.ports)
+		}
+	}
+	for _, l := range snap.FabricLinks() {
+		if w.ends[l.A] || w.ends[l.B] {
+			w.links = append(w.links, l)
 		}
 	}
 	return w
@@ -129,7 +136,8 @@ func (c *Controller) watchLiveness(ctx context.Context) {
 	interval := c.cfg.LivenessInterval
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var said *watched
+	var saidEnds int
+	var saidEvery time.Duration
 	for {
 		select {
 		case <-ctx.Done():
@@ -145,12 +153,12 @@ func (c *Controller) watchLiveness(ctx context.Context) {
 			interval = d
 			t.Reset(d)
 		}
-		if w != said && (said == nil || said.n != w.n) {
+		if w.n != saidEnds || d != saidEvery {
+			saidEnds, saidEvery = w.n, d
 			c.log.Info("link liveness: probing the fabric link ends on switches that report no oper-status",
 				"ends", w.n, "interval", d, "lost_after", fmt.Sprintf("%s to %s", livenessMissed*d, (livenessMissed+1)*d),
 				"probes_per_second", int64(w.n)*int64(time.Second)/int64(d))
 		}
-		said = w
 		c.m.livenessEnds.Set(float64(w.n))
 		c.m.livenessInterval.Set(d.Seconds())
 		c.livenessTick(ctx, w)
@@ -177,11 +185,11 @@ func (c *Controller) livenessTick(ctx context.Context, w *watched) {
 	operDown := maps.Clone(c.operDown)
 	c.mu.RUnlock()
 	for _, f := range w.from {
-		for _, port := range f.ports {
+		for i, port := range f.ports {
 			if operDown[models.Endpoint{Switch: f.sw.Name, Port: port}] {
 				continue
 			}
-			if !c.sendProbe(ctx, f.sw, port) {
+			if !c.sendProbe(ctx, f.sw.Name, port, f.probes[i]) {
 				break // the switch is not reachable now: next tick
 			}
 		}
@@ -193,17 +201,17 @@ func (c *Controller) livenessTick(ctx context.Context, w *watched) {
 	c.disc.mu.Unlock()
 }
 
-// sendProbe sends a probe out of sw's port and counts it; false when it
+// sendProbe sends probe out of sw's port and counts it; false when it
 // could not be sent.
-func (c *Controller) sendProbe(ctx context.Context, sw models.Switch, port uint32) bool {
+func (c *Controller) sendProbe(ctx context.Context, sw models.SwitchID, port uint32, probe []byte) bool {
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	err := c.cfg.Packets.SendPacket(pctx, sw.Name, port, probeFrame(sw, port))
+	err := c.cfg.Packets.SendPacket(pctx, sw, port, probe)
 	cancel()
 	if err != nil {
-		c.log.Debug("link probe not sent", "switch", sw.Name, "port", port, "err", err)
+		c.log.Debug("link probe not sent", "switch", sw, "port", port, "err", err)
 		return false
 	}
-	e := models.Endpoint{Switch: sw.Name, Port: port}
+	e := models.Endpoint{Switch: sw, Port: port}
 	c.disc.mu.Lock()
 	c.disc.probesSent[e]++
 	c.disc.mu.Unlock()

@@ -38,10 +38,12 @@ func leafSpine2x2() models.Topology {
 	return t
 }
 
-// startLab wires topo's links in a new lab, adds each host with
-// addHost, and starts every switch, setting its P4Runtime address in topo.
-func startLab(t *testing.T, bin string, topo *models.Topology, addHost func(*Lab, models.Host)) *Lab {
+// labFabric is the 2×2 lab (leafSpine2x2) of BMv2 switches, each host
+// added with addHost, and accelnet serving it (options tuned by tune, if
+// set), every switch programmed and read back in sync.
+func labFabric(t *testing.T, bin string, addHost func(*Lab, models.Host), tune func(*stack.Config)) (*Lab, models.Topology, *fabrictest.Harness) {
 	t.Helper()
+	topo := leafSpine2x2()
 	lab := NewLab(t, bin)
 	for _, l := range topo.Links {
 		lab.Wire(l.A, l.B)
@@ -52,7 +54,9 @@ func startLab(t *testing.T, bin string, topo *models.Topology, addHost func(*Lab
 	for i := range topo.Switches {
 		topo.Switches[i].P4RTAddr = lab.Start(topo.Switches[i])
 	}
-	return lab
+	h := fabrictest.NewServeWith(t, topo, tune)
+	h.Eventually(t, 2*time.Minute, "every BMv2 programmed and read back in sync", func() bool { return h.Converged() == nil })
+	return lab, topo, h
 }
 
 // hostSocket is a raw socket in a host's namespace.
@@ -81,12 +85,9 @@ func TestBMv2EndToEnd(t *testing.T) {
 	if bin == "" {
 		t.Skip(why)
 	}
-	topo := leafSpine2x2()
-	lab := startLab(t, bin, &topo, func(lab *Lab, h models.Host) { lab.Host(h) })
-	h := fabrictest.NewServeWith(t, topo, func(o *stack.Config) {
+	lab, topo, h := labFabric(t, bin, (*Lab).Host, func(o *stack.Config) {
 		o.SampleOneIn = 1 // BMv2 forwards a few thousand packets a second: every one is a sample
 	}) // discovery and link liveness at their defaults
-	h.Eventually(t, 2*time.Minute, "every BMv2 programmed and read back in sync", func() bool { return h.Converged() == nil })
 	for _, sw := range topo.Switches {
 		st, err := h.Driver.Read(Context(t), sw.Name)
 		if err != nil {

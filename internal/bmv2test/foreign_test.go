@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound"
 	"github.com/accelnet/accelnet/southbound/p4"
@@ -23,10 +22,7 @@ func TestBMv2ForeignController(t *testing.T) {
 	if bin == "" {
 		t.Skip(why)
 	}
-	topo := leafSpine2x2()
-	startLab(t, bin, &topo, func(lab *Lab, h models.Host) { lab.Host(h) })
-	h := fabrictest.NewServe(t, topo)
-	h.Eventually(t, 2*time.Minute, "every BMv2 programmed and read back in sync", func() bool { return h.Converged() == nil })
+	_, topo, h := labFabric(t, bin, (*Lab).Host, nil)
 	schema, err := p4.LoadSchema()
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/models"
 )
 
@@ -23,14 +22,11 @@ func TestBMv2PlainHosts(t *testing.T) {
 	if bin == "" {
 		t.Skip(why)
 	}
-	topo := leafSpine2x2()
 	nics := map[string]models.MAC{}
-	lab := startLab(t, bin, &topo, func(lab *Lab, h models.Host) {
+	lab, topo, h := labFabric(t, bin, func(lab *Lab, h models.Host) {
 		gw := netip.MustParseAddr(fmt.Sprintf("10.0.%s.254", h.Name[1:2]))
 		nics[h.Name] = lab.PlainHost(h, 24, gw)
-	})
-	h := fabrictest.NewServe(t, topo)
-	h.Eventually(t, 2*time.Minute, "every BMv2 programmed and read back in sync", func() bool { return h.Converged() == nil })
+	}, nil)
 
 	h11, h21 := topo.Hosts[0], topo.Hosts[2]
 	a, err := OpenUDP(lab.Namespace(h11.Name), h11.IP, 9000)

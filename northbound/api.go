@@ -70,9 +70,10 @@ type Options struct {
 	HistoryInterval, HistoryLength time.Duration
 	// Done, when closed, ends open streams (for a prompt shutdown).
 	Done <-chan struct{}
-	// Background, if set, is given the goroutines the API runs beside
-	// its requests (the history's sampling), which end once Done is
-	// closed: its owner waits for them.
+	// Background is given the goroutines the API runs beside its
+	// requests (the history's sampling, kept only with Done and
+	// Background set), which end once Done is closed: its owner waits
+	// for them.
 	Background *sync.WaitGroup
 	// Leader, if set, says who leads: a follower passes requests only
 	// the leader can serve (decisions, capacity, tenants' usage, switch
@@ -123,17 +124,12 @@ func New(opts Options) http.Handler {
 		authFailures: tenancy.NewRateLimiter(authFailuresPerSecond),
 		history:      &history{interval: opts.HistoryInterval, keep: max(1, int(opts.HistoryLength/opts.HistoryInterval)), series: map[historyKey]*series{}}}
 	// History is sampled from the first request on (a handler never
-	// served samples nothing) until the API is shut down (Done).
+	// served samples nothing) until the API is shut down (Done), in a
+	// goroutine of Background's.
 	var sampling sync.Once
-	if a.done != nil {
+	if a.done != nil && opts.Background != nil {
 		r.Use(func(c *gin.Context) {
-			sampling.Do(func() {
-				if opts.Background != nil {
-					opts.Background.Go(a.sampleHistory)
-				} else {
-					go a.sampleHistory()
-				}
-			})
+			sampling.Do(func() { opts.Background.Go(a.sampleHistory) })
 			c.Next()
 		})
 	}

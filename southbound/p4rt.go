@@ -240,7 +240,7 @@ func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 	election := d.election
 	d.mu.Unlock()
 
-	p.c, p.err = d.dial(ctx, sw, election)
+	p.c, p.err = d.dialAgain(ctx, sw, election)
 	d.mu.Lock()
 	delete(d.dialing, id)
 	if p.err == nil {
@@ -260,6 +260,31 @@ func (d *P4RT) conn(ctx context.Context, id models.SwitchID) (*p4conn, error) {
 // runs accelnet.p4 (pushing it, with the device config its target
 // needs, to a switch with no pipeline or another one). No lock is held:
 // conn makes concurrent callers for one switch wait for this one.
+// errElectionInUse is a switch refusing an arbitration because a stream
+// with the same election ID is still open there: this driver's own
+// previous one, when the switch has not yet seen its connection go (a
+// cut, a restart of this process).
+var errElectionInUse = errors.New("the election ID is held by a stream still open at the switch")
+
+// dialAgain is dial, tried again a few times, 50 ms apart and doubling,
+// while the switch still holds this driver's previous stream: it lets
+// it go once it sees that stream's connection gone.
+func (d *P4RT) dialAgain(ctx context.Context, sw models.Switch, electionID uint64) (*p4conn, error) {
+	wait := 50 * time.Millisecond
+	for try := 1; ; try++ {
+		c, err := d.dial(ctx, sw, electionID)
+		if !errors.Is(err, errElectionInUse) || try == 6 {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
 func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*p4conn, error) {
 	pipelineConfig, err := d.encodedPipeline(sw.Target) // a target without one fails here
 	if err != nil {
@@ -323,7 +348,12 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 			err := stream.RecvMsg(&in)
 			if err != nil {
 				if first {
-					arb <- fmt.Errorf("%w: %s: arbitration: %v", ErrUnavailable, sw.Name, err)
+					if status.Code(err) == codes.InvalidArgument {
+						// As P4Runtime says of a duplicate election ID.
+						arb <- fmt.Errorf("%w: %w: %s: arbitration: %v", ErrUnavailable, errElectionInUse, sw.Name, err)
+					} else {
+						arb <- fmt.Errorf("%w: %s: arbitration: %v", ErrUnavailable, sw.Name, err)
+					}
 				}
 				// A stream that never got through arbitration (a switch
 				// that is down refuses it) was no connection: the dial's

@@ -286,3 +286,27 @@ func TestDownSwitchIsNoDisconnect(t *testing.T) {
 		t.Errorf("%d disconnects reported, want 1: the attempts to reach the switch while down count as disconnects", n)
 	}
 }
+
+// TestDialWaitsForItsOwnStaleStream: a switch still holding a stream of
+// this driver's election ID (its connection cut, not yet seen gone)
+// refuses the new arbitration; the driver asks again shortly and gets
+// through once the old stream is gone, instead of failing the call.
+func TestDialWaitsForItsOwnStaleStream(t *testing.T) {
+	topo, err := topology.LeafSpine(1, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fabrictest.StartFabric(t, topo)
+	old := newDriver(t, f, 7)
+	ctx := context.Background()
+	if _, err := old.Read(ctx, "leaf1"); err != nil {
+		t.Fatal(err)
+	}
+	// The old stream goes a moment after the new driver first asks.
+	gone := time.AfterFunc(60*time.Millisecond, old.Close)
+	defer gone.Stop()
+	fresh := newDriver(t, f, 7)
+	if _, err := fresh.Read(ctx, "leaf1"); err != nil {
+		t.Fatalf("with its own old stream going away: %v", err)
+	}
+}

@@ -112,7 +112,8 @@ func (m *Manager) PinnedLoad() map[models.Endpoint]float64 {
 }
 
 // pinnedLoadLocked is PinnedLoad, of the elephants alone unless
-// withIntents; m.mu must be held.
+// withIntents (the elephants alone at their latest reads' rates: what
+// adaptation sets against links' load); m.mu must be held.
 func (m *Manager) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64 {
 	m.obsMu.Lock()
 	elephantRates, intentRates := m.flowRates, m.observed
@@ -120,14 +121,17 @@ func (m *Manager) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64
 	out := map[models.Endpoint]float64{}
 	for key, el := range m.elephants {
 		rate, measured := elephantRates[key]
-		// The higher of the latest read's rate and the 2 s one: set
-		// against links' load, the 2 s one alone would lag a flow that
-		// sped up, and the latest alone is one read's time apart from the
-		// last, timed by this process (a switch does not time a direct
-		// counter): on a busy machine a read answered late makes it
-		// jitter by tens of percent, and load that is the pinned flow's
-		// would look like the rest's, which weights can move.
-		g := max(rate.latest, rate.gbps)
+		// For weights, the higher of the latest read's rate and the 2 s
+		// one: set against links' load, the 2 s one alone would lag a
+		// flow that sped up, and the latest alone is one read's time
+		// apart from the last, timed by this process (a switch does not
+		// time a direct counter): on a busy machine a read answered late
+		// makes it jitter by tens of percent, and load that is the
+		// pinned flow's would look like the rest's, which weights move.
+		g := rate.latest
+		if withIntents {
+			g = max(rate.latest, rate.gbps)
+		}
 		if !measured {
 			g = el.demand // pinned a moment ago: not read yet
 		}

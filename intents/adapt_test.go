@@ -34,14 +34,14 @@ func TestHotIntentsAreTheIntentsOnHotLinks(t *testing.T) {
 	for i, in := range stored {
 		switch i % 7 {
 		case 1:
-			m.moved[in.ID] = movedAt{round: m.round, detectedRound: -jointHoldRounds}
+			m.adaptive.moved[in.ID] = movedAt{round: m.adaptive.round, detectedRound: -jointHoldRounds}
 		case 2:
-			m.all[in.ID].in.Status.State = models.StateAdmitted
+			m.p.all[in.ID].in.Status.State = models.StateAdmitted
 		}
 	}
 	var want []hot
-	for id, e := range m.all {
-		if e.in.Status.State != models.StateInstalled || !e.pinned || m.movedLately(id) {
+	for id, e := range m.p.all {
+		if e.in.Status.State != models.StateInstalled || !e.pinned || m.adaptive.movedLately(id, m.stats.DetectedRounds) {
 			continue
 		}
 		worst := 0.0
@@ -81,9 +81,9 @@ func TestAdaptLooksAtEveryHotIntentInTurn(t *testing.T) {
 	for _, in := range stored {
 		observed[in.ID] = 0 // measured idle: each may be looked at
 	}
-	m.obsMu.Lock()
-	m.observed = observed
-	m.obsMu.Unlock()
+	m.obs.mu.Lock()
+	m.obs.byIntent = observed
+	m.obs.mu.Unlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	hot := len(m.hotIntents(func(models.Endpoint) float64 { return 0.95 })) // those crossing a fabric link
@@ -92,11 +92,11 @@ func TestAdaptLooksAtEveryHotIntentInTurn(t *testing.T) {
 	}
 	looked := map[string]bool{}
 	for round := 1; len(looked) < hot; round++ {
-		m.adaptDue = true
-		m.housekeep(m.scratch(), false)
+		m.adaptive.due = true
+		m.housekeep(m.p.scratch(), false)
 		this := 0
-		for id, at := range m.tried {
-			if at == m.round {
+		for id, at := range m.adaptive.tried {
+			if at == m.adaptive.round {
 				this++
 				if looked[id] {
 					t.Fatalf("round %d looked at %s again before every other hot intent", round, id)
@@ -108,8 +108,8 @@ func TestAdaptLooksAtEveryHotIntentInTurn(t *testing.T) {
 			t.Fatalf("round %d looked at %d hot intents, want %d", round, this, want)
 		}
 	}
-	if m.adaptMoves != 0 {
-		t.Fatalf("%d intents moved: every link is hot, none can", m.adaptMoves)
+	if m.stats.AdaptMoves != 0 {
+		t.Fatalf("%d intents moved: every link is hot, none can", m.stats.AdaptMoves)
 	}
 }
 
@@ -121,9 +121,9 @@ func TestPinnedLoadIsWhatSendingIntentsSend(t *testing.T) {
 	snap, auth, stored := storedIntents(t, 200)
 	m := settledManager(t, snap, auth, stored, func(models.Endpoint) (float64, bool) { return 0.5, true })
 	sending := stored[7] // from its leaf's last host to the next leaf's first: across the fabric
-	m.obsMu.Lock()
-	m.observed = map[string]float64{sending.ID: 2, stored[15].ID: 0, "gone": 5}
-	m.obsMu.Unlock()
+	m.obs.mu.Lock()
+	m.obs.byIntent = map[string]float64{sending.ID: 2, stored[15].ID: 0, "gone": 5}
+	m.obs.mu.Unlock()
 	got := m.PinnedLoad()
 	want := map[models.Endpoint]float64{}
 	for _, hop := range sending.Status.Flows[0].Path {
@@ -158,13 +158,13 @@ func TestPinnedLoadTakesTheSteadierRate(t *testing.T) {
 	path := []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}}
 	slow := models.FlowKey{SrcPort: 1}
 	fast := models.FlowKey{SrcPort: 2}
-	m.elephants = map[models.FlowKey]*elephant{slow: {path: path, demand: 50}, fast: {path: path, demand: 50}}
-	m.obsMu.Lock()
-	m.flowRates = map[models.FlowKey]measuredRate{
+	m.p.elephants = map[models.FlowKey]*elephant{slow: {path: path, demand: 50}, fast: {path: path, demand: 50}}
+	m.obs.mu.Lock()
+	m.obs.byFlow = map[models.FlowKey]measuredRate{
 		slow: {gbps: 40, latest: 25}, // a read answered late
 		fast: {gbps: 20, latest: 35}, // sped up: the 2 s rate lags
 	}
-	m.obsMu.Unlock()
+	m.obs.mu.Unlock()
 	got := m.PinnedLoad()
 	for _, hop := range path {
 		if got[hop] != 40+35 {

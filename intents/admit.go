@@ -46,7 +46,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Outcome, error
 }
 
 func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Outcome, error) {
-	if !m.loaded || m.book == nil {
+	if !m.loaded || m.p.book == nil {
 		return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", store.ErrNoTopology)
 	}
 	idemKey := ""
@@ -57,7 +57,7 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Ou
 			if r.Digest != req.BodyDigest {
 				return Outcome{}, ErrIdempotencyReuse
 			}
-			if e, ok := m.all[r.ID]; ok {
+			if e, ok := m.p.all[r.ID]; ok {
 				return Outcome{Intent: e.in, Replayed: true}, nil
 			}
 			// Deleted in this very batch: its record goes with it.
@@ -66,7 +66,7 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Ou
 	}
 	now := m.cfg.Now().UTC()
 	id := store.NewID(now)
-	for m.all[id] != nil {
+	for m.p.all[id] != nil {
 		id = store.NewID(now)
 	}
 	e := &entry{in: models.Intent{ID: id, Tenant: req.Tenant, Created: now, Spec: req.Spec}}
@@ -79,8 +79,8 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Ou
 	if err != nil && !(errors.As(err, &refused) && refused.Intent != nil) {
 		return Outcome{}, err
 	}
-	m.all[id] = e
-	b.undo = append(b.undo, func() { delete(m.all, id) })
+	m.p.all[id] = e
+	b.undo = append(b.undo, func() { delete(m.p.all, id) })
 	b.put(e)
 	b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(e.in.Tenant, id)), "=", 0))
 	if idemKey != "" {
@@ -104,25 +104,25 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Ou
 // wrong (unknown hosts, taken flows, quota), which stores nothing.
 // t is e's tenant, looked up before deciding.
 func (m *Manager) admit(b *batch, e *entry, t models.Tenant, dryRun bool) (Outcome, error) {
-	flows, err := m.resolve(e.in.Tenant, e.in.Spec)
+	flows, err := m.p.resolve(e.in.Tenant, e.in.Spec)
 	if err != nil {
 		return Outcome{}, err
 	}
-	if err := m.mayUse(t, flows); err != nil {
+	if err := m.cfg.mayUse(t, flows); err != nil {
 		return Outcome{}, err
 	}
 	for _, f := range flows {
-		if owner, ok := m.flowOwner[f.key]; ok && owner != e.in.ID {
+		if owner, ok := m.p.flowOwner[f.key]; ok && owner != e.in.ID {
 			if f.slot() {
-				return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: the flows from %s to %s are reserved by %s (sampled_flows)", ErrFlowTaken, f.src.Name, f.dst.Name, m.nameFor(owner, e.in.Tenant))}
+				return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: the flows from %s to %s are reserved by %s (sampled_flows)", ErrFlowTaken, f.src.Name, f.dst.Name, m.p.nameFor(owner, e.in.Tenant))}
 			}
-			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, m.nameFor(owner, e.in.Tenant))}
+			return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, m.p.nameFor(owner, e.in.Tenant))}
 		}
 	}
 	if err := m.checkQuota(t, e.in.Spec.TotalGbps(), 1, e.in.Spec.Priority, e.in.ID); err != nil {
 		return Outcome{}, err
 	}
-	cons, err := m.constraints(e)
+	cons, err := m.p.constraints(e)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -130,10 +130,10 @@ func (m *Manager) admit(b *batch, e *entry, t models.Tenant, dryRun bool) (Outco
 	for i, f := range flows {
 		demands[i] = pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}
 	}
-	fit := m.book.Fit(demands, cons)
+	fit := m.p.book.Fit(demands, cons)
 	var victims []*entry
 	if !fit.Fits && m.cfg.Preemption {
-		victims, fit = m.preempt(b, e, demands, cons, fit)
+		victims, fit = m.p.preempt(b, e, demands, cons, fit)
 	}
 	out := Outcome{Fit: fit}
 	// How many QPs per connection would do best: asked in a dry run, and
@@ -141,7 +141,7 @@ func (m *Manager) admit(b *batch, e *entry, t models.Tenant, dryRun bool) (Outco
 	// placements' work, so not for every admission).
 	var hint *models.QPHint
 	if dryRun || !fit.Fits || fit.MLU > qpHintAbove {
-		if h := m.qpHint(b.ctx, flows); h.Better() || dryRun {
+		if h := m.p.qpHint(b.ctx, flows); h.Better() || dryRun {
 			hint = &h
 		}
 	}
@@ -167,10 +167,10 @@ func (m *Manager) admit(b *batch, e *entry, t models.Tenant, dryRun bool) (Outco
 		e.in.Status.QPHint = hint
 		return Outcome{}, &RefusedError{Err: ErrNoCapacity, Fit: fit, Intent: &e.in}
 	}
-	if err := m.checkTableRoom(e, flows, fit.Paths); err != nil {
+	if err := m.p.checkTableRoom(e, flows, fit.Paths); err != nil {
 		return Outcome{}, &RefusedError{Err: err, Fit: fit}
 	}
-	if err := m.checkTenantPins(t, e, fit.Paths); err != nil {
+	if err := m.p.checkTenantPins(t, e, fit.Paths); err != nil {
 		return Outcome{}, &RefusedError{Err: err, Fit: fit}
 	}
 	if dryRun {
@@ -186,20 +186,20 @@ func (m *Manager) admit(b *batch, e *entry, t models.Tenant, dryRun bool) (Outco
 		m.setState(b, v, models.StatePending, "preempted by "+by, now)
 	}
 	e.flows = flows
-	m.pin(b, e, fit.Paths)
+	m.p.pin(b, e, fit.Paths)
 	reason := fmt.Sprintf("%d flows reserved; max reserved link utilization %.2f", len(flows), fit.MLU)
 	if hint != nil {
 		reason += "; " + hint.String()
 	}
 	e.in.Status.QPHint = hint
 	e.in.SetState(models.StateAdmitted, reason, now)
-	m.addUsage(b, e.in.Tenant, e.in.Spec.TotalGbps(), 1)
+	m.usage.charge(b, e.in.Tenant, e.in.Spec.TotalGbps(), 1)
 	return out, nil
 }
 
 // resolve expands a spec into flows: one per (pair, source port), the
 // pair's bandwidth split evenly over its ports.
-func (m *Manager) resolve(tenant models.TenantName, spec models.IntentSpec) ([]flow, error) {
+func (pl *placement) resolve(tenant models.TenantName, spec models.IntentSpec) ([]flow, error) {
 	var v models.ValidationError
 	type pair struct {
 		src, dst models.Host
@@ -210,7 +210,7 @@ func (m *Manager) resolve(tenant models.TenantName, spec models.IntentSpec) ([]f
 		hosts := make([]models.Host, len(c.Endpoints))
 		first := map[string]int{} // host → the endpoint that first named it
 		for i, name := range c.Endpoints {
-			h, err := resolveHost(m.snap, name)
+			h, err := resolveHost(pl.snap, name)
 			field := fmt.Sprintf("collective.endpoints[%d]", i)
 			switch j, twice := first[h.Name]; {
 			case err != nil:
@@ -243,8 +243,8 @@ func (m *Manager) resolve(tenant models.TenantName, spec models.IntentSpec) ([]f
 			}
 		}
 	} else {
-		s, errS := resolveHost(m.snap, spec.Src)
-		d, errD := resolveHost(m.snap, spec.Dst)
+		s, errS := resolveHost(pl.snap, spec.Src)
+		d, errD := resolveHost(pl.snap, spec.Dst)
 		if errS != nil {
 			v.Errors = append(v.Errors, models.FieldError{Field: "src", Message: errS.Error()})
 		}
@@ -285,8 +285,8 @@ func (m *Manager) resolve(tenant models.TenantName, spec models.IntentSpec) ([]f
 
 // nameFor names intent id to a tenant: by its ID if it is the tenant's
 // own, not at all if it is another tenant's.
-func (m *Manager) nameFor(id string, tenant models.TenantName) string {
-	if o := m.all[id]; o != nil && o.in.Tenant == tenant {
+func (pl *placement) nameFor(id string, tenant models.TenantName) string {
+	if o := pl.all[id]; o != nil && o.in.Tenant == tenant {
 		return "intent " + id
 	}
 	return "another tenant's intent"
@@ -294,7 +294,7 @@ func (m *Manager) nameFor(id string, tenant models.TenantName) string {
 
 // mayUse refuses flows to or from a host tenant t may not use (not in
 // its grant, or held exclusively by another tenant: which one is not said).
-func (m *Manager) mayUse(t models.Tenant, flows []flow) error {
+func (c *Config) mayUse(t models.Tenant, flows []flow) error {
 	checked := map[string]bool{}
 	for _, f := range flows {
 		for _, h := range []string{f.src.Name, f.dst.Name} {
@@ -302,7 +302,7 @@ func (m *Manager) mayUse(t models.Tenant, flows []flow) error {
 				continue
 			}
 			checked[h] = true
-			if !m.cfg.Auth.MayUse(t, h) {
+			if !c.Auth.MayUse(t, h) {
 				return fmt.Errorf("%w: host %s is not among the hosts tenant %s may use (the operator grants hosts: POST /tenants)", ErrHostNotAllowed, h, t.Name)
 			}
 		}
@@ -325,30 +325,30 @@ func resolveHost(snap *topology.Snapshot, name string) (models.Host, error) {
 	return h, nil
 }
 
-func (m *Manager) constraints(e *entry) (pathcalc.PathConstraints, error) {
+func (pl *placement) constraints(e *entry) (pathcalc.PathConstraints, error) {
 	c := e.in.Spec.Constraints
 	out := pathcalc.PathConstraints{MaxHops: c.MaxHops, AvoidSwitches: map[models.SwitchID]bool{}, AvoidLinks: map[models.LinkID]bool{}}
 	var v models.ValidationError
 	for i, sw := range c.AvoidSwitches {
-		if _, err := m.snap.Switch(sw); err != nil {
+		if _, err := pl.snap.Switch(sw); err != nil {
 			v.Errors = append(v.Errors, models.FieldError{Field: fmt.Sprintf("constraints.avoid_switches[%d]", i), Message: fmt.Sprintf("no switch %q in the fabric", sw)})
 		}
 		out.AvoidSwitches[sw] = true
 	}
 	for i, l := range c.AvoidLinks {
-		if _, err := m.snap.Link(l); err != nil {
+		if _, err := pl.snap.Link(l); err != nil {
 			v.Errors = append(v.Errors, models.FieldError{Field: fmt.Sprintf("constraints.avoid_links[%d]", i), Message: fmt.Sprintf("no link %q in the fabric", l)})
 		}
 		out.AvoidLinks[l] = true
 	}
 	if id := c.DisjointFrom; id != "" {
-		other, ok := m.all[id]
+		other, ok := pl.all[id]
 		if !ok || other.in.Tenant != e.in.Tenant {
 			v.Errors = append(v.Errors, models.FieldError{Field: "constraints.disjoint_from", Message: fmt.Sprintf("tenant %s has no intent %q", e.in.Tenant, id)})
 		} else {
 			for _, f := range other.in.Status.Flows {
 				for _, p := range f.Path {
-					if l, ok := m.snap.LinkAt(p); ok {
+					if l, ok := pl.snap.LinkAt(p); ok {
 						out.AvoidLinks[l.ID()] = true
 					}
 				}
@@ -367,7 +367,7 @@ const qpHintAbove = 0.9
 
 // qpHint groups an intent's flows into connections (host pairs) and asks
 // the ledger how many QPs per connection come closest to the best.
-func (m *Manager) qpHint(ctx context.Context, flows []flow) models.QPHint {
+func (pl *placement) qpHint(ctx context.Context, flows []flow) models.QPHint {
 	type pair struct{ src, dst string }
 	index := map[pair]int{}
 	var conns []pathcalc.Demand
@@ -383,17 +383,17 @@ func (m *Manager) qpHint(ctx context.Context, flows []flow) models.QPHint {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	return m.book.QPHint(ctx, conns, len(flows)/max(len(conns), 1), MaxFlowsPerIntent)
+	return pl.book.QPHint(ctx, conns, len(flows)/max(len(conns), 1), MaxFlowsPerIntent)
 }
 
 // checkTableRoom refuses pins that would overflow a switch's flow-pin table.
-func (m *Manager) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoint) error {
-	now := m.cfg.Now()
+func (pl *placement) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoint) error {
+	now := pl.cfg.Now()
 	// limit is sw's flow-pin room, if any is known: the P4Info's size, or
 	// less if the switch recently refused entries for lack of room.
 	limit := func(sw models.SwitchID) (int, bool) {
-		l := m.cfg.FlowPinEntries
-		if r, ok := m.room[sw]; ok && now.Before(r.until) && (l <= 0 || r.entries < l) {
+		l := pl.cfg.FlowPinEntries
+		if r, ok := pl.room[sw]; ok && now.Before(r.until) && (l <= 0 || r.entries < l) {
 			return r.entries, true
 		}
 		return l, l > 0
@@ -404,7 +404,7 @@ func (m *Manager) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoi
 			continue // a sampled intent's slot: no entry
 		}
 		for _, hop := range p {
-			if owner, ok := m.flowOwner[flows[i].key]; ok && owner == e.in.ID {
+			if owner, ok := pl.flowOwner[flows[i].key]; ok && owner == e.in.ID {
 				continue // replacing its own entry
 			}
 			add[hop.Switch]++
@@ -412,7 +412,7 @@ func (m *Manager) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoi
 	}
 	for sw, n := range add {
 		l, known := limit(sw)
-		if have := len(m.pins[sw]); known && have+n > l {
+		if have := len(pl.pins.at[sw]); known && have+n > l {
 			return fmt.Errorf("%w: %s has %d of %d entries; %d more needed", ErrTableFull, sw, have, l, n)
 		}
 	}
@@ -421,16 +421,21 @@ func (m *Manager) checkTableRoom(e *entry, flows []flow, paths [][]models.Endpoi
 
 // pin reserves e's flows on paths, installs their pins, and records the
 // paths in its status.
-func (m *Manager) pin(b *batch, e *entry, paths [][]models.Endpoint) {
-	m.pinPaths(b, e, paths)
-	m.await(e.in.ID)
+func (pl *placement) pin(b *batch, e *entry, paths [][]models.Endpoint) {
+	pl.pinPaths(b, e, paths)
+	pl.await(e.in.ID)
 }
 
 // pinPaths is pin without the wait for a read-back: for an intent
 // placed as stored that was Installed already (placeStored).
-func (m *Manager) pinPaths(b *batch, e *entry, paths [][]models.Endpoint) {
-	m.gen++
-	e.gen, e.pinned = m.gen, true
+func (pl *placement) pinPaths(b *batch, e *entry, paths [][]models.Endpoint) {
+	for _, f := range e.flows {
+		if !f.slot() {
+			pl.dropDetected(b, f.key) // declared now: the intent's pins replace it
+		}
+	}
+	e.gen, e.pinned = pl.pins.lock(), true
+	defer pl.pins.unlock()
 	e.in.Status.Flows = make([]models.FlowStatus, len(e.flows))
 	reserved := map[string]float64{}
 	seen := map[models.SwitchID]bool{}
@@ -438,21 +443,16 @@ func (m *Manager) pinPaths(b *batch, e *entry, paths [][]models.Endpoint) {
 	for i, f := range e.flows {
 		path := paths[i]
 		e.in.Status.Flows[i] = models.FlowStatus{Src: f.src.Name, Dst: f.dst.Name, SrcPort: f.key.SrcPort, Gbps: f.gbps, Path: path}
-		_ = m.book.Reserve(f.src, path, f.gbps) // paths come from this book's Fit
-		for _, r := range m.book.Resources(f.src, path) {
+		_ = pl.book.Reserve(f.src, path, f.gbps) // paths come from this book's Fit
+		for _, r := range pl.book.Resources(f.src, path) {
 			reserved[r] += f.gbps
 		}
-		m.flowOwner[f.key] = e.in.ID
+		pl.flowOwner[f.key] = e.in.ID
 		if f.slot() {
 			continue // a sampled intent's slot: reserved, never pinned
 		}
-		m.dropDetected(b, f.key) // declared now: the intent's pins replace it
 		for _, hop := range path {
-			if m.pins[hop.Switch] == nil {
-				m.pins[hop.Switch] = map[models.FlowKey]uint32{}
-			}
-			m.pins[hop.Switch][f.key] = hop.Port
-			m.logChange(hop.Switch, f.key)
+			pl.pins.set(hop.Switch, f.key, hop.Port)
 			b.touched[hop.Switch] = true
 			if !seen[hop.Switch] {
 				seen[hop.Switch] = true
@@ -461,8 +461,8 @@ func (m *Manager) pinPaths(b *batch, e *entry, paths [][]models.Endpoint) {
 		}
 	}
 	e.in.Status.ReservedGbps = reserved
-	m.tallyPins(e, paths)
-	b.undo = append(b.undo, func() { m.unpinNow(e) })
+	pl.tallyPins(e, paths)
+	b.undo = append(b.undo, func() { pl.unpinNow(e) })
 }
 
 // unpin releases e's reservation and removes its pins.
@@ -474,43 +474,40 @@ func (m *Manager) unpin(b *batch, e *entry) {
 	for _, sw := range e.switches {
 		b.touched[sw] = true
 	}
-	m.unpinNow(e)
+	m.p.unpinNow(e)
 	m.retry = true
-	b.undo = append(b.undo, func() { m.repin(e, flows, status) })
+	b.undo = append(b.undo, func() { m.p.repin(e, flows, status) })
 }
 
-func (m *Manager) unpinNow(e *entry) {
+func (pl *placement) unpinNow(e *entry) {
 	if !e.pinned {
 		return
 	}
-	m.gen++
-	e.gen, e.pinned = m.gen, false
-	m.untallyPins(e)
+	e.gen, e.pinned = pl.pins.lock(), false
+	defer pl.pins.unlock()
+	pl.untallyPins(e)
 	for i, f := range e.flows {
 		if i < len(e.in.Status.Flows) {
-			_ = m.book.Reserve(f.src, e.in.Status.Flows[i].Path, -f.gbps)
+			_ = pl.book.Reserve(f.src, e.in.Status.Flows[i].Path, -f.gbps)
 		}
-		if m.flowOwner[f.key] == e.in.ID {
-			delete(m.flowOwner, f.key)
+		if pl.flowOwner[f.key] == e.in.ID {
+			delete(pl.flowOwner, f.key)
 		}
 		for _, sw := range e.switches {
-			if pins := m.pins[sw]; pins != nil {
-				delete(pins, f.key)
-				m.logChange(sw, f.key)
-			}
+			pl.pins.drop(sw, f.key, 0)
 		}
 	}
 }
 
 // repin restores pins exactly as they were (undo of unpin).
-func (m *Manager) repin(e *entry, flows []flow, status []models.FlowStatus) {
-	b := &batch{m: m, touched: map[models.SwitchID]bool{}}
+func (pl *placement) repin(e *entry, flows []flow, status []models.FlowStatus) {
+	b := &batch{touched: map[models.SwitchID]bool{}}
 	e.flows = flows
 	paths := make([][]models.Endpoint, len(status))
 	for i, f := range status {
 		paths[i] = f.Path
 	}
-	m.pin(b, e, paths)
+	pl.pin(b, e, paths)
 	e.in.Status.Flows = status
 }
 
@@ -524,9 +521,9 @@ func (m *Manager) setState(b *batch, e *entry, state models.IntentState, reason 
 	}
 	switch isLive := state.Live(); {
 	case isLive && !wasLive:
-		m.addUsage(b, e.in.Tenant, e.in.Spec.TotalGbps(), 1)
+		m.usage.charge(b, e.in.Tenant, e.in.Spec.TotalGbps(), 1)
 	case !isLive && wasLive:
-		m.addUsage(b, e.in.Tenant, -e.in.Spec.TotalGbps(), -1)
+		m.usage.charge(b, e.in.Tenant, -e.in.Spec.TotalGbps(), -1)
 	}
 	b.undo = append(b.undo, func() { e.in.Status = prev.Status })
 	b.put(e)
@@ -539,7 +536,7 @@ func (m *Manager) setState(b *batch, e *entry, state models.IntentState, reason 
 // the bottleneck, lowest priority (then newest) first. It returns the
 // victims and the fit with them gone; when even that does not fit it
 // puts everything back and returns the original fit.
-func (m *Manager) preempt(b *batch, e *entry, demands []pathcalc.Demand, cons pathcalc.PathConstraints, fit pathcalc.Fit) ([]*entry, pathcalc.Fit) {
+func (pl *placement) preempt(b *batch, e *entry, demands []pathcalc.Demand, cons pathcalc.PathConstraints, fit pathcalc.Fit) ([]*entry, pathcalc.Fit) {
 	var victims []*entry
 	type pinned struct {
 		flows  []flow
@@ -548,12 +545,12 @@ func (m *Manager) preempt(b *batch, e *entry, demands []pathcalc.Demand, cons pa
 	var saved []pinned
 	restore := func() {
 		for i, v := range victims {
-			m.repin(v, saved[i].flows, saved[i].status)
+			pl.repin(v, saved[i].flows, saved[i].status)
 		}
 	}
 	for !fit.Fits && fit.Bottleneck != "" {
 		var cand *entry
-		for _, o := range m.all {
+		for _, o := range pl.all {
 			if !o.pinned || o.in.Spec.Priority >= e.in.Spec.Priority || o.in.ID == e.in.ID {
 				continue
 			}
@@ -569,13 +566,13 @@ func (m *Manager) preempt(b *batch, e *entry, demands []pathcalc.Demand, cons pa
 			break
 		}
 		saved = append(saved, pinned{cand.flows, cand.in.Status.Flows})
-		m.unpinNow(cand)
+		pl.unpinNow(cand)
 		victims = append(victims, cand)
-		fit = m.book.Fit(demands, cons)
+		fit = pl.book.Fit(demands, cons)
 	}
 	if !fit.Fits {
 		restore()
-		return nil, m.book.Fit(demands, cons)
+		return nil, pl.book.Fit(demands, cons)
 	}
 	// The victims are unpinned for real by admit (which records undo);
 	// put them back here so that happens in one place.

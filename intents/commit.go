@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
@@ -202,28 +203,30 @@ const followPlaceEvery = 500 * time.Millisecond
 // the lock is taken: at 100,000 intents a listing is seconds of JSON, and
 // the follower's reads wait on the lock.
 func (m *Manager) applyFollowed(kvs []store.KV, reset bool) {
-	changes := m.decodeAll(kvs)
+	changes := decodeAll(m.log, kvs)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if reset {
-		m.all = make(map[string]*entry, len(changes))
-		m.mirrored = true
-		m.placedValid = false // placed again from the new listing
-		m.placing = nil       // and a placement being built is of the old one
-	} else if m.placing != nil {
-		*m.placing = append(*m.placing, changes...)
+		m.p.all = make(map[string]*entry, len(changes))
+		m.followed.mirrored = true
+		m.followed.placedValid = false // placed again from the new listing
+		m.followed.placing = nil       // and a placement being built is of the old one
+	} else if m.followed.placing != nil {
+		*m.followed.placing = append(*m.followed.placing, changes...)
 	}
-	if m.placedValid {
-		m.followPlacedLocked(changes)
+	if m.followed.placedValid {
+		if m.p.followPlaced(changes) {
+			m.followed.placedAside = true
+		}
 	} else {
-		apply(m.all, changes)
+		apply(m.p.all, changes)
 	}
 	for _, kv := range kvs {
-		m.followed = max(m.followed, kv.Revision)
+		m.followed.rev = max(m.followed.rev, kv.Revision)
 	}
-	if m.followedCh != nil {
-		close(m.followedCh)
-		m.followedCh = nil
+	if m.followed.ch != nil {
+		close(m.followed.ch)
+		m.followed.ch = nil
 	}
 	m.loaded = false // decisions need a full load first
 	m.pinsReady = false
@@ -238,14 +241,14 @@ type change struct {
 }
 
 // decodeAll decodes intents listed or watched in etcd.
-func (m *Manager) decodeAll(kvs []store.KV) []change {
+func decodeAll(log *slog.Logger, kvs []store.KV) []change {
 	out := make([]change, len(kvs))
 	for i, kv := range kvs {
 		out[i].id = intentID(kv.Key)
 		if kv.Deleted {
 			continue
 		}
-		if in, ok := m.decode(kv.Key, kv.Value, kv.Revision); ok {
+		if in, ok := decodeIntent(log, kv.Key, kv.Value, kv.Revision); ok {
 			out[i].e = newStoredEntry(in)
 		} else {
 			out[i].skip = true
@@ -299,14 +302,14 @@ func intentID(key string) string { return key[strings.LastIndexByte(key, '/')+1:
 func (m *Manager) WaitFollowed(ctx context.Context, rev int64) {
 	for {
 		m.mu.Lock()
-		if m.term != nil || m.cfg.Leadership == nil || m.followed >= rev {
+		if m.term != nil || m.cfg.Leadership == nil || m.followed.rev >= rev {
 			m.mu.Unlock()
 			return
 		}
-		if m.followedCh == nil {
-			m.followedCh = make(chan struct{})
+		if m.followed.ch == nil {
+			m.followed.ch = make(chan struct{})
 		}
-		ch := m.followedCh
+		ch := m.followed.ch
 		m.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -317,10 +320,10 @@ func (m *Manager) WaitFollowed(ctx context.Context, rev int64) {
 }
 
 // decode reads a stored intent, stamping its revision.
-func (m *Manager) decode(key string, value []byte, rev int64) (models.Intent, bool) {
+func decodeIntent(log *slog.Logger, key string, value []byte, rev int64) (models.Intent, bool) {
 	var in models.Intent
 	if err := json.Unmarshal(value, &in); err != nil {
-		m.log.Error("undecodable intent in etcd; skipping", "key", key, "err", err)
+		log.Error("undecodable intent in etcd; skipping", "key", key, "err", err)
 		return in, false
 	}
 	in.Revision = rev
@@ -367,9 +370,9 @@ func (m *Manager) lead(ctx context.Context, t *election.Term) {
 		case <-adapt.C:
 			// Not before the first sweep is over: rates are not read
 			// until then (Observe), and the sweep has the CPU.
-			if m.cfg.Utilization != nil && m.swept() && m.reloadIfNeeded(ctx) == nil {
+			if m.cfg.Utilization != nil && m.cfg.swept() && m.reloadIfNeeded(ctx) == nil {
 				m.mu.Lock()
-				m.adaptDue = true
+				m.adaptive.due = true
 				m.mu.Unlock()
 				m.runBatch(ctx, nil, false)
 			}
@@ -391,7 +394,7 @@ func (m *Manager) lead(ctx context.Context, t *election.Term) {
 				if ticks%orphanSweepTicks == 0 {
 					sweep = m.sweepOrphans(ctx)
 					m.mu.Lock()
-					m.finishedDue = true
+					m.fin.due = true
 					m.mu.Unlock()
 				}
 				m.runBatch(ctx, sweep, true)
@@ -411,7 +414,7 @@ const orphanSweepTicks = 5
 func (m *Manager) sweepOrphans(ctx context.Context) *op {
 	m.mu.RLock()
 	tenants := map[models.TenantName]bool{}
-	for _, e := range m.all {
+	for _, e := range m.p.all {
 		if e.in.Status.State != models.StateDeleted {
 			tenants[e.in.Tenant] = true
 		}
@@ -482,36 +485,35 @@ func (m *Manager) load(ctx context.Context) error {
 	// kept: only what changed is placed (followplace.go). Otherwise,
 	// start from etcd's truth: after a commit whose outcome is unknown,
 	// memory may disagree with it either way.
-	keep := caughtUp && m.mirrored && m.placedValid
+	keep := caughtUp && m.followed.mirrored && m.followed.placedValid
 	switch {
 	case keep:
-		m.followPlacedLocked(changes)
+		if m.p.followPlaced(changes) {
+			m.followed.placedAside = true
+		}
 	case caughtUp:
-		apply(m.all, changes) // the copy loadIntents counted, caught up
+		apply(m.p.all, changes) // the copy loadIntents counted, caught up
 	default:
-		m.all = all
+		m.p.all = all
 	}
-	m.placedValid = false // the term's own from now on
+	m.followed.placedValid = false // the term's own from now on
 	m.idem, m.idemOf = map[string]idemRecord{}, map[string]string{}
-	m.usage, m.touched = map[models.TenantName]*tenantUsage{}, map[models.SwitchID]bool{}
+	m.usage, m.trouble.touched = usageBook{}, map[models.SwitchID]bool{}
 	if !keep {
-		m.flowOwner, m.awaiting = map[models.FlowKey]string{}, map[string]bool{}
-		m.awaitNew, m.awaitingOn = map[string]bool{}, map[models.SwitchID]map[string]bool{}
+		m.p.flowOwner, m.p.awaiting = map[models.FlowKey]string{}, map[string]bool{}
+		m.p.awaitNew, m.p.awaitingOn = map[string]bool{}, map[models.SwitchID]map[string]bool{}
 	}
-	m.gen++
-	for sw := range m.pins {
-		m.changes[sw], m.changesBase[sw] = nil, m.gen // reconcilers compare in full once
-	}
+	m.p.pins.restart(keep) // reconcilers compare in full once
 	if !keep {
-		m.pins, m.tally, m.book = map[models.SwitchID]map[models.FlowKey]uint32{}, newPinTally(), nil
+		m.p.tally, m.p.book = newPinTally(), nil
 	}
-	m.keepDetectedLocked()
+	m.p.keepDetectedLocked()
 	m.needReload = false
 	m.pinsReady = false
-	m.mirrored = false // from now on the leader's own
-	for _, e := range m.all {
+	m.followed.mirrored = false // from now on the leader's own
+	for _, e := range m.p.all {
 		if in := e.in; in.Status.State.Live() {
-			m.tenantUsage(in.Tenant).add(in.Spec.TotalGbps(), 1)
+			m.usage.of(in.Tenant).add(in.Spec.TotalGbps(), 1)
 		}
 	}
 	for _, kv := range idem {
@@ -522,17 +524,17 @@ func (m *Manager) load(ctx context.Context) error {
 		}
 	}
 	m.loaded = true
-	m.finishedDue = true // rebuild the finished records' lists
-	if keep && !m.placedAside {
+	m.fin.due = true // rebuild the finished records' lists
+	if keep && !m.followed.placedAside {
 		// Placed already: Pending and Degraded intents are retried and
 		// kept elephants restored as a replan's end would.
 		m.planned = m.fabricGen
 		m.retry = true
-		m.log.Info("intents loaded, placed as followed", "intents", len(m.all), "changes", len(changes))
+		m.log.Info("intents loaded, placed as followed", "intents", len(m.p.all), "changes", len(changes))
 		return nil
 	}
 	m.fabricGen++ // plan (re-reserve) once a fabric is known
-	m.log.Info("intents loaded", "intents", len(m.all), "kept_placed", keep)
+	m.log.Info("intents loaded", "intents", len(m.p.all), "kept_placed", keep)
 	return nil
 }
 
@@ -546,12 +548,12 @@ func (m *Manager) load(ctx context.Context) error {
 // done, the keys are listed.
 func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, []change, bool, error) {
 	m.mu.RLock()
-	mirrored, since, copied := m.mirrored, m.followed, m.all
+	mirrored, since, copied := m.followed.mirrored, m.followed.rev, m.p.all
 	m.mu.RUnlock()
 	if mirrored && since > 0 {
 		changes, rev, count, err := m.cfg.Store.Changes(ctx, store.KeyIntents, since)
 		if err == nil {
-			decoded := m.decodeAll(changes)
+			decoded := decodeAll(m.log, changes)
 			n := countAfter(copied, decoded)
 			if int64(n) == count {
 				m.log.Info("intents caught up from the follower's copy", "intents", n, "changes", len(changes))
@@ -575,7 +577,7 @@ func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, []
 		caughtUp := true
 		for _, kv := range keys {
 			if c, ok := fresh[kv.Key]; ok {
-				if in, ok := m.decode(c.Key, c.Value, c.Revision); ok {
+				if in, ok := decodeIntent(m.log, c.Key, c.Value, c.Revision); ok {
 					all[in.ID] = newStoredEntry(in)
 				}
 				continue
@@ -599,7 +601,7 @@ func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, []
 		return nil, 0, nil, false, err
 	}
 	for _, kv := range kvs {
-		if in, ok := m.decode(kv.Key, kv.Value, kv.Revision); ok {
+		if in, ok := decodeIntent(m.log, kv.Key, kv.Value, kv.Revision); ok {
 			all[in.ID] = newStoredEntry(in)
 		}
 	}
@@ -608,10 +610,10 @@ func (m *Manager) loadIntents(ctx context.Context) (map[string]*entry, int64, []
 
 // addUsage changes a tenant's live reservations by gbps over n intents,
 // undone with the batch if it does not commit.
-func (m *Manager) addUsage(b *batch, t models.TenantName, gbps float64, n int) {
-	u := m.tenantUsage(t)
-	u.add(gbps, n)
-	b.undo = append(b.undo, func() { u.add(-gbps, -n) })
+func (u usageBook) charge(b *batch, t models.TenantName, gbps float64, n int) {
+	tu := u.of(t)
+	tu.add(gbps, n)
+	b.undo = append(b.undo, func() { tu.add(-gbps, -n) })
 }
 
 // add changes the usage by gbps and n intents. Sums of floats keep
@@ -634,7 +636,7 @@ func (m *Manager) checkQuota(t models.Tenant, gbps float64, n, priority int, exc
 	if u := m.usage[t.Name]; u != nil {
 		held, count = u.gbps, u.intents
 	}
-	if old, ok := m.all[except]; ok && old.in.Status.State.Live() {
+	if old, ok := m.p.all[except]; ok && old.in.Status.State.Live() {
 		held -= old.in.Spec.TotalGbps()
 		count--
 	}
@@ -650,13 +652,13 @@ func (m *Manager) checkQuota(t models.Tenant, gbps float64, n, priority int, exc
 	return nil
 }
 
-func (m *Manager) tenantUsage(t models.TenantName) *tenantUsage {
-	u := m.usage[t]
-	if u == nil {
-		u = &tenantUsage{}
-		m.usage[t] = u
+func (u usageBook) of(t models.TenantName) *tenantUsage {
+	tu := u[t]
+	if tu == nil {
+		tu = &tenantUsage{}
+		u[t] = tu
 	}
-	return u
+	return tu
 }
 
 // runBatch decides first and whatever else is queued (up to the commit's
@@ -689,6 +691,7 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 	}
 	m.housekeep(b, tick)
 	m.checkLedger()
+	m.news.awaited.Store(len(m.p.awaiting) > 0)
 	var err error
 	if len(b.ops) > 0 {
 		var rev int64
@@ -720,12 +723,12 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 			}
 			// Answer with the committed intents (revisions stamped).
 			for _, o := range decided {
-				if e, ok := m.all[o.out.Intent.ID]; ok {
+				if e, ok := m.p.all[o.out.Intent.ID]; ok {
 					o.out.Intent = e.in
 				}
 				var refused *RefusedError
 				if errors.As(o.err, &refused) && refused.Intent != nil {
-					if e, ok := m.all[refused.Intent.ID]; ok {
+					if e, ok := m.p.all[refused.Intent.ID]; ok {
 						in := e.in
 						refused.Intent = &in
 					}
@@ -742,11 +745,11 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 		}
 	}
 	touched := slices.Collect(maps.Keys(b.touched))
-	if err == nil && !m.pinsReady && m.loaded && m.snap != nil && m.planned == m.fabricGen {
+	if err == nil && !m.pinsReady && m.loaded && m.p.snap != nil && m.planned == m.fabricGen {
 		m.pinsReady = true // every switch may be compared now, pins or not
-		m.log.Info("intents placed on the fabric; switches' pins are compared from now on", "intents", len(m.all))
+		m.log.Info("intents placed on the fabric; switches' pins are compared from now on", "intents", len(m.p.all))
 		touched = touched[:0]
-		for _, sw := range m.snap.Switches() {
+		for _, sw := range m.p.snap.Switches() {
 			touched = append(touched, sw.Name)
 		}
 	}
@@ -779,20 +782,12 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 // every admission, move and re-placement must have asked for room first.
 // A violation is a bug; it is logged and counted, and tests fail on it.
 func (m *Manager) checkLedger() {
-	if m.book == nil {
+	if m.p.book == nil {
 		return
 	}
-	if err := m.book.Check(); err != nil {
-		m.overcommitted++
+	if err := m.p.book.Check(); err != nil {
+		m.stats.Overcommitted++
 		m.m.overcommitted.Inc()
 		m.log.Error("bandwidth ledger over-committed", "err", err)
 	}
-}
-
-// Overcommitted is how many batches of decisions left the ledger over
-// capacity (see checkLedger): 0 unless there is a bug.
-func (m *Manager) Overcommitted() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.overcommitted
 }

@@ -91,8 +91,8 @@ func TestReadsGoOnDuringCommit(t *testing.T) {
 		"list":       func() { m.List(Scope{Operator: true}, ListOptions{}) },
 		"usage":      func() { m.Usage("ml") },
 		"counts":     func() { m.Counts() },
-		"pins":       func() { m.PinsFor("leaf1") },
-		"pins ready": func() { m.PinsReady() },
+		"pins":       func() { m.Overlay().PinsFor("leaf1") },
+		"pins ready": func() { m.Overlay().PinsReady() },
 		"held":       func() { m.Held("ml") },
 	}
 	for name, read := range reads {

@@ -51,19 +51,19 @@ type elephant struct {
 func (m *Manager) DetectedFlows() []api.DetectedStatus {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make([]api.DetectedStatus, 0, len(m.elephants))
-	for _, el := range m.elephants {
+	out := make([]api.DetectedStatus, 0, len(m.p.elephants))
+	for _, el := range m.p.elephants {
 		d := api.DetectedStatus{Src: el.flow.Key.Src.String(), Dst: el.flow.Key.Dst.String(), SrcPort: el.flow.Key.SrcPort,
 			Gbps: el.flow.Gbps, Demand: el.demand, Leaf: el.flow.Leaf, Pinned: el.path != nil, Path: el.path, Reason: el.why,
 			RateSource: "samples", Intent: el.intent}
 		if el.flow.Measured {
 			d.RateSource = "pin-counter"
 		}
-		if m.snap != nil {
-			if h, err := m.snap.HostByIP(el.flow.Key.Src); err == nil {
+		if m.p.snap != nil {
+			if h, err := m.p.snap.HostByIP(el.flow.Key.Src); err == nil {
 				d.Src = h.Name
 			}
-			if h, err := m.snap.HostByIP(el.flow.Key.Dst); err == nil {
+			if h, err := m.p.snap.HostByIP(el.flow.Key.Dst); err == nil {
 				d.Dst = h.Name
 			}
 		}
@@ -75,31 +75,6 @@ func (m *Manager) DetectedFlows() []api.DetectedStatus {
 	return out
 }
 
-// DetectedMoves is how many times a detected elephant was pinned on a
-// path (placed, or moved to another).
-func (m *Manager) DetectedMoves() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.detectedMoves
-}
-
-// DetectedRounds is how many placement rounds of detected elephants ran
-// (one a second while any are detected): tests and benchmarks wait on
-// rounds, not on wall-clock time.
-func (m *Manager) DetectedRounds() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.detectedRounds
-}
-
-// DetectedQuality is the last placement round's prediction: throughput
-// of the paths taken and of a placement from scratch.
-func (m *Manager) DetectedQuality() pathcalc.Placed {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.detectedQuality
-}
-
 // PinnedLoad is the measured rate (Gb/s) of pinned flows — detected
 // elephants' (their pin counters; the demand they were placed at until
 // the first two reads) and installed intents' (their observed rate
@@ -108,18 +83,18 @@ func (m *Manager) DetectedQuality() pathcalc.Placed {
 func (m *Manager) PinnedLoad() map[models.Endpoint]float64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.pinnedLoadLocked(true)
+	return m.p.pinnedLoad(&m.obs, true)
 }
 
 // pinnedLoadLocked is PinnedLoad, of the elephants alone unless
 // withIntents (the elephants alone at their latest reads' rates: what
 // adaptation sets against links' load); m.mu must be held.
-func (m *Manager) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64 {
-	m.obsMu.Lock()
-	elephantRates, intentRates := m.flowRates, m.observed
-	m.obsMu.Unlock()
+func (pl *placement) pinnedLoad(obs *rates, withIntents bool) map[models.Endpoint]float64 {
+	obs.mu.Lock()
+	elephantRates, intentRates := obs.byFlow, obs.byIntent
+	obs.mu.Unlock()
 	out := map[models.Endpoint]float64{}
-	for key, el := range m.elephants {
+	for key, el := range pl.elephants {
 		rate, measured := elephantRates[key]
 		// For weights, the higher of the latest read's rate and the 2 s
 		// one: set against links' load, the 2 s one alone would lag a
@@ -147,7 +122,7 @@ func (m *Manager) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64
 	// most of them idle, adding their zeros held the lock 74 ms a call
 	// (BenchmarkHousekeep; 16.5 ms now with one in ten sending).
 	for id, rate := range intentRates {
-		e := m.all[id]
+		e := pl.all[id]
 		if rate <= 0 || e == nil || !e.pinned || len(e.flows) == 0 {
 			continue
 		}
@@ -164,19 +139,6 @@ func (m *Manager) pinnedLoadLocked(withIntents bool) map[models.Endpoint]float64
 	return out
 }
 
-// countDetected counts the detected elephants pinned (or not).
-func (m *Manager) countDetected(pinned bool) int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	n := 0
-	for _, el := range m.elephants {
-		if (el.path != nil) == pinned {
-			n++
-		}
-	}
-	return n
-}
-
 // placeDetected brings the detected elephants' pins up to date (under
 // the loop, with m.mu held like every decision).
 func (m *Manager) placeDetected(b *batch) {
@@ -185,34 +147,34 @@ func (m *Manager) placeDetected(b *batch) {
 	}
 	want := map[models.FlowKey]DetectedFlow{}
 	for _, d := range m.cfg.Detected() {
-		if _, declared := m.flowOwner[d.Key]; declared {
+		if _, declared := m.p.flowOwner[d.Key]; declared {
 			continue
 		}
 		// At the threshold, or pinned already and not yet under half of it.
-		if el := m.elephants[d.Key]; d.Above || (el != nil && el.path != nil) {
+		if el := m.p.elephants[d.Key]; d.Above || (el != nil && el.path != nil) {
 			want[d.Key] = d
 		}
 	}
-	if m.cfg.Now().Before(m.restoredUntil) {
+	if m.cfg.Now().Before(m.p.restoredUntil) {
 		// Kept across a load (keepDetectedLocked): between the terms no
 		// pin counter was read and the switches' samples may have
 		// stopped, so the detector may not list them yet. They stay
 		// where they are until it has had keepDetected to see them again.
-		for key, el := range m.elephants {
+		for key, el := range m.p.elephants {
 			if _, listed := want[key]; !listed && el.path != nil {
 				want[key] = el.flow
 			}
 		}
 	}
-	m.detectedRounds++
-	m.detectedAt = m.cfg.Now()
+	m.stats.DetectedRounds++
+	m.p.detectedAt = m.cfg.Now()
 	unpinned := 0
-	for key, el := range m.elephants {
+	for key, el := range m.p.elephants {
 		if _, still := want[key]; !still {
 			if el.path != nil {
 				unpinned++
 			}
-			m.dropDetected(b, key)
+			m.p.dropDetected(b, key)
 		}
 	}
 	if unpinned > 0 {
@@ -229,33 +191,33 @@ func (m *Manager) placeDetected(b *batch) {
 	var previous [][]models.Endpoint
 	var claims []claim
 	for _, key := range keys {
-		el := m.elephants[key]
+		el := m.p.elephants[key]
 		if el == nil {
 			el = &elephant{}
-			m.elephants[key] = el
+			m.p.elephants[key] = el
 		}
 		el.flow = want[key]
-		if c, ok := m.claimOf(el); ok {
+		if c, ok := m.p.claimOf(el); ok {
 			claims = append(claims, c)
 			continue
 		}
 		if el.intent != "" {
-			m.unpinDetected(b, el) // its intent is gone or moved off: placed afresh
+			m.p.unpinDetected(b, el) // its intent is gone or moved off: placed afresh
 			el.intent = ""
 		}
-		src, dst := m.hostOf(key.Src), m.hostOf(key.Dst)
+		src, dst := m.p.hostOf(key.Src), m.p.hostOf(key.Dst)
 		if src.Name == "" || dst.Name == "" {
-			m.unpinDetected(b, el)
+			m.p.unpinDetected(b, el)
 			el.why = "source or destination is not a host of the fabric"
 			continue
 		}
-		if src.Attach.Switch != dst.Attach.Switch && len(m.book.Candidates(src, dst, pathcalc.PathConstraints{})) == 0 {
-			m.unpinDetected(b, el)
+		if src.Attach.Switch != dst.Attach.Switch && len(m.p.book.Candidates(src, dst, pathcalc.PathConstraints{})) == 0 {
+			m.p.unpinDetected(b, el)
 			el.why = "no working path between its hosts"
 			continue // one such flow would fail the placement of all
 		}
 		prev := el.path
-		if prev != nil && !m.book.Usable(src, prev) {
+		if prev != nil && !m.p.book.Usable(src, prev) {
 			prev = nil // its path lost a link
 		}
 		els = append(els, el)
@@ -265,27 +227,27 @@ func (m *Manager) placeDetected(b *batch) {
 	}
 	// Pins detected flows hold per switch, kept current as they move.
 	held := map[models.SwitchID]int{}
-	for _, el := range m.elephants {
+	for _, el := range m.p.elephants {
 		for _, hop := range el.path {
 			held[hop.Switch]++
 		}
 	}
-	moves := m.pinClaims(b, claims, held)
+	moves := m.p.pinClaims(b, claims, held)
 	if len(els) == 0 {
 		if moves > 0 {
-			m.detectedMoves += moves
+			m.stats.DetectedMoves += moves
 			m.log.Info("sampled intents' flows pinned", "pinned_or_moved", moves)
 		}
 		return
 	}
-	m.book.SetExcess(m.intentExcessLocked())
+	m.p.book.SetExcess(m.p.intentExcess(&m.obs))
 	// Their demands, as the hosts' NICs would share them out.
 	for i, g := range estimateDemands(pairs) {
 		demands[i].Gbps, els[i].demand = g, g
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 400*time.Millisecond)
 	defer cancel()
-	placed, err := m.book.PlaceBest(ctx, demands, previous)
+	placed, err := m.p.book.PlaceBest(ctx, demands, previous)
 	if err != nil {
 		m.log.Warn("cannot place detected elephants", "err", err)
 		return
@@ -293,10 +255,10 @@ func (m *Manager) placeDetected(b *batch) {
 	paths := placed.Paths
 	if placed.Throughput < 1-pathcalc.ReplaceMargin {
 		if moved, joint := m.placeJoint(ctx, b, demands, placed.Throughput); moved {
-			paths, placed.Throughput = joint, m.book.Throughput(demands, joint)
+			paths, placed.Throughput = joint, m.p.book.Throughput(demands, joint)
 		}
 	}
-	m.detectedQuality = placed
+	m.stats.DetectedQuality = placed
 	for i, el := range els {
 		path := paths[i]
 		if slices.Equal(el.path, path) {
@@ -308,20 +270,20 @@ func (m *Manager) placeDetected(b *batch) {
 		for _, hop := range el.path {
 			held[hop.Switch]--
 		}
-		if sw, full := m.detectedRoomFull(path, held); full {
-			m.unpinDetected(b, el)
+		if sw, full := m.p.detectedRoomFull(path, held); full {
+			m.p.unpinDetected(b, el)
 			el.why = fmt.Sprintf("no flow-pin room for detected flows on %s", sw)
 			continue
 		}
-		m.unpinDetected(b, el)
-		m.pinDetected(b, el, path)
+		m.p.unpinDetected(b, el)
+		m.p.pinDetected(b, el, path)
 		for _, hop := range path {
 			held[hop.Switch]++
 		}
 		moves++
 	}
 	if moves > 0 {
-		m.detectedMoves += moves
+		m.stats.DetectedMoves += moves
 		m.log.Info("detected elephants pinned", "placed_or_moved", moves, "detected", len(want),
 			"predicted_throughput", fmt.Sprintf("%.3f", placed.Throughput), "one_shot", fmt.Sprintf("%.3f", placed.OneShot), "from_scratch", placed.Fresh)
 	}
@@ -338,13 +300,13 @@ type claim struct {
 
 // claimOf finds the live sampled intent, if any, that reserved the pair
 // of hosts el flows between (its slot key: source port 0).
-func (m *Manager) claimOf(el *elephant) (claim, bool) {
+func (pl *placement) claimOf(el *elephant) (claim, bool) {
 	slot := models.FlowKey{Src: el.flow.Key.Src, Dst: el.flow.Key.Dst, SrcPort: slotPort}
-	id, ok := m.flowOwner[slot]
+	id, ok := pl.flowOwner[slot]
 	if !ok {
 		return claim{}, false
 	}
-	e := m.all[id]
+	e := pl.all[id]
 	if e == nil || !e.pinned || !e.in.Spec.SampledFlows || len(e.in.Status.Flows) != len(e.flows) {
 		return claim{}, false
 	}
@@ -361,7 +323,7 @@ func (m *Manager) claimOf(el *elephant) (claim, bool) {
 // pins per switch) and returns how many were pinned or moved. A pair's
 // flows share its reservation: each is taken to want an equal part of it
 // until its counter is read.
-func (m *Manager) pinClaims(b *batch, claims []claim, held map[models.SwitchID]int) int {
+func (pl *placement) pinClaims(b *batch, claims []claim, held map[models.SwitchID]int) int {
 	perPair := map[models.FlowKey]int{}
 	for _, c := range claims {
 		perPair[models.FlowKey{Src: c.el.flow.Key.Src, Dst: c.el.flow.Key.Dst}]++
@@ -375,13 +337,13 @@ func (m *Manager) pinClaims(b *batch, claims []claim, held map[models.SwitchID]i
 		for _, hop := range c.el.path {
 			held[hop.Switch]--
 		}
-		m.unpinDetected(b, c.el)
+		pl.unpinDetected(b, c.el)
 		c.el.intent = c.id
-		if sw, full := m.detectedRoomFull(c.path, held); full {
+		if sw, full := pl.detectedRoomFull(c.path, held); full {
 			c.el.why = fmt.Sprintf("no flow-pin room for detected flows on %s", sw)
 			continue
 		}
-		m.pinDetected(b, c.el, c.path)
+		pl.pinDetected(b, c.el, c.path)
 		for _, hop := range c.path {
 			held[hop.Switch]++
 		}
@@ -412,14 +374,14 @@ const (
 // placeJoint tries the joint re-placement and, if it pays, moves the
 // intents in b and returns the elephants' paths.
 func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.Demand, current float64) (bool, [][]models.Endpoint) {
-	m.obsMu.Lock()
-	observed := m.observed
-	m.obsMu.Unlock()
+	m.obs.mu.Lock()
+	observed := m.obs.byIntent
+	m.obs.mu.Unlock()
 	var movable []pathcalc.Reserved
 	var owners []*entry
-	ids := slices.Sorted(maps.Keys(m.all))
+	ids := slices.Sorted(maps.Keys(m.p.all))
 	for _, id := range ids {
-		e := m.all[id]
+		e := m.p.all[id]
 		st := e.in.Status.State
 		if !e.pinned || (st != models.StateInstalled && st != models.StateAdmitted) || len(e.in.Status.Flows) != len(e.flows) {
 			continue
@@ -427,7 +389,7 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 		if c := e.in.Spec.Constraints; c.MaxHops > 0 || len(c.AvoidSwitches) > 0 || len(c.AvoidLinks) > 0 || c.DisjointFrom != "" {
 			continue
 		}
-		if m.movedLately(id) {
+		if m.adaptive.movedLately(id, m.stats.DetectedRounds) {
 			continue
 		}
 		perFlow := observed[id] / float64(len(e.flows))
@@ -443,7 +405,7 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 	if len(movable) == 0 {
 		return false, nil
 	}
-	joint, ok, err := m.book.PlaceJoint(ctx, movable, demands)
+	joint, ok, err := m.p.book.PlaceJoint(ctx, movable, demands)
 	if err != nil || !ok || joint.Throughput < current+jointMargin {
 		return false, nil
 	}
@@ -464,14 +426,14 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 			continue
 		}
 		m.unpin(b, e)
-		m.pin(b, e, newPaths)
+		m.p.pin(b, e, newPaths)
 		m.setState(b, e, models.StateAdmitted, fmt.Sprintf("moved so detected elephants fit beside it (their predicted throughput %.3f → %.3f)", current, joint.Throughput), now)
-		m.markMoved(b, e.in.ID)
+		m.adaptive.markMoved(b, e.in.ID, m.stats.DetectedRounds)
 		moved++
 	}
 	if moved > 0 {
-		m.jointMoves += moved
-		b.undo = append(b.undo, func() { m.jointMoves -= moved })
+		m.stats.JointMoves += moved
+		b.undo = append(b.undo, func() { m.stats.JointMoves -= moved })
 		m.log.Info("intents moved to make room for detected elephants", "intents", moved,
 			"predicted_throughput_before", fmt.Sprintf("%.3f", current), "after", fmt.Sprintf("%.3f", joint.Throughput))
 	}
@@ -482,12 +444,12 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 // beyond their reservations (their observed rate shared over their
 // flows): load the elephants must be placed around too (and that moves
 // with an intent placeJoint moves).
-func (m *Manager) intentExcessLocked() []pathcalc.Load {
-	m.obsMu.Lock()
-	observed := m.observed
-	m.obsMu.Unlock()
+func (pl *placement) intentExcess(obs *rates) []pathcalc.Load {
+	obs.mu.Lock()
+	observed := obs.byIntent
+	obs.mu.Unlock()
 	var out []pathcalc.Load
-	for id, e := range m.all {
+	for id, e := range pl.all {
 		rate, ok := observed[id]
 		if !ok || !e.pinned || len(e.flows) == 0 || len(e.in.Status.Flows) != len(e.flows) {
 			continue
@@ -583,21 +545,21 @@ func compareKeys(a, b models.FlowKey) int {
 	return cmp.Or(a.Src.Compare(b.Src), a.Dst.Compare(b.Dst), cmp.Compare(a.SrcPort, b.SrcPort))
 }
 
-func (m *Manager) hostOf(ip netip.Addr) models.Host {
-	if m.snap == nil {
+func (pl *placement) hostOf(ip netip.Addr) models.Host {
+	if pl.snap == nil {
 		return models.Host{}
 	}
-	h, _ := m.snap.HostByIP(ip)
+	h, _ := pl.snap.HostByIP(ip)
 	return h
 }
 
 // detectedRoomFull says whether a switch on path holds its share of
 // flow-pin room in detected flows' pins already (held counts them).
-func (m *Manager) detectedRoomFull(path []models.Endpoint, held map[models.SwitchID]int) (models.SwitchID, bool) {
-	if m.cfg.FlowPinEntries <= 0 {
+func (pl *placement) detectedRoomFull(path []models.Endpoint, held map[models.SwitchID]int) (models.SwitchID, bool) {
+	if pl.cfg.FlowPinEntries <= 0 {
 		return "", false
 	}
-	limit := int(float64(m.cfg.FlowPinEntries) * detectedPinShare)
+	limit := int(float64(pl.cfg.FlowPinEntries) * detectedPinShare)
 	for _, hop := range path {
 		if held[hop.Switch] >= limit {
 			return hop.Switch, true
@@ -606,28 +568,24 @@ func (m *Manager) detectedRoomFull(path []models.Endpoint, held map[models.Switc
 	return "", false
 }
 
-func (m *Manager) pinDetected(b *batch, el *elephant, path []models.Endpoint) {
-	m.gen++
+func (pl *placement) pinDetected(b *batch, el *elephant, path []models.Endpoint) {
+	pl.pins.lock()
+	defer pl.pins.unlock()
 	el.path, el.why = path, ""
 	for _, hop := range path {
-		if m.pins[hop.Switch] == nil {
-			m.pins[hop.Switch] = map[models.FlowKey]uint32{}
-		}
-		m.pins[hop.Switch][el.flow.Key] = hop.Port
-		m.logChange(hop.Switch, el.flow.Key)
+		pl.pins.set(hop.Switch, el.flow.Key, hop.Port)
 		b.touched[hop.Switch] = true
 	}
 }
 
-func (m *Manager) unpinDetected(b *batch, el *elephant) {
+func (pl *placement) unpinDetected(b *batch, el *elephant) {
 	if el.path == nil {
 		return
 	}
-	m.gen++
+	pl.pins.lock()
+	defer pl.pins.unlock()
 	for _, hop := range el.path {
-		if pins := m.pins[hop.Switch]; pins != nil && pins[el.flow.Key] == hop.Port {
-			delete(pins, el.flow.Key)
-			m.logChange(hop.Switch, el.flow.Key)
+		if pl.pins.drop(hop.Switch, el.flow.Key, hop.Port) {
 			b.touched[hop.Switch] = true
 		}
 	}
@@ -647,45 +605,45 @@ const keepDetected = 5 * time.Second
 // (restoreDetectedLocked), and they stay pinned for keepDetected while
 // the detector finds them again. Anything older is forgotten: a replica that
 // led long ago knows nothing of today's flows.
-func (m *Manager) keepDetectedLocked() {
-	if m.cfg.Now().Sub(m.detectedAt) > keepDetected {
-		m.elephants = map[models.FlowKey]*elephant{}
+func (pl *placement) keepDetectedLocked() {
+	if pl.cfg.Now().Sub(pl.detectedAt) > keepDetected {
+		pl.elephants = map[models.FlowKey]*elephant{}
 		return
 	}
-	for key, el := range m.elephants {
+	for key, el := range pl.elephants {
 		if el.path == nil {
-			delete(m.elephants, key)
+			delete(pl.elephants, key)
 		}
 	}
-	m.restoreDetected = len(m.elephants) > 0
+	pl.restoreDetected = len(pl.elephants) > 0
 }
 
 // restoreDetectedLocked puts the kept elephants' pins back after the
 // intents were placed: an elephant an intent now declares is dropped
 // (its pins are the intent's); the next placement round moves or drops
 // the rest as it would have.
-func (m *Manager) restoreDetectedLocked(b *batch) {
-	if !m.restoreDetected {
+func (pl *placement) restoreDetectedLocked(b *batch) {
+	if !pl.restoreDetected {
 		return
 	}
-	m.restoreDetected = false
-	m.restoredUntil = m.cfg.Now().Add(keepDetected)
-	for key, el := range m.elephants {
-		if _, declared := m.flowOwner[key]; declared {
-			delete(m.elephants, key)
+	pl.restoreDetected = false
+	pl.restoredUntil = pl.cfg.Now().Add(keepDetected)
+	for key, el := range pl.elephants {
+		if _, declared := pl.flowOwner[key]; declared {
+			delete(pl.elephants, key)
 			continue
 		}
 		path := el.path
 		el.path = nil
-		m.pinDetected(b, el, path)
+		pl.pinDetected(b, el, path)
 	}
 }
 
 // dropDetected forgets a detected flow and its pins (it ended, or an
 // intent declares it now).
-func (m *Manager) dropDetected(b *batch, key models.FlowKey) {
-	if el := m.elephants[key]; el != nil {
-		m.unpinDetected(b, el)
-		delete(m.elephants, key)
+func (pl *placement) dropDetected(b *batch, key models.FlowKey) {
+	if el := pl.elephants[key]; el != nil {
+		pl.unpinDetected(b, el)
+		delete(pl.elephants, key)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // follower has every intent already (its copy, for reads), so it places
 // them as it follows: once when its copy is listed or the fabric
 // changes (placeFollowed), then each intent as it is written
-// (followPlacedLocked). A new term that catches the copy up through
+// (followPlaced). A new term that catches the copy up through
 // etcd's changes keeps that placement and places only what changed
 // (load); it replans in full as before when the copy was listed again,
 // the fabric moved on, or an intent needs a decision (placedAside).
@@ -27,7 +27,7 @@ import (
 func (m *Manager) PlacedForTerm() bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return m.placedValid && !m.placedAside
+	return m.followed.placedValid && !m.followed.placedAside
 }
 
 // placeFollowed places a follower's copy on the current fabric if it is
@@ -37,93 +37,107 @@ func (m *Manager) PlacedForTerm() bool {
 // lock, before the placement is taken in.
 func (m *Manager) placeFollowed(ctx context.Context) {
 	m.mu.Lock()
-	if m.term != nil || !m.mirrored || m.snap == nil || m.placing != nil || m.placedValid {
+	if m.term != nil || !m.followed.mirrored || m.p.snap == nil || m.followed.placing != nil || m.followed.placedValid {
 		m.mu.Unlock()
 		return
 	}
-	p := &Manager{cfg: m.cfg, log: m.log, snap: m.snap, down: m.down, fabricGen: m.fabricGen, gen: m.gen,
-		all: make(map[string]*entry, len(m.all)), elephants: map[models.FlowKey]*elephant{}, changes: map[models.SwitchID][]pinChange{}}
-	for id, e := range m.all {
+	p := newPlacement(&m.cfg, m.p.snap, m.p.down, make(map[string]*entry, len(m.p.all)))
+	p.pins.gen = m.p.pins.gen
+	for id, e := range m.p.all {
 		p.all[id] = &entry{in: e.in, stored: e.stored, since: e.since}
 	}
-	m.placing = &[]change{}
+	fabricGen := m.fabricGen
+	m.followed.placing = &[]change{}
 	m.mu.Unlock()
 
 	start := time.Now()
-	p.placeAll(ctx) // p is this goroutine's alone
+	valid, aside := p.placeAll(ctx) // p is this goroutine's alone
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	since := m.placing
-	m.placing = nil
-	if since == nil || m.term != nil || !m.mirrored || m.fabricGen != p.fabricGen || !p.placedValid {
+	since := m.followed.placing
+	m.followed.placing = nil
+	if since == nil || m.term != nil || !m.followed.mirrored || m.fabricGen != fabricGen || !valid {
 		// Listed again, leading, or the fabric moved on: placed again later.
 		m.log.Info("the follower's placement of the intents is out of date; placing them again", "intents", len(p.all),
-			"took", time.Since(start).Round(time.Millisecond), "relisted", since == nil, "leading", m.term != nil, "fabric_moved", m.fabricGen != p.fabricGen, "cut_short", !p.placedValid)
+			"took", time.Since(start).Round(time.Millisecond), "relisted", since == nil, "leading", m.term != nil, "fabric_moved", m.fabricGen != fabricGen, "cut_short", !valid)
 		return
 	}
-	p.followPlacedLocked(*since)
-	m.all, m.book, m.pins, m.tally, m.flowOwner = p.all, p.book, p.pins, p.tally, p.flowOwner
-	m.awaiting, m.awaitNew, m.awaitingOn = p.awaiting, p.awaitNew, p.awaitingOn
-	m.gen = max(m.gen, p.gen)
-	m.changes = map[models.SwitchID][]pinChange{}
-	m.placedValid, m.placedAside = true, p.placedAside
-	m.log.Info("intents placed as followed, ready for a term", "intents", len(m.all), "aside", p.placedAside,
+	if p.followPlaced(*since) {
+		aside = true
+	}
+	m.p.takePlaced(p)
+	m.followed.placedValid, m.followed.placedAside = true, aside
+	m.log.Info("intents placed as followed, ready for a term", "intents", len(m.p.all), "aside", aside,
 		"took", time.Since(start).Round(time.Millisecond), "since", len(*since))
 }
 
-// placeAll places every intent of a fresh manager's copy (placeFollowed's
-// own) as a new term's replan would, from an empty ledger; placedValid
-// says it got through (ctx ending cuts it short).
-func (m *Manager) placeAll(ctx context.Context) {
-	book, err := pathcalc.NewBook(m.snap, m.down, m.cfg.Headroom)
-	if err != nil {
-		return
-	}
-	m.book, m.pins, m.tally, m.flowOwner = book, map[models.SwitchID]map[models.FlowKey]uint32{}, newPinTally(), map[models.FlowKey]string{}
-	m.awaiting, m.awaitNew, m.awaitingOn = map[string]bool{}, map[string]bool{}, map[models.SwitchID]map[string]bool{}
-	m.sizePins()
-	b := m.scratch()
-	n := 0
-	for _, e := range m.all {
-		if n++; n%4096 == 0 && ctx.Err() != nil {
-			return
-		}
-		if how, _ := m.placeStored(b, e); how != placedAsStored {
-			m.placedAside = true
-		}
-	}
-	m.placedValid = true
+// takePlaced takes in what a placement built aside (placeFollowed's)
+// placed: the entries, the ledger, the pins (into this table, which the
+// reconcilers may hold), the flows' owners and what awaits a read-back.
+// The elephants and the learned room stay.
+func (pl *placement) takePlaced(p *placement) {
+	pl.all, pl.book, pl.tally, pl.flowOwner = p.all, p.book, p.tally, p.flowOwner
+	pl.awaiting, pl.awaitNew, pl.awaitingOn, pl.settleNext = p.awaiting, p.awaitNew, p.awaitingOn, nil
+	pl.pins.adopt(p.pins)
 }
 
-// followPlacedLocked applies changes watched in etcd to a placed copy:
-// each intent's previous version comes off the ledger and the pins, the
-// new one goes on as stored.
-func (m *Manager) followPlacedLocked(changes []change) {
-	b := m.scratch()
+// placeAll places every intent of a fresh placement (placeFollowed's
+// own) as a new term's replan would, from an empty ledger; valid says it
+// got through (ctx ending cuts it short), aside that some intent needs a
+// term's decision.
+func (pl *placement) placeAll(ctx context.Context) (valid, aside bool) {
+	book, err := pathcalc.NewBook(pl.snap, pl.down, pl.cfg.Headroom)
+	if err != nil {
+		return false, false
+	}
+	pl.book = book
+	pl.sizePins()
+	b := pl.scratch()
+	n := 0
+	for _, e := range pl.all {
+		if n++; n%4096 == 0 && ctx.Err() != nil {
+			return false, aside
+		}
+		if how, _ := pl.placeStored(b, e); how != placedAsStored {
+			aside = true
+		}
+	}
+	return true, aside
+}
+
+// followPlaced applies changes watched in etcd to a placed copy: each
+// intent's previous version comes off the ledger and the pins, the new
+// one goes on as stored. It says whether some intent needs a term's
+// decision.
+func (pl *placement) followPlaced(changes []change) (aside bool) {
+	b := pl.scratch()
 	for _, c := range changes {
 		if c.skip {
 			continue // not decoded: the entry stays, placed as it was
 		}
-		if old := m.all[c.id]; old != nil {
-			m.unpinNow(old)
-			delete(m.awaiting, c.id)
-			delete(m.awaitNew, c.id)
+		if old := pl.all[c.id]; old != nil {
+			pl.unpinNow(old)
+			delete(pl.awaiting, c.id)
+			delete(pl.awaitNew, c.id)
 		}
 		if c.e == nil {
-			delete(m.all, c.id)
+			delete(pl.all, c.id)
 			continue
 		}
-		m.all[c.id] = c.e
-		if how, _ := m.placeStored(b, c.e); how != placedAsStored {
-			m.placedAside = true
+		pl.all[c.id] = c.e
+		if how, _ := pl.placeStored(b, c.e); how != placedAsStored {
+			aside = true
 		}
 	}
-	clear(m.changes)
+	pl.pins.mu.Lock()
+	clear(pl.pins.changes)
+	pl.pins.mu.Unlock()
+	return aside
 }
 
 // scratch is a batch for placing what is stored: nothing in it is
 // committed or undone.
-func (m *Manager) scratch() *batch {
-	return &batch{m: m, ctx: context.Background(), touched: map[models.SwitchID]bool{}, maxOps: 1 << 30, maxBytes: 1 << 62}
+func (pl *placement) scratch() *batch {
+	return &batch{ctx: context.Background(), touched: map[models.SwitchID]bool{}, maxOps: 1 << 30, maxBytes: 1 << 62}
 }

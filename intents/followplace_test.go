@@ -132,7 +132,7 @@ func TestTermBeginsPlacedAsFollowed(t *testing.T) {
 	}
 	for _, m := range []*Manager{follower, fresh} {
 		m.mu.Lock()
-		m.replanIfDue(m.scratch())
+		m.replanIfDue(m.p.scratch())
 		m.mu.Unlock()
 	}
 	samePlacement(t, follower, fresh, hosts)
@@ -143,7 +143,7 @@ func TestTermBeginsPlacedAsFollowed(t *testing.T) {
 		t.Fatal(err)
 	}
 	unplaced.mu.Lock()
-	unplaced.replanIfDue(unplaced.scratch())
+	unplaced.replanIfDue(unplaced.p.scratch())
 	unplaced.mu.Unlock()
 	samePlacement(t, unplaced, fresh, hosts)
 	// The term decides at once.
@@ -168,8 +168,8 @@ func TestTermBeginsPlacedAsFollowed(t *testing.T) {
 	stopFollowing()
 	<-followed
 	aside.placeFollowed(ctx)
-	if !aside.placedValid || !aside.placedAside || aside.PlacedForTerm() {
-		t.Fatalf("placed %v, aside %v: a path crosses the link that is down", aside.placedValid, aside.placedAside)
+	if !aside.followed.placedValid || !aside.followed.placedAside || aside.PlacedForTerm() {
+		t.Fatalf("placed %v, aside %v: a path crosses the link that is down", aside.followed.placedValid, aside.followed.placedAside)
 	}
 	if err := aside.load(ctx); err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func TestTermBeginsPlacedAsFollowed(t *testing.T) {
 		if m.planned == m.fabricGen {
 			t.Error("a term whose copy has intents placed aside must replan")
 		}
-		m.replanIfDue(m.scratch())
+		m.replanIfDue(m.p.scratch())
 		m.mu.Unlock()
 	}
 	samePlacement(t, aside, fresh, hosts)
@@ -208,7 +208,7 @@ func leaderRev(t *testing.T, m *Manager) int64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	var rev int64
-	for _, e := range m.all {
+	for _, e := range m.p.all {
 		rev = max(rev, e.in.Revision)
 	}
 	return rev
@@ -236,11 +236,11 @@ func samePlacement(t *testing.T, got, want *Manager, hosts []models.Host) {
 	defer got.mu.RUnlock()
 	want.mu.RLock()
 	defer want.mu.RUnlock()
-	if len(got.all) != len(want.all) {
-		t.Errorf("%d intents, want %d", len(got.all), len(want.all))
+	if len(got.p.all) != len(want.p.all) {
+		t.Errorf("%d intents, want %d", len(got.p.all), len(want.p.all))
 	}
-	for id, e := range want.all {
-		g := got.all[id]
+	for id, e := range want.p.all {
+		g := got.p.all[id]
 		// Compared without times: a replan at each stamps its own.
 		if g == nil || g.pinned != e.pinned || g.in.Status.State != e.in.Status.State || g.in.Revision != e.in.Revision ||
 			!reflect.DeepEqual(g.in.Spec, e.in.Spec) || !reflect.DeepEqual(g.in.Status.Flows, e.in.Status.Flows) ||
@@ -253,37 +253,37 @@ func samePlacement(t *testing.T, got, want *Manager, hosts []models.Host) {
 		maps.DeleteFunc(out, func(_ models.SwitchID, v map[models.FlowKey]uint32) bool { return len(v) == 0 })
 		return out
 	}
-	if !reflect.DeepEqual(nonEmpty(got.pins), nonEmpty(want.pins)) {
+	if !reflect.DeepEqual(nonEmpty(got.p.pins.at), nonEmpty(want.p.pins.at)) {
 		t.Error("the switches' pins differ")
 	}
-	if !reflect.DeepEqual(got.flowOwner, want.flowOwner) {
-		t.Errorf("flow owners differ: %d, want %d", len(got.flowOwner), len(want.flowOwner))
+	if !reflect.DeepEqual(got.p.flowOwner, want.p.flowOwner) {
+		t.Errorf("flow owners differ: %d, want %d", len(got.p.flowOwner), len(want.p.flowOwner))
 	}
-	if !reflect.DeepEqual(got.awaiting, want.awaiting) {
-		t.Errorf("%d intents await a read-back, want %d", len(got.awaiting), len(want.awaiting))
+	if !reflect.DeepEqual(got.p.awaiting, want.p.awaiting) {
+		t.Errorf("%d intents await a read-back, want %d", len(got.p.awaiting), len(want.p.awaiting))
 	}
 	if !reflect.DeepEqual(got.usage, want.usage) {
 		t.Errorf("usage %v, want %v", got.usage, want.usage)
 	}
 	// Reservations summed in another order differ in the last bits.
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
-	if !near(got.book.MLU(), want.book.MLU()) {
-		t.Errorf("ledger MLU %.4f, want %.4f", got.book.MLU(), want.book.MLU())
+	if !near(got.p.book.MLU(), want.p.book.MLU()) {
+		t.Errorf("ledger MLU %.4f, want %.4f", got.p.book.MLU(), want.p.book.MLU())
 	}
 	for _, s := range hosts {
 		for _, d := range hosts {
 			if s.Name == d.Name {
 				continue
 			}
-			g, _ := got.book.Available(s, d)
-			w, _ := want.book.Available(s, d)
+			g, _ := got.p.book.Available(s, d)
+			w, _ := want.p.book.Available(s, d)
 			if !near(g, w) {
 				t.Errorf("room %s -> %s: %.3f Gb/s, want %.3f", s.Name, d.Name, g, w)
 				return
 			}
 		}
 	}
-	if n := len(want.flowOwner); n == 0 {
+	if n := len(want.p.flowOwner); n == 0 {
 		t.Error("nothing placed: the comparison is empty")
 	}
 }
@@ -295,11 +295,11 @@ func waitCopyOf(t *testing.T, m *Manager, rev int64) {
 	backstop := time.After(time.Minute)
 	for {
 		m.mu.Lock()
-		at := m.followed
-		if m.followedCh == nil {
-			m.followedCh = make(chan struct{})
+		at := m.followed.rev
+		if m.followed.ch == nil {
+			m.followed.ch = make(chan struct{})
 		}
-		grew := m.followedCh
+		grew := m.followed.ch
 		m.mu.Unlock()
 		if at >= rev {
 			return

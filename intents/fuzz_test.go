@@ -46,9 +46,9 @@ func placedManager(t testing.TB, cfg Config, snap *topology.Snapshot) *Manager {
 	m.loaded = true
 	m.SetFabric(snap, nil, nil)
 	m.mu.Lock()
-	m.replanIfDue(m.scratch())
+	m.replanIfDue(m.p.scratch())
 	m.mu.Unlock()
-	if m.book == nil {
+	if m.p.book == nil {
 		t.Fatal("no ledger")
 	}
 	return m

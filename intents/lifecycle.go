@@ -16,6 +16,7 @@ import (
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/topology"
 )
 
 // AnyRevision, as Update's ifMatch, matches whatever revision the intent
@@ -33,7 +34,7 @@ func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec model
 	// Its tenant, looked up before deciding (see Create).
 	m.mu.RLock()
 	var owner models.TenantName
-	if e, ok := m.all[id]; ok {
+	if e, ok := m.p.all[id]; ok {
 		owner = e.in.Tenant
 	}
 	m.mu.RUnlock()
@@ -45,7 +46,7 @@ func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec model
 		}
 	}
 	return m.submit(ctx, func(b *batch) (Outcome, error) {
-		e, ok := m.all[id]
+		e, ok := m.p.all[id]
 		if !ok || !scope.sees(e.in.Tenant) {
 			return Outcome{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
 		}
@@ -67,14 +68,14 @@ func (m *Manager) Update(ctx context.Context, scope Scope, id string, spec model
 		if e.in.Status.State == models.StateDeleted {
 			return Outcome{}, fmt.Errorf("%w: intent %q is being deleted", store.ErrNotFound, id)
 		}
-		if m.book == nil {
+		if m.p.book == nil {
 			return Outcome{}, store.ErrNoTopology
 		}
 		prev, prevFlows := e.in, e.flows
 		b.undo = append(b.undo, func() { e.in, e.flows = prev, prevFlows })
 		m.unpin(b, e)
 		if prev.Status.State.Live() { // admit counts it afresh
-			m.addUsage(b, e.in.Tenant, -prev.Spec.TotalGbps(), -1)
+			m.usage.charge(b, e.in.Tenant, -prev.Spec.TotalGbps(), -1)
 		}
 		e.in.Spec = spec
 		e.in.Spec = e.in.Spec.WithDefaults()
@@ -112,7 +113,7 @@ func revisions(revs []int64) string {
 // the record goes away once the switches confirm.
 func (m *Manager) Delete(ctx context.Context, scope Scope, id string) (models.Intent, error) {
 	out, err := m.submit(ctx, func(b *batch) (Outcome, error) {
-		e, ok := m.all[id]
+		e, ok := m.p.all[id]
 		if !ok || !scope.sees(e.in.Tenant) {
 			return Outcome{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
 		}
@@ -138,7 +139,7 @@ func (m *Manager) deleteEntry(b *batch, e *entry, why string) models.Intent {
 	n := len(e.switches)
 	m.unpin(b, e)
 	m.setState(b, e, models.StateDeleted, fmt.Sprintf("%s; removing its entries from %d switches", why, n), now)
-	m.await(e.in.ID)
+	m.p.await(e.in.ID)
 	return e.in
 }
 
@@ -170,7 +171,7 @@ func (m *Manager) DeleteTenant(ctx context.Context, tenant models.TenantName) (i
 // batch has room for; it returns how many.
 func (m *Manager) deleteTenant(b *batch, tenant models.TenantName) int {
 	n := 0
-	for _, e := range m.all {
+	for _, e := range m.p.all {
 		if b.full() {
 			break
 		}
@@ -188,7 +189,7 @@ func (m *Manager) Held(tenant models.TenantName) int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	n := 0
-	for _, e := range m.all {
+	for _, e := range m.p.all {
 		if e.in.Tenant == tenant {
 			n++
 		}
@@ -201,31 +202,32 @@ func (m *Manager) Held(tenant models.TenantName) int {
 // whose switches confirmed their entries, drop deleted ones whose entries
 // are gone, and fail intents pending too long.
 func (m *Manager) housekeep(b *batch, tick bool) {
+	m.news.take(&m.trouble)
 	if !m.loaded {
 		return
 	}
 	now := m.cfg.Now().UTC()
-	if len(m.refused) > 0 {
+	if len(m.trouble.refused) > 0 {
 		m.takeBackRefused(b, now)
 	}
-	if m.adaptDue && m.book != nil && !b.full() {
-		m.adaptDue = false
+	if m.adaptive.due && m.p.book != nil && !b.full() {
+		m.adaptive.due = false
 		m.adapt(b, now)
 	}
-	if m.retry && m.book != nil && !b.full() {
+	if m.retry && m.p.book != nil && !b.full() {
 		m.retry = false
 		m.retryWaiting(b, now)
 	}
 	m.settleAwaiting(b, now)
-	if tick && m.book != nil {
+	if tick && m.p.book != nil {
 		m.placeDetected(b)
 	}
-	if m.finishedDue && !b.full() {
-		m.finishedDue = false
+	if m.fin.due && !b.full() {
+		m.fin.due = false
 		m.expireFinished(b, now)
 	}
 	if tick {
-		for _, e := range m.all {
+		for _, e := range m.p.all {
 			if b.full() {
 				break
 			}
@@ -246,23 +248,23 @@ func (m *Manager) housekeep(b *batch, tick bool) {
 // thousands met at once, 20–60 ms of every batch of 126, while the
 // switches' reconciles waited on the same lock.
 func (m *Manager) settleAwaiting(b *batch, now time.Time) {
-	ids, fresh := m.toSettle()
+	ids, fresh := m.p.toSettle(m.trouble.touched)
 	for _, id := range ids {
-		if !m.awaiting[id] {
+		if !m.p.awaiting[id] {
 			continue
 		}
-		e := m.all[id]
+		e := m.p.all[id]
 		if e == nil {
-			delete(m.awaiting, id)
+			delete(m.p.awaiting, id)
 			continue
 		}
-		if !m.confirmed(e) {
+		if !m.p.confirmed(e) {
 			if fresh[id] { // indexed once per wait, not at every look
-				m.waitOn(id, e.switches)
+				m.p.waitOn(id, e.switches)
 			}
 			if b.full() {
-				if m.failing(e) {
-					m.settleNext = append(m.settleNext, id) // its reason is updated next batch
+				if m.trouble.failing(e, m.p.pins) {
+					m.p.settleNext = append(m.p.settleNext, id) // its reason is updated next batch
 				}
 				continue
 			}
@@ -270,11 +272,11 @@ func (m *Manager) settleAwaiting(b *batch, now time.Time) {
 			continue
 		}
 		if b.full() {
-			m.settleNext = append(m.settleNext, id)
+			m.p.settleNext = append(m.p.settleNext, id)
 			continue
 		}
-		delete(m.awaiting, id)
-		b.undo = append(b.undo, func() { m.await(id) })
+		delete(m.p.awaiting, id)
+		b.undo = append(b.undo, func() { m.p.await(id) })
 		switch e.in.Status.State {
 		case models.StateAdmitted:
 			reason := fmt.Sprintf("entries confirmed by read-back on %d switches", len(e.switches))
@@ -292,9 +294,9 @@ func (m *Manager) settleAwaiting(b *batch, now time.Time) {
 func (m *Manager) remove(b *batch, e *entry) {
 	id := e.in.ID
 	b.setOp(intentKey(e.in.Tenant, id), clientv3.OpDelete(intentKey(e.in.Tenant, id)))
-	delete(m.all, id)
-	delete(m.awaiting, id)
-	b.undo = append(b.undo, func() { m.all[id] = e })
+	delete(m.p.all, id)
+	delete(m.p.awaiting, id)
+	b.undo = append(b.undo, func() { m.p.all[id] = e })
 	if k, ok := m.idemOf[id]; ok {
 		rec := m.idem[k]
 		b.setOp(store.KeyIdempotency+k, clientv3.OpDelete(store.KeyIdempotency+k))
@@ -307,13 +309,13 @@ func (m *Manager) remove(b *batch, e *entry) {
 // replanIfDue rebuilds the ledger when the fabric changed (or intents
 // were reloaded), before this batch's decisions see it.
 func (m *Manager) replanIfDue(b *batch) {
-	if !m.loaded || m.snap == nil {
+	if !m.loaded || m.p.snap == nil {
 		return
 	}
 	if m.fabricGen == m.planned {
 		// A term that began placed (load kept a follower's placement)
 		// restores its kept elephants here, as a replan's end does.
-		m.restoreDetectedLocked(b)
+		m.p.restoreDetectedLocked(b)
 		return
 	}
 	prev := m.planned
@@ -325,34 +327,34 @@ func (m *Manager) replanIfDue(b *batch) {
 // reportFailure updates an Admitted intent's reason when a switch on its
 // paths failed to take its entries (once per distinct error).
 func (m *Manager) reportFailure(b *batch, e *entry, now time.Time) {
-	if reason := m.failureReason(e); reason != "" && e.in.Status.Reason != reason {
+	if reason := m.trouble.reason(e, m.p.pins); reason != "" && e.in.Status.Reason != reason {
 		m.setState(b, e, models.StateAdmitted, reason, now)
 	}
 }
 
 // failing says whether reportFailure would change e's reason.
-func (m *Manager) failing(e *entry) bool {
-	reason := m.failureReason(e)
+func (t *switchTrouble) failing(e *entry, pins *pinTable) bool {
+	reason := t.reason(e, pins)
 	return reason != "" && e.in.Status.Reason != reason
 }
 
 // failureReason is an Admitted intent's reason while a switch on its
 // paths fails to take its entries ("" if none does).
-func (m *Manager) failureReason(e *entry) string {
+func (t *switchTrouble) reason(e *entry, pins *pinTable) string {
 	if e.in.Status.State != models.StateAdmitted {
 		return ""
 	}
 	for _, sw := range e.switches {
-		if msg, failed := m.failures[sw]; failed && m.synced[sw] < e.gen {
+		if msg, failed := t.failures[sw]; failed && pins.syncedAt(sw) < e.gen {
 			return fmt.Sprintf("programming %s failed (%s); retrying", sw, msg)
 		}
 	}
 	return ""
 }
 
-func (m *Manager) confirmed(e *entry) bool {
+func (pl *placement) confirmed(e *entry) bool {
 	for _, sw := range e.switches {
-		if m.synced[sw] < e.gen {
+		if pl.pins.syncedAt(sw) < e.gen {
 			return false
 		}
 	}
@@ -361,11 +363,11 @@ func (m *Manager) confirmed(e *entry) bool {
 
 // whyMoved says why e's paths no longer work: a link on them drained
 // (which drain), or down.
-func (m *Manager) whyMoved(e *entry) string {
+func whyMoved(snap *topology.Snapshot, drained map[models.LinkID]string, e *entry) string {
 	for _, f := range e.in.Status.Flows {
 		for _, hop := range f.Path {
-			if l, ok := m.snap.LinkAt(hop); ok {
-				if d, drained := m.drained[l.ID()]; drained {
+			if l, ok := snap.LinkAt(hop); ok {
+				if d, drained := drained[l.ID()]; drained {
 					return "a link on its path was drained (" + d + ")"
 				}
 			}
@@ -377,22 +379,22 @@ func (m *Manager) whyMoved(e *entry) string {
 // replan rebuilds the ledger for the current fabric: intents whose paths
 // still work keep them; the others are placed again or degraded.
 func (m *Manager) replan(b *batch, now time.Time) {
-	book, err := pathcalc.NewBook(m.snap, m.down, m.cfg.Headroom)
+	book, err := pathcalc.NewBook(m.p.snap, m.p.down, m.cfg.Headroom)
 	if err != nil {
 		m.log.Error("cannot build the bandwidth ledger", "err", err)
 		return
 	}
-	oldBook := m.book
-	m.book = book
-	b.undo = append(b.undo, func() { m.book = oldBook })
-	if len(m.pins) == 0 {
-		m.sizePins()
+	oldBook := m.p.book
+	m.p.book = book
+	b.undo = append(b.undo, func() { m.p.book = oldBook })
+	if len(m.p.pins.at) == 0 {
+		m.p.sizePins()
 	}
 	var moving []*entry
-	ids := slices.Sorted(maps.Keys(m.all))
+	ids := slices.Sorted(maps.Keys(m.p.all))
 	for _, id := range ids {
-		e := m.all[id]
-		switch how, err := m.placeStored(b, e); how {
+		e := m.p.all[id]
+		switch how, err := m.p.placeStored(b, e); how {
 		case endpointsGone:
 			m.setState(b, e, models.StateFailed, "endpoints left the fabric: "+err.Error(), now)
 		case pathsGone:
@@ -406,12 +408,12 @@ func (m *Manager) replan(b *batch, now time.Time) {
 			m.fabricGen++ // finish next round
 			break
 		}
-		why := m.whyMoved(e)
+		why := whyMoved(m.p.snap, m.drained, e)
 		m.unpin(b, e)
 		m.place(b, e, now, why)
 	}
 	m.retryWaiting(b, now)
-	m.restoreDetectedLocked(b)
+	m.p.restoreDetectedLocked(b)
 }
 
 // storedPlacement is what placing an intent as stored came to.
@@ -432,11 +434,11 @@ const (
 // placeStored puts e on the ledger and the switches' pins as it is
 // stored, deciding nothing: what needs a decision is returned for the
 // caller (replan decides; a follower leaves it to the next term).
-func (m *Manager) placeStored(b *batch, e *entry) (storedPlacement, error) {
+func (pl *placement) placeStored(b *batch, e *entry) (storedPlacement, error) {
 	if e.in.Status.State == models.StateDeleted {
-		if !e.pinned && !m.awaiting[e.in.ID] { // loaded after a restart: wait for one read-back
-			m.gen++
-			e.gen = m.gen
+		if !e.pinned && !pl.awaiting[e.in.ID] { // loaded after a restart: wait for one read-back
+			e.gen = pl.pins.lock() // a generation of its own, nothing written
+			pl.pins.unlock()
 			e.switches = e.switches[:0]
 			for _, f := range e.in.Status.Flows {
 				if f.SrcPort == slotPort {
@@ -448,7 +450,7 @@ func (m *Manager) placeStored(b *batch, e *entry) (storedPlacement, error) {
 					}
 				}
 			}
-			m.await(e.in.ID)
+			pl.await(e.in.ID)
 		}
 		return placedAsStored, nil
 	}
@@ -456,7 +458,7 @@ func (m *Manager) placeStored(b *batch, e *entry) (storedPlacement, error) {
 		return placedAsStored, nil
 	}
 	if e.flows == nil {
-		flows, err := m.resolve(e.in.Tenant, e.in.Spec)
+		flows, err := pl.resolve(e.in.Tenant, e.in.Spec)
 		if err != nil {
 			return endpointsGone, err
 		}
@@ -469,7 +471,7 @@ func (m *Manager) placeStored(b *batch, e *entry) (storedPlacement, error) {
 		return pathsGone, nil
 	}
 	for i := range e.in.Status.Flows {
-		if !m.book.Usable(e.flows[i].src, e.in.Status.Flows[i].Path) {
+		if !pl.book.Usable(e.flows[i].src, e.in.Status.Flows[i].Path) {
 			return pathsGone, nil
 		}
 	}
@@ -480,7 +482,7 @@ func (m *Manager) placeStored(b *batch, e *entry) (storedPlacement, error) {
 	if e.pinned {
 		// Same pins, new ledger: reserve without bumping the generation.
 		for i, f := range e.flows {
-			_ = m.book.Reserve(f.src, paths[i], f.gbps)
+			_ = pl.book.Reserve(f.src, paths[i], f.gbps)
 		}
 	} else {
 		// After a restart or at a takeover: pins come back from etcd.
@@ -491,9 +493,9 @@ func (m *Manager) placeStored(b *batch, e *entry) (storedPlacement, error) {
 		// switch was read: 0.87 s of CPU in a k=16 takeover's first
 		// seconds, with reconciles blocked 7 s in all on that lock).
 		// Its switches are still compared and written as any others.
-		m.pinPaths(b, e, paths)
+		pl.pinPaths(b, e, paths)
 		if e.in.Status.State != models.StateInstalled {
-			m.await(e.in.ID)
+			pl.await(e.in.ID)
 		}
 	}
 	return placedAsStored, nil
@@ -502,9 +504,9 @@ func (m *Manager) placeStored(b *batch, e *entry) (storedPlacement, error) {
 // sizePins makes each switch's pin map, after a load, as large as the
 // stored paths say it will be: at 100,000 intents, growing them one pin
 // at a time was a third of a new leader's placement.
-func (m *Manager) sizePins() {
+func (pl *placement) sizePins() {
 	count := map[models.SwitchID]int{}
-	for _, e := range m.all {
+	for _, e := range pl.all {
 		if !e.in.Status.State.Live() {
 			continue
 		}
@@ -514,15 +516,17 @@ func (m *Manager) sizePins() {
 			}
 		}
 	}
+	pl.pins.mu.Lock()
+	defer pl.pins.mu.Unlock()
 	for sw, n := range count {
-		m.pins[sw] = make(map[models.FlowKey]uint32, n)
+		pl.pins.at[sw] = make(map[models.FlowKey]uint32, n)
 	}
 }
 
 // place tries to (re)reserve e's flows: Admitted on success, Degraded
 // (flows left to ECMP) when there is no room.
 func (m *Manager) place(b *batch, e *entry, now time.Time, why string) bool {
-	cons, err := m.constraints(e)
+	cons, err := m.p.constraints(e)
 	if err != nil {
 		m.setState(b, e, models.StateFailed, "constraints no longer valid: "+err.Error(), now)
 		return false
@@ -531,7 +535,7 @@ func (m *Manager) place(b *batch, e *entry, now time.Time, why string) bool {
 	for i, f := range e.flows {
 		demands[i] = pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}
 	}
-	fit := m.book.Fit(demands, cons)
+	fit := m.p.book.Fit(demands, cons)
 	if !fit.Fits {
 		if e.in.Status.State != models.StateDegraded && e.in.Status.State != models.StatePending {
 			e.in.Status.Flows = clearPaths(e.in.Status.Flows)
@@ -540,11 +544,11 @@ func (m *Manager) place(b *batch, e *entry, now time.Time, why string) bool {
 		}
 		return false
 	}
-	if err := m.checkTableRoom(e, e.flows, fit.Paths); err != nil {
+	if err := m.p.checkTableRoom(e, e.flows, fit.Paths); err != nil {
 		return false
 	}
 	prev := e.in.Status.State
-	m.pin(b, e, fit.Paths)
+	m.p.pin(b, e, fit.Paths)
 	reason := why + "; moved to a working path"
 	switch prev {
 	case models.StateDegraded:
@@ -568,7 +572,7 @@ func clearPaths(fs []models.FlowStatus) []models.FlowStatus {
 // and then oldest first.
 func (m *Manager) retryWaiting(b *batch, now time.Time) {
 	var waiting []*entry
-	for _, e := range m.all {
+	for _, e := range m.p.all {
 		if (e.in.Status.State == models.StateDegraded || e.in.Status.State == models.StatePending) && !e.pinned && e.flows != nil {
 			waiting = append(waiting, e)
 		}
@@ -585,7 +589,7 @@ func (m *Manager) retryWaiting(b *batch, now time.Time) {
 			return
 		}
 		if conflict := slices.ContainsFunc(e.flows, func(f flow) bool {
-			o, ok := m.flowOwner[f.key]
+			o, ok := m.p.flowOwner[f.key]
 			return ok && o != e.in.ID
 		}); conflict {
 			continue
@@ -615,36 +619,12 @@ const (
 	adaptMaxTries = 256
 )
 
-// AdaptRounds is how many times installed intents were checked against
-// measured load (every AdaptInterval while leading): tests wait on rounds,
-// not on wall-clock time.
-func (m *Manager) AdaptRounds() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.round
-}
-
-// AdaptMoves is how many intents were moved off links measured hot.
-func (m *Manager) AdaptMoves() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.adaptMoves
-}
-
-// JointMoves is how many intents were moved to make room for detected
-// elephants (see placeJoint).
-func (m *Manager) JointMoves() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.jointMoves
-}
-
 func (m *Manager) adapt(b *batch, now time.Time) {
-	m.round++
+	m.adaptive.round++
 	// Detected elephants are placed on what reservations leave and are
 	// re-placed around the intents every second: a link they alone make
 	// hot is no reason to move an intent (the two would chase each other).
-	elephants := m.pinnedLoadLocked(false)
+	elephants := m.p.pinnedLoad(&m.obs, false)
 	// Each port is looked up once a round: 100,000 intents cross a few
 	// thousand ports some 450,000 times.
 	seen := map[models.Endpoint]float64{}
@@ -655,7 +635,7 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 		u, ok := m.cfg.Utilization(e)
 		if !ok {
 			u = 0
-		} else if c := m.book.Capacity(e); c > 0 {
+		} else if c := m.p.book.Capacity(e); c > 0 {
 			u = max(u-elephants[e]/c, 0)
 		}
 		seen[e] = u
@@ -667,25 +647,25 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 	// an intent no longer hot is forgotten.
 	still := make(map[string]int, len(hots))
 	for _, h := range hots {
-		if at := m.tried[h.e.in.ID]; at > 0 {
+		if at := m.adaptive.tried[h.e.in.ID]; at > 0 {
 			still[h.e.in.ID] = at
 		}
 	}
-	m.tried = still
-	slices.SortStableFunc(hots, func(x, y hot) int { return cmp.Compare(m.tried[x.e.in.ID], m.tried[y.e.in.ID]) })
+	m.adaptive.tried = still
+	slices.SortStableFunc(hots, func(x, y hot) int { return cmp.Compare(m.adaptive.tried[x.e.in.ID], m.adaptive.tried[y.e.in.ID]) })
 	moves, tries := 0, 0
 	for _, h := range hots {
 		if moves == adaptMaxMoves || tries == adaptMaxTries || b.full() {
 			break
 		}
 		e := h.e
-		cons, err := m.constraints(e)
+		cons, err := m.p.constraints(e)
 		if err != nil {
 			continue
 		}
-		m.obsMu.Lock()
-		observed, measured := m.observed[e.in.ID]
-		m.obsMu.Unlock()
+		m.obs.mu.Lock()
+		observed, measured := m.obs.byIntent[e.in.ID]
+		m.obs.mu.Unlock()
 		if !measured {
 			// Its own rate is not known (its counters not read twice
 			// since it last moved, or its switch not answering): its
@@ -697,10 +677,10 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 			continue
 		}
 		tries++
-		m.tried[e.in.ID] = m.round
+		m.adaptive.tried[e.in.ID] = m.adaptive.round
 		perFlow := observed / float64(max(len(e.flows), 1))
 		flows, status := e.flows, e.in.Status.Flows
-		m.unpinNow(e)
+		m.p.unpinNow(e)
 		newPaths := make([][]models.Endpoint, len(flows))
 		better := false
 		// The intent's flows are placed together: each chosen path is
@@ -715,14 +695,14 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 				curWorst = max(curWorst, util(hop))
 			}
 			best, bestWorst := cur, curWorst
-			for _, p := range m.book.Candidates(f.src, f.dst, cons) {
-				if m.book.Room(f.src, p) < f.gbps-1e-9 {
+			for _, p := range m.p.book.Candidates(f.src, f.dst, cons) {
+				if m.p.book.Room(f.src, p) < f.gbps-1e-9 {
 					continue
 				}
 				w := 0.0
 				for _, hop := range p[:len(p)-1] {
 					u := util(hop)
-					if c := m.book.Capacity(hop); c > 0 && !slices.Contains(cur, hop) {
+					if c := m.p.book.Capacity(hop); c > 0 && !slices.Contains(cur, hop) {
 						u += perFlow / c // our own traffic would arrive there
 					}
 					w = max(w, u)
@@ -735,34 +715,34 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 				better = true
 			}
 			newPaths[i] = best
-			if m.book.Room(f.src, best) < f.gbps-1e-9 {
+			if m.p.book.Room(f.src, best) < f.gbps-1e-9 {
 				better = false // its current path has no room left either: stay
 				break
 			}
 			src, path, g := f.src, best, f.gbps
-			_ = m.book.Reserve(src, path, g)
-			held = append(held, func() { _ = m.book.Reserve(src, path, -g) })
+			_ = m.p.book.Reserve(src, path, g)
+			held = append(held, func() { _ = m.p.book.Reserve(src, path, -g) })
 		}
 		for _, release := range held {
 			release()
 		}
-		m.repin(e, flows, status) // back as it was; the move goes through the batch
+		m.p.repin(e, flows, status) // back as it was; the move goes through the batch
 		if !better {
 			continue
 		}
 		m.unpin(b, e)
 		e.flows = flows
-		m.pin(b, e, newPaths)
+		m.p.pin(b, e, newPaths)
 		for _, sw := range e.switches {
 			b.touched[sw] = true
 		}
-		m.markMoved(b, e.in.ID)
+		m.adaptive.markMoved(b, e.in.ID, m.stats.DetectedRounds)
 		moves++
 		m.setState(b, e, models.StateAdmitted, fmt.Sprintf("moved off a link measured at %.0f%% to a cooler path", 100*h.worst), now)
 	}
 	if moves > 0 {
-		m.adaptMoves += moves
-		b.undo = append(b.undo, func() { m.adaptMoves -= moves })
+		m.stats.AdaptMoves += moves
+		b.undo = append(b.undo, func() { m.stats.AdaptMoves -= moves })
 		m.log.Info("intents moved off links measured hot", "intents", moves, "hot", len(hots))
 	}
 }
@@ -782,13 +762,13 @@ type hot struct {
 // (BenchmarkHousekeep) and 0.11–0.71 s on a busy one, every round,
 // mostly with nothing hot at all.
 func (m *Manager) hotIntents(util func(models.Endpoint) float64) []hot {
-	if m.snap == nil {
+	if m.p.snap == nil {
 		return nil
 	}
 	var ports []models.Endpoint
-	for l := range m.snap.AllFabricLinks() {
+	for l := range m.p.snap.AllFabricLinks() {
 		for _, e := range [2]models.Endpoint{l.A, l.B} {
-			if len(m.pins[e.Switch]) > 0 && util(e) >= adaptHot { // no pins: no intent to move
+			if len(m.p.pins.at[e.Switch]) > 0 && util(e) >= adaptHot { // no pins: no intent to move
 				ports = append(ports, e)
 			}
 		}
@@ -796,14 +776,14 @@ func (m *Manager) hotIntents(util func(models.Endpoint) float64) []hot {
 	looked := map[string]bool{}
 	var hots []hot
 	for _, p := range ports {
-		for key, port := range m.pins[p.Switch] {
-			id, owned := m.flowOwner[key] // detected elephants' pins have none
+		for key, port := range m.p.pins.at[p.Switch] {
+			id, owned := m.p.flowOwner[key] // detected elephants' pins have none
 			if port != p.Port || !owned || looked[id] {
 				continue
 			}
 			looked[id] = true
-			e := m.all[id]
-			if e == nil || e.in.Status.State != models.StateInstalled || !e.pinned || m.movedLately(id) {
+			e := m.p.all[id]
+			if e == nil || e.in.Status.State != models.StateInstalled || !e.pinned || m.adaptive.movedLately(id, m.stats.DetectedRounds) {
 				continue
 			}
 			worst := 0.0
@@ -836,21 +816,21 @@ type movedAt struct{ round, detectedRound int }
 // rounds: it sits out both movers. Each holding only for its own moves,
 // they moved an intent that sent more than it reserved back and forth in
 // turn, the one before its rate on the new path was measured again.
-func (m *Manager) movedLately(id string) bool {
-	at, ok := m.moved[id]
-	return ok && (m.round-at.round <= adaptHoldRounds || m.detectedRounds-at.detectedRound < jointHoldRounds)
+func (a *adaptState) movedLately(id string, detectedRounds int) bool {
+	at, ok := a.moved[id]
+	return ok && (a.round-at.round <= adaptHoldRounds || detectedRounds-at.detectedRound < jointHoldRounds)
 }
 
 // markMoved starts an intent's hold-down (see movedLately), undone with
 // the batch.
-func (m *Manager) markMoved(b *batch, id string) {
-	prev, had := m.moved[id]
-	m.moved[id] = movedAt{round: m.round, detectedRound: m.detectedRounds}
+func (a *adaptState) markMoved(b *batch, id string, detectedRounds int) {
+	prev, had := a.moved[id]
+	a.moved[id] = movedAt{round: a.round, detectedRound: detectedRounds}
 	b.undo = append(b.undo, func() {
 		if had {
-			m.moved[id] = prev
+			a.moved[id] = prev
 		} else {
-			delete(m.moved, id)
+			delete(a.moved, id)
 		}
 	})
 }
@@ -879,7 +859,7 @@ func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 	var created []*entry
 	_, err = m.submit(ctx, func(b *batch) (Outcome, error) {
 		created = created[:0]
-		if !m.loaded || m.book == nil {
+		if !m.loaded || m.p.book == nil {
 			return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", store.ErrNoTopology)
 		}
 		now := m.cfg.Now().UTC()
@@ -889,16 +869,16 @@ func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 		for _, spec := range specs {
 			e := &entry{in: models.Intent{ID: store.NewID(now), Tenant: tenant, Created: now, Spec: spec}}
 			e.in.Spec = e.in.Spec.WithDefaults()
-			flows, err := m.resolve(tenant, spec)
+			flows, err := m.p.resolve(tenant, spec)
 			if err != nil {
 				return Outcome{}, err
 			}
-			if err := m.mayUse(t, flows); err != nil {
+			if err := m.cfg.mayUse(t, flows); err != nil {
 				return Outcome{}, err
 			}
 			for _, f := range flows {
-				if owner, ok := m.flowOwner[f.key]; ok {
-					return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, m.nameFor(owner, tenant))}
+				if owner, ok := m.p.flowOwner[f.key]; ok {
+					return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is pinned by %s", ErrFlowTaken, f.key, m.p.nameFor(owner, tenant))}
 				}
 				if taken[f.key] {
 					return Outcome{}, &RefusedError{Err: fmt.Errorf("%w: %s is named twice in the batch", ErrFlowTaken, f.key)}
@@ -917,7 +897,7 @@ func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 		if err := m.checkQuota(t, total, len(specs), priority, ""); err != nil {
 			return Outcome{}, err
 		}
-		fit := m.book.Fit(demands, pathcalc.PathConstraints{})
+		fit := m.p.book.Fit(demands, pathcalc.PathConstraints{})
 		if !fit.Fits {
 			return Outcome{}, &RefusedError{Err: ErrNoCapacity, Fit: fit}
 		}
@@ -925,20 +905,20 @@ func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, spe
 		for _, e := range created {
 			paths := fit.Paths[at : at+len(e.flows)]
 			at += len(e.flows)
-			if err := m.checkTableRoom(e, e.flows, paths); err != nil {
+			if err := m.p.checkTableRoom(e, e.flows, paths); err != nil {
 				return Outcome{}, &RefusedError{Err: err, Fit: fit}
 			}
-			if err := m.checkTenantPins(t, e, paths); err != nil {
+			if err := m.p.checkTenantPins(t, e, paths); err != nil {
 				return Outcome{}, &RefusedError{Err: err, Fit: fit}
 			}
-			m.pin(b, e, paths)
+			m.p.pin(b, e, paths)
 			e.in.SetState(models.StateAdmitted, fmt.Sprintf("admitted with a batch of %d; %d flows reserved", len(specs), len(e.flows)), now)
 			id := e.in.ID
-			m.all[id] = e
-			b.undo = append(b.undo, func() { delete(m.all, id) })
+			m.p.all[id] = e
+			b.undo = append(b.undo, func() { delete(m.p.all, id) })
 			b.put(e)
 			b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(tenant, id)), "=", 0))
-			m.addUsage(b, tenant, e.in.Spec.TotalGbps(), 1)
+			m.usage.charge(b, tenant, e.in.Spec.TotalGbps(), 1)
 		}
 		return Outcome{}, nil
 	})
@@ -965,15 +945,15 @@ func finishedState(s models.IntentState) bool {
 // tenant's oldest finished records beyond Config.MaxFinished.
 func (m *Manager) noteFinished(b *batch, e *entry) {
 	t := e.in.Tenant
-	q := append(m.finished[t], e.in.ID)
+	q := append(m.fin.byTenant[t], e.in.ID)
 	for len(q) > m.cfg.MaxFinished && !b.full() { // the rest at the next one, or the sweep
-		old := m.all[q[0]]
+		old := m.p.all[q[0]]
 		q = q[1:]
 		if old != nil && old != e && finishedState(old.in.Status.State) {
 			m.deleteEntry(b, old, fmt.Sprintf("removed: %s keeps at most %d rejected or failed intents", t, m.cfg.MaxFinished))
 		}
 	}
-	m.finished[t] = q
+	m.fin.byTenant[t] = q
 }
 
 // expireFinished rebuilds the finished records' lists from the records
@@ -981,12 +961,12 @@ func (m *Manager) noteFinished(b *batch, e *entry) {
 // Config.MaxFinished for their tenant, oldest first, within the batch.
 func (m *Manager) expireFinished(b *batch, now time.Time) {
 	byTenant := map[models.TenantName][]*entry{}
-	for _, e := range m.all {
+	for _, e := range m.p.all {
 		if finishedState(e.in.Status.State) {
 			byTenant[e.in.Tenant] = append(byTenant[e.in.Tenant], e)
 		}
 	}
-	m.finished = make(map[models.TenantName][]string, len(byTenant))
+	m.fin.byTenant = make(map[models.TenantName][]string, len(byTenant))
 	for t, es := range byTenant {
 		slices.SortFunc(es, func(x, y *entry) int {
 			if c := x.in.Status.Updated.Compare(y.in.Status.Updated); c != 0 {
@@ -1007,6 +987,6 @@ func (m *Manager) expireFinished(b *batch, now time.Time) {
 		for i, e := range es {
 			ids[i] = e.in.ID
 		}
-		m.finished[t] = ids
+		m.fin.byTenant[t] = ids
 	}
 }

@@ -12,8 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
-	"sort"
 	"sync"
 	"time"
 
@@ -76,34 +74,44 @@ type Tenants interface {
 	MayUse(t models.Tenant, host string) bool
 }
 
-// Config configures the intent manager.
-type Config struct {
-	Store Store
-	Auth  Tenants
+// Policy is how intents are admitted, kept and moved: what an operator
+// sets (the command line's flags); a zero field takes its default.
+type Policy struct {
 	// Headroom is the fraction of every link never reserved; default 0.05.
 	Headroom float64
 	// Preemption lets a higher-priority intent displace lower ones.
 	Preemption bool
 	// PendingTimeout moves an intent that stayed Pending this long to
-	// Failed; default 60s.
+	// Failed; default DefaultPendingTimeout.
 	PendingTimeout time.Duration
-	// MaxTxnOps bounds the etcd operations one commit carries (etcd's
-	// --max-txn-ops, 128 by default); admissions arriving together share
-	// a commit up to this.
-	MaxTxnOps int
 	// KeepFinished is how long a Rejected or Failed intent's record is
-	// kept for its tenant to read; default 1h. MaxFinished bounds how
-	// many such records a tenant has (the oldest go first); default 100.
-	// Neither counts against a quota, so these bound what a tenant can
-	// store in etcd with requests that are refused.
+	// kept for its tenant to read; default DefaultKeepFinished.
+	// MaxFinished bounds how many such records a tenant has (the oldest
+	// go first); default DefaultMaxFinished. Neither counts against a
+	// quota, so these bound what a tenant can store in etcd with
+	// requests that are refused.
 	KeepFinished time.Duration
 	MaxFinished  int
-	// FlowPinEntries is the flow-pin table size per switch (0: unlimited).
-	FlowPinEntries int
 	// TenantPinShare is the share of any switch's flow-pin table one
 	// tenant may hold unless its MaxPinsPerSwitch says otherwise;
 	// default DefaultTenantPinShare (tally.go).
 	TenantPinShare float64
+	// AdaptInterval is how often intents are checked against measured
+	// load; default 5s.
+	AdaptInterval time.Duration
+}
+
+// Config configures the intent manager.
+type Config struct {
+	Store Store
+	Auth  Tenants
+	Policy
+	// MaxTxnOps bounds the etcd operations one commit carries (etcd's
+	// --max-txn-ops, 128 by default); admissions arriving together share
+	// a commit up to this.
+	MaxTxnOps int
+	// FlowPinEntries is the flow-pin table size per switch (0: unlimited).
+	FlowPinEntries int
 	// OnPins is told which switches' pins changed, to reconcile them.
 	OnPins func([]models.SwitchID)
 	// Utilization, if set, is the measured load of the link direction
@@ -116,9 +124,6 @@ type Config struct {
 	// read-back itself, and would compete with it for the switches), and
 	// no intent is moved for load (adapt).
 	Swept func() bool
-	// AdaptInterval is how often intents are checked against measured
-	// load; default 5s.
-	AdaptInterval time.Duration
 	// Detected, if set, lists the elephant flows telemetry found that no
 	// intent declares; every second they are pinned on paths chosen
 	// together (see placeDetected).
@@ -245,6 +250,9 @@ func newStoredEntry(in models.Intent) *entry {
 	return &entry{in: in, stored: &stored, since: in.Status.Updated}
 }
 
+// usageBook is each tenant's live intents and bandwidth, for its quota.
+type usageBook map[models.TenantName]*tenantUsage
+
 type tenantUsage struct {
 	gbps    float64
 	intents int
@@ -262,62 +270,29 @@ type Manager struct {
 	ops  chan *op
 	kick chan struct{}
 
-	mu   sync.RWMutex
-	snap *topology.Snapshot
-	down map[models.LinkID]bool
-	// drained are the drained links of down, each with its drain.
+	// mu guards everything below but what has its own lock (the pin
+	// table inside p, news, obs): the decision loop holds it to decide,
+	// the API to read.
+	mu sync.RWMutex
+	// p is where the intents are placed: the ledger, the pins, the flows'
+	// owners, what awaits a read-back, the detected elephants.
+	p *placement
+	// drained are the drained links of the fabric's down links, each with
+	// its drain.
 	drained   map[models.LinkID]string
-	book      *pathcalc.Book
 	fabricGen uint64 // bumped by SetFabric; the loop replans when it moves
 	planned   uint64
-	all       map[string]*entry // by intent ID
-	flowOwner map[models.FlowKey]string
 	idem      map[string]idemRecord // "<tenant>/<key hash>"
 	idemOf    map[string]string     // intent ID → its idem key, to delete them together
-	usage     map[models.TenantName]*tenantUsage
-	pins      map[models.SwitchID]map[models.FlowKey]uint32
-	// tally counts each tenant's pins per switch; it is replaced with pins.
-	tally *pinTally
-	gen   uint64
-	// failures is each switch's last programming error, cleared once it
-	// is synced again.
-	failures map[models.SwitchID]string
-	// refused are flow pins switches refused for good, not yet handled
-	// by the loop; room is what a switch that refused pins for lack of
-	// room was seen to hold, trusted over the P4Info's size for a while.
-	refused map[models.SwitchID]refusal
-	room    map[models.SwitchID]learnedRoom
-	// changes logs, per switch, which pin keys changed at which generation
-	// (for PinsDelta); entries at or below changesBase are trimmed once the
-	// switch confirmed them.
-	changes     map[models.SwitchID][]pinChange
-	changesBase map[models.SwitchID]uint64
-	synced      map[models.SwitchID]uint64
-	awaiting    map[string]bool // Admitted or Deleted, waiting for switches
-	// What the awaiting intents wait on, so a batch looks only at those
-	// something changed for (every batch looked at every awaiting intent:
-	// after a restart with 100,000 intents, each waiting for its switches'
-	// first read-back, that was a third of the restart's CPU): awaitingOn
-	// lists them by the switches they waited on when last looked at (ids
-	// no longer awaiting are dropped as met), awaitNew are the ones that
-	// started waiting (again), touched the switches read back or failed
-	// since the last look.
-	awaitingOn map[models.SwitchID]map[string]bool
-	awaitNew   map[string]bool
-	// settleNext are awaiting intents a full batch left to the next one
-	// (ids that are no longer awaiting by then are skipped).
-	settleNext []string
-	touched    map[models.SwitchID]bool
-	retry      bool // capacity was freed: retry Pending and Degraded
-	loaded     bool
-	// moved is when each intent last moved, by either mover (hold-down,
-	// see movedLately); round counts adapt rounds.
-	moved map[string]movedAt
-	// tried is the adapt round (from 1) each hot intent was last looked
-	// at for a cooler path (adaptMaxTries).
-	tried    map[string]int
-	round    int
-	adaptDue bool
+	usage     usageBook
+	// news is what the reconcilers report of switches, under its own
+	// lock; trouble is the loop's account of it.
+	news    *switchNews
+	trouble switchTrouble
+	retry   bool // capacity was freed: retry Pending and Degraded
+	loaded  bool
+	// adaptive is the state of adaptation (adapt) and of its hold-down.
+	adaptive adaptState
 	// needReload is set when a commit failed without saying whether it
 	// happened: memory is rebuilt from etcd before the next decision.
 	needReload bool
@@ -326,12 +301,27 @@ type Manager struct {
 	term *election.Term
 	// pinsReady: see PinsReady.
 	pinsReady bool
-	// followed is the highest revision a follower applied; followedCh is
-	// closed (and replaced) whenever it grows.
-	followed   int64
-	followedCh chan struct{}
-	// mirrored: all is a follower's copy of etcd's intents, complete as
-	// of revision followed (a new term's load only catches it up).
+	// followed is a follower's copy's state (followplace.go).
+	followed followState
+	// stats counts what the loop did, for Stats.
+	stats Stats
+	// obs is each intent's and each pinned elephant's measured rate, under
+	// its own lock: it changes every second and is not worth an etcd
+	// write.
+	obs rates
+	// fin keeps each tenant's finished records within MaxFinished.
+	fin finishedRecords
+}
+
+// followState is a follower's copy of the intents: how far it followed,
+// and whether it is placed as a new term would place it.
+type followState struct {
+	// rev is the highest revision a follower applied; ch is closed (and
+	// replaced) whenever it grows.
+	rev int64
+	ch  chan struct{}
+	// mirrored: the entries are a follower's copy of etcd's intents,
+	// complete as of revision rev (a new term's load only catches it up).
 	mirrored bool
 	// A follower keeps its copy placed as a new term would place it
 	// (followplace.go): the ledger, the pins and what awaits a read-back,
@@ -343,40 +333,61 @@ type Manager struct {
 	// placing, while a placement is built (placeFollowed), collects what
 	// the follower applies meanwhile; nil otherwise.
 	placing *[]change
+}
 
-	// overcommitted counts batches that left the ledger over capacity.
-	overcommitted int
-	// detectedRounds counts placement rounds of detected elephants.
-	detectedRounds int
-	// detectedQuality is the last placement of detected elephants.
-	detectedQuality pathcalc.Placed
+// adaptState is adaptation's memory: when each intent last moved, by
+// either mover (hold-down, see movedLately), the adapt round (from 1)
+// each hot intent was last looked at for a cooler path (adaptMaxTries),
+// and the round count.
+type adaptState struct {
+	moved map[string]movedAt
+	tried map[string]int
+	round int
+	due   bool
+}
 
-	// observed is each intent's measured rate (Gb/s), kept apart from the
-	// stored status: it changes every second and is not worth an etcd write.
-	obsMu    sync.Mutex
-	observed map[string]float64
-	// flowRates is each pinned elephant's measured rate (see Observe).
-	flowRates map[models.FlowKey]measuredRate
+// Stats counts what the decision loop did, for tests and benchmarks.
+type Stats struct {
+	// Overcommitted counts batches that left the ledger over capacity
+	// (never, unless a bug lets one through).
+	Overcommitted int
+	// DetectedRounds counts placement rounds of detected elephants,
+	// DetectedMoves the elephants moved, DetectedQuality the last round's
+	// placement.
+	DetectedRounds  int
+	DetectedMoves   int
+	DetectedQuality pathcalc.Placed
+	// AdaptRounds counts adapt rounds; AdaptMoves intents moved off links
+	// measured hot; JointMoves intents moved to make room for detected
+	// elephants.
+	AdaptRounds int
+	AdaptMoves  int
+	JointMoves  int
+}
 
-	// elephants are the detected flows placed (or not) by placeDetected:
-	// soft state, not stored (a new leader finds them again; the same
-	// replica leading again keeps them: keepDetectedLocked).
-	elephants     map[models.FlowKey]*elephant
-	detectedMoves int
-	// detectedAt is when the elephants were last placed; restoreDetected
-	// says a load kept them and their pins come back at the next replan.
-	detectedAt      time.Time
-	restoreDetected bool
-	restoredUntil   time.Time // kept elephants stay pinned until then
-	// adaptMoves counts intents moved off links measured hot (adapt);
-	// jointMoves, intents moved to make room for detected elephants.
-	adaptMoves, jointMoves int
+// Stats returns what the loop did so far.
+func (m *Manager) Stats() Stats {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	s := m.stats
+	s.AdaptRounds = m.adaptive.round
+	return s
+}
 
-	// finished are each tenant's Rejected and Failed records, oldest
-	// first (IDs; one may since have changed or gone: it is skipped), to
-	// keep MaxFinished; rebuilt from the records when finishedDue.
-	finished    map[models.TenantName][]string
-	finishedDue bool
+// rates are the measured rates, Gb/s: each intent's (view) and each
+// pinned elephant's (see Observe).
+type rates struct {
+	mu       sync.Mutex
+	byIntent map[string]float64
+	byFlow   map[models.FlowKey]measuredRate
+}
+
+// finishedRecords are each tenant's Rejected and Failed records, oldest
+// first (IDs; one may since have changed or gone: it is skipped), to
+// keep MaxFinished; rebuilt from the records when due.
+type finishedRecords struct {
+	byTenant map[models.TenantName][]string
+	due      bool
 }
 
 // New returns the manager; Run loads intents from etcd and serves.
@@ -420,14 +431,13 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, log: cfg.Logger,
 		ops: make(chan *op, 4096), kick: make(chan struct{}, 1),
-		all: map[string]*entry{}, flowOwner: map[models.FlowKey]string{}, idem: map[string]idemRecord{}, idemOf: map[string]string{},
-		usage: map[models.TenantName]*tenantUsage{}, pins: map[models.SwitchID]map[models.FlowKey]uint32{}, tally: newPinTally(), elephants: map[models.FlowKey]*elephant{},
-		synced: map[models.SwitchID]uint64{}, awaiting: map[string]bool{},
-		awaitNew: map[string]bool{}, awaitingOn: map[models.SwitchID]map[string]bool{}, touched: map[models.SwitchID]bool{},
-		changes: map[models.SwitchID][]pinChange{}, changesBase: map[models.SwitchID]uint64{},
-		observed: map[string]float64{}, failures: map[models.SwitchID]string{},
-		refused: map[models.SwitchID]refusal{}, room: map[models.SwitchID]learnedRoom{},
-		moved: map[string]movedAt{}, tried: map[string]int{}, finished: map[models.TenantName][]string{},
+		p:    newPlacement(&cfg, nil, nil, map[string]*entry{}),
+		idem: map[string]idemRecord{}, idemOf: map[string]string{},
+		usage: usageBook{},
+		news:  newSwitchNews(), trouble: newSwitchTrouble(),
+		obs:      rates{byIntent: map[string]float64{}},
+		adaptive: adaptState{moved: map[string]movedAt{}, tried: map[string]int{}},
+		fin:      finishedRecords{byTenant: map[models.TenantName][]string{}},
 	}
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
 	if cfg.Registerer != nil {
@@ -436,7 +446,17 @@ func New(cfg Config) (*Manager, error) {
 			cfg.Registerer.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "accelnet_elephants", Help: "Detected elephant flows (sampled, not declared) by whether they are pinned.",
 				ConstLabels: prometheus.Labels{"state": state},
-			}, func() float64 { return float64(m.countDetected(pinned)) }))
+			}, func() float64 {
+				m.mu.RLock()
+				defer m.mu.RUnlock()
+				n := 0
+				for _, el := range m.p.elephants {
+					if (el.path != nil) == pinned {
+						n++
+					}
+				}
+				return float64(n)
+			}))
 		}
 	}
 	return m, nil
@@ -449,173 +469,21 @@ func New(cfg Config) (*Manager, error) {
 func (m *Manager) Ready() error {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if !m.loaded && !m.mirrored {
+	if !m.loaded && !m.followed.mirrored {
 		return errors.New("the intents are not read from etcd yet")
 	}
 	return nil
 }
 
-// --- what the reconcilers see ---
-
-// PinsReady says the pins are known: the intents were loaded (for this
-// term) and placed on the current fabric at least once. Until then a
-// switch's pins must not be compared with anything: they would read as
-// "none", and the reconciler would delete every installed intent's
-// entries only to put them back a moment later.
-func (m *Manager) PinsReady() bool {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.pinsReady
-}
-
-// UnsettledPins are the keys of sw's pins (PinsFor) that no stored
-// Installed intent vouches for: pins of intents not yet confirmed on all
-// their switches, and of elephants found by sampling. A new leader reads
-// these by key and takes the rest of sw's pins from its handover mark
-// (controller.UnsettledOverlay).
-func (m *Manager) UnsettledPins(sw models.SwitchID) []models.FlowKey {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	var out []models.FlowKey
-	for k := range m.pins[sw] {
-		if e := m.all[m.flowOwner[k]]; e == nil || e.in.Status.State != models.StateInstalled {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// PinsFor returns the flow pins switch sw should have and the generation
-// they belong to (for Synced).
-func (m *Manager) PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	out := make([]models.FlowPin, 0, len(m.pins[sw]))
-	for k, port := range m.pins[sw] {
-		out = append(out, models.FlowPin{Key: k, Port: port})
-	}
-	return out, m.gen
-}
-
-type pinChange struct {
-	gen uint64
-	key models.FlowKey
-}
-
-// PinsDelta returns the pins of sw that changed after generation since.
-func (m *Manager) PinsDelta(sw models.SwitchID, since uint64) (map[models.FlowKey]uint32, uint64, bool) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if since < m.changesBase[sw] {
-		return nil, m.gen, false
-	}
-	log := m.changes[sw]
-	i := sort.Search(len(log), func(i int) bool { return log[i].gen > since })
-	out := make(map[models.FlowKey]uint32, len(log)-i)
-	for _, c := range log[i:] {
-		out[c.key] = m.pins[sw][c.key] // 0 when gone
-	}
-	return out, m.gen, true
-}
-
-// logChange records that key changed on sw at the current generation.
-func (m *Manager) logChange(sw models.SwitchID, key models.FlowKey) {
-	m.changes[sw] = append(m.changes[sw], pinChange{gen: m.gen, key: key})
-}
-
-// await marks an intent as waiting for its switches.
-func (m *Manager) await(id string) {
-	m.awaiting[id] = true
-	m.awaitNew[id] = true // indexed by its switches once looked at
-}
-
-// waitOn indexes an awaiting intent by the switches it waits on.
-func (m *Manager) waitOn(id string, switches []models.SwitchID) {
-	for _, sw := range switches {
-		if m.awaitingOn[sw] == nil {
-			m.awaitingOn[sw] = map[string]bool{}
-		}
-		m.awaitingOn[sw][id] = true
-	}
-}
-
-// touch records that something an intent waiting on sw waits for changed.
-func (m *Manager) touch(sw models.SwitchID) { m.touched[sw] = true }
-
-// toSettle takes the awaiting intents to look at: those that started
-// waiting (fresh: not yet indexed by their switches), those waiting on a
-// switch touched since the last look, and those the last batch left
-// (settleNext).
-func (m *Manager) toSettle() (ids []string, fresh map[string]bool) {
-	fresh = m.awaitNew
-	for id := range fresh {
-		ids = append(ids, id)
-	}
-	m.awaitNew = map[string]bool{}
-	ids = append(ids, m.settleNext...)
-	m.settleNext = m.settleNext[:0]
-	for sw := range m.touched {
-		for id := range m.awaitingOn[sw] {
-			if !m.awaiting[id] {
-				delete(m.awaitingOn[sw], id) // met (or gone) since
-				continue
-			}
-			ids = append(ids, id)
-		}
-	}
-	clear(m.touched)
-	slices.Sort(ids)
-	return slices.Compact(ids), fresh
-}
-
-// Synced records that sw was read back matching its pins of generation gen.
-func (m *Manager) Synced(sw models.SwitchID, gen uint64) {
-	m.mu.Lock()
-	if gen > m.synced[sw] {
-		m.synced[sw] = gen
-	}
-	delete(m.failures, sw)
-	m.touch(sw)
-	if gen > m.changesBase[sw] {
-		// The switch has everything up to gen: forget those changes.
-		log := m.changes[sw]
-		i := sort.Search(len(log), func(i int) bool { return log[i].gen > gen })
-		m.changes[sw] = append(log[:0:0], log[i:]...)
-		m.changesBase[sw] = gen
-	}
-	wake := len(m.awaiting) > 0
-	m.mu.Unlock()
-	if wake {
-		m.wake()
-	}
-}
-
-// ProgramFailed records that writing a switch failed; intents waiting for
-// it say so in their reason until it succeeds.
-// PinsRefused takes back the intents whose flow pins sw refused for good:
-// the loop unpins them (their flows follow the routes), releases their
-// reservations and leaves them Pending with the switch's reason, and
-// caps sw's flow-pin room at what it accepted, so nothing else is
-// admitted onto it that it cannot hold.
-func (m *Manager) PinsRefused(sw models.SwitchID, keys []models.FlowKey, why string, held int) {
-	defer m.wake()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r := m.refused[sw]
-	r.keys = append(r.keys, keys...)
-	r.why, r.held = why, held
-	m.refused[sw] = r
-}
-
 // takeBackRefused handles PinsRefused in the loop.
 func (m *Manager) takeBackRefused(b *batch, now time.Time) {
-	for sw, r := range m.refused {
-		delete(m.refused, sw)
-		m.room[sw] = learnedRoom{entries: r.held, until: now.Add(learnedRoomFor)}
+	for sw, r := range m.trouble.refused {
+		delete(m.trouble.refused, sw)
+		m.p.room[sw] = learnedRoom{entries: r.held, until: now.Add(learnedRoomFor)}
 		seen := map[string]bool{}
 		for _, k := range r.keys {
-			id, ok := m.flowOwner[k]
-			e := m.all[id]
+			id, ok := m.p.flowOwner[k]
+			e := m.p.all[id]
 			if !ok || e == nil || seen[id] || !e.pinned {
 				continue
 			}
@@ -629,22 +497,14 @@ func (m *Manager) takeBackRefused(b *batch, now time.Time) {
 	}
 }
 
-func (m *Manager) ProgramFailed(sw models.SwitchID, err error) {
-	defer m.wake()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.failures[sw] = err.Error()
-	m.touch(sw)
-}
-
 // SetFabric gives the manager the topology and the links that are down;
 // intents on lost paths are moved or degraded, and degraded ones restored
 // when paths return.
 func (m *Manager) SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool, drained map[models.LinkID]string) {
 	m.mu.Lock()
-	m.snap, m.down, m.drained = snap, maps.Clone(down), maps.Clone(drained)
+	m.p.snap, m.p.down, m.drained = snap, maps.Clone(down), maps.Clone(drained)
 	m.fabricGen++
-	m.placedValid = false // a follower places its copy again
+	m.followed.placedValid = false // a follower places its copy again
 	m.mu.Unlock()
 	m.wake()
 }

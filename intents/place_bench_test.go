@@ -34,20 +34,20 @@ func BenchmarkPlaceLoaded(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, in := range stored {
-			m.all[in.ID] = newStoredEntry(in)
+			m.p.all[in.ID] = newStoredEntry(in)
 		}
-		m.loaded, m.mirrored = !followed, followed
+		m.loaded, m.followed.mirrored = !followed, followed
 		m.SetFabric(snap, nil, nil)
 		b.StartTimer()
 		if followed {
 			m.placeFollowed(b.Context())
 		} else {
 			m.mu.Lock()
-			m.replanIfDue(m.scratch())
+			m.replanIfDue(m.p.scratch())
 			m.mu.Unlock()
 		}
 		b.StopTimer()
-		if got := len(m.flowOwner); got != n {
+		if got := len(m.p.flowOwner); got != n {
 			b.Fatalf("%d of %d intents' flows placed", got, n)
 		}
 		b.StartTimer()
@@ -134,9 +134,9 @@ func BenchmarkHousekeep(b *testing.B) {
 			observed[in.ID] = 0
 		}
 	}
-	m.obsMu.Lock()
-	m.observed = observed
-	m.obsMu.Unlock()
+	m.obs.mu.Lock()
+	m.obs.byIntent = observed
+	m.obs.mu.Unlock()
 	b.Run("pinned-load", func(b *testing.B) {
 		for range b.N {
 			m.PinnedLoad()
@@ -147,8 +147,8 @@ func BenchmarkHousekeep(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			for range b.N {
 				m.mu.Lock()
-				m.adaptDue = name == "adapt"
-				m.housekeep(m.scratch(), name == "tick")
+				m.adaptive.due = name == "adapt"
+				m.housekeep(m.p.scratch(), name == "tick")
 				m.mu.Unlock()
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/op")
@@ -165,11 +165,11 @@ func settledManager(t testing.TB, snap *topology.Snapshot, auth tenantList, stor
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, sw := range snap.Switches() {
-		m.synced[sw.Name] = 1 << 62
+		m.p.pins.confirm(sw.Name, 1<<62)
 	}
-	m.housekeep(m.scratch(), false) // settles the placed intents
-	if len(m.awaiting) != 0 {
-		t.Fatalf("%d intents still awaiting", len(m.awaiting))
+	m.housekeep(m.p.scratch(), false) // settles the placed intents
+	if len(m.p.awaiting) != 0 {
+		t.Fatalf("%d intents still awaiting", len(m.p.awaiting))
 	}
 	return m
 }
@@ -184,12 +184,12 @@ func loadedManager(t testing.TB, snap *topology.Snapshot, auth tenantList, store
 		t.Fatal(err)
 	}
 	for _, in := range stored {
-		m.all[in.ID] = newStoredEntry(in)
+		m.p.all[in.ID] = newStoredEntry(in)
 	}
 	m.loaded = true
 	m.SetFabric(snap, nil, nil)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.replanIfDue(m.scratch())
+	m.replanIfDue(m.p.scratch())
 	return m
 }

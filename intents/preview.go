@@ -15,16 +15,16 @@ import (
 func (m *Manager) Preview(down map[models.LinkID]bool) (mlu float64, moved int, degraded []string, err error) {
 	m.mu.Lock() // books cache paths as they go
 	defer m.mu.Unlock()
-	if m.snap == nil {
+	if m.p.snap == nil {
 		return 0, 0, nil, store.ErrNoTopology
 	}
-	book, err := pathcalc.NewBook(m.snap, down, m.cfg.Headroom)
+	book, err := pathcalc.NewBook(m.p.snap, down, m.cfg.Headroom)
 	if err != nil {
 		return 0, 0, nil, err
 	}
 	var moving []*entry
-	for _, id := range slices.Sorted(maps.Keys(m.all)) {
-		e := m.all[id]
+	for _, id := range slices.Sorted(maps.Keys(m.p.all)) {
+		e := m.p.all[id]
 		if !e.pinned {
 			continue
 		}
@@ -45,7 +45,7 @@ func (m *Manager) Preview(down map[models.LinkID]bool) (mlu float64, moved int, 
 	}
 	slices.SortStableFunc(moving, func(x, y *entry) int { return y.in.Spec.Priority - x.in.Spec.Priority })
 	for _, e := range moving {
-		cons, err := m.constraints(e)
+		cons, err := m.p.constraints(e)
 		demands := make([]pathcalc.Demand, len(e.flows))
 		for i, f := range e.flows {
 			demands[i] = pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}

@@ -20,11 +20,11 @@ import (
 func (m *Manager) Get(scope Scope, id string) (models.Intent, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	e, ok := m.all[id]
+	e, ok := m.p.all[id]
 	if !ok || e.stored == nil || !scope.sees(e.in.Tenant) {
 		return models.Intent{}, fmt.Errorf("%w: intent %q", store.ErrNotFound, id)
 	}
-	return m.view(*e.stored), nil
+	return m.obs.view(*e.stored), nil
 }
 
 // ListOptions filter and page a listing.
@@ -42,8 +42,8 @@ func (m *Manager) List(scope Scope, opts ListOptions) ([]models.Intent, string) 
 		opts.Limit = 100
 	}
 	m.mu.RLock()
-	ids := make([]string, 0, len(m.all))
-	for id, e := range m.all {
+	ids := make([]string, 0, len(m.p.all))
+	for id, e := range m.p.all {
 		if id > opts.After && e.stored != nil && scope.sees(e.in.Tenant) && (opts.State == "" || e.stored.Status.State == opts.State) {
 			ids = append(ids, id)
 		}
@@ -56,7 +56,7 @@ func (m *Manager) List(scope Scope, opts ListOptions) ([]models.Intent, string) 
 	}
 	out := make([]models.Intent, len(ids))
 	for i, id := range ids {
-		out[i] = m.view(*m.all[id].stored)
+		out[i] = m.obs.view(*m.p.all[id].stored)
 	}
 	m.mu.RUnlock()
 	return out, next
@@ -74,12 +74,12 @@ func (m *Manager) Capacity(ctx context.Context, scope Scope, src, dst string) (a
 	}
 	m.mu.Lock() // the book caches paths as it goes: not a reader
 	defer m.mu.Unlock()
-	if m.book == nil {
+	if m.p.book == nil {
 		return api.Capacity{}, store.ErrNoTopology
 	}
 	var v models.ValidationError
-	s, errS := resolveHost(m.snap, src)
-	d, errD := resolveHost(m.snap, dst)
+	s, errS := resolveHost(m.p.snap, src)
+	d, errD := resolveHost(m.p.snap, dst)
 	if errS != nil {
 		v.Errors = append(v.Errors, models.FieldError{Field: "src", Message: errS.Error()})
 	}
@@ -93,12 +93,12 @@ func (m *Manager) Capacity(ctx context.Context, scope Scope, src, dst string) (a
 		return api.Capacity{}, &v
 	}
 	if !scope.Operator {
-		if err := m.mayUse(t, []flow{{src: s, dst: d}}); err != nil {
+		if err := m.cfg.mayUse(t, []flow{{src: s, dst: d}}); err != nil {
 			return api.Capacity{}, err
 		}
 	}
-	free, at := m.book.Available(s, d)
-	return api.Capacity{Src: s.Name, Dst: d.Name, AvailableGbps: free, Bottleneck: at, Headroom: m.cfg.Headroom, ReservedMLU: m.book.MLU()}, nil
+	free, at := m.p.book.Available(s, d)
+	return api.Capacity{Src: s.Name, Dst: d.Name, AvailableGbps: free, Bottleneck: at, Headroom: m.cfg.Headroom, ReservedMLU: m.p.book.MLU()}, nil
 }
 
 // Usage is a tenant's live reservations.
@@ -117,14 +117,14 @@ func (m *Manager) LiveUsing(except models.TenantName, uses func(host string) boo
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := map[models.TenantName]int{}
-	for _, e := range m.all {
+	for _, e := range m.p.all {
 		in := e.in
 		if in.Tenant == except || !in.Status.State.Live() {
 			continue
 		}
 		for _, name := range specHosts(in.Spec) {
-			if m.snap != nil {
-				if h, err := resolveHost(m.snap, name); err == nil {
+			if m.p.snap != nil {
+				if h, err := resolveHost(m.p.snap, name); err == nil {
 					name = h.Name // an address given for it
 				}
 			}
@@ -150,7 +150,7 @@ func (m *Manager) Counts() map[models.IntentState]int {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := map[models.IntentState]int{}
-	for _, e := range m.all {
+	for _, e := range m.p.all {
 		out[e.in.Status.State]++
 	}
 	return out
@@ -159,10 +159,10 @@ func (m *Manager) Counts() map[models.IntentState]int {
 // view is an intent as clients see it: the stored record plus its
 // observed rate. Status slices and maps are replaced, never edited in
 // place, so a shallow copy of the struct is safe to hand out.
-func (m *Manager) view(in models.Intent) models.Intent {
-	m.obsMu.Lock()
-	in.Status.ObservedGbps = m.observed[in.ID]
-	m.obsMu.Unlock()
+func (r *rates) view(in models.Intent) models.Intent {
+	r.mu.Lock()
+	in.Status.ObservedGbps = r.byIntent[in.ID]
+	r.mu.Unlock()
 	return in
 }
 
@@ -200,7 +200,7 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 				continue // the leader reads the switches
 			}
 		}
-		readIntents := time.Since(lastIntents) >= interval-every/2 && m.swept()
+		readIntents := time.Since(lastIntents) >= interval-every/2 && m.cfg.swept()
 		if readIntents {
 			lastIntents = time.Now()
 		}
@@ -208,7 +208,7 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 		elephant := map[models.FlowKey]bool{}
 		bySwitch := map[models.SwitchID][]models.FlowKey{}
 		m.mu.RLock()
-		for id, e := range m.all {
+		for id, e := range m.p.all {
 			if !readIntents || e.in.Status.State != models.StateInstalled {
 				continue
 			}
@@ -224,7 +224,7 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 			}
 		}
 		claimedBy := map[models.FlowKey]string{} // a sampled intent's flows
-		for key, el := range m.elephants {
+		for key, el := range m.p.elephants {
 			if len(el.path) > 0 {
 				elephant[key] = true
 				bySwitch[el.path[0].Switch] = append(bySwitch[el.path[0].Switch], key)
@@ -234,9 +234,9 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 			}
 		}
 		m.mu.RUnlock()
-		m.obsMu.Lock()
-		prevIntents, prevElephants := m.observed, m.flowRates
-		m.obsMu.Unlock()
+		m.obs.mu.Lock()
+		prevIntents, prevElephants := m.obs.byIntent, m.obs.byFlow
+		m.obs.mu.Unlock()
 		rates := map[string]float64{}
 		if !readIntents {
 			rates = maps.Clone(prevIntents)
@@ -288,9 +288,9 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 			}
 		}
 		elephantMeter.Retain(func(k models.FlowKey) bool { return elephant[k] })
-		m.obsMu.Lock()
-		m.observed, m.flowRates = rates, elephantRates
-		m.obsMu.Unlock()
+		m.obs.mu.Lock()
+		m.obs.byIntent, m.obs.byFlow = rates, elephantRates
+		m.obs.mu.Unlock()
 	}
 }
 
@@ -346,7 +346,7 @@ func readPinCounters(ctx context.Context, r PinCounterReader, bySwitch map[model
 
 // swept says this term's first read-back of the switches is over
 // (Config.Swept; always, without one).
-func (m *Manager) swept() bool { return m.cfg.Swept == nil || m.cfg.Swept() }
+func (c *Config) swept() bool { return c.Swept == nil || c.Swept() }
 
 // measuredRate is a pinned flow's rate from its pin's direct counter.
 type measuredRate struct {
@@ -363,8 +363,8 @@ type measuredRate struct {
 // longer pinned. A switch that cannot be read leaves the last reading,
 // growing old (see Elephants.Fresh).
 func (m *Manager) MeasuredRate(k models.FlowKey) (gbps float64, at time.Time, ok bool) {
-	m.obsMu.Lock()
-	defer m.obsMu.Unlock()
-	r, ok := m.flowRates[k]
+	m.obs.mu.Lock()
+	defer m.obs.mu.Unlock()
+	r, ok := m.obs.byFlow[k]
 	return r.gbps, r.at, ok
 }

@@ -74,7 +74,7 @@ func installIntent(m *Manager, id string, key models.FlowKey, path []models.Endp
 	in.Status.State = models.StateInstalled
 	in.Status.Flows = []models.FlowStatus{{Path: path}}
 	m.mu.Lock()
-	m.all[id] = &entry{in: in, flows: []flow{{key: key}}}
+	m.p.all[id] = &entry{in: in, flows: []flow{{key: key}}}
 	m.mu.Unlock()
 }
 
@@ -95,7 +95,7 @@ func TestObserveWaitsForTheFirstSweep(t *testing.T) {
 	intentFlow, elephantFlow := flowKey(1000), flowKey(2000)
 	installIntent(m, "i1", intentFlow, path)
 	m.mu.Lock()
-	m.elephants[elephantFlow] = &elephant{flow: DetectedFlow{Key: elephantFlow}, path: path}
+	m.p.elephants[elephantFlow] = &elephant{flow: DetectedFlow{Key: elephantFlow}, path: path}
 	m.mu.Unlock()
 
 	r := &countingReader{asked: map[models.FlowKey]int{}}
@@ -164,7 +164,7 @@ func TestObserveReadsSwitchesTogether(t *testing.T) {
 	for i := range 4 {
 		k := models.FlowKey{Src: netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), Dst: netip.MustParseAddr("10.0.9.1"), SrcPort: 1000}
 		leaf := models.SwitchID(fmt.Sprintf("leaf%d", i))
-		m.elephants[k] = &elephant{flow: DetectedFlow{Key: k}, path: []models.Endpoint{{Switch: leaf, Port: 3}}}
+		m.p.elephants[k] = &elephant{flow: DetectedFlow{Key: k}, path: []models.Endpoint{{Switch: leaf, Port: 3}}}
 		keys = append(keys, k)
 	}
 	m.mu.Unlock()
@@ -204,9 +204,9 @@ func TestUnreadIntentHasNoRate(t *testing.T) {
 	stop := observing(t, m, r, 10*time.Millisecond)
 	waitUntil(t, "three reads tried", func() bool { return r.reads.Load() >= 3 })
 	stop()
-	m.obsMu.Lock()
-	g, ok := m.observed["i1"]
-	m.obsMu.Unlock()
+	m.obs.mu.Lock()
+	g, ok := m.obs.byIntent["i1"]
+	m.obs.mu.Unlock()
 	if ok {
 		t.Errorf("an intent whose switch never answered observed at %.1f Gb/s, want no rate", g)
 	}

@@ -64,11 +64,11 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 	backstop := time.After(time.Minute)
 	for {
 		m.mu.Lock()
-		n := len(m.all)
-		if m.followedCh == nil {
-			m.followedCh = make(chan struct{})
+		n := len(m.p.all)
+		if m.followed.ch == nil {
+			m.followed.ch = make(chan struct{})
 		}
-		grew := m.followedCh
+		grew := m.followed.ch
 		m.mu.Unlock()
 		if n == 50 {
 			break
@@ -83,7 +83,7 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 	<-done
 	copied := map[string]*entry{}
 	m.mu.RLock()
-	for id, e := range m.all {
+	for id, e := range m.p.all {
 		copied[id] = e
 	}
 	m.mu.RUnlock()
@@ -102,7 +102,7 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 		}
 		out := map[string]models.Intent{}
 		for _, kv := range kvs {
-			in, ok := m.decode(kv.Key, kv.Value, kv.Revision)
+			in, ok := decodeIntent(m.log, kv.Key, kv.Value, kv.Revision)
 			if !ok {
 				t.Fatalf("undecodable %s", kv.Key)
 			}
@@ -123,7 +123,7 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 		all, _, changes, caughtUp, err := m.loadIntents(ctx)
 		if caughtUp {
 			m.mu.RLock()
-			all = maps.Clone(m.all)
+			all = maps.Clone(m.p.all)
 			m.mu.RUnlock()
 			apply(all, changes)
 		}
@@ -153,7 +153,7 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 		t.Errorf("caught up with %d listings of every key, want none (the changes watched)", counted.listings)
 	}
 	m.mu.Lock()
-	m.all = maps.Clone(copied)
+	m.p.all = maps.Clone(copied)
 	m.mu.Unlock()
 	if all, err = loaded(); err != nil || !reflect.DeepEqual(intentsOf(all), want) {
 		t.Fatalf("caught up a second time from the same copy: %d intents, %v", len(all), err)
@@ -161,8 +161,8 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 
 	// A copy that disagrees with etcd is not trusted: everything is read.
 	m.mu.Lock()
-	m.all = maps.Clone(copied)
-	delete(m.all, "i03")
+	m.p.all = maps.Clone(copied)
+	delete(m.p.all, "i03")
 	m.mu.Unlock()
 	all, err = loaded()
 	if err != nil {
@@ -185,7 +185,7 @@ func TestTakeoverCatchesUpTheFollowersCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.mu.Lock()
-	m.all = maps.Clone(copied)
+	m.p.all = maps.Clone(copied)
 	m.mu.Unlock()
 	if all, err = loaded(); err != nil || !reflect.DeepEqual(intentsOf(all), want) {
 		t.Fatalf("caught up after a compaction: %d intents, %v", len(all), err)
@@ -227,10 +227,10 @@ func TestLoadedInstalledIntentsDoNotWait(t *testing.T) {
 	m := loadedManager(t, snap, auth, stored, nil)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.housekeep(m.scratch(), false)
+	m.housekeep(m.p.scratch(), false)
 	want := map[string]bool{stored[3].ID: true, stored[7].ID: true}
-	if !maps.Equal(m.awaiting, want) {
-		t.Fatalf("awaiting a read-back after the load: %v, want only the Admitted and the Deleted intent %v", m.awaiting, want)
+	if !maps.Equal(m.p.awaiting, want) {
+		t.Fatalf("awaiting a read-back after the load: %v, want only the Admitted and the Deleted intent %v", m.p.awaiting, want)
 	}
 	for i, in := range stored {
 		if i == 7 {
@@ -238,21 +238,21 @@ func TestLoadedInstalledIntentsDoNotWait(t *testing.T) {
 		}
 		for _, f := range in.Status.Flows {
 			for _, hop := range f.Path {
-				if _, ok := m.pins[hop.Switch][m.all[in.ID].flows[0].key]; !ok {
+				if _, ok := m.p.pins.at[hop.Switch][m.p.all[in.ID].flows[0].key]; !ok {
 					t.Fatalf("%s (%s): no pin on %s", in.ID, in.Status.State, hop.Switch)
 				}
 			}
 		}
 	}
 	for _, sw := range snap.Switches() {
-		m.synced[sw.Name] = m.gen
-		m.touch(sw.Name)
+		m.p.pins.confirm(sw.Name, m.p.pins.gen)
+		m.trouble.touched[sw.Name] = true
 	}
-	m.housekeep(m.scratch(), false)
-	if got := m.all[stored[3].ID].in.Status.State; got != models.StateInstalled {
+	m.housekeep(m.p.scratch(), false)
+	if got := m.p.all[stored[3].ID].in.Status.State; got != models.StateInstalled {
 		t.Errorf("the Admitted intent is %s after its switches were read back", got)
 	}
-	if m.all[stored[7].ID] != nil || len(m.awaiting) != 0 {
-		t.Errorf("after the read-back: the Deleted intent still there (%v), %d awaiting", m.all[stored[7].ID] != nil, len(m.awaiting))
+	if m.p.all[stored[7].ID] != nil || len(m.p.awaiting) != 0 {
+		t.Errorf("after the read-back: the Deleted intent still there (%v), %d awaiting", m.p.all[stored[7].ID] != nil, len(m.p.awaiting))
 	}
 }

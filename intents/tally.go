@@ -37,10 +37,10 @@ func newPinTally() *pinTally {
 }
 
 // tallyPins counts e's pins on paths (after uncounting what it held).
-func (m *Manager) tallyPins(e *entry, paths [][]models.Endpoint) {
-	m.untallyPins(e)
-	if m.tally == nil {
-		m.tally = newPinTally()
+func (pl *placement) tallyPins(e *entry, paths [][]models.Endpoint) {
+	pl.untallyPins(e)
+	if pl.tally == nil {
+		pl.tally = newPinTally()
 	}
 	for _, p := range paths {
 		for _, hop := range p {
@@ -55,21 +55,21 @@ func (m *Manager) tallyPins(e *entry, paths [][]models.Endpoint) {
 		}
 	}
 	for _, c := range e.pinnedOn {
-		byTenant := m.tally.n[c.sw]
+		byTenant := pl.tally.n[c.sw]
 		if byTenant == nil {
 			byTenant = map[models.TenantName]int{}
-			m.tally.n[c.sw] = byTenant
+			pl.tally.n[c.sw] = byTenant
 		}
 		byTenant[e.in.Tenant] += c.n
 	}
-	e.tallied = m.tally.id
+	e.tallied = pl.tally.id
 }
 
 // untallyPins uncounts e's pins, if they are counted in the current tally.
-func (m *Manager) untallyPins(e *entry) {
-	if m.tally != nil && e.tallied == m.tally.id {
+func (pl *placement) untallyPins(e *entry) {
+	if pl.tally != nil && e.tallied == pl.tally.id {
 		for _, c := range e.pinnedOn {
-			if byTenant := m.tally.n[c.sw]; byTenant != nil {
+			if byTenant := pl.tally.n[c.sw]; byTenant != nil {
 				if byTenant[e.in.Tenant] -= c.n; byTenant[e.in.Tenant] <= 0 {
 					delete(byTenant, e.in.Tenant)
 				}
@@ -81,20 +81,20 @@ func (m *Manager) untallyPins(e *entry) {
 
 // tenantPinLimit is how many pins tenant t may hold on one switch (0: no
 // limit known).
-func (m *Manager) tenantPinLimit(t models.Tenant) int {
+func (pl *placement) tenantPinLimit(t models.Tenant) int {
 	if t.MaxPinsPerSwitch > 0 {
 		return t.MaxPinsPerSwitch
 	}
-	if m.cfg.FlowPinEntries <= 0 {
+	if pl.cfg.FlowPinEntries <= 0 {
 		return 0
 	}
-	return max(1, int(float64(m.cfg.FlowPinEntries)*m.cfg.TenantPinShare))
+	return max(1, int(float64(pl.cfg.FlowPinEntries)*pl.cfg.TenantPinShare))
 }
 
 // checkTenantPins refuses pins on paths past tenant t's share of any
 // switch's flow-pin table (e's own pins there replaced, not added).
-func (m *Manager) checkTenantPins(t models.Tenant, e *entry, paths [][]models.Endpoint) error {
-	limit := m.tenantPinLimit(t)
+func (pl *placement) checkTenantPins(t models.Tenant, e *entry, paths [][]models.Endpoint) error {
+	limit := pl.tenantPinLimit(t)
 	if limit <= 0 {
 		return nil
 	}
@@ -104,15 +104,15 @@ func (m *Manager) checkTenantPins(t models.Tenant, e *entry, paths [][]models.En
 			add[hop.Switch]++
 		}
 	}
-	if m.tally != nil && e.tallied == m.tally.id {
+	if pl.tally != nil && e.tallied == pl.tally.id {
 		for _, c := range e.pinnedOn {
 			add[c.sw] -= c.n
 		}
 	}
 	for sw, n := range add {
 		have := 0
-		if m.tally != nil {
-			have = m.tally.n[sw][t.Name]
+		if pl.tally != nil {
+			have = pl.tally.n[sw][t.Name]
 		}
 		if n > 0 && have+n > limit {
 			return fmt.Errorf("%w: tenant %s holds %d of the %d entries of %s's flow-pin table it may hold; %d more needed (the operator sets max_pins_per_switch)",

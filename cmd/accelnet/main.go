@@ -79,11 +79,11 @@ type Config struct {
 
 	// demo only
 	Workload string
-	// Intents declares the workload's flows as intents once it runs.
-	Intents bool
-	Gbps    float64
-	QPs     int
-	Seed    uint64
+	// DeclareIntents declares the workload's flows as intents once it runs.
+	DeclareIntents bool
+	Gbps           float64
+	QPs            int
+	Seed           uint64
 }
 
 // Where the API listens unless --http-addr says otherwise: the demo on
@@ -110,23 +110,27 @@ func (c *Config) defaultHTTPAddr(flags *pflag.FlagSet, demo bool) {
 func defaultConfig() Config {
 	return Config{
 		Config: stack.Config{
-			ElectionTTL:        stack.DefaultElectionTTL,
-			Headroom:           0.05,
-			PendingTimeout:     intents.DefaultPendingTimeout,
-			TenantPinShare:     intents.DefaultTenantPinShare,
-			KeepFinished:       intents.DefaultKeepFinished,
-			MaxFinished:        intents.DefaultMaxFinished,
+			ElectionTTL: stack.DefaultElectionTTL,
+			Intents: intents.Policy{
+				Headroom:       0.05,
+				PendingTimeout: intents.DefaultPendingTimeout,
+				TenantPinShare: intents.DefaultTenantPinShare,
+				KeepFinished:   intents.DefaultKeepFinished,
+				MaxFinished:    intents.DefaultMaxFinished,
+			},
 			APIRateLimit:       northbound.DefaultRateLimit,
-			ObserveInterval:    stack.DefaultObserveInterval,
 			TelemetryInterval:  controller.DefaultTelemetryInterval,
 			Workers:            controller.DefaultWorkers,
 			CongestionInterval: 5 * time.Second,
 			DiscoveryInterval:  stack.DefaultDiscoveryInterval,
 			LivenessInterval:   controller.DefaultLivenessInterval,
-			SampleOneIn:        65536,
-			ElephantGbps:       stack.DefaultElephantGbps,
-			FlapHalfLife:       controller.DefaultFlapHalfLife,
-			MTU:                controller.DefaultMTU,
+			Elephants: stack.Elephants{
+				ObserveInterval: stack.DefaultObserveInterval,
+				SampleOneIn:     65536,
+				Gbps:            stack.DefaultElephantGbps,
+			},
+			FlapHalfLife: controller.DefaultFlapHalfLife,
+			MTU:          controller.DefaultMTU,
 		},
 		DataDir:        "accelnet-data",
 		ForeignEntries: "remove",
@@ -164,7 +168,7 @@ func (c Config) Validate(demo bool) error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("--http-addr %q: %v", c.HTTPAddr, err)
 	}
-	if len(c.EtcdEndpoints) == 0 && c.DataDir == "" {
+	if len(c.Etcd.Endpoints) == 0 && c.DataDir == "" {
 		return errors.New("--data-dir is required for embedded etcd (or give --etcd-endpoints)")
 	}
 	if c.ElectionTTL < time.Second {
@@ -173,11 +177,11 @@ func (c Config) Validate(demo bool) error {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return err
 	}
-	if !(c.TenantPinShare > 0 && c.TenantPinShare <= 1) {
-		return fmt.Errorf("--tenant-pin-share %v: want a fraction in (0, 1]", c.TenantPinShare)
+	if !(c.Intents.TenantPinShare > 0 && c.Intents.TenantPinShare <= 1) {
+		return fmt.Errorf("--tenant-pin-share %v: want a fraction in (0, 1]", c.Intents.TenantPinShare)
 	}
-	if c.Headroom < 0 || c.Headroom >= 1 {
-		return fmt.Errorf("--headroom %v: want a fraction in [0, 1)", c.Headroom)
+	if c.Intents.Headroom < 0 || c.Intents.Headroom >= 1 {
+		return fmt.Errorf("--headroom %v: want a fraction in [0, 1)", c.Intents.Headroom)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")
@@ -185,10 +189,10 @@ func (c Config) Validate(demo bool) error {
 	if c.TLSClientCA != "" && c.TLSCert == "" {
 		return errors.New("--tls-client-ca needs --tls-cert and --tls-key (mutual TLS is on top of HTTPS)")
 	}
-	if (c.EtcdTLS.Cert == "") != (c.EtcdTLS.Key == "") {
+	if (c.Etcd.TLS.Cert == "") != (c.Etcd.TLS.Key == "") {
 		return errors.New("--etcd-cert and --etcd-key go together")
 	}
-	if c.EtcdTLS.Enabled() && len(c.EtcdEndpoints) == 0 {
+	if c.Etcd.TLS.Enabled() && len(c.Etcd.Endpoints) == 0 {
 		return errors.New("--etcd-ca, --etcd-cert and --etcd-key are for --etcd-endpoints (the embedded etcd makes its own certificates in --data-dir)")
 	}
 	if (c.SouthboundTLS.Cert == "") != (c.SouthboundTLS.Key == "") {
@@ -206,8 +210,8 @@ func (c Config) Validate(demo bool) error {
 	if c.MTU < 68 {
 		return fmt.Errorf("--mtu %d: below the IPv4 minimum of 68", c.MTU)
 	}
-	if c.ElephantGbps <= 0 || math.IsNaN(c.ElephantGbps) {
-		return fmt.Errorf("--elephant-gbps %v: want a positive rate", c.ElephantGbps)
+	if c.Elephants.Gbps <= 0 || math.IsNaN(c.Elephants.Gbps) {
+		return fmt.Errorf("--elephant-gbps %v: want a positive rate", c.Elephants.Gbps)
 	}
 	if c.LivenessInterval < 0 {
 		return fmt.Errorf("--liveness-interval %v: want 0 (off) or a positive interval", c.LivenessInterval)
@@ -218,11 +222,11 @@ func (c Config) Validate(demo bool) error {
 	if c.CongestionInterval < 0 {
 		return fmt.Errorf("--congestion-interval %v: want 0 (off) or a positive interval", c.CongestionInterval)
 	}
-	if c.PendingTimeout <= 0 {
-		return fmt.Errorf("--pending-timeout %v: must be positive", c.PendingTimeout)
+	if c.Intents.PendingTimeout <= 0 {
+		return fmt.Errorf("--pending-timeout %v: must be positive", c.Intents.PendingTimeout)
 	}
-	if c.KeepFinished <= 0 || c.MaxFinished <= 0 {
-		return fmt.Errorf("--keep-finished %v, --max-finished %d: both must be positive", c.KeepFinished, c.MaxFinished)
+	if c.Intents.KeepFinished <= 0 || c.Intents.MaxFinished <= 0 {
+		return fmt.Errorf("--keep-finished %v, --max-finished %d: both must be positive", c.Intents.KeepFinished, c.Intents.MaxFinished)
 	}
 	if demo {
 		switch c.Workload {
@@ -237,7 +241,7 @@ func (c Config) Validate(demo bool) error {
 		if c.QPs < 1 {
 			return errors.New("--qps must be at least 1")
 		}
-	} else if c.TopologySpec == "" && len(c.EtcdEndpoints) == 0 {
+	} else if c.TopologySpec == "" && len(c.Etcd.Endpoints) == 0 {
 		return errors.New("--topology is required: a topology file naming your switches and their addresses")
 	} else if topology.IsSpec(c.TopologySpec) {
 		// A generated fabric has no switch addresses: serve would warn
@@ -283,26 +287,26 @@ func newRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
 	root.PersistentFlags().DurationVar(&cfg.ElectionTTL, "election-ttl", cfg.ElectionTTL, "leader lease: a leader that dies without resigning is replaced once it expires (etcd raises it to 1.5 of its election timeouts: 2s with etcd's defaults; 1s needs etcd's --election-timeout at most 500ms and a host that renews it in time)")
 	root.PersistentFlags().StringVar(&cfg.AdvertiseURL, "advertise-url", "", "this replica's API URL as the other replicas reach it (followers forward writes to the leader there); default http://<hostname>:<port of --http-addr>")
-	root.PersistentFlags().Float64Var(&cfg.Headroom, "headroom", cfg.Headroom, "fraction of every link that intents may not reserve")
-	root.PersistentFlags().BoolVar(&cfg.Preemption, "preemption", cfg.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
-	root.PersistentFlags().Float64Var(&cfg.TenantPinShare, "tenant-pin-share", cfg.TenantPinShare, "share of any switch's flow-pin table one tenant's intents may hold, unless the operator sets the tenant's max_pins_per_switch (so one tenant cannot fill a leaf's table for everyone)")
-	root.PersistentFlags().DurationVar(&cfg.PendingTimeout, "pending-timeout", cfg.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
-	root.PersistentFlags().DurationVar(&cfg.KeepFinished, "keep-finished", cfg.KeepFinished, "how long a Rejected or Failed intent's record is kept")
-	root.PersistentFlags().IntVar(&cfg.MaxFinished, "max-finished", cfg.MaxFinished, "how many Rejected or Failed intents' records a tenant keeps at most (the oldest go first)")
+	root.PersistentFlags().Float64Var(&cfg.Intents.Headroom, "headroom", cfg.Intents.Headroom, "fraction of every link that intents may not reserve")
+	root.PersistentFlags().BoolVar(&cfg.Intents.Preemption, "preemption", cfg.Intents.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
+	root.PersistentFlags().Float64Var(&cfg.Intents.TenantPinShare, "tenant-pin-share", cfg.Intents.TenantPinShare, "share of any switch's flow-pin table one tenant's intents may hold, unless the operator sets the tenant's max_pins_per_switch (so one tenant cannot fill a leaf's table for everyone)")
+	root.PersistentFlags().DurationVar(&cfg.Intents.PendingTimeout, "pending-timeout", cfg.Intents.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
+	root.PersistentFlags().DurationVar(&cfg.Intents.KeepFinished, "keep-finished", cfg.Intents.KeepFinished, "how long a Rejected or Failed intent's record is kept")
+	root.PersistentFlags().IntVar(&cfg.Intents.MaxFinished, "max-finished", cfg.Intents.MaxFinished, "how many Rejected or Failed intents' records a tenant keeps at most (the oldest go first)")
 	root.PersistentFlags().Uint16Var(&cfg.MTU, "mtu", cfg.MTU, "interface MTU of the fabric profile, pushed to every port over gNMI (4200 fits a 4096-byte RoCE payload)")
 	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
 	root.PersistentFlags().DurationVar(&cfg.DiscoveryInterval, "discovery-interval", cfg.DiscoveryInterval, "how often link discovery sends an LLDP probe out of every fabric port (packet-out) and checks the declared links (a miswired or lost link carries no routes); 0 turns it off")
 	root.PersistentFlags().DurationVar(&cfg.LivenessInterval, "liveness-interval", cfg.LivenessInterval, "how often a probe crosses each fabric link that ends on a switch reporting no oper-status (no gnmi_addr, such as BMv2): a cut link is lost 3 to 4 intervals after; 0 turns it off")
 	root.PersistentFlags().DurationVar(&cfg.CongestionInterval, "congestion-interval", cfg.CongestionInterval, "how often measured link load shifts WCMP weight away from links at 90% or more (and back below 60%); 0 turns it off")
-	root.PersistentFlags().Uint32Var(&cfg.SampleOneIn, "sample-one-in", cfg.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
-	root.PersistentFlags().Float64Var(&cfg.ElephantGbps, "elephant-gbps", cfg.ElephantGbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")
+	root.PersistentFlags().Uint32Var(&cfg.Elephants.SampleOneIn, "sample-one-in", cfg.Elephants.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
+	root.PersistentFlags().Float64Var(&cfg.Elephants.Gbps, "elephant-gbps", cfg.Elephants.Gbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")
 	root.PersistentFlags().DurationVar(&cfg.TelemetryInterval, "telemetry-interval", cfg.TelemetryInterval, "gNMI sample interval of the switches' interface counters (link load, congestion weights, drains); a fabric of thousands of switches wants 5-10s")
 	root.PersistentFlags().BoolVar(&cfg.PerLeafRoutes, "per-leaf-routes", cfg.PerLeafRoutes, "write one route per destination leaf instead of merging sibling prefixes that go the same way (a pod in an aligned block takes one entry per switch outside it)")
 	root.PersistentFlags().IntVar(&cfg.Workers, "workers", cfg.Workers, "switches reconciled at once, per kind of work (tables, interface config, sampling)")
 	root.PersistentFlags().IntVar(&cfg.SweepWorkers, "sweep-workers", cfg.SweepWorkers, "switches' tables reconciled at once while a new leader reads every switch back (each a different switch); 0: 16; never fewer than --workers")
 	root.PersistentFlags().BoolVar(&cfg.LeaseOnlyFailover, "lease-only-failover", cfg.LeaseOnlyFailover, "replace a leader that died without resigning only when its lease (--election-ttl) expires; by default a follower holds a request open to the leader's API (/leaderz) and, when it ends and the leader's address refuses connections (its process is gone), revokes the leader's lease at once")
 	root.PersistentFlags().BoolVar(&cfg.TakeoverReadAll, "takeover-read-all", cfg.TakeoverReadAll, "a new leader reads every switch back in full; by default it probes a switch the previous leader left as recorded (its handover mark in etcd) instead of reading its routes and flow pins, and the leader keeps those marks")
-	root.PersistentFlags().DurationVar(&cfg.ObserveInterval, "observe-interval", cfg.ObserveInterval, "how often installed intents' flow counters are read for their observed rate")
+	root.PersistentFlags().DurationVar(&cfg.Elephants.ObserveInterval, "observe-interval", cfg.Elephants.ObserveInterval, "how often installed intents' flow counters are read for their observed rate")
 	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
 	root.PersistentFlags().StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate: serve the API, dashboard and /metrics over HTTPS (with --tls-key)")
 	root.PersistentFlags().StringVar(&cfg.TLSKey, "tls-key", "", "PEM key of --tls-cert")
@@ -329,10 +333,10 @@ func newRootCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.defaultHTTPAddr(cmd.Flags(), true)
-			if cfg.Intents && !cmd.Flags().Changed("sample-one-in") {
+			if cfg.DeclareIntents && !cmd.Flags().Changed("sample-one-in") {
 				// Sampling would pin the flows within a second of their
 				// start: the "before" figure would not be hashing's.
-				cfg.SampleOneIn = 0
+				cfg.Elephants.SampleOneIn = 0
 			}
 			return run(cmd.Context(), cfg, true)
 		},
@@ -344,7 +348,7 @@ func newRootCommand() *cobra.Command {
 	demo.Flags().Uint64Var(&cfg.Seed, "seed", cfg.Seed, "workload random seed")
 	demo.Flags().BoolVar(&cfg.Keep, "keep", false, "keep what --data-dir holds when it was made for another fabric (its intents over hosts this one lacks fail; its drains apply to switches and links of the same names); without it the demo refuses to start on it")
 	demo.Flags().BoolVar(&cfg.Fresh, "fresh", false, "start clean: remove what an earlier run left in --data-dir (tenants, tokens, intents, drains, the operator token) first")
-	demo.Flags().BoolVar(&cfg.Intents, "intents", cfg.Intents, "after the workload starts on ECMP, declare its flows as intents (tenant \"jobs\") and log the throughput before and after (turns sampling off unless --sample-one-in is given)")
+	demo.Flags().BoolVar(&cfg.DeclareIntents, "intents", cfg.DeclareIntents, "after the workload starts on ECMP, declare its flows as intents (tenant \"jobs\") and log the throughput before and after (turns sampling off unless --sample-one-in is given)")
 
 	// serve has no default fabric; its own variable keeps demo's default intact.
 	var serveTopology string
@@ -365,11 +369,11 @@ the others serve reads and forward writes to it (--advertise-url). TLS:
 		},
 	}
 	serve.Flags().StringVar(&serveTopology, "topology", "", "topology file to store in etcd (optional with --etcd-endpoints: use the stored one)")
-	serve.Flags().StringSliceVar(&cfg.EtcdEndpoints, "etcd-endpoints", nil, "etcd cluster to join (host:port,…); empty runs an embedded etcd in --data-dir")
-	serve.Flags().StringVar(&cfg.EtcdTLS.CA, "etcd-ca", "", "PEM CA bundle that verifies the etcd cluster's certificates (https endpoints); setting any etcd TLS flag turns TLS on")
-	serve.Flags().StringVar(&cfg.EtcdTLS.Cert, "etcd-cert", "", "PEM client certificate presented to etcd (its --client-cert-auth)")
-	serve.Flags().StringVar(&cfg.EtcdTLS.Key, "etcd-key", "", "PEM key of --etcd-cert")
-	serve.Flags().IntVar(&cfg.EtcdMaxTxnOps, "etcd-max-txn-ops", 0, "the cluster's --max-txn-ops (default 128 for a cluster; admissions arriving together share one transaction up to it)")
+	serve.Flags().StringSliceVar(&cfg.Etcd.Endpoints, "etcd-endpoints", nil, "etcd cluster to join (host:port,…); empty runs an embedded etcd in --data-dir")
+	serve.Flags().StringVar(&cfg.Etcd.TLS.CA, "etcd-ca", "", "PEM CA bundle that verifies the etcd cluster's certificates (https endpoints); setting any etcd TLS flag turns TLS on")
+	serve.Flags().StringVar(&cfg.Etcd.TLS.Cert, "etcd-cert", "", "PEM client certificate presented to etcd (its --client-cert-auth)")
+	serve.Flags().StringVar(&cfg.Etcd.TLS.Key, "etcd-key", "", "PEM key of --etcd-cert")
+	serve.Flags().IntVar(&cfg.Etcd.MaxTxnOps, "etcd-max-txn-ops", 0, "the cluster's --max-txn-ops (default 128 for a cluster; admissions arriving together share one transaction up to it)")
 
 	ver := &cobra.Command{
 		Use:   "version",
@@ -438,8 +442,8 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 		opts.OperatorTokenGiven = strings.TrimSpace(string(data))
 	}
-	if len(cfg.EtcdEndpoints) == 0 {
-		opts.EtcdDir = filepath.Join(cfg.DataDir, "etcd")
+	if len(cfg.Etcd.Endpoints) == 0 {
+		opts.Etcd.Dir = filepath.Join(cfg.DataDir, "etcd")
 	}
 	if cfg.TopologySpec != "" {
 		spec := cfg.TopologySpec
@@ -453,7 +457,7 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		opts.Topology = &t
 	}
 	where := "etcd"
-	if len(cfg.EtcdEndpoints) == 0 {
+	if len(cfg.Etcd.Endpoints) == 0 {
 		where = cfg.DataDir
 	}
 	opts.OnOtherFabric = func(o stack.OtherFabric) error {
@@ -525,8 +529,8 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		}
 		log.Info("workload started", "id", id, "pattern", cfg.Workload, "gbps_per_host", cfg.Gbps, "qps", cfg.QPs,
 			"figures", "/sim/v1/workloads/"+id)
-		if cfg.Intents {
-			g.Go(func() error { return reserveWorkload(ctx, s, id, cfg.Headroom, log) })
+		if cfg.DeclareIntents {
+			g.Go(func() error { return reserveWorkload(ctx, s, id, cfg.Intents.Headroom, log) })
 		}
 	}
 	err = g.Wait()

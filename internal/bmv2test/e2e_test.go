@@ -86,7 +86,7 @@ func TestBMv2EndToEnd(t *testing.T) {
 		t.Skip(why)
 	}
 	lab, topo, h := labFabric(t, bin, (*Lab).Host, func(o *stack.Config) {
-		o.SampleOneIn = 1 // BMv2 forwards a few thousand packets a second: every one is a sample
+		o.Elephants.SampleOneIn = 1 // BMv2 forwards a few thousand packets a second: every one is a sample
 	}) // discovery and link liveness at their defaults
 	for _, sw := range topo.Switches {
 		st, err := h.Driver.Read(Context(t), sw.Name)

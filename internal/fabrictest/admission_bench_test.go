@@ -32,7 +32,7 @@ func BenchmarkAdmission(b *testing.B) {
 	}
 	h := fabrictest.NewWith(b, topo, func(o *stack.Config) {
 		// The harness samples fast for tests; measure at the defaults.
-		o.APIRateLimit, o.TelemetryInterval, o.CounterInterval, o.ObserveInterval = -1, 0, 0, 0
+		o.APIRateLimit, o.TelemetryInterval, o.CounterInterval, o.Elephants.ObserveInterval = -1, 0, 0, 0
 	})
 	h.Eventually(b, 30*time.Second, "fabric programmed", func() bool { return h.Converged() == nil })
 	const clients = 64

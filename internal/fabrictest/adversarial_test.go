@@ -204,7 +204,7 @@ func TestLastOperatorTokenStays(t *testing.T) {
 // priority above what the operator granted it (0 by default) to displace
 // another tenant's installed intent; granted one, it can.
 func TestPriorityIsGranted(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Config) { o.Preemption = true })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Config) { o.Intents.Preemption = true })
 	converged(t, h)
 	victim := tenant(t, h, "victim", 0, 0)
 	var installed models.Intent
@@ -234,7 +234,7 @@ func TestPriorityIsGranted(t *testing.T) {
 // 16 entries) it is refused with the table named, and another tenant
 // still gets in there.
 func TestTenantPinShare(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Config) { o.TenantPinShare = 4.0 / float64(16384) })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Config) { o.Intents.TenantPinShare = 4.0 / float64(16384) })
 	converged(t, h)
 	hog := tenant(t, h, "hog", 0, 0)
 	for i := range 4 { // one flow, pinned on leaf1, spine1 and leaf2: 4 entries each

@@ -36,7 +36,7 @@ func rejectedIDs(t *testing.T, h *fabrictest.Harness, token string) []string {
 // (90,000 avoided switches would be 37 MB), the refused
 // intents kept per tenant (the oldest go), and the tokens per tenant.
 func TestStoredDataBounded(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(c *stack.Config) { c.MaxFinished = 3 })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(c *stack.Config) { c.Intents.MaxFinished = 3 })
 	converged(t, h)
 	tok := tenant(t, h, "ml", 0, 0)
 
@@ -105,7 +105,7 @@ func TestStoredDataBounded(t *testing.T) {
 // TestRefusedIntentsExpire: a refused intent's record goes once it is
 // older than the time refused intents are kept.
 func TestRefusedIntentsExpire(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(c *stack.Config) { c.KeepFinished = time.Second })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 1), func(c *stack.Config) { c.Intents.KeepFinished = time.Second })
 	converged(t, h)
 	tok := tenant(t, h, "ml", 0, 0)
 	var p api.Problem

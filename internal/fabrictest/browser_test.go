@@ -300,7 +300,7 @@ func TestDashboardElephants(t *testing.T) {
 		t.Skip("starts a browser")
 	}
 	bin := chromium(t)
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.SampleOneIn = 1024 })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.Elephants.SampleOneIn = 1024 })
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	topo := oneElephant(t, h)
 	ctx, poll, consoleErrors := openDashboard(t, bin, h)
@@ -334,7 +334,7 @@ func TestDashboardOperatorView(t *testing.T) {
 		t.Skip("starts a browser")
 	}
 	bin := chromium(t)
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 4, 4), func(o *stack.Config) { o.SampleOneIn = 1024 })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 4, 4), func(o *stack.Config) { o.Elephants.SampleOneIn = 1024 })
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: 1}); err != nil {
 		t.Fatal(err)
@@ -392,7 +392,7 @@ func TestDashboardPodOverview(t *testing.T) {
 	// harness's 100 ms (under -race beside other load the fabric did not
 	// come up in time), and no sampling (not needed here).
 	h := fabrictest.NewWith(t, topo, func(o *stack.Config) {
-		o.CounterInterval, o.TelemetryInterval, o.SampleOneIn = 500*time.Millisecond, 500*time.Millisecond, 0
+		o.CounterInterval, o.TelemetryInterval, o.Elephants.SampleOneIn = 500*time.Millisecond, 500*time.Millisecond, 0
 	})
 	h.Eventually(t, 60*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	if _, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: 1}); err != nil {

@@ -282,8 +282,8 @@ func (r *loopRun) converge(phase string) loopFigures {
 	in := r.h.Intents
 	// Moves are the detected elephants' and the intents' moved off links
 	// measured hot: both are the loop acting.
-	loopMoves := func() int { return in.DetectedMoves() + in.AdaptMoves() }
-	rounds0 := in.DetectedRounds()
+	loopMoves := func() int { return in.Stats().DetectedMoves + in.Stats().AdaptMoves }
+	rounds0 := in.Stats().DetectedRounds
 	// The congestion weights are a loop of their own, slower than
 	// placement (a cut needs two hot intervals, a step back three calm
 	// ones): a round in which they moved is not quiet either.
@@ -300,9 +300,9 @@ func (r *loopRun) converge(phase string) loopFigures {
 	// placement rounds keep ticking; the backstop still bounds them.
 	excused := 0
 	settle := func() bool {
-		lastRound, lastMoves, lastWeights, quiet := in.DetectedRounds(), loopMoves(), r.h.Controller.WeightChanges(), 0
+		lastRound, lastMoves, lastWeights, quiet := in.Stats().DetectedRounds, loopMoves(), r.h.Controller.WeightChanges(), 0
 		for quiet < settleRounds || !r.h.Controller.Settled() {
-			if time.Now().After(backstop) || in.DetectedRounds()-rounds0-excused > maxLoopRounds {
+			if time.Now().After(backstop) || in.Stats().DetectedRounds-rounds0-excused > maxLoopRounds {
 				break
 			}
 			<-poll.C
@@ -312,7 +312,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 					fig.from95 = time.Since(firstPlaced)
 				}
 			}
-			round, moves := in.DetectedRounds(), loopMoves()
+			round, moves := in.Stats().DetectedRounds, loopMoves()
 			if round == lastRound {
 				continue
 			}
@@ -344,7 +344,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 		fig.settleOK = quiet >= settleRounds && r.h.Controller.Settled()
 		if !fig.settleOK {
 			fig.afterSettle = fmt.Sprintf("%d placement rounds, %d congestion weight changes since the change; biases now %v; the last %d rounds quiet (no move, no weight change); unsettled: %q",
-				in.DetectedRounds()-rounds0, r.h.Controller.WeightChanges()-weights0, r.h.Controller.Biases(), quiet, r.h.Controller.Unsettled())
+				in.Stats().DetectedRounds-rounds0, r.h.Controller.WeightChanges()-weights0, r.h.Controller.Biases(), quiet, r.h.Controller.Unsettled())
 		}
 		return fig.settleOK
 	}
@@ -360,8 +360,8 @@ func (r *loopRun) converge(phase string) loopFigures {
 		}
 		writes := r.fab.WriteRPCs()
 		perSwitch := r.switchWrites()
-		biases, moves, rounds, weights := r.h.Controller.Biases(), loopMoves(), in.DetectedRounds(), r.h.Controller.WeightChanges()
-		for target := in.DetectedRounds() + settleRounds; in.DetectedRounds() < target && time.Now().Before(backstop.Add(time.Minute)); {
+		biases, moves, rounds, weights := r.h.Controller.Biases(), loopMoves(), in.Stats().DetectedRounds, r.h.Controller.WeightChanges()
+		for target := in.Stats().DetectedRounds + settleRounds; in.Stats().DetectedRounds < target && time.Now().Before(backstop.Add(time.Minute)); {
 			<-poll.C
 		}
 		fig.writes = r.fab.WriteRPCs() - writes
@@ -376,8 +376,8 @@ func (r *loopRun) converge(phase string) loopFigures {
 		}
 		sort.Strings(written)
 		fig.afterSettle = fmt.Sprintf("written %v; %d placement rounds, %d flows moved, %d weight changes; weight biases %v → %v; settled now %v",
-			written, in.DetectedRounds()-rounds, loopMoves()-moves, r.h.Controller.WeightChanges()-weights, biases, r.h.Controller.Biases(), r.h.Controller.Settled())
-		if loopMoves() != moves || r.h.Controller.WeightChanges() == weights || in.DetectedRounds()-rounds0 > maxLoopRounds {
+			written, in.Stats().DetectedRounds-rounds, loopMoves()-moves, r.h.Controller.WeightChanges()-weights, biases, r.h.Controller.Biases(), r.h.Controller.Settled())
+		if loopMoves() != moves || r.h.Controller.WeightChanges() == weights || in.Stats().DetectedRounds-rounds0 > maxLoopRounds {
 			break
 		}
 		fig.resettled++
@@ -387,7 +387,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 	}
 	fig.live = r.live()
 	if os.Getenv("DEBUG_LOOP") != "" {
-		r.tb.Logf("model of the live paths: %.3f; controller's last: %+v", r.modelLive(), r.h.Intents.DetectedQuality().Throughput)
+		r.tb.Logf("model of the live paths: %.3f; controller's last: %+v", r.modelLive(), r.h.Intents.Stats().DetectedQuality.Throughput)
 		for _, f := range r.fab.Flows() {
 			r.tb.Logf("flow %d %s %s:%d->%s %.1f/%.1f %+v", f.ID, f.Workload, f.Spec.Src, f.Spec.SrcPort, f.Spec.Dst, f.RateGbps, f.Spec.DemandGbps, f.Hops)
 		}
@@ -542,11 +542,11 @@ func roleOf(snap *topology.Snapshot, id models.SwitchID) models.Role {
 // would drop past its rate).
 func loopOptions(gbps float64) func(*stack.Config) {
 	return func(o *stack.Config) {
-		o.SampleOneIn = 65536
+		o.Elephants.SampleOneIn = 65536
 		if gbps < 400 {
-			o.SampleOneIn = 4096
+			o.Elephants.SampleOneIn = 4096
 		}
-		o.ObserveInterval = time.Second
+		o.Elephants.ObserveInterval = time.Second
 		o.CounterInterval = 500 * time.Millisecond
 		o.TelemetryInterval = 500 * time.Millisecond
 		o.CongestionInterval = time.Second
@@ -574,7 +574,7 @@ func runLoopScenario(tb testing.TB, topo models.Topology, sc loopScenario, seed 
 	serve := func() *fabrictest.Harness {
 		h := fabrictest.NewServeWith(tb, fab.Topology(), func(o *stack.Config) {
 			loopOptions(gbps)(o)
-			o.EtcdDir = dir
+			o.Etcd.Dir = dir
 		})
 		h.Eventually(tb, 2*time.Minute, "fabric programmed", func() bool { return h.Converged() == nil })
 		return h
@@ -594,7 +594,7 @@ func runLoopScenario(tb testing.TB, topo models.Topology, sc loopScenario, seed 
 	// job's elephants may be placed around a ledger still empty and
 	// moved again when it fills.
 	h.Eventually(tb, time.Minute, "the intents reloaded, placed and installed", func() bool {
-		return h.Intents.Counts()[models.StateInstalled] > 0 && h.Intents.PinsReady() && h.Controller.Settled()
+		return h.Intents.Counts()[models.StateInstalled] > 0 && h.Intents.Overlay().PinsReady() && h.Controller.Settled()
 	})
 	r := newLoopRun(tb, h, fab)
 	r.start(seed)
@@ -681,8 +681,8 @@ func TestSaturatedFabricWritesNothing(t *testing.T) {
 	if !f.settleOK || f.writes != 0 {
 		t.Fatalf("settled %v, %d writes after", f.settleOK, f.writes)
 	}
-	writes, rounds := h.Fabric.WriteRPCs(), h.Intents.DetectedRounds()
-	h.Eventually(t, time.Minute, "ten more placement rounds", func() bool { return h.Intents.DetectedRounds() >= rounds+10 })
+	writes, rounds := h.Fabric.WriteRPCs(), h.Intents.Stats().DetectedRounds
+	h.Eventually(t, time.Minute, "ten more placement rounds", func() bool { return h.Intents.Stats().DetectedRounds >= rounds+10 })
 	if n := h.Fabric.WriteRPCs() - writes; n != 0 {
 		t.Errorf("%d Write RPCs in ten rounds on a steady saturated fabric; biases %v", n, h.Controller.Biases())
 	}

@@ -257,7 +257,7 @@ func TestExternalEtcd(t *testing.T) {
 	t.Cleanup(etcd.Close)
 	topo := fabrictest.LeafSpine(1, 2, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := stack.New(ctx, stack.Config{Topology: &topo, Emulate: true, EtcdEndpoints: etcd.Endpoints, EtcdTLS: etcd.Client})
+	s, err := stack.New(ctx, stack.Config{Topology: &topo, Emulate: true, Etcd: stack.Etcd{Endpoints: etcd.Endpoints, TLS: etcd.Client}})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -497,7 +497,7 @@ func TestControllerRestartWritesNothing(t *testing.T) {
 	run := func() {
 		etcdDir := t.TempDir()
 		ctx, cancel := context.WithCancel(context.Background())
-		s, err := stack.New(ctx, stack.Config{Topology: &topo, EtcdDir: etcdDir, TelemetryInterval: 100 * time.Millisecond})
+		s, err := stack.New(ctx, stack.Config{Topology: &topo, Etcd: stack.Etcd{Dir: etcdDir}, TelemetryInterval: 100 * time.Millisecond})
 		if err != nil {
 			cancel()
 			t.Fatal(err)

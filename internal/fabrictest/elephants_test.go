@@ -30,7 +30,7 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := fabrictest.NewWith(t, topo, func(o *stack.Config) { o.SampleOneIn = 1024 })
+	h := fabrictest.NewWith(t, topo, func(o *stack.Config) { o.Elephants.SampleOneIn = 1024 })
 	h.Eventually(t, 30*time.Second, "fabric programmed", func() bool { return h.Converged() == nil })
 	// A permutation whose flows collide on hashing (seeded: the ratio is
 	// checked before anything is pinned).
@@ -60,9 +60,9 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 	// placed), and then three more rounds move nothing.
 	settled := false
 	for rounds := 0; rounds < 10 && !settled; rounds++ {
-		moves, round := h.Intents.DetectedMoves(), h.Intents.DetectedRounds()
-		h.Eventually(t, 30*time.Second, "three placement rounds", func() bool { return h.Intents.DetectedRounds() >= round+3 })
-		settled = h.Intents.DetectedMoves() == moves
+		moves, round := h.Intents.Stats().DetectedMoves, h.Intents.Stats().DetectedRounds
+		h.Eventually(t, 30*time.Second, "three placement rounds", func() bool { return h.Intents.Stats().DetectedRounds >= round+3 })
+		settled = h.Intents.Stats().DetectedMoves == moves
 	}
 	if !settled || ratio() < 0.95 {
 		t.Errorf("still moving flows after ten rounds (settled %v), ratio %.2f: the flows should stay put", settled, ratio())
@@ -105,14 +105,14 @@ func TestUndeclaredElephantsPinned(t *testing.T) {
 	// intent and the elephants settle (15 placement rounds in a row
 	// without an intent moving), rather than move it off the link its
 	// excess makes hot and back to make room for them in turn.
-	intentMoves := func() int { return h.Intents.AdaptMoves() + h.Intents.JointMoves() }
+	intentMoves := func() int { return h.Intents.Stats().AdaptMoves + h.Intents.Stats().JointMoves }
 	quiet, last := 0, intentMoves()
 	for rounds := 0; quiet < 15; rounds++ {
 		if rounds == 90 {
 			t.Fatalf("the intent moved %d times in 90 placement rounds, last %d rounds ago: it should settle", intentMoves(), quiet)
 		}
-		round := h.Intents.DetectedRounds()
-		h.Eventually(t, 30*time.Second, "a placement round", func() bool { return h.Intents.DetectedRounds() > round })
+		round := h.Intents.Stats().DetectedRounds
+		h.Eventually(t, 30*time.Second, "a placement round", func() bool { return h.Intents.Stats().DetectedRounds > round })
 		if n := intentMoves(); n != last {
 			quiet, last = 0, n
 		} else {
@@ -164,7 +164,7 @@ func TestElephantsKeptAcrossALeaseLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := fabrictest.NewWith(t, topo, func(o *stack.Config) { o.SampleOneIn = 1024 })
+	h := fabrictest.NewWith(t, topo, func(o *stack.Config) { o.Elephants.SampleOneIn = 1024 })
 	converged(t, h)
 	id, err := h.Fabric.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 100, Seed: 1})
 	if err != nil {
@@ -182,13 +182,13 @@ func TestElephantsKeptAcrossALeaseLoss(t *testing.T) {
 	}
 	h.Eventually(t, 30*time.Second, "the elephants pinned", func() bool { return ratio() >= 0.95 && pinned() >= 12 })
 	// Settled: three placement rounds in a row move nothing.
-	for moves, round := h.Intents.DetectedMoves(), h.Intents.DetectedRounds(); ; moves, round = h.Intents.DetectedMoves(), h.Intents.DetectedRounds() {
-		h.Eventually(t, 30*time.Second, "three placement rounds", func() bool { return h.Intents.DetectedRounds() >= round+3 })
-		if h.Intents.DetectedMoves() == moves && h.Controller.Settled() {
+	for moves, round := h.Intents.Stats().DetectedMoves, h.Intents.Stats().DetectedRounds; ; moves, round = h.Intents.Stats().DetectedMoves, h.Intents.Stats().DetectedRounds {
+		h.Eventually(t, 30*time.Second, "three placement rounds", func() bool { return h.Intents.Stats().DetectedRounds >= round+3 })
+		if h.Intents.Stats().DetectedMoves == moves && h.Controller.Settled() {
 			break
 		}
 	}
-	elephants, moves, writes := pinned(), h.Intents.DetectedMoves(), h.Fabric.WriteRPCs()
+	elephants, moves, writes := pinned(), h.Intents.Stats().DetectedMoves, h.Fabric.WriteRPCs()
 	term := h.Leadership.Term()
 	resp, err := h.Etcd.Get(context.Background(), term.Key)
 	if err != nil || len(resp.Kvs) != 1 {
@@ -199,14 +199,14 @@ func TestElephantsKeptAcrossALeaseLoss(t *testing.T) {
 	}
 	h.Eventually(t, 30*time.Second, "a new term, every switch read back", func() bool {
 		n := h.Leadership.Term()
-		return term.Context().Err() != nil && n != nil && n.ID != term.ID && h.Controller.TriedAll() && h.Converged() == nil && h.Intents.PinsReady()
+		return term.Context().Err() != nil && n != nil && n.ID != term.ID && h.Controller.TriedAll() && h.Converged() == nil && h.Intents.Overlay().PinsReady()
 	})
-	round := h.Intents.DetectedRounds()
-	h.Eventually(t, 30*time.Second, "two placement rounds in the new term", func() bool { return h.Intents.DetectedRounds() >= round+2 })
+	round := h.Intents.Stats().DetectedRounds
+	h.Eventually(t, 30*time.Second, "two placement rounds in the new term", func() bool { return h.Intents.Stats().DetectedRounds >= round+2 })
 	if w := h.Fabric.WriteRPCs() - writes; w != 0 {
 		t.Errorf("%d Write RPCs across the term change, want none (the elephants' pins kept)", w)
 	}
-	if m := h.Intents.DetectedMoves() - moves; m != 0 || pinned() != elephants {
+	if m := h.Intents.Stats().DetectedMoves - moves; m != 0 || pinned() != elephants {
 		t.Errorf("%d elephants moved across the term change, %d pinned (%d before)", m, pinned(), elephants)
 	}
 	if r := ratio(); r < 0.95 {

@@ -20,9 +20,9 @@ import (
 func rateErrors(tb testing.TB, h *fabrictest.Harness, rounds int) (counter, sampled []float64) {
 	tb.Helper()
 	truth := map[models.FlowKey]float64{}
-	for r := h.Intents.DetectedRounds(); len(counter) == 0 || h.Intents.DetectedRounds() < r+rounds; {
-		before := h.Intents.DetectedRounds()
-		h.Eventually(tb, time.Minute, "a placement round", func() bool { return h.Intents.DetectedRounds() > before })
+	for r := h.Intents.Stats().DetectedRounds; len(counter) == 0 || h.Intents.Stats().DetectedRounds < r+rounds; {
+		before := h.Intents.Stats().DetectedRounds
+		h.Eventually(tb, time.Minute, "a placement round", func() bool { return h.Intents.Stats().DetectedRounds > before })
 		clear(truth)
 		for _, f := range h.Fabric.Flows() {
 			truth[f.Spec.Key()] = f.RateGbps

@@ -24,7 +24,7 @@ func onCluster(t *testing.T) (*fabrictest.Cluster, *fabrictest.Harness, func() i
 	c := fabrictest.NewCluster(t, 3)
 	f := fabrictest.StartFabric(t, fabrictest.LeafSpine(2, 2, 2))
 	h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Config) {
-		o.EtcdDir, o.EtcdEndpoints, o.EtcdMaxTxnOps = "", c.Endpoints(), 128
+		o.Etcd.Dir, o.Etcd.Endpoints, o.Etcd.MaxTxnOps = "", c.Endpoints(), 128
 	})
 	converged(t, h)
 	return c, h, f.WriteRPCs

@@ -37,7 +37,7 @@ func BenchmarkFailureReaction(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := fabrictest.NewWith(b, topo, func(o *stack.Config) {
-		o.TelemetryInterval, o.CounterInterval, o.ObserveInterval = 0, 0, 0 // the defaults
+		o.TelemetryInterval, o.CounterInterval, o.Elephants.ObserveInterval = 0, 0, 0 // the defaults
 	})
 	h.Eventually(b, 120*time.Second, "k=16 fabric programmed and configured", func() bool {
 		if h.Converged() != nil {

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
@@ -86,9 +87,9 @@ func JoinWith(t testing.TB, h *Harness, tune func(*stack.Config)) *Harness {
 	t.Helper()
 	r := start(t, models.Topology{}, false, func(o *stack.Config) {
 		o.Topology = nil
-		o.EtcdDir = ""
-		o.EtcdEndpoints = h.Etcd.Endpoints()
-		o.EtcdTLS = h.EtcdTLS
+		o.Etcd.Dir = ""
+		o.Etcd.Endpoints = h.Etcd.Endpoints()
+		o.Etcd.TLS = h.EtcdTLS
 		if tune != nil {
 			tune(o)
 		}
@@ -132,11 +133,11 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Co
 	opts := stack.Config{
 		Topology:          &topo,
 		Emulate:           emulate,
-		EtcdDir:           t.TempDir(),
+		Etcd:              stack.Etcd{Dir: t.TempDir()},
 		CounterInterval:   100 * time.Millisecond,
 		TelemetryInterval: 100 * time.Millisecond,
-		ObserveInterval:   250 * time.Millisecond,
-		AdaptInterval:     500 * time.Millisecond,
+		Elephants:         stack.Elephants{ObserveInterval: 250 * time.Millisecond},
+		Intents:           intents.Policy{AdaptInterval: 500 * time.Millisecond},
 		// A longer lease than the default 2 s: the race detector and a
 		// busy CI machine starve a test process for seconds at a time,
 		// and a replica that loses its lease starts a new term (every
@@ -165,7 +166,7 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Co
 	t.Cleanup(func() {
 		// Whatever the test did, the bandwidth ledger never held more
 		// than capacity less headroom on any link direction or NIC.
-		if n := s.Intents.Overcommitted(); n > 0 {
+		if n := s.Intents.Stats().Overcommitted; n > 0 {
 			t.Errorf("the bandwidth ledger was over-committed after %d batches of decisions (see the log: ACCELNET_TEST_LOG=1)", n)
 		}
 		h.Stop()

@@ -488,7 +488,7 @@ func TestIntentRerouteAndDegrade(t *testing.T) {
 // lower-priority intent when the operator allows it; the displaced one
 // waits in Pending with the reason.
 func TestPreemptionAndCollectives(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.Preemption = true })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.Intents.Preemption = true })
 	converged(t, h)
 	tok := tenantWith(t, h, models.Tenant{Name: "ml", MaxPriority: 7})
 	var low models.Intent
@@ -534,7 +534,7 @@ func TestOperatorTokenBootstrap(t *testing.T) {
 	file := filepath.Join(dir, "operator.token")
 	topo := fabrictest.LeafSpine(1, 2, 1)
 	for round := range 2 {
-		s, err := stack.New(context.Background(), stack.Config{Topology: &topo, EtcdDir: filepath.Join(dir, "etcd"), OperatorTokenFile: file})
+		s, err := stack.New(context.Background(), stack.Config{Topology: &topo, Etcd: stack.Etcd{Dir: filepath.Join(dir, "etcd")}, OperatorTokenFile: file})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -684,7 +684,7 @@ func TestIntentConstraints(t *testing.T) {
 // Pending, then fails with the reason when the timeout passes.
 func TestPendingTimesOut(t *testing.T) {
 	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(o *stack.Config) {
-		o.Preemption, o.PendingTimeout = true, 500*time.Millisecond
+		o.Intents.Preemption, o.Intents.PendingTimeout = true, 500*time.Millisecond
 	})
 	converged(t, h)
 	tok := tenantWith(t, h, models.Tenant{Name: "ml", MaxPriority: 7})
@@ -788,14 +788,14 @@ func TestIntentMovesOffHotLink(t *testing.T) {
 // (a busy machine runs fewer per second), with a generous backstop.
 func forAdaptRounds(t *testing.T, h *fabrictest.Harness, n int, check func()) {
 	t.Helper()
-	start := h.Intents.AdaptRounds()
+	start := h.Intents.Stats().AdaptRounds
 	deadline := time.Now().Add(2 * time.Minute)
 	for seen := start; seen < start+n; {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d adapt rounds did not run in 2 minutes (%d did)", n, seen-start)
 		}
 		<-time.After(50 * time.Millisecond)
-		if r := h.Intents.AdaptRounds(); r != seen {
+		if r := h.Intents.Stats().AdaptRounds; r != seen {
 			seen = r
 			check()
 		}

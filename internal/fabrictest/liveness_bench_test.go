@@ -37,7 +37,7 @@ func runFabric(b testing.TB, topo models.Topology, silent bool, tune func(*stack
 		}
 	}
 	h := fabrictest.NewServeWith(b, topo, func(o *stack.Config) {
-		o.TelemetryInterval, o.CounterInterval, o.ObserveInterval = 0, 0, 0 // the defaults
+		o.TelemetryInterval, o.CounterInterval, o.Elephants.ObserveInterval = 0, 0, 0 // the defaults
 		if tune != nil {
 			tune(o)
 		}

@@ -25,7 +25,7 @@ import (
 // each request and response against the served OpenAPI document: every
 // path, status code and body the API produces is documented as it is.
 func TestOpenAPIMatchesResponses(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.SampleOneIn = 1024 })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.Elephants.SampleOneIn = 1024 })
 	converged(t, h)
 
 	checked := map[string]bool{}

@@ -29,7 +29,7 @@ func TestSampledIntentPinsItsFlows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := fabrictest.NewWith(t, topo, func(o *stack.Config) { o.SampleOneIn = 1024 })
+	h := fabrictest.NewWith(t, topo, func(o *stack.Config) { o.Elephants.SampleOneIn = 1024 })
 	converged(t, h)
 	tok := tenant(t, h, "ml", 0, 0)
 	sampled := models.IntentSpec{Name: "job-7", Src: "h1-1", Dst: "h2-1", Gbps: 60, SampledFlows: true}

@@ -274,7 +274,7 @@ func TestHostOwnership(t *testing.T) {
 // a dry run that would preempt — names neither that intent nor its tenant
 // (a 409 gives no intent ID of another tenant).
 func TestRefusalsNameNoOtherTenant(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(c *stack.Config) { c.Preemption = true })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(1, 2, 1), func(c *stack.Config) { c.Intents.Preemption = true })
 	converged(t, h)
 	a := tenant(t, h, "alpha", 0, 0)
 	b := tenantWith(t, h, models.Tenant{Name: "bravo", MaxPriority: 7})

@@ -34,7 +34,7 @@ func BenchmarkWorkloadAsIntents(b *testing.B) {
 //
 //	go test ./internal/fabrictest -run '^$' -bench ElephantDetection -benchtime 3x
 func BenchmarkElephantDetection(b *testing.B) {
-	benchmarkCollisions(b, func(o *stack.Config) { o.SampleOneIn = 65536 }, func(*fabrictest.Harness, string) {})
+	benchmarkCollisions(b, func(o *stack.Config) { o.Elephants.SampleOneIn = 65536 }, func(*fabrictest.Harness, string) {})
 }
 
 // benchmarkCollisions starts the permutation on a fresh fabric per

@@ -40,6 +40,37 @@ import (
 	"github.com/accelnet/accelnet/topology"
 )
 
+// Etcd is where the state is kept: an external cluster or an
+// embedded one.
+type Etcd struct {
+	// Endpoints selects an external etcd cluster; empty means embedded
+	// etcd in Dir.
+	Endpoints []string
+	Dir       string
+	// TLS is what the client presents to and trusts of the etcd at
+	// Endpoints (nothing named: plaintext). An embedded etcd always takes
+	// TLS with the certificates in its directory.
+	TLS pki.Files
+	// MaxTxnOps is the etcd cluster's --max-txn-ops (default 128 for an
+	// external cluster; the embedded one allows more).
+	MaxTxnOps int
+}
+
+// Elephants is how the leaves sample RoCEv2 packets and how measured
+// flows are pinned.
+type Elephants struct {
+	// ObserveInterval is how often installed intents' pin counters are
+	// read for their observed rate; default 5s (a read per source leaf of
+	// every installed intent's counters: at tens of thousands of intents,
+	// reading each second would cost more than admitting them).
+	ObserveInterval time.Duration
+	// SampleOneIn makes every leaf sample 1 in SampleOneIn RoCEv2 packets
+	// its hosts send (0: no sampling); flows estimated at Gbps or more
+	// (default DefaultElephantGbps) are pinned on paths chosen together.
+	SampleOneIn uint32
+	Gbps        float64
+}
+
 // Config is everything a Stack runs with, from the command line's flags (cmd/accelnet
 // binds them to these fields) or a test harness. Zero values take defaults.
 type Config struct {
@@ -48,14 +79,8 @@ type Config struct {
 	Topology *models.Topology
 	// Emulate runs fabricsim for Topology on loopback and programs it.
 	Emulate bool
-	// EtcdEndpoints selects an external etcd cluster; empty means embedded
-	// etcd in EtcdDir.
-	EtcdEndpoints []string
-	EtcdDir       string
-	// EtcdTLS is what the client presents to and trusts of the etcd at
-	// EtcdEndpoints (nothing named: plaintext). An embedded etcd always
-	// takes TLS with the certificates in its directory.
-	EtcdTLS pki.Files
+	// Etcd is where the state is kept.
+	Etcd Etcd
 	// CounterInterval is fabricsim's counter tick; TelemetryInterval the
 	// controller's gNMI sample interval.
 	CounterInterval   time.Duration
@@ -106,26 +131,11 @@ type Config struct {
 	// ForwardTransport carries forwarded requests to the leader (TLS);
 	// nil: http.DefaultTransport.
 	ForwardTransport http.RoundTripper
-	// Headroom is the fraction of every link intents may not reserve
-	// (default 0.05); Preemption lets higher-priority intents displace
-	// lower ones; PendingTimeout fails intents pending that long.
-	Headroom       float64
-	Preemption     bool
-	PendingTimeout time.Duration
-	// TenantPinShare is the share of any switch's flow-pin table one
-	// tenant may hold unless the operator sets its max_pins_per_switch
-	// (default intents.DefaultTenantPinShare).
-	TenantPinShare float64
+	// Intents is how intents are admitted, kept and moved.
+	Intents intents.Policy
 	// HistoryInterval is how often the API keeps every link's and
 	// switch's load for /api/v1/history (default 5s; 15 minutes kept).
 	HistoryInterval time.Duration
-	// KeepFinished and MaxFinished bound the Rejected and Failed intents
-	// kept per tenant: for how long, and how many (intents.Config).
-	KeepFinished time.Duration
-	MaxFinished  int
-	// EtcdMaxTxnOps is the etcd cluster's --max-txn-ops (default 128 for
-	// an external cluster; the embedded one allows more).
-	EtcdMaxTxnOps int
 	// OperatorTokenFile is where the first operator token is written on
 	// the first start (mode 0600); empty: not written, only returned.
 	// OperatorTokenGiven, if set, is the first operator token's secret
@@ -138,19 +148,8 @@ type Config struct {
 	// 10s): two failures close together keep a link out of routes until
 	// it has been stable for about a half-life and a half.
 	FlapHalfLife time.Duration
-	// AdaptInterval is how often installed intents are checked against
-	// measured link load and moved off hot links; default 5s.
-	AdaptInterval time.Duration
-	// ObserveInterval is how often installed intents' pin counters are
-	// read for their observed rate; default 5s (a read per source leaf of
-	// every installed intent's counters: at tens of thousands of intents,
-	// reading each second would cost more than admitting them).
-	ObserveInterval time.Duration
-	// SampleOneIn makes every leaf sample 1 in SampleOneIn RoCEv2 packets
-	// its hosts send (0: no sampling); flows estimated at ElephantGbps or
-	// more (default 10) are pinned on paths chosen together.
-	SampleOneIn  uint32
-	ElephantGbps float64
+	// Elephants is how flows are sampled, measured and pinned.
+	Elephants Elephants
 	// DiscoveryInterval is how often link discovery probes every fabric
 	// port (LLDP packet-outs); default 5s, negative: no discovery.
 	DiscoveryInterval time.Duration
@@ -190,7 +189,7 @@ func (o Config) Validate() error {
 	if o.Emulate && o.Topology == nil {
 		return errors.New("stack: emulating a fabric needs a topology")
 	}
-	if len(o.EtcdEndpoints) == 0 && o.EtcdDir == "" {
+	if len(o.Etcd.Endpoints) == 0 && o.Etcd.Dir == "" {
 		return errors.New("stack: need etcd endpoints or a data directory for embedded etcd")
 	}
 	return nil
@@ -246,36 +245,79 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.ObserveInterval <= 0 {
-		opts.ObserveInterval = DefaultObserveInterval
+	if opts.Elephants.ObserveInterval <= 0 {
+		opts.Elephants.ObserveInterval = DefaultObserveInterval
 	}
-	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry(), stopAPI: make(chan struct{}), observeInterval: opts.ObserveInterval}
+	s := &Stack{log: opts.Logger, Registry: prometheus.NewRegistry(), stopAPI: make(chan struct{}), observeInterval: opts.Elephants.ObserveInterval}
 	defer func() {
 		if err != nil {
 			s.Close()
 		}
 	}()
 	s.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if err := s.connectEtcd(&opts); err != nil {
+		return nil, err
+	}
+	if err := s.storeTopology(ctx, &opts); err != nil {
+		return nil, err
+	}
+	schema, err := p4.LoadSchema()
+	if err != nil {
+		return nil, err
+	}
+	w := &wiring{schema: schema, lim: schema.Limits(), maxOps: opts.Etcd.MaxTxnOps}
+	if w.maxOps <= 0 && s.Embedded != nil {
+		w.maxOps = embedded.MaxTxnOps
+	}
+	if err := s.newDriver(&opts, w); err != nil {
+		return nil, err
+	}
+	if err := s.newIntents(ctx, opts, w); err != nil {
+		return nil, err
+	}
+	if err := s.newController(opts, w); err != nil {
+		return nil, err
+	}
+	s.newAPI(opts)
+	return s, nil
+}
 
-	endpoints := opts.EtcdEndpoints
-	s.EtcdTLS = opts.EtcdTLS
+// wiring is what New's steps hand one another: the P4 program's schema
+// and limits, etcd's transaction size, the southbound dialer, and the
+// controller, which the parts built before it reach through ctrl once it
+// exists (the driver's and the intents' callbacks).
+type wiring struct {
+	schema    *p4.Schema
+	lim       p4.Limits
+	maxOps    int
+	dialer    *southbound.Dialer
+	ctrl      lateController
+	detected  func() []intents.DetectedFlow
+	onSamples func(models.SwitchID, []models.FlowSample)
+}
+
+// connectEtcd starts the embedded etcd (no endpoints given) or reaches
+// the cluster, and campaigns through it.
+func (s *Stack) connectEtcd(opts *Config) (err error) {
+	endpoints := opts.Etcd.Endpoints
+	s.EtcdTLS = opts.Etcd.TLS
 	if len(endpoints) == 0 {
 		start := time.Now()
-		if s.Embedded, err = embedded.Start(opts.EtcdDir, "", s.log); err != nil {
-			return nil, err
+		if s.Embedded, err = embedded.Start(opts.Etcd.Dir, "", s.log); err != nil {
+			return err
 		}
 		endpoints, s.EtcdTLS = s.Embedded.Endpoints, s.Embedded.Client
-		s.log.Info("embedded etcd ready", "dir", opts.EtcdDir, "endpoints", endpoints, "tls", "client certificates in "+filepath.Join(opts.EtcdDir, embedded.PKIDir),
+		s.log.Info("embedded etcd ready", "dir", opts.Etcd.Dir, "endpoints", endpoints, "tls", "client certificates in "+filepath.Join(opts.Etcd.Dir, embedded.PKIDir),
 			"took", time.Since(start).Round(time.Millisecond))
 	}
 	var etcdTLS *tls.Config
 	if s.EtcdTLS.Enabled() {
 		if etcdTLS, err = s.EtcdTLS.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("etcd %w", err)
+			return fmt.Errorf("etcd %w", err)
 		}
 	}
 	if s.Etcd, err = store.Dial(endpoints, etcdTLS); err != nil {
-		return nil, err
+		return err
 	}
 	s.Store = store.NewStore(s.Etcd, 5*time.Second)
 	if opts.ElectionTTL <= 0 {
@@ -285,7 +327,12 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 	if !opts.LeaseOnlyFailover {
 		s.Leadership.WatchLeader(opts.ForwardTransport)
 	}
+	return nil
+}
 
+// storeTopology binds the emulated switches (Emulate) and stores the
+// topology unless etcd holds the same one.
+func (s *Stack) storeTopology(ctx context.Context, opts *Config) (err error) {
 	if opts.Emulate {
 		s.Fabric, err = fabricsim.New(fabricsim.Options{
 			Topology:        *opts.Topology,
@@ -294,86 +341,83 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 			Logger:          s.log.With("component", "fabricsim"),
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		t := s.Fabric.Topology()
 		opts.Topology = &t
 	}
-	if opts.Topology != nil {
-		// Replicas started with the same file store it once: rewriting an
-		// identical topology would only make the leader replan.
-		stored, _, _, err := s.Store.Topology(ctx)
-		if err != nil && !errors.Is(err, store.ErrNoTopology) {
-			return nil, fmt.Errorf("read stored topology: %w", err)
+	if opts.Topology == nil {
+		return nil
+	}
+	// Replicas started with the same file store it once: rewriting an
+	// identical topology would only make the leader replan.
+	stored, _, _, err := s.Store.Topology(ctx)
+	if err != nil && !errors.Is(err, store.ErrNoTopology) {
+		return fmt.Errorf("read stored topology: %w", err)
+	}
+	if err == nil && opts.OnOtherFabric != nil && !sameFabric(stored, *opts.Topology) {
+		other, err := otherFabric(ctx, s.Store, stored, *opts.Topology)
+		if err != nil {
+			return fmt.Errorf("read the stored state: %w", err)
 		}
-		if err == nil && opts.OnOtherFabric != nil && !sameFabric(stored, *opts.Topology) {
-			other, err := otherFabric(ctx, s.Store, stored, *opts.Topology)
-			if err != nil {
-				return nil, fmt.Errorf("read the stored state: %w", err)
-			}
-			if other.Any() {
-				if err := opts.OnOtherFabric(other); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if err != nil || !sameJSON(stored, *opts.Topology) {
-			if _, err = s.Store.PutTopology(ctx, *opts.Topology, -1); err != nil {
-				return nil, fmt.Errorf("store topology: %w", err)
+		if other.Any() {
+			if err := opts.OnOtherFabric(other); err != nil {
+				return err
 			}
 		}
 	}
+	if err != nil || !sameJSON(stored, *opts.Topology) {
+		if _, err = s.Store.PutTopology(ctx, *opts.Topology, -1); err != nil {
+			return fmt.Errorf("store topology: %w", err)
+		}
+	}
+	return nil
+}
 
-	schema, err := p4.LoadSchema()
-	if err != nil {
-		return nil, err
-	}
-	dialer := &southbound.Dialer{Metrics: southbound.NewRPCMetrics(s.Registry)}
+// newDriver builds the P4Runtime driver and, with sampling, the
+// elephant detector its samples go to.
+func (s *Stack) newDriver(opts *Config, w *wiring) (err error) {
+	w.dialer = &southbound.Dialer{Metrics: southbound.NewRPCMetrics(s.Registry)}
 	if opts.SouthboundTLS.Enabled() {
-		if dialer.TLS, err = opts.SouthboundTLS.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("southbound %w", err)
+		if w.dialer.TLS, err = opts.SouthboundTLS.ClientConfig(); err != nil {
+			return fmt.Errorf("southbound %w", err)
 		}
 	}
-	var ctrl lateController
-	var detected func() []intents.DetectedFlow
-	var onSamples func(models.SwitchID, []models.FlowSample)
-	if opts.SampleOneIn > 0 {
-		if opts.ElephantGbps <= 0 {
-			opts.ElephantGbps = DefaultElephantGbps
+	if opts.Elephants.SampleOneIn > 0 {
+		if opts.Elephants.Gbps <= 0 {
+			opts.Elephants.Gbps = DefaultElephantGbps
 		}
-		s.Elephants = intents.NewElephants(opts.SampleOneIn, opts.ElephantGbps, s.Registry)
-		detected, onSamples = s.Elephants.Detected, s.Elephants.Observe
+		s.Elephants = intents.NewElephants(opts.Elephants.SampleOneIn, opts.Elephants.Gbps, s.Registry)
+		w.detected, w.onSamples = s.Elephants.Detected, s.Elephants.Observe
 	}
-	s.Driver = southbound.NewP4RT(schema, southbound.P4RTOptions{
-		Dialer:       dialer,
+	ctrl := &w.ctrl
+	s.Driver = southbound.NewP4RT(w.schema, southbound.P4RTOptions{
+		Dialer:       w.dialer,
 		KeepForeign:  opts.KeepForeignEntries,
 		Resolve:      ctrl.resolve,
 		OnDisconnect: func(id models.SwitchID) { ctrl.do(func(c *controller.Controller) { c.Resync(id) }) },
-		OnSamples:    onSamples,
+		OnSamples:    w.onSamples,
 		OnPacketIn: func(sw models.SwitchID, port uint32, payload []byte) {
 			ctrl.do(func(c *controller.Controller) { c.PacketIn(sw, port, payload) })
 		},
 		Logger: s.log.With("component", "p4runtime"),
 	})
 	s.Driver.SetElectionID(0) // until this replica leads
-	lim := schema.Limits()
-	maxOps := opts.EtcdMaxTxnOps
-	if maxOps <= 0 && s.Embedded != nil {
-		maxOps = embedded.MaxTxnOps
-	}
+	return nil
+}
+
+// newIntents builds tenancy, the intents' events and manager, and
+// issues the first operator token on a first start.
+func (s *Stack) newIntents(ctx context.Context, opts Config, w *wiring) (err error) {
+	ctrl := &w.ctrl
 	s.Auth = tenancy.NewAuth(s.Store)
 	s.Events = intents.NewEvents(s.Store)
 	s.Intents, err = intents.New(intents.Config{
 		Store:          s.Store,
 		Auth:           s.Auth,
-		Headroom:       opts.Headroom,
-		Preemption:     opts.Preemption,
-		PendingTimeout: opts.PendingTimeout,
-		KeepFinished:   opts.KeepFinished,
-		MaxFinished:    opts.MaxFinished,
-		MaxTxnOps:      maxOps,
-		FlowPinEntries: lim.FlowPinEntries,
-		TenantPinShare: opts.TenantPinShare,
+		Policy:         opts.Intents,
+		MaxTxnOps:      w.maxOps,
+		FlowPinEntries: w.lim.FlowPinEntries,
 		OnPins: func(sws []models.SwitchID) {
 			ctrl.do(func(c *controller.Controller) {
 				for _, sw := range sws {
@@ -381,16 +425,15 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 				}
 			})
 		},
-		Utilization:   ctrl.utilization,
-		Swept:         ctrl.triedAll,
-		AdaptInterval: opts.AdaptInterval,
-		Detected:      detected,
-		Leadership:    s.Leadership,
-		Logger:        s.log.With("component", "intents"),
-		Registerer:    s.Registry,
+		Utilization: ctrl.utilization,
+		Swept:       ctrl.triedAll,
+		Detected:    w.detected,
+		Leadership:  s.Leadership,
+		Logger:      s.log.With("component", "intents"),
+		Registerer:  s.Registry,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if s.Elephants != nil {
 		// A pinned elephant's pin counter measures it (read each second):
@@ -399,25 +442,33 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		s.Elephants.Fresh = 3 * min(s.observeInterval, time.Second)
 	}
 	if s.OperatorToken, err = s.Auth.BootstrapOperator(ctx, opts.OperatorTokenFile, opts.OperatorTokenGiven); err != nil {
-		return nil, fmt.Errorf("issue the first operator token: %w", err)
+		return fmt.Errorf("issue the first operator token: %w", err)
 	}
-	gnmiCfg := &southbound.GNMIConfig{Resolve: ctrl.resolve, Dialer: dialer}
+	return nil
+}
+
+// newController builds the reconcilers over the driver, gNMI and the
+// intents' overlay, and the drains beside them.
+func (s *Stack) newController(opts Config, w *wiring) error {
+	gnmiCfg := &southbound.GNMIConfig{Resolve: w.ctrl.resolve, Dialer: w.dialer}
 	s.gnmiConfig = gnmiCfg
 	gnmiCfg.SetElectionID(0) // until this replica leads
 	var marks controller.MarkStore
 	if !opts.TakeoverReadAll && !opts.KeepForeignEntries { // foreign entries are known only from full reads
-		marks = s.Store.Marks(maxOps)
+		marks = s.Store.Marks(w.maxOps)
 	}
+	overlay := s.Intents.Overlay()
+	lim := w.lim
 	c, err := controller.New(controller.Config{
 		Marks: marks,
 		Can: controller.Capabilities{Sampler: s.Driver, PinReader: s.Driver, Prober: s.Driver,
-			Elections: []controller.ElectionSetter{s.Driver, gnmiCfg}, PinsDelta: s.Intents, Unsettled: s.Intents},
+			Elections: []controller.ElectionSetter{s.Driver, gnmiCfg}, PinsDelta: overlay, Unsettled: overlay},
 		Foreign:            s.Store.Foreign(),
 		HostMACs:           s.Store.HostMACs(),
-		Overlay:            s.Intents,
+		Overlay:            overlay,
 		Config:             gnmiCfg,
 		Leadership:         s.Leadership,
-		Counters:           dialer,
+		Counters:           w.dialer,
 		MTU:                opts.MTU,
 		Store:              s.Store,
 		Driver:             s.Driver,
@@ -433,22 +484,27 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		DiscoveryInterval:  discoveryInterval(opts.DiscoveryInterval),
 		LivenessInterval:   opts.LivenessInterval,
 		PinnedLoad:         s.Intents.PinnedLoad,
-		SampleOneIn:        opts.SampleOneIn,
+		SampleOneIn:        opts.Elephants.SampleOneIn,
 		Logger:             s.log.With("component", "controller"),
 		Registerer:         s.Registry,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.Controller = c
-	ctrl.c.Store(c)
+	w.ctrl.c.Store(c)
 	s.Drains = controller.NewDrains(s.Store, c, s.Intents)
+	return nil
+}
+
+// newAPI builds the REST API over the parts.
+func (s *Stack) newAPI(opts Config) {
 	mounts := map[string]http.Handler{}
 	if s.Fabric != nil {
 		mounts["/sim/v1/"] = s.Fabric.Handler()
 	}
 	s.Handler = northbound.New(northbound.Options{
-		Fabric:     c,
+		Fabric:     s.Controller,
 		Auth:       s.Auth,
 		Intents:    s.Intents,
 		Events:     s.Events,
@@ -466,7 +522,6 @@ func New(ctx context.Context, opts Config) (_ *Stack, err error) {
 		HistoryInterval:  opts.HistoryInterval,
 		ForwardTransport: opts.ForwardTransport,
 	})
-	return s, nil
 }
 
 // Run runs the emulated fabric (if any) and the controller with its parts

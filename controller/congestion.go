@@ -130,12 +130,12 @@ func (c *Controller) adjustWeights() {
 		}
 	}
 	c.mu.Lock()
-	if c.biasState == nil {
-		c.biasState = map[models.Endpoint]*portBias{}
+	if c.congestion.bias == nil {
+		c.congestion.bias = map[models.Endpoint]*portBias{}
 	}
 	changed := false
 	for _, d := range dirs {
-		p := c.biasState[d.e]
+		p := c.congestion.bias[d.e]
 		if p == nil {
 			p = &portBias{bias: 1}
 		}
@@ -159,21 +159,21 @@ func (c *Controller) adjustWeights() {
 			p.calm, p.hot = 0, 0
 		}
 		if p.bias >= 1 && p.hot == 0 {
-			delete(c.biasState, d.e)
+			delete(c.congestion.bias, d.e)
 		} else {
-			c.biasState[d.e] = p
+			c.congestion.bias[d.e] = p
 		}
 	}
 	c.mu.Unlock()
 	if changed {
-		c.weightChanges.Add(1)
+		c.congestion.changes.Add(1)
 		c.refreshDown("congestion weights changed", time.Time{}, "ports_biased", len(c.Biases()))
 	}
 }
 
 // WeightChanges is how many times measured load moved the congestion
 // weights so far (each a staged rollout).
-func (c *Controller) WeightChanges() int64 { return c.weightChanges.Load() }
+func (c *Controller) WeightChanges() int64 { return c.congestion.changes.Load() }
 
 // weightsMoving says whether a weight change is under way: a direction
 // getting its weight back step by step. (One hot interval is not: on a
@@ -181,7 +181,7 @@ func (c *Controller) WeightChanges() int64 { return c.weightChanges.Load() }
 func (c *Controller) weightsMoving() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for _, p := range c.biasState {
+	for _, p := range c.congestion.bias {
 		if p.recovering {
 			return true
 		}
@@ -197,8 +197,8 @@ func (c *Controller) Biases() map[models.Endpoint]float64 {
 }
 
 func (c *Controller) biasesLocked() map[models.Endpoint]float64 {
-	out := make(map[models.Endpoint]float64, len(c.biasState))
-	for e, p := range c.biasState {
+	out := make(map[models.Endpoint]float64, len(c.congestion.bias))
+	for e, p := range c.congestion.bias {
 		if p.bias < 1 {
 			out[e] = p.bias
 		}

@@ -282,6 +282,28 @@ func (c Config) Validate() error {
 	return nil
 }
 
+// runState is Run's context while it runs (nil before and after) and
+// the goroutines started under it (route computations, deferred
+// replans), which Run waits for.
+type runState struct {
+	mu         sync.Mutex
+	ctx        context.Context
+	background sync.WaitGroup
+}
+
+// congestionState is each congested port's WCMP weight bias and the
+// count of weight changes (WeightChanges).
+type congestionState struct {
+	changes atomic.Int64
+	bias    map[models.Endpoint]*portBias
+}
+
+// handoverState is the current term's handover marks.
+type handoverState struct {
+	mu   sync.Mutex
+	term *termMarks
+}
+
 // Controller reconciles switches to the routes of the stored topology.
 type Controller struct {
 	cfg Config
@@ -294,17 +316,10 @@ type Controller struct {
 	tables, config, sampling *reconciler
 	// slots bounds the reconciles of every kind running at once.
 	slots *inflight
-	// weightChanges counts congestion weight changes (WeightChanges).
-	weightChanges atomic.Int64
-	tele          *telemetry.Telemetry
-	subs          *telemetry.Streams
-
-	// runCtx is Run's context while it runs (nil before and after);
-	// background are the goroutines started under it (route computations,
-	// deferred replans), which Run waits for.
-	runMu      sync.Mutex
-	runCtx     context.Context
-	background sync.WaitGroup
+	tele  *telemetry.Telemetry
+	subs  *telemetry.Streams
+	// runs is Run's context and the goroutines started under it.
+	runs runState
 
 	mu       sync.RWMutex
 	state    *fabricState
@@ -323,9 +338,8 @@ type Controller struct {
 	flaps    *flapDamper
 	topoErr  error
 	watching bool
-	// biasState is each congested port's WCMP weight bias (see
-	// congestion.go).
-	biasState map[models.Endpoint]*portBias
+	// congestion is the congestion weights' state (congestion.go).
+	congestion congestionState
 	// disc is link discovery's and liveness's state (discovery.go,
 	// liveness.go); hosts is what is known of hosts beyond the topology
 	// (hosts.go).
@@ -339,9 +353,8 @@ type Controller struct {
 	deferred atomic.Bool
 	// urgency holds background work back while a failure is handled.
 	urgency *urgency
-	// termMarks is the current term's handover marks (handover.go).
-	marksMu   sync.Mutex
-	termMarks *termMarks
+	// handover is the current term's handover marks (handover.go).
+	handover handoverState
 	// termBegan tells housekeeping a term began: the periodic resync
 	// starts over, so that it does not read back in full, in the middle
 	// of the term's first sweep, the switches the term is taking as

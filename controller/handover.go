@@ -215,9 +215,9 @@ func (tm *termMarks) counted() []any {
 // marks is the current term's marks; nil without a MarkStore or while
 // following.
 func (c *Controller) marks() *termMarks {
-	c.marksMu.Lock()
-	defer c.marksMu.Unlock()
-	return c.termMarks
+	c.handover.mu.Lock()
+	defer c.handover.mu.Unlock()
+	return c.handover.term
 }
 
 // setMarks makes term t's marks (nil: following) the current ones and
@@ -229,9 +229,9 @@ func (c *Controller) setMarks(t *election.Term) *termMarks {
 		tm = newTermMarks(c.cfg.Marks, t, c.m.marks, c.cfg.Now)
 		tm.spawn = func(f func()) { c.beside(context.Background(), func(context.Context) { f() }) }
 	}
-	c.marksMu.Lock()
-	c.termMarks = tm
-	c.marksMu.Unlock()
+	c.handover.mu.Lock()
+	c.handover.term = tm
+	c.handover.mu.Unlock()
 	return tm
 }
 

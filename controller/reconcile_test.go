@@ -298,14 +298,14 @@ func TestCompromisesLoggedOncePerPlan(t *testing.T) {
 // planInBackground makes c compute plans in the background, as Run
 // does, until the test ends; then it waits for them.
 func planInBackground(t *testing.T, c *Controller) {
-	c.runMu.Lock()
-	c.runCtx = t.Context()
-	c.runMu.Unlock()
+	c.runs.mu.Lock()
+	c.runs.ctx = t.Context()
+	c.runs.mu.Unlock()
 	t.Cleanup(func() {
-		c.runMu.Lock()
-		c.runCtx = nil
-		c.runMu.Unlock()
-		c.background.Wait()
+		c.runs.mu.Lock()
+		c.runs.ctx = nil
+		c.runs.mu.Unlock()
+		c.runs.background.Wait()
 	})
 }
 
@@ -678,10 +678,10 @@ func TestTablesWaitForRoutesOutsideTheirTimeout(t *testing.T) {
 		bound := c.slots.bound()
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		c.runMu.Lock()
-		c.runCtx = ctx // as Run sets it: plans are computed in the background
-		c.runMu.Unlock()
-		defer c.background.Wait()
+		c.runs.mu.Lock()
+		c.runs.ctx = ctx // as Run sets it: plans are computed in the background
+		c.runs.mu.Unlock()
+		defer c.runs.background.Wait()
 
 		st := c.current()
 		release := make(chan struct{})

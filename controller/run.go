@@ -17,9 +17,9 @@ import (
 func (c *Controller) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c.runMu.Lock()
-	c.runCtx = ctx
-	c.runMu.Unlock()
+	c.runs.mu.Lock()
+	c.runs.ctx = ctx
+	c.runs.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range c.reconcilers() {
 		for range c.cfg.Workers {
@@ -49,10 +49,10 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	c.subs.Stop()
-	c.runMu.Lock()
-	c.runCtx = nil // later plans are computed by their callers
-	c.runMu.Unlock()
-	c.background.Wait()
+	c.runs.mu.Lock()
+	c.runs.ctx = nil // later plans are computed by their callers
+	c.runs.mu.Unlock()
+	c.runs.background.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return nil
 	}

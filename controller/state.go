@@ -149,9 +149,9 @@ func (c *Controller) Snapshot() (*topology.Snapshot, int64) {
 
 // running is Run's context while Run runs, else nil.
 func (c *Controller) running() context.Context {
-	c.runMu.Lock()
-	defer c.runMu.Unlock()
-	return c.runCtx
+	c.runs.mu.Lock()
+	defer c.runs.mu.Unlock()
+	return c.runs.ctx
 }
 
 // planOf returns st's routes, computed on first use. The computation
@@ -219,13 +219,13 @@ func (c *Controller) beside(ctx context.Context, f func(ctx context.Context)) {
 // spawn runs f in a goroutine under Run's context, which Run waits for;
 // it reports false, running nothing, when Run is not running.
 func (c *Controller) spawn(f func(ctx context.Context)) bool {
-	c.runMu.Lock()
-	defer c.runMu.Unlock()
-	if c.runCtx == nil {
+	c.runs.mu.Lock()
+	defer c.runs.mu.Unlock()
+	if c.runs.ctx == nil {
 		return false
 	}
-	ctx := c.runCtx
-	c.background.Go(func() { f(ctx) })
+	ctx := c.runs.ctx
+	c.runs.background.Go(func() { f(ctx) })
 	return true
 }
 

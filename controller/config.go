@@ -10,7 +10,7 @@ import (
 
 // desiredConfig is the fabric profile for a switch's ports: enabled, the
 // profile MTU, and a description naming what is at the other end.
-func (c *Controller) desiredConfig(snap *topology.Snapshot, sw models.SwitchID) map[uint32]models.InterfaceConfig {
+func desiredConfig(snap *topology.Snapshot, sw models.SwitchID, mtu uint16) map[uint32]models.InterfaceConfig {
 	out := map[uint32]models.InterfaceConfig{}
 	for _, port := range snap.Ports(sw) {
 		e := models.Endpoint{Switch: sw, Port: port}
@@ -24,7 +24,7 @@ func (c *Controller) desiredConfig(snap *topology.Snapshot, sw models.SwitchID) 
 		} else if h, ok := snap.HostAt(e); ok {
 			desc = "host " + h.Name
 		}
-		out[port] = models.InterfaceConfig{Enabled: true, MTU: c.cfg.MTU, Description: desc}
+		out[port] = models.InterfaceConfig{Enabled: true, MTU: mtu, Description: desc}
 	}
 	return out
 }
@@ -78,7 +78,7 @@ func (c *Controller) ReconcileConfig(ctx context.Context, sw models.SwitchID) (i
 	if _, err := st.snap.Switch(sw); err != nil {
 		return 0, nil // gone from the topology
 	}
-	want := c.desiredConfig(st.snap, sw)
+	want := desiredConfig(st.snap, sw, c.cfg.MTU)
 	have, err := c.cfg.Config.GetConfig(ctx, sw)
 	if err != nil {
 		return 0, fmt.Errorf("read config of %s: %w", sw, err)

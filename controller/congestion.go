@@ -129,7 +129,7 @@ func (c *Controller) adjustWeights() {
 			dirs = append(dirs, d)
 		}
 	}
-	c.mu.Lock()
+	c.congestion.mu.Lock()
 	if c.congestion.bias == nil {
 		c.congestion.bias = map[models.Endpoint]*portBias{}
 	}
@@ -164,7 +164,7 @@ func (c *Controller) adjustWeights() {
 			c.congestion.bias[d.e] = p
 		}
 	}
-	c.mu.Unlock()
+	c.congestion.mu.Unlock()
 	if changed {
 		c.congestion.changes.Add(1)
 		c.refreshDown("congestion weights changed", time.Time{}, "ports_biased", len(c.Biases()))
@@ -178,10 +178,10 @@ func (c *Controller) WeightChanges() int64 { return c.congestion.changes.Load() 
 // weightsMoving says whether a weight change is under way: a direction
 // getting its weight back step by step. (One hot interval is not: on a
 // busy machine measurements flicker, and a cut needs congestionPersist.)
-func (c *Controller) weightsMoving() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	for _, p := range c.congestion.bias {
+func (cs *congestionState) moving() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, p := range cs.bias {
 		if p.recovering {
 			return true
 		}
@@ -190,15 +190,13 @@ func (c *Controller) weightsMoving() bool {
 }
 
 // Biases returns the current WCMP weight bias of every biased port.
-func (c *Controller) Biases() map[models.Endpoint]float64 {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.biasesLocked()
-}
+func (c *Controller) Biases() map[models.Endpoint]float64 { return c.congestion.biases() }
 
-func (c *Controller) biasesLocked() map[models.Endpoint]float64 {
-	out := make(map[models.Endpoint]float64, len(c.congestion.bias))
-	for e, p := range c.congestion.bias {
+func (cs *congestionState) biases() map[models.Endpoint]float64 {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	out := make(map[models.Endpoint]float64, len(cs.bias))
+	for e, p := range cs.bias {
 		if p.bias < 1 {
 			out[e] = p.bias
 		}

@@ -12,7 +12,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/netip"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -282,24 +282,28 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// runState is Run's context while it runs (nil before and after) and
-// the goroutines started under it (route computations, deferred
-// replans), which Run waits for.
-type runState struct {
-	mu         sync.Mutex
-	ctx        context.Context
-	background sync.WaitGroup
-}
-
-// congestionState is each congested port's WCMP weight bias and the
-// count of weight changes (WeightChanges).
+// congestionState is each congested port's WCMP weight bias, under its
+// own lock (taken inside the controller's), and the count of weight
+// changes (WeightChanges).
 type congestionState struct {
 	changes atomic.Int64
+	mu      sync.Mutex
 	bias    map[models.Endpoint]*portBias
 }
 
-// handoverState is the current term's handover marks.
+// handoverState is the current term's handover marks (handover.go).
+// It reads the configuration (Marks, Can's Prober, Unsettled and
+// PinReader, Now), what the controller knows each switch holds, and the
+// current fabric; it runs its background work beside the controller's
+// (plans).
 type handoverState struct {
+	cfg    *Config
+	log    *slog.Logger
+	m      *metrics
+	plans  *planner
+	fabric func() *fabricState
+	known  func(models.SwitchID) (knownState, bool)
+
 	mu   sync.Mutex
 	term *termMarks
 }
@@ -311,15 +315,15 @@ type Controller struct {
 	m   *metrics
 	// sweepers are the tables' extra workers of a first sweep, running.
 	sweepers atomic.Int32
-	// tables, config and sampling are the three kinds of work on a switch,
-	// each with its own queue and workers (see reconcilers.go).
-	tables, config, sampling *reconciler
+	// queues are the three kinds of work on a switch (tables, config,
+	// sampling), each with its own queue and workers (reconcilers.go).
+	queues *workQueues
 	// slots bounds the reconciles of every kind running at once.
 	slots *inflight
 	tele  *telemetry.Telemetry
 	subs  *telemetry.Streams
-	// runs is Run's context and the goroutines started under it.
-	runs runState
+	// plans computes routes and runs background work under Run's context.
+	plans *planner
 
 	mu       sync.RWMutex
 	state    *fabricState
@@ -343,8 +347,8 @@ type Controller struct {
 	// disc is link discovery's and liveness's state (discovery.go,
 	// liveness.go); hosts is what is known of hosts beyond the topology
 	// (hosts.go).
-	disc  discState
-	hosts hostState
+	disc  *linkWatch
+	hosts *hostLearner
 	// deferred is set when a planned change (drain, undrain, dampening)
 	// arrived while a rollout was still under way: it starts once that
 	// one has settled, so every rollout goes from a state the switches
@@ -354,7 +358,7 @@ type Controller struct {
 	// urgency holds background work back while a failure is handled.
 	urgency *urgency
 	// handover is the current term's handover marks (handover.go).
-	handover handoverState
+	handover *handoverState
 	// termBegan tells housekeeping a term began: the periodic resync
 	// starts over, so that it does not read back in full, in the middle
 	// of the term's first sweep, the switches the term is taking as
@@ -383,24 +387,17 @@ func New(cfg Config) (*Controller, error) {
 		flaps:     newFlapDamper(cfg.FlapHalfLife),
 		operDown:  map[models.Endpoint]bool{},
 		termBegan: make(chan struct{}, 1),
-		disc: discState{sightings: map[models.Endpoint]sighting{}, probesSent: map[models.Endpoint]uint64{},
-			heard: map[models.SwitchID]uint64{}, heardNow: map[models.SwitchID]bool{},
-			tickHeard: map[models.SwitchID]uint64{}, tickHeardNow: map[models.SwitchID]bool{},
-			confirmed: map[models.LinkID]bool{}, lldp: map[models.Endpoint]sighting{}, noNeighbors: map[models.SwitchID]bool{}},
-		hosts: hostState{learned: map[string]models.MAC{}, asked: map[string]time.Time{}, tries: map[string]int{},
-			answered: map[models.Endpoint]int{}, warned: map[models.Endpoint]netip.Addr{},
-			out: make(chan packetOut, 1024), learn: make(chan learnedMAC, 1024)},
 	}
 	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, c.observeOperStatus, cfg.Logger)
-	c.tables = newReconciler("switch", c.Reconcile, true)
-	c.config = newReconciler("config", c.ReconcileConfig, false)
-	c.tables.await = c.awaitRoutes
-	c.config.await = c.awaitTablesFirst
-	c.config.skip = c.configUnmanaged
-	c.config.after = c.recordConfig
-	c.sampling = newReconciler("sampling", c.reconcileSampling, true)
+	c.queues = &workQueues{fabric: c.current, configured: cfg.Config != nil, sampled: cfg.Can.Sampler != nil && cfg.SampleOneIn > 0}
+	c.queues.tables = newReconciler("switch", c.Reconcile, true)
+	c.queues.config = newReconciler("config", c.ReconcileConfig, false)
+	c.queues.tables.await = c.awaitRoutes
+	c.queues.config.skip = c.configUnmanaged
+	c.queues.config.after = c.recordConfig
+	c.queues.sampling = newReconciler("sampling", c.reconcileSampling, true)
 	c.urgency = newUrgency(func(held bool) {
-		for _, r := range c.reconcilers() {
+		for _, r := range c.queues.all() {
 			r.queue.HoldBackground(held)
 		}
 		v := 0.0
@@ -409,9 +406,39 @@ func New(cfg Config) (*Controller, error) {
 		}
 		c.m.failureHandling.Set(v)
 	})
-	c.slots = newInflight(cfg.Workers*len(c.reconcilers()), cfg.ReconcileTimeout, time.Now)
+	c.slots = newInflight(cfg.Workers*len(c.queues.all()), cfg.ReconcileTimeout, time.Now)
 	c.m = newMetrics(cfg.Registerer, counts{samples: tele.Samples, weightChanges: c.WeightChanges, atOnce: c.slots.bound, rollingOut: c.RollingOut})
+	c.plans = &planner{limits: cfg.Limits, log: c.log, seconds: c.m.pathcalcSeconds}
+	c.handover = &handoverState{cfg: &c.cfg, log: c.log, m: c.m, plans: c.plans, fabric: c.current, known: c.knownPins}
+	c.queues.config.await = c.handover.awaitTablesFirst
+	c.hosts = newHostLearner(&c.cfg, c.log, c.m.arp, c.current, c.Leading, c.Enqueue)
+	c.disc = &linkWatch{cfg: &c.cfg, log: c.log, m: c.m, fabric: c.current, leading: c.Leading, operDown: c.portsDown, reroute: c.refreshDown, urgency: c.urgency,
+		sightings: map[models.Endpoint]sighting{}, probesSent: map[models.Endpoint]uint64{},
+		heard: map[models.SwitchID]uint64{}, heardNow: map[models.SwitchID]bool{},
+		tickHeard: map[models.SwitchID]uint64{}, tickHeardNow: map[models.SwitchID]bool{},
+		confirmed: map[models.LinkID]bool{}, lldp: map[models.Endpoint]sighting{}, noNeighbors: map[models.SwitchID]bool{}}
 	return c, nil
+}
+
+// knownPins is what sw is known to hold, if its pins are known.
+func (c *Controller) knownPins(sw models.SwitchID) (knownState, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	k, ok := c.known[sw]
+	return k, ok && k.pins != nil
+}
+
+// portsDown are the ports whose last oper-status was DOWN.
+func (c *Controller) portsDown() map[models.Endpoint]bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return maps.Clone(c.operDown)
+}
+
+// LinkDiscovery is what discovery says of each declared fabric link, and
+// the links it heard where none is declared.
+func (c *Controller) LinkDiscovery() (map[models.LinkID]api.LinkDiscovery, []string) {
+	return c.disc.LinkDiscovery()
 }
 
 // ElectionSetter is a Driver or ConfigDriver that arbitrates with a
@@ -431,14 +458,14 @@ func (c *Controller) term(ctx context.Context) (context.Context, bool) {
 	if t == nil {
 		return nil, false
 	}
-	c.setElectionID(t.ID) // before any write of the term (a no-op once set)
+	c.cfg.Can.setElectionID(t.ID) // before any write of the term (a no-op once set)
 	return t.Context(), true
 }
 
 // setElectionID hands the term's election ID to every driver that
 // arbitrates (P4Runtime and gNMI alike).
-func (c *Controller) setElectionID(id uint64) {
-	for _, es := range c.cfg.Can.Elections {
+func (can Capabilities) setElectionID(id uint64) {
+	for _, es := range can.Elections {
 		es.SetElectionID(id)
 	}
 }
@@ -457,7 +484,7 @@ func (c *Controller) followLeadership(ctx context.Context) {
 		if t != last {
 			last = t
 			if t == nil {
-				c.setElectionID(0) // followers arbitrate with nothing
+				c.cfg.Can.setElectionID(0) // followers arbitrate with nothing
 			}
 			c.mu.Lock()
 			clear(c.known)
@@ -465,7 +492,7 @@ func (c *Controller) followLeadership(ctx context.Context) {
 				clear(c.status) // not in sync until this term has read each back
 			}
 			c.mu.Unlock()
-			tm := c.setMarks(t) // before the term's first reconcile
+			tm := c.handover.set(t) // before the term's first reconcile
 			if t != nil {
 				c.loadForeign(ctx) // before it too: a switch taken back is said so
 			}
@@ -475,12 +502,12 @@ func (c *Controller) followLeadership(ctx context.Context) {
 				default: // one pending is enough
 				}
 				c.log.Info("taking over the switches", "election_id", t.ID)
-				c.enqueueAll()
-				c.enqueueConfig(front)
+				c.queues.every(front)
+				c.queues.configs(front)
 				terms.Go(func() { c.takeOver(ctx, t) })
 			}
 			if tm != nil {
-				terms.Go(func() { c.runMarks(ctx, tm) })
+				terms.Go(func() { c.handover.run(ctx, tm) })
 			}
 		}
 		select {
@@ -531,14 +558,14 @@ func (c *Controller) takeOver(ctx context.Context, t *election.Term) {
 		c.sweepers.Add(1)
 		sweepers.Go(func() {
 			defer c.sweepers.Add(-1)
-			c.work(sctx, c.tables)
+			c.work(sctx, c.queues.tables)
 		})
 	}
 	defer sweepers.Wait()
 	defer endSweep() // before the wait: the sweep's workers end with sctx
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	tm := c.marks()
+	tm := c.handover.current()
 	if tm != nil && tm.term != t {
 		tm = nil
 	}
@@ -574,16 +601,7 @@ func (c *Controller) Leading() bool {
 }
 
 // Enqueue asks for a switch to be reconciled (e.g. after its stream broke).
-func (c *Controller) Enqueue(sw models.SwitchID) { c.tables.queue.Add(string(sw)) }
-
-// enqueueStage queues the switches a rollout's stage changes ahead of
-// every other change: a stage that timed out leaves its stragglers
-// queued, and the next stage must not wait behind them.
-func (c *Controller) enqueueStage(switches []models.SwitchID) {
-	for _, sw := range switches {
-		c.tables.queue.AddFirst(string(sw))
-	}
-}
+func (c *Controller) Enqueue(sw models.SwitchID) { c.queues.tables.queue.Add(string(sw)) }
 
 // Resync drops what the controller believes sw has and queues it, so its
 // next reconcile reads it back in full: for a switch that reconnected or
@@ -592,45 +610,21 @@ func (c *Controller) Resync(sw models.SwitchID) {
 	c.mu.Lock()
 	delete(c.known, sw)
 	c.mu.Unlock()
-	if tm := c.marks(); tm != nil {
+	if tm := c.handover.current(); tm != nil {
 		tm.distrust(sw)
 	}
 	c.Enqueue(sw)
 	if st := c.current(); st != nil {
-		c.enqueueConfigOf(st.snap, sw, front)
+		c.queues.configOf(st.snap, sw, front)
 	}
 }
 
-func (c *Controller) enqueueAll() { c.enqueueEvery(front) }
+// Miswired lists the links discovery found miswired or lost (routes
+// avoid them).
+func (c *Controller) Miswired() []models.LinkID { return c.disc.Miswired() }
 
-// enqueueEvery queues every switch's tables in lane l.
-func (c *Controller) enqueueEvery(l lane) {
-	st := c.current()
-	if st == nil {
-		return
-	}
-	for _, sw := range st.snap.Switches() {
-		c.tables.queue.addIn(string(sw.Name), l)
-	}
-}
+// LivenessTicks counts liveness ticks so far.
+func (c *Controller) LivenessTicks() uint64 { return c.disc.LivenessTicks() }
 
-// enqueueConfig queues every switch's configuration, in lane l:
-// interfaces (gNMI) and, on leaves, packet sampling (P4Runtime).
-func (c *Controller) enqueueConfig(l lane) {
-	st := c.current()
-	if st == nil {
-		return
-	}
-	for _, sw := range st.snap.Switches() {
-		c.enqueueConfigOf(st.snap, sw.Name, l)
-	}
-}
-
-func (c *Controller) enqueueConfigOf(snap *topology.Snapshot, sw models.SwitchID, l lane) {
-	if c.cfg.Config != nil {
-		c.config.queue.addIn(string(sw), l)
-	}
-	if c.cfg.Can.Sampler != nil && c.cfg.SampleOneIn > 0 && len(snap.HostsOn(sw)) > 0 {
-		c.sampling.queue.addIn(string(sw), l)
-	}
-}
+// ProbesSent counts the discovery and liveness probes sent so far.
+func (c *Controller) ProbesSent() uint64 { return c.disc.ProbesSent() }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
@@ -108,9 +109,23 @@ type PacketSender interface {
 	SendPacket(ctx context.Context, sw models.SwitchID, port uint32, payload []byte) error
 }
 
-// discState is link discovery's and liveness's state, under mu: what
-// arrived at each port, since when probes go out, and each link's state.
-type discState struct {
+// linkWatch is link discovery and liveness: it probes the fabric's
+// links, reads the switches' LLDP state, judges each declared link, and
+// has the routes recomputed (reroute) when the links out of routes
+// change. It reads the configuration, the current fabric, whether this
+// replica leads, and the ports gNMI reports down; it holds failure
+// handling's urgency. Its state is under mu: what arrived at each port,
+// since when probes go out, and each link's state.
+type linkWatch struct {
+	cfg      *Config
+	log      *slog.Logger
+	m        *metrics
+	fabric   func() *fabricState
+	leading  func() bool
+	operDown func() map[models.Endpoint]bool
+	reroute  func(why string, reported time.Time, args ...any)
+	urgency  *urgency
+
 	mu         sync.Mutex
 	sightings  map[models.Endpoint]sighting
 	probesSent map[models.Endpoint]uint64 // probes sent out of each port, ever
@@ -166,19 +181,23 @@ const probesMissed = 4
 // a host's ARP is answered and learned from (hosts.go).
 func (c *Controller) PacketIn(sw models.SwitchID, port uint32, payload []byte) {
 	if len(payload) >= 14 && binary.BigEndian.Uint16(payload[12:14]) == models.EtherTypeARP {
-		c.arpIn(sw, port, payload)
+		c.hosts.arpIn(sw, port, payload)
 		return
 	}
 	from, err := parseProbe(payload)
 	if err != nil {
 		return
 	}
-	at := models.Endpoint{Switch: sw, Port: port}
-	c.disc.mu.Lock()
-	c.disc.sightings[at] = sighting{from: from, at: c.cfg.Now(), sent: c.disc.probesSent[from], heard: c.disc.heard[sw], ticked: c.disc.tickHeard[sw]}
-	c.disc.heardNow[sw] = true
-	c.disc.tickHeardNow[sw] = true
-	c.disc.mu.Unlock()
+	c.disc.sighted(models.Endpoint{Switch: sw, Port: port}, from)
+}
+
+// sighted records a probe from arriving at at.
+func (lw *linkWatch) sighted(at, from models.Endpoint) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	lw.sightings[at] = sighting{from: from, at: lw.cfg.Now(), sent: lw.probesSent[from], heard: lw.heard[at.Switch], ticked: lw.tickHeard[at.Switch]}
+	lw.heardNow[at.Switch] = true
+	lw.tickHeardNow[at.Switch] = true
 }
 
 // discover runs a round of probes every DiscoveryInterval until ctx
@@ -191,15 +210,15 @@ func (c *Controller) PacketIn(sw models.SwitchID, port uint32, payload []byte) {
 // failure that came meanwhile waited for them. Spread, a failure finds
 // a few switches' probes in flight, and the rest of the round waits for
 // it (see urgency).
-func (c *Controller) discover(ctx context.Context) {
-	t := time.NewTicker(c.cfg.DiscoveryInterval)
+func (lw *linkWatch) discover(ctx context.Context) {
+	t := time.NewTicker(lw.cfg.DiscoveryInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			c.probe(ctx, roundSpread*c.cfg.DiscoveryInterval/10)
+			lw.probe(ctx, roundSpread*lw.cfg.DiscoveryInterval/10)
 		}
 	}
 }
@@ -219,17 +238,15 @@ const paceEvery = 10 * time.Millisecond
 // switches' own LLDP state beside them. It waits, switch by switch,
 // while a failure is being handled (see urgency): no probe is sent
 // meanwhile, so none is missed, and no link is judged lost for it.
-func (c *Controller) probe(ctx context.Context, spread time.Duration) {
-	st := c.current()
-	if st == nil || c.cfg.Packets == nil || !c.Leading() {
+func (lw *linkWatch) probe(ctx context.Context, spread time.Duration) {
+	st := lw.fabric()
+	if st == nil || lw.cfg.Packets == nil || !lw.leading() {
 		return
 	}
-	c.mu.RLock()
-	operDown := maps.Clone(c.operDown)
-	c.mu.RUnlock()
+	operDown := lw.operDown()
 	var live *watched
-	if c.livenessOn() {
-		live = c.watchedNow() // its ports are probed every liveness tick
+	if lw.livenessOn() {
+		live = lw.watchedNow() // its ports are probed every liveness tick
 	}
 	switches := st.snap.Switches()
 	// batch switches are probed every step.
@@ -246,7 +263,7 @@ func (c *Controller) probe(ctx context.Context, spread time.Duration) {
 			case <-time.After(step):
 			}
 		}
-		if c.urgency.await(ctx) != nil {
+		if lw.urgency.await(ctx) != nil {
 			return
 		}
 		for _, a := range st.snap.Neighbors(sw.Name) {
@@ -254,109 +271,107 @@ func (c *Controller) probe(ctx context.Context, spread time.Duration) {
 			if operDown[e] || (live != nil && live.out[e]) {
 				continue
 			}
-			if !c.sendProbe(ctx, sw.Name, a.LocalPort, probeFrame(sw, a.LocalPort)) {
+			if !lw.sendProbe(ctx, sw.Name, a.LocalPort, probeFrame(sw, a.LocalPort)) {
 				break // the switch is not reachable now: next round
 			}
 		}
-		c.readNeighbors(ctx, sw)
+		lw.readNeighbors(ctx, sw)
 	}
-	c.disc.mu.Lock()
-	if c.disc.probingSince.IsZero() {
-		c.disc.probingSince = c.cfg.Now()
+	lw.mu.Lock()
+	if lw.probingSince.IsZero() {
+		lw.probingSince = lw.cfg.Now()
 	}
-	c.disc.mu.Unlock()
-	c.judgeLinks()
+	lw.mu.Unlock()
+	lw.judgeLinks()
 }
 
 // readNeighbors reads, where sw serves it, the LLDP state its own agent
 // keeps: a second witness of the cabling (a miswiring shows there too),
 // and the only one on a target that cannot punt probes. A switch that
 // answers ErrNoNeighbors is not asked again.
-func (c *Controller) readNeighbors(ctx context.Context, sw models.Switch) {
-	if c.cfg.Neighbors == nil || sw.GNMIAddr == "" {
+func (lw *linkWatch) readNeighbors(ctx context.Context, sw models.Switch) {
+	if lw.cfg.Neighbors == nil || sw.GNMIAddr == "" {
 		return
 	}
-	c.disc.mu.Lock()
-	skip := c.disc.noNeighbors[sw.Name]
-	c.disc.mu.Unlock()
+	lw.mu.Lock()
+	skip := lw.noNeighbors[sw.Name]
+	lw.mu.Unlock()
 	if skip {
 		return
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	got, err := c.cfg.Neighbors.Neighbors(rctx, sw.Name)
+	got, err := lw.cfg.Neighbors.Neighbors(rctx, sw.Name)
 	cancel()
 	if errors.Is(err, ErrNoNeighbors) {
-		c.disc.mu.Lock()
-		c.disc.noNeighbors[sw.Name] = true
-		c.disc.mu.Unlock()
+		lw.mu.Lock()
+		lw.noNeighbors[sw.Name] = true
+		lw.mu.Unlock()
 		return
 	}
 	if err != nil {
-		c.log.Debug("LLDP neighbours not read", "switch", sw.Name, "err", err)
+		lw.log.Debug("LLDP neighbours not read", "switch", sw.Name, "err", err)
 		return
 	}
-	now := c.cfg.Now()
-	c.disc.mu.Lock()
+	now := lw.cfg.Now()
+	lw.mu.Lock()
 	for port, from := range got {
-		c.disc.lldp[models.Endpoint{Switch: sw.Name, Port: port}] = sighting{from: from, at: now}
+		lw.lldp[models.Endpoint{Switch: sw.Name, Port: port}] = sighting{from: from, at: now}
 	}
-	c.disc.mu.Unlock()
+	lw.mu.Unlock()
 }
 
 // judgeLinks updates every declared link's discovery state from the
 // sightings, closing a discovery round (see judge).
-func (c *Controller) judgeLinks() { c.judge(nil) }
+func (lw *linkWatch) judgeLinks() { lw.judge(nil) }
 
 // judge updates declared links' discovery states from the sightings: all
 // of them, closing a discovery round, when only is nil; else only those
 // (liveness ticks). Then the metrics, and — when the set of links out of
 // routes changed — the routes (a miswired or lost link carries none).
-func (c *Controller) judge(only []models.Link) {
-	st := c.current()
+func (lw *linkWatch) judge(only []models.Link) {
+	st := lw.fabric()
 	if st == nil {
 		return
 	}
-	ev := evidence{now: c.cfg.Now(), window: max(3*c.cfg.DiscoveryInterval, 3*time.Second)}
-	if c.livenessOn() {
-		ev.watched = c.watchedNow()
+	ev := evidence{now: lw.cfg.Now(), window: max(3*lw.cfg.DiscoveryInterval, 3*time.Second)}
+	if lw.livenessOn() {
+		ev.watched = lw.watchedNow()
 	}
-	c.mu.RLock()
-	ev.operDown = maps.Clone(c.operDown)
-	c.mu.RUnlock()
+	ev.operDown = lw.operDown()
 	whole, links := only == nil, only
 	if whole {
 		links = st.snap.FabricLinks()
 	}
-	c.disc.mu.Lock()
-	states := make(map[models.LinkID]api.LinkDiscovery, len(c.disc.linkStates))
+	lw.mu.Lock()
+	states := make(map[models.LinkID]api.LinkDiscovery, len(lw.linkStates))
 	if whole {
-		for sw := range c.disc.heardNow {
-			c.disc.heard[sw]++
+		for sw := range lw.heardNow {
+			lw.heard[sw]++
 		}
-		clear(c.disc.heardNow)
+		clear(lw.heardNow)
 	} else {
-		maps.Copy(states, c.disc.linkStates)
+		maps.Copy(states, lw.linkStates)
 	}
 	for _, l := range links {
-		states[l.ID()] = c.judgeLink(l, ev)
+		states[l.ID()] = lw.judgeLink(l, ev)
 	}
-	undeclared := c.disc.undeclared
+	undeclared := lw.undeclared
 	if whole {
 		declared := make(map[models.Endpoint]bool, 2*len(links))
 		for _, l := range links {
 			declared[l.A], declared[l.B] = true, true
 		}
 		undeclared = nil
-		for at, s := range c.disc.sightings {
+		for at, s := range lw.sightings {
 			if !declared[at] && ev.now.Sub(s.at) <= ev.window {
 				undeclared = append(undeclared, fmt.Sprintf("%s <-> %s", s.from, at))
 			}
 		}
 		slices.Sort(undeclared)
 	}
-	c.disc.linkStates, c.disc.undeclared = states, undeclared
-	c.disc.mu.Unlock()
-	c.judged(states, len(undeclared))
+	lw.linkStates, lw.undeclared = states, undeclared
+	lw.mu.Unlock()
+	lw.judged(states, len(undeclared))
 }
 
 // evidence is what a judgement of links goes by besides the sightings:
@@ -375,37 +390,37 @@ type evidence struct {
 // liveness.go) counts liveness ticks instead: it is fresh until its
 // switch has delivered probes at its other ports in livenessMissed ticks
 // since. Called with disc.mu held.
-func (c *Controller) fresh(e models.Endpoint, ev evidence) (sighting, bool) {
-	s, ok := c.disc.sightings[e]
+func (lw *linkWatch) fresh(e models.Endpoint, ev evidence) (sighting, bool) {
+	s, ok := lw.sightings[e]
 	if ev.watched != nil && ev.watched.ends[e] {
-		return s, ok && c.disc.tickHeard[e.Switch]-s.ticked <= livenessMissed
+		return s, ok && lw.tickHeard[e.Switch]-s.ticked <= livenessMissed
 	}
-	return s, ok && (ev.now.Sub(s.at) <= ev.window || c.disc.probesSent[s.from]-s.sent < probesMissed)
+	return s, ok && (ev.now.Sub(s.at) <= ev.window || lw.probesSent[s.from]-s.sent < probesMissed)
 }
 
 // silent says an end that heard nothing lately (not fresh) did so while
 // its switch went on delivering probes at its other ports (see
 // probesMissed). Called with disc.mu held.
-func (c *Controller) silent(e models.Endpoint, isFresh bool, ev evidence) bool {
-	s, ok := c.disc.sightings[e]
+func (lw *linkWatch) silent(e models.Endpoint, isFresh bool, ev evidence) bool {
+	s, ok := lw.sightings[e]
 	if ev.watched != nil && ev.watched.ends[e] {
 		return ok && !isFresh
 	}
-	return ok && !isFresh && c.disc.heard[e.Switch]-s.heard > probesMissed
+	return ok && !isFresh && lw.heard[e.Switch]-s.heard > probesMissed
 }
 
 // judgeLink is what the evidence says of one declared link. Called with
 // disc.mu held.
-func (c *Controller) judgeLink(l models.Link, ev evidence) api.LinkDiscovery {
+func (lw *linkWatch) judgeLink(l models.Link, ev evidence) api.LinkDiscovery {
 	// What the switches' own LLDP agents say (state, not liveness: an
 	// entry outlives a link that went down).
 	agent := func(e models.Endpoint) (sighting, bool) {
-		s, ok := c.disc.lldp[e]
+		s, ok := lw.lldp[e]
 		return s, ok && ev.now.Sub(s.at) <= ev.window
 	}
 	var d api.LinkDiscovery
-	sa, okA := c.fresh(l.A, ev)
-	sb, okB := c.fresh(l.B, ev)
+	sa, okA := lw.fresh(l.A, ev)
+	sb, okB := lw.fresh(l.B, ev)
 	la, lokA := agent(l.A)
 	lb, lokB := agent(l.B)
 	wrong := func(ok bool, s sighting, at, want models.Endpoint, how string) {
@@ -422,21 +437,21 @@ func (c *Controller) judgeLink(l models.Link, ev evidence) api.LinkDiscovery {
 		d.State = api.DiscoveryMiswired
 	case okA && okB:
 		d.State = api.DiscoveryConfirmed
-		c.disc.confirmed[l.ID()] = true // by probes: their silence will mean lost
-	case lokA && lokB && !c.disc.confirmed[l.ID()]:
+		lw.confirmed[l.ID()] = true // by probes: their silence will mean lost
+	case lokA && lokB && !lw.confirmed[l.ID()]:
 		d.State = api.DiscoveryConfirmed // by the switches' LLDP agents alone
 	case ev.operDown[l.A] || ev.operDown[l.B]:
 		d.State = api.DiscoveryDown
-	case c.disc.confirmed[l.ID()] && (c.silent(l.A, okA, ev) || c.silent(l.B, okB, ev)):
+	case lw.confirmed[l.ID()] && (lw.silent(l.A, okA, ev) || lw.silent(l.B, okB, ev)):
 		d.State = api.DiscoveryLost
-	case c.disc.confirmed[l.ID()]:
+	case lw.confirmed[l.ID()]:
 		// Neither end's switch says anything either way (its packet-ins
 		// stopped): the link stays as it was judged.
 		d.State = api.DiscoveryConfirmed
-		if c.disc.linkStates[l.ID()].State == api.DiscoveryLost {
+		if lw.linkStates[l.ID()].State == api.DiscoveryLost {
 			d.State = api.DiscoveryLost
 		}
-	case !c.disc.probingSince.IsZero() && ev.now.Sub(c.disc.probingSince) > ev.window:
+	case !lw.probingSince.IsZero() && ev.now.Sub(lw.probingSince) > ev.window:
 		d.State = api.DiscoveryMissing
 	default:
 		d.State = api.DiscoveryPending
@@ -446,17 +461,17 @@ func (c *Controller) judgeLink(l models.Link, ev evidence) api.LinkDiscovery {
 
 // judged publishes a judgement: the links out of routes, the metrics,
 // and — when the links out of routes changed — a log line and the routes.
-func (c *Controller) judged(states map[models.LinkID]api.LinkDiscovery, undeclared int) {
+func (lw *linkWatch) judged(states map[models.LinkID]api.LinkDiscovery, undeclared int) {
 	counts := map[api.DiscoveryState]int{}
 	for _, d := range states {
 		counts[d.State]++
 	}
-	before, after := c.miswired(), miswired(states)
-	c.disc.offRoutes.Store(&after)
+	before, after := lw.miswired(), miswired(states)
+	lw.offRoutes.Store(&after)
 	for _, s := range []api.DiscoveryState{api.DiscoveryPending, api.DiscoveryConfirmed, api.DiscoveryMiswired, api.DiscoveryMissing, api.DiscoveryLost, api.DiscoveryDown} {
-		c.m.linksDiscovered.WithLabelValues(string(s)).Set(float64(counts[s]))
+		lw.m.linksDiscovered.WithLabelValues(string(s)).Set(float64(counts[s]))
 	}
-	c.m.linksUndeclared.Set(float64(undeclared))
+	lw.m.linksUndeclared.Set(float64(undeclared))
 	if maps.Equal(before, after) {
 		return
 	}
@@ -480,16 +495,16 @@ func (c *Controller) judged(states map[models.LinkID]api.LinkDiscovery, undeclar
 	slices.Sort(back)
 	switch {
 	case len(mis) > 0 && len(lost) > 0:
-		c.log.Warn("links found miswired and lost by discovery: routes avoid them", "miswired", mis, "lost", lost)
+		lw.log.Warn("links found miswired and lost by discovery: routes avoid them", "miswired", mis, "lost", lost)
 	case len(mis) > 0:
-		c.log.Warn("links found miswired by discovery: routes avoid them", "miswired", mis)
+		lw.log.Warn("links found miswired by discovery: routes avoid them", "miswired", mis)
 	case len(lost) > 0:
-		c.log.Warn("links found lost by discovery: routes avoid them", "lost", lost)
+		lw.log.Warn("links found lost by discovery: routes avoid them", "lost", lost)
 	}
 	if len(back) > 0 {
-		c.log.Info("links confirmed again by discovery: routes use them", "links", back)
+		lw.log.Info("links confirmed again by discovery: routes use them", "links", back)
 	}
-	c.refreshDown("link discovery changed", time.Time{}, "miswired", counts[api.DiscoveryMiswired], "lost", counts[api.DiscoveryLost])
+	lw.reroute("link discovery changed", time.Time{}, "miswired", counts[api.DiscoveryMiswired], "lost", counts[api.DiscoveryLost])
 }
 
 // miswired is the set of links discovery takes out of routes (miswired
@@ -497,8 +512,8 @@ func (c *Controller) judged(states map[models.LinkID]api.LinkDiscovery, undeclar
 // asks for it holding the controller's lock, and at k=48 a round's
 // judgement holds disc.mu over 55,296 links; waiting for it there held
 // every switch's report (they take the controller's lock to read).
-func (c *Controller) miswired() map[models.LinkID]bool {
-	if m := c.disc.offRoutes.Load(); m != nil {
+func (lw *linkWatch) miswired() map[models.LinkID]bool {
+	if m := lw.offRoutes.Load(); m != nil {
 		return *m
 	}
 	return nil
@@ -517,14 +532,14 @@ func miswired(states map[models.LinkID]api.LinkDiscovery) map[models.LinkID]bool
 
 // LinkDiscovery is what discovery says of each declared fabric link, and
 // the links it heard where none is declared.
-func (c *Controller) LinkDiscovery() (map[models.LinkID]api.LinkDiscovery, []string) {
-	c.disc.mu.Lock()
-	defer c.disc.mu.Unlock()
-	return maps.Clone(c.disc.linkStates), slices.Clone(c.disc.undeclared)
+func (lw *linkWatch) LinkDiscovery() (map[models.LinkID]api.LinkDiscovery, []string) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return maps.Clone(lw.linkStates), slices.Clone(lw.undeclared)
 }
 
 // Miswired lists the links discovery found miswired or lost (routes
 // avoid them).
-func (c *Controller) Miswired() []models.LinkID {
-	return slices.Sorted(maps.Keys(c.miswired()))
+func (lw *linkWatch) Miswired() []models.LinkID {
+	return slices.Sorted(maps.Keys(lw.miswired()))
 }

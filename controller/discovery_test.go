@@ -69,7 +69,7 @@ func discoveryController(t *testing.T) (*Controller, *cabling, func(rounds int))
 	rounds := func(n int) {
 		for range n {
 			*now = now.Add(time.Second)
-			c.probe(t.Context(), 0)
+			c.disc.probe(t.Context(), 0)
 		}
 	}
 	return c, w, rounds
@@ -98,17 +98,17 @@ func TestProbeRoundIsSpread(t *testing.T) {
 		began := time.Now()
 		done := make(chan struct{})
 		go func() {
-			c.probe(t.Context(), spread)
+			c.disc.probe(t.Context(), spread)
 			close(done)
 		}()
 		synctest.Wait()
 		// Five switches: one every 200 ms; the first's probes go at once.
 		first := uint64(len(c.current().snap.Neighbors(c.current().snap.Switches()[0].Name)))
-		if n := c.ProbesSent(); n != first {
+		if n := c.disc.ProbesSent(); n != first {
 			t.Fatalf("%d probes sent as the round began, want the first switch's %d", n, first)
 		}
 		<-done
-		if n := c.ProbesSent(); n != 12 { // 6 links, both ends
+		if n := c.disc.ProbesSent(); n != 12 { // 6 links, both ends
 			t.Fatalf("%d probes sent in the round, want 12", n)
 		}
 		if took := time.Since(began); took < spread*4/5 {
@@ -118,7 +118,7 @@ func TestProbeRoundIsSpread(t *testing.T) {
 }
 
 func discoveryStates(c *Controller) map[api.DiscoveryState]int {
-	states, _ := c.LinkDiscovery()
+	states, _ := c.disc.LinkDiscovery()
 	out := map[api.DiscoveryState]int{}
 	for _, d := range states {
 		out[d.State]++
@@ -140,22 +140,22 @@ func TestDiscoveryLosesACutLink(t *testing.T) {
 	w.cut[cut] = true
 	w.mu.Unlock()
 	rounds(probesMissed + 2)
-	states, _ := c.LinkDiscovery()
+	states, _ := c.disc.LinkDiscovery()
 	if states[cut].State != api.DiscoveryLost {
 		t.Fatalf("cut link %s is %s after %d rounds, want lost", cut, states[cut].State, probesMissed+2)
 	}
 	if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 5 {
 		t.Errorf("the other links: %v, want 5 confirmed", s)
 	}
-	if m := c.Miswired(); len(m) != 1 || m[0] != cut {
+	if m := c.disc.Miswired(); len(m) != 1 || m[0] != cut {
 		t.Errorf("links out of routes: %v, want %s", m, cut)
 	}
 	w.mu.Lock()
 	delete(w.cut, cut)
 	w.mu.Unlock()
 	rounds(1)
-	if states, _ := c.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed || len(c.Miswired()) != 0 {
-		t.Errorf("repaired link %s is %s, routes avoid %v", cut, states[cut].State, c.Miswired())
+	if states, _ := c.disc.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed || len(c.disc.Miswired()) != 0 {
+		t.Errorf("repaired link %s is %s, routes avoid %v", cut, states[cut].State, c.disc.Miswired())
 	}
 }
 
@@ -183,8 +183,8 @@ func losesNoLinkToSilence(t *testing.T, c *Controller, w *cabling, step func(int
 		}
 		w.mu.Unlock()
 		step(5 * missed)
-		if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 6 || len(c.Miswired()) != 0 {
-			t.Fatalf("packet-ins from %v held for %d %s: %v, routes avoid %v; want every link confirmed", held, 5*missed, steps, s, c.Miswired())
+		if s := discoveryStates(c); s[api.DiscoveryConfirmed] != 6 || len(c.disc.Miswired()) != 0 {
+			t.Fatalf("packet-ins from %v held for %d %s: %v, routes avoid %v; want every link confirmed", held, 5*missed, steps, s, c.disc.Miswired())
 		}
 		for _, sw := range held {
 			w.release(sw)
@@ -202,7 +202,7 @@ func losesNoLinkToSilence(t *testing.T, c *Controller, w *cabling, step func(int
 	w.held["leaf2"] = true
 	w.mu.Unlock()
 	step(missed + 2)
-	if states, _ := c.LinkDiscovery(); states[cut].State != api.DiscoveryLost {
+	if states, _ := c.disc.LinkDiscovery(); states[cut].State != api.DiscoveryLost {
 		t.Errorf("link %s cut while leaf2 is silent: %s, want lost", cut, states[cut].State)
 	}
 }
@@ -220,7 +220,7 @@ func TestFailureDoesNotWaitForDiscovery(t *testing.T) {
 	w.cut[lost] = true
 	w.mu.Unlock()
 	rounds(probesMissed + 2)
-	if m := c.Miswired(); len(m) != 1 || m[0] != lost {
+	if m := c.disc.Miswired(); len(m) != 1 || m[0] != lost {
 		t.Fatalf("links out of routes: %v, want %s", m, lost)
 	}
 	planInBackground(t, c)

@@ -277,7 +277,7 @@ func (d *Drains) view(snap *topology.Snapshot, dr models.Drain) api.DrainView {
 		if err != nil {
 			continue
 		}
-		gbps, empty := d.ctrl.recentLoad(l, dr.Created)
+		gbps, empty := recentLoad(d.ctrl.tele, l, dr.Created)
 		v.TrafficGbps += gbps
 		drained = drained && avoided[id] && empty
 	}
@@ -290,9 +290,9 @@ func (d *Drains) view(snap *topology.Snapshot, dr models.Drain) api.DrainView {
 // recentLoad is what link l carried (both directions, Gb/s) over the
 // last counter reading of each end, and whether that is empty, measured
 // over intervals that began after since. A link known down is empty.
-func (c *Controller) recentLoad(l models.Link, since time.Time) (float64, bool) {
-	a, okA := c.tele.Port(l.A)
-	b, okB := c.tele.Port(l.B)
+func recentLoad(tele *telemetry.Telemetry, l models.Link, since time.Time) (float64, bool) {
+	a, okA := tele.Port(l.A)
+	b, okB := tele.Port(l.B)
 	if reportedDown(a, okA) || reportedDown(b, okB) {
 		return 0, true
 	}

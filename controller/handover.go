@@ -171,8 +171,8 @@ func (tm *termMarks) endTablesFirst() {
 // cause is not known). A switch without a mark (a cold start, a switch
 // being written at the kill, one wiped or reconnected since) is not
 // held.
-func (c *Controller) awaitTablesFirst(ctx context.Context, sw models.SwitchID) {
-	tm := c.marks()
+func (hs *handoverState) awaitTablesFirst(ctx context.Context, sw models.SwitchID) {
+	tm := hs.current()
 	if tm == nil || tm.await(ctx) != nil {
 		return
 	}
@@ -212,32 +212,32 @@ func (tm *termMarks) counted() []any {
 	return out
 }
 
-// marks is the current term's marks; nil without a MarkStore or while
+// current is the current term's marks; nil without a MarkStore or while
 // following.
-func (c *Controller) marks() *termMarks {
-	c.handover.mu.Lock()
-	defer c.handover.mu.Unlock()
-	return c.handover.term
+func (hs *handoverState) current() *termMarks {
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	return hs.term
 }
 
-// setMarks makes term t's marks (nil: following) the current ones and
+// set makes term t's marks (nil: following) the current ones and
 // returns them; nil without a MarkStore. They are loaded by runMarks;
 // until then the term's reconciles wait for them.
-func (c *Controller) setMarks(t *election.Term) *termMarks {
+func (hs *handoverState) set(t *election.Term) *termMarks {
 	var tm *termMarks
-	if c.cfg.Marks != nil && t != nil {
-		tm = newTermMarks(c.cfg.Marks, t, c.m.marks, c.cfg.Now)
-		tm.spawn = func(f func()) { c.beside(context.Background(), func(context.Context) { f() }) }
+	if hs.cfg.Marks != nil && t != nil {
+		tm = newTermMarks(hs.cfg.Marks, t, hs.m.marks, hs.cfg.Now)
+		tm.spawn = func(f func()) { hs.plans.beside(context.Background(), func(context.Context) { f() }) }
 	}
-	c.handover.mu.Lock()
-	c.handover.term = tm
-	c.handover.mu.Unlock()
+	hs.mu.Lock()
+	hs.term = tm
+	hs.mu.Unlock()
 	return tm
 }
 
-// runMarks loads term tm's marks (retried until they are, or the term
+// run loads term tm's marks (retried until they are, or the term
 // ends), then records the quiet switches' marks while the term lasts.
-func (c *Controller) runMarks(ctx context.Context, tm *termMarks) {
+func (hs *handoverState) run(ctx context.Context, tm *termMarks) {
 	tctx, stop := context.WithCancel(tm.term.Context())
 	defer stop()
 	defer context.AfterFunc(ctx, stop)()
@@ -254,10 +254,10 @@ func (c *Controller) runMarks(ctx context.Context, tm *termMarks) {
 			tm.mu.Unlock()
 			n := len(trust)
 			close(tm.loaded) // trust is tm's from here
-			c.log.Info("handover marks loaded", "switches", n)
+			hs.log.Info("handover marks loaded", "switches", n)
 			break
 		}
-		c.log.Warn("cannot load the switches' handover marks; no switch is written until they are", "err", err, "retry_in", backoff)
+		hs.log.Warn("cannot load the switches' handover marks; no switch is written until they are", "err", err, "retry_in", backoff)
 		select {
 		case <-tctx.Done():
 			return
@@ -265,7 +265,7 @@ func (c *Controller) runMarks(ctx context.Context, tm *termMarks) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
-	c.keepMarks(tctx, tm)
+	hs.keep(tctx, tm)
 }
 
 // await waits for the marks to be loaded.
@@ -470,24 +470,18 @@ func (k knownState) mark(term uint64) models.SwitchMark {
 	return models.SwitchMark{Tables: models.StateDigest(k.st).String(), Pins: k.pinDigest.String(), PinCount: k.pinCount, Renames: k.renames, Term: term}
 }
 
-// keepMarks records the quiet switches' marks every markEvery while term
+// keep records the quiet switches' marks every markEvery while term
 // tm lasts.
-func (c *Controller) keepMarks(ctx context.Context, tm *termMarks) {
+func (hs *handoverState) keep(ctx context.Context, tm *termMarks) {
 	tick := time.NewTicker(markEvery)
 	defer tick.Stop()
-	known := func(sw models.SwitchID) (knownState, bool) {
-		c.mu.RLock()
-		defer c.mu.RUnlock()
-		k, ok := c.known[sw]
-		return k, ok && k.pins != nil
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		st := c.current()
+		st := hs.fabric()
 		if st == nil {
 			continue
 		}
@@ -497,8 +491,8 @@ func (c *Controller) keepMarks(ctx context.Context, tm *termMarks) {
 			}
 		}
 		inTopology := func(sw models.SwitchID) bool { _, err := st.snap.Switch(sw); return err == nil }
-		if _, err := tm.mark(ctx, c.cfg.Now(), known, all, inTopology); err != nil && ctx.Err() == nil {
-			c.log.Warn("cannot record the switches' handover marks; the next term reads them back", "err", err)
+		if _, err := tm.mark(ctx, hs.cfg.Now(), hs.known, all, inTopology); err != nil && ctx.Err() == nil {
+			hs.log.Warn("cannot record the switches' handover marks; the next term reads them back", "err", err)
 		}
 	}
 }
@@ -515,14 +509,14 @@ func (c *Controller) keepMarks(ctx context.Context, tm *termMarks) {
 // congestion, which a new one starts without), the switch is read but
 // for its pins, and if that is what the mark says the switch had, the
 // pins are taken as the mark says and the rest as read.
-func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired models.ForwardingState, pins models.Digest) (_ models.ForwardingState, ok bool) {
-	tm := c.marks()
-	prober := c.cfg.Can.Prober
+func (hs *handoverState) trusted(ctx context.Context, sw models.SwitchID, desired models.ForwardingState, pins models.Digest) (_ models.ForwardingState, ok bool) {
+	tm := hs.current()
+	prober := hs.cfg.Can.Prober
 	if tm == nil || prober == nil || tm.await(ctx) != nil {
 		return models.ForwardingState{}, false
 	}
 	result := func(r string) {
-		c.m.handover.WithLabelValues(r).Inc()
+		hs.m.handover.WithLabelValues(r).Inc()
 		tm.count(r)
 	}
 	mark, ok, first := tm.take(sw)
@@ -535,13 +529,13 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 	held := desired.FlowPins // the pins sw holds, as the mark says
 	if pins.String() != mark.Pins {
 		var ok bool
-		if held, ok = c.unsettledRead(ctx, sw, desired.FlowPins, mark); !ok {
+		if held, ok = hs.unsettledRead(ctx, sw, desired.FlowPins, mark); !ok {
 			result("pins_changed")
-			c.log.Debug("a switch's flow pins are not those of its handover mark; reading it in full", "switch", sw, "pins", len(desired.FlowPins), "marked", mark.PinCount)
+			hs.log.Debug("a switch's flow pins are not those of its handover mark; reading it in full", "switch", sw, "pins", len(desired.FlowPins), "marked", mark.PinCount)
 			return models.ForwardingState{}, false
 		}
 		tm.count("unsettled_read")
-		c.m.handoverUnsettled.Inc()
+		hs.m.handoverUnsettled.Inc()
 	}
 	rest := desired
 	rest.FlowPins = nil
@@ -557,14 +551,14 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 		result("trusted")
 	case sameRest:
 		result("probe_differs")
-		c.log.Warn("a switch's selector members, punts or hash seed differ from what its handover mark says; reading it in full", "switch", sw)
+		hs.log.Warn("a switch's selector members, punts or hash seed differ from what its handover mark says; reading it in full", "switch", sw)
 		return models.ForwardingState{}, false
 	case models.StateDigest(got).String() == mark.Tables:
 		result("pins_trusted")
 		rest = got
 	default:
 		result("probe_differs")
-		c.log.Warn("a switch's tables differ from what its handover mark says; reading it in full", "switch", sw)
+		hs.log.Warn("a switch's tables differ from what its handover mark says; reading it in full", "switch", sw)
 		return models.ForwardingState{}, false
 	}
 	rest.FlowPins = held
@@ -577,8 +571,8 @@ func (c *Controller) trusted(ctx context.Context, sw models.SwitchID, desired mo
 // key, and if the switch's other pins as this term computes them and
 // those read make the mark's digest, they are what sw holds. At most
 // half of sw's pins are read so; past that a full read costs as much.
-func (c *Controller) unsettledRead(ctx context.Context, sw models.SwitchID, desired []models.FlowPin, mark models.SwitchMark) ([]models.FlowPin, bool) {
-	u, pr := c.cfg.Can.Unsettled, c.cfg.Can.PinReader
+func (hs *handoverState) unsettledRead(ctx context.Context, sw models.SwitchID, desired []models.FlowPin, mark models.SwitchMark) ([]models.FlowPin, bool) {
+	u, pr := hs.cfg.Can.Unsettled, hs.cfg.Can.PinReader
 	if u == nil || pr == nil {
 		return nil, false
 	}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"net/netip"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Hosts need no hand setup. A GPU server's NIC resolves its gateway with
@@ -56,10 +58,20 @@ type HostMACStore interface {
 	Follow(ctx context.Context, fn func(map[string]models.MAC)) error
 }
 
-// hostState is what the controller knows of hosts beyond the topology,
-// under mu, and the ARP answers to send and the MACs to record (out,
-// learn).
-type hostState struct {
+// hostLearner answers the hosts' ARP and learns their MACs. It reads
+// the configuration (Now, Packets, HostMACs, Leadership), the current
+// fabric, and whether this replica leads, and queues the leaves whose
+// hosts' MACs changed; nothing else of the controller. What it knows of
+// hosts beyond the topology is under mu; out and learn are the ARP
+// answers to send and the MACs to record.
+type hostLearner struct {
+	cfg     *Config
+	log     *slog.Logger
+	arp     *prometheus.CounterVec
+	fabric  func() *fabricState
+	leading func() bool
+	enqueue func(models.SwitchID)
+
 	mu      sync.Mutex
 	out     chan packetOut
 	learn   chan learnedMAC
@@ -79,6 +91,13 @@ type hostState struct {
 	warned map[models.Endpoint]netip.Addr
 }
 
+func newHostLearner(cfg *Config, log *slog.Logger, arp *prometheus.CounterVec, fabric func() *fabricState, leading func() bool, enqueue func(models.SwitchID)) *hostLearner {
+	return &hostLearner{cfg: cfg, log: log, arp: arp, fabric: fabric, leading: leading, enqueue: enqueue,
+		learned: map[string]models.MAC{}, asked: map[string]time.Time{}, tries: map[string]int{},
+		answered: map[models.Endpoint]int{}, warned: map[models.Endpoint]netip.Addr{},
+		out: make(chan packetOut, 1024), learn: make(chan learnedMAC, 1024)}
+}
+
 // packetOut is a frame to send out of a switch's port.
 type packetOut struct {
 	sw      models.SwitchID
@@ -94,71 +113,71 @@ type learnedMAC struct {
 
 // arpIn takes an ARP packet a leaf punted from port: it answers a
 // declared host's request, and learns the host's MAC.
-func (c *Controller) arpIn(sw models.SwitchID, port uint32, payload []byte) {
+func (hl *hostLearner) arpIn(sw models.SwitchID, port uint32, payload []byte) {
 	p, ok := models.ParseARP(payload)
-	st := c.current()
+	st := hl.fabric()
 	if !ok || st == nil {
 		return
 	}
 	at := models.Endpoint{Switch: sw, Port: port}
 	h, ok := st.snap.HostAt(at)
 	if !ok {
-		c.m.arp.WithLabelValues("not_a_host_port").Inc()
+		hl.arp.WithLabelValues("not_a_host_port").Inc()
 		return
 	}
 	if p.SPA.IsUnspecified() {
 		return // another host's duplicate address probe: nothing to learn, nothing to say
 	}
 	if p.SPA != h.IP {
-		c.m.arp.WithLabelValues("wrong_address").Inc()
-		c.hosts.mu.Lock()
-		first := c.hosts.warned[at] != p.SPA
-		c.hosts.warned[at] = p.SPA
-		c.hosts.mu.Unlock()
+		hl.arp.WithLabelValues("wrong_address").Inc()
+		hl.mu.Lock()
+		first := hl.warned[at] != p.SPA
+		hl.warned[at] = p.SPA
+		hl.mu.Unlock()
 		if first {
-			c.log.Warn("ARP from a host port with an address the topology does not give it: not answered, not learned",
+			hl.log.Warn("ARP from a host port with an address the topology does not give it: not answered, not learned",
 				"port", at, "address", p.SPA, "mac", p.SHA, "host", h.Name, "host_address", h.IP)
 		}
 		return
 	}
-	if p.SHA != c.hostMAC(h) {
+	if p.SHA != hl.hostMAC(h) {
 		select {
-		case c.hosts.learn <- learnedMAC{host: h.Name, mac: p.SHA}:
+		case hl.learn <- learnedMAC{host: h.Name, mac: p.SHA}:
 		default:
-			c.m.arp.WithLabelValues("dropped").Inc()
+			hl.arp.WithLabelValues("dropped").Inc()
 		}
 	}
 	if p.Op != models.ARPRequest || p.TPA == h.IP || !p.TPA.Is4() {
 		return
 	}
-	now := c.cfg.Now()
-	c.hosts.mu.Lock()
-	if now.Sub(c.hosts.second) >= time.Second {
-		clear(c.hosts.answered)
-		c.hosts.second = now
+	now := hl.cfg.Now()
+	hl.mu.Lock()
+	if now.Sub(hl.second) >= time.Second {
+		clear(hl.answered)
+		hl.second = now
 	}
-	c.hosts.answered[at]++
-	over := c.hosts.answered[at] > arpPerPort
-	c.hosts.mu.Unlock()
+	hl.answered[at]++
+	over := hl.answered[at] > arpPerPort
+	hl.mu.Unlock()
 	sws, err := st.snap.Switch(sw)
 	if over || err != nil {
-		c.m.arp.WithLabelValues("dropped").Inc()
+		hl.arp.WithLabelValues("dropped").Inc()
 		return
 	}
 	gw := sws.PortMAC(port)
 	reply := models.ARP{Op: models.ARPReply, SHA: gw, SPA: p.TPA, THA: p.SHA, TPA: p.SPA}
 	select {
-	case c.hosts.out <- packetOut{sw: sw, port: port, payload: reply.Frame(p.SHA, gw)}:
+	case hl.out <- packetOut{sw: sw, port: port, payload: reply.Frame(p.SHA, gw)}:
 	default:
-		c.m.arp.WithLabelValues("dropped").Inc()
+		hl.arp.WithLabelValues("dropped").Inc()
 	}
 }
 
 // hostMAC is h's MAC: learned, else the topology's.
-func (c *Controller) hostMAC(h models.Host) models.MAC {
-	c.hosts.mu.Lock()
-	defer c.hosts.mu.Unlock()
-	if m, ok := c.hosts.learned[h.Name]; ok {
+func (hl *hostLearner) hostMAC(h models.Host) models.MAC {
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	if m, ok := hl.learned[h.Name]; ok {
 		return m
 	}
 	return h.NICMAC()
@@ -166,10 +185,10 @@ func (c *Controller) hostMAC(h models.Host) models.MAC {
 
 // withLearnedMACs is macs (sw's port_macs) with the learned MACs of the
 // hosts on sw written in; macs itself is not changed.
-func (c *Controller) withLearnedMACs(snap *topology.Snapshot, sw models.SwitchID, macs []models.PortMAC) []models.PortMAC {
-	c.hosts.mu.Lock()
-	defer c.hosts.mu.Unlock()
-	if len(c.hosts.learned) == 0 {
+func (hl *hostLearner) withLearnedMACs(snap *topology.Snapshot, sw models.SwitchID, macs []models.PortMAC) []models.PortMAC {
+	hl.mu.Lock()
+	defer hl.mu.Unlock()
+	if len(hl.learned) == 0 {
 		return macs
 	}
 	var out []models.PortMAC
@@ -178,7 +197,7 @@ func (c *Controller) withLearnedMACs(snap *topology.Snapshot, sw models.SwitchID
 		if !ok {
 			continue
 		}
-		if m, ok := c.hosts.learned[h.Name]; ok && m != pm.Dst {
+		if m, ok := hl.learned[h.Name]; ok && m != pm.Dst {
 			if out == nil {
 				out = slices.Clone(macs)
 			}
@@ -193,17 +212,17 @@ func (c *Controller) withLearnedMACs(snap *topology.Snapshot, sw models.SwitchID
 
 // setLearned takes every host's learned MAC and queues the leaves whose
 // hosts' MACs changed.
-func (c *Controller) setLearned(all map[string]models.MAC) {
-	c.hosts.mu.Lock()
+func (hl *hostLearner) setLearned(all map[string]models.MAC) {
+	hl.mu.Lock()
 	var changed []string
 	for h, m := range all {
-		if was, ok := c.hosts.learned[h]; !ok || was != m {
+		if was, ok := hl.learned[h]; !ok || was != m {
 			changed = append(changed, h)
 		}
 	}
-	c.hosts.learned = maps.Clone(all)
-	c.hosts.mu.Unlock()
-	st := c.current()
+	hl.learned = maps.Clone(all)
+	hl.mu.Unlock()
+	st := hl.fabric()
 	if st == nil || len(changed) == 0 {
 		return
 	}
@@ -213,29 +232,29 @@ func (c *Controller) setLearned(all map[string]models.MAC) {
 		if err != nil {
 			continue // no longer in the topology
 		}
-		c.log.Info("host MAC learned", "host", h.Name, "mac", all[h.Name], "port", h.Attach)
+		hl.log.Info("host MAC learned", "host", h.Name, "mac", all[h.Name], "port", h.Attach)
 		if !queued[h.Attach.Switch] {
 			queued[h.Attach.Switch] = true
-			c.Enqueue(h.Attach.Switch)
+			hl.enqueue(h.Attach.Switch)
 		}
 	}
 }
 
-// serveHosts sends the ARP answers, records the MACs learned, and probes
+// serve sends the ARP answers, records the MACs learned, and probes
 // the host ports as the leader, until ctx ends.
-func (c *Controller) serveHosts(ctx context.Context) {
+func (hl *hostLearner) serve(ctx context.Context) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	c.probeHosts(ctx)
+	hl.probe(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case p := <-c.hosts.out:
-			if c.Leading() && c.sendARP(ctx, p) {
-				c.m.arp.WithLabelValues("answered").Inc()
+		case p := <-hl.out:
+			if hl.leading() && hl.sendARP(ctx, p) {
+				hl.arp.WithLabelValues("answered").Inc()
 			}
-		case l := <-c.hosts.learn:
+		case l := <-hl.learn:
 			// With what else was learned meanwhile: a fabric's hosts
 			// answer the first probes together, and one transaction
 			// (and one change for the replicas following) takes many.
@@ -243,27 +262,27 @@ func (c *Controller) serveHosts(ctx context.Context) {
 		more:
 			for len(batch) < learnBatch {
 				select {
-				case l := <-c.hosts.learn:
+				case l := <-hl.learn:
 					batch[l.host] = l.mac
 				default:
 					break more
 				}
 			}
-			if c.Leading() {
-				c.recordMACs(ctx, batch)
+			if hl.leading() {
+				hl.recordMACs(ctx, batch)
 			}
 		case <-tick.C:
-			c.probeHosts(ctx)
+			hl.probe(ctx)
 		}
 	}
 }
 
 // sendARP sends an ARP frame; false if it could not.
-func (c *Controller) sendARP(ctx context.Context, p packetOut) bool {
+func (hl *hostLearner) sendARP(ctx context.Context, p packetOut) bool {
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if err := c.cfg.Packets.SendPacket(pctx, p.sw, p.port, p.payload); err != nil {
-		c.log.Debug("ARP not sent", "switch", p.sw, "port", p.port, "err", err)
+	if err := hl.cfg.Packets.SendPacket(pctx, p.sw, p.port, p.payload); err != nil {
+		hl.log.Debug("ARP not sent", "switch", p.sw, "port", p.port, "err", err)
 		return false
 	}
 	return true
@@ -271,22 +290,22 @@ func (c *Controller) sendARP(ctx context.Context, p packetOut) bool {
 
 // recordMACs keeps learned MACs: in etcd, for every replica to follow,
 // or here only when there is no store.
-func (c *Controller) recordMACs(ctx context.Context, batch map[string]models.MAC) {
-	c.m.arp.WithLabelValues("learned").Add(float64(len(batch)))
-	if c.cfg.HostMACs == nil {
-		c.hosts.mu.Lock()
-		all := maps.Clone(c.hosts.learned)
-		c.hosts.mu.Unlock()
+func (hl *hostLearner) recordMACs(ctx context.Context, batch map[string]models.MAC) {
+	hl.arp.WithLabelValues("learned").Add(float64(len(batch)))
+	if hl.cfg.HostMACs == nil {
+		hl.mu.Lock()
+		all := maps.Clone(hl.learned)
+		hl.mu.Unlock()
 		if all == nil {
 			all = map[string]models.MAC{}
 		}
 		maps.Copy(all, batch)
-		c.setLearned(all)
+		hl.setLearned(all)
 		return
 	}
 	var fence []clientv3.Cmp
-	if c.cfg.Leadership != nil {
-		t := c.cfg.Leadership.Term()
+	if hl.cfg.Leadership != nil {
+		t := hl.cfg.Leadership.Term()
 		if t == nil {
 			return
 		}
@@ -294,57 +313,57 @@ func (c *Controller) recordMACs(ctx context.Context, batch map[string]models.MAC
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := c.cfg.HostMACs.Put(pctx, fence, batch); err != nil {
-		c.log.Warn("host MACs not recorded in etcd: learned again at their next ARP", "hosts", len(batch), "err", err)
+	if err := hl.cfg.HostMACs.Put(pctx, fence, batch); err != nil {
+		hl.log.Warn("host MACs not recorded in etcd: learned again at their next ARP", "hosts", len(batch), "err", err)
 	}
 }
 
-// probeHosts asks, as the leader, the hosts due for it who has their
+// probe asks, as the leader, the hosts due for it who has their
 // address.
-func (c *Controller) probeHosts(ctx context.Context) {
-	st := c.current()
-	if st == nil || !c.Leading() {
+func (hl *hostLearner) probe(ctx context.Context) {
+	st := hl.fabric()
+	if st == nil || !hl.leading() {
 		return
 	}
-	now := c.cfg.Now()
+	now := hl.cfg.Now()
 	for _, h := range st.snap.Hosts() {
-		c.hosts.mu.Lock()
-		_, known := c.hosts.learned[h.Name]
+		hl.mu.Lock()
+		_, known := hl.learned[h.Name]
 		every := hostProbeKnown
 		if !known {
-			every = min(hostProbeKnown, hostProbeUnknown<<min(c.hosts.tries[h.Name], 8))
+			every = min(hostProbeKnown, hostProbeUnknown<<min(hl.tries[h.Name], 8))
 		}
-		due := now.Sub(c.hosts.asked[h.Name]) >= every
+		due := now.Sub(hl.asked[h.Name]) >= every
 		if due {
-			c.hosts.asked[h.Name] = now
+			hl.asked[h.Name] = now
 			if known {
-				delete(c.hosts.tries, h.Name)
+				delete(hl.tries, h.Name)
 			} else {
-				c.hosts.tries[h.Name]++
+				hl.tries[h.Name]++
 			}
 		}
-		c.hosts.mu.Unlock()
+		hl.mu.Unlock()
 		sw, err := st.snap.Switch(h.Attach.Switch)
 		if !due || err != nil || !h.IP.Is4() {
 			continue
 		}
 		src := sw.PortMAC(h.Attach.Port)
 		probe := models.ARP{Op: models.ARPRequest, SHA: src, SPA: netip.IPv4Unspecified(), TPA: h.IP}
-		if !c.sendARP(ctx, packetOut{sw: sw.Name, port: h.Attach.Port, payload: probe.Frame(models.BroadcastMAC, src)}) {
+		if !hl.sendARP(ctx, packetOut{sw: sw.Name, port: h.Attach.Port, payload: probe.Frame(models.BroadcastMAC, src)}) {
 			continue
 		}
-		c.m.arp.WithLabelValues("probe_sent").Inc()
+		hl.arp.WithLabelValues("probe_sent").Inc()
 	}
 }
 
-// followHostMACs follows the learned MACs in etcd until ctx ends.
-func (c *Controller) followHostMACs(ctx context.Context) {
+// follow follows the learned MACs in etcd until ctx ends.
+func (hl *hostLearner) follow(ctx context.Context) {
 	for ctx.Err() == nil {
-		err := c.cfg.HostMACs.Follow(ctx, c.setLearned)
+		err := hl.cfg.HostMACs.Follow(ctx, hl.setLearned)
 		if ctx.Err() != nil {
 			return
 		}
-		c.log.Warn("following the learned host MACs in etcd failed; again in a second", "err", err)
+		hl.log.Warn("following the learned host MACs in etcd failed; again in a second", "err", err)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Second):

@@ -24,7 +24,7 @@ func (c *Controller) LinkLoad(l models.Link) api.LinkLoad {
 	case reportedDown(a, okA) || reportedDown(b, okB):
 		// Down carries nothing: 0 at once, not a decaying average.
 		ll = api.LinkLoad{Up: false, Measured: ll.Measured, Stale: ll.Stale}
-	case c.routedAround(l.ID()):
+	case routedAround(c.current(), l.ID()):
 		// Drained (or flapping, miswired): its traffic moves off at once,
 		// and the average would show it for many intervals after the
 		// drain says drained. What it carried over the last interval is
@@ -40,12 +40,6 @@ func (c *Controller) LinkLoad(l models.Link) api.LinkLoad {
 		ll.Utilization = max(ll.ABbps, ll.BAbps) / (l.Gbps * 1e9)
 	}
 	return ll
-}
-
-// routedAround says whether the routes now avoid link id.
-func (c *Controller) routedAround(id models.LinkID) bool {
-	st := c.current()
-	return st != nil && st.down[id]
 }
 
 // reportedDown says whether a port's last oper-status was down. Telemetry
@@ -73,7 +67,7 @@ func (c *Controller) downLinksLocked(snap *topology.Snapshot) map[models.LinkID]
 			down[id] = true
 		}
 	}
-	for id := range c.miswired() { // cabled to something else: carries no routes
+	for id := range c.disc.miswired() { // cabled to something else: carries no routes
 		down[id] = true
 	}
 	return down
@@ -122,7 +116,7 @@ func (c *Controller) observeOperStatus(s models.CounterSample) {
 // it (its notification's timestamp): how long ago that was when the
 // reroute is decided is logged and measured.
 func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
-	ctx := c.running()
+	ctx := c.plans.running()
 	c.mu.Lock()
 	st := c.state
 	if st == nil || ctx == nil {
@@ -130,7 +124,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 		return
 	}
 	down := c.downLinksLocked(st.snap)
-	bias := c.biasesLocked()
+	bias := c.congestion.biases()
 	if maps.Equal(down, st.down) && maps.Equal(bias, st.bias) {
 		c.mu.Unlock()
 		return
@@ -155,7 +149,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	// made from them.
 	have := st
 	if failed && (!planReady(st) || !st.written()) {
-		prev := c.setAside(ctx, st)
+		prev := st.setAside()
 		if prev == nil {
 			wait := st.planning()
 			c.mu.Unlock()
@@ -205,7 +199,7 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 	// later reports, and a k=48 switch failure's neighbours, each holding
 	// its stream for a plan, would have their reports acted on 20-40 s
 	// late.
-	c.beside(ctx, func(ctx context.Context) { c.rollOut(ctx, st, next, failed) })
+	c.plans.beside(ctx, func(ctx context.Context) { c.rollOut(ctx, st, next, failed) })
 }
 
 // refreshOncePlanned is refreshDown for a failure that has nothing to
@@ -213,8 +207,8 @@ func (c *Controller) refreshDown(why string, reported time.Time, args ...any) {
 // and reconcile needs, then looks again (the state may have moved on).
 // What is waited for is wait's plan (see planning).
 func (c *Controller) refreshOncePlanned(ctx context.Context, wait *fabricState, why string, reported time.Time, args []any) {
-	c.beside(ctx, func(ctx context.Context) {
-		if _, err := c.planOf(ctx, wait); err != nil && ctx.Err() != nil {
+	c.plans.beside(ctx, func(ctx context.Context) {
+		if _, err := c.plans.planOf(ctx, wait); err != nil && ctx.Err() != nil {
 			return
 		}
 		c.refreshDown(why, reported, args...)
@@ -249,14 +243,14 @@ func (c *Controller) nextState(ctx context.Context, st, have *fabricState, down 
 		return next
 	}
 	pruned := &fabricState{rev: st.rev, snap: st.snap, down: have.down, planned: have.planned, source: have.computed(), derive: func(ctx context.Context) (pathcalc.Result, error) {
-		old, err := c.planOf(ctx, have)
+		old, err := c.plans.planOf(ctx, have)
 		if err != nil {
 			return old, err
 		}
 		return pathcalc.PruneResult(st.snap, old, down), nil
 	}}
 	next.ro = newRollout(pruned, c.cfg.Now)
-	if cur, err := c.planOf(ctx, have); err == nil {
+	if cur, err := c.plans.planOf(ctx, have); err == nil {
 		next.ro.base = &cur.Plan // what the switches have: the pruning is a stage of its own
 	}
 	return next
@@ -289,8 +283,8 @@ func (c *Controller) rollOut(ctx context.Context, st, next *fabricState, failed 
 	if failed {
 		from = next.ro.previous()
 	}
-	oldPlan, errOld := c.planOf(ctx, from)
-	newPlan, errNew := c.planOf(ctx, next)
+	oldPlan, errOld := c.plans.planOf(ctx, from)
+	newPlan, errNew := c.plans.planOf(ctx, next)
 	// A failure may have set this change aside while it was planned:
 	// its routes were never written, and the later state's rollout
 	// includes it.
@@ -298,12 +292,12 @@ func (c *Controller) rollOut(ctx context.Context, st, next *fabricState, failed 
 	if setAside || errOld != nil || errNew != nil {
 		abandon()
 		if !setAside {
-			c.enqueueAll()
+			c.queues.every(front)
 		}
 		return
 	}
 	next.ro.prepare(next, oldPlan, newPlan, next.ro.base)
-	c.enqueueStage(next.ro.begin())
+	c.queues.stage(next.ro.begin())
 	if next.ro.stageNow() == 0 {
 		c.urgency.end(next.ro) // nothing to stage: over at once
 	}
@@ -314,12 +308,12 @@ func (c *Controller) rollOut(ctx context.Context, st, next *fabricState, failed 
 func (c *Controller) enqueuePruned(ctx context.Context, ro *rollout) {
 	prev := ro.previous()
 	if prev == nil || ro.base == nil {
-		c.enqueueAll()
+		c.queues.every(front)
 		return
 	}
-	pruned, err := c.planOf(ctx, prev)
+	pruned, err := c.plans.planOf(ctx, prev)
 	if err != nil {
-		c.enqueueAll()
+		c.queues.every(front)
 		return
 	}
 	for sw, st := range pruned.Plan.Switches {
@@ -339,7 +333,7 @@ func (c *Controller) runDeferred() {
 		return
 	}
 	if st := c.current(); st != nil && (st.ro == nil || st.ro.stageNow() == 0) {
-		c.spawn(func(context.Context) { c.refreshDown("the rollout under way finished", time.Time{}) })
+		c.plans.spawn(func(context.Context) { c.refreshDown("the rollout under way finished", time.Time{}) })
 	}
 }
 
@@ -359,4 +353,10 @@ func (c *Controller) DownLinks() map[models.LinkID]bool {
 		return nil
 	}
 	return maps.Clone(st.down)
+}
+
+// routedAround says routes in st avoid link id (down, drained, dampened
+// or miswired).
+func routedAround(st *fabricState, id models.LinkID) bool {
+	return st != nil && st.down[id]
 }

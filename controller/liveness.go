@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"maps"
 	"time"
 
 	"github.com/accelnet/accelnet/models"
@@ -105,35 +104,35 @@ func watchedEnds(snap *topology.Snapshot) *watched {
 }
 
 // watchedNow is what liveness watches in the current topology.
-func (c *Controller) watchedNow() *watched {
-	st := c.current()
+func (lw *linkWatch) watchedNow() *watched {
+	st := lw.fabric()
 	if st == nil {
 		return nil
 	}
-	if w := c.disc.liveWatch.Load(); w != nil && w.snap == st.snap {
+	if w := lw.liveWatch.Load(); w != nil && w.snap == st.snap {
 		return w
 	}
 	w := watchedEnds(st.snap)
-	c.disc.liveWatch.Store(w)
+	lw.liveWatch.Store(w)
 	return w
 }
 
 // livenessInterval is the tick for n probes per tick within the budget,
 // and never longer than a discovery round.
-func (c *Controller) livenessInterval(n int) time.Duration {
-	d := c.cfg.LivenessInterval
-	if n > 0 && c.cfg.LivenessBudget > 0 {
-		d = max(d, time.Duration(int64(n)*int64(time.Second)/int64(c.cfg.LivenessBudget)))
+func (lw *linkWatch) livenessInterval(n int) time.Duration {
+	d := lw.cfg.LivenessInterval
+	if n > 0 && lw.cfg.LivenessBudget > 0 {
+		d = max(d, time.Duration(int64(n)*int64(time.Second)/int64(lw.cfg.LivenessBudget)))
 	}
-	if c.cfg.DiscoveryInterval > 0 && d > c.cfg.DiscoveryInterval {
-		d = max(c.cfg.LivenessInterval, c.cfg.DiscoveryInterval)
+	if lw.cfg.DiscoveryInterval > 0 && d > lw.cfg.DiscoveryInterval {
+		d = max(lw.cfg.LivenessInterval, lw.cfg.DiscoveryInterval)
 	}
 	return d
 }
 
 // watchLiveness runs liveness ticks until ctx ends.
-func (c *Controller) watchLiveness(ctx context.Context) {
-	interval := c.cfg.LivenessInterval
+func (lw *linkWatch) watchLiveness(ctx context.Context) {
+	interval := lw.cfg.LivenessInterval
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var saidEnds int
@@ -144,24 +143,24 @@ func (c *Controller) watchLiveness(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		w := c.watchedNow()
+		w := lw.watchedNow()
 		if w == nil || w.n == 0 {
 			continue
 		}
-		d := c.livenessInterval(w.n)
+		d := lw.livenessInterval(w.n)
 		if d != interval {
 			interval = d
 			t.Reset(d)
 		}
 		if w.n != saidEnds || d != saidEvery {
 			saidEnds, saidEvery = w.n, d
-			c.log.Info("link liveness: probing the fabric link ends on switches that report no oper-status",
+			lw.log.Info("link liveness: probing the fabric link ends on switches that report no oper-status",
 				"ends", w.n, "interval", d, "lost_after", fmt.Sprintf("%s to %s", livenessMissed*d, (livenessMissed+1)*d),
 				"probes_per_second", int64(w.n)*int64(time.Second)/int64(d))
 		}
-		c.m.livenessEnds.Set(float64(w.n))
-		c.m.livenessInterval.Set(d.Seconds())
-		c.livenessTick(ctx, w)
+		lw.m.livenessEnds.Set(float64(w.n))
+		lw.m.livenessInterval.Set(d.Seconds())
+		lw.livenessTick(ctx, w)
 	}
 }
 
@@ -169,74 +168,72 @@ func (c *Controller) watchLiveness(ctx context.Context) {
 // the last one count it), judges the watched links, and probes them
 // again, as the leader. It waits while a failure is handled (see
 // urgency): no probe is sent meanwhile, so none is missed.
-func (c *Controller) livenessTick(ctx context.Context, w *watched) {
-	if c.cfg.Packets == nil || !c.Leading() || c.urgency.await(ctx) != nil {
+func (lw *linkWatch) livenessTick(ctx context.Context, w *watched) {
+	if lw.cfg.Packets == nil || !lw.leading() || lw.urgency.await(ctx) != nil {
 		return
 	}
-	c.disc.mu.Lock()
-	for sw := range c.disc.tickHeardNow {
-		c.disc.tickHeard[sw]++
+	lw.mu.Lock()
+	for sw := range lw.tickHeardNow {
+		lw.tickHeard[sw]++
 	}
-	clear(c.disc.tickHeardNow)
-	c.disc.ticks++
-	c.disc.mu.Unlock()
-	c.judge(w.links)
-	c.mu.RLock()
-	operDown := maps.Clone(c.operDown)
-	c.mu.RUnlock()
+	clear(lw.tickHeardNow)
+	lw.ticks++
+	lw.mu.Unlock()
+	lw.judge(w.links)
+	operDown := lw.operDown()
 	for _, f := range w.from {
 		for i, port := range f.ports {
 			if operDown[models.Endpoint{Switch: f.sw.Name, Port: port}] {
 				continue
 			}
-			if !c.sendProbe(ctx, f.sw.Name, port, f.probes[i]) {
+			if !lw.sendProbe(ctx, f.sw.Name, port, f.probes[i]) {
 				break // the switch is not reachable now: next tick
 			}
 		}
 	}
-	c.disc.mu.Lock()
-	if c.disc.probingSince.IsZero() {
-		c.disc.probingSince = c.cfg.Now()
+	lw.mu.Lock()
+	if lw.probingSince.IsZero() {
+		lw.probingSince = lw.cfg.Now()
 	}
-	c.disc.mu.Unlock()
+	lw.mu.Unlock()
 }
 
 // sendProbe sends probe out of sw's port and counts it; false when it
 // could not be sent.
-func (c *Controller) sendProbe(ctx context.Context, sw models.SwitchID, port uint32, probe []byte) bool {
+func (lw *linkWatch) sendProbe(ctx context.Context, sw models.SwitchID, port uint32, probe []byte) bool {
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	err := c.cfg.Packets.SendPacket(pctx, sw, port, probe)
+	err := lw.cfg.Packets.SendPacket(pctx, sw, port, probe)
 	cancel()
 	if err != nil {
-		c.log.Debug("link probe not sent", "switch", sw, "port", port, "err", err)
+		lw.log.Debug("link probe not sent", "switch", sw, "port", port, "err", err)
 		return false
 	}
 	e := models.Endpoint{Switch: sw, Port: port}
-	c.disc.mu.Lock()
-	c.disc.probesSent[e]++
-	c.disc.mu.Unlock()
+	lw.mu.Lock()
+	lw.probesSent[e]++
+	lw.mu.Unlock()
 	return true
 }
 
 // livenessOn says whether link liveness runs.
-func (c *Controller) livenessOn() bool {
-	return c.cfg.LivenessInterval > 0 && c.cfg.Packets != nil
+func (lw *linkWatch) livenessOn() bool {
+	return lw.cfg.LivenessInterval > 0 && lw.cfg.Packets != nil
 }
 
 // LivenessTicks is how many liveness ticks this controller has closed:
 // tests wait on it.
-func (c *Controller) LivenessTicks() uint64 {
-	c.disc.mu.Lock()
-	defer c.disc.mu.Unlock()
-	return c.disc.ticks
+func (lw *linkWatch) LivenessTicks() uint64 {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.ticks
 }
 
 // ProbesSent is how many link probes (discovery's and liveness's) this
 // controller has sent.
-func (c *Controller) ProbesSent() (n uint64) {
-	c.disc.mu.Lock()
-	defer c.disc.mu.Unlock()
-	for _, v := range c.disc.probesSent {
+func (lw *linkWatch) ProbesSent() (n uint64) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	for _, v := range lw.probesSent {
 		n += v
 	}
 	return n

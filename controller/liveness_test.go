@@ -14,13 +14,13 @@ import (
 func livenessController(t *testing.T) (*Controller, *cabling, func(ticks int)) {
 	t.Helper()
 	c, w, now := cabledController(t, 0)
-	if !c.livenessOn() || c.cfg.LivenessInterval != DefaultLivenessInterval {
-		t.Fatalf("liveness on: %v, every %s; want it on by default, every %s", c.livenessOn(), c.cfg.LivenessInterval, DefaultLivenessInterval)
+	if !c.disc.livenessOn() || c.cfg.LivenessInterval != DefaultLivenessInterval {
+		t.Fatalf("liveness on: %v, every %s; want it on by default, every %s", c.disc.livenessOn(), c.cfg.LivenessInterval, DefaultLivenessInterval)
 	}
 	ticks := func(n int) {
 		for range n {
 			*now = now.Add(c.cfg.LivenessInterval)
-			c.livenessTick(t.Context(), c.watchedNow())
+			c.disc.livenessTick(t.Context(), c.disc.watchedNow())
 		}
 	}
 	return c, w, ticks
@@ -50,22 +50,22 @@ func TestLivenessLosesACutLinkInTicks(t *testing.T) {
 	cut := w.snap.Neighbors("leaf1")[0].Link
 	setCut(w, cut, true)
 	ticks(livenessMissed)
-	if states, _ := c.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed {
+	if states, _ := c.disc.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed {
 		t.Fatalf("cut link %s is %s after %d ticks, want still confirmed (a probe or two may be dropped)", cut, states[cut].State, livenessMissed)
 	}
 	ticks(1)
-	states, _ := c.LinkDiscovery()
+	states, _ := c.disc.LinkDiscovery()
 	if states[cut].State != api.DiscoveryLost {
 		t.Fatalf("cut link %s is %s after %d ticks, want lost", cut, states[cut].State, livenessMissed+1)
 	}
-	if m := c.Miswired(); len(m) != 1 || m[0] != cut {
+	if m := c.disc.Miswired(); len(m) != 1 || m[0] != cut {
 		t.Errorf("links out of routes: %v, want %s", m, cut)
 	}
 	setCut(w, cut, false)
 	ticks(1) // the probes cross
 	ticks(1) // and are counted
-	if states, _ := c.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed || len(c.Miswired()) != 0 {
-		t.Errorf("repaired link %s is %s, routes avoid %v", cut, states[cut].State, c.Miswired())
+	if states, _ := c.disc.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed || len(c.disc.Miswired()) != 0 {
+		t.Errorf("repaired link %s is %s, routes avoid %v", cut, states[cut].State, c.disc.Miswired())
 	}
 }
 
@@ -82,7 +82,7 @@ func TestLivenessNeverLosesALinkThatIsBack(t *testing.T) {
 		setCut(w, cut, false)
 		for i := range 3 * livenessMissed {
 			ticks(1)
-			if states, _ := c.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed {
+			if states, _ := c.disc.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed {
 				t.Fatalf("link cut for %d ticks, back for %d: %s, want confirmed", short, i+1, states[cut].State)
 			}
 		}
@@ -93,7 +93,7 @@ func TestLivenessNeverLosesALinkThatIsBack(t *testing.T) {
 	ticks(2)
 	for i := range 3 * livenessMissed {
 		ticks(1)
-		if states, _ := c.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed {
+		if states, _ := c.disc.LinkDiscovery(); states[cut].State != api.DiscoveryConfirmed {
 			t.Fatalf("link back for %d ticks after being lost: %s, want confirmed", i+3, states[cut].State)
 		}
 	}
@@ -112,7 +112,7 @@ func TestLivenessLosesNoLinkToSilence(t *testing.T) {
 // interval stretches.
 func TestLivenessWatchesWhatReportsNothing(t *testing.T) {
 	c, _, _ := livenessController(t)
-	w := c.watchedNow()
+	w := c.disc.watchedNow()
 	if w.n != 12 || len(w.links) != 6 {
 		t.Fatalf("watched %d ends of %d links, want all 12 ends of 6", w.n, len(w.links))
 	}
@@ -128,7 +128,7 @@ func TestLivenessWatchesWhatReportsNothing(t *testing.T) {
 		}
 	}
 	c.setTopology(t.Context(), topo, 2)
-	w = c.watchedNow()
+	w = c.disc.watchedNow()
 	if w.n != 6 || len(w.links) != 6 {
 		t.Fatalf("watched %d ends of %d links, want the leaves' 6 ends of 6", w.n, len(w.links))
 	}
@@ -138,11 +138,11 @@ func TestLivenessWatchesWhatReportsNothing(t *testing.T) {
 		}
 	}
 	c.cfg.LivenessBudget = 10
-	if d := c.livenessInterval(w.n); d != 600*time.Millisecond {
+	if d := c.disc.livenessInterval(w.n); d != 600*time.Millisecond {
 		t.Errorf("6 probes a tick within 10 a second: every %s, want 600ms", d)
 	}
 	c.cfg.LivenessBudget = 1
-	if d := c.livenessInterval(w.n); d != c.cfg.DiscoveryInterval {
+	if d := c.disc.livenessInterval(w.n); d != c.cfg.DiscoveryInterval {
 		t.Errorf("6 probes a tick within 1 a second: every %s, want the discovery interval %s (never longer)", d, c.cfg.DiscoveryInterval)
 	}
 }

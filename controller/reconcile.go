@@ -48,7 +48,7 @@ type pinRefusal interface {
 // reportRefusedPins tells the overlay which flow pins sw refused for good
 // in a write of diff, and how many pins sw holds after it (it held before
 // of them; the deletions went first, the inserts it did not refuse went in).
-func (c *Controller) reportRefusedPins(sw models.SwitchID, err error, diff models.Diff, before int) {
+func reportRefusedPins(ov Overlay, sw models.SwitchID, err error, diff models.Diff, before int) {
 	var we pinRefusal
 	if !errors.As(err, &we) {
 		return
@@ -67,7 +67,7 @@ func (c *Controller) reportRefusedPins(sw models.SwitchID, err error, diff model
 			held++
 		}
 	}
-	c.cfg.Overlay.PinsRefused(sw, keys, why, held)
+	ov.PinsRefused(sw, keys, why, held)
 }
 
 // confirm reads back the flow pins a diff wrote or removed and checks
@@ -122,12 +122,12 @@ func (c *Controller) confirm(ctx context.Context, sw models.SwitchID, diff model
 func (c *Controller) desiredOf(ctx context.Context, st *fabricState, sw models.SwitchID) (desired models.ForwardingState, stage int, planned bool, err error) {
 	stage, prev, pruning := st.rollingOut()
 	if pruning {
-		old, err := c.planOf(ctx, prev)
+		old, err := c.plans.planOf(ctx, prev)
 		if err == nil {
 			return old.Plan.Switches[sw], stage, false, nil
 		}
 	}
-	plan, err := c.planOf(ctx, st)
+	plan, err := c.plans.planOf(ctx, st)
 	if err != nil {
 		return desired, stage, false, err
 	}
@@ -135,7 +135,7 @@ func (c *Controller) desiredOf(ctx context.Context, st *fabricState, sw models.S
 	if prev == nil || !st.ro.touches(sw) {
 		return desired, stage, true, nil
 	}
-	old, err := c.planOf(ctx, prev)
+	old, err := c.plans.planOf(ctx, prev)
 	if err != nil {
 		return desired, stage, true, nil // the new routes at once
 	}
@@ -163,7 +163,7 @@ func (st *fabricState) rollingOut() (stage int, prev *fabricState, pruning bool)
 // left for the reconcile to meet.
 func (c *Controller) awaitRoutes(ctx context.Context, _ models.SwitchID) {
 	if st := c.current(); st != nil {
-		_, _ = c.planOf(ctx, st.routesFirst())
+		_, _ = c.plans.planOf(ctx, st.routesFirst())
 	}
 }
 
@@ -206,7 +206,7 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		record(api.SwitchStatus{LastError: err.Error()})
 		return 0, err
 	}
-	desired.PortMACs = c.withLearnedMACs(st.snap, sw, desired.PortMACs)
+	desired.PortMACs = c.hosts.withLearnedMACs(st.snap, sw, desired.PortMACs)
 	switch {
 	case c.cfg.Limits.PerLeafRoutes:
 	case planned:
@@ -222,14 +222,14 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 		inSync := c.status[sw].InSync
 		c.mu.RUnlock()
 		if inSync {
-			c.enqueueStage(st.ro.confirmed(sw, stage)) // the next stage's switches
-			c.logRollout(st.ro)
+			c.queues.stage(st.ro.confirmed(sw, stage)) // the next stage's switches
+			st.ro.logFinished(c.log, c.urgency)
 		}
 	}()
 	c.mu.RLock()
 	k, cached := c.known[sw]
 	c.mu.RUnlock()
-	cmp, incremental := c.incrementalDiff(sw, desired, k, cached)
+	cmp, incremental := incrementalDiff(c.cfg.Can.PinsDelta, sw, desired, k, cached)
 	if !incremental {
 		if cmp, err = c.fullDiff(ctx, sw, desired, k, cached); err != nil {
 			record(api.SwitchStatus{LastError: err.Error()})
@@ -303,7 +303,7 @@ func (c *Controller) recordTables(st *fabricState, sw models.SwitchID, s api.Swi
 // overlay (pinsBefore: how many pins sw held).
 func (c *Controller) write(ctx context.Context, sw models.SwitchID, diff models.Diff, pinsBefore int) (done func(), err error) {
 	done = func() {}
-	if tm := c.marks(); tm != nil {
+	if tm := c.handover.current(); tm != nil {
 		if done, err = tm.beforeWrite(ctx, sw); err != nil {
 			return nil, err
 		}
@@ -311,7 +311,7 @@ func (c *Controller) write(ctx context.Context, sw models.SwitchID, diff models.
 	if err := c.cfg.Driver.Apply(ctx, sw, diff); err != nil {
 		done()
 		if c.cfg.Overlay != nil {
-			c.reportRefusedPins(sw, err, diff, pinsBefore)
+			reportRefusedPins(c.cfg.Overlay, sw, err, diff, pinsBefore)
 			c.cfg.Overlay.ProgramFailed(sw, err)
 		}
 		return nil, err
@@ -341,8 +341,8 @@ type comparison struct {
 // the controller knows sw at, and the routes (a few per destination
 // leaf): O(change), not O(table). ok is false where it cannot (no pin
 // deltas, sw not known, or a generation too old to answer).
-func (c *Controller) incrementalDiff(sw models.SwitchID, desired models.ForwardingState, k knownState, cached bool) (cmp comparison, ok bool) {
-	d := c.cfg.Can.PinsDelta
+func incrementalDiff(delta DeltaOverlay, sw models.SwitchID, desired models.ForwardingState, k knownState, cached bool) (cmp comparison, ok bool) {
+	d := delta
 	if d == nil || !cached || k.pins == nil {
 		return cmp, false
 	}
@@ -398,7 +398,7 @@ func (c *Controller) fullDiff(ctx context.Context, sw models.SwitchID, desired m
 	actual := k.full()
 	if !cached {
 		var trusted bool
-		if actual, trusted = c.trusted(ctx, sw, desired, cmp.pinDigest); !trusted {
+		if actual, trusted = c.handover.trusted(ctx, sw, desired, cmp.pinDigest); !trusted {
 			actual, err = c.cfg.Driver.Read(ctx, sw)
 			if err != nil {
 				return cmp, err // the switch's read failed
@@ -423,7 +423,7 @@ func (c *Controller) tookBack(ctx context.Context, sw models.SwitchID, diff mode
 	if !was {
 		return
 	}
-	c.recordForeign(ctx, sw, nil)
+	recordForeign(ctx, &c.cfg, c.log, sw, nil)
 	tables := func(f models.ForwardingState) string {
 		return fmt.Sprintf("routes=%d flow_pins=%d groups=%d members=%d", len(f.Routes), len(f.FlowPins), len(f.Groups), len(f.Members))
 	}

@@ -126,7 +126,7 @@ func TestReconcileIsIncremental(t *testing.T) {
 	if err != nil || n == 0 {
 		t.Fatalf("first reconcile: %d writes, %v; want the switch's routes written", n, err)
 	}
-	plan, err := c.planOf(ctx, c.current())
+	plan, err := c.plans.planOf(ctx, c.current())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,9 +186,9 @@ func TestPruningWorkerDoesNotWaitForNewRoutes(t *testing.T) {
 		c, sws, leaf := pruningUnderWay(t)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})
-		go func() { defer close(done); c.work(ctx, c.tables) }()
+		go func() { defer close(done); c.work(ctx, c.queues.tables) }()
 		defer func() { cancel(); <-done }()
-		c.tables.queue.Add(string(leaf))
+		c.queues.tables.queue.Add(string(leaf))
 		synctest.Wait() // the worker wrote leaf1, or waits for routes that never come
 		sws.mu.Lock()
 		written := len(sws.writes) > 1 // the first reconcile's, then the pruning's
@@ -217,7 +217,7 @@ func pruningUnderWay(t *testing.T) (*Controller, *tableSwitches, models.SwitchID
 		t.Fatal("no link at leaf1:2")
 	}
 	down := map[models.LinkID]bool{link.ID(): true}
-	cur, err := c.planOf(ctx, st)
+	cur, err := c.plans.planOf(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestCompromisesLoggedOncePerPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.setTopology(t.Context(), topo, 1)
-	plan, err := c.planOf(t.Context(), c.current())
+	plan, err := c.plans.planOf(t.Context(), c.current())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,14 +298,14 @@ func TestCompromisesLoggedOncePerPlan(t *testing.T) {
 // planInBackground makes c compute plans in the background, as Run
 // does, until the test ends; then it waits for them.
 func planInBackground(t *testing.T, c *Controller) {
-	c.runs.mu.Lock()
-	c.runs.ctx = t.Context()
-	c.runs.mu.Unlock()
+	c.plans.mu.Lock()
+	c.plans.ctx = t.Context()
+	c.plans.mu.Unlock()
 	t.Cleanup(func() {
-		c.runs.mu.Lock()
-		c.runs.ctx = nil
-		c.runs.mu.Unlock()
-		c.runs.background.Wait()
+		c.plans.mu.Lock()
+		c.plans.ctx = nil
+		c.plans.mu.Unlock()
+		c.plans.background.Wait()
 	})
 }
 
@@ -315,7 +315,7 @@ func plannedCurrent(t *testing.T, c *Controller) (*fabricState, pathcalc.Result)
 	t.Helper()
 	planInBackground(t, c)
 	st := c.current()
-	routes, err := c.planOf(t.Context(), st)
+	routes, err := c.plans.planOf(t.Context(), st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestReplanComesFromThePlanBefore(t *testing.T) {
 	if next == st || len(next.down) != 1 {
 		t.Fatalf("no new state routing around the failed link (down: %v)", next.down)
 	}
-	after, err := c.planOf(ctx, next)
+	after, err := c.plans.planOf(ctx, next)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,14 +433,14 @@ func checkSetAside(t *testing.T, c *Controller, pending *fabricState, base model
 	if !reflect.DeepEqual(*next.ro.base, base) {
 		t.Fatal("the pruning's base is not the routes the switches have")
 	}
-	pruned, err := c.planOf(ctx, next.ro.previous())
+	pruned, err := c.plans.planOf(ctx, next.ro.previous())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(pruned.Plan, pathcalc.Prune(next.snap, base, want)) {
 		t.Fatal("the pruned routes are not the switches' routes less the failed links")
 	}
-	after, err := c.planOf(ctx, next)
+	after, err := c.plans.planOf(ctx, next)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -476,11 +476,11 @@ func TestFailureSetsAsideAChangeBeingPlanned(t *testing.T) {
 				st := c.current()
 				back := st.snap.Links()[len(st.snap.Links())-1].ID() // leaf2-spine2, down before
 				before := &fabricState{rev: st.rev, snap: st.snap, down: map[models.LinkID]bool{back: true}, planned: map[models.LinkID]bool{}, bias: st.bias}
-				have, err := c.planOf(ctx, before)
+				have, err := c.plans.planOf(ctx, before)
 				if err != nil {
 					t.Fatal(err)
 				}
-				after, err := c.planOf(ctx, &fabricState{rev: st.rev, snap: st.snap, down: map[models.LinkID]bool{}, planned: map[models.LinkID]bool{}, bias: st.bias})
+				after, err := c.plans.planOf(ctx, &fabricState{rev: st.rev, snap: st.snap, down: map[models.LinkID]bool{}, planned: map[models.LinkID]bool{}, bias: st.bias})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -488,7 +488,7 @@ func TestFailureSetsAsideAChangeBeingPlanned(t *testing.T) {
 				pending.ro = newRollout(before, c.cfg.Now)
 				if how == "planned" {
 					free()
-					if _, err := c.planOf(ctx, pending); err != nil {
+					if _, err := c.plans.planOf(ctx, pending); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -559,7 +559,7 @@ func TestFailureDuringAFailureBeingPlanned(t *testing.T) {
 			derive: func(context.Context) (pathcalc.Result, error) {
 				return pathcalc.Result{Plan: pathcalc.Prune(st.snap, routes.Plan, first)}, nil
 			}}
-		have, err := c.planOf(ctx, pruned)
+		have, err := c.plans.planOf(ctx, pruned)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -611,7 +611,7 @@ func TestFailureWaitsOnlyForThePruningBeforeIt(t *testing.T) {
 		if next == pending || next.ro == nil || !maps.Equal(next.down, map[models.LinkID]bool{l1: true, l2: true}) {
 			t.Fatalf("no new state avoiding both links (down: %v)", next.down)
 		}
-		again, err := c.planOf(ctx, next.ro.previous())
+		again, err := c.plans.planOf(ctx, next.ro.previous())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -678,10 +678,10 @@ func TestTablesWaitForRoutesOutsideTheirTimeout(t *testing.T) {
 		bound := c.slots.bound()
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
-		c.runs.mu.Lock()
-		c.runs.ctx = ctx // as Run sets it: plans are computed in the background
-		c.runs.mu.Unlock()
-		defer c.runs.background.Wait()
+		c.plans.mu.Lock()
+		c.plans.ctx = ctx // as Run sets it: plans are computed in the background
+		c.plans.mu.Unlock()
+		defer c.plans.background.Wait()
 
 		st := c.current()
 		release := make(chan struct{})
@@ -698,9 +698,9 @@ func TestTablesWaitForRoutesOutsideTheirTimeout(t *testing.T) {
 		c.mu.Unlock()
 
 		done := make(chan struct{})
-		go func() { defer close(done); c.work(ctx, c.tables) }()
+		go func() { defer close(done); c.work(ctx, c.queues.tables) }()
 		defer func() { cancel(); <-done }()
-		c.tables.queue.Add("leaf1")
+		c.queues.tables.queue.Add("leaf1")
 		// Long past the reconcile's timeout, the routes still being made.
 		<-time.After(50 * timeout) // virtual time inside the bubble
 		close(release)
@@ -848,13 +848,13 @@ func TestSwitchBackRetriesItsOtherWorkAtOnce(t *testing.T) {
 		sws.configDown.Store(true)
 		ctx, cancel := context.WithCancel(t.Context())
 		var workers sync.WaitGroup
-		for _, r := range []*reconciler{c.tables, c.config} {
+		for _, r := range []*reconciler{c.queues.tables, c.queues.config} {
 			workers.Go(func() { c.work(ctx, r) })
 		}
 		defer func() { cancel(); workers.Wait() }()
 
-		c.tables.queue.Add("leaf1")
-		c.config.queue.Add("leaf1")
+		c.queues.tables.queue.Add("leaf1")
+		c.queues.config.queue.Add("leaf1")
 		<-time.After(20 * time.Second) // virtual: both fail, retry, and back off for seconds
 		synctest.Wait()
 		if sws.configured.Load() != 0 {
@@ -862,8 +862,8 @@ func TestSwitchBackRetriesItsOtherWorkAtOnce(t *testing.T) {
 		}
 		sws.configDown.Store(false)
 		sws.tablesDown.Store(false)
-		c.tables.queue.Add("leaf1") // its stream came back, say
-		synctest.Wait()             // no virtual time passes
+		c.queues.tables.queue.Add("leaf1") // its stream came back, say
+		synctest.Wait()                    // no virtual time passes
 		sws.mu.Lock()
 		written := len(sws.writes)
 		sws.mu.Unlock()
@@ -908,7 +908,7 @@ func TestStoppedPlansAreNotErrors(t *testing.T) {
 
 	stopped := change()
 	stopped.abandonPlan()
-	c.computePlan(cancelled, stopped)
+	c.plans.computePlan(cancelled, stopped)
 	if stopped.err == nil {
 		t.Fatal("a computation under a cancelled context succeeded: nothing to check")
 	}
@@ -917,14 +917,14 @@ func TestStoppedPlansAreNotErrors(t *testing.T) {
 	}
 
 	failed := change()
-	c.computePlan(cancelled, failed)
+	c.plans.computePlan(cancelled, failed)
 	if got := logged(); got["ERROR route computation failed"] != 1 {
 		t.Errorf("a plan that failed logged %v, want one error", got)
 	}
 
 	fresh := change()
 	fresh.basis = stopped
-	c.computePlan(t.Context(), fresh)
+	c.plans.computePlan(t.Context(), fresh)
 	if fresh.err != nil {
 		t.Fatal(fresh.err)
 	}

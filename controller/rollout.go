@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"slices"
 	"strings"
@@ -655,14 +656,14 @@ func staged(sw models.SwitchID, stage int, oldSt, newSt models.ForwardingState, 
 	return out.Canonical()
 }
 
-// logRollout says, once, that a rollout finished: how long it took from
+// logFinished says, once, that a rollout finished: how long it took from
 // the change, how much of it went to planning before the first stage
 // (after a failure the pruning is written meanwhile), and each stage's
 // switches and time; background work held back for it goes on.
-func (c *Controller) logRollout(ro *rollout) {
+func (ro *rollout) logFinished(log *slog.Logger, u *urgency) {
 	if took, planned, stages, ok := ro.finished(); ok {
-		c.log.Info("rollout finished", "took", took.Round(time.Millisecond), "planned", planned.Round(time.Millisecond), "stages", stages)
-		c.urgency.end(ro) // a failure's: background work goes on
+		log.Info("rollout finished", "took", took.Round(time.Millisecond), "planned", planned.Round(time.Millisecond), "stages", stages)
+		u.end(ro) // a failure's: background work goes on
 	}
 }
 
@@ -695,15 +696,15 @@ func (c *Controller) Unsettled() string {
 		return "not ready: " + err.Error()
 	}
 	switch {
-	case !c.idle():
+	case !c.queues.idle():
 		var queued []string
-		for _, r := range c.reconcilers() {
+		for _, r := range c.queues.all() {
 			if !r.queue.Idle() {
 				queued = append(queued, fmt.Sprintf("%s: %d queued", r.kind, r.queue.Len()))
 			}
 		}
 		return "reconciles queued or running (" + strings.Join(queued, ", ") + ")"
-	case c.weightsMoving():
+	case c.congestion.moving():
 		return UnsettledWeights
 	case st.ro != nil && st.ro.stageNow() != 0:
 		return fmt.Sprintf("a rollout is at stage %d", st.ro.stageNow())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -17,42 +18,42 @@ import (
 func (c *Controller) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c.runs.mu.Lock()
-	c.runs.ctx = ctx
-	c.runs.mu.Unlock()
+	c.plans.mu.Lock()
+	c.plans.ctx = ctx
+	c.plans.mu.Unlock()
 	var wg sync.WaitGroup
-	for _, r := range c.reconcilers() {
+	for _, r := range c.queues.all() {
 		for range c.cfg.Workers {
 			wg.Go(func() { c.work(ctx, r) })
 		}
 	}
 	wg.Go(func() { c.housekeeping(ctx) })
 	if c.cfg.DiscoveryInterval > 0 && c.cfg.Packets != nil {
-		wg.Go(func() { c.discover(ctx) })
+		wg.Go(func() { c.disc.discover(ctx) })
 	}
-	if c.livenessOn() {
-		wg.Go(func() { c.watchLiveness(ctx) })
+	if c.disc.livenessOn() {
+		wg.Go(func() { c.disc.watchLiveness(ctx) })
 	}
 	if c.cfg.Packets != nil {
-		wg.Go(func() { c.serveHosts(ctx) })
+		wg.Go(func() { c.hosts.serve(ctx) })
 	}
 	if c.cfg.HostMACs != nil {
-		wg.Go(func() { c.followHostMACs(ctx) })
+		wg.Go(func() { c.hosts.follow(ctx) })
 	}
 	if c.cfg.Leadership != nil {
 		wg.Go(func() { c.followLeadership(ctx) })
 	}
 	err := c.watchTopology(ctx)
 	cancel()
-	for _, r := range c.reconcilers() {
+	for _, r := range c.queues.all() {
 		r.queue.Close()
 	}
 	wg.Wait()
 	c.subs.Stop()
-	c.runs.mu.Lock()
-	c.runs.ctx = nil // later plans are computed by their callers
-	c.runs.mu.Unlock()
-	c.runs.background.Wait()
+	c.plans.mu.Lock()
+	c.plans.ctx = nil // later plans are computed by their callers
+	c.plans.mu.Unlock()
+	c.plans.background.Wait()
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -143,8 +144,8 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			if st := c.current(); st != nil && st.ro != nil {
 				if next := st.ro.stuck(); next != nil {
 					c.log.Warn("rollout stage timed out; moving on", "stage", st.ro.stageNow())
-					c.enqueueStage(next)
-					c.logRollout(st.ro)
+					c.queues.stage(next)
+					st.ro.logFinished(c.log, c.urgency)
 				}
 			}
 		case <-congestion:
@@ -158,13 +159,13 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			c.mu.Lock()
 			clear(c.known)
 			c.mu.Unlock()
-			if tm := c.marks(); tm != nil {
+			if tm := c.handover.current(); tm != nil {
 				tm.distrust("") // a resync reads every switch
 			}
 			// Behind any change: a resync finds nothing to do almost
 			// always, and takes longer than a failure may wait.
-			c.enqueueEvery(background)
-			c.enqueueConfig(background)
+			c.queues.every(background)
+			c.queues.configs(background)
 		case <-export.C:
 			if snap, _ := c.Snapshot(); snap != nil {
 				for _, l := range snap.Links() {
@@ -213,7 +214,7 @@ func (c *Controller) work(ctx context.Context, r *reconciler) {
 				// kinds of work that failed on it retry now, not after
 				// their backoff (up to 30 s of configuration shown out of
 				// sync after a switch came back).
-				for _, o := range c.reconcilers() {
+				for _, o := range c.queues.all() {
 					if o != r {
 						o.queue.Hurry(key)
 					}
@@ -275,18 +276,18 @@ func (c *Controller) foreignPrimary(ctx context.Context, sw models.SwitchID, err
 	c.status[sw] = st
 	c.mu.Unlock()
 	if !was {
-		c.recordForeign(ctx, sw, &models.ForeignPrimary{Switch: sw, Since: st.LastReconcile, Error: err.Error()})
+		recordForeign(ctx, &c.cfg, c.log, sw, &models.ForeignPrimary{Switch: sw, Since: st.LastReconcile, Error: err.Error()})
 	}
 }
 
 // recordForeign records in etcd, fenced by this term, that another
 // controller took sw (rec) or that it is ours again (nil), for every
 // replica's event subscribers (see Config.Foreign).
-func (c *Controller) recordForeign(ctx context.Context, sw models.SwitchID, rec *models.ForeignPrimary) {
-	if c.cfg.Foreign == nil {
+func recordForeign(ctx context.Context, cfg *Config, log *slog.Logger, sw models.SwitchID, rec *models.ForeignPrimary) {
+	if cfg.Foreign == nil {
 		return
 	}
-	t := c.cfg.Leadership.Term()
+	t := cfg.Leadership.Term()
 	if t == nil {
 		return
 	}
@@ -294,12 +295,12 @@ func (c *Controller) recordForeign(ctx context.Context, sw models.SwitchID, rec 
 	defer cancel()
 	var err error
 	if rec != nil {
-		err = c.cfg.Foreign.Put(ctx, t.Fence(), *rec)
+		err = cfg.Foreign.Put(ctx, t.Fence(), *rec)
 	} else {
-		err = c.cfg.Foreign.Delete(ctx, t.Fence(), sw)
+		err = cfg.Foreign.Delete(ctx, t.Fence(), sw)
 	}
 	if err != nil {
-		c.log.Warn("the switch's primary role not recorded in etcd: event subscribers are not told", "switch", sw, "taken", rec != nil, "err", err)
+		log.Warn("the switch's primary role not recorded in etcd: event subscribers are not told", "switch", sw, "taken", rec != nil, "err", err)
 	}
 }
 

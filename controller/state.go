@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/topology"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // fabricState is one topology revision and, computed on first use, its routes.
@@ -73,7 +75,7 @@ func (st *fabricState) computed() *fabricState {
 // replaces, planned), or nil when there is none: st's rollout has not
 // begun (it needs st's routes), so a failure now can be pruned from that
 // state's routes without waiting for st's. Called with c.mu held.
-func (c *Controller) setAside(ctx context.Context, st *fabricState) *fabricState {
+func (st *fabricState) setAside() *fabricState {
 	if st.ro == nil {
 		return nil // the first routes of a topology: the switches have none of them
 	}
@@ -148,10 +150,10 @@ func (c *Controller) Snapshot() (*topology.Snapshot, int64) {
 }
 
 // running is Run's context while Run runs, else nil.
-func (c *Controller) running() context.Context {
-	c.runs.mu.Lock()
-	defer c.runs.mu.Unlock()
-	return c.runs.ctx
+func (pl *planner) running() context.Context {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.ctx
 }
 
 // planOf returns st's routes, computed on first use. The computation
@@ -159,8 +161,8 @@ func (c *Controller) running() context.Context {
 // up does not abort it for the others; Run ending does), in a goroutine
 // Run waits for; each caller waits only as long as its own ctx allows.
 // Outside Run it is computed by the caller, under the caller's ctx.
-func (c *Controller) planOf(ctx context.Context, st *fabricState) (pathcalc.Result, error) {
-	c.startPlan(ctx, st)
+func (pl *planner) planOf(ctx context.Context, st *fabricState) (pathcalc.Result, error) {
+	pl.startPlan(ctx, st)
 	select {
 	case <-st.ready:
 		return st.plan, st.err
@@ -182,17 +184,17 @@ func planReady(st *fabricState) bool { return st.done.Load() }
 func (st *fabricState) written() bool { return st.ro == nil || st.ro.hasBegun() }
 
 // startPlan starts computing st's routes, if nobody has yet.
-func (c *Controller) startPlan(ctx context.Context, st *fabricState) {
+func (pl *planner) startPlan(ctx context.Context, st *fabricState) {
 	st.once.Do(func() {
 		st.ready = make(chan struct{})
-		c.beside(ctx, func(ctx context.Context) {
+		pl.beside(ctx, func(ctx context.Context) {
 			ctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			st.stop.Store(&cancel)
 			if st.abandoned.Load() {
 				cancel()
 			}
-			c.computePlan(ctx, st)
+			pl.computePlan(ctx, st)
 		})
 	})
 }
@@ -208,31 +210,46 @@ func (st *fabricState) abandonPlan() {
 	}
 }
 
+// planner computes fabric states' routes, each once, for every caller
+// that waits for them: while Run runs, under its context (ctx) in a
+// goroutine Run waits for (background); else in the caller's goroutine.
+// It runs the controller's other background work the same way (spawn,
+// beside).
+type planner struct {
+	limits  pathcalc.Limits
+	log     *slog.Logger
+	seconds prometheus.Observer
+
+	mu         sync.Mutex
+	ctx        context.Context
+	background sync.WaitGroup
+}
+
 // beside runs f in a goroutine under Run's context while Run runs (see
 // spawn), else in the caller's goroutine under ctx.
-func (c *Controller) beside(ctx context.Context, f func(ctx context.Context)) {
-	if !c.spawn(f) {
+func (pl *planner) beside(ctx context.Context, f func(ctx context.Context)) {
+	if !pl.spawn(f) {
 		f(ctx)
 	}
 }
 
 // spawn runs f in a goroutine under Run's context, which Run waits for;
 // it reports false, running nothing, when Run is not running.
-func (c *Controller) spawn(f func(ctx context.Context)) bool {
-	c.runs.mu.Lock()
-	defer c.runs.mu.Unlock()
-	if c.runs.ctx == nil {
+func (pl *planner) spawn(f func(ctx context.Context)) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.ctx == nil {
 		return false
 	}
-	ctx := c.runs.ctx
-	c.runs.background.Go(func() { f(ctx) })
+	ctx := pl.ctx
+	pl.background.Go(func() { f(ctx) })
 	return true
 }
 
 // slowPlan is how long a recomputation takes before it is logged.
 const slowPlan = time.Second
 
-func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
+func (pl *planner) computePlan(ctx context.Context, st *fabricState) {
 	defer func() {
 		st.done.Store(true)
 		close(st.ready)
@@ -242,38 +259,38 @@ func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
 		return
 	}
 	start := time.Now()
-	req := pathcalc.Request{Limits: c.cfg.Limits, DownLinks: st.down, PortBias: st.bias}
+	req := pathcalc.Request{Limits: pl.limits, DownLinks: st.down, PortBias: st.bias}
 	basis := st.basis
 	st.basis = nil
 	var prev pathcalc.Result // none: Recompute computes from scratch
 	planned := false         // basis's plan is done, and can be read
 	if basis != nil {
 		var err error
-		prev, err = c.planOf(ctx, basis)
+		prev, err = pl.planOf(ctx, basis)
 		planned = err == nil
 	}
 	began := time.Now() // after the wait for basis's plan
 	st.plan, st.err = pathcalc.Recompute(ctx, prev, st.snap, req)
-	c.m.pathcalcSeconds.Observe(time.Since(start).Seconds())
+	pl.seconds.Observe(time.Since(start).Seconds())
 	if st.err == nil && planned {
 		st.inheritAggregated(basis)
 	}
-	c.logCompromises(st)
+	pl.logCompromises(st)
 	switch {
 	case st.err != nil && st.abandoned.Load():
 		// Set aside by a failure (abandonPlan): expected, nothing lost.
-		c.log.Debug("route computation stopped: a failure set its change aside", "revision", st.rev)
+		pl.log.Debug("route computation stopped: a failure set its change aside", "revision", st.rev)
 	case st.err != nil:
-		c.log.Error("route computation failed", "revision", st.rev, "err", st.err)
+		pl.log.Error("route computation failed", "revision", st.rev, "err", st.err)
 	case basis != nil && !planned:
 		// Its basis was set aside and stopped: computed from scratch, which
 		// at k=48 takes seconds where a recomputation takes a fraction.
-		c.log.Info("routes computed from scratch: the plan they would be made from was stopped", "revision", st.rev, "took", time.Since(start).Round(time.Millisecond))
+		pl.log.Info("routes computed from scratch: the plan they would be made from was stopped", "revision", st.rev, "took", time.Since(start).Round(time.Millisecond))
 	case planned && time.Since(began) >= slowPlan:
 		// What a slow replan searched in full, and how long it took on
 		// the machine as it was (a k=48 replan is a fraction of a second
 		// of one core).
-		c.log.Info("routes recomputed slowly", "revision", st.rev, "took", time.Since(began).Round(time.Millisecond),
+		pl.log.Info("routes recomputed slowly", "revision", st.rev, "took", time.Since(began).Round(time.Millisecond),
 			"searched_in_full", st.plan.Searched, "destinations", st.plan.Destinations, "links_avoided", len(st.down))
 	}
 }
@@ -281,7 +298,7 @@ func (c *Controller) computePlan(ctx context.Context, st *fabricState) {
 // logCompromises logs what a plan gave up as one line (at k=32 a failed
 // core link leaves hundreds of leaves with inexact WCMP weights: one
 // line each drowned the log), each switch's at debug level.
-func (c *Controller) logCompromises(st *fabricState) {
+func (pl *planner) logCompromises(st *fabricState) {
 	ws := st.plan.Warnings
 	if len(ws) == 0 {
 		return
@@ -289,9 +306,9 @@ func (c *Controller) logCompromises(st *fabricState) {
 	switches := map[models.SwitchID]bool{}
 	for _, w := range ws {
 		switches[w.Switch] = true
-		c.log.Debug("route compromise", "switch", w.Switch, "detail", w.Message)
+		pl.log.Debug("route compromise", "switch", w.Switch, "detail", w.Message)
 	}
-	c.log.Warn("route compromises", "revision", st.rev, "count", len(ws), "switches", len(switches),
+	pl.log.Warn("route compromises", "revision", st.rev, "count", len(ws), "switches", len(switches),
 		"first_switch", ws[0].Switch, "first", ws[0].Message, "each", "at debug level")
 }
 
@@ -306,7 +323,7 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 		return
 	}
 	c.mu.Lock()
-	st := &fabricState{rev: rev, snap: snap, down: c.downLinksLocked(snap), bias: c.biasesLocked()}
+	st := &fabricState{rev: rev, snap: snap, down: c.downLinksLocked(snap), bias: c.congestion.biases()}
 	c.state = st
 	c.topoErr = nil
 	drained := drainsSaid(snap, c.drains)
@@ -317,15 +334,15 @@ func (c *Controller) setTopology(ctx context.Context, t models.Topology, rev int
 	c.m.topologyRevision.Set(float64(rev))
 	c.log.Info("topology loaded", "revision", rev, "switches", len(t.Switches), "links", len(t.Links), "hosts", len(t.Hosts))
 	c.subs.Sync(ctx, snap.Switches())
-	c.warm(ctx, st)
-	c.enqueueAll()
-	c.enqueueConfig(front)
+	c.plans.warm(ctx, st)
+	c.queues.every(front)
+	c.queues.configs(front)
 }
 
 // warm computes a fabric state's routes in the background, so a follower
 // that takes over (or a leader's first reconcile) finds them ready.
-func (c *Controller) warm(ctx context.Context, st *fabricState) {
-	c.startPlan(ctx, st)
+func (pl *planner) warm(ctx context.Context, st *fabricState) {
+	pl.startPlan(ctx, st)
 }
 
 // Status returns every switch's last reconcile outcome.

@@ -92,13 +92,13 @@ func TestProbesWaitWhileAFailureIsHandled(t *testing.T) {
 	c.urgency.begin(ro)
 	ended, cancel := context.WithCancel(t.Context())
 	cancel() // the round gives up waiting at once
-	c.probe(ended, 0)
-	if n := c.ProbesSent(); n != 0 {
+	c.disc.probe(ended, 0)
+	if n := c.disc.ProbesSent(); n != 0 {
 		t.Fatalf("%d probes sent while a failure is handled", n)
 	}
 	c.urgency.end(ro)
-	c.probe(t.Context(), 0)
-	if n := c.ProbesSent(); n != 12 { // 6 links, both ends
+	c.disc.probe(t.Context(), 0)
+	if n := c.disc.ProbesSent(); n != 12 { // 6 links, both ends
 		t.Fatalf("%d probes sent once it is over, want 12", n)
 	}
 }

@@ -268,6 +268,60 @@ func (l *Leadership) Run(ctx context.Context) error {
 
 var errSteppedDown = errors.New("stepped down")
 
+// observeUntil follows who leads until ctx ends, for the API to forward
+// to.
+func (l *Leadership) observeUntil(ctx context.Context, e *concurrency.Election) {
+	var w termWatch
+	defer w.end()
+	for ctx.Err() == nil {
+		// Observe gives up when a read or its watch fails (an etcd member
+		// restarting, a compaction): observe again.
+		l.observe(ctx, e, &w)
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// lead holds the term e won until ctx ends, the session is lost for
+// good, or the leader steps down; *sess is the session, renewed when
+// the client gave up on a lease etcd still holds.
+func (l *Leadership) lead(ctx context.Context, e *concurrency.Election, sess **concurrency.Session) (err error) {
+	tctx, end := context.WithCancelCause(ctx)
+	t := &Term{ID: uint64(e.Rev()), Key: e.Key(), Rev: e.Rev(), ctx: tctx, cancel: end}
+	l.log.Info("leading", "election_id", t.ID, "lease_ttl_s", l.ttl)
+	l.setTerm(t)
+	defer func() {
+		end(errors.New("term over"))
+		l.mu.Lock()
+		if !errors.Is(err, errSteppedDown) {
+			l.lastErr = err // before the term ends, so no one reads a stale reason
+		}
+		l.mu.Unlock()
+		l.setTerm(nil)
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-(*sess).Done():
+			// The client gave up on its keepalives (it stops when answers
+			// are late, as on a starved CPU). If etcd still holds the
+			// lease and our key, the term is intact: keep it alive again.
+			if next := l.resume(ctx, (*sess).Lease(), t); next != nil {
+				*sess = next
+				continue
+			}
+			l.log.Warn("lost leadership: etcd session expired", "election_id", t.ID)
+			return fmt.Errorf("%w: the leader's etcd session expired", store.ErrStoreUnavailable)
+		case reason := <-l.stepDown:
+			l.log.Warn("stepping down", "election_id", t.ID, "reason", reason)
+			return errSteppedDown
+		}
+	}
+}
+
 // campaign runs one session: wait to lead, lead until the session or the
 // term ends.
 func (l *Leadership) campaign(ctx context.Context) (err error) {
@@ -298,19 +352,7 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 	defer watchers.Wait()
 	octx, stopObserving := context.WithCancel(ctx)
 	defer stopObserving()
-	watchers.Go(func() {
-		var w termWatch
-		defer w.end()
-		for octx.Err() == nil {
-			// Observe gives up when a read or its watch fails (an etcd
-			// member restarting, a compaction): observe again.
-			l.observe(octx, e, &w)
-			select {
-			case <-octx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	})
+	watchers.Go(func() { l.observeUntil(octx, e) })
 
 	cctx, stopCampaign := context.WithCancel(ctx)
 	defer stopCampaign()
@@ -342,38 +384,7 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 		return errors.New("election key vanished while campaigning")
 	}
 
-	tctx, end := context.WithCancelCause(ctx)
-	t := &Term{ID: uint64(e.Rev()), Key: e.Key(), Rev: e.Rev(), ctx: tctx, cancel: end}
-	l.log.Info("leading", "election_id", t.ID, "lease_ttl_s", l.ttl)
-	l.setTerm(t)
-	defer func() {
-		end(errors.New("term over"))
-		l.mu.Lock()
-		if !errors.Is(err, errSteppedDown) {
-			l.lastErr = err // before the term ends, so no one reads a stale reason
-		}
-		l.mu.Unlock()
-		l.setTerm(nil)
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-sess.Done():
-			// The client gave up on its keepalives (it stops when answers
-			// are late, as on a starved CPU). If etcd still holds the
-			// lease and our key, the term is intact: keep it alive again.
-			if next := l.resume(ctx, sess.Lease(), t); next != nil {
-				sess = next
-				continue
-			}
-			l.log.Warn("lost leadership: etcd session expired", "election_id", t.ID)
-			return fmt.Errorf("%w: the leader's etcd session expired", store.ErrStoreUnavailable)
-		case reason := <-l.stepDown:
-			l.log.Warn("stepping down", "election_id", t.ID, "reason", reason)
-			return errSteppedDown
-		}
-	}
+	return l.lead(ctx, e, &sess)
 }
 
 // resume keeps a term's lease alive again after the client stopped

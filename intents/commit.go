@@ -18,6 +18,7 @@ import (
 	"github.com/accelnet/accelnet/election"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // --- writes ---
@@ -692,58 +693,7 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 	m.housekeep(b, tick)
 	m.checkLedger()
 	m.news.awaited.Store(len(m.p.awaiting) > 0)
-	var err error
-	if len(b.ops) > 0 {
-		var rev int64
-		start := time.Now()
-		cmps := b.cmps
-		if m.term != nil {
-			cmps = append(slices.Clip(cmps), m.term.Fence())
-		}
-		// No lock across the commit: reads, /metrics and the reconcilers
-		// go on while etcd answers (they may see this batch's decisions a
-		// moment early; a failed commit is undone below and the switches
-		// it touched are compared again). Only this loop decides, so
-		// nothing else changes what the batch decided meanwhile.
-		term := m.term
-		m.mu.Unlock()
-		rev, err = m.cfg.Store.Commit(ctx, cmps, b.ops)
-		switch {
-		case errors.Is(err, store.ErrConflict) && term != nil && !m.cfg.Leadership.Holds(ctx, term):
-			err = election.ErrNotLeader // deposed: a newer leader decides from etcd
-		case err != nil && ctx.Err() != nil && !errors.Is(err, store.ErrStoreUnavailable):
-			err = fmt.Errorf("%w: leadership ended during the commit (etcd unreachable?): its outcome is unknown; retry with the same Idempotency-Key", store.ErrStoreUnavailable)
-		}
-		m.mu.Lock()
-		m.m.commitSeconds.Observe(time.Since(start).Seconds())
-		m.m.commitOps.Observe(float64(len(b.ops)))
-		if err == nil {
-			for _, f := range b.after {
-				f(rev)
-			}
-			// Answer with the committed intents (revisions stamped).
-			for _, o := range decided {
-				if e, ok := m.p.all[o.out.Intent.ID]; ok {
-					o.out.Intent = e.in
-				}
-				var refused *RefusedError
-				if errors.As(o.err, &refused) && refused.Intent != nil {
-					if e, ok := m.p.all[refused.Intent.ID]; ok {
-						in := e.in
-						refused.Intent = &in
-					}
-				}
-			}
-		} else {
-			for i := len(b.undo) - 1; i >= 0; i-- {
-				b.undo[i]()
-			}
-			if !errors.Is(err, store.ErrConflict) {
-				m.needReload = true // it may have committed after all
-			}
-			m.log.Warn("intent commit failed; answered as not done", "ops", len(b.ops), "err", err)
-		}
-	}
+	err := b.commit(decided)
 	touched := slices.Collect(maps.Keys(b.touched))
 	if err == nil && !m.pinsReady && m.loaded && m.p.snap != nil && m.planned == m.fabricGen {
 		m.pinsReady = true // every switch may be compared now, pins or not
@@ -754,22 +704,7 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 		}
 	}
 	m.mu.Unlock()
-	for _, o := range decided {
-		m.m.decisions.WithLabelValues(decisionResult(o.err, err)).Inc()
-		switch {
-		case err != nil && o.err == nil:
-			o.done <- opResult{err: err}
-		case err != nil:
-			var refused *RefusedError
-			if errors.As(o.err, &refused) && refused.Intent != nil {
-				o.done <- opResult{err: err} // the Rejected record did not commit either
-			} else {
-				o.done <- opResult{err: o.err}
-			}
-		default:
-			o.done <- opResult{out: o.out, err: o.err}
-		}
-	}
+	answer(decided, err, m.m.decisions)
 	if len(touched) > 0 {
 		// Also after a failed commit: a reconciler may have written pins
 		// decided for it, which the undo took back.
@@ -789,5 +724,86 @@ func (m *Manager) checkLedger() {
 		m.stats.Overcommitted++
 		m.m.overcommitted.Inc()
 		m.log.Error("bandwidth ledger over-committed", "err", err)
+	}
+}
+
+// commit commits what the batch decided in one etcd transaction fenced on
+// the term, with the manager's lock held on entry and on return but not
+// across the commit; on success it stamps the answers with the committed
+// intents, on failure it undoes the batch.
+func (b *batch) commit(decided []*op) error {
+	if len(b.ops) == 0 {
+		return nil
+	}
+	m, ctx := b.m, b.ctx
+	start := time.Now()
+	cmps := b.cmps
+	if m.term != nil {
+		cmps = append(slices.Clip(cmps), m.term.Fence())
+	}
+	// No lock across the commit: reads, /metrics and the reconcilers
+	// go on while etcd answers (they may see this batch's decisions a
+	// moment early; a failed commit is undone below and the switches
+	// it touched are compared again). Only this loop decides, so
+	// nothing else changes what the batch decided meanwhile.
+	term := m.term
+	m.mu.Unlock()
+	rev, err := m.cfg.Store.Commit(ctx, cmps, b.ops)
+	switch {
+	case errors.Is(err, store.ErrConflict) && term != nil && !m.cfg.Leadership.Holds(ctx, term):
+		err = election.ErrNotLeader // deposed: a newer leader decides from etcd
+	case err != nil && ctx.Err() != nil && !errors.Is(err, store.ErrStoreUnavailable):
+		err = fmt.Errorf("%w: leadership ended during the commit (etcd unreachable?): its outcome is unknown; retry with the same Idempotency-Key", store.ErrStoreUnavailable)
+	}
+	m.mu.Lock()
+	m.m.commitSeconds.Observe(time.Since(start).Seconds())
+	m.m.commitOps.Observe(float64(len(b.ops)))
+	if err == nil {
+		for _, f := range b.after {
+			f(rev)
+		}
+		// Answer with the committed intents (revisions stamped).
+		for _, o := range decided {
+			if e, ok := m.p.all[o.out.Intent.ID]; ok {
+				o.out.Intent = e.in
+			}
+			var refused *RefusedError
+			if errors.As(o.err, &refused) && refused.Intent != nil {
+				if e, ok := m.p.all[refused.Intent.ID]; ok {
+					in := e.in
+					refused.Intent = &in
+				}
+			}
+		}
+	} else {
+		for i := len(b.undo) - 1; i >= 0; i-- {
+			b.undo[i]()
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			m.needReload = true // it may have committed after all
+		}
+		m.log.Warn("intent commit failed; answered as not done", "ops", len(b.ops), "err", err)
+	}
+	return err
+}
+
+// answer tells each decided op its outcome: its own, or the commit's
+// error when the commit failed.
+func answer(decided []*op, err error, decisions *prometheus.CounterVec) {
+	for _, o := range decided {
+		decisions.WithLabelValues(decisionResult(o.err, err)).Inc()
+		switch {
+		case err != nil && o.err == nil:
+			o.done <- opResult{err: err}
+		case err != nil:
+			var refused *RefusedError
+			if errors.As(o.err, &refused) && refused.Intent != nil {
+				o.done <- opResult{err: err} // the Rejected record did not commit either
+			} else {
+				o.done <- opResult{err: o.err}
+			}
+		default:
+			o.done <- opResult{out: o.out, err: o.err}
+		}
 	}
 }

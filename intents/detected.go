@@ -145,27 +145,7 @@ func (m *Manager) placeDetected(b *batch) {
 	if m.cfg.Detected == nil {
 		return
 	}
-	want := map[models.FlowKey]DetectedFlow{}
-	for _, d := range m.cfg.Detected() {
-		if _, declared := m.p.flowOwner[d.Key]; declared {
-			continue
-		}
-		// At the threshold, or pinned already and not yet under half of it.
-		if el := m.p.elephants[d.Key]; d.Above || (el != nil && el.path != nil) {
-			want[d.Key] = d
-		}
-	}
-	if m.cfg.Now().Before(m.p.restoredUntil) {
-		// Kept across a load (keepDetectedLocked): between the terms no
-		// pin counter was read and the switches' samples may have
-		// stopped, so the detector may not list them yet. They stay
-		// where they are until it has had keepDetected to see them again.
-		for key, el := range m.p.elephants {
-			if _, listed := want[key]; !listed && el.path != nil {
-				want[key] = el.flow
-			}
-		}
-	}
+	want := m.p.wanted(m.cfg.Detected(), m.cfg.Now())
 	m.stats.DetectedRounds++
 	m.p.detectedAt = m.cfg.Now()
 	unpinned := 0
@@ -183,48 +163,8 @@ func (m *Manager) placeDetected(b *batch) {
 	if len(want) == 0 {
 		return
 	}
-	// In a stable order, so the placement is the same for the same flows.
-	keys := slices.SortedFunc(maps.Keys(want), compareKeys)
-	var els []*elephant
-	var demands []pathcalc.Demand
-	var pairs []hostPair
-	var previous [][]models.Endpoint
-	var claims []claim
-	for _, key := range keys {
-		el := m.p.elephants[key]
-		if el == nil {
-			el = &elephant{}
-			m.p.elephants[key] = el
-		}
-		el.flow = want[key]
-		if c, ok := m.p.claimOf(el); ok {
-			claims = append(claims, c)
-			continue
-		}
-		if el.intent != "" {
-			m.p.unpinDetected(b, el) // its intent is gone or moved off: placed afresh
-			el.intent = ""
-		}
-		src, dst := m.p.hostOf(key.Src), m.p.hostOf(key.Dst)
-		if src.Name == "" || dst.Name == "" {
-			m.p.unpinDetected(b, el)
-			el.why = "source or destination is not a host of the fabric"
-			continue
-		}
-		if src.Attach.Switch != dst.Attach.Switch && len(m.p.book.Candidates(src, dst, pathcalc.PathConstraints{})) == 0 {
-			m.p.unpinDetected(b, el)
-			el.why = "no working path between its hosts"
-			continue // one such flow would fail the placement of all
-		}
-		prev := el.path
-		if prev != nil && !m.p.book.Usable(src, prev) {
-			prev = nil // its path lost a link
-		}
-		els = append(els, el)
-		demands = append(demands, pathcalc.Demand{Src: src, Dst: dst})
-		pairs = append(pairs, hostPair{src: src.Name, dst: dst.Name, srcGbps: src.NICGbps, dstGbps: dst.NICGbps})
-		previous = append(previous, prev)
-	}
+	d := m.p.elephantDemands(b, want)
+	els, demands, claims := d.els, d.demands, d.claims
 	// Pins detected flows hold per switch, kept current as they move.
 	held := map[models.SwitchID]int{}
 	for _, el := range m.p.elephants {
@@ -242,12 +182,12 @@ func (m *Manager) placeDetected(b *batch) {
 	}
 	m.p.book.SetExcess(m.p.intentExcess(&m.obs))
 	// Their demands, as the hosts' NICs would share them out.
-	for i, g := range estimateDemands(pairs) {
+	for i, g := range estimateDemands(d.pairs) {
 		demands[i].Gbps, els[i].demand = g, g
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 400*time.Millisecond)
 	defer cancel()
-	placed, err := m.p.book.PlaceBest(ctx, demands, previous)
+	placed, err := m.p.book.PlaceBest(ctx, demands, d.previous)
 	if err != nil {
 		m.log.Warn("cannot place detected elephants", "err", err)
 		return
@@ -259,29 +199,7 @@ func (m *Manager) placeDetected(b *batch) {
 		}
 	}
 	m.stats.DetectedQuality = placed
-	for i, el := range els {
-		path := paths[i]
-		if slices.Equal(el.path, path) {
-			continue
-		}
-		if moves == maxDetectedMoves {
-			break // the rest next round
-		}
-		for _, hop := range el.path {
-			held[hop.Switch]--
-		}
-		if sw, full := m.p.detectedRoomFull(path, held); full {
-			m.p.unpinDetected(b, el)
-			el.why = fmt.Sprintf("no flow-pin room for detected flows on %s", sw)
-			continue
-		}
-		m.p.unpinDetected(b, el)
-		m.p.pinDetected(b, el, path)
-		for _, hop := range path {
-			held[hop.Switch]++
-		}
-		moves++
-	}
+	moves = m.p.pinPlaced(b, els, paths, held, moves)
 	if moves > 0 {
 		m.stats.DetectedMoves += moves
 		m.log.Info("detected elephants pinned", "placed_or_moved", moves, "detected", len(want),
@@ -646,4 +564,118 @@ func (pl *placement) dropDetected(b *batch, key models.FlowKey) {
 		pl.unpinDetected(b, el)
 		delete(pl.elephants, key)
 	}
+}
+
+// wanted are the detected flows to place: those no intent declares, at
+// the threshold or pinned already (and not yet under half of it), and,
+// while kept elephants wait to be found again, those kept.
+func (pl *placement) wanted(detected []DetectedFlow, now time.Time) map[models.FlowKey]DetectedFlow {
+	want := map[models.FlowKey]DetectedFlow{}
+	for _, d := range detected {
+		if _, declared := pl.flowOwner[d.Key]; declared {
+			continue
+		}
+		// At the threshold, or pinned already and not yet under half of it.
+		if el := pl.elephants[d.Key]; d.Above || (el != nil && el.path != nil) {
+			want[d.Key] = d
+		}
+	}
+	if now.Before(pl.restoredUntil) {
+		// Kept across a load (keepDetectedLocked): between the terms no
+		// pin counter was read and the switches' samples may have
+		// stopped, so the detector may not list them yet. They stay
+		// where they are until it has had keepDetected to see them again.
+		for key, el := range pl.elephants {
+			if _, listed := want[key]; !listed && el.path != nil {
+				want[key] = el.flow
+			}
+		}
+	}
+	return want
+}
+
+// detectedDemands are the detected flows to place together (els, with
+// their demands, host pairs and previous paths) and those a sampled
+// intent claims (claims).
+type detectedDemands struct {
+	els      []*elephant
+	demands  []pathcalc.Demand
+	pairs    []hostPair
+	previous [][]models.Endpoint
+	claims   []claim
+}
+
+// elephantDemands sorts the wanted flows, in a stable order so the
+// placement is the same for the same flows, into those to place and
+// those a sampled intent claims; a flow that cannot be placed (not
+// between hosts, no working path) is unpinned with its reason.
+func (pl *placement) elephantDemands(b *batch, want map[models.FlowKey]DetectedFlow) detectedDemands {
+	var d detectedDemands
+	for _, key := range slices.SortedFunc(maps.Keys(want), compareKeys) {
+		el := pl.elephants[key]
+		if el == nil {
+			el = &elephant{}
+			pl.elephants[key] = el
+		}
+		el.flow = want[key]
+		if c, ok := pl.claimOf(el); ok {
+			d.claims = append(d.claims, c)
+			continue
+		}
+		if el.intent != "" {
+			pl.unpinDetected(b, el) // its intent is gone or moved off: placed afresh
+			el.intent = ""
+		}
+		src, dst := pl.hostOf(key.Src), pl.hostOf(key.Dst)
+		if src.Name == "" || dst.Name == "" {
+			pl.unpinDetected(b, el)
+			el.why = "source or destination is not a host of the fabric"
+			continue
+		}
+		if src.Attach.Switch != dst.Attach.Switch && len(pl.book.Candidates(src, dst, pathcalc.PathConstraints{})) == 0 {
+			pl.unpinDetected(b, el)
+			el.why = "no working path between its hosts"
+			continue // one such flow would fail the placement of all
+		}
+		prev := el.path
+		if prev != nil && !pl.book.Usable(src, prev) {
+			prev = nil // its path lost a link
+		}
+		d.els = append(d.els, el)
+		d.demands = append(d.demands, pathcalc.Demand{Src: src, Dst: dst})
+		d.pairs = append(d.pairs, hostPair{src: src.Name, dst: dst.Name, srcGbps: src.NICGbps, dstGbps: dst.NICGbps})
+		d.previous = append(d.previous, prev)
+	}
+	return d
+}
+
+// pinPlaced pins each placed flow on its path, up to maxDetectedMoves
+// moves in all (moves were made already), within the detected flows'
+// share of each switch's flow-pin room (held, kept current); it returns
+// the moves.
+func (pl *placement) pinPlaced(b *batch, els []*elephant, paths [][]models.Endpoint, held map[models.SwitchID]int, moves int) int {
+	for i, el := range els {
+		path := paths[i]
+		if slices.Equal(el.path, path) {
+			continue
+		}
+		if moves == maxDetectedMoves {
+			break // the rest next round
+		}
+		for _, hop := range el.path {
+			held[hop.Switch]--
+		}
+		if sw, full := pl.detectedRoomFull(path, held); full {
+			pl.unpinDetected(b, el)
+			el.why = fmt.Sprintf("no flow-pin room for detected flows on %s", sw)
+			continue
+		}
+		pl.unpinDetected(b, el)
+		pl.pinDetected(b, el, path)
+		for _, hop := range path {
+			held[hop.Switch]++
+		}
+		moves++
+	}
+	return moves
 }

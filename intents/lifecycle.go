@@ -679,54 +679,8 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 		tries++
 		m.adaptive.tried[e.in.ID] = m.adaptive.round
 		perFlow := observed / float64(max(len(e.flows), 1))
-		flows, status := e.flows, e.in.Status.Flows
-		m.p.unpinNow(e)
-		newPaths := make([][]models.Endpoint, len(flows))
-		better := false
-		// The intent's flows are placed together: each chosen path is
-		// booked before the next flow looks for room (and all released
-		// before the move goes through the batch), so two flows of one
-		// intent never take the same last room twice.
-		var held []func()
-		for i, f := range flows {
-			cur := status[i].Path
-			curWorst := 0.0
-			for _, hop := range cur[:len(cur)-1] {
-				curWorst = max(curWorst, util(hop))
-			}
-			best, bestWorst := cur, curWorst
-			for _, p := range m.p.book.Candidates(f.src, f.dst, cons) {
-				if m.p.book.Room(f.src, p) < f.gbps-1e-9 {
-					continue
-				}
-				w := 0.0
-				for _, hop := range p[:len(p)-1] {
-					u := util(hop)
-					if c := m.p.book.Capacity(hop); c > 0 && !slices.Contains(cur, hop) {
-						u += perFlow / c // our own traffic would arrive there
-					}
-					w = max(w, u)
-				}
-				if w < bestWorst-adaptMargin {
-					best, bestWorst = p, w
-				}
-			}
-			if !slices.Equal(best, cur) {
-				better = true
-			}
-			newPaths[i] = best
-			if m.p.book.Room(f.src, best) < f.gbps-1e-9 {
-				better = false // its current path has no room left either: stay
-				break
-			}
-			src, path, g := f.src, best, f.gbps
-			_ = m.p.book.Reserve(src, path, g)
-			held = append(held, func() { _ = m.p.book.Reserve(src, path, -g) })
-		}
-		for _, release := range held {
-			release()
-		}
-		m.p.repin(e, flows, status) // back as it was; the move goes through the batch
+		flows := e.flows
+		newPaths, better := m.p.coolerPaths(e, cons, perFlow, util)
 		if !better {
 			continue
 		}
@@ -752,6 +706,61 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 type hot struct {
 	e     *entry
 	worst float64
+}
+
+// coolerPaths looks for paths for e's flows (each sending perFlow) whose
+// hottest hop, by util, is cooler than its current path's by
+// adaptMargin, with room on the ledger for all of them at once; better
+// says some flow found one. e is left placed as it was.
+func (pl *placement) coolerPaths(e *entry, cons pathcalc.PathConstraints, perFlow float64, util func(models.Endpoint) float64) (newPaths [][]models.Endpoint, better bool) {
+	flows, status := e.flows, e.in.Status.Flows
+	pl.unpinNow(e)
+	newPaths = make([][]models.Endpoint, len(flows))
+	// The intent's flows are placed together: each chosen path is
+	// booked before the next flow looks for room (and all released
+	// before the move goes through the batch), so two flows of one
+	// intent never take the same last room twice.
+	var held []func()
+	for i, f := range flows {
+		cur := status[i].Path
+		curWorst := 0.0
+		for _, hop := range cur[:len(cur)-1] {
+			curWorst = max(curWorst, util(hop))
+		}
+		best, bestWorst := cur, curWorst
+		for _, p := range pl.book.Candidates(f.src, f.dst, cons) {
+			if pl.book.Room(f.src, p) < f.gbps-1e-9 {
+				continue
+			}
+			w := 0.0
+			for _, hop := range p[:len(p)-1] {
+				u := util(hop)
+				if c := pl.book.Capacity(hop); c > 0 && !slices.Contains(cur, hop) {
+					u += perFlow / c // our own traffic would arrive there
+				}
+				w = max(w, u)
+			}
+			if w < bestWorst-adaptMargin {
+				best, bestWorst = p, w
+			}
+		}
+		if !slices.Equal(best, cur) {
+			better = true
+		}
+		newPaths[i] = best
+		if pl.book.Room(f.src, best) < f.gbps-1e-9 {
+			better = false // its current path has no room left either: stay
+			break
+		}
+		src, path, g := f.src, best, f.gbps
+		_ = pl.book.Reserve(src, path, g)
+		held = append(held, func() { _ = pl.book.Reserve(src, path, -g) })
+	}
+	for _, release := range held {
+		release()
+	}
+	pl.repin(e, flows, status) // back as it was; the move goes through the batch
+	return newPaths, better
 }
 
 // hotIntents are the Installed, pinned intents not moved lately that

@@ -26,28 +26,31 @@ func TestReconcilersDoNotWaitForDecisions(t *testing.T) {
 	o := m.Overlay()
 
 	m.mu.Lock() // the loop, deciding
-	calls := map[string]func(){
-		"pins": func() {
+	calls := []struct {
+		name string
+		call func()
+	}{
+		{"pins", func() {
 			if pins, g := o.PinsFor("leaf1"); len(pins) != 1 || pins[0].Port != 3 || g != gen {
 				t.Errorf("pins %v at %d, want port 3 at %d", pins, g, gen)
 			}
-		},
-		"delta": func() {
+		}},
+		{"delta", func() {
 			if d, _, ok := o.PinsDelta("leaf1", 0); !ok || d[key] != 3 {
 				t.Errorf("delta %v (%v), want the pin", d, ok)
 			}
-		},
-		"synced":  func() { o.Synced("leaf1", gen) },
-		"failed":  func() { o.ProgramFailed("leaf2", errors.New("unreachable")) },
-		"refused": func() { o.PinsRefused("leaf2", []models.FlowKey{key}, "table full", 0) },
+		}},
+		{"synced", func() { o.Synced("leaf1", gen) }},
+		{"failed", func() { o.ProgramFailed("leaf2", errors.New("unreachable")) }},
+		{"refused", func() { o.PinsRefused("leaf2", []models.FlowKey{key}, "table full", 0) }},
 	}
-	for name, call := range calls {
+	for _, c := range calls {
 		done := make(chan struct{})
-		go func() { call(); close(done) }()
+		go func() { c.call(); close(done) }()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
-			t.Fatalf("%s waited for the decision loop", name)
+			t.Fatalf("%s waited for the decision loop", c.name)
 		}
 	}
 	m.mu.Unlock()

@@ -171,6 +171,49 @@ type PinCounterReader interface {
 	ReadPinCounters(ctx context.Context, sw models.SwitchID, keys []models.FlowKey) (map[models.FlowKey]uint64, error)
 }
 
+// pinReads are the pin counters Observe reads: each switch's keys
+// (bySwitch: a flow's first hop), the intent each read intent flow
+// belongs to, the pinned elephants, and a sampled intent's elephants'
+// intent.
+type pinReads struct {
+	owner     map[models.FlowKey]string
+	elephant  map[models.FlowKey]bool
+	bySwitch  map[models.SwitchID][]models.FlowKey
+	claimedBy map[models.FlowKey]string
+}
+
+// toRead is what to read: the Installed intents' pins (if intents is
+// set) and the pinned elephants'.
+func (pl *placement) toRead(intents bool) pinReads {
+	rd := pinReads{owner: map[models.FlowKey]string{}, elephant: map[models.FlowKey]bool{},
+		bySwitch: map[models.SwitchID][]models.FlowKey{}, claimedBy: map[models.FlowKey]string{}}
+	for id, e := range pl.all {
+		if !intents || e.in.Status.State != models.StateInstalled {
+			continue
+		}
+		for i, f := range e.flows { // Status.Flows[i] is flows[i]'s placement
+			if f.slot() {
+				continue // a sampled intent's slot has no pin: its flows are read as elephants
+			}
+			if i < len(e.in.Status.Flows) && len(e.in.Status.Flows[i].Path) > 0 {
+				first := e.in.Status.Flows[i].Path[0].Switch
+				rd.owner[f.key] = id
+				rd.bySwitch[first] = append(rd.bySwitch[first], f.key)
+			}
+		}
+	}
+	for key, el := range pl.elephants {
+		if len(el.path) > 0 {
+			rd.elephant[key] = true
+			rd.bySwitch[el.path[0].Switch] = append(rd.bySwitch[el.path[0].Switch], key)
+			if el.intent != "" {
+				rd.claimedBy[key] = el.intent
+			}
+		}
+	}
+	return rd
+}
+
 // Observe samples the counters of every installed intent's first-hop
 // pins, and of every pinned detected elephant's, and keeps each intent's
 // delivered rate and each pinned elephant's, until ctx ends. A switch
@@ -204,35 +247,9 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 		if readIntents {
 			lastIntents = time.Now()
 		}
-		owner := map[models.FlowKey]string{} // the intent of an intent's flow
-		elephant := map[models.FlowKey]bool{}
-		bySwitch := map[models.SwitchID][]models.FlowKey{}
 		m.mu.RLock()
-		for id, e := range m.p.all {
-			if !readIntents || e.in.Status.State != models.StateInstalled {
-				continue
-			}
-			for i, f := range e.flows { // Status.Flows[i] is flows[i]'s placement
-				if f.slot() {
-					continue // a sampled intent's slot has no pin: its flows are read as elephants
-				}
-				if i < len(e.in.Status.Flows) && len(e.in.Status.Flows[i].Path) > 0 {
-					first := e.in.Status.Flows[i].Path[0].Switch
-					owner[f.key] = id
-					bySwitch[first] = append(bySwitch[first], f.key)
-				}
-			}
-		}
-		claimedBy := map[models.FlowKey]string{} // a sampled intent's flows
-		for key, el := range m.p.elephants {
-			if len(el.path) > 0 {
-				elephant[key] = true
-				bySwitch[el.path[0].Switch] = append(bySwitch[el.path[0].Switch], key)
-				if el.intent != "" {
-					claimedBy[key] = el.intent
-				}
-			}
-		}
+		rd := m.p.toRead(readIntents)
+		owner, elephant, bySwitch, claimedBy := rd.owner, rd.elephant, rd.bySwitch, rd.claimedBy
 		m.mu.RUnlock()
 		m.obs.mu.Lock()
 		prevIntents, prevElephants := m.obs.byIntent, m.obs.byFlow

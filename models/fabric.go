@@ -388,6 +388,12 @@ func (t Topology) Validate() error {
 			return invalidf("host %s: ip %s is outside %s's prefix %s", h.Name, h.IP, leaf.Name, leaf.Prefix)
 		}
 	}
+	return t.checkPrefixes(hostIPs, hostLeaf)
+}
+
+// checkPrefixes checks that no two leaves' prefixes overlap and that no
+// host has an address inside another leaf's prefix than its own.
+func (t Topology) checkPrefixes(hostIPs map[netip.Addr]string, hostLeaf map[string]SwitchID) error {
 	type leafPrefix struct {
 		p    netip.Prefix
 		leaf SwitchID

@@ -376,6 +376,29 @@ func (s IntentSpec) Validate() error {
 	default:
 		v.add("class", "want %q or %q", ClassLosslessRDMA, ClassBestEffort)
 	}
+	s.validatePorts(&v)
+	if s.Priority < 0 || s.Priority > 7 {
+		v.add("priority", "want 0-7")
+	}
+	if !s.Constraints.validate(&v) {
+		return v.err() // checking each would say nothing more
+	}
+	for _, f := range []struct{ field, value string }{{"src", s.Src}, {"dst", s.Dst}} {
+		if len(f.value) > MaxEndpointLen {
+			v.add(f.field, "over %d characters: not a host name or address", MaxEndpointLen)
+		}
+	}
+	if s.Collective != nil {
+		s.validateCollective(&v)
+	} else {
+		s.validatePair(&v)
+	}
+	return v.err()
+}
+
+// validatePorts checks how the spec's flows are told apart: source
+// ports, or sampling.
+func (s IntentSpec) validatePorts(v *ValidationError) {
 	if s.SampledFlows {
 		if s.SrcPorts != (PortRange{}) {
 			v.add("src_ports", "give src_ports or sampled_flows, not both")
@@ -392,80 +415,83 @@ func (s IntentSpec) Validate() error {
 	if len(s.DstQPs) > 0 {
 		v.add("dst_qps", "not supported: the pipeline matches UDP source ports, not the RoCE header; use src_ports")
 	}
-	if s.Priority < 0 || s.Priority > 7 {
-		v.add("priority", "want 0-7")
-	}
-	if s.Constraints.MaxHops < 0 {
+}
+
+// validate checks the constraints; false when there are too many to
+// check each.
+func (c Constraints) validate(v *ValidationError) bool {
+	if c.MaxHops < 0 {
 		v.add("constraints.max_hops", "must be zero (no bound) or positive")
 	}
-	if n := len(s.Constraints.AvoidSwitches); n > MaxAvoid {
+	if n := len(c.AvoidSwitches); n > MaxAvoid {
 		v.add("constraints.avoid_switches", "%d switches; at most %d", n, MaxAvoid)
-		return v.err() // checking each would say nothing more
+		return false
 	}
-	if n := len(s.Constraints.AvoidLinks); n > MaxAvoid {
+	if n := len(c.AvoidLinks); n > MaxAvoid {
 		v.add("constraints.avoid_links", "%d links; at most %d", n, MaxAvoid)
-		return v.err()
+		return false
 	}
-	if len(s.Constraints.DisjointFrom) > MaxIntentIDLen {
+	if len(c.DisjointFrom) > MaxIntentIDLen {
 		v.add("constraints.disjoint_from", "not an intent ID: over %d characters", MaxIntentIDLen)
 	}
-	for _, f := range []struct{ field, value string }{{"src", s.Src}, {"dst", s.Dst}} {
-		if len(f.value) > MaxEndpointLen {
-			v.add(f.field, "over %d characters: not a host name or address", MaxEndpointLen)
-		}
-	}
-	for i, sw := range s.Constraints.AvoidSwitches {
+	for i, sw := range c.AvoidSwitches {
 		if sw.Validate() != nil {
 			v.add(fmt.Sprintf("constraints.avoid_switches[%d]", i), "not a switch name: %q", string(sw))
 		}
 	}
-	for i, l := range s.Constraints.AvoidLinks {
+	for i, l := range c.AvoidLinks {
 		if len(l) > MaxLinkIDLen {
 			v.add(fmt.Sprintf("constraints.avoid_links[%d]", i), "over %d characters: not a link", MaxLinkIDLen)
 		} else if _, _, err := l.Ends(); err != nil {
 			v.add(fmt.Sprintf("constraints.avoid_links[%d]", i), "%v", err)
 		}
 	}
-	if c := s.Collective; c != nil {
-		if s.Src != "" || s.Dst != "" || s.Gbps != 0 {
-			v.add("collective", "a collective gives endpoints and gbps_per_gpu, not src, dst or gbps")
-		}
-		if c.Pattern != PatternRingAllReduce && c.Pattern != PatternAllToAll {
-			v.add("collective.pattern", "want %q or %q", PatternRingAllReduce, PatternAllToAll)
-		}
-		if len(c.Endpoints) < 2 || len(c.Endpoints) > MaxCollectiveEndpoints {
-			v.add("collective.endpoints", "want 2-%d endpoints, got %d", MaxCollectiveEndpoints, len(c.Endpoints))
-			return v.err()
-		}
-		seen := map[string]bool{}
-		for i, e := range c.Endpoints {
-			if e == "" {
-				v.add(fmt.Sprintf("collective.endpoints[%d]", i), "empty")
-			} else if len(e) > MaxEndpointLen {
-				v.add(fmt.Sprintf("collective.endpoints[%d]", i), "over %d characters: not a host name or address", MaxEndpointLen)
-			} else if seen[e] {
-				v.add(fmt.Sprintf("collective.endpoints[%d]", i), "%q appears twice", e)
-			}
-			seen[e] = true
-		}
-		if !(c.GbpsPerGPU >= MinGbps) || c.GbpsPerGPU > MaxGbps {
-			v.add("collective.gbps_per_gpu", "want a rate from %g (1 Mb/s) to %g", MinGbps, MaxGbps)
-		}
-	} else {
-		if s.Src == "" {
-			v.add("src", "required (a host name or IP)")
-		}
-		if s.Dst == "" {
-			v.add("dst", "required (a host name or IP)")
-		}
-		if s.Src != "" && s.Src == s.Dst {
-			v.add("dst", "same as src")
-		}
-		if !(s.Gbps >= MinGbps) || s.Gbps > MaxGbps {
-			v.add("gbps", "want a rate from %g (1 Mb/s) to %g", MinGbps, MaxGbps)
-		}
+	return true
+}
+
+// validateCollective checks a collective's pattern, endpoints and rate.
+func (s IntentSpec) validateCollective(v *ValidationError) {
+	c := s.Collective
+	if s.Src != "" || s.Dst != "" || s.Gbps != 0 {
+		v.add("collective", "a collective gives endpoints and gbps_per_gpu, not src, dst or gbps")
 	}
-	return v.err()
+	if c.Pattern != PatternRingAllReduce && c.Pattern != PatternAllToAll {
+		v.add("collective.pattern", "want %q or %q", PatternRingAllReduce, PatternAllToAll)
+	}
+	if len(c.Endpoints) < 2 || len(c.Endpoints) > MaxCollectiveEndpoints {
+		v.add("collective.endpoints", "want 2-%d endpoints, got %d", MaxCollectiveEndpoints, len(c.Endpoints))
+		return
+	}
+	seen := map[string]bool{}
+	for i, e := range c.Endpoints {
+		if e == "" {
+			v.add(fmt.Sprintf("collective.endpoints[%d]", i), "empty")
+		} else if len(e) > MaxEndpointLen {
+			v.add(fmt.Sprintf("collective.endpoints[%d]", i), "over %d characters: not a host name or address", MaxEndpointLen)
+		} else if seen[e] {
+			v.add(fmt.Sprintf("collective.endpoints[%d]", i), "%q appears twice", e)
+		}
+		seen[e] = true
+	}
+	if !(c.GbpsPerGPU >= MinGbps) || c.GbpsPerGPU > MaxGbps {
+		v.add("collective.gbps_per_gpu", "want a rate from %g (1 Mb/s) to %g", MinGbps, MaxGbps)
+	}
+}
+
+// validatePair checks a pair's endpoints and rate.
+func (s IntentSpec) validatePair(v *ValidationError) {
+	if s.Src == "" {
+		v.add("src", "required (a host name or IP)")
+	}
+	if s.Dst == "" {
+		v.add("dst", "required (a host name or IP)")
+	}
+	if s.Src != "" && s.Src == s.Dst {
+		v.add("dst", "same as src")
+	}
+	if !(s.Gbps >= MinGbps) || s.Gbps > MaxGbps {
+		v.add("gbps", "want a rate from %g (1 Mb/s) to %g", MinGbps, MaxGbps)
+	}
 }
 
 // FlowStatus is one flow of an intent and where it goes.

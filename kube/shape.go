@@ -109,42 +109,7 @@ func ShapeOf(v api.TopologyView) Shape {
 		role[sw.Name] = sw.Role
 		sws[sw.Name] = sw
 	}
-	// A leaf's uplinks, and the switches they reach.
-	type uplinks struct {
-		to        []string
-		total, up int
-	}
-	ups := map[models.SwitchID]*uplinks{}
-	for _, sw := range v.Switches {
-		if sw.Role == models.RoleLeaf {
-			ups[sw.Name] = &uplinks{}
-		}
-	}
-	for _, l := range v.Links {
-		for _, e := range [][2]models.Endpoint{{l.A, l.B}, {l.B, l.A}} {
-			u := ups[e[0].Switch]
-			if u == nil || role[e[1].Switch] == models.RoleLeaf {
-				continue
-			}
-			u.to = append(u.to, string(e[1].Switch))
-			u.total++
-			if usable(l) && !sws[e[1].Switch].Drained {
-				u.up++
-			}
-		}
-	}
-	// Blocks: a fat-tree's pods; else leaves that reach the same spines.
-	for name, u := range ups {
-		slices.Sort(u.to)
-		u.to = slices.Compact(u.to)
-		block := ""
-		if p := sws[name].Pod; p > 0 {
-			block = "pod" + strconv.Itoa(p)
-		} else {
-			block = "spines:" + strings.Join(u.to, ",")
-		}
-		s.Leaves[name] = LeafState{Block: block, Uplinks: u.total, Up: u.up}
-	}
+	s.Leaves = leavesOf(v, role, sws)
 	// Name the spine blocks by their first leaf, or "spines" if only one.
 	first := map[string]models.SwitchID{}
 	for _, name := range slices.Sorted(maps.Keys(s.Leaves)) {
@@ -180,21 +145,7 @@ func ShapeOf(v api.TopologyView) Shape {
 		b.Up += ls.Up
 		s.Blocks[ls.Block] = b
 	}
-	// A pod's way out: its spines' links to the core.
-	for _, l := range v.Links {
-		for _, e := range [][2]models.Endpoint{{l.A, l.B}, {l.B, l.A}} {
-			sw := sws[e[0].Switch]
-			if sw.Role != models.RoleSpine || sw.Pod == 0 || role[e[1].Switch] != models.RoleCore {
-				continue
-			}
-			b := s.Blocks["pod"+strconv.Itoa(sw.Pod)]
-			b.Uplinks++
-			if usable(l) && !sws[e[1].Switch].Drained && !sw.Drained {
-				b.Up++
-			}
-			s.Blocks["pod"+strconv.Itoa(sw.Pod)] = b
-		}
-	}
+	s.addPodUplinks(v, role, sws)
 	for name, b := range s.Blocks {
 		slices.Sort(b.Leaves)
 		if b.Up < b.Uplinks {
@@ -214,6 +165,67 @@ func ShapeOf(v api.TopologyView) Shape {
 		}
 	}
 	return s
+}
+
+// leavesOf is each leaf's block (a fat-tree's pod, or the spines its
+// uplinks reach, named later) and its uplinks: all, and those usable.
+func leavesOf(v api.TopologyView, role map[models.SwitchID]models.Role, sws map[models.SwitchID]api.SwitchView) map[models.SwitchID]LeafState {
+	leaves := map[models.SwitchID]LeafState{}
+	// A leaf's uplinks, and the switches they reach.
+	type uplinks struct {
+		to        []string
+		total, up int
+	}
+	ups := map[models.SwitchID]*uplinks{}
+	for _, sw := range v.Switches {
+		if sw.Role == models.RoleLeaf {
+			ups[sw.Name] = &uplinks{}
+		}
+	}
+	for _, l := range v.Links {
+		for _, e := range [][2]models.Endpoint{{l.A, l.B}, {l.B, l.A}} {
+			u := ups[e[0].Switch]
+			if u == nil || role[e[1].Switch] == models.RoleLeaf {
+				continue
+			}
+			u.to = append(u.to, string(e[1].Switch))
+			u.total++
+			if usable(l) && !sws[e[1].Switch].Drained {
+				u.up++
+			}
+		}
+	}
+	// Blocks: a fat-tree's pods; else leaves that reach the same spines.
+	for name, u := range ups {
+		slices.Sort(u.to)
+		u.to = slices.Compact(u.to)
+		block := ""
+		if p := sws[name].Pod; p > 0 {
+			block = "pod" + strconv.Itoa(p)
+		} else {
+			block = "spines:" + strings.Join(u.to, ",")
+		}
+		leaves[name] = LeafState{Block: block, Uplinks: u.total, Up: u.up}
+	}
+	return leaves
+}
+
+// addPodUplinks counts a pod's way out: its spines' links to the core.
+func (s Shape) addPodUplinks(v api.TopologyView, role map[models.SwitchID]models.Role, sws map[models.SwitchID]api.SwitchView) {
+	for _, l := range v.Links {
+		for _, e := range [][2]models.Endpoint{{l.A, l.B}, {l.B, l.A}} {
+			sw := sws[e[0].Switch]
+			if sw.Role != models.RoleSpine || sw.Pod == 0 || role[e[1].Switch] != models.RoleCore {
+				continue
+			}
+			b := s.Blocks["pod"+strconv.Itoa(sw.Pod)]
+			b.Uplinks++
+			if usable(l) && !sws[e[1].Switch].Drained && !sw.Drained {
+				b.Up++
+			}
+			s.Blocks["pod"+strconv.Itoa(sw.Pod)] = b
+		}
+	}
 }
 
 // Equal says whether two shapes are the same.

@@ -86,30 +86,75 @@ type Options struct {
 	Alive http.Handler
 }
 
-// New returns the API's HTTP handler.
 // DefaultRateLimit is Options.RateLimit's default: requests per second
 // per token.
 const DefaultRateLimit = 2000
 
+// withDefaults is o with every unset option at its default.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 5 * time.Second
+	}
+	if o.StreamInterval <= 0 {
+		o.StreamInterval = time.Second
+	}
+	if o.RateLimit == 0 {
+		o.RateLimit = DefaultRateLimit
+	}
+	if o.HistoryInterval <= 0 {
+		o.HistoryInterval = 5 * time.Second
+	}
+	if o.HistoryLength <= 0 {
+		o.HistoryLength = 15 * time.Minute
+	}
+	return o
+}
+
+// routesV1 serves /api/v1: the fabric's shape and load to anyone, the
+// rest to a token, what names every tenant's data to operators.
+func (a *server) routesV1(v1 *gin.RouterGroup) {
+	// The fabric's shape and load carry no tenant's data: readable
+	// without a token, as the dashboard does before anyone logs in (any
+	// replica serves them).
+	v1.GET("/topology", a.topology)
+	v1.GET("/stream", a.stream)
+	v1.GET("/history", a.getHistory)
+	v1.GET("/openapi.json", serveOpenAPI)
+	// A follower authenticates before it forwards to the leader, so the
+	// limits per token and per client address apply where the client is.
+	authed := v1.Group("", a.authenticate, a.forward)
+	authed.GET("/whoami", a.whoami)
+	authed.POST("/intents", a.createIntent)
+	authed.GET("/intents", a.listIntents)
+	authed.GET("/intents/:id", a.getIntent)
+	authed.PUT("/intents/:id", a.putIntent)
+	authed.DELETE("/intents/:id", a.deleteIntent)
+	authed.GET("/capacity", a.capacity)
+	authed.GET("/events", a.events)
+	op := authed.Group("", operatorOnly)
+	// Entries name every tenant's flows: operators only.
+	op.GET("/switches/:name/entries", a.entries)
+	op.POST("/tenants", a.putTenant)
+	op.GET("/tenants", a.listTenants)
+	op.GET("/tenants/:name", a.getTenant)
+	op.DELETE("/tenants/:name", a.deleteTenant)
+	op.POST("/tokens", a.createToken)
+	op.GET("/tokens", a.listTokens)
+	op.DELETE("/tokens/:id", a.deleteToken)
+	op.POST("/drains", a.createDrain)
+	op.GET("/drains", a.listDrains)
+	op.GET("/drains/:id", a.getDrain)
+	op.DELETE("/drains/:id", a.deleteDrain)
+	// Detected flows name every tenant's hosts: operators only.
+	op.GET("/elephants", a.listElephants)
+}
+
+// New returns the API's HTTP handler.
 func New(opts Options) http.Handler {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.ReadTimeout <= 0 {
-		opts.ReadTimeout = 5 * time.Second
-	}
-	if opts.StreamInterval <= 0 {
-		opts.StreamInterval = time.Second
-	}
-	if opts.RateLimit == 0 {
-		opts.RateLimit = DefaultRateLimit
-	}
-	if opts.HistoryInterval <= 0 {
-		opts.HistoryInterval = 5 * time.Second
-	}
-	if opts.HistoryLength <= 0 {
-		opts.HistoryLength = 15 * time.Minute
-	}
+	opts = opts.withDefaults()
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
@@ -145,41 +190,7 @@ func New(opts Options) http.Handler {
 	if opts.Gatherer != nil {
 		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(opts.Gatherer, promhttp.HandlerOpts{})))
 	}
-	v1 := r.Group("/api/v1")
-	// The fabric's shape and load carry no tenant's data: readable
-	// without a token, as the dashboard does before anyone logs in (any
-	// replica serves them).
-	v1.GET("/topology", a.topology)
-	v1.GET("/stream", a.stream)
-	v1.GET("/history", a.getHistory)
-	v1.GET("/openapi.json", serveOpenAPI)
-	// A follower authenticates before it forwards to the leader, so the
-	// limits per token and per client address apply where the client is.
-	authed := v1.Group("", a.authenticate, a.forward)
-	authed.GET("/whoami", a.whoami)
-	authed.POST("/intents", a.createIntent)
-	authed.GET("/intents", a.listIntents)
-	authed.GET("/intents/:id", a.getIntent)
-	authed.PUT("/intents/:id", a.putIntent)
-	authed.DELETE("/intents/:id", a.deleteIntent)
-	authed.GET("/capacity", a.capacity)
-	authed.GET("/events", a.events)
-	op := authed.Group("", operatorOnly)
-	// Entries name every tenant's flows: operators only.
-	op.GET("/switches/:name/entries", a.entries)
-	op.POST("/tenants", a.putTenant)
-	op.GET("/tenants", a.listTenants)
-	op.GET("/tenants/:name", a.getTenant)
-	op.DELETE("/tenants/:name", a.deleteTenant)
-	op.POST("/tokens", a.createToken)
-	op.GET("/tokens", a.listTokens)
-	op.DELETE("/tokens/:id", a.deleteToken)
-	op.POST("/drains", a.createDrain)
-	op.GET("/drains", a.listDrains)
-	op.GET("/drains/:id", a.getDrain)
-	op.DELETE("/drains/:id", a.deleteDrain)
-	// Detected flows name every tenant's hosts: operators only.
-	op.GET("/elephants", a.listElephants)
+	a.routesV1(r.Group("/api/v1"))
 	// Go's profiler, for this replica (not forwarded): CPU and heap
 	// profiles name no tenant's data but cost CPU, so operators only.
 	// (net/http/pprof registers its handlers on http.DefaultServeMux.)

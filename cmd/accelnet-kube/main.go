@@ -148,25 +148,35 @@ func kubeRestConfig(path string) (*rest.Config, error) {
 	return nil, fmt.Errorf("kubeconfig: %w", err)
 }
 
-func runKube(ctx context.Context, o kubeOptions, log *slog.Logger) error {
-	kcfg, err := kubeRestConfig(o.kubeconfig)
-	if err != nil {
-		return err
-	}
+// accelnetClient is the REST client of accelnet's API the options give:
+// its address, token and CA.
+func accelnetClient(o kubeOptions) (*apiclient.Client, error) {
 	ac := &apiclient.Client{Server: o.server}
 	if o.tokenFile != "" {
 		tok, err := os.ReadFile(o.tokenFile)
 		if err != nil {
-			return fmt.Errorf("--token-file: %w", err)
+			return nil, fmt.Errorf("--token-file: %w", err)
 		}
 		ac.Token = strings.TrimSpace(string(tok))
 	}
 	if o.caFile != "" || o.serverName != "" {
 		tlsCfg, err := pki.Files{CA: o.caFile, ServerName: o.serverName}.ClientConfig()
 		if err != nil {
-			return fmt.Errorf("--ca-file: %w", err)
+			return nil, fmt.Errorf("--ca-file: %w", err)
 		}
 		ac.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}}
+	}
+	return ac, nil
+}
+
+func runKube(ctx context.Context, o kubeOptions, log *slog.Logger) error {
+	kcfg, err := kubeRestConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	ac, err := accelnetClient(o)
+	if err != nil {
+		return err
 	}
 	tenants, err := parseTenants(o.tenants)
 	if err != nil {

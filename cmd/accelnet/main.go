@@ -272,61 +272,52 @@ or from a YAML file given with --config whose keys are flag names
 (etcd-endpoints: [a:2379, b:2379]). The command line wins over the
 environment, which wins over the file.`
 
-func newRootCommand() *cobra.Command {
-	cfg := defaultConfig()
-	var configFile string
-	root := &cobra.Command{
-		Use:           "accelnet",
-		Short:         "SDN controller for RDMA accelerator fabrics",
-		Long:          "accelnet: SDN controller for RDMA accelerator fabrics.\n\n" + configHelp,
-		SilenceUsage:  true,
-		SilenceErrors: false,
-	}
-	root.PersistentFlags().StringVar(&cfg.HTTPAddr, "http-addr", "", "address of the REST API, dashboard and /metrics (default: demo 127.0.0.1:8080, loopback only; serve :8080, every interface)")
-	root.PersistentFlags().StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for embedded etcd's data and library logs")
-	root.PersistentFlags().StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
-	root.PersistentFlags().DurationVar(&cfg.ElectionTTL, "election-ttl", cfg.ElectionTTL, "leader lease: a leader that dies without resigning is replaced once it expires (etcd raises it to 1.5 of its election timeouts: 2s with etcd's defaults; 1s needs etcd's --election-timeout at most 500ms and a host that renews it in time)")
-	root.PersistentFlags().StringVar(&cfg.AdvertiseURL, "advertise-url", "", "this replica's API URL as the other replicas reach it (followers forward writes to the leader there); default http://<hostname>:<port of --http-addr>")
-	root.PersistentFlags().Float64Var(&cfg.Intents.Headroom, "headroom", cfg.Intents.Headroom, "fraction of every link that intents may not reserve")
-	root.PersistentFlags().BoolVar(&cfg.Intents.Preemption, "preemption", cfg.Intents.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
-	root.PersistentFlags().Float64Var(&cfg.Intents.TenantPinShare, "tenant-pin-share", cfg.Intents.TenantPinShare, "share of any switch's flow-pin table one tenant's intents may hold, unless the operator sets the tenant's max_pins_per_switch (so one tenant cannot fill a leaf's table for everyone)")
-	root.PersistentFlags().DurationVar(&cfg.Intents.PendingTimeout, "pending-timeout", cfg.Intents.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
-	root.PersistentFlags().DurationVar(&cfg.Intents.KeepFinished, "keep-finished", cfg.Intents.KeepFinished, "how long a Rejected or Failed intent's record is kept")
-	root.PersistentFlags().IntVar(&cfg.Intents.MaxFinished, "max-finished", cfg.Intents.MaxFinished, "how many Rejected or Failed intents' records a tenant keeps at most (the oldest go first)")
-	root.PersistentFlags().Uint16Var(&cfg.MTU, "mtu", cfg.MTU, "interface MTU of the fabric profile, pushed to every port over gNMI (4200 fits a 4096-byte RoCE payload)")
-	root.PersistentFlags().DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
-	root.PersistentFlags().DurationVar(&cfg.DiscoveryInterval, "discovery-interval", cfg.DiscoveryInterval, "how often link discovery sends an LLDP probe out of every fabric port (packet-out) and checks the declared links (a miswired or lost link carries no routes); 0 turns it off")
-	root.PersistentFlags().DurationVar(&cfg.LivenessInterval, "liveness-interval", cfg.LivenessInterval, "how often a probe crosses each fabric link that ends on a switch reporting no oper-status (no gnmi_addr, such as BMv2): a cut link is lost 3 to 4 intervals after; 0 turns it off")
-	root.PersistentFlags().DurationVar(&cfg.CongestionInterval, "congestion-interval", cfg.CongestionInterval, "how often measured link load shifts WCMP weight away from links at 90% or more (and back below 60%); 0 turns it off")
-	root.PersistentFlags().Uint32Var(&cfg.Elephants.SampleOneIn, "sample-one-in", cfg.Elephants.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
-	root.PersistentFlags().Float64Var(&cfg.Elephants.Gbps, "elephant-gbps", cfg.Elephants.Gbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")
-	root.PersistentFlags().DurationVar(&cfg.TelemetryInterval, "telemetry-interval", cfg.TelemetryInterval, "gNMI sample interval of the switches' interface counters (link load, congestion weights, drains); a fabric of thousands of switches wants 5-10s")
-	root.PersistentFlags().BoolVar(&cfg.PerLeafRoutes, "per-leaf-routes", cfg.PerLeafRoutes, "write one route per destination leaf instead of merging sibling prefixes that go the same way (a pod in an aligned block takes one entry per switch outside it)")
-	root.PersistentFlags().IntVar(&cfg.Workers, "workers", cfg.Workers, "switches reconciled at once, per kind of work (tables, interface config, sampling)")
-	root.PersistentFlags().IntVar(&cfg.SweepWorkers, "sweep-workers", cfg.SweepWorkers, "switches' tables reconciled at once while a new leader reads every switch back (each a different switch); 0: 16; never fewer than --workers")
-	root.PersistentFlags().BoolVar(&cfg.LeaseOnlyFailover, "lease-only-failover", cfg.LeaseOnlyFailover, "replace a leader that died without resigning only when its lease (--election-ttl) expires; by default a follower holds a request open to the leader's API (/leaderz) and, when it ends and the leader's address refuses connections (its process is gone), revokes the leader's lease at once")
-	root.PersistentFlags().BoolVar(&cfg.TakeoverReadAll, "takeover-read-all", cfg.TakeoverReadAll, "a new leader reads every switch back in full; by default it probes a switch the previous leader left as recorded (its handover mark in etcd) instead of reading its routes and flow pins, and the leader keeps those marks")
-	root.PersistentFlags().DurationVar(&cfg.Elephants.ObserveInterval, "observe-interval", cfg.Elephants.ObserveInterval, "how often installed intents' flow counters are read for their observed rate")
-	root.PersistentFlags().Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
-	root.PersistentFlags().StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate: serve the API, dashboard and /metrics over HTTPS (with --tls-key)")
-	root.PersistentFlags().StringVar(&cfg.TLSKey, "tls-key", "", "PEM key of --tls-cert")
-	root.PersistentFlags().StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "PEM CA bundle: require API clients (and forwarding replicas) to present a certificate it signed (mutual TLS); /healthz and /readyz stay open for probes")
-	root.PersistentFlags().StringVar(&cfg.TLSCA, "tls-ca", "", "PEM CA bundle that verifies the leader's HTTPS certificate when a follower forwards to it (default: the system's roots); with --tls-client-ca the follower presents --tls-cert")
-	root.PersistentFlags().StringVar(&cfg.TLSServerName, "tls-server-name", "", "name a follower checks in the leader's HTTPS certificate (default: the host of the leader's --advertise-url; set it when replicas advertise pod IPs and share one certificate)")
-	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.CA, "southbound-tls-ca", "", "PEM CA bundle that verifies the switches' P4Runtime/gNMI certificates; setting any southbound-tls flag turns TLS on")
-	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.Cert, "southbound-tls-cert", "", "PEM client certificate presented to the switches (mutual TLS)")
-	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.Key, "southbound-tls-key", "", "PEM key of --southbound-tls-cert")
-	root.PersistentFlags().StringVar(&cfg.SouthboundTLS.ServerName, "southbound-tls-server-name", "", "name to verify in every switch's certificate (default: the host it is dialled at)")
-	root.PersistentFlags().StringVar(&cfg.ForeignEntries, "foreign-entries", cfg.ForeignEntries, "entries in accelnet's tables the controller did not write (no accelnet tag in their metadata): remove (as drift) or keep (left alone; one it needs under the same key is taken over)")
-	root.PersistentFlags().StringVar(&cfg.MemoryLimit, "memory-limit", cfg.MemoryLimit, "soft memory limit of the Go runtime: the collector runs more often near it instead of letting the heap grow to twice what is live. auto: GOMEMLIMIT if set, else 90% of the container's memory limit (cgroup), else none; none; or a size such as 1800MiB")
-	root.PersistentFlags().IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "connections the API holds at once; past it an idle connection that showed no valid token is closed for the new one, or the new one is refused. 0: what the open-file limit leaves after etcd and the switches (at most 16384)")
-	root.PersistentFlags().IntVar(&cfg.MaxConnectionsPerSource, "max-connections-per-source", cfg.MaxConnectionsPerSource, "connections one client address holds at once (the same rule past it, among that address's connections)")
-	root.PersistentFlags().StringVar(&cfg.OperatorTokenFile, "operator-token-file", "", "file holding the first operator token's secret (a mounted Secret: accelnet certs --kubernetes makes one), registered on the cluster's first start and written nowhere; default: one is made, printed once and written to --data-dir/operator.token")
-	root.PersistentFlags().StringVar(&configFile, "config", "", "YAML file of flag values (keys are flag names: http-addr: \":8080\", etcd-endpoints: [a:2379, b:2379]); flags given on the command line and ACCELNET_* environment variables win over it")
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		return applyConfig(cmd.Flags(), configFile, os.LookupEnv)
-	}
+// bindFlags binds the flags every command shares to cfg.
+func bindFlags(f *pflag.FlagSet, cfg *Config) {
+	f.StringVar(&cfg.HTTPAddr, "http-addr", "", "address of the REST API, dashboard and /metrics (default: demo 127.0.0.1:8080, loopback only; serve :8080, every interface)")
+	f.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for embedded etcd's data and library logs")
+	f.StringVar(&cfg.LogLevel, "log-level", cfg.LogLevel, "debug, info, warn or error")
+	f.DurationVar(&cfg.ElectionTTL, "election-ttl", cfg.ElectionTTL, "leader lease: a leader that dies without resigning is replaced once it expires (etcd raises it to 1.5 of its election timeouts: 2s with etcd's defaults; 1s needs etcd's --election-timeout at most 500ms and a host that renews it in time)")
+	f.StringVar(&cfg.AdvertiseURL, "advertise-url", "", "this replica's API URL as the other replicas reach it (followers forward writes to the leader there); default http://<hostname>:<port of --http-addr>")
+	f.Float64Var(&cfg.Intents.Headroom, "headroom", cfg.Intents.Headroom, "fraction of every link that intents may not reserve")
+	f.BoolVar(&cfg.Intents.Preemption, "preemption", cfg.Intents.Preemption, "let higher-priority intents displace lower-priority ones (displaced intents wait in Pending)")
+	f.Float64Var(&cfg.Intents.TenantPinShare, "tenant-pin-share", cfg.Intents.TenantPinShare, "share of any switch's flow-pin table one tenant's intents may hold, unless the operator sets the tenant's max_pins_per_switch (so one tenant cannot fill a leaf's table for everyone)")
+	f.DurationVar(&cfg.Intents.PendingTimeout, "pending-timeout", cfg.Intents.PendingTimeout, "how long an intent may wait in Pending before it is Failed")
+	f.DurationVar(&cfg.Intents.KeepFinished, "keep-finished", cfg.Intents.KeepFinished, "how long a Rejected or Failed intent's record is kept")
+	f.IntVar(&cfg.Intents.MaxFinished, "max-finished", cfg.Intents.MaxFinished, "how many Rejected or Failed intents' records a tenant keeps at most (the oldest go first)")
+	f.Uint16Var(&cfg.MTU, "mtu", cfg.MTU, "interface MTU of the fabric profile, pushed to every port over gNMI (4200 fits a 4096-byte RoCE payload)")
+	f.DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
+	f.DurationVar(&cfg.DiscoveryInterval, "discovery-interval", cfg.DiscoveryInterval, "how often link discovery sends an LLDP probe out of every fabric port (packet-out) and checks the declared links (a miswired or lost link carries no routes); 0 turns it off")
+	f.DurationVar(&cfg.LivenessInterval, "liveness-interval", cfg.LivenessInterval, "how often a probe crosses each fabric link that ends on a switch reporting no oper-status (no gnmi_addr, such as BMv2): a cut link is lost 3 to 4 intervals after; 0 turns it off")
+	f.DurationVar(&cfg.CongestionInterval, "congestion-interval", cfg.CongestionInterval, "how often measured link load shifts WCMP weight away from links at 90% or more (and back below 60%); 0 turns it off")
+	f.Uint32Var(&cfg.Elephants.SampleOneIn, "sample-one-in", cfg.Elephants.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
+	f.Float64Var(&cfg.Elephants.Gbps, "elephant-gbps", cfg.Elephants.Gbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")
+	f.DurationVar(&cfg.TelemetryInterval, "telemetry-interval", cfg.TelemetryInterval, "gNMI sample interval of the switches' interface counters (link load, congestion weights, drains); a fabric of thousands of switches wants 5-10s")
+	f.BoolVar(&cfg.PerLeafRoutes, "per-leaf-routes", cfg.PerLeafRoutes, "write one route per destination leaf instead of merging sibling prefixes that go the same way (a pod in an aligned block takes one entry per switch outside it)")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "switches reconciled at once, per kind of work (tables, interface config, sampling)")
+	f.IntVar(&cfg.SweepWorkers, "sweep-workers", cfg.SweepWorkers, "switches' tables reconciled at once while a new leader reads every switch back (each a different switch); 0: 16; never fewer than --workers")
+	f.BoolVar(&cfg.LeaseOnlyFailover, "lease-only-failover", cfg.LeaseOnlyFailover, "replace a leader that died without resigning only when its lease (--election-ttl) expires; by default a follower holds a request open to the leader's API (/leaderz) and, when it ends and the leader's address refuses connections (its process is gone), revokes the leader's lease at once")
+	f.BoolVar(&cfg.TakeoverReadAll, "takeover-read-all", cfg.TakeoverReadAll, "a new leader reads every switch back in full; by default it probes a switch the previous leader left as recorded (its handover mark in etcd) instead of reading its routes and flow pins, and the leader keeps those marks")
+	f.DurationVar(&cfg.Elephants.ObserveInterval, "observe-interval", cfg.Elephants.ObserveInterval, "how often installed intents' flow counters are read for their observed rate")
+	f.Float64Var(&cfg.APIRateLimit, "api-rate-limit", cfg.APIRateLimit, "REST requests per second per token (bursts of twice that); negative: unlimited")
+	f.StringVar(&cfg.TLSCert, "tls-cert", "", "PEM certificate: serve the API, dashboard and /metrics over HTTPS (with --tls-key)")
+	f.StringVar(&cfg.TLSKey, "tls-key", "", "PEM key of --tls-cert")
+	f.StringVar(&cfg.TLSClientCA, "tls-client-ca", "", "PEM CA bundle: require API clients (and forwarding replicas) to present a certificate it signed (mutual TLS); /healthz and /readyz stay open for probes")
+	f.StringVar(&cfg.TLSCA, "tls-ca", "", "PEM CA bundle that verifies the leader's HTTPS certificate when a follower forwards to it (default: the system's roots); with --tls-client-ca the follower presents --tls-cert")
+	f.StringVar(&cfg.TLSServerName, "tls-server-name", "", "name a follower checks in the leader's HTTPS certificate (default: the host of the leader's --advertise-url; set it when replicas advertise pod IPs and share one certificate)")
+	f.StringVar(&cfg.SouthboundTLS.CA, "southbound-tls-ca", "", "PEM CA bundle that verifies the switches' P4Runtime/gNMI certificates; setting any southbound-tls flag turns TLS on")
+	f.StringVar(&cfg.SouthboundTLS.Cert, "southbound-tls-cert", "", "PEM client certificate presented to the switches (mutual TLS)")
+	f.StringVar(&cfg.SouthboundTLS.Key, "southbound-tls-key", "", "PEM key of --southbound-tls-cert")
+	f.StringVar(&cfg.SouthboundTLS.ServerName, "southbound-tls-server-name", "", "name to verify in every switch's certificate (default: the host it is dialled at)")
+	f.StringVar(&cfg.ForeignEntries, "foreign-entries", cfg.ForeignEntries, "entries in accelnet's tables the controller did not write (no accelnet tag in their metadata): remove (as drift) or keep (left alone; one it needs under the same key is taken over)")
+	f.StringVar(&cfg.MemoryLimit, "memory-limit", cfg.MemoryLimit, "soft memory limit of the Go runtime: the collector runs more often near it instead of letting the heap grow to twice what is live. auto: GOMEMLIMIT if set, else 90% of the container's memory limit (cgroup), else none; none; or a size such as 1800MiB")
+	f.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "connections the API holds at once; past it an idle connection that showed no valid token is closed for the new one, or the new one is refused. 0: what the open-file limit leaves after etcd and the switches (at most 16384)")
+	f.IntVar(&cfg.MaxConnectionsPerSource, "max-connections-per-source", cfg.MaxConnectionsPerSource, "connections one client address holds at once (the same rule past it, among that address's connections)")
+	f.StringVar(&cfg.OperatorTokenFile, "operator-token-file", "", "file holding the first operator token's secret (a mounted Secret: accelnet certs --kubernetes makes one), registered on the cluster's first start and written nowhere; default: one is made, printed once and written to --data-dir/operator.token")
+}
 
+// newDemoCommand is "accelnet demo".
+func newDemoCommand(cfg *Config) *cobra.Command {
 	demo := &cobra.Command{
 		Use:   "demo",
 		Short: "Run embedded etcd, an emulated fabric with a workload, the controller and the API in one process",
@@ -338,7 +329,7 @@ func newRootCommand() *cobra.Command {
 				// start: the "before" figure would not be hashing's.
 				cfg.Elephants.SampleOneIn = 0
 			}
-			return run(cmd.Context(), cfg, true)
+			return run(cmd.Context(), *cfg, true)
 		},
 	}
 	demo.Flags().StringVar(&cfg.TopologySpec, "topology", cfg.TopologySpec, "fabric to emulate: a topology file, leafspine:LEAVESxHOSTSxSPINES or fattree:K")
@@ -349,7 +340,11 @@ func newRootCommand() *cobra.Command {
 	demo.Flags().BoolVar(&cfg.Keep, "keep", false, "keep what --data-dir holds when it was made for another fabric (its intents over hosts this one lacks fail; its drains apply to switches and links of the same names); without it the demo refuses to start on it")
 	demo.Flags().BoolVar(&cfg.Fresh, "fresh", false, "start clean: remove what an earlier run left in --data-dir (tenants, tokens, intents, drains, the operator token) first")
 	demo.Flags().BoolVar(&cfg.DeclareIntents, "intents", cfg.DeclareIntents, "after the workload starts on ECMP, declare its flows as intents (tenant \"jobs\") and log the throughput before and after (turns sampling off unless --sample-one-in is given)")
+	return demo
+}
 
+// newServeCommand is "accelnet serve".
+func newServeCommand(cfg *Config) *cobra.Command {
 	// serve has no default fabric; its own variable keeps demo's default intact.
 	var serveTopology string
 	serve := &cobra.Command{
@@ -365,7 +360,7 @@ the others serve reads and forward writes to it (--advertise-url). TLS:
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.TopologySpec = serveTopology
 			cfg.defaultHTTPAddr(cmd.Flags(), false)
-			return run(cmd.Context(), cfg, false)
+			return run(cmd.Context(), *cfg, false)
 		},
 	}
 	serve.Flags().StringVar(&serveTopology, "topology", "", "topology file to store in etcd (optional with --etcd-endpoints: use the stored one)")
@@ -374,7 +369,26 @@ the others serve reads and forward writes to it (--advertise-url). TLS:
 	serve.Flags().StringVar(&cfg.Etcd.TLS.Cert, "etcd-cert", "", "PEM client certificate presented to etcd (its --client-cert-auth)")
 	serve.Flags().StringVar(&cfg.Etcd.TLS.Key, "etcd-key", "", "PEM key of --etcd-cert")
 	serve.Flags().IntVar(&cfg.Etcd.MaxTxnOps, "etcd-max-txn-ops", 0, "the cluster's --max-txn-ops (default 128 for a cluster; admissions arriving together share one transaction up to it)")
+	return serve
+}
 
+func newRootCommand() *cobra.Command {
+	cfg := defaultConfig()
+	var configFile string
+	root := &cobra.Command{
+		Use:           "accelnet",
+		Short:         "SDN controller for RDMA accelerator fabrics",
+		Long:          "accelnet: SDN controller for RDMA accelerator fabrics.\n\n" + configHelp,
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	bindFlags(root.PersistentFlags(), &cfg)
+	root.PersistentFlags().StringVar(&configFile, "config", "", "YAML file of flag values (keys are flag names: http-addr: \":8080\", etcd-endpoints: [a:2379, b:2379]); flags given on the command line and ACCELNET_* environment variables win over it")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		return applyConfig(cmd.Flags(), configFile, os.LookupEnv)
+	}
+
+	demo, serve := newDemoCommand(&cfg), newServeCommand(&cfg)
 	ver := &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
@@ -413,60 +427,14 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		return fmt.Errorf("listen on %s: %w (is another accelnet running? --http-addr picks another address)", cfg.HTTPAddr, err)
 	}
 	defer lis.Close()
-	if cfg.DataDir != "" {
-		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-			return fmt.Errorf("data directory: %w", err)
-		}
-		release, err := lockDataDir(cfg.DataDir)
-		if err != nil {
-			return err
-		}
-		defer release()
-		if cfg.Fresh {
-			if err := freshDataDir(cfg.DataDir); err != nil {
-				return err
-			}
-		}
-		if err := fabricsim.SetLibraryLogDir(filepath.Join(cfg.DataDir, "logs")); err != nil {
-			return err
-		}
+	release, err := prepareDataDir(cfg)
+	if err != nil {
+		return err
 	}
-	opts := cfg.stackConfig(demo, log)
-	if cfg.DataDir != "" {
-		opts.OperatorTokenFile = filepath.Join(cfg.DataDir, "operator.token")
-	}
-	if cfg.OperatorTokenFile != "" {
-		data, err := os.ReadFile(cfg.OperatorTokenFile)
-		if err != nil {
-			return fmt.Errorf("--operator-token-file: %w", err)
-		}
-		opts.OperatorTokenGiven = strings.TrimSpace(string(data))
-	}
-	if len(cfg.Etcd.Endpoints) == 0 {
-		opts.Etcd.Dir = filepath.Join(cfg.DataDir, "etcd")
-	}
-	if cfg.TopologySpec != "" {
-		spec := cfg.TopologySpec
-		if demo && topology.IsSpec(spec) && !strings.Contains(spec, "@") {
-			spec = fmt.Sprintf("%s@%g", spec, cfg.Gbps)
-		}
-		t, err := topology.Load(spec)
-		if err != nil {
-			return err
-		}
-		opts.Topology = &t
-	}
-	where := "etcd"
-	if len(cfg.Etcd.Endpoints) == 0 {
-		where = cfg.DataDir
-	}
-	opts.OnOtherFabric = func(o stack.OtherFabric) error {
-		if demo && !cfg.Keep && !cfg.Fresh {
-			return fmt.Errorf("%s: %s. Start with --fresh to discard it, or --keep to keep it", where, o)
-		}
-		fmt.Printf("\n%s: %s.\n\n", where, o)
-		log.Warn("the stored state is of another fabric", "intents", o.Intents, "intents_stranded", o.Stranded, "drains", o.Drains, "drains_dangling", o.Dangling)
-		return nil
+	defer release()
+	opts, where, err := cfg.runConfig(demo, log)
+	if err != nil {
+		return err
 	}
 	serverTLS, forward, err := apiTLS(cfg)
 	if err != nil {
@@ -478,22 +446,7 @@ func run(parent context.Context, cfg Config, demo bool) error {
 		return err
 	}
 	defer s.Close()
-	if s.OperatorToken != "" && cfg.OperatorTokenFile != "" {
-		log.Info("first start: the operator token of --operator-token-file is registered", "file", cfg.OperatorTokenFile)
-	} else if s.OperatorToken != "" {
-		// Printed once, never logged: it is the key to everything.
-		fmt.Printf("\nFirst start: the operator token is\n\n  %s\n\n", s.OperatorToken)
-		if opts.OperatorTokenFile != "" {
-			fmt.Printf("It is also in %s (mode 0600). It will not be shown again.\n\n", opts.OperatorTokenFile)
-		}
-	} else if line := reloaded(ctx, s.Store); line != "" {
-		// An earlier run's state changes what the demo shows: say so.
-		fmt.Printf("\nReloaded from %s: %s.", where, line)
-		if demo {
-			fmt.Printf(" (accelnet demo --fresh starts clean.)")
-		}
-		fmt.Printf("\n\n")
-	}
+	greet(ctx, s, cfg, opts.OperatorTokenFile, where, demo, log)
 
 	handler := s.Handler
 	if cfg.TLSClientCA != "" {
@@ -536,6 +489,97 @@ func run(parent context.Context, cfg Config, demo bool) error {
 	err = g.Wait()
 	log.Info("accelnet stopped", "ran_for", time.Since(started).Round(time.Millisecond))
 	return err
+}
+
+// prepareDataDir makes and locks the data directory (emptied first with
+// --fresh) and sends the libraries' logs there; release unlocks it.
+func prepareDataDir(cfg Config) (release func(), err error) {
+	if cfg.DataDir == "" {
+		return func() {}, nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	release, err = lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Fresh {
+		err = freshDataDir(cfg.DataDir)
+	}
+	if err == nil {
+		err = fabricsim.SetLibraryLogDir(filepath.Join(cfg.DataDir, "logs"))
+	}
+	if err != nil {
+		release()
+		return nil, err
+	}
+	return release, nil
+}
+
+// runConfig is the stack's configuration for a run: the flags', the
+// operator token, etcd's place, the topology, and what to do with stored
+// state of another fabric; where names the state's place for messages.
+func (cfg Config) runConfig(demo bool, log *slog.Logger) (opts stack.Config, where string, err error) {
+	opts = cfg.stackConfig(demo, log)
+	if cfg.DataDir != "" {
+		opts.OperatorTokenFile = filepath.Join(cfg.DataDir, "operator.token")
+	}
+	if cfg.OperatorTokenFile != "" {
+		data, err := os.ReadFile(cfg.OperatorTokenFile)
+		if err != nil {
+			return stack.Config{}, "", fmt.Errorf("--operator-token-file: %w", err)
+		}
+		opts.OperatorTokenGiven = strings.TrimSpace(string(data))
+	}
+	if len(cfg.Etcd.Endpoints) == 0 {
+		opts.Etcd.Dir = filepath.Join(cfg.DataDir, "etcd")
+	}
+	if cfg.TopologySpec != "" {
+		spec := cfg.TopologySpec
+		if demo && topology.IsSpec(spec) && !strings.Contains(spec, "@") {
+			spec = fmt.Sprintf("%s@%g", spec, cfg.Gbps)
+		}
+		t, err := topology.Load(spec)
+		if err != nil {
+			return stack.Config{}, "", err
+		}
+		opts.Topology = &t
+	}
+	where = "etcd"
+	if len(cfg.Etcd.Endpoints) == 0 {
+		where = cfg.DataDir
+	}
+	opts.OnOtherFabric = func(o stack.OtherFabric) error {
+		if demo && !cfg.Keep && !cfg.Fresh {
+			return fmt.Errorf("%s: %s. Start with --fresh to discard it, or --keep to keep it", where, o)
+		}
+		fmt.Printf("\n%s: %s.\n\n", where, o)
+		log.Warn("the stored state is of another fabric", "intents", o.Intents, "intents_stranded", o.Stranded, "drains", o.Drains, "drains_dangling", o.Dangling)
+		return nil
+	}
+	return opts, where, nil
+}
+
+// greet says, on a first start, the operator token (printed once, never
+// logged), else what an earlier run left that changes what one sees.
+func greet(ctx context.Context, s *stack.Stack, cfg Config, tokenFile, where string, demo bool, log *slog.Logger) {
+	if s.OperatorToken != "" && cfg.OperatorTokenFile != "" {
+		log.Info("first start: the operator token of --operator-token-file is registered", "file", cfg.OperatorTokenFile)
+	} else if s.OperatorToken != "" {
+		// Printed once, never logged: it is the key to everything.
+		fmt.Printf("\nFirst start: the operator token is\n\n  %s\n\n", s.OperatorToken)
+		if tokenFile != "" {
+			fmt.Printf("It is also in %s (mode 0600). It will not be shown again.\n\n", tokenFile)
+		}
+	} else if line := reloaded(ctx, s.Store); line != "" {
+		// An earlier run's state changes what the demo shows: say so.
+		fmt.Printf("\nReloaded from %s: %s.", where, line)
+		if demo {
+			fmt.Printf(" (accelnet demo --fresh starts clean.)")
+		}
+		fmt.Printf("\n\n")
+	}
 }
 
 // reserveWorkload waits for the fabric, lets the workload run on ECMP for

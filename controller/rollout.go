@@ -121,47 +121,7 @@ func (r *rollout) prepare(st *fabricState, oldRes, newRes pathcalc.Result, base 
 			offset = 1
 		}
 		owner := prefixOwners(st.snap)
-		changed, pruning := map[models.SwitchID]bool{}, map[models.SwitchID]bool{}
-		early := map[models.SwitchID]map[netip.Prefix]bool{}
-		type move struct {
-			sw   models.SwitchID
-			p    netip.Prefix
-			next []uint32 // the new next-hop ports
-		}
-		var waiting []move // moves that are not subsets
-		for sw, newSt := range newPlan.Switches {
-			oldSt := oldPlan.Switches[sw]
-			// Plans hold canonical states: compare them as they are.
-			differs := !oldSt.Equal(newSt)
-			if differs {
-				changed[sw] = true
-			}
-			if base != nil && !base.Switches[sw].Equal(oldSt) {
-				pruning[sw], changed[sw] = true, true // the first stage: to oldPlan
-			}
-			if !differs {
-				// The same state (most often the very same: see
-				// pathcalc.Recompute), or the pruning's alone: nothing
-				// moves (a leaf link's pruning is 1,152 switches at k=48).
-				continue
-			}
-			moved := changedPrefixes(oldSt, newSt)
-			if len(moved) == 0 {
-				continue
-			}
-			oldHops, newHops := hopsOf(oldSt, moved), hopsOf(newSt, moved)
-			for _, p := range moved {
-				old, ok := oldHops[p]
-				if ok && isSubset(newHops[p], old) {
-					if early[sw] == nil {
-						early[sw] = map[netip.Prefix]bool{}
-					}
-					early[sw][p] = true
-					continue
-				}
-				waiting = append(waiting, move{sw, p, newHops[p]})
-			}
-		}
+		changed, pruning, early, waiting := classifyMoves(oldPlan, newPlan, base)
 		// Destinations whose every waiting move descends the old distances
 		// move entirely at the first stage.
 		descends := map[netip.Prefix]bool{}
@@ -181,7 +141,7 @@ func (r *rollout) prepare(st *fabricState, oldRes, newRes pathcalc.Result, base 
 		dist := map[netip.Prefix]distances{}
 		newDist := &planDistances{res: newRes, snap: st.snap, down: st.down}
 		last := 1
-		var staged []move
+		var staged []routeMove
 		for _, m := range waiting {
 			if descends[m.p] {
 				if early[m.sw] == nil {
@@ -242,6 +202,58 @@ func (r *rollout) prepare(st *fabricState, oldRes, newRes pathcalc.Result, base 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.dist, r.early
+}
+
+// routeMove is a switch's route toward a destination prefix that moves
+// to new next hops.
+type routeMove struct {
+	sw   models.SwitchID
+	p    netip.Prefix
+	next []uint32 // the new next-hop ports
+}
+
+// classifyMoves compares two plans switch by switch: the switches whose
+// state changes (changed), those base's pruning moved from oldPlan
+// (pruning), each switch's routes whose new next hops are a subset of
+// its old ones (early: they move at the first stage), and the other
+// moves (waiting).
+func classifyMoves(oldPlan, newPlan models.Plan, base *models.Plan) (changed, pruning map[models.SwitchID]bool, early map[models.SwitchID]map[netip.Prefix]bool, waiting []routeMove) {
+	changed, pruning = map[models.SwitchID]bool{}, map[models.SwitchID]bool{}
+	early = map[models.SwitchID]map[netip.Prefix]bool{}
+	for sw, newSt := range newPlan.Switches {
+		oldSt := oldPlan.Switches[sw]
+		// Plans hold canonical states: compare them as they are.
+		differs := !oldSt.Equal(newSt)
+		if differs {
+			changed[sw] = true
+		}
+		if base != nil && !base.Switches[sw].Equal(oldSt) {
+			pruning[sw], changed[sw] = true, true // the first stage: to oldPlan
+		}
+		if !differs {
+			// The same state (most often the very same: see
+			// pathcalc.Recompute), or the pruning's alone: nothing
+			// moves (a leaf link's pruning is 1,152 switches at k=48).
+			continue
+		}
+		moved := changedPrefixes(oldSt, newSt)
+		if len(moved) == 0 {
+			continue
+		}
+		oldHops, newHops := hopsOf(oldSt, moved), hopsOf(newSt, moved)
+		for _, p := range moved {
+			old, ok := oldHops[p]
+			if ok && isSubset(newHops[p], old) {
+				if early[sw] == nil {
+					early[sw] = map[netip.Prefix]bool{}
+				}
+				early[sw][p] = true
+				continue
+			}
+			waiting = append(waiting, routeMove{sw, p, newHops[p]})
+		}
+	}
+	return changed, pruning, early, waiting
 }
 
 // planDistances gives every switch's hop distance toward a destination

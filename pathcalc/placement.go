@@ -238,45 +238,10 @@ func (n *network) firstHopGroups(paths [][]int) [][]int {
 // multigraph picks the j-th core. Each stage puts at most ⌈Δ/width⌉
 // demands on a link. It reports false when the fabric is not shaped so.
 func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int) bool {
-	// Switches by number, not name: this runs over up to a million demands.
 	switches := len(n.swIndex)
-	leafOf := func(sw models.SwitchID, last *models.SwitchID, lastIdx *int) int {
-		if sw != *last { // demands come grouped: most repeat the last one
-			*last, *lastIdx = sw, n.swIndex[sw]
-		}
-		return *lastIdx
-	}
-	var lastSrc, lastDst models.SwitchID
-	srcIdx, dstIdx := -1, -1
-	idx := make([]int, 0, len(demands))
-	groups := make([][][]int, 0, len(demands))
-	edges := make([][2]int, 0, len(demands))
-	// Candidates are shared per leaf pair: split them once per pair.
-	split := make([][][]int, switches*switches)
-	done := make([]bool, switches*switches)
-	for i, d := range demands {
-		if d.Src.Attach.Switch == d.Dst.Attach.Switch {
-			continue
-		}
-		s, t := leafOf(d.Src.Attach.Switch, &lastSrc, &srcIdx), leafOf(d.Dst.Attach.Switch, &lastDst, &dstIdx)
-		key := s*switches + t
-		if !done[key] {
-			g := n.firstHopGroups(candidates[i])
-			for _, grp := range g {
-				if len(grp) != len(g[0]) {
-					return false
-				}
-				for _, c := range grp {
-					if l := len(candidates[i][c]); l != 2 && l != 4 {
-						return false
-					}
-				}
-			}
-			split[key], done[key] = g, true
-		}
-		idx = append(idx, i)
-		groups = append(groups, split[key])
-		edges = append(edges, [2]int{s, switches + t}) // sources and destinations apart
+	idx, groups, edges, ok := n.closEdges(demands, candidates)
+	if !ok {
+		return false
 	}
 	if len(idx) == 0 {
 		return true
@@ -355,6 +320,55 @@ func (n *network) colorClos(demands []Demand, candidates [][][]int, choice []int
 		}
 	}
 	return true
+}
+
+// closEdges is the demands between two leaves (idx: their indexes) as
+// edges of a bipartite graph, source leaves on one side and destination
+// leaves on the other, each with its candidates grouped by first hop
+// (groups); ok is false when the candidates are not a Clos's (groups of
+// unequal size, paths of other than 2 or 4 hops).
+func (n *network) closEdges(demands []Demand, candidates [][][]int) (idx []int, groups [][][]int, edges [][2]int, ok bool) {
+	// Switches by number, not name: this runs over up to a million demands.
+	switches := len(n.swIndex)
+	leafOf := func(sw models.SwitchID, last *models.SwitchID, lastIdx *int) int {
+		if sw != *last { // demands come grouped: most repeat the last one
+			*last, *lastIdx = sw, n.swIndex[sw]
+		}
+		return *lastIdx
+	}
+	var lastSrc, lastDst models.SwitchID
+	srcIdx, dstIdx := -1, -1
+	idx = make([]int, 0, len(demands))
+	groups = make([][][]int, 0, len(demands))
+	edges = make([][2]int, 0, len(demands))
+	// Candidates are shared per leaf pair: split them once per pair.
+	split := make([][][]int, switches*switches)
+	done := make([]bool, switches*switches)
+	for i, d := range demands {
+		if d.Src.Attach.Switch == d.Dst.Attach.Switch {
+			continue
+		}
+		s, t := leafOf(d.Src.Attach.Switch, &lastSrc, &srcIdx), leafOf(d.Dst.Attach.Switch, &lastDst, &dstIdx)
+		key := s*switches + t
+		if !done[key] {
+			g := n.firstHopGroups(candidates[i])
+			for _, grp := range g {
+				if len(grp) != len(g[0]) {
+					return nil, nil, nil, false
+				}
+				for _, c := range grp {
+					if l := len(candidates[i][c]); l != 2 && l != 4 {
+						return nil, nil, nil, false
+					}
+				}
+			}
+			split[key], done[key] = g, true
+		}
+		idx = append(idx, i)
+		groups = append(groups, split[key])
+		edges = append(edges, [2]int{s, switches + t}) // sources and destinations apart
+	}
+	return idx, groups, edges, true
 }
 
 // colorsFor colours a bipartite multigraph's edges for spreading over

@@ -28,107 +28,146 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 	if len(down) == 0 {
 		return out
 	}
-	type at struct {
-		sw models.SwitchID
-		p  netip.Prefix
+	p := &pruner{snap: snap, plan: plan, down: down, sorted: map[models.SwitchID]bool{}, gone: map[routeAt][]uint32{}, bad: map[routeAt]bool{}}
+	p.seed()
+	p.spread()
+	// Rewrite the switches touched.
+	bySwitch := map[models.SwitchID][]netip.Prefix{}
+	for a := range p.gone {
+		if !p.bad[a] { // a route with nothing left keeps its old next hops
+			bySwitch[a.sw] = append(bySwitch[a.sw], a.p)
+		}
 	}
+	for sw, prefixes := range bySwitch {
+		out.Switches[sw] = p.rewrite(sw, prefixes)
+	}
+	return out
+}
+
+// routeAt is a switch's route toward a prefix.
+type routeAt struct {
+	sw models.SwitchID
+	p  netip.Prefix
+}
+
+// pruner is one Prune: the next hops to take out of each route (gone: a
+// port or two, looked up once per route, then scanned), the routes left
+// with none (bad), and the routes whose next hops to look at (queue).
+type pruner struct {
+	snap  *topology.Snapshot
+	plan  models.Plan
+	down  map[models.LinkID]bool
+	gone  map[routeAt][]uint32
+	bad   map[routeAt]bool
+	queue []routeAt
 	// Routes and groups are found in the switches' states as they are:
 	// a plan's are canonical (sorted by prefix and by ID), so searched;
-	// others are scanned. (Indexed in maps, a leaf link's 1,152 pruned
-	// switches at k=48 would take 450 MB and half a second.)
-	sorted := map[models.SwitchID]bool{}
-	isSorted := func(sw models.SwitchID) bool {
-		ok, seen := sorted[sw]
-		if !seen {
-			st := plan.Switches[sw]
-			ok = slices.IsSortedFunc(st.Routes, models.CompareRoutes) &&
-				slices.IsSortedFunc(st.Groups, models.CompareGroups)
-			sorted[sw] = ok
-		}
-		return ok
+	// others are scanned (sorted says which). (Indexed in maps, a leaf
+	// link's 1,152 pruned switches at k=48 would take 450 MB and half a
+	// second.)
+	sorted map[models.SwitchID]bool
+	// one holds a route's one member for hops.
+	one [1]models.GroupMember
+}
+
+func (p *pruner) isSorted(sw models.SwitchID) bool {
+	ok, seen := p.sorted[sw]
+	if !seen {
+		st := p.plan.Switches[sw]
+		ok = slices.IsSortedFunc(st.Routes, models.CompareRoutes) &&
+			slices.IsSortedFunc(st.Groups, models.CompareGroups)
+		p.sorted[sw] = ok
 	}
-	routeOf := func(sw models.SwitchID, p netip.Prefix) (models.Route, bool) {
-		rs := plan.Switches[sw].Routes
-		i, ok := models.SearchRoute(rs, p)
-		if !ok && !isSorted(sw) {
-			i = slices.IndexFunc(rs, func(r models.Route) bool { return r.Prefix == p })
-			ok = i >= 0
-		}
-		if !ok {
-			return models.Route{}, false
-		}
-		return rs[i], true
+	return ok
+}
+
+func (p *pruner) routeOf(sw models.SwitchID, pfx netip.Prefix) (models.Route, bool) {
+	rs := p.plan.Switches[sw].Routes
+	i, ok := models.SearchRoute(rs, pfx)
+	if !ok && !p.isSorted(sw) {
+		i = slices.IndexFunc(rs, func(r models.Route) bool { return r.Prefix == pfx })
+		ok = i >= 0
 	}
-	groupOf := func(sw models.SwitchID, id uint32) models.Group {
-		gs := plan.Switches[sw].Groups
-		i, ok := slices.BinarySearchFunc(gs, id, func(g models.Group, id uint32) int { return cmp.Compare(g.ID, id) })
-		if !ok && !isSorted(sw) {
-			i = slices.IndexFunc(gs, func(g models.Group) bool { return g.ID == id })
-			ok = i >= 0
-		}
-		if !ok {
-			return models.Group{}
-		}
-		return gs[i]
+	if !ok {
+		return models.Route{}, false
 	}
-	// hops is r's next hops: its group's members, or its one member (in
-	// one, reused: read before the next call). Asked for every route at
-	// both ends of every failed link (a spine's 48 links at k=48 are
-	// 115,000 routes), so nothing is allocated to ask.
-	var one [1]models.GroupMember
-	hops := func(sw models.SwitchID, r models.Route) []models.GroupMember {
-		if r.GroupID == 0 {
-			one[0] = models.GroupMember{MemberID: r.MemberID}
-			return one[:]
-		}
-		return groupOf(sw, r.GroupID).Members
+	return rs[i], true
+}
+
+func (p *pruner) groupOf(sw models.SwitchID, id uint32) models.Group {
+	gs := p.plan.Switches[sw].Groups
+	i, ok := slices.BinarySearchFunc(gs, id, func(g models.Group, id uint32) int { return cmp.Compare(g.ID, id) })
+	if !ok && !p.isSorted(sw) {
+		i = slices.IndexFunc(gs, func(g models.Group) bool { return g.ID == id })
+		ok = i >= 0
 	}
-	uses := func(sw models.SwitchID, r models.Route, port uint32) bool {
-		return slices.ContainsFunc(hops(sw, r), func(m models.GroupMember) bool { return m.MemberID == port })
+	if !ok {
+		return models.Group{}
 	}
-	// The next hops to take out of each route (a port or two: looked up
-	// once per route, then scanned).
-	gone := map[at][]uint32{}
-	var queue []at
-	remove := func(a at, port uint32) {
-		ps := gone[a]
-		if slices.Contains(ps, port) {
-			return
-		}
-		if len(ps) == 0 {
-			queue = append(queue, a)
-		}
-		gone[a] = append(ps, port)
+	return gs[i]
+}
+
+// hops is r's next hops: its group's members, or its one member (in
+// p.one, reused: read before the next call). Asked for every route at
+// both ends of every failed link (a spine's 48 links at k=48 are
+// 115,000 routes), so nothing is allocated to ask.
+func (p *pruner) hops(sw models.SwitchID, r models.Route) []models.GroupMember {
+	if r.GroupID == 0 {
+		p.one[0] = models.GroupMember{MemberID: r.MemberID}
+		return p.one[:]
 	}
-	// Seeds: routes over a failed link, at either end.
-	for id := range down {
-		l, err := snap.Link(id)
+	return p.groupOf(sw, r.GroupID).Members
+}
+
+func (p *pruner) uses(sw models.SwitchID, r models.Route, port uint32) bool {
+	return slices.ContainsFunc(p.hops(sw, r), func(m models.GroupMember) bool { return m.MemberID == port })
+}
+
+// remove takes port out of a's next hops.
+func (p *pruner) remove(a routeAt, port uint32) {
+	ps := p.gone[a]
+	if slices.Contains(ps, port) {
+		return
+	}
+	if len(ps) == 0 {
+		p.queue = append(p.queue, a)
+	}
+	p.gone[a] = append(ps, port)
+}
+
+// seed takes out the routes' next hops over a failed link, at either end.
+func (p *pruner) seed() {
+	for id := range p.down {
+		l, err := p.snap.Link(id)
 		if err != nil {
 			continue
 		}
 		for _, e := range []models.Endpoint{l.A, l.B} {
-			if _, ok := plan.Switches[e.Switch]; !ok {
+			if _, ok := p.plan.Switches[e.Switch]; !ok {
 				continue
 			}
-			for _, r := range plan.Switches[e.Switch].Routes {
-				if uses(e.Switch, r, e.Port) {
-					remove(at{e.Switch, r.Prefix}, e.Port)
+			for _, r := range p.plan.Switches[e.Switch].Routes {
+				if p.uses(e.Switch, r, e.Port) {
+					p.remove(routeAt{e.Switch, r.Prefix}, e.Port)
 				}
 			}
 		}
 	}
-	// A switch left with no next hop for a prefix cannot deliver it: the
-	// neighbours routing it there lose that next hop too.
-	bad := map[at]bool{}
-	for len(queue) > 0 {
-		a := queue[0]
-		queue = queue[1:]
-		if bad[a] {
+}
+
+// spread walks back from the routes left with no next hop: a switch
+// that cannot deliver a prefix takes itself out of the next hops of the
+// neighbours routing it there.
+func (p *pruner) spread() {
+	for len(p.queue) > 0 {
+		a := p.queue[0]
+		p.queue = p.queue[1:]
+		if p.bad[a] {
 			continue
 		}
-		left, ps := 0, gone[a]
-		r, _ := routeOf(a.sw, a.p)
-		for _, m := range hops(a.sw, r) {
+		left, ps := 0, p.gone[a]
+		r, _ := p.routeOf(a.sw, a.p)
+		for _, m := range p.hops(a.sw, r) {
 			if !slices.Contains(ps, m.MemberID) {
 				left++
 			}
@@ -136,107 +175,103 @@ func Prune(snap *topology.Snapshot, plan models.Plan, down map[models.LinkID]boo
 		if left > 0 {
 			continue
 		}
-		bad[a] = true
-		for _, nb := range snap.Neighbors(a.sw) {
-			if down[nb.Link] {
+		p.bad[a] = true
+		for _, nb := range p.snap.Neighbors(a.sw) {
+			if p.down[nb.Link] {
 				continue
 			}
-			if _, ok := plan.Switches[nb.Peer]; !ok {
+			if _, ok := p.plan.Switches[nb.Peer]; !ok {
 				continue
 			}
-			r, ok := routeOf(nb.Peer, a.p)
-			if ok && uses(nb.Peer, r, nb.PeerPort) {
-				n := at{nb.Peer, a.p}
-				remove(n, nb.PeerPort)
-				if len(gone[n]) > 1 { // seen before: look at it again
-					queue = append(queue, n)
+			r, ok := p.routeOf(nb.Peer, a.p)
+			if ok && p.uses(nb.Peer, r, nb.PeerPort) {
+				n := routeAt{nb.Peer, a.p}
+				p.remove(n, nb.PeerPort)
+				if len(p.gone[n]) > 1 { // seen before: look at it again
+					p.queue = append(p.queue, n)
 				}
 			}
 		}
 	}
-	// Rewrite the switches touched.
-	bySwitch := map[models.SwitchID][]netip.Prefix{}
-	for a := range gone {
-		if !bad[a] { // a route with nothing left keeps its old next hops
-			bySwitch[a.sw] = append(bySwitch[a.sw], a.p)
-		}
+}
+
+// rewrite is sw's state with prefixes' routes pruned: each keeps the
+// next hops not gone, as one member or a group (one of sw's, or a new
+// one with an ID no group of sw had).
+func (p *pruner) rewrite(sw models.SwitchID, prefixes []netip.Prefix) models.ForwardingState {
+	st := p.plan.Switches[sw]
+	taken := map[uint32]bool{}
+	groupFor := map[string]uint32{} // by groupKey: the switch's groups, and those added
+	for _, g := range st.Groups {
+		taken[g.ID] = true
+		k, _ := groupKey(g.Members)
+		groupFor[k] = g.ID
 	}
-	for sw, prefixes := range bySwitch {
-		st := plan.Switches[sw]
-		taken := map[uint32]bool{}
-		groupFor := map[string]uint32{} // by groupKey: the switch's groups, and those added
-		for _, g := range st.Groups {
-			taken[g.ID] = true
-			k, _ := groupKey(g.Members)
-			groupFor[k] = g.ID
-		}
-		pruned := make(map[netip.Prefix]models.Route, len(prefixes))
-		var extra []models.Group
-		// The prefixes a failure prunes at a switch mostly lose the same
-		// next hops of the same group (a spine's failure: a leaf's routes
-		// toward that spine's pod): each group and set of lost members
-		// is worked out once.
-		type lost struct {
-			group   uint32
-			members uint64 // by index in the group
-		}
-		seen := map[lost]models.Route{}
-		var left []models.GroupMember
-		for _, p := range prefixes {
-			r, _ := routeOf(sw, p)
-			members := groupOf(sw, r.GroupID).Members
-			key, ps := lost{group: r.GroupID}, gone[at{sw, p}]
-			left = left[:0]
-			for i, m := range members {
-				switch {
-				case !slices.Contains(ps, m.MemberID):
-					left = append(left, m)
-				case i < 64:
-					key.members |= 1 << i
-				}
-			}
-			once := len(members) <= 64
-			if to, ok := seen[key]; ok && once {
-				to.Prefix = p
-				pruned[p] = to
-				continue
-			}
-			var to models.Route
-			if len(left) == 1 {
-				to.MemberID = left[0].MemberID
-			} else {
-				k, left := groupKey(left) // a copy of its own
-				id, ok := groupFor[k]
-				if !ok {
-					id = groupID(k, taken)
-					taken[id] = true
-					groupFor[k] = id
-					extra = append(extra, models.Group{ID: id, Members: left})
-				}
-				to.GroupID = id
-			}
-			if once {
-				seen[key] = to
-			}
-			to.Prefix = p
-			pruned[p] = to
-		}
-		// The rest of the state (port MACs, hash seed, punts, pins) stays
-		// as it is; members stay while a route or group uses them, as in a
-		// plan. A plan's states are canonical already; another is made so
-		// first, and its result again (the groups added take their
-		// members in the order of the state's groups).
-		canonical := st.IsCanonical()
-		if !canonical {
-			st = st.Canonical()
-		}
-		ns := rewriteCanonical(st, pruned, extra)
-		if !canonical {
-			ns = ns.Canonical()
-		}
-		out.Switches[sw] = ns
+	pruned := make(map[netip.Prefix]models.Route, len(prefixes))
+	var extra []models.Group
+	// The prefixes a failure prunes at a switch mostly lose the same
+	// next hops of the same group (a spine's failure: a leaf's routes
+	// toward that spine's pod): each group and set of lost members is
+	// worked out once.
+	type lost struct {
+		group   uint32
+		members uint64 // by index in the group
 	}
-	return out
+	seen := map[lost]models.Route{}
+	var left []models.GroupMember
+	for _, pfx := range prefixes {
+		r, _ := p.routeOf(sw, pfx)
+		members := p.groupOf(sw, r.GroupID).Members
+		key, ps := lost{group: r.GroupID}, p.gone[routeAt{sw, pfx}]
+		left = left[:0]
+		for i, m := range members {
+			switch {
+			case !slices.Contains(ps, m.MemberID):
+				left = append(left, m)
+			case i < 64:
+				key.members |= 1 << i
+			}
+		}
+		once := len(members) <= 64
+		if to, ok := seen[key]; ok && once {
+			to.Prefix = pfx
+			pruned[pfx] = to
+			continue
+		}
+		var to models.Route
+		if len(left) == 1 {
+			to.MemberID = left[0].MemberID
+		} else {
+			k, left := groupKey(left) // a copy of its own
+			id, ok := groupFor[k]
+			if !ok {
+				id = groupID(k, taken)
+				taken[id] = true
+				groupFor[k] = id
+				extra = append(extra, models.Group{ID: id, Members: left})
+			}
+			to.GroupID = id
+		}
+		if once {
+			seen[key] = to
+		}
+		to.Prefix = pfx
+		pruned[pfx] = to
+	}
+	// The rest of the state (port MACs, hash seed, punts, pins) stays as
+	// it is; members stay while a route or group uses them, as in a plan.
+	// A plan's states are canonical already; another is made so first,
+	// and its result again (the groups added take their members in the
+	// order of the state's groups).
+	canonical := st.IsCanonical()
+	if !canonical {
+		st = st.Canonical()
+	}
+	ns := rewriteCanonical(st, pruned, extra)
+	if !canonical {
+		ns = ns.Canonical()
+	}
+	return ns
 }
 
 // groupKey is the key the plan names a group by (portSetKey: the ID the

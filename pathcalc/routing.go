@@ -514,15 +514,9 @@ func (r *routing) result(prev *Result, rebuild []bool, built []*builtState) (Res
 	return res, nil
 }
 
-// Recompute is Compute(ctx, snap, req) made from prev, a plan of the same
-// snapshot and limits (see the comment at the top of this file); any
-// other prev is computed afresh. The states of switches whose routes do
-// not change are prev's.
-func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Request) (Result, error) {
-	old := prev.routing
-	if old == nil || old.snap != snap || old.req.Limits != req.Limits {
-		return Compute(ctx, snap, req)
-	}
+// linkChanges is what changed from old's request to req: links down or
+// up again, and link directions whose bias moved.
+func linkChanges(old *routing, snap *topology.Snapshot, req Request) []change {
 	var changes []change
 	ends := func(id models.LinkID) (int, int, bool) {
 		l, err := snap.Link(id)
@@ -566,6 +560,19 @@ func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Re
 			changes = append(changes, change{a: a, b: b, biased: true})
 		}
 	}
+	return changes
+}
+
+// Recompute is Compute(ctx, snap, req) made from prev, a plan of the same
+// snapshot and limits (see the comment at the top of this file); any
+// other prev is computed afresh. The states of switches whose routes do
+// not change are prev's.
+func Recompute(ctx context.Context, prev Result, snap *topology.Snapshot, req Request) (Result, error) {
+	old := prev.routing
+	if old == nil || old.snap != snap || old.req.Limits != req.Limits {
+		return Compute(ctx, snap, req)
+	}
+	changes := linkChanges(old, snap, req)
 	r := &routing{
 		snap: snap, req: kept(req), switches: old.switches, index: old.index,
 		adj:   adjacency(snap, old.switches, old.index, req),

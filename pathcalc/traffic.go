@@ -60,31 +60,6 @@ func Traffic(snap *topology.Snapshot, spec TrafficSpec) ([]Collective, error) {
 		}
 	}
 	rng := rand.New(rand.NewPCG(spec.Seed, spec.Seed^0x9e3779b97f4a7c15))
-	p2p := func(pairs [][2]models.Host) []Collective {
-		c := Collective{Kind: KindPointToPoint, Ranks: len(pairs)}
-		for _, p := range pairs {
-			c.Conns = append(c.Conns, Connection{Src: p[0], Dst: p[1]})
-		}
-		return []Collective{c}
-	}
-	ring := func(members []models.Host) Collective {
-		c := Collective{Kind: PatternRing, Ranks: len(members)}
-		for i, h := range members {
-			c.Conns = append(c.Conns, Connection{Src: h, Dst: members[(i+1)%len(members)]})
-		}
-		return c
-	}
-	allToAll := func(members []models.Host) Collective {
-		c := Collective{Kind: PatternAllToAll, Ranks: len(members)}
-		for _, a := range members {
-			for _, b := range members {
-				if a.Name != b.Name {
-					c.Conns = append(c.Conns, Connection{Src: a, Dst: b})
-				}
-			}
-		}
-		return c
-	}
 	switch spec.Pattern {
 	case PatternPermutation:
 		perm := derangementAcrossLeaves(hosts, rng)
@@ -94,7 +69,7 @@ func Traffic(snap *topology.Snapshot, spec TrafficSpec) ([]Collective, error) {
 				pairs = append(pairs, [2]models.Host{hosts[i], hosts[j]})
 			}
 		}
-		return p2p(pairs), nil
+		return p2pOf(pairs), nil
 	case PatternStride:
 		stride := spec.Stride
 		if stride == 0 {
@@ -107,12 +82,12 @@ func Traffic(snap *topology.Snapshot, spec TrafficSpec) ([]Collective, error) {
 		for i := range hosts {
 			pairs = append(pairs, [2]models.Host{hosts[i], hosts[(i+stride)%len(hosts)]})
 		}
-		return p2p(pairs), nil
+		return p2pOf(pairs), nil
 	case PatternRing:
 		var out []Collective
 		for _, rail := range hostsByRail(hosts, leaves) {
 			if len(rail) >= 2 {
-				out = append(out, ring(rail))
+				out = append(out, ringOf(rail))
 			}
 		}
 		if len(out) == 0 {
@@ -120,7 +95,7 @@ func Traffic(snap *topology.Snapshot, spec TrafficSpec) ([]Collective, error) {
 		}
 		return out, nil
 	case PatternAllToAll:
-		return []Collective{allToAll(hosts)}, nil
+		return []Collective{allToAllOf(hosts)}, nil
 	case PatternIncast:
 		n := spec.IncastSenders
 		if n == 0 {
@@ -135,39 +110,9 @@ func Traffic(snap *topology.Snapshot, spec TrafficSpec) ([]Collective, error) {
 		for _, i := range order[1 : n+1] {
 			pairs = append(pairs, [2]models.Host{hosts[i], dst})
 		}
-		return p2p(pairs), nil
+		return p2pOf(pairs), nil
 	case PatternMultiTenant:
-		t := spec.Tenants
-		if t == 0 {
-			t = 4
-		}
-		if 2*t > len(hosts) {
-			return nil, fmt.Errorf("%w: %d tenants need at least %d hosts", models.ErrInvalid, t, 2*t)
-		}
-		order := rng.Perm(len(hosts)) // tenants get scattered hosts: fragmentation
-		// Random sizes of at least 2 that add up to the host count.
-		sizes := make([]int, t)
-		for i := range sizes {
-			sizes[i] = 2
-		}
-		for left := len(hosts) - 2*t; left > 0; left-- {
-			sizes[rng.IntN(t)]++
-		}
-		var out []Collective
-		at := 0
-		for i, n := range sizes {
-			var members []models.Host
-			for _, j := range order[at : at+n] {
-				members = append(members, hosts[j])
-			}
-			at += n
-			if i%2 == 0 {
-				out = append(out, ring(members))
-			} else {
-				out = append(out, allToAll(members))
-			}
-		}
-		return out, nil
+		return multiTenant(hosts, spec.Tenants, rng)
 	}
 	return nil, fmt.Errorf("%w: pattern %q", models.ErrInvalid, spec.Pattern)
 }
@@ -225,4 +170,71 @@ func derangementAcrossLeaves(hosts []models.Host, rng *rand.Rand) []int {
 		}
 	}
 	return perm
+}
+
+// p2pOf is one point-to-point collective of pairs.
+func p2pOf(pairs [][2]models.Host) []Collective {
+	c := Collective{Kind: KindPointToPoint, Ranks: len(pairs)}
+	for _, p := range pairs {
+		c.Conns = append(c.Conns, Connection{Src: p[0], Dst: p[1]})
+	}
+	return []Collective{c}
+}
+
+// ringOf is a ring over members, in their order.
+func ringOf(members []models.Host) Collective {
+	c := Collective{Kind: PatternRing, Ranks: len(members)}
+	for i, h := range members {
+		c.Conns = append(c.Conns, Connection{Src: h, Dst: members[(i+1)%len(members)]})
+	}
+	return c
+}
+
+// allToAllOf is every member sending to every other.
+func allToAllOf(members []models.Host) Collective {
+	c := Collective{Kind: PatternAllToAll, Ranks: len(members)}
+	for _, a := range members {
+		for _, b := range members {
+			if a.Name != b.Name {
+				c.Conns = append(c.Conns, Connection{Src: a, Dst: b})
+			}
+		}
+	}
+	return c
+}
+
+// multiTenant gives tenants (default 4) jobs of random sizes over
+// scattered hosts, rings and all-to-alls in turn.
+func multiTenant(hosts []models.Host, tenants int, rng *rand.Rand) ([]Collective, error) {
+	t := tenants
+	if t == 0 {
+		t = 4
+	}
+	if 2*t > len(hosts) {
+		return nil, fmt.Errorf("%w: %d tenants need at least %d hosts", models.ErrInvalid, t, 2*t)
+	}
+	order := rng.Perm(len(hosts)) // tenants get scattered hosts: fragmentation
+	// Random sizes of at least 2 that add up to the host count.
+	sizes := make([]int, t)
+	for i := range sizes {
+		sizes[i] = 2
+	}
+	for left := len(hosts) - 2*t; left > 0; left-- {
+		sizes[rng.IntN(t)]++
+	}
+	var out []Collective
+	at := 0
+	for i, n := range sizes {
+		var members []models.Host
+		for _, j := range order[at : at+n] {
+			members = append(members, hosts[j])
+		}
+		at += n
+		if i%2 == 0 {
+			out = append(out, ringOf(members))
+		} else {
+			out = append(out, allToAllOf(members))
+		}
+	}
+	return out, nil
 }

@@ -325,10 +325,6 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 	// of its own would be half of a takeover's dialling).
 	// A switch with no pipeline yet (fresh or restarted) answers
 	// FAILED_PRECONDITION, which means "push it".
-	type pipelineAnswer struct {
-		resp *p4v1.GetForwardingPipelineConfigResponse
-		err  error
-	}
 	getCtx, stopGet := context.WithCancel(ctx)
 	defer stopGet()
 	pipeline := make(chan pipelineAnswer, 1)
@@ -339,80 +335,7 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 	}()
 	arb := make(chan error, 1)
 	d.wg.Go(func() { d.handleDigests(sw.Name, c) })
-	d.wg.Go(func() {
-		defer close(c.done)
-		defer close(c.digests)
-		first := true
-		var in streamMessage
-		for {
-			err := stream.RecvMsg(&in)
-			if err != nil {
-				if first {
-					if status.Code(err) == codes.InvalidArgument {
-						// As P4Runtime says of a duplicate election ID.
-						arb <- fmt.Errorf("%w: %w: %s: arbitration: %v", ErrUnavailable, errElectionInUse, sw.Name, err)
-					} else {
-						arb <- fmt.Errorf("%w: %s: arbitration: %v", ErrUnavailable, sw.Name, err)
-					}
-				}
-				// A stream that never got through arbitration (a switch
-				// that is down refuses it) was no connection: the dial's
-				// error goes to the caller, who backs off. Reported as a
-				// disconnect, it had the controller resync the switch at
-				// once, and each resync dialed again: at k=48 a switch
-				// that was down was dialed every millisecond or two.
-				if streamCtx.Err() == nil && !first {
-					if !errors.Is(err, io.EOF) {
-						d.log.Warn("p4runtime stream ended", "switch", sw.Name, "err", err)
-					}
-					if d.opts.OnDisconnect != nil {
-						d.opts.OnDisconnect(sw.Name)
-					}
-				}
-				return
-			}
-			if in.list != nil { // flow samples, read from the wire
-				d.takeDigest(c, in.list)
-				continue
-			}
-			msg := in.resp
-			if list := msg.GetDigest(); list != nil {
-				d.takeDigest(c, d.samplesOf(list))
-				continue
-			}
-			if pkt := msg.GetPacket(); pkt != nil {
-				if d.opts.OnPacketIn != nil {
-					d.opts.OnPacketIn(sw.Name, d.ingressPort(pkt), pkt.GetPayload())
-				}
-				continue
-			}
-			a := msg.GetArbitration()
-			if a == nil {
-				continue
-			}
-			ok := a.GetStatus().GetCode() == int32(code.Code_OK)
-			if first {
-				first = false
-				if ok {
-					arb <- nil
-				} else {
-					arb <- fmt.Errorf("%w: %s answered %s: %s", models.ErrNotPrimary, sw.Name,
-						code.Code(a.GetStatus().GetCode()), a.GetStatus().GetMessage())
-				}
-				continue
-			}
-			if !ok {
-				// Another controller took the switch: the controller
-				// hears it now (its next reconcile finds out by whom),
-				// not at its next periodic look.
-				d.log.Warn("lost primary role", "switch", sw.Name, "status", a.GetStatus().GetMessage())
-				cancel()
-				if d.opts.OnDisconnect != nil {
-					d.opts.OnDisconnect(sw.Name)
-				}
-			}
-		}
-	})
+	d.wg.Go(func() { d.receive(streamCtx, sw.Name, c, stream, cancel, arb) })
 	select {
 	case err := <-arb:
 		if err != nil {
@@ -427,14 +350,107 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 		return fail(ctx.Err())
 	}
 
-	got := <-pipeline // ends with ctx at the latest
+	if err := d.ensurePipeline(ctx, sw, cc, election, <-pipeline, pipelineConfig); err != nil { // the answer comes by ctx's end
+		return fail(err)
+	}
+	return c, nil
+}
+
+// pipelineAnswer is a switch's answer to GetForwardingPipelineConfig.
+type pipelineAnswer struct {
+	resp *p4v1.GetForwardingPipelineConfigResponse
+	err  error
+}
+
+// receive reads c's stream until it ends: the arbitration's first answer
+// goes to arb (an error if the stream ended before it), then flow
+// samples, packet-ins, and a later arbitration that says another
+// controller took the switch.
+func (d *P4RT) receive(streamCtx context.Context, name models.SwitchID, c *p4conn, stream grpc.BidiStreamingClient[p4v1.StreamMessageRequest, p4v1.StreamMessageResponse], cancel context.CancelFunc, arb chan<- error) {
+	defer close(c.done)
+	defer close(c.digests)
+	first := true
+	var in streamMessage
+	for {
+		err := stream.RecvMsg(&in)
+		if err != nil {
+			if first {
+				if status.Code(err) == codes.InvalidArgument {
+					// As P4Runtime says of a duplicate election ID.
+					arb <- fmt.Errorf("%w: %w: %s: arbitration: %v", ErrUnavailable, errElectionInUse, name, err)
+				} else {
+					arb <- fmt.Errorf("%w: %s: arbitration: %v", ErrUnavailable, name, err)
+				}
+			}
+			// A stream that never got through arbitration (a switch
+			// that is down refuses it) was no connection: the dial's
+			// error goes to the caller, who backs off. Reported as a
+			// disconnect, it had the controller resync the switch at
+			// once, and each resync dialed again: at k=48 a switch
+			// that was down was dialed every millisecond or two.
+			if streamCtx.Err() == nil && !first {
+				if !errors.Is(err, io.EOF) {
+					d.log.Warn("p4runtime stream ended", "switch", name, "err", err)
+				}
+				if d.opts.OnDisconnect != nil {
+					d.opts.OnDisconnect(name)
+				}
+			}
+			return
+		}
+		if in.list != nil { // flow samples, read from the wire
+			d.takeDigest(c, in.list)
+			continue
+		}
+		msg := in.resp
+		if list := msg.GetDigest(); list != nil {
+			d.takeDigest(c, d.samplesOf(list))
+			continue
+		}
+		if pkt := msg.GetPacket(); pkt != nil {
+			if d.opts.OnPacketIn != nil {
+				d.opts.OnPacketIn(name, d.ingressPort(pkt), pkt.GetPayload())
+			}
+			continue
+		}
+		a := msg.GetArbitration()
+		if a == nil {
+			continue
+		}
+		ok := a.GetStatus().GetCode() == int32(code.Code_OK)
+		if first {
+			first = false
+			if ok {
+				arb <- nil
+			} else {
+				arb <- fmt.Errorf("%w: %s answered %s: %s", models.ErrNotPrimary, name,
+					code.Code(a.GetStatus().GetCode()), a.GetStatus().GetMessage())
+			}
+			continue
+		}
+		if !ok {
+			// Another controller took the switch: the controller
+			// hears it now (its next reconcile finds out by whom),
+			// not at its next periodic look.
+			d.log.Warn("lost primary role", "switch", name, "status", a.GetStatus().GetMessage())
+			cancel()
+			if d.opts.OnDisconnect != nil {
+				d.opts.OnDisconnect(name)
+			}
+		}
+	}
+}
+
+// ensurePipeline pushes the shipped pipeline to a switch that runs none
+// or another (by its cookie, got), and logs it.
+func (d *P4RT) ensurePipeline(ctx context.Context, sw models.Switch, cc *grpc.ClientConn, election *p4v1.Uint128, got pipelineAnswer, pipelineConfig []byte) error {
 	resp, err := got.resp, got.err
 	running := ""
 	switch {
 	case status.Code(err) == codes.FailedPrecondition:
 		running = "none"
 	case err != nil:
-		return fail(mapStatus(fmt.Sprintf("%s: get pipeline", sw.Name), err))
+		return mapStatus(fmt.Sprintf("%s: get pipeline", sw.Name), err)
 	case resp.GetConfig().GetCookie().GetCookie() != p4.Cookie():
 		running = fmt.Sprintf("cookie %#x", resp.GetConfig().GetCookie().GetCookie())
 	}
@@ -442,7 +458,7 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 		if err := d.pushPipeline(ctx, cc, &p4v1.SetForwardingPipelineConfigRequest{
 			DeviceId: sw.DeviceID, ElectionId: election, Action: p4v1.SetForwardingPipelineConfigRequest_VERIFY_AND_COMMIT,
 		}, pipelineConfig); err != nil {
-			return fail(mapStatus(fmt.Sprintf("%s: set pipeline", sw.Name), err))
+			return mapStatus(fmt.Sprintf("%s: set pipeline", sw.Name), err)
 		}
 		// A switch found running another pipeline is news; a fresh one
 		// (a fabric coming up: hundreds at once) is debug.
@@ -453,7 +469,7 @@ func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*
 		d.log.Log(ctx, level, "pipeline pushed", "switch", sw.Name, "target", cmp.Or(string(sw.Target), string(models.TargetFabricsim)),
 			"was", running, "cookie", fmt.Sprintf("%#x", p4.Cookie()))
 	}
-	return c, nil
+	return nil
 }
 
 // send writes one message on the connection's stream.

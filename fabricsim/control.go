@@ -188,149 +188,172 @@ func (f *Fabric) resolveHost(s string) (models.Host, error) {
 //	GET    /sim/v1/writes?since=UNIXNANO  table writes: last, first since, count
 func (f *Fabric) Handler() http.Handler {
 	mux := http.NewServeMux()
+	c := control{f}
 	mux.HandleFunc("GET /sim/v1/switches", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"switches": f.SwitchReports()})
 	})
 	mux.HandleFunc("GET /sim/v1/flows", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"flows": f.Flows()})
 	})
-	mux.HandleFunc("POST /sim/v1/flows", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Flows []FlowSpec `json:"flows"`
-		}
-		if !readJSON(w, r, &req) {
-			return
-		}
-		ids, err := f.AddFlows(req.Flows)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, map[string]any{"ids": ids})
-	})
+	mux.HandleFunc("POST /sim/v1/flows", c.addFlows)
 	mux.HandleFunc("DELETE /sim/v1/flows", func(w http.ResponseWriter, r *http.Request) {
 		f.RemoveFlows(nil)
 		w.WriteHeader(http.StatusNoContent)
 	})
-	mux.HandleFunc("POST /sim/v1/workloads", func(w http.ResponseWriter, r *http.Request) {
-		var spec WorkloadSpec
-		if !readJSON(w, r, &spec) {
-			return
-		}
-		id, err := f.StartWorkload(spec)
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, map[string]any{"id": id})
-	})
+	mux.HandleFunc("POST /sim/v1/workloads", c.startWorkload)
 	mux.HandleFunc("GET /sim/v1/workloads", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"workloads": f.Workloads()})
 	})
-	mux.HandleFunc("GET /sim/v1/workloads/{id}", func(w http.ResponseWriter, r *http.Request) {
-		wf, err := f.WorkloadFigures(r.PathValue("id"))
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, wf)
-	})
-	mux.HandleFunc("DELETE /sim/v1/workloads/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if err := f.StopWorkload(r.PathValue("id")); err != nil {
-			writeError(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("POST /sim/v1/workloads/permutation", func(w http.ResponseWriter, r *http.Request) {
-		req := struct {
-			Seed uint64  `json:"seed"`
-			Gbps float64 `json:"gbps"`
-			QPs  int     `json:"qps"`
-		}{Seed: 1, QPs: 1}
-		if !readJSON(w, r, &req) {
-			return
-		}
-		id, err := f.StartWorkload(WorkloadSpec{Pattern: PatternPermutation, Gbps: req.Gbps, QPsPerConnection: req.QPs, Seed: req.Seed})
-		if err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, map[string]any{"id": id})
-	})
-	mux.HandleFunc("POST /sim/v1/faults", func(w http.ResponseWriter, r *http.Request) {
-		var spec FaultSpec
-		if !readJSON(w, r, &spec) {
-			return
-		}
-		if err := f.InjectFault(spec); err != nil {
-			writeError(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, f.Faults())
-	})
+	mux.HandleFunc("GET /sim/v1/workloads/{id}", c.workloadFigures)
+	mux.HandleFunc("DELETE /sim/v1/workloads/{id}", c.stopWorkload)
+	mux.HandleFunc("POST /sim/v1/workloads/permutation", c.startPermutation)
+	mux.HandleFunc("POST /sim/v1/faults", c.injectFault)
 	mux.HandleFunc("GET /sim/v1/faults", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, f.Faults())
 	})
-	mux.HandleFunc("POST /sim/v1/links", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Link string `json:"link"`
-			Up   *bool  `json:"up"`
-		}
-		if !readJSON(w, r, &req) {
-			return
-		}
-		if req.Up == nil {
-			writeError(w, fmt.Errorf("%w: \"up\" is required", models.ErrInvalid))
-			return
-		}
-		kind := FaultLinkDown
-		if *req.Up {
-			kind = FaultLinkUp
-		}
-		if err := f.InjectFault(FaultSpec{Kind: kind, Target: req.Link}); err != nil {
-			writeError(w, err)
-			return
-		}
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("GET /sim/v1/trace", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		src, err := f.resolveHost(q.Get("src"))
-		if err != nil {
-			writeError(w, fmt.Errorf("src %q: %w", q.Get("src"), ErrUnknown))
-			return
-		}
-		dst, err := f.resolveHost(q.Get("dst"))
-		if err != nil {
-			writeError(w, fmt.Errorf("dst %q: %w", q.Get("dst"), ErrUnknown))
-			return
-		}
-		sport := uint64(49152)
-		if s := q.Get("sport"); s != "" {
-			if sport, err = strconv.ParseUint(s, 10, 16); err != nil {
-				writeError(w, fmt.Errorf("%w: sport %q is not a UDP port", models.ErrInvalid, s))
-				return
-			}
-		}
-		writeJSON(w, http.StatusOK, f.Trace(FlowSpec{Src: src.IP, Dst: dst.IP, SrcPort: uint16(sport)}))
-	})
+	mux.HandleFunc("POST /sim/v1/links", c.setLink)
+	mux.HandleFunc("GET /sim/v1/trace", c.trace)
 	mux.HandleFunc("GET /sim/v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, f.Stats())
 	})
-	mux.HandleFunc("GET /sim/v1/writes", func(w http.ResponseWriter, r *http.Request) {
-		var since int64
-		if v := r.URL.Query().Get("since"); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				writeError(w, fmt.Errorf("%w: since=%q: want Unix nanoseconds", models.ErrInvalid, v))
-				return
-			}
-			since = n
-		}
-		writeJSON(w, http.StatusOK, f.Writes(time.Unix(0, since)))
-	})
+	mux.HandleFunc("GET /sim/v1/writes", c.writes)
 	return mux
+}
+
+// control serves the emulator's control API's requests that take a body
+// or a query.
+type control struct{ f *Fabric }
+
+func (c control) addFlows(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Flows []FlowSpec `json:"flows"`
+	}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	ids, err := c.f.AddFlows(req.Flows)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"ids": ids})
+}
+
+func (c control) startWorkload(w http.ResponseWriter, r *http.Request) {
+	var spec WorkloadSpec
+	if !readJSON(w, r, &spec) {
+		return
+	}
+	id, err := c.f.StartWorkload(spec)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"id": id})
+}
+
+func (c control) workloadFigures(w http.ResponseWriter, r *http.Request) {
+	wf, err := c.f.WorkloadFigures(r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wf)
+}
+
+func (c control) stopWorkload(w http.ResponseWriter, r *http.Request) {
+	if err := c.f.StopWorkload(r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (c control) startPermutation(w http.ResponseWriter, r *http.Request) {
+	req := struct {
+		Seed uint64  `json:"seed"`
+		Gbps float64 `json:"gbps"`
+		QPs  int     `json:"qps"`
+	}{Seed: 1, QPs: 1}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	id, err := c.f.StartWorkload(WorkloadSpec{Pattern: PatternPermutation, Gbps: req.Gbps, QPsPerConnection: req.QPs, Seed: req.Seed})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"id": id})
+}
+
+func (c control) injectFault(w http.ResponseWriter, r *http.Request) {
+	var spec FaultSpec
+	if !readJSON(w, r, &spec) {
+		return
+	}
+	if err := c.f.InjectFault(spec); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c.f.Faults())
+}
+
+func (c control) setLink(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Link string `json:"link"`
+		Up   *bool  `json:"up"`
+	}
+	if !readJSON(w, r, &req) {
+		return
+	}
+	if req.Up == nil {
+		writeError(w, fmt.Errorf("%w: \"up\" is required", models.ErrInvalid))
+		return
+	}
+	kind := FaultLinkDown
+	if *req.Up {
+		kind = FaultLinkUp
+	}
+	if err := c.f.InjectFault(FaultSpec{Kind: kind, Target: req.Link}); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (c control) trace(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	src, err := c.f.resolveHost(q.Get("src"))
+	if err != nil {
+		writeError(w, fmt.Errorf("src %q: %w", q.Get("src"), ErrUnknown))
+		return
+	}
+	dst, err := c.f.resolveHost(q.Get("dst"))
+	if err != nil {
+		writeError(w, fmt.Errorf("dst %q: %w", q.Get("dst"), ErrUnknown))
+		return
+	}
+	sport := uint64(49152)
+	if s := q.Get("sport"); s != "" {
+		if sport, err = strconv.ParseUint(s, 10, 16); err != nil {
+			writeError(w, fmt.Errorf("%w: sport %q is not a UDP port", models.ErrInvalid, s))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, c.f.Trace(FlowSpec{Src: src.IP, Dst: dst.IP, SrcPort: uint16(sport)}))
+}
+
+func (c control) writes(w http.ResponseWriter, r *http.Request) {
+	var since int64
+	if v := r.URL.Query().Get("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			writeError(w, fmt.Errorf("%w: since=%q: want Unix nanoseconds", models.ErrInvalid, v))
+			return
+		}
+		since = n
+	}
+	writeJSON(w, http.StatusOK, c.f.Writes(time.Unix(0, since)))
 }
 
 // WriteTimes are when the fabric's tables were written (Unix nanoseconds,

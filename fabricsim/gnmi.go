@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -569,114 +570,143 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 	if err := g.arbitrate(req.GetExtension()); err != nil {
 		return nil, err
 	}
-	ports := map[string]uint32{}
+	cs := &configSet{g: g, prefix: req.GetPrefix(), ports: map[string]uint32{}, staged: map[uint32]ifConfig{}, touched: map[uint32]bool{}}
 	for _, p := range g.sw.fabric.snap.Ports(g.sw.name) {
-		ports[models.InterfaceName(p)] = p
+		cs.ports[models.InterfaceName(p)] = p
 	}
 	g.mu.Lock()
-	staged := map[uint32]ifConfig{}
-	touched := map[uint32]bool{} // the ports this request sets
-	for k, v := range g.config {
-		staged[k] = v
-	}
+	maps.Copy(cs.staged, g.config)
 	g.mu.Unlock()
-	get := func(port uint32) ifConfig {
-		if c, ok := staged[port]; ok {
-			return c
-		}
-		return defaultConfig()
-	}
 	resp := &gnmipb.SetResponse{Prefix: req.GetPrefix()}
-	// resolve returns the port and the config leaf ("" for the container).
-	resolve := func(p *gnmipb.Path) (uint32, string, *gnmipb.Path, error) {
-		if _, err := completePath(req.GetPrefix(), p); err != nil {
-			return 0, "", nil, status.Errorf(codes.InvalidArgument, "path %v: %v", p, err)
-		}
-		full := &gnmipb.Path{Elem: append(slices.Clone(req.GetPrefix().GetElem()), p.GetElem()...)}
-		el := full.GetElem()
-		if len(el) < 3 || el[0].GetName() != "interfaces" || el[1].GetName() != "interface" || el[2].GetName() != "config" || len(el) > 4 {
-			return 0, "", nil, status.Errorf(codes.InvalidArgument, "path %v: only /interfaces/interface[name=…]/config[/enabled|mtu|description] can be set", full)
-		}
-		port, ok := ports[el[1].GetKey()["name"]]
-		if !ok {
-			return 0, "", nil, status.Errorf(codes.NotFound, "no interface %q on %s", el[1].GetKey()["name"], g.sw.name)
-		}
-		leaf := ""
-		if len(el) == 4 {
-			leaf = el[3].GetName()
-			switch leaf {
-			case "enabled", "mtu", "description":
-			default:
-				return 0, "", nil, status.Errorf(codes.InvalidArgument, "config leaf %q cannot be set (enabled, mtu, description can)", leaf)
-			}
-		}
-		return port, leaf, full, nil
-	}
-	apply := func(p *gnmipb.Path, v *gnmipb.TypedValue, replace bool) error {
-		port, leaf, full, err := resolve(p)
-		if err != nil {
-			return err
-		}
-		if j := v.GetJsonVal(); j != nil {
-			// Capabilities lists JSON: for these leaves (booleans, a
-			// uint16, a string) its encoding is RFC 7951's.
-			v = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: j}}
-		}
-		set, err := decodeConfig(full.GetElem()[3:], v)
-		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "%v: %v", full, err)
-		}
-		cfg := get(port)
-		if replace && leaf == "" {
-			cfg = defaultConfig()
-		}
-		if set.Enabled != nil {
-			cfg.Enabled = *set.Enabled
-		}
-		if set.Mtu != nil {
-			if *set.Mtu < 68 {
-				return status.Errorf(codes.InvalidArgument, "mtu %d is below the IPv4 minimum of 68", *set.Mtu)
-			}
-			cfg.MTU = *set.Mtu
-		}
-		if set.Description != nil {
-			cfg.Description = *set.Description
-		}
-		staged[port], touched[port] = cfg, true
-		return nil
-	}
 	for _, d := range req.GetDelete() {
-		port, leaf, _, err := resolve(d)
-		if err != nil {
+		if err := cs.remove(d); err != nil {
 			return nil, err
 		}
-		cfg, def := get(port), defaultConfig()
-		switch leaf {
-		case "":
-			cfg = def
-		case "enabled":
-			cfg.Enabled = def.Enabled
-		case "mtu":
-			cfg.MTU = def.MTU
-		case "description":
-			cfg.Description = def.Description
-		}
-		staged[port], touched[port] = cfg, true
 		resp.Response = append(resp.Response, &gnmipb.UpdateResult{Path: d, Op: gnmipb.UpdateResult_DELETE})
 	}
 	for _, u := range req.GetReplace() {
-		if err := apply(u.GetPath(), u.GetVal(), true); err != nil {
+		if err := cs.apply(u.GetPath(), u.GetVal(), true); err != nil {
 			return nil, err
 		}
 		resp.Response = append(resp.Response, &gnmipb.UpdateResult{Path: u.GetPath(), Op: gnmipb.UpdateResult_REPLACE})
 	}
 	for _, u := range req.GetUpdate() {
-		if err := apply(u.GetPath(), u.GetVal(), false); err != nil {
+		if err := cs.apply(u.GetPath(), u.GetVal(), false); err != nil {
 			return nil, err
 		}
 		resp.Response = append(resp.Response, &gnmipb.UpdateResult{Path: u.GetPath(), Op: gnmipb.UpdateResult_UPDATE})
 	}
-	// Commit: configuration, then the dataplane, then the published state.
+	if err := g.commitConfig(cs.staged, cs.touched); err != nil {
+		return nil, err
+	}
+	resp.Timestamp = time.Now().UnixNano()
+	return resp, nil
+}
+
+// configSet is a Set request's changes staged over the switch's
+// configuration (staged), with the ports it sets (touched).
+type configSet struct {
+	g       *gnmiServer
+	prefix  *gnmipb.Path
+	ports   map[string]uint32 // by interface name
+	staged  map[uint32]ifConfig
+	touched map[uint32]bool
+}
+
+// get is port's staged configuration.
+func (cs *configSet) get(port uint32) ifConfig {
+	if c, ok := cs.staged[port]; ok {
+		return c
+	}
+	return defaultConfig()
+}
+
+// resolve returns the port and the config leaf ("" for the container)
+// of path p under the request's prefix, and the full path.
+func (cs *configSet) resolve(p *gnmipb.Path) (uint32, string, *gnmipb.Path, error) {
+	if _, err := completePath(cs.prefix, p); err != nil {
+		return 0, "", nil, status.Errorf(codes.InvalidArgument, "path %v: %v", p, err)
+	}
+	full := &gnmipb.Path{Elem: append(slices.Clone(cs.prefix.GetElem()), p.GetElem()...)}
+	el := full.GetElem()
+	if len(el) < 3 || el[0].GetName() != "interfaces" || el[1].GetName() != "interface" || el[2].GetName() != "config" || len(el) > 4 {
+		return 0, "", nil, status.Errorf(codes.InvalidArgument, "path %v: only /interfaces/interface[name=…]/config[/enabled|mtu|description] can be set", full)
+	}
+	port, ok := cs.ports[el[1].GetKey()["name"]]
+	if !ok {
+		return 0, "", nil, status.Errorf(codes.NotFound, "no interface %q on %s", el[1].GetKey()["name"], cs.g.sw.name)
+	}
+	leaf := ""
+	if len(el) == 4 {
+		leaf = el[3].GetName()
+		switch leaf {
+		case "enabled", "mtu", "description":
+		default:
+			return 0, "", nil, status.Errorf(codes.InvalidArgument, "config leaf %q cannot be set (enabled, mtu, description can)", leaf)
+		}
+	}
+	return port, leaf, full, nil
+}
+
+// apply stages an update (a replace: the container from defaults).
+func (cs *configSet) apply(p *gnmipb.Path, v *gnmipb.TypedValue, replace bool) error {
+	port, leaf, full, err := cs.resolve(p)
+	if err != nil {
+		return err
+	}
+	if j := v.GetJsonVal(); j != nil {
+		// Capabilities lists JSON: for these leaves (booleans, a uint16, a
+		// string) its encoding is RFC 7951's.
+		v = &gnmipb.TypedValue{Value: &gnmipb.TypedValue_JsonIetfVal{JsonIetfVal: j}}
+	}
+	set, err := decodeConfig(full.GetElem()[3:], v)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "%v: %v", full, err)
+	}
+	cfg := cs.get(port)
+	if replace && leaf == "" {
+		cfg = defaultConfig()
+	}
+	if set.Enabled != nil {
+		cfg.Enabled = *set.Enabled
+	}
+	if set.Mtu != nil {
+		if *set.Mtu < 68 {
+			return status.Errorf(codes.InvalidArgument, "mtu %d is below the IPv4 minimum of 68", *set.Mtu)
+		}
+		cfg.MTU = *set.Mtu
+	}
+	if set.Description != nil {
+		cfg.Description = *set.Description
+	}
+	cs.staged[port], cs.touched[port] = cfg, true
+	return nil
+}
+
+// remove stages a delete: the leaf, or the container, back to defaults.
+func (cs *configSet) remove(d *gnmipb.Path) error {
+	port, leaf, _, err := cs.resolve(d)
+	if err != nil {
+		return err
+	}
+	cfg, def := cs.get(port), defaultConfig()
+	switch leaf {
+	case "":
+		cfg = def
+	case "enabled":
+		cfg.Enabled = def.Enabled
+	case "mtu":
+		cfg.MTU = def.MTU
+	case "description":
+		cfg.Description = def.Description
+	}
+	cs.staged[port], cs.touched[port] = cfg, true
+	return nil
+}
+
+// commitConfig takes staged as the switch's configuration, then into the
+// dataplane, then publishes the touched ports' state.
+func (g *gnmiServer) commitConfig(staged map[uint32]ifConfig, touched map[uint32]bool) error {
 	g.mu.Lock()
 	g.config = staged
 	g.mu.Unlock()
@@ -707,15 +737,14 @@ func (g *gnmiServer) Set(_ context.Context, req *gnmipb.SetRequest) (*gnmipb.Set
 	var peers []models.Endpoint
 	for _, p := range pubs {
 		if err := g.publish(ts, p.port, p.up); err != nil {
-			return nil, status.Errorf(codes.Internal, "publish: %v", err)
+			return status.Errorf(codes.Internal, "publish: %v", err)
 		}
 		if l, ok := f.snap.LinkAt(models.Endpoint{Switch: g.sw.name, Port: p.port}); ok {
 			peers = append(peers, l.A, l.B) // the far end sees the link go down too
 		}
 	}
 	f.publishOperStatus(peers...)
-	resp.Timestamp = time.Now().UnixNano()
-	return resp, nil
+	return nil
 }
 
 // subscriber is one Subscribe RPC.
@@ -819,6 +848,128 @@ func isCounterPath(p *gnmipb.Path) bool {
 	return false
 }
 
+// queries checks a subscription list's target, encoding and paths, and
+// returns the paths, each under the list's prefix and this switch's name.
+func (g *gnmiServer) queries(list *gnmipb.SubscriptionList) ([][]string, error) {
+	if err := g.checkTarget(list.GetPrefix()); err != nil {
+		return nil, err
+	}
+	if err := checkEncoding(list.GetEncoding()); err != nil {
+		return nil, err
+	}
+	if len(list.GetSubscription()) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "no subscriptions")
+	}
+	queries := make([][]string, len(list.GetSubscription()))
+	for i, sub := range list.GetSubscription() {
+		elems, err := completePath(list.GetPrefix(), sub.GetPath())
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "subscription %d: path: %v", i, err)
+		}
+		queries[i] = append([]string{string(g.sw.name)}, elems...)
+	}
+	return queries, nil
+}
+
+// sendAll sends the queued responses until the subscription ends, the
+// queue is closed and drained, or a send fails (its error); a killed
+// switch (kill) cancels the subscription.
+func (s *subscriber) sendAll(stream gnmipb.GNMI_SubscribeServer, kill <-chan struct{}) error {
+	for {
+		select {
+		case <-s.ctx.Done():
+			return nil
+		case <-kill:
+			s.cancel()
+		case <-s.wake:
+			batch, done := s.next()
+			for _, r := range batch {
+				if err := stream.Send(r); err != nil {
+					s.cancel()
+					return err
+				}
+			}
+			if done {
+				return nil
+			}
+		}
+	}
+}
+
+// poll serves a POLL subscription: a snapshot now and at every Poll.
+func (s *subscriber) poll(stream gnmipb.GNMI_SubscribeServer) error {
+	if err := s.snapshotAll(); err != nil {
+		return err
+	}
+	s.send(syncResponse())
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if req.GetPoll() == nil {
+			return status.Error(codes.InvalidArgument, "a POLL subscription takes only Poll requests")
+		}
+		if err := s.snapshotAll(); err != nil {
+			return err
+		}
+		s.send(syncResponse())
+	}
+}
+
+// sampler is a STREAM subscription's sampling: its interval, heartbeat
+// and whether it suppresses redundant samples.
+type sampler struct {
+	sub       *gnmipb.Subscription
+	interval  time.Duration
+	heartbeat time.Duration
+	suppress  bool
+}
+
+// streamed sets up a STREAM subscription's parts: ON_CHANGE paths
+// watched (each with its unwatch, to call when the subscription ends,
+// also on an error) and the samplers to run.
+func (s *subscriber) streamed(queries [][]string) (samplers []sampler, unwatch []func(), err error) {
+	g := s.g
+	for i, sub := range s.list.GetSubscription() {
+		mode := sub.GetMode()
+		if mode == gnmipb.SubscriptionMode_TARGET_DEFINED {
+			mode = gnmipb.SubscriptionMode_ON_CHANGE
+			if isCounterPath(sub.GetPath()) {
+				mode = gnmipb.SubscriptionMode_SAMPLE
+			}
+		}
+		hb := time.Duration(sub.GetHeartbeatInterval())
+		if hb != 0 && hb < time.Millisecond {
+			return nil, unwatch, status.Errorf(codes.InvalidArgument, "heartbeat_interval %s is below 1ms", hb)
+		}
+		switch mode {
+		case gnmipb.SubscriptionMode_ON_CHANGE:
+			// Watched before the snapshot: a leaf changed meanwhile is in
+			// it, or sent after it, or both.
+			unwatch = append(unwatch, g.watch(s, queries[i][1:]))
+			if hb > 0 {
+				samplers = append(samplers, sampler{sub: sub, interval: hb})
+			}
+		case gnmipb.SubscriptionMode_SAMPLE:
+			iv := time.Duration(sub.GetSampleInterval())
+			if iv == 0 {
+				iv = g.minSample
+			}
+			if iv < time.Millisecond {
+				return nil, unwatch, status.Errorf(codes.InvalidArgument, "sample_interval %s is below the 1ms this target supports", iv)
+			}
+			samplers = append(samplers, sampler{sub: sub, interval: iv, heartbeat: hb, suppress: sub.GetSuppressRedundant()})
+		default:
+			return nil, unwatch, status.Errorf(codes.InvalidArgument, "subscription mode %s is not supported", sub.GetMode())
+		}
+	}
+	return samplers, unwatch, nil
+}
+
 func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 	if g.sw.down.Load() {
 		return status.Error(codes.Unavailable, "switch is down")
@@ -834,22 +985,9 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 	if list == nil {
 		return status.Error(codes.InvalidArgument, "the first request must be a SubscriptionList")
 	}
-	if err := g.checkTarget(list.GetPrefix()); err != nil {
+	queries, err := g.queries(list)
+	if err != nil {
 		return err
-	}
-	if err := checkEncoding(list.GetEncoding()); err != nil {
-		return err
-	}
-	if len(list.GetSubscription()) == 0 {
-		return status.Error(codes.InvalidArgument, "no subscriptions")
-	}
-	queries := make([][]string, len(list.GetSubscription()))
-	for i, sub := range list.GetSubscription() {
-		elems, err := completePath(list.GetPrefix(), sub.GetPath())
-		if err != nil {
-			return status.Errorf(codes.InvalidArgument, "subscription %d: path: %v", i, err)
-		}
-		queries[i] = append([]string{string(g.sw.name)}, elems...)
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
@@ -858,30 +996,7 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 	sendErr := make(chan error, 1)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() {
-		for {
-			select {
-			case <-ctx.Done():
-				sendErr <- nil
-				return
-			case <-kill:
-				cancel()
-			case <-s.wake:
-				batch, done := s.next()
-				for _, r := range batch {
-					if err := stream.Send(r); err != nil {
-						cancel()
-						sendErr <- err
-						return
-					}
-				}
-				if done {
-					sendErr <- nil
-					return
-				}
-			}
-		}
-	})
+	wg.Go(func() { sendErr <- s.sendAll(stream, kill) })
 	finish := func(err error) error {
 		if err == nil {
 			s.close() // the sender drains what is queued, then stops
@@ -903,67 +1018,17 @@ func (g *gnmiServer) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 		return finish(nil)
 
 	case gnmipb.SubscriptionList_POLL:
-		if err := s.snapshotAll(); err != nil {
-			return finish(err)
-		}
-		s.send(syncResponse())
-		for {
-			req, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return finish(nil)
-			}
-			if err != nil {
-				return finish(err)
-			}
-			if req.GetPoll() == nil {
-				return finish(status.Error(codes.InvalidArgument, "a POLL subscription takes only Poll requests"))
-			}
-			if err := s.snapshotAll(); err != nil {
-				return finish(err)
-			}
-			s.send(syncResponse())
-		}
+		return finish(s.poll(stream))
 
 	case gnmipb.SubscriptionList_STREAM:
-		type sampler struct {
-			sub       *gnmipb.Subscription
-			interval  time.Duration
-			heartbeat time.Duration
-			suppress  bool
-		}
-		var samplers []sampler
-		for i, sub := range list.GetSubscription() {
-			mode := sub.GetMode()
-			if mode == gnmipb.SubscriptionMode_TARGET_DEFINED {
-				mode = gnmipb.SubscriptionMode_ON_CHANGE
-				if isCounterPath(sub.GetPath()) {
-					mode = gnmipb.SubscriptionMode_SAMPLE
-				}
+		samplers, unwatch, err := s.streamed(queries)
+		defer func() {
+			for _, u := range unwatch {
+				u()
 			}
-			hb := time.Duration(sub.GetHeartbeatInterval())
-			if hb != 0 && hb < time.Millisecond {
-				return finish(status.Errorf(codes.InvalidArgument, "heartbeat_interval %s is below 1ms", hb))
-			}
-			switch mode {
-			case gnmipb.SubscriptionMode_ON_CHANGE:
-				// Watched before the snapshot below: a leaf changed
-				// meanwhile is in it, or sent after it, or both.
-				defer g.watch(s, queries[i][1:])()
-				if hb > 0 {
-					samplers = append(samplers, sampler{sub: sub, interval: hb})
-				}
-			case gnmipb.SubscriptionMode_SAMPLE:
-				iv := time.Duration(sub.GetSampleInterval())
-				if iv == 0 {
-					iv = g.minSample
-				}
-				if iv < time.Millisecond {
-					return finish(status.Errorf(codes.InvalidArgument, "sample_interval %s is below the 1ms this target supports", iv))
-				}
-				samplers = append(samplers, sampler{sub: sub, interval: iv, heartbeat: hb, suppress: sub.GetSuppressRedundant()})
-			default:
-				return finish(status.Errorf(codes.InvalidArgument, "subscription mode %s is not supported", sub.GetMode()))
-			}
+		}()
+		if err != nil {
+			return finish(err)
 		}
 		if !list.GetUpdatesOnly() {
 			if err := s.snapshotAll(); err != nil {

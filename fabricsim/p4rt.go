@@ -448,6 +448,33 @@ func (s *p4rtServer) Write(ctx context.Context, req *p4v1.WriteRequest) (*p4v1.W
 	return nil, status.FromProto(st).Err()
 }
 
+// directCounted are the entries whose direct counters a read of q (an
+// entry, or a table: the flow pins' by default) asks for.
+func (s *tableStore) directCounted(q *p4v1.TableEntry) ([]*p4v1.TableEntry, error) {
+	if q == nil {
+		return nil, errf(codes.InvalidArgument, "a direct counter read names its table entry")
+	}
+	if q.GetTableId() == 0 {
+		q = &p4v1.TableEntry{TableId: s.schema.TableID(p4.TableFlowPin)}
+	}
+	if t, _ := s.schema.TableByID(q.GetTableId()); len(t.GetDirectResourceIds()) == 0 {
+		return nil, errf(codes.InvalidArgument, "table %d has no direct counter", q.GetTableId())
+	}
+	entries, err := s.readTable(q)
+	if err != nil {
+		return nil, err
+	}
+	if len(entries) == 0 && len(q.GetMatch()) > 0 {
+		// As PI answers: one entry's counter, of no entry.
+		return nil, errf(codes.InvalidArgument, "no entry of table %d matches: it has no direct counter", q.GetTableId())
+	}
+	out := make([]*p4v1.TableEntry, len(entries))
+	for i, e := range entries {
+		out[i] = e.GetTableEntry()
+	}
+	return out, nil
+}
+
 func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) error {
 	sw := s.sw
 	if sw.down.Load() {
@@ -495,28 +522,9 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 				counterQueries = append(counterQueries, x.CounterEntry)
 				schema = sw.store.schema
 			case *p4v1.Entity_DirectCounterEntry:
-				q := x.DirectCounterEntry.GetTableEntry()
-				if q == nil {
-					err = errf(codes.InvalidArgument, "a direct counter read names its table entry")
-					break
-				}
-				if q.GetTableId() == 0 {
-					q = &p4v1.TableEntry{TableId: sw.store.schema.TableID(p4.TableFlowPin)}
-				}
-				if t, _ := sw.store.schema.TableByID(q.GetTableId()); len(t.GetDirectResourceIds()) == 0 {
-					err = errf(codes.InvalidArgument, "table %d has no direct counter", q.GetTableId())
-					break
-				}
-				var entries []*p4v1.Entity
-				if entries, err = sw.store.readTable(q); err == nil && len(entries) == 0 && len(q.GetMatch()) > 0 {
-					// As PI answers: one entry's counter, of no entry.
-					err = errf(codes.InvalidArgument, "no entry of table %d matches: it has no direct counter", q.GetTableId())
-				}
-				if err == nil {
-					for _, e := range entries {
-						directQueries = append(directQueries, e.GetTableEntry())
-					}
-				}
+				var entries []*p4v1.TableEntry
+				entries, err = sw.store.directCounted(x.DirectCounterEntry.GetTableEntry())
+				directQueries = append(directQueries, entries...)
 			default:
 				err = errf(codes.Unimplemented, "reading %T is not supported", x)
 			}

@@ -167,16 +167,16 @@ type Config struct {
 	// weights away from hot links (see congestion.go); 0: never.
 	CongestionInterval time.Duration
 	// Packets, if set, sends discovery's probes (packet-outs); with a
-	// DiscoveryInterval, links are discovered and checked against the
-	// topology (see discovery.go). Packet-ins go to PacketIn.
+	// DiscoveryInterval (0: none), links are discovered and checked
+	// against the topology (see discovery.go). Packet-ins go to PacketIn.
 	Packets           PacketSender
 	DiscoveryInterval time.Duration
 	// LivenessInterval is how often, with Packets, the fabric link ends
 	// on switches that report no oper-status are probed, so that a cut
-	// link is found within livenessMissed+1 of them (see liveness.go):
-	// 0 is DefaultLivenessInterval, negative off. LivenessBudget bounds
-	// those probes per second (0: DefaultLivenessBudget): more watched
-	// ends stretch the interval.
+	// link is found within livenessMissed+1 of them (see liveness.go);
+	// 0: never (DefaultLivenessInterval is the command line's default).
+	// LivenessBudget bounds those probes per second (0:
+	// DefaultLivenessBudget): more watched ends stretch the interval.
 	LivenessInterval time.Duration
 	LivenessBudget   int
 	// Neighbors, if set, reads switches' own LLDP state (over gNMI) each
@@ -256,9 +256,6 @@ func (c *Config) setDefaults() {
 	}
 	if c.TelemetryInterval <= 0 {
 		c.TelemetryInterval = DefaultTelemetryInterval
-	}
-	if c.LivenessInterval == 0 {
-		c.LivenessInterval = DefaultLivenessInterval
 	}
 	if c.LivenessBudget <= 0 {
 		c.LivenessBudget = DefaultLivenessBudget

@@ -65,7 +65,7 @@ func (w *cabling) release(sw models.SwitchID) {
 // with discovery's rounds alone (liveness off, as --liveness-interval 0).
 func discoveryController(t *testing.T) (*Controller, *cabling, func(rounds int)) {
 	t.Helper()
-	c, w, now := cabledController(t, -1)
+	c, w, now := cabledController(t, 0)
 	rounds := func(n int) {
 		for range n {
 			*now = now.Add(time.Second)

@@ -31,7 +31,7 @@ func queuedARP(c *Controller) []packetOut {
 // host, an address the topology does not give the port, and requests past
 // arpPerPort a second are not answered. A host's new MAC is learned.
 func TestARPAnswersDeclaredHostsOnly(t *testing.T) {
-	c, _, _ := cabledController(t, -1)
+	c, _, _ := cabledController(t, 0)
 	snap := c.current().snap
 	host, _ := snap.Host("h1-1")
 	leaf, _ := snap.Switch(host.Attach.Switch)

@@ -9,13 +9,14 @@ import (
 	"github.com/accelnet/accelnet/topology"
 )
 
-// livenessController is cabledController with liveness at its default,
-// and a function that runs liveness ticks on the test's clock.
+// livenessController is cabledController with liveness at the command
+// line's default, and a function that runs liveness ticks on the test's
+// clock.
 func livenessController(t *testing.T) (*Controller, *cabling, func(ticks int)) {
 	t.Helper()
-	c, w, now := cabledController(t, 0)
-	if !c.disc.livenessOn() || c.cfg.LivenessInterval != DefaultLivenessInterval {
-		t.Fatalf("liveness on: %v, every %s; want it on by default, every %s", c.disc.livenessOn(), c.cfg.LivenessInterval, DefaultLivenessInterval)
+	c, w, now := cabledController(t, DefaultLivenessInterval)
+	if !c.disc.livenessOn() {
+		t.Fatal("liveness off with an interval and packets")
 	}
 	ticks := func(n int) {
 		for range n {

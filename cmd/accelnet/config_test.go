@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/spf13/pflag"
 )
 
@@ -91,12 +93,12 @@ func TestServeHelpDocumentsConfiguration(t *testing.T) {
 // (--congestion-interval once did not, and weights never moved).
 func TestStackConfigCarriesTheSettings(t *testing.T) {
 	cfg := defaultConfig()
-	if o := cfg.stackConfig(false, nil); o.CongestionInterval != 5*time.Second || o.Elephants.SampleOneIn != 65536 || o.Elephants.Gbps != 10 || o.DiscoveryInterval != 5*time.Second {
+	if o := cfg.stackConfig(false, nil); o.CongestionInterval != 5*time.Second || o.Elephants.SampleOneIn != 65536 || o.Elephants.Gbps != 10 || o.DiscoveryInterval != stack.DefaultDiscoveryInterval || o.LivenessInterval != controller.DefaultLivenessInterval {
 		t.Errorf("defaults reach the stack as congestion %v, sampling 1/%d, elephants %v Gb/s", o.CongestionInterval, o.Elephants.SampleOneIn, o.Elephants.Gbps)
 	}
-	cfg.CongestionInterval, cfg.Elephants.SampleOneIn, cfg.Elephants.Gbps, cfg.Intents.Headroom, cfg.DiscoveryInterval = 0, 0, 25, 0.2, 0
+	cfg.CongestionInterval, cfg.Elephants.SampleOneIn, cfg.Elephants.Gbps, cfg.Intents.Headroom, cfg.DiscoveryInterval, cfg.LivenessInterval = 0, 0, 25, 0.2, 0, 0
 	o := cfg.stackConfig(true, nil)
-	if o.CongestionInterval != 0 || o.Elephants.SampleOneIn != 0 || o.Elephants.Gbps != 25 || o.Intents.Headroom != 0.2 || !o.Emulate || o.DiscoveryInterval >= 0 {
+	if o.CongestionInterval != 0 || o.Elephants.SampleOneIn != 0 || o.Elephants.Gbps != 25 || o.Intents.Headroom != 0.2 || !o.Emulate || o.DiscoveryInterval != 0 || o.LivenessInterval != 0 { // 0: off, the same in the stack
 		t.Errorf("set values reach the stack as %+v", o)
 	}
 }

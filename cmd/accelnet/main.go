@@ -6,7 +6,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -148,14 +147,11 @@ func defaultConfig() Config {
 
 // stackConfig is the stack's config for this command line: the flags'
 // fields as they are, with what the command line says its own way (demo:
-// emulate the fabric; a discovery interval of 0 is off, where the stack
-// takes 0 as its default).
+// emulate the fabric; which foreign entries to keep).
 func (c Config) stackConfig(demo bool, log *slog.Logger) stack.Config {
 	sc := c.Config
 	sc.Emulate = demo
 	sc.KeepForeignEntries = c.ForeignEntries == "keep"
-	sc.DiscoveryInterval = cmp.Or(c.DiscoveryInterval, -1)
-	sc.LivenessInterval = cmp.Or(c.LivenessInterval, -1)
 	sc.Logger = log
 	return sc
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/southbound/p4"
 	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/store/embedded"
@@ -257,7 +258,8 @@ func TestExternalEtcd(t *testing.T) {
 	t.Cleanup(etcd.Close)
 	topo := fabrictest.LeafSpine(1, 2, 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := stack.New(ctx, stack.Config{Topology: &topo, Emulate: true, Etcd: stack.Etcd{Endpoints: etcd.Endpoints, TLS: etcd.Client}})
+	s, err := stack.New(ctx, stack.Config{Topology: &topo, Emulate: true, Etcd: stack.Etcd{Endpoints: etcd.Endpoints, TLS: etcd.Client},
+		DiscoveryInterval: stack.DefaultDiscoveryInterval, LivenessInterval: controller.DefaultLivenessInterval})
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -497,7 +499,8 @@ func TestControllerRestartWritesNothing(t *testing.T) {
 	run := func() {
 		etcdDir := t.TempDir()
 		ctx, cancel := context.WithCancel(context.Background())
-		s, err := stack.New(ctx, stack.Config{Topology: &topo, Etcd: stack.Etcd{Dir: etcdDir}, TelemetryInterval: 100 * time.Millisecond})
+		s, err := stack.New(ctx, stack.Config{Topology: &topo, Etcd: stack.Etcd{Dir: etcdDir}, TelemetryInterval: 100 * time.Millisecond,
+			DiscoveryInterval: stack.DefaultDiscoveryInterval, LivenessInterval: controller.DefaultLivenessInterval})
 		if err != nil {
 			cancel()
 			t.Fatal(err)

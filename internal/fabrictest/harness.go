@@ -20,6 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/internal/stack"
@@ -138,6 +139,9 @@ func start(t testing.TB, topo models.Topology, emulate bool, tune func(*stack.Co
 		TelemetryInterval: 100 * time.Millisecond,
 		Elephants:         stack.Elephants{ObserveInterval: 250 * time.Millisecond},
 		Intents:           intents.Policy{AdaptInterval: 500 * time.Millisecond},
+		// Discovery and liveness as the command line runs them.
+		DiscoveryInterval: stack.DefaultDiscoveryInterval,
+		LivenessInterval:  controller.DefaultLivenessInterval,
 		// A longer lease than the default 2 s: the race detector and a
 		// busy CI machine starve a test process for seconds at a time,
 		// and a replica that loses its lease starts a new term (every

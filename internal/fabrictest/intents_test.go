@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
@@ -534,7 +535,8 @@ func TestOperatorTokenBootstrap(t *testing.T) {
 	file := filepath.Join(dir, "operator.token")
 	topo := fabrictest.LeafSpine(1, 2, 1)
 	for round := range 2 {
-		s, err := stack.New(context.Background(), stack.Config{Topology: &topo, Etcd: stack.Etcd{Dir: filepath.Join(dir, "etcd")}, OperatorTokenFile: file})
+		s, err := stack.New(context.Background(), stack.Config{Topology: &topo, Etcd: stack.Etcd{Dir: filepath.Join(dir, "etcd")}, OperatorTokenFile: file,
+			DiscoveryInterval: stack.DefaultDiscoveryInterval, LivenessInterval: controller.DefaultLivenessInterval})
 		if err != nil {
 			t.Fatal(err)
 		}

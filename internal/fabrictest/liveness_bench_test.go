@@ -162,11 +162,11 @@ func BenchmarkLivenessCost(b *testing.B) {
 	for _, mode := range []struct {
 		name     string
 		liveness time.Duration
-	}{{"on", 0}, {"off", -1}} {
+	}{{"on", controller.DefaultLivenessInterval}, {"off", 0}} {
 		b.Run(mode.name, func(b *testing.B) {
 			_, h := silentFabric(b, topo, func(o *stack.Config) { o.LivenessInterval = mode.liveness })
 			// A few ticks in, so that the probes run steadily.
-			h.Eventually(b, 60*time.Second, "liveness ticking", func() bool { return mode.liveness < 0 || h.Controller.LivenessTicks() > 5 })
+			h.Eventually(b, 60*time.Second, "liveness ticking", func() bool { return mode.liveness == 0 || h.Controller.LivenessTicks() > 5 })
 			sent0, ticks0, cpu0, at := h.Controller.ProbesSent(), h.Controller.LivenessTicks(), cpuTime(), time.Now()
 			b.ResetTimer()
 			// The figures are what the process does over a window of

@@ -72,7 +72,10 @@ type Elephants struct {
 }
 
 // Config is everything a Stack runs with, from the command line's flags (cmd/accelnet
-// binds them to these fields) or a test harness. Zero values take defaults.
+// binds them to these fields) or a test harness. A zero size, count or
+// timeout takes its default; a zero interval of something that can be
+// off (discovery, liveness, congestion weights, sampling) turns it off,
+// as its flag's 0 does: the defaults of those are the command line's.
 type Config struct {
 	// Topology, if set, is written to etcd at start (replacing what is
 	// there). With Emulate it is the fabric fabricsim serves.
@@ -151,11 +154,13 @@ type Config struct {
 	// Elephants is how flows are sampled, measured and pinned.
 	Elephants Elephants
 	// DiscoveryInterval is how often link discovery probes every fabric
-	// port (LLDP packet-outs); default 5s, negative: no discovery.
+	// port (LLDP packet-outs); 0: no discovery (DefaultDiscoveryInterval
+	// is the command line's default).
 	DiscoveryInterval time.Duration
 	// LivenessInterval is how often the fabric link ends on switches
 	// that report no oper-status (no gNMI address) are probed, to find a
-	// cut link within four of them; default 200ms, negative: off.
+	// cut link within four of them; 0: off (the command line's default
+	// is controller.DefaultLivenessInterval).
 	LivenessInterval time.Duration
 	// APIRateLimit is requests per second per token (burst twice that);
 	// 0 means the default, negative means unlimited.
@@ -171,18 +176,6 @@ const (
 	DefaultDiscoveryInterval = 5 * time.Second
 	DefaultElephantGbps      = 10
 )
-
-// discoveryInterval is the option's value with its default (5s) and off
-// (negative) applied.
-func discoveryInterval(d time.Duration) time.Duration {
-	switch {
-	case d < 0:
-		return 0
-	case d == 0:
-		return DefaultDiscoveryInterval
-	}
-	return d
-}
 
 // Validate reports unusable options.
 func (o Config) Validate() error {
@@ -481,7 +474,7 @@ func (s *Stack) newController(opts Config, w *wiring) error {
 		CongestionInterval: opts.CongestionInterval,
 		Packets:            s.Driver,
 		Neighbors:          lldpNeighbors{cfg: gnmiCfg},
-		DiscoveryInterval:  discoveryInterval(opts.DiscoveryInterval),
+		DiscoveryInterval:  opts.DiscoveryInterval,
 		LivenessInterval:   opts.LivenessInterval,
 		PinnedLoad:         s.Intents.PinnedLoad,
 		SampleOneIn:        opts.Elephants.SampleOneIn,

@@ -70,9 +70,9 @@ const (
 	// mark is recorded: a switch written again and again (intents'
 	// pins) is not marked and unmarked each time. Short enough that a
 	// rollout's switches are marked again soon after it (at k=48 the
-	// congestion weights roll out to many switches every few seconds:
-	// with 2 s, 1,117 and 2,217 of 2,880 switches were unmarked at two
-	// kills).
+	// congestion weights roll out to many switches every few seconds: 2 s
+	// leaves a third to three quarters of the 2,880 switches unmarked at
+	// a leader's kill).
 	markQuiet = 500 * time.Millisecond
 	// markEvery is how often switches are looked at for marking.
 	markEvery = 250 * time.Millisecond

@@ -12,11 +12,11 @@ import (
 // controller's background work waits: the periodic resync's reconciles
 // (the queues' background lane) and link discovery's probe rounds (a
 // packet-out per fabric port and an LLDP read per switch). Over a k=48
-// run of failures they took up to a third of the controller's CPU
+// run of failures they take up to a third of the controller's CPU
 // (discovery 9–16%, the resync's reconciles most of the rest) and a
 // sixth of the emulator's (answering those reads and probes), on the two
-// cores where a failure's new routes (about 1.3 s of CPU) took 1.0–9 s
-// to plan. The wait ends when the failure's rollout finishes or
+// cores where a failure's new routes (about 1.3 s of CPU) need 1.0–9 s
+// to plan beside them. The wait ends when the failure's rollout finishes or
 // is given up, or urgentBackstop after it began whatever happens, so a
 // rollout that never finishes cannot starve them. Planned changes (drains,
 // links coming back, congestion weights) do not hold anything up.

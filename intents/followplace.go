@@ -16,7 +16,7 @@ import (
 // changes (placeFollowed), then each intent as it is written
 // (followPlaced). A new term that catches the copy up through
 // etcd's changes keeps that placement and places only what changed
-// (load); it replans in full as before when the copy was listed again,
+// (load); it replans in full when the copy was listed again,
 // the fabric moved on, or an intent needs a decision (placedAside).
 // Nothing here decides: paths that no longer work and hosts that left
 // are the term's to handle.

@@ -488,10 +488,9 @@ func (pl *placement) placeStored(b *batch, e *entry) (storedPlacement, error) {
 		// After a restart or at a takeover: pins come back from etcd.
 		// An Installed intent does not wait for a read-back again: its
 		// state would not change when it came, and at 100,000 intents
-		// the waiting was the largest part of a new term's work under
-		// the lock the switches' read-backs take (settling them as each
-		// switch was read: 0.87 s of CPU in a k=16 takeover's first
-		// seconds, with reconciles blocked 7 s in all on that lock).
+		// the waiting would be the largest part of a new term's work
+		// under the manager's lock (settling them as each switch is
+		// read costs 0.87 s of CPU in a k=16 takeover's first seconds).
 		// Its switches are still compared and written as any others.
 		pl.pinPaths(b, e, paths)
 		if e.in.Status.State != models.StateInstalled {
@@ -767,7 +766,7 @@ func (pl *placement) coolerPaths(e *entry, cons pathcalc.PathConstraints, perFlo
 // cross a fabric link direction measured at adaptHot or more (util),
 // hottest first. They are found from the hot ports, through the pins of
 // those ports' switches, not by looking at every intent: with 100,000
-// intents that look took 74 ms of the loop's lock on an idle machine
+// intents that look costs 74 ms of the loop's lock on an idle machine
 // (BenchmarkHousekeep) and 0.11–0.71 s on a busy one, every round,
 // mostly with nothing hot at all.
 func (m *Manager) hotIntents(util func(models.Endpoint) float64) []hot {

@@ -46,7 +46,7 @@ type network struct {
 // frame is what a network has that depends on the fabric alone, shared
 // by every network of one snapshot (read only): a bandwidth ledger is
 // made again after every link change, and indexing a k=48 fabric's
-// 138,000 ports took 170 ms of each, on a failure's path.
+// 138,000 ports costs 170 ms of each, on a failure's path.
 type frame struct {
 	speeds    []float64               // the resources' speeds (a network's capacity starts as them)
 	egress    map[models.Endpoint]int // switch egress port → resource

@@ -57,8 +57,9 @@ func (subscribeCodec) Unmarshal(data []byte, v any) error {
 // A Get's answer is read the same way (readGet): link discovery reads
 // every switch's LLDP neighbours each round and the resync every
 // switch's interface configuration, and decoding those answers into
-// generated messages was about 1 GB of garbage per 40 s at k=48 (LLDP)
-// and 5% of the controller's CPU during failures (configuration).
+// generated messages makes about 1 GB of garbage per 40 s at k=48
+// (LLDP) and costs 5% of the controller's CPU during failures
+// (configuration).
 
 // rawCodec sends requests as protobuf does and keeps an answer's bytes
 // (a *rawAnswer) for the caller to read from the wire.

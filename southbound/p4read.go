@@ -25,13 +25,13 @@ import (
 // much of the collector's work. readCodec takes a flow-pin entry of the shape the
 // controller writes (three exact matches, the pin action with its port,
 // the tag) straight to a models.FlowPin; any other entity, or a pin entry
-// with anything else in it, goes through proto.Unmarshal and decode as
-// before, so both ways read alike (TestPinsReadFromTheWire). The pins'
+// with anything else in it, goes through proto.Unmarshal and decode, so
+// both ways read alike (TestPinsReadFromTheWire). The pins'
 // direct counters, read for every installed intent every few seconds,
 // are read the same way (TestPinCountersReadFromTheWire), and so are
 // routes (a resync reads every switch's every 30 s; at k=48 decoding the
-// reads was 0.85 of the 4.7 GB the controller allocated over 45 s of
-// failures; TestRoutesReadFromTheWire).
+// reads into generated messages is 0.85 of the 4.7 GB the controller
+// allocates over 45 s of failures; TestRoutesReadFromTheWire).
 
 // wireIDs is what a flow-pin entry and a route are named by in the
 // P4Info: the IDs the driver writes them with (entities) and reads them

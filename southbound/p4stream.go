@@ -24,7 +24,7 @@ import (
 // streamCodec takes a flow_sample digest list of the shape the P4Info
 // declares (every datum a struct of the five bitstrings) straight to
 // models.FlowSample values; any other message, or a list with anything
-// else in it, goes through proto.Unmarshal and samplesOf as before, so
+// else in it, goes through proto.Unmarshal and samplesOf, so
 // both ways read alike (TestSamplesReadFromTheWire).
 
 // streamCodec decodes a switch's stream messages into a *streamMessage;

@@ -21,7 +21,8 @@ import (
 // content, so a new topology writes only the parts that changed (a link
 // changed is one part, not the fabric) and the head, in one small
 // transaction, is what readers and watchers see change. One key of a whole
-// k=32 fat-tree was 2.3 MB, over etcd's request limit (1.5 MiB by default).
+// k=32 fat-tree would be 2.3 MB, over etcd's request limit (1.5 MiB by
+// default).
 const (
 	// KeyTopologyParts holds the topology's parts.
 	KeyTopologyParts = Prefix + "fabric/"

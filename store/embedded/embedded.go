@@ -193,10 +193,10 @@ func StartMember(m Member) (*Server, error) {
 	// etcd keeps the raft log since its last snapshot in memory, plus
 	// the entries kept for a slow follower to catch up (10,000 and 5,000
 	// by default). An admission batch is one entry of several intents (10
-	// to 15 kB): with 100,000 intents stored that was 190 MiB of the
-	// controller's heap. A snapshot every 2,500 entries, 1,000 kept for a
-	// follower (one further behind gets the snapshot), hold about a
-	// quarter of that.
+	// to 15 kB): with 100,000 intents stored etcd's defaults hold 190 MiB
+	// of the controller's heap. A snapshot every 2,500 entries, 1,000
+	// kept for a follower (one further behind gets the snapshot), hold
+	// about a quarter of that.
 	cfg.SnapshotCount, cfg.SnapshotCatchUpEntries = 2500, 1000
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {

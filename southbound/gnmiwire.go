@@ -26,7 +26,10 @@ import (
 // 100 MB. Anything else (a JSON value, a field that appears twice
 // where protobuf would merge the two, bytes that do not parse) falls back
 // to proto.Unmarshal of the whole answer and the generated messages, so
-// both ways read a stream alike (TestWireDecodingIsProto).
+// both ways read a stream alike (TestWireDecodingIsProto). What it pays
+// (BenchmarkWireDecoding: a k=48 leaf's counter answer, 144 values, one
+// 2-core AMD EPYC): 51 µs, 3 KB, 288 allocations against 234 µs,
+// 186 KB, 3,900 allocations.
 
 // protoRequests is the half of a codec that sends requests as protobuf
 // does; the codecs here differ in how they read answers.
@@ -59,7 +62,8 @@ func (subscribeCodec) Unmarshal(data []byte, v any) error {
 // switch's interface configuration, and decoding those answers into
 // generated messages makes about 1 GB of garbage per 40 s at k=48
 // (LLDP) and costs 5% of the controller's CPU during failures
-// (configuration).
+// (configuration). What it pays (BenchmarkLLDPDecoding: a k=48 switch's
+// neighbours, 240 leaves): 0.14 ms, 20 KB against 0.54 ms, 450 KB.
 
 // rawCodec sends requests as protobuf does and keeps an answer's bytes
 // (a *rawAnswer) for the caller to read from the wire.
@@ -80,7 +84,9 @@ type rawAnswer struct{ b []byte }
 // unreadCodec sends requests as protobuf does and leaves answers unread:
 // a SetResponse repeats every update's path, and a Set that failed says
 // so in its status, not its answer. Decoding the answers would be 3.7%
-// of the controller's CPU over a k=48 cold start (414,720 paths).
+// of the controller's CPU over a k=48 cold start (414,720 paths):
+// BenchmarkSetAnswer, a k=48 switch's answer of 144 paths, decodes in
+// 0.15–0.18 ms, 145 KB and 3,000 allocations, which unread costs none.
 type unreadCodec struct{ protoRequests }
 
 func (unreadCodec) Unmarshal([]byte, any) error { return nil }

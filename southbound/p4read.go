@@ -32,6 +32,11 @@ import (
 // routes (a resync reads every switch's every 30 s; at k=48 decoding the
 // reads into generated messages is 0.85 of the 4.7 GB the controller
 // allocates over 45 s of failures; TestRoutesReadFromTheWire).
+//
+// What it pays (BenchmarkReadPins, BenchmarkReadRoutes: a Read answer of
+// 1,000 entries, one 2-core AMD EPYC): pins 0.29 ms and no allocation
+// against 1.87 ms, 1.2 MB and 25,000 allocations through the generated
+// messages; routes 0.14 ms against 0.79 ms, 0.6 MB and 11,000.
 
 // wireIDs is what a flow-pin entry and a route are named by in the
 // P4Info: the IDs the driver writes them with (entities) and reads them

@@ -92,8 +92,7 @@ type P4RT struct {
 	// controller did not write (KeepForeign): INSERTs of these become
 	// MODIFYs.
 	foreign map[models.SwitchID]foreignKeys
-	// pipelines holds, by target, the encoded pipeline a push sends
-	// (encodedPipeline).
+	// pipelines holds, by target, the pipeline a push sends (pipeline).
 	pipelines sync.Map
 	wg        sync.WaitGroup
 }
@@ -286,7 +285,7 @@ func (d *P4RT) dialAgain(ctx context.Context, sw models.Switch, electionID uint6
 }
 
 func (d *P4RT) dial(ctx context.Context, sw models.Switch, electionID uint64) (*p4conn, error) {
-	pipelineConfig, err := d.encodedPipeline(sw.Target) // a target without one fails here
+	pipelineConfig, err := d.pipeline(sw.Target) // a target without one fails here
 	if err != nil {
 		return nil, err
 	}
@@ -443,7 +442,7 @@ func (d *P4RT) receive(streamCtx context.Context, name models.SwitchID, c *p4con
 
 // ensurePipeline pushes the shipped pipeline to a switch that runs none
 // or another (by its cookie, got), and logs it.
-func (d *P4RT) ensurePipeline(ctx context.Context, sw models.Switch, cc *grpc.ClientConn, election *p4v1.Uint128, got pipelineAnswer, pipelineConfig []byte) error {
+func (d *P4RT) ensurePipeline(ctx context.Context, sw models.Switch, cc *grpc.ClientConn, election *p4v1.Uint128, got pipelineAnswer, pipelineConfig *p4v1.ForwardingPipelineConfig) error {
 	resp, err := got.resp, got.err
 	running := ""
 	switch {

@@ -241,9 +241,13 @@ func (c control) addFlows(w http.ResponseWriter, r *http.Request) {
 
 func (c control) startWorkload(w http.ResponseWriter, r *http.Request) {
 	var spec WorkloadSpec
-	if !readJSON(w, r, &spec) {
-		return
+	if readJSON(w, r, &spec) {
+		c.start(w, spec)
 	}
+}
+
+// start starts a workload and answers with its ID.
+func (c control) start(w http.ResponseWriter, spec WorkloadSpec) {
 	id, err := c.f.StartWorkload(spec)
 	if err != nil {
 		writeError(w, err)
@@ -275,15 +279,9 @@ func (c control) startPermutation(w http.ResponseWriter, r *http.Request) {
 		Gbps float64 `json:"gbps"`
 		QPs  int     `json:"qps"`
 	}{Seed: 1, QPs: 1}
-	if !readJSON(w, r, &req) {
-		return
+	if readJSON(w, r, &req) {
+		c.start(w, WorkloadSpec{Pattern: PatternPermutation, Gbps: req.Gbps, QPsPerConnection: req.QPs, Seed: req.Seed})
 	}
-	id, err := c.f.StartWorkload(WorkloadSpec{Pattern: PatternPermutation, Gbps: req.Gbps, QPsPerConnection: req.QPs, Seed: req.Seed})
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, map[string]any{"id": id})
 }
 
 func (c control) injectFault(w http.ResponseWriter, r *http.Request) {

@@ -365,6 +365,12 @@ func (m *Manager) lead(ctx context.Context, t *election.Term) {
 	adapt := time.NewTicker(m.cfg.AdaptInterval)
 	defer adapt.Stop()
 	for {
+		// The end first: a select picks among whatever is ready, and on a
+		// starved machine with work always queued a batch can take long
+		// enough that waiting for the odds delays a shutdown by minutes.
+		if ctx.Err() != nil {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -632,7 +632,7 @@ func (pl *placement) elephantDemands(b *batch, want map[models.FlowKey]DetectedF
 			el.why = "source or destination is not a host of the fabric"
 			continue
 		}
-		if src.Attach.Switch != dst.Attach.Switch && len(pl.book.Candidates(src, dst, pathcalc.PathConstraints{})) == 0 {
+		if !pl.book.Connected(src, dst) {
 			pl.unpinDetected(b, el)
 			el.why = "no working path between its hosts"
 			continue // one such flow would fail the placement of all

@@ -64,8 +64,12 @@ func (t maxTree) set(i int, v float64) {
 func (t maxTree) max() float64 { return t[1] }
 
 // bookCacheHops bounds the paths a Book keeps (network.budget): about
-// 64 MiB.
-const bookCacheHops = 1 << 22
+// 512 MiB at most, taken only as placements ask. Detected elephants are
+// placed every second; at k=32 a permutation's 8,192 are 8,192 leaf
+// pairs of 256 paths each, about a quarter of it, and a smaller bound
+// starts the cache over in the middle of each placement (a round of
+// 30 s instead of 1–2 s on two busy cores).
+const bookCacheHops = 1 << 25
 
 // NewBook returns an empty book for snap with down links out of service;
 // headroom in [0, 1) is the fraction of every resource never reserved.
@@ -403,6 +407,8 @@ type Placed struct {
 // several rounds, a fabric saturated everywhere (every peak the same), a
 // link that came back. Comparing with the one-shot placement is what
 // makes the loop converge to the one-shot's quality, and then stay.
+// When the incremental search runs out of time, the placement from
+// scratch stands.
 func (b *Book) PlaceBest(ctx context.Context, flows []Demand, previous [][]models.Endpoint) (Placed, error) {
 	res := b.bestEffort()
 	fresh, _, _, err := res.place(ctx, flows, nil)
@@ -416,6 +422,13 @@ func (b *Book) PlaceBest(ctx context.Context, flows []Demand, previous [][]model
 		return out, nil
 	}
 	inc, _, _, err := res.place(ctx, flows, previous)
+	if err != nil && ctx.Err() != nil {
+		// No time left to search around the previous paths (thousands of
+		// elephants on a busy machine): the placement from scratch, made
+		// first, stands. It is the same for the same flows, so rounds
+		// that run out of time agree on where each one goes.
+		return out, nil
+	}
 	if err != nil {
 		return Placed{}, err
 	}
@@ -688,6 +701,17 @@ func (b *Book) Available(src, dst models.Host) (float64, string) {
 
 // MLU is the highest reserved utilization.
 func (b *Book) MLU() float64 { return b.utils.max() }
+
+// Connected says whether working links join src's leaf to dst's (or
+// the two share a leaf): whether Candidates without constraints has a
+// path, without listing them (at k=32 a leaf pair has 256).
+func (b *Book) Connected(src, dst models.Host) bool {
+	if src.Attach.Switch == dst.Attach.Switch {
+		return true
+	}
+	_, ok := b.n.distTo(dst.Attach.Switch).Of(src.Attach.Switch)
+	return ok
+}
 
 // Candidates lists the allowed shortest paths for a flow from src to dst
 // (egress ports, source leaf first, ending at dst's port).

@@ -282,11 +282,11 @@ func setHash(ports []uint32, caps []float64) uint64 {
 // ECMP group of its ports: capacities that differ by a fraction of a
 // percent (every leaf's, after a core link fails) give the group the
 // switch already has, not a new one under another ID.
-func integerWeights(caps []float64, lim Limits) ([]int32, float64) {
+func integerWeights(caps []float64, lim Limits, total int) ([]int32, float64) {
 	if lim.MaxGroupSize > 0 && len(caps) > lim.MaxGroupSize {
 		caps = caps[:lim.MaxGroupSize]
 	}
-	w, e := reduceWeights(caps, maxWeightTotal(lim))
+	w, e := reduceWeights(caps, total)
 	for _, x := range w {
 		if x != w[0] {
 			return w, e
@@ -391,7 +391,10 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 	for _, r := range t.routes {
 		used[r.set] = true
 	}
-	g := planGroups(sw, t, lim, used)
+	g, err := fittedGroups(sw, t, lim, used)
+	if err != nil {
+		return models.ForwardingState{}, nil, err
+	}
 	routes := make([]models.Route, 0, len(t.routes))
 	for _, r := range t.routes {
 		if to := g.target[r.set]; to != (models.Route{}) {
@@ -406,9 +409,6 @@ func buildState(sw models.SwitchID, t *routeTable, lim Limits) (models.Forwardin
 		if n > lim.RouteEntries {
 			return models.ForwardingState{}, nil, fmt.Errorf("%w: %s needs %d routes, ipv4_lpm holds %d", ErrTableFull, sw, n, lim.RouteEntries)
 		}
-	}
-	if err := g.fits(sw, lim); err != nil {
-		return models.ForwardingState{}, nil, err
 	}
 	st := g.state()
 	slices.SortFunc(routes, models.CompareRoutes)
@@ -431,9 +431,31 @@ func (g groups) state() models.ForwardingState {
 	return models.ForwardingState{Members: g.members, Groups: g.groups}.Canonical()
 }
 
-// planGroups makes the groups of the table's used sets, setting the
-// table's reduced weights (it is done: they are kept for Recompute).
-func planGroups(sw models.SwitchID, t *routeTable, lim Limits, used []bool) groups {
+// fittedGroups makes the groups of the table's used sets within the
+// selector: with WCMP weights out of maxWeightTotal, or, when so many
+// distinct weightings do not fit (congestion weights biasing many
+// destinations' groups apart), with coarser weights, halving the total
+// down to equal ones (a warning says so); an error when even plain ECMP
+// groups do not fit.
+func fittedGroups(sw models.SwitchID, t *routeTable, lim Limits, used []bool) (groups, error) {
+	full := maxWeightTotal(lim)
+	for total := full; ; total /= 2 {
+		g := planGroups(sw, t, lim, used, total)
+		err := g.fits(sw, lim)
+		if err == nil || total <= 1 {
+			if err == nil && total < full {
+				g.warnings = append(g.warnings, Warning{Switch: sw, Message: fmt.Sprintf(
+					"WCMP weights coarsened to a total of %d (1: equal) so that the groups fit the selector's %d entries", total, lim.SelectorSize)})
+			}
+			return g, err
+		}
+	}
+}
+
+// planGroups makes the groups of the table's used sets, their weights
+// reduced to add up to at most total (1 or less: equal weights), setting
+// the table's reduced weights (it is done: they are kept for Recompute).
+func planGroups(sw models.SwitchID, t *routeTable, lim Limits, used []bool, total int) groups {
 	var g groups
 	// Trim sets over the selector's group limit, once per set, and turn
 	// capacities into integer weights.
@@ -456,8 +478,8 @@ func planGroups(sw models.SwitchID, t *routeTable, lim Limits, used []bool) grou
 			ports = ports[:lim.MaxGroupSize]
 		}
 		sets[i] = ports
-		if t.weights[i] != nil {
-			w, e := integerWeights(t.weights[i], lim)
+		if t.weights[i] != nil && total > 1 {
+			w, e := integerWeights(t.weights[i], lim, total)
 			inexactAt[i] = e > WeightTolerance
 			if e > WeightTolerance {
 				k := portSetKey(ports, w)
@@ -474,7 +496,7 @@ func planGroups(sw models.SwitchID, t *routeTable, lim Limits, used []bool) grou
 	}
 	for _, x := range inexact {
 		g.warnings = append(g.warnings, Warning{Switch: sw, Message: fmt.Sprintf(
-			"WCMP weights for ports %v within a total of %d oversubscribe a member by up to %.0f%%", x.ports, maxWeightTotal(lim), 100*x.worst)})
+			"WCMP weights for ports %v within a total of %d oversubscribe a member by up to %.0f%%", x.ports, total, 100*x.worst)})
 	}
 	t.reduced, t.inexact = weights, inexactAt
 	members := map[uint32]bool{}

@@ -1074,9 +1074,9 @@ func (r *routing) patch(s int, was models.ForwardingState, moved []movedChoice, 
 	for i := range used {
 		used[i] = true
 	}
-	g := planGroups(sw.Name, t, lim, used)
+	g := planGroups(sw.Name, t, lim, used, maxWeightTotal(lim))
 	if g.fits(sw.Name, lim) != nil {
-		return nil, false
+		return nil, false // built in full, with weights coarsened to fit
 	}
 	same := func(set int, p netip.Prefix) bool {
 		at, ok := models.SearchRoute(was.Routes, p)
@@ -1141,7 +1141,7 @@ func (m *weightMemo) of(caps []float64) ([]int32, float64) {
 			return m.seen[i].w, m.seen[i].e
 		}
 	}
-	w, e := integerWeights(caps, m.lim)
+	w, e := integerWeights(caps, m.lim, maxWeightTotal(m.lim))
 	m.at[h] = append(m.at[h], len(m.seen))
 	m.seen = append(m.seen, reducedWeights{caps: slices.Clone(caps), w: w, e: e})
 	return w, e

@@ -31,6 +31,7 @@ import (
 	"github.com/accelnet/accelnet/internal/httpserve"
 	"github.com/accelnet/accelnet/internal/pki"
 	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/northbound"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -75,6 +76,10 @@ type Config struct {
 	// open-file limit leaves, fdlimit.go), MaxConnectionsPerSource those
 	// of one client address.
 	MaxConnections, MaxConnectionsPerSource int
+
+	// flagSet says whether a flag was given (the command line, the
+	// environment, the config file); nil: none was.
+	flagSet func(name string) bool
 
 	// demo only
 	Workload string
@@ -125,7 +130,7 @@ func defaultConfig() Config {
 			LivenessInterval:   controller.DefaultLivenessInterval,
 			Elephants: stack.Elephants{
 				ObserveInterval: stack.DefaultObserveInterval,
-				SampleOneIn:     65536,
+				SampleOneIn:     DefaultSampleOneIn,
 				Gbps:            stack.DefaultElephantGbps,
 			},
 			FlapHalfLife: controller.DefaultFlapHalfLife,
@@ -320,6 +325,7 @@ func newDemoCommand(cfg *Config) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg.defaultHTTPAddr(cmd.Flags(), true)
+			cfg.flagSet = cmd.Flags().Changed
 			if cfg.DeclareIntents && !cmd.Flags().Changed("sample-one-in") {
 				// Sampling would pin the flows within a second of their
 				// start: the "before" figure would not be hashing's.
@@ -517,7 +523,23 @@ func prepareDataDir(cfg Config) (release func(), err error) {
 // operator token, etcd's place, the topology, and what to do with stored
 // state of another fabric; where names the state's place for messages.
 func (cfg Config) runConfig(demo bool, log *slog.Logger) (opts stack.Config, where string, err error) {
+	var topo *models.Topology
+	if cfg.TopologySpec != "" {
+		spec := cfg.TopologySpec
+		if demo && topology.IsSpec(spec) && !strings.Contains(spec, "@") {
+			spec = fmt.Sprintf("%s@%g", spec, cfg.Gbps)
+		}
+		t, err := topology.Load(spec)
+		if err != nil {
+			return stack.Config{}, "", err
+		}
+		topo = &t
+		if demo {
+			logSizing(log, t, cfg.sizeDemo(t, cfg.flagSet))
+		}
+	}
 	opts = cfg.stackConfig(demo, log)
+	opts.Topology = topo
 	if cfg.DataDir != "" {
 		opts.OperatorTokenFile = filepath.Join(cfg.DataDir, "operator.token")
 	}
@@ -530,17 +552,6 @@ func (cfg Config) runConfig(demo bool, log *slog.Logger) (opts stack.Config, whe
 	}
 	if len(cfg.Etcd.Endpoints) == 0 {
 		opts.Etcd.Dir = filepath.Join(cfg.DataDir, "etcd")
-	}
-	if cfg.TopologySpec != "" {
-		spec := cfg.TopologySpec
-		if demo && topology.IsSpec(spec) && !strings.Contains(spec, "@") {
-			spec = fmt.Sprintf("%s@%g", spec, cfg.Gbps)
-		}
-		t, err := topology.Load(spec)
-		if err != nil {
-			return stack.Config{}, "", err
-		}
-		opts.Topology = &t
 	}
 	where = "etcd"
 	if len(cfg.Etcd.Endpoints) == 0 {

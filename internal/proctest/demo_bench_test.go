@@ -16,13 +16,15 @@ import (
 // the fabric's, as a user types it, and measures
 //
 //   - ready_s: the process's start → /readyz answers 200;
+//
 //   - ready_share: the share of /readyz polls (every 0.5 s, 2 s to answer)
 //     that answered 200 over the ACCELNET_DEMO_WINDOW after it (default
 //     60s): the demo stays up, not only comes up;
+//
 //   - rss_mib, peak_rss_mib: its resident memory at the window's end, and
 //     at its peak.
 //
-//	ACCELNET_DEMO_TOPOLOGY=fattree:48 go test ./internal/proctest -run '^$' -bench 'Demo$' -benchtime 1x -timeout 30m
+//     ACCELNET_DEMO_TOPOLOGY=fattree:48 go test ./internal/proctest -run '^$' -bench 'Demo$' -benchtime 1x -timeout 30m
 func BenchmarkDemo(b *testing.B) {
 	spec := envOr("ACCELNET_DEMO_TOPOLOGY", "fattree:32")
 	window, err := time.ParseDuration(envOr("ACCELNET_DEMO_WINDOW", "60s"))

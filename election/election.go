@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // ErrNotLeader means this replica does not lead (or stopped leading while
@@ -87,6 +89,10 @@ type Leadership struct {
 	watchBackoff time.Duration
 	watchHeld    prometheus.Gauge
 	goneEnded    prometheus.Counter
+
+	// grantTimeout is how long the next campaign waits for its lease to
+	// be granted (see nextGrantTimeout); the campaign loop's alone.
+	grantTimeout time.Duration
 
 	mu      sync.Mutex
 	watch   *http.Client // nil: leaders are not watched
@@ -322,14 +328,36 @@ func (l *Leadership) lead(ctx context.Context, e *concurrency.Election, sess **c
 	}
 }
 
+// A lease is granted through a raft proposal that etcd must fsync. On a
+// machine whose disk or cores are starved by other work that can take
+// longer than any fixed deadline: every attempt would time out and be
+// asked again, and the fabric would have no leader for minutes. Each
+// grant that runs out of time gives the next one twice as long, up to
+// grantTimeoutMax; one that comes back starts over at grantTimeoutMin.
+const (
+	grantTimeoutMin = 5 * time.Second
+	grantTimeoutMax = time.Minute
+)
+
+// nextGrantTimeout is how long the grant after one that waited cur and
+// ended with err may take.
+func nextGrantTimeout(cur time.Duration, err error) time.Duration {
+	if errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded {
+		return min(2*cur, grantTimeoutMax)
+	}
+	return grantTimeoutMin
+}
+
 // campaign runs one session: wait to lead, lead until the session or the
 // term ends.
 func (l *Leadership) campaign(ctx context.Context) (err error) {
-	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	wait := max(l.grantTimeout, grantTimeoutMin)
+	gctx, cancel := context.WithTimeout(ctx, wait)
 	lease, err := l.cli.Grant(gctx, int64(l.ttl))
 	cancel()
+	l.grantTimeout = nextGrantTimeout(wait, err)
 	if err != nil {
-		return fmt.Errorf("%w: grant the election lease: %v", store.ErrStoreUnavailable, err)
+		return fmt.Errorf("%w: grant the election lease (waited %s): %v", store.ErrStoreUnavailable, wait, err)
 	}
 	sess, err := concurrency.NewSession(l.cli, concurrency.WithLease(lease.ID), concurrency.WithContext(ctx))
 	if err != nil {
@@ -391,7 +419,9 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 // renewing it, if etcd still has the lease and the term's key; nil if the
 // term is over.
 func (l *Leadership) resume(ctx context.Context, lease clientv3.LeaseID, t *Term) *concurrency.Session {
-	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	// As long as the lease can have left: a starved machine answers late,
+	// and a lease still held is a term still intact.
+	cctx, cancel := context.WithTimeout(ctx, max(time.Second, time.Duration(l.ttl)*time.Second))
 	defer cancel()
 	ttl, err := l.cli.TimeToLive(cctx, lease)
 	if err != nil || ttl.TTL <= 0 {

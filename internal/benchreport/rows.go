@@ -263,7 +263,7 @@ var rows = []row{
 		Env:    []string{`ACCELNET_DEMO_TOPOLOGY=fattree:48`},
 		Show:   show("", "ready in {ready_s|s}; ready at {ready_share|pct} of the polls after; {rss_mib|int} MiB, peak {peak_rss_mib|int} MiB"),
 		Target: &target{Metric: "ready_s", Value: 120, Text: "ready ≤ 120 s"},
-		Long:   true, Headline: true,
+		Long:   true,
 	},
 	{
 		ID: "intents-100k-k16", Short: "admission with 100,000 intents stored", Figure: "100,000 intents beside a live k=16 fat-tree (two processes): admission from 64 clients; a page of 1,000; RSS; restart to ready",

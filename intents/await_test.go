@@ -56,7 +56,7 @@ func TestAwaitingLookedAtWhenTouched(t *testing.T) {
 // not met stays indexed by its switch without being carried.
 func TestFullBatchCarriesMetIntents(t *testing.T) {
 	m := &Manager{p: newPlacement(&Config{}, nil, nil, map[string]*entry{}), trouble: newSwitchTrouble()}
-	m.p.pins.confirm("s1", 1)
+	m.trouble.synced["s1"] = 1 // read back
 	add := func(id string, sw models.SwitchID) {
 		m.p.all[id] = &entry{in: models.Intent{ID: id, Tenant: "t", Status: models.IntentStatus{State: models.StateAdmitted}}, gen: 1, switches: []models.SwitchID{sw}}
 		m.p.await(id)

@@ -130,9 +130,7 @@ func (pl *placement) followPlaced(changes []change) (aside bool) {
 			aside = true
 		}
 	}
-	pl.pins.mu.Lock()
-	clear(pl.pins.changes)
-	pl.pins.mu.Unlock()
+	pl.pins.forgetChanges()
 	return aside
 }
 

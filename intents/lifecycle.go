@@ -258,12 +258,12 @@ func (m *Manager) settleAwaiting(b *batch, now time.Time) {
 			delete(m.p.awaiting, id)
 			continue
 		}
-		if !m.p.confirmed(e) {
+		if !m.trouble.confirmed(e) {
 			if fresh[id] { // indexed once per wait, not at every look
 				m.p.waitOn(id, e.switches)
 			}
 			if b.full() {
-				if m.trouble.failing(e, m.p.pins) {
+				if m.trouble.failing(e) {
 					m.p.settleNext = append(m.p.settleNext, id) // its reason is updated next batch
 				}
 				continue
@@ -327,38 +327,29 @@ func (m *Manager) replanIfDue(b *batch) {
 // reportFailure updates an Admitted intent's reason when a switch on its
 // paths failed to take its entries (once per distinct error).
 func (m *Manager) reportFailure(b *batch, e *entry, now time.Time) {
-	if reason := m.trouble.reason(e, m.p.pins); reason != "" && e.in.Status.Reason != reason {
+	if reason := m.trouble.reason(e); reason != "" && e.in.Status.Reason != reason {
 		m.setState(b, e, models.StateAdmitted, reason, now)
 	}
 }
 
 // failing says whether reportFailure would change e's reason.
-func (t *switchTrouble) failing(e *entry, pins *pinTable) bool {
-	reason := t.reason(e, pins)
+func (t *switchTrouble) failing(e *entry) bool {
+	reason := t.reason(e)
 	return reason != "" && e.in.Status.Reason != reason
 }
 
 // failureReason is an Admitted intent's reason while a switch on its
 // paths fails to take its entries ("" if none does).
-func (t *switchTrouble) reason(e *entry, pins *pinTable) string {
+func (t *switchTrouble) reason(e *entry) string {
 	if e.in.Status.State != models.StateAdmitted {
 		return ""
 	}
 	for _, sw := range e.switches {
-		if msg, failed := t.failures[sw]; failed && pins.syncedAt(sw) < e.gen {
+		if msg, failed := t.failures[sw]; failed && t.synced[sw] < e.gen {
 			return fmt.Sprintf("programming %s failed (%s); retrying", sw, msg)
 		}
 	}
 	return ""
-}
-
-func (pl *placement) confirmed(e *entry) bool {
-	for _, sw := range e.switches {
-		if pl.pins.syncedAt(sw) < e.gen {
-			return false
-		}
-	}
-	return true
 }
 
 // whyMoved says why e's paths no longer work: a link on them drained
@@ -437,8 +428,7 @@ const (
 func (pl *placement) placeStored(b *batch, e *entry) (storedPlacement, error) {
 	if e.in.Status.State == models.StateDeleted {
 		if !e.pinned && !pl.awaiting[e.in.ID] { // loaded after a restart: wait for one read-back
-			e.gen = pl.pins.lock() // a generation of its own, nothing written
-			pl.pins.unlock()
+			e.gen = pl.pins.next()
 			e.switches = e.switches[:0]
 			for _, f := range e.in.Status.Flows {
 				if f.SrcPort == slotPort {
@@ -515,11 +505,7 @@ func (pl *placement) sizePins() {
 			}
 		}
 	}
-	pl.pins.mu.Lock()
-	defer pl.pins.mu.Unlock()
-	for sw, n := range count {
-		pl.pins.at[sw] = make(map[models.FlowKey]uint32, n)
-	}
+	pl.pins.size(count)
 }
 
 // place tries to (re)reserve e's flows: Admitted on success, Degraded

@@ -235,6 +235,11 @@ type refusal struct {
 	held int // pins the switch held after refusing these
 }
 
+// and is r with a later refusal's keys added, and its reason and room.
+func (r refusal) and(later refusal) refusal {
+	return refusal{keys: append(r.keys, later.keys...), why: later.why, held: later.held}
+}
+
 type learnedRoom struct {
 	entries int
 	until   time.Time

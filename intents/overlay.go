@@ -63,10 +63,7 @@ func (o *Overlay) PinsDelta(sw models.SwitchID, since uint64) (map[models.FlowKe
 // gen. It does not wait for the decision loop.
 func (o *Overlay) Synced(sw models.SwitchID, gen uint64) {
 	o.pins.confirm(sw, gen)
-	o.news.mu.Lock()
-	o.news.failed[sw] = ""
-	o.news.touched[sw] = true
-	o.news.mu.Unlock()
+	o.news.readBack(sw, gen)
 	if o.news.awaited.Load() {
 		o.m.wake()
 	}
@@ -78,21 +75,13 @@ func (o *Overlay) Synced(sw models.SwitchID, gen uint64) {
 // caps sw's flow-pin room at what it accepted, so nothing else is
 // admitted onto it that it cannot hold.
 func (o *Overlay) PinsRefused(sw models.SwitchID, keys []models.FlowKey, why string, held int) {
-	o.news.mu.Lock()
-	r := o.news.refused[sw]
-	r.keys = append(r.keys, keys...)
-	r.why, r.held = why, held
-	o.news.refused[sw] = r
-	o.news.mu.Unlock()
+	o.news.pinsRefused(sw, refusal{keys: keys, why: why, held: held})
 	o.m.wake()
 }
 
 // ProgramFailed records that writing a switch failed; intents waiting for
 // it say so in their reason until it succeeds.
 func (o *Overlay) ProgramFailed(sw models.SwitchID, err error) {
-	o.news.mu.Lock()
-	o.news.failed[sw] = err.Error()
-	o.news.touched[sw] = true
-	o.news.mu.Unlock()
+	o.news.programFailed(sw, err.Error())
 	o.m.wake()
 }

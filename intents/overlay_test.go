@@ -55,12 +55,12 @@ func TestReconcilersDoNotWaitForDecisions(t *testing.T) {
 	}
 	m.mu.Unlock()
 
-	if got := m.p.pins.syncedAt("leaf1"); got != gen {
-		t.Errorf("leaf1 confirmed %d, want %d", got, gen)
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.news.take(&m.trouble)
+	if got := m.trouble.synced["leaf1"]; got != gen {
+		t.Errorf("leaf1 confirmed %d, want %d", got, gen)
+	}
 	if !m.trouble.touched["leaf1"] || !m.trouble.touched["leaf2"] || m.trouble.failures["leaf2"] != "unreachable" || len(m.trouble.refused["leaf2"].keys) != 1 {
 		t.Errorf("the loop took in %+v, want leaf1 and leaf2 touched, leaf2 failed and its refused pin", m.trouble)
 	}

@@ -165,7 +165,7 @@ func settledManager(t testing.TB, snap *topology.Snapshot, auth tenantList, stor
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, sw := range snap.Switches() {
-		m.p.pins.confirm(sw.Name, 1<<62)
+		m.Overlay().Synced(sw.Name, 1<<62)
 	}
 	m.housekeep(m.p.scratch(), false) // settles the placed intents
 	if len(m.p.awaiting) != 0 {

@@ -85,7 +85,6 @@ type pinTable struct {
 	// switch confirmed them.
 	changes map[models.SwitchID][]pinChange
 	base    map[models.SwitchID]uint64
-	synced  map[models.SwitchID]uint64
 }
 
 type pinChange struct {
@@ -95,7 +94,7 @@ type pinChange struct {
 
 func newPinTable() *pinTable {
 	return &pinTable{at: map[models.SwitchID]map[models.FlowKey]uint32{},
-		changes: map[models.SwitchID][]pinChange{}, base: map[models.SwitchID]uint64{}, synced: map[models.SwitchID]uint64{}}
+		changes: map[models.SwitchID][]pinChange{}, base: map[models.SwitchID]uint64{}}
 }
 
 // lock starts a change at a new generation, which it returns; unlock
@@ -108,6 +107,30 @@ func (t *pinTable) lock() uint64 {
 }
 
 func (t *pinTable) unlock() { t.mu.Unlock() }
+
+// next is a generation of its own, with nothing written at it.
+func (t *pinTable) next() uint64 {
+	defer t.unlock()
+	return t.lock()
+}
+
+// size makes room for n pins on each switch of counts, replacing what
+// they hold (a placement's first, from an empty table).
+func (t *pinTable) size(counts map[models.SwitchID]int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for sw, n := range counts {
+		t.at[sw] = make(map[models.FlowKey]uint32, n)
+	}
+}
+
+// forgetChanges drops every switch's change log (a copy placed aside,
+// which no reconciler reads).
+func (t *pinTable) forgetChanges() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	clear(t.changes)
+}
 
 // set pins key to port on sw (between lock and unlock).
 func (t *pinTable) set(sw models.SwitchID, key models.FlowKey, port uint32) {
@@ -157,27 +180,16 @@ func (t *pinTable) delta(sw models.SwitchID, since uint64) (map[models.FlowKey]u
 	return out, t.gen, true
 }
 
-// confirm records that sw holds its pins of generation gen, and forgets
-// the changes up to it.
+// confirm forgets the changes up to generation gen, which sw holds.
 func (t *pinTable) confirm(sw models.SwitchID, gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if gen > t.synced[sw] {
-		t.synced[sw] = gen
-	}
 	if gen > t.base[sw] {
 		log := t.changes[sw]
 		i := sort.Search(len(log), func(i int) bool { return log[i].gen > gen })
 		t.changes[sw] = append(log[:0:0], log[i:]...)
 		t.base[sw] = gen
 	}
-}
-
-// syncedAt is the generation sw last confirmed.
-func (t *pinTable) syncedAt(sw models.SwitchID) uint64 {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.synced[sw]
 }
 
 // restart begins a new generation every reconciler compares in full
@@ -209,6 +221,8 @@ func (t *pinTable) adopt(o *pinTable) {
 type switchNews struct {
 	mu      sync.Mutex
 	touched map[models.SwitchID]bool
+	// synced is the newest generation each switch was read back at.
+	synced map[models.SwitchID]uint64
 	// failed is each switch's last programming error since the loop
 	// looked; "" when it was synced after it.
 	failed  map[models.SwitchID]string
@@ -219,21 +233,59 @@ type switchNews struct {
 }
 
 func newSwitchNews() *switchNews {
-	return &switchNews{touched: map[models.SwitchID]bool{}, failed: map[models.SwitchID]string{}, refused: map[models.SwitchID]refusal{}}
+	return &switchNews{touched: map[models.SwitchID]bool{}, synced: map[models.SwitchID]uint64{},
+		failed: map[models.SwitchID]string{}, refused: map[models.SwitchID]refusal{}}
 }
 
-// switchTrouble is the loop's account of the news: each switch's last
-// programming error (until it is synced again), the switches something
-// changed on since the awaiting intents were looked at, and pins
-// refused for good not yet handled.
+// readBack says sw was read back holding its pins of generation gen.
+func (n *switchNews) readBack(sw models.SwitchID, gen uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.synced[sw] = max(n.synced[sw], gen)
+	n.failed[sw] = ""
+	n.touched[sw] = true
+}
+
+// programFailed says writing sw failed with msg.
+func (n *switchNews) programFailed(sw models.SwitchID, msg string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.failed[sw] = msg
+	n.touched[sw] = true
+}
+
+// pinsRefused says sw refused r's pins for good.
+func (n *switchNews) pinsRefused(sw models.SwitchID, r refusal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.refused[sw] = n.refused[sw].and(r)
+}
+
+// switchTrouble is the loop's account of the news: the generation each
+// switch was last read back at, its last programming error (until it is
+// synced again), the switches something changed on since the awaiting
+// intents were looked at, and pins refused for good not yet handled.
 type switchTrouble struct {
+	synced   map[models.SwitchID]uint64
 	failures map[models.SwitchID]string
 	touched  map[models.SwitchID]bool
 	refused  map[models.SwitchID]refusal
 }
 
 func newSwitchTrouble() switchTrouble {
-	return switchTrouble{failures: map[models.SwitchID]string{}, touched: map[models.SwitchID]bool{}, refused: map[models.SwitchID]refusal{}}
+	return switchTrouble{synced: map[models.SwitchID]uint64{}, failures: map[models.SwitchID]string{},
+		touched: map[models.SwitchID]bool{}, refused: map[models.SwitchID]refusal{}}
+}
+
+// confirmed says every switch of e was read back at e's generation or
+// later.
+func (t *switchTrouble) confirmed(e *entry) bool {
+	for _, sw := range e.switches {
+		if t.synced[sw] < e.gen {
+			return false
+		}
+	}
+	return true
 }
 
 // take moves the news into the loop's account.
@@ -243,6 +295,9 @@ func (n *switchNews) take(t *switchTrouble) {
 	for sw := range n.touched {
 		t.touched[sw] = true
 	}
+	for sw, gen := range n.synced {
+		t.synced[sw] = max(t.synced[sw], gen)
+	}
 	for sw, msg := range n.failed {
 		if msg == "" {
 			delete(t.failures, sw)
@@ -251,12 +306,10 @@ func (n *switchNews) take(t *switchTrouble) {
 		}
 	}
 	for sw, r := range n.refused {
-		have := t.refused[sw]
-		have.keys = append(have.keys, r.keys...)
-		have.why, have.held = r.why, r.held
-		t.refused[sw] = have
+		t.refused[sw] = t.refused[sw].and(r)
 	}
 	clear(n.touched)
+	clear(n.synced)
 	clear(n.failed)
 	clear(n.refused)
 }

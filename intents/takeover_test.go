@@ -245,8 +245,7 @@ func TestLoadedInstalledIntentsDoNotWait(t *testing.T) {
 		}
 	}
 	for _, sw := range snap.Switches() {
-		m.p.pins.confirm(sw.Name, m.p.pins.gen)
-		m.trouble.touched[sw.Name] = true
+		m.Overlay().Synced(sw.Name, m.p.pins.gen)
 	}
 	m.housekeep(m.p.scratch(), false)
 	if got := m.p.all[stored[3].ID].in.Status.State; got != models.StateInstalled {

@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/accelnet/accelnet/models"
@@ -41,6 +43,15 @@ const (
 	congestionCalm    = 3
 	congestionPersist = 2
 )
+
+// congestionState is each congested port's WCMP weight bias, under its
+// own lock (taken inside the controller's), and the count of weight
+// changes (WeightChanges).
+type congestionState struct {
+	changes atomic.Int64
+	mu      sync.Mutex
+	bias    map[models.Endpoint]*portBias
+}
 
 // portBias is one port's weight bias, how many intervals in a row it has
 // been calm, and how many it has been hot.

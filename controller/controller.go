@@ -279,32 +279,6 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// congestionState is each congested port's WCMP weight bias, under its
-// own lock (taken inside the controller's), and the count of weight
-// changes (WeightChanges).
-type congestionState struct {
-	changes atomic.Int64
-	mu      sync.Mutex
-	bias    map[models.Endpoint]*portBias
-}
-
-// handoverState is the current term's handover marks (handover.go).
-// It reads the configuration (Marks, Can's Prober, Unsettled and
-// PinReader, Now), what the controller knows each switch holds, and the
-// current fabric; it runs its background work beside the controller's
-// (plans).
-type handoverState struct {
-	cfg    *Config
-	log    *slog.Logger
-	m      *metrics
-	plans  *planner
-	fabric func() *fabricState
-	known  func(models.SwitchID) (knownState, bool)
-
-	mu   sync.Mutex
-	term *termMarks
-}
-
 // Controller reconciles switches to the routes of the stored topology.
 type Controller struct {
 	cfg Config
@@ -409,11 +383,7 @@ func New(cfg Config) (*Controller, error) {
 	c.handover = &handoverState{cfg: &c.cfg, log: c.log, m: c.m, plans: c.plans, fabric: c.current, known: c.knownPins}
 	c.queues.config.await = c.handover.awaitTablesFirst
 	c.hosts = newHostLearner(&c.cfg, c.log, c.m.arp, c.current, c.Leading, c.Enqueue)
-	c.disc = &linkWatch{cfg: &c.cfg, log: c.log, m: c.m, fabric: c.current, leading: c.Leading, operDown: c.portsDown, reroute: c.refreshDown, urgency: c.urgency,
-		sightings: map[models.Endpoint]sighting{}, probesSent: map[models.Endpoint]uint64{},
-		heard: map[models.SwitchID]uint64{}, heardNow: map[models.SwitchID]bool{},
-		tickHeard: map[models.SwitchID]uint64{}, tickHeardNow: map[models.SwitchID]bool{},
-		confirmed: map[models.LinkID]bool{}, lldp: map[models.Endpoint]sighting{}, noNeighbors: map[models.SwitchID]bool{}}
+	c.disc = newLinkWatch(&c.cfg, c.log, c.m, c.current, c.Leading, c.portsDown, c.refreshDown, c.urgency)
 	return c, nil
 }
 

@@ -152,6 +152,15 @@ type linkWatch struct {
 	noNeighbors map[models.SwitchID]bool // switches that serve no LLDP state
 }
 
+func newLinkWatch(cfg *Config, log *slog.Logger, m *metrics, fabric func() *fabricState, leading func() bool,
+	operDown func() map[models.Endpoint]bool, reroute func(string, time.Time, ...any), u *urgency) *linkWatch {
+	return &linkWatch{cfg: cfg, log: log, m: m, fabric: fabric, leading: leading, operDown: operDown, reroute: reroute, urgency: u,
+		sightings: map[models.Endpoint]sighting{}, probesSent: map[models.Endpoint]uint64{},
+		heard: map[models.SwitchID]uint64{}, heardNow: map[models.SwitchID]bool{},
+		tickHeard: map[models.SwitchID]uint64{}, tickHeardNow: map[models.SwitchID]bool{},
+		confirmed: map[models.LinkID]bool{}, lldp: map[models.Endpoint]sighting{}, noNeighbors: map[models.SwitchID]bool{}}
+}
+
 // sighting is what arrived at a port: from where, and when; sent is how
 // many probes had been sent out of from by then, heard and ticked how
 // many discovery rounds and liveness ticks the switch had delivered

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -157,6 +158,23 @@ func (tm *termMarks) endTablesFirst() {
 	default:
 		close(tm.tablesFirst)
 	}
+}
+
+// handoverState is the current term's handover marks.
+// It reads the configuration (Marks, Can's Prober, Unsettled and
+// PinReader, Now), what the controller knows each switch holds, and the
+// current fabric; it runs its background work beside the controller's
+// (plans).
+type handoverState struct {
+	cfg    *Config
+	log    *slog.Logger
+	m      *metrics
+	plans  *planner
+	fabric func() *fabricState
+	known  func(models.SwitchID) (knownState, bool)
+
+	mu   sync.Mutex
+	term *termMarks
 }
 
 // awaitTablesFirst holds a term's interface config reconciles (gNMI) of

@@ -436,7 +436,6 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg: cfg, log: cfg.Logger,
 		ops: make(chan *op, 4096), kick: make(chan struct{}, 1),
-		p:    newPlacement(&cfg, nil, nil, map[string]*entry{}),
 		idem: map[string]idemRecord{}, idemOf: map[string]string{},
 		usage: usageBook{},
 		news:  newSwitchNews(), trouble: newSwitchTrouble(),
@@ -444,6 +443,7 @@ func New(cfg Config) (*Manager, error) {
 		adaptive: adaptState{moved: map[string]movedAt{}, tried: map[string]int{}},
 		fin:      finishedRecords{byTenant: map[models.TenantName][]string{}},
 	}
+	m.p = newPlacement(&m.cfg, nil, nil, map[string]*entry{}) // the manager's configuration, not a copy
 	m.m = newIntentMetrics(cfg.Registerer, m.Counts)
 	if cfg.Registerer != nil {
 		for _, pinned := range []bool{true, false} {

@@ -11,14 +11,13 @@ import (
 // reconciler reading its pins or reporting a read-back never waits for a
 // decision; and, through the manager, the fabric it is told of and
 // whether the pins are known.
-type Overlay struct {
-	m    *Manager
-	pins *pinTable
-	news *switchNews
-}
+//
+// The manager's placement and its pin table, and the news, are made once
+// (New), so the overlay reaches them without the manager's lock.
+type Overlay struct{ m *Manager }
 
 // Overlay is the reconcilers' view of the manager.
-func (m *Manager) Overlay() *Overlay { return &Overlay{m: m, pins: m.p.pins, news: m.news} }
+func (m *Manager) Overlay() *Overlay { return &Overlay{m: m} }
 
 // SetFabric tells the manager the fabric (Manager.SetFabric).
 func (o *Overlay) SetFabric(snap *topology.Snapshot, down map[models.LinkID]bool, drained map[models.LinkID]string) {
@@ -50,21 +49,21 @@ func (o *Overlay) UnsettledPins(sw models.SwitchID) []models.FlowKey {
 // PinsFor returns the flow pins switch sw should have and the generation
 // they belong to (for Synced). It does not wait for the decision loop.
 func (o *Overlay) PinsFor(sw models.SwitchID) ([]models.FlowPin, uint64) {
-	return o.pins.forSwitch(sw)
+	return o.m.p.pins.forSwitch(sw)
 }
 
 // PinsDelta returns the pins of sw that changed after generation since.
 // It does not wait for the decision loop.
 func (o *Overlay) PinsDelta(sw models.SwitchID, since uint64) (map[models.FlowKey]uint32, uint64, bool) {
-	return o.pins.delta(sw, since)
+	return o.m.p.pins.delta(sw, since)
 }
 
 // Synced records that sw was read back matching its pins of generation
 // gen. It does not wait for the decision loop.
 func (o *Overlay) Synced(sw models.SwitchID, gen uint64) {
-	o.pins.confirm(sw, gen)
-	o.news.readBack(sw, gen)
-	if o.news.awaited.Load() {
+	o.m.p.pins.confirm(sw, gen)
+	o.m.news.readBack(sw, gen)
+	if o.m.news.awaited.Load() {
 		o.m.wake()
 	}
 }
@@ -75,13 +74,13 @@ func (o *Overlay) Synced(sw models.SwitchID, gen uint64) {
 // caps sw's flow-pin room at what it accepted, so nothing else is
 // admitted onto it that it cannot hold.
 func (o *Overlay) PinsRefused(sw models.SwitchID, keys []models.FlowKey, why string, held int) {
-	o.news.pinsRefused(sw, refusal{keys: keys, why: why, held: held})
+	o.m.news.pinsRefused(sw, refusal{keys: keys, why: why, held: held})
 	o.m.wake()
 }
 
 // ProgramFailed records that writing a switch failed; intents waiting for
 // it say so in their reason until it succeeds.
 func (o *Overlay) ProgramFailed(sw models.SwitchID, err error) {
-	o.news.programFailed(sw, err.Error())
+	o.m.news.programFailed(sw, err.Error())
 	o.m.wake()
 }

@@ -79,15 +79,16 @@ func (c *Config) sizeDemo(t models.Topology, set func(flag string) bool) []strin
 		// sampled.
 		c.CounterInterval = c.TelemetryInterval
 	}
-	if tier != nil && c.Elephants.SampleOneIn > 0 && !set("sample-one-in") {
+	switch hosts := len(t.Hosts); {
+	case set("sample-one-in") || c.Elephants.SampleOneIn == 0:
+	case tier != nil:
 		// Thousands of detected elephants placed together every second,
 		// their samples and pin counters, do not fit two cores beside
 		// the emulated fabric (a k=32 permutation is 8,192 of them): the
 		// demo runs the workload on ECMP (--intents declares it).
 		c.Elephants.SampleOneIn = 0
 		chose = append(chose, "--sample-one-in 0")
-	}
-	if hosts := len(t.Hosts); hosts > sampleHosts && c.Elephants.SampleOneIn > 0 && !set("sample-one-in") {
+	case hosts > sampleHosts:
 		scale := uint32(1) << bits.Len32(uint32((hosts-1)/sampleHosts)) // the next power of two
 		c.Elephants.SampleOneIn *= scale
 		chose = append(chose, fmt.Sprintf("--sample-one-in %d", c.Elephants.SampleOneIn))

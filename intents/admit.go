@@ -49,20 +49,9 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Ou
 	if !m.loaded || m.p.book == nil {
 		return Outcome{}, fmt.Errorf("%w: intents are not loaded yet", store.ErrNoTopology)
 	}
-	idemKey := ""
-	if req.IdempotencyKey != "" {
-		sum := sha256.Sum256([]byte(req.IdempotencyKey))
-		idemKey = string(req.Tenant) + "/" + hex.EncodeToString(sum[:])
-		if r, ok := m.idem[idemKey]; ok {
-			if r.Digest != req.BodyDigest {
-				return Outcome{}, ErrIdempotencyReuse
-			}
-			if e, ok := m.p.all[r.ID]; ok {
-				return Outcome{Intent: e.in, Replayed: true}, nil
-			}
-			// Deleted in this very batch: its record goes with it.
-			return Outcome{}, fmt.Errorf("%w: the intent this Idempotency-Key created (%s) is being deleted", ErrIdempotencyReuse, r.ID)
-		}
+	idemKey := idemKeyOf(req.Tenant, req.IdempotencyKey)
+	if out, ok, err := m.replay(idemKey, req.BodyDigest); ok {
+		return out, err
 	}
 	now := m.cfg.Now().UTC()
 	id := store.NewID(now)
@@ -83,19 +72,54 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Ou
 	b.undo = append(b.undo, func() { delete(m.p.all, id) })
 	b.put(e)
 	b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(e.in.Tenant, id)), "=", 0))
-	if idemKey != "" {
-		rec := idemRecord{ID: id, Digest: req.BodyDigest}
-		data, _ := json.Marshal(rec)
-		b.setOp(store.KeyIdempotency+idemKey, clientv3.OpPut(store.KeyIdempotency+idemKey, string(data)))
-		m.idem[idemKey], m.idemOf[id] = rec, idemKey
-		b.undo = append(b.undo, func() { delete(m.idem, idemKey); delete(m.idemOf, id) })
-	}
+	m.remember(b, idemKey, idemRecord{ID: id, Digest: req.BodyDigest})
 	if err != nil {
 		refused.Intent = &e.in
 		m.noteFinished(b, e)
 		return Outcome{}, err
 	}
 	return Outcome{Intent: e.in, Fit: out.Fit}, nil
+}
+
+// idemKeyOf is where an Idempotency-Key's record is kept:
+// "<tenant>/<sha256 of the key>" ("" for no key).
+func idemKeyOf(t models.TenantName, key string) string {
+	if key == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(key))
+	return string(t) + "/" + hex.EncodeToString(sum[:])
+}
+
+// replay answers a create whose Idempotency-Key (its record at idemKey)
+// was seen before: ok is true if it was, with the intent it made or why
+// it cannot be replayed (another body, the intent being deleted).
+func (m *Manager) replay(idemKey, digest string) (out Outcome, ok bool, err error) {
+	r, seen := m.idem[idemKey]
+	if idemKey == "" || !seen {
+		return Outcome{}, false, nil
+	}
+	if r.Digest != digest {
+		return Outcome{}, true, ErrIdempotencyReuse
+	}
+	if e, ok := m.p.all[r.ID]; ok {
+		return Outcome{Intent: e.in, Replayed: true}, true, nil
+	}
+	// Deleted in this very batch: its record goes with it.
+	return Outcome{}, true, fmt.Errorf("%w: the intent this Idempotency-Key created (%s) is being deleted", ErrIdempotencyReuse, r.ID)
+}
+
+// remember stores that the create with the Idempotency-Key at idemKey
+// (none: nothing) made rec.ID, in the same commit as the intent.
+func (m *Manager) remember(b *batch, idemKey string, rec idemRecord) {
+	if idemKey == "" {
+		return
+	}
+	data, _ := json.Marshal(rec)
+	b.setOp(store.KeyIdempotency+idemKey, clientv3.OpPut(store.KeyIdempotency+idemKey, string(data)))
+	id := rec.ID
+	m.idem[idemKey], m.idemOf[id] = rec, idemKey
+	b.undo = append(b.undo, func() { delete(m.idem, idemKey); delete(m.idemOf, id) })
 }
 
 // admit places e's flows and, unless dryRun, reserves them and moves e to

@@ -27,6 +27,7 @@ import (
 // etcd operations to the batch; done receives its outcome after commit.
 type op struct {
 	decide func(b *batch) (Outcome, error)
+	size   int // etcd operations it may add, beyond a few (submitAll)
 	done   chan opResult
 	out    Outcome
 	err    error
@@ -114,23 +115,50 @@ func (b *batch) put(e *entry) {
 func intentKey(t models.TenantName, id string) string { return store.KeyIntents + string(t) + "/" + id }
 
 func (m *Manager) submit(ctx context.Context, decide func(b *batch) (Outcome, error)) (Outcome, error) {
+	r := m.submitAll(ctx, 0, decide)
+	return r[0].out, r[0].err
+}
+
+// submitAll queues decisions for the loop, one after another, and waits
+// for each one's outcome: they go into the same batches as far as the
+// commit's budget allows. size is the etcd operations one decision may
+// add at most (0: a few), so that it starts a batch of its own rather
+// than overflow one.
+func (m *Manager) submitAll(ctx context.Context, size int, decides ...func(b *batch) (Outcome, error)) []opResult {
+	out := make([]opResult, len(decides))
 	if !m.Leading() {
-		return Outcome{}, election.ErrNotLeader
+		for i := range out {
+			out[i].err = election.ErrNotLeader
+		}
+		return out
 	}
-	o := &op{decide: decide, done: make(chan opResult, 1)}
-	select {
-	case m.ops <- o:
-	case <-ctx.Done():
-		return Outcome{}, fmt.Errorf("%w: %v", store.ErrStoreUnavailable, ctx.Err())
+	timeout := func() error { return fmt.Errorf("%w: %v", store.ErrStoreUnavailable, ctx.Err()) }
+	queued := make([]*op, 0, len(decides))
+	for _, d := range decides {
+		o := &op{decide: d, size: size, done: make(chan opResult, 1)}
+		select {
+		case m.ops <- o:
+			queued = append(queued, o)
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	select {
-	case r := <-o.done:
-		return r.out, r.err
-	case <-ctx.Done():
-		// The decision may still commit; the client sees a timeout, as it
-		// would with any store.
-		return Outcome{}, fmt.Errorf("%w: %v", store.ErrStoreUnavailable, ctx.Err())
+	for i := range out {
+		if i >= len(queued) {
+			out[i].err = timeout()
+			continue
+		}
+		select {
+		case out[i] = <-queued[i].done:
+		case <-ctx.Done():
+			// The decision may still commit; the client sees a timeout,
+			// as it would with any store.
+			out[i].err = timeout()
+		}
 	}
+	return out
 }
 
 // Run loads the intents from etcd and then serves changes until ctx ends.
@@ -674,6 +702,7 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 	m.mu.Lock()
 	b := &batch{m: m, ctx: ctx, touched: map[models.SwitchID]bool{}, maxOps: m.cfg.MaxTxnOps, maxBytes: 1 << 20}
 	var decided []*op
+	var next *op
 	m.replanIfDue(b)
 	run := func(o *op) {
 		k := b.mark()
@@ -690,6 +719,10 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 		for !b.full() {
 			select {
 			case o := <-m.ops:
+				if len(b.ops)+o.size > b.maxOps-2 {
+					next = o // too big for what is left: the next batch's
+					break drain
+				}
 				run(o)
 			default:
 				break drain
@@ -715,6 +748,9 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 		// Also after a failed commit: a reconciler may have written pins
 		// decided for it, which the undo took back.
 		m.cfg.OnPins(touched)
+	}
+	if next != nil {
+		m.runBatch(ctx, next, false)
 	}
 }
 

@@ -79,3 +79,31 @@ type DetectedStatus struct {
 	// pinned on that intent's reserved path.
 	Intent string `json:"intent,omitempty"`
 }
+
+// IntentBatchRequest asks for many intents of one tenant at once
+// (POST /api/v1/intents:batch).
+type IntentBatchRequest struct {
+	Tenant models.TenantName `json:"tenant,omitempty"`
+	// Atomic admits all or none, their flows placed together, in one
+	// etcd transaction; otherwise each item is decided on its own.
+	Atomic bool                `json:"atomic,omitempty"`
+	Items  []models.IntentSpec `json:"items"`
+}
+
+// IntentBatchResult answers a batch: one result per item, in order.
+type IntentBatchResult struct {
+	Items []IntentBatchItem `json:"items"`
+	// Created counts the items admitted (201), Failed the others.
+	Created int  `json:"created"`
+	Failed  int  `json:"failed"`
+	DryRun  bool `json:"dry_run,omitempty"`
+}
+
+// IntentBatchItem is one item's result: the status it would have had
+// as a request of its own, with the intent or a problem document.
+type IntentBatchItem struct {
+	Status   int            `json:"status"`
+	Intent   *models.Intent `json:"intent,omitempty"`
+	Replayed bool           `json:"replayed,omitempty"`
+	Problem  *Problem       `json:"problem,omitempty"`
+}

@@ -14,4 +14,6 @@ type Problem struct {
 	Bottleneck string              `json:"bottleneck,omitempty"`
 	FreeGbps   *float64            `json:"free_gbps,omitempty"`
 	Intent     *models.Intent      `json:"intent,omitempty"`
+	// Index is the item of a batch the problem is about.
+	Index *int `json:"index,omitempty"`
 }

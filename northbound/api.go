@@ -128,6 +128,7 @@ func (a *server) routesV1(v1 *gin.RouterGroup) {
 	authed := v1.Group("", a.authenticate, a.forward)
 	authed.GET("/whoami", a.whoami)
 	authed.POST("/intents", a.createIntent)
+	authed.POST("/intents\\:batch", a.createIntents)
 	authed.GET("/intents", a.listIntents)
 	authed.GET("/intents/:id", a.getIntent)
 	authed.PUT("/intents/:id", a.putIntent)

@@ -1,9 +1,6 @@
 package northbound
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -35,43 +32,29 @@ func (a *server) createIntent(c *gin.Context) {
 	if !ok {
 		return
 	}
-	scope := scopeOf(c)
-	switch {
-	case req.Tenant == "" && !scope.Operator:
-		req.Tenant = scope.Tenant
-	case req.Tenant == "":
-		fail(c, &models.ValidationError{Errors: []models.FieldError{{Field: "tenant", Message: "required for an operator token: which tenant is this for?"}}})
-		return
-	case !scope.Operator && req.Tenant != scope.Tenant:
-		problem(c, http.StatusForbidden, "a tenant token creates intents for its own tenant only")
+	tenant, ok := tenantFor(c, req.Tenant)
+	if !ok {
 		return
 	}
+	req.Tenant = tenant
 	dry, err := boolQuery(c, "dryRun")
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	key := c.GetHeader("Idempotency-Key")
-	if len(key) > 255 {
-		fail(c, &models.ValidationError{Errors: []models.FieldError{{Field: "Idempotency-Key", Message: "at most 255 characters"}}})
+	key, ok := idempotencyKey(c)
+	if !ok {
 		return
 	}
-	// The request as decoded, not its bytes: the same request with its
-	// keys in another order, other spacing or a default said or left out
-	// is the same request. (Defaults are left out of the digest, as
-	// records stored before they were considered have them.)
 	digested := req
-	if digested.Class == models.ClassLosslessRDMA {
-		digested.Class = "" // the default, as if left out
-	}
-	canonical, err := json.Marshal(digested)
+	digested.IntentSpec = canonicalSpec(req.IntentSpec)
+	digest, err := digestOf(digested)
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	sum := sha256.Sum256(canonical)
 	out, err := a.opts.Intents.Create(c.Request.Context(), intents.CreateRequest{
-		Tenant: req.Tenant, Spec: req.IntentSpec, IdempotencyKey: key, BodyDigest: hex.EncodeToString(sum[:]), DryRun: dry,
+		Tenant: req.Tenant, Spec: req.IntentSpec, IdempotencyKey: key, BodyDigest: digest, DryRun: dry,
 	})
 	if err != nil {
 		fail(c, err)
@@ -83,14 +66,23 @@ func (a *server) createIntent(c *gin.Context) {
 	}
 	if out.Replayed {
 		c.Header("Idempotent-Replayed", "true")
-		if out.Intent.Status.State == models.StateRejected {
-			fail(c, &intents.RefusedError{Err: intents.ErrNoCapacity, Intent: &out.Intent, Fit: pathcalc.Fit{Reason: out.Intent.Status.Reason}})
+		if err := replayedRefusal(out); err != nil {
+			fail(c, err)
 			return
 		}
 	}
 	setETag(c, out.Intent.Revision)
 	c.Header("Location", "/api/v1/intents/"+out.Intent.ID)
 	c.JSON(http.StatusCreated, out.Intent)
+}
+
+// replayedRefusal is the refusal a replayed create answers again when
+// the intent it made was stored Rejected (nil otherwise).
+func replayedRefusal(out intents.Outcome) error {
+	if out.Intent.Status.State != models.StateRejected {
+		return nil
+	}
+	return &intents.RefusedError{Err: intents.ErrNoCapacity, Intent: &out.Intent, Fit: pathcalc.Fit{Reason: out.Intent.Status.Reason}}
 }
 
 func (a *server) listIntents(c *gin.Context) {

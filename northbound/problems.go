@@ -27,11 +27,17 @@ func problem(c *gin.Context, status int, detail string) {
 	writeProblem(c, api.Problem{Status: status, Detail: detail})
 }
 
-func writeProblem(c *gin.Context, p api.Problem) {
+// completed is p with its type and title filled in.
+func completed(p api.Problem) api.Problem {
 	if p.Type == "" {
 		p.Type = "about:blank"
 	}
 	p.Title = http.StatusText(p.Status)
+	return p
+}
+
+func writeProblem(c *gin.Context, p api.Problem) {
+	p = completed(p)
 	body, err := json.Marshal(p)
 	if err != nil {
 		body = []byte(`{"type":"about:blank","title":"Internal Server Error","status":500}`)
@@ -41,41 +47,57 @@ func writeProblem(c *gin.Context, p api.Problem) {
 	c.Data(p.Status, "application/problem+json", body)
 }
 
-// fail maps an error to its HTTP status and a problem document, once, here.
+// fail maps an error to its HTTP status and a problem document.
 func fail(c *gin.Context, err error) {
+	p, retryAfter := problemOf(err)
+	if retryAfter != "" {
+		c.Header("Retry-After", retryAfter)
+	}
+	writeProblem(c, p)
+}
+
+// problemOf maps an error to its problem document (status included) and
+// the Retry-After it calls for, if any: once, here, for whole requests
+// and for each item of a batch.
+func problemOf(err error) (p api.Problem, retryAfter string) {
 	var v *models.ValidationError
 	var refused *intents.RefusedError
+	var item *intents.ItemError
+	if errors.As(err, &item) {
+		p, retryAfter = problemOf(item.Err)
+		p.Detail = fmt.Sprintf("items[%d]: %s", item.Index, p.Detail)
+		p.Index = &item.Index
+		return p, retryAfter
+	}
 	switch {
 	case errors.As(err, &v):
-		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: "the request is not valid", Errors: v.Errors})
+		return api.Problem{Status: http.StatusUnprocessableEntity, Detail: "the request is not valid", Errors: v.Errors}, ""
 	case errors.Is(err, models.ErrInvalid):
-		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
+		return api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()}, ""
 	case errors.Is(err, store.ErrNotFound):
-		writeProblem(c, api.Problem{Status: http.StatusNotFound, Detail: err.Error()})
+		return api.Problem{Status: http.StatusNotFound, Detail: err.Error()}, ""
 	case errors.Is(err, intents.ErrQuota), errors.Is(err, intents.ErrHostNotAllowed):
-		writeProblem(c, api.Problem{Status: http.StatusForbidden, Detail: err.Error()})
+		return api.Problem{Status: http.StatusForbidden, Detail: err.Error()}, ""
 	case errors.Is(err, intents.ErrPrecondition):
-		writeProblem(c, api.Problem{Status: http.StatusPreconditionFailed, Detail: err.Error()})
+		return api.Problem{Status: http.StatusPreconditionFailed, Detail: err.Error()}, ""
 	case errors.Is(err, intents.ErrIdempotencyReuse):
-		writeProblem(c, api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()})
+		return api.Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()}, ""
 	case errors.Is(err, controller.ErrAlreadyDrained), errors.Is(err, tenancy.ErrTooManyTokens),
 		errors.Is(err, tenancy.ErrHostHeld), errors.Is(err, tenancy.ErrLastOperator):
-		writeProblem(c, api.Problem{Status: http.StatusConflict, Detail: err.Error()})
+		return api.Problem{Status: http.StatusConflict, Detail: err.Error()}, ""
 	case errors.As(err, &refused):
 		p := api.Problem{Status: http.StatusConflict, Detail: err.Error(), Intent: refused.Intent}
 		if refused.Fit.Bottleneck != "" {
 			p.Bottleneck, p.FreeGbps = refused.Fit.Bottleneck, &refused.Fit.FreeGbps
 		}
-		writeProblem(c, p)
+		return p, ""
 	case errors.Is(err, election.ErrNotLeader):
-		c.Header("Retry-After", "1")
-		writeProblem(c, api.Problem{Status: http.StatusServiceUnavailable, Detail: "this replica stopped leading while the request waited (a failover): nothing was done; retry in a second"})
+		return api.Problem{Status: http.StatusServiceUnavailable, Detail: "this replica stopped leading while the request waited (a failover): nothing was done; retry in a second"}, "1"
 	case errors.Is(err, store.ErrNoTopology), errors.Is(err, store.ErrStoreUnavailable),
 		errors.Is(err, store.ErrConflict), errors.Is(err, context.DeadlineExceeded):
-		c.Header("Retry-After", "2")
-		writeProblem(c, api.Problem{Status: http.StatusServiceUnavailable, Detail: "the controller cannot serve this now: " + err.Error()})
+		return api.Problem{Status: http.StatusServiceUnavailable, Detail: "the controller cannot serve this now: " + err.Error()}, "2"
 	default:
-		writeProblem(c, api.Problem{Status: http.StatusInternalServerError, Detail: err.Error()})
+		return api.Problem{Status: http.StatusInternalServerError, Detail: err.Error()}, ""
 	}
 }
 

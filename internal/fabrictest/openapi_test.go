@@ -49,6 +49,13 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	call("POST", "/api/v1/intents", tok, spec("huge", "h1-2", "h2-2", 500, 49152, 1))
 	call("POST", "/api/v1/intents", tok, `{"name": 1}`)
 	call("POST", "/api/v1/intents", tok, spec("bad", "h1-1", "nowhere", 10, 49152, 1))
+	call("POST", "/api/v1/intents:batch", tok, api.IntentBatchRequest{Items: []models.IntentSpec{
+		spec("batch1", "h1-2", "h2-2", 1, 50000, 1), spec("batch1", "h1-2", "h2-2", 1, 50000, 1), spec("huge", "h1-2", "h2-2", 500, 50001, 1)}})
+	call("POST", "/api/v1/intents:batch", tok, api.IntentBatchRequest{Atomic: true, Items: []models.IntentSpec{spec("batch2", "h1-2", "h2-1", 1, 50010, 1)}}, "Idempotency-Key", "b2")
+	call("POST", "/api/v1/intents:batch", tok, api.IntentBatchRequest{Atomic: true, Items: []models.IntentSpec{spec("batch2", "h1-2", "h2-1", 1, 50010, 1)}}, "Idempotency-Key", "b2")
+	call("POST", "/api/v1/intents:batch?dryRun=true", tok, api.IntentBatchRequest{Atomic: true, Items: []models.IntentSpec{spec("batch3", "h1-2", "h2-1", 1, 50020, 1)}})
+	call("POST", "/api/v1/intents:batch", tok, api.IntentBatchRequest{Atomic: true, Items: []models.IntentSpec{spec("huge", "h1-2", "h2-1", 500, 50030, 1)}})
+	call("POST", "/api/v1/intents:batch", tok, api.IntentBatchRequest{Atomic: true, Items: []models.IntentSpec{spec("ghost", "h1-2", "nowhere", 1, 50040, 1)}})
 	call("GET", "/api/v1/intents", tok, nil)
 	call("GET", "/api/v1/intents?state=Bogus", tok, nil)
 	call("GET", "/api/v1/intents/"+in.ID, tok, nil)
@@ -91,7 +98,8 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	call("GET", "/api/v1/elephants", h.OperatorToken, nil)
 	call("GET", "/api/v1/elephants", "", nil)
 	call("GET", "/api/v1/elephants", tok, nil)
-	for _, want := range []string{"PUT /intents/{id} 403", "POST /intents 404"} {
+	for _, want := range []string{"PUT /intents/{id} 403", "POST /intents 404", "POST /intents:batch 200", "POST /intents:batch 201",
+		"POST /intents:batch 409", "POST /intents:batch 422"} {
 		if !checked[want] {
 			t.Errorf("%s was not answered (a status the document lists must be one the server gives)", want)
 		}

@@ -229,7 +229,7 @@ func parsePorts(s string) (models.PortRange, error) {
 
 func intentsCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "intents", Aliases: []string{"intent"}, Short: "Create, list, inspect, delete and watch bandwidth intents"}
-	cmd.AddCommand(intentsCreateCommand(g), intentsListCommand(g), intentsGetCommand(g), intentsDeleteCommand(g), intentsWatchCommand(g))
+	cmd.AddCommand(intentsCreateCommand(g), intentsCreateManyCommand(g), intentsListCommand(g), intentsGetCommand(g), intentsDeleteCommand(g), intentsWatchCommand(g))
 	return cmd
 }
 
@@ -294,6 +294,89 @@ func intentsCreateCommand(g *globals) *cobra.Command {
 	f.BoolVar(&o.dryRun, "dry-run", false, "only say whether it would fit, where, and what the max link utilization would become")
 	f.StringSliceVar(&o.avoid, "avoid", nil, "switches to keep off the paths")
 	return create
+}
+
+func intentsCreateManyCommand(g *globals) *cobra.Command {
+	var file, idemKey string
+	var req api.IntentBatchRequest
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "create-many -f FILE",
+		Short: "Ask for up to 1,000 intents in one request: each on its own, or all or none (--atomic)",
+		Args:  cobra.NoArgs,
+		Example: `  accelnetctl intents create-many -f job-flows.json --atomic --idempotency-key job-7
+  accelnetctl intents create-many -f wave.json --dry-run
+  (FILE: a JSON array of intents as intents create -f takes them, or {"items": [...]}; - for stdin)`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return errors.New("missing -f FILE (a JSON array of intents); see accelnetctl intents create-many --help")
+			}
+			data, err := readFileOrStdin(file)
+			if err != nil {
+				return err
+			}
+			if err := json.Unmarshal(data, &req.Items); err != nil {
+				var whole api.IntentBatchRequest
+				if err2 := json.Unmarshal(data, &whole); err2 != nil || whole.Items == nil {
+					return fmt.Errorf("%s: want a JSON array of intents or {\"items\": [...]}: %w", file, err)
+				}
+				req.Items = whole.Items
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			path := "/api/v1/intents:batch"
+			if dryRun {
+				path += "?dryRun=true"
+			}
+			var out api.IntentBatchResult
+			if _, err := c.do(cmd.Context(), "POST", path, req, &out, "Idempotency-Key", idemKey); err != nil {
+				return err
+			}
+			if g.json() {
+				if err := printJSON(cmd.OutOrStdout(), out); err != nil {
+					return err
+				}
+			} else if err := printBatch(cmd.OutOrStdout(), out); err != nil {
+				return err
+			}
+			if out.Failed > 0 {
+				return fmt.Errorf("%d of %d intents not created", out.Failed, len(out.Items))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&file, "file", "f", "", "the intents as JSON (- for stdin)")
+	f.StringVar((*string)(&req.Tenant), "tenant", "", "tenant (operators only; a tenant token implies its own)")
+	f.BoolVar(&req.Atomic, "atomic", false, "all or none, their flows placed together (point-to-point intents without constraints)")
+	f.StringVar(&idemKey, "idempotency-key", "", "retry-safe key for the whole request: a retry returns what the first made")
+	f.BoolVar(&dryRun, "dry-run", false, "decide them in order as they would be now, and keep nothing")
+	return cmd
+}
+
+// printBatch lists a batch's results, one line per item.
+func printBatch(out io.Writer, r api.IntentBatchResult) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ITEM\tSTATUS\tID\tNAME\tSTATE\tREASON")
+	for i, it := range r.Items {
+		switch {
+		case it.Intent != nil:
+			fmt.Fprintf(w, "%d\t%d\t%s\t%s\t%s\t%s\n", i, it.Status, it.Intent.ID, it.Intent.Spec.Name, it.Intent.Status.State, it.Intent.Status.Reason)
+		case it.Problem != nil:
+			fmt.Fprintf(w, "%d\t%d\t\t\t\t%s\n", i, it.Status, it.Problem.Detail)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	what := "created"
+	if r.DryRun {
+		what = "would be created (dry run: nothing kept)"
+	}
+	_, err := fmt.Fprintf(out, "\n%d of %d %s\n", r.Created, len(r.Items), what)
+	return err
 }
 
 // createFlags are intents create's flags.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -88,6 +89,17 @@ func TestTenantSession(t *testing.T) {
 	}
 	if out := mustCtl(t, "intents", "delete", in.ID); !strings.Contains(out, "Deleted") {
 		t.Errorf("delete: %s", out)
+	}
+	flows := filepath.Join(t.TempDir(), "flows.json")
+	os.WriteFile(flows, []byte(`[{"name":"r0","src":"h1-1","dst":"h2-1","gbps":10,"src_ports":{"first":100,"last":100}},
+		{"name":"r1","src":"h2-1","dst":"h1-1","gbps":10,"src_ports":{"first":100,"last":100}}]`), 0o600)
+	if out := mustCtl(t, "intents", "create-many", "-f", flows, "--atomic", "--idempotency-key", "job-1"); strings.Count(out, "Admitted") != 2 || !strings.Contains(out, "2 of 2 created") {
+		t.Errorf("create-many: %s", out)
+	}
+	os.WriteFile(flows, []byte(`{"items":[{"name":"small","src":"h1-2","dst":"h2-1","gbps":1,"src_ports":{"first":7,"last":7}},
+		{"name":"big","src":"h1-2","dst":"h2-1","gbps":300,"src_ports":{"first":8,"last":8}}]}`), 0o600)
+	if out, err := ctl(t, "intents", "create-many", "-f", flows); err == nil || !strings.Contains(out, "409") || !strings.Contains(out, "1 of 2 created") {
+		t.Errorf("create-many, one over capacity: err %v\n%s", err, out)
 	}
 	if _, err := ctl(t, "tenants", "list"); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Errorf("a tenant listing tenants: %v", err)

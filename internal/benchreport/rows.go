@@ -173,6 +173,13 @@ var rows = []row{
 		Why:    "scaling.md#admission", Headline: true,
 	},
 	{
+		ID: "admission-batch", Short: "admission in batches of 50, 8 clients", Figure: "intent admission in batches of 50 (POST /api/v1/intents:batch, each item decided on its own): 8 concurrent clients, the rest as above; latency is a batch's",
+		Pkg: "./internal/fabrictest", Bench: "AdmissionBatch$", Benchtime: "60000x", Env: []string{"ACCELNET_ADMISSION_CLIENTS=8"},
+		Show:   show("", "{intents/s|int} intents/s; a batch's p50 {p50_ms|ms}, p99 {p99_ms|ms}"),
+		Target: &target{Metric: "intents/s", AtLeast: true, Value: 15000, Text: "≥ 15,000/s"},
+		Why:    "scaling.md#admission",
+	},
+	{
 		ID: "failure-k16", Short: "k=16 link failure → rerouted", Figure: "k=16 fat-tree (320 switches), one process, a link fails: first switch written (the pruning), last switch written (the staged rollout), 30 failures",
 		Pkg: "./internal/fabrictest", Bench: "FailureReaction$", Benchtime: "30x", Timeout: "30m",
 		Show:   show("", "first p50 {first_write_p50_ms|ms}; last p50 {p50_ms|ms}, p99 {p99_ms|ms}"),

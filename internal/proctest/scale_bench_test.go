@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -53,6 +54,10 @@ import (
 // ACCELNET_SCALE_WINDOW, default 30s, stretched to a whole number of
 // the telemetry and counter intervals given; ACCELNET_SCALE_ENV adds NAME=value
 // pairs to accelnet's environment alone, such as its own GOMEMLIMIT;
+// ACCELNET_SCALE_CPUS=A/B runs accelnet on CPUs A and fabricsim on CPUs B
+// (taskset's lists: "0/1"), so that each has its own: the cold start
+// reports each process's CPU to ready (cold_cpu_s, sim_cold_cpu_s)
+// either way;
 // ACCELNET_SCALE_PROFILES=DIR keeps CPU profiles of both processes over
 // the cold start's first 20 s and the steady window's (which they cost a
 // little of its CPU figures), an execution trace of accelnet's first 12 s
@@ -139,13 +144,20 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	// accelnet starts once the switches serve, as it would on a running
 	// fabric: the emulator's own bring-up (publishing every port's state)
 	// is reported apart.
+	accCPUs, simCPUs, pinned := strings.Cut(os.Getenv("ACCELNET_SCALE_CPUS"), "/")
+	if pinned {
+		pin(b, sim.Pid(), simCPUs)
+	}
 	simUp, simToken := proctest.WaitFabricUp(b, 10*time.Minute, simAPI, filepath.Join(dir, "sim.token"))
 	b.Logf("%s: fabricsim's switches up %s after its process started", spec, simUp.Round(time.Millisecond))
 	addr := fabrictest.FreeAddr(b)
-	t0 := time.Now()
+	t0, simCold0 := time.Now(), cpuSeconds(b, sim.Pid())
 	accArgs := append([]string{"serve", "--topology", topoFile, "--http-addr", addr, "--data-dir", filepath.Join(dir, "accelnet")}, args...)
 	accEnv := strings.Fields(os.Getenv("ACCELNET_SCALE_ENV"))
 	acc := proctest.StartEnv(b, "accelnet", accEnv, proctest.Bin(b, "accelnet"), accArgs...)
+	if pinned {
+		pin(b, acc.Pid(), accCPUs)
+	}
 	var profiled sync.WaitGroup
 	profiles, tokenFile := os.Getenv("ACCELNET_SCALE_PROFILES"), filepath.Join(dir, "accelnet", "operator.token")
 	if profiles != "" {
@@ -155,6 +167,8 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 	defer poll.Stop()
 	startup := waitReady(b, acc, sim, poll)
 	coldStart := time.Since(t0)
+	accCold, simCold := cpuSeconds(b, acc.Pid()), cpuSeconds(b, sim.Pid())-simCold0
+	b.Logf("%s: CPU to ready: accelnet %.1f s, fabricsim %.1f s (cores %q and %q; ACCELNET_SCALE_CPUS)", spec, accCold, simCold, accCPUs, simCPUs)
 	profiled.Wait()
 	var w struct {
 		Last       int64 `json:"last"`
@@ -234,6 +248,8 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 		}, acc.Pid)
 	}
 	b.ReportMetric(coldStart.Seconds(), "cold_start_s")
+	b.ReportMetric(accCold, "cold_cpu_s")
+	b.ReportMetric(simCold, "sim_cold_cpu_s")
 	b.ReportMetric(float64(len(switches)), "switches")
 	b.ReportMetric(float64(updates), "updates")
 	if writing > 0 {
@@ -489,6 +505,14 @@ func promValues(text string, names ...string) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// pin keeps every thread of process pid, and those it starts, on the
+// CPUs in list (taskset's syntax: "0", "0-1", "0,2").
+func pin(b *testing.B, pid int, list string) {
+	if out, err := exec.Command("taskset", "-a", "-cp", list, strconv.Itoa(pid)).CombinedOutput(); err != nil {
+		b.Fatalf("taskset %s %d: %v: %s", list, pid, err, out)
+	}
 }
 
 // cpuSeconds is a process's user and system CPU time so far.

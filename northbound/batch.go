@@ -22,19 +22,11 @@ func (a *server) createIntents(c *gin.Context) {
 	if !decodeStrict(c, &req) {
 		return
 	}
-	tenant, ok := tenantFor(c, req.Tenant)
+	o, ok := createOptionsOf(c, req.Tenant)
 	if !ok {
 		return
 	}
-	dry, err := boolQuery(c, "dryRun")
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	key, ok := idempotencyKey(c)
-	if !ok {
-		return
-	}
+	tenant, dry, key := o.tenant, o.dry, o.key
 	digested := req
 	digested.Items = make([]models.IntentSpec, len(req.Items))
 	for i, s := range req.Items {
@@ -107,15 +99,32 @@ func tenantFor(c *gin.Context, named models.TenantName) (models.TenantName, bool
 	return named, true
 }
 
-// idempotencyKey is the request's Idempotency-Key header ("" for none);
-// it answers the request when the key is too long.
-func idempotencyKey(c *gin.Context) (string, bool) {
+// createOptions are what a create says beside its body: the tenant it
+// is for, whether it is a dry run, its Idempotency-Key ("" for none).
+type createOptions struct {
+	tenant models.TenantName
+	dry    bool
+	key    string
+}
+
+// createOptionsOf reads a create's options, the tenant its body names
+// (if any) among them; it answers the request when they are wrong.
+func createOptionsOf(c *gin.Context, named models.TenantName) (createOptions, bool) {
+	tenant, ok := tenantFor(c, named)
+	if !ok {
+		return createOptions{}, false
+	}
+	dry, err := boolQuery(c, "dryRun")
+	if err != nil {
+		fail(c, err)
+		return createOptions{}, false
+	}
 	key := c.GetHeader("Idempotency-Key")
 	if len(key) > 255 {
 		fail(c, &models.ValidationError{Errors: []models.FieldError{{Field: "Idempotency-Key", Message: "at most 255 characters"}}})
-		return "", false
+		return createOptions{}, false
 	}
-	return key, true
+	return createOptions{tenant: tenant, dry: dry, key: key}, true
 }
 
 // canonicalSpec is s as digested for idempotency: the request as decoded,

@@ -32,20 +32,12 @@ func (a *server) createIntent(c *gin.Context) {
 	if !ok {
 		return
 	}
-	tenant, ok := tenantFor(c, req.Tenant)
+	o, ok := createOptionsOf(c, req.Tenant)
 	if !ok {
 		return
 	}
-	req.Tenant = tenant
-	dry, err := boolQuery(c, "dryRun")
-	if err != nil {
-		fail(c, err)
-		return
-	}
-	key, ok := idempotencyKey(c)
-	if !ok {
-		return
-	}
+	req.Tenant = o.tenant
+	dry, key := o.dry, o.key
 	digested := req
 	digested.IntentSpec = canonicalSpec(req.IntentSpec)
 	digest, err := digestOf(digested)

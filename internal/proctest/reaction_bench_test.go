@@ -57,6 +57,9 @@ import (
 // ACCELNET_REACTION_PROFILES=DIR keeps CPU and allocation profiles of
 // accelnet and fabricsim over the first 45 s of failures, and their
 // heaps.
+// ACCELNET_REACTION_CPUS=A/B runs accelnet on CPUs A and fabricsim on
+// CPUs B from the workload's start (taskset's lists: "0/1"): the
+// controller's side of a reaction apart from the emulator's.
 // ACCELNET_REACTION_SIM_ENV adds to fabricsim's environment (GOGC=400
 // at k=48: the emulator holds gigabytes, and each of its collections
 // marks them for seconds on the cores the controller shares; its
@@ -73,6 +76,10 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 		simEnv: strings.Fields(os.Getenv("ACCELNET_REACTION_SIM_ENV")), startWithin: 15 * time.Minute})
 	r := d.replicas[0]
 	d.waitRole(r, "leader", time.Minute)
+	if acc, em, ok := strings.Cut(os.Getenv("ACCELNET_REACTION_CPUS"), "/"); ok {
+		pin(b, r.proc.Pid(), acc)
+		pin(b, d.sim.Pid(), em)
+	}
 	ctx := context.Background()
 	sim := "http://" + d.simAPI
 	pattern := envOr("ACCELNET_REACTION_WORKLOAD", "multi-tenant")

@@ -749,9 +749,14 @@ func (m *Manager) runBatch(ctx context.Context, first *op, tick bool) {
 		// decided for it, which the undo took back.
 		m.cfg.OnPins(touched)
 	}
-	if next != nil {
-		m.runBatch(ctx, next, false)
+	if next == nil {
+		return
 	}
+	if err := m.reloadIfNeeded(ctx); err != nil {
+		next.done <- opResult{err: err}
+		return
+	}
+	m.runBatch(ctx, next, false)
 }
 
 // checkLedger verifies after every batch of decisions that no resource is

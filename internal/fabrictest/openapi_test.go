@@ -181,7 +181,7 @@ func TestOpenAPIListsEveryStatus(t *testing.T) {
 		}
 		routes++
 		var parts []string
-		for _, p := range strings.Split(r.Path, "/") {
+		for _, p := range strings.Split(servedPath(r), "/") {
 			if strings.HasPrefix(p, ":") {
 				p = "nosuch"
 			}
@@ -231,3 +231,7 @@ func TestOpenAPIListsEveryStatus(t *testing.T) {
 	}
 	t.Logf("%d routes, %d distinct (method, path, status) checked", routes, len(checked))
 }
+
+// servedPath is the path a gin route serves: its pattern with the
+// escaped colons of custom methods (/intents\:batch) unescaped.
+func servedPath(r gin.RouteInfo) string { return strings.ReplaceAll(r.Path, `\:`, ":") }

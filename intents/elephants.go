@@ -263,6 +263,17 @@ func (e *Elephants) Detected() []DetectedFlow {
 			}
 		}
 		last, backstop := lastNews(f, vouched)
+		if f.leafTime && !e.leafClock[f.leaf].After(f.last) {
+			// Its leaf has sent nothing since this flow's last sample:
+			// the leaf's stream stalled (seen on a starved machine: a
+			// leaf's every pinned flow silenced together, their counters
+			// not yet read, then pinned again a second later, over and
+			// over), or every flow it saw stopped. Neither is news of
+			// this flow, and once the leaf speaks again the leaf's clock
+			// says within a silence whether it still runs; until then it
+			// waits as a flow its counter vouched for does.
+			backstop = max(backstop, unreadBackstop)
+		}
 		unheard := now.Sub(last)
 		if !measured && unheard > max(5*e.Tau, backstop) {
 			delete(e.flows, k)

@@ -3,6 +3,7 @@ package intents
 import (
 	"math"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -215,5 +216,55 @@ func TestElephantsSilenceOnLeafClock(t *testing.T) {
 	now = now.Add(silenceBackstop + time.Second)
 	if d := e.Detected(); len(d) != 0 {
 		t.Errorf("%v without any list from the leaf, still detected: %+v", silenceBackstop+time.Second, d)
+	}
+}
+
+// TestElephantsKeptWhileTheirLeafIsQuiet: a leaf that sends no list at
+// all (its stream stalled on a starved machine) says nothing of its
+// flows, pinned or not, counted or not: they stay elephants until
+// unreadBackstop rather than all going at silenceBackstop. Once the leaf
+// speaks again, a flow missing from its lists goes within a silence.
+func TestElephantsKeptWhileTheirLeafIsQuiet(t *testing.T) {
+	e := NewElephants(1024, 10, nil)
+	now, leaf := time.Unix(1000, 0), time.Unix(50, 0)
+	e.now = func() time.Time { return now }
+	a := models.FlowKey{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.1.1"), SrcPort: 49152}
+	b := models.FlowKey{Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.1.2"), SrcPort: 49153}
+	const pkt = 4000
+	perList := int(math.Floor(40e9 / 8 * 0.05 / pkt / 1024)) // 40 Gb/s each
+	list := func(keys ...models.FlowKey) []models.FlowSample {
+		var out []models.FlowSample
+		for _, k := range keys {
+			for range perList {
+				out = append(out, models.FlowSample{Port: 1, Key: k, Bytes: pkt, At: leaf, Stands: 1})
+			}
+		}
+		return out
+	}
+	detected := func(k models.FlowKey) bool {
+		return slices.ContainsFunc(e.Detected(), func(d DetectedFlow) bool { return d.Key == k })
+	}
+	for range 100 { // five seconds of both
+		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
+		e.Observe("leaf1", list(a, b))
+	}
+	if !detected(a) || !detected(b) {
+		t.Fatalf("a and b not detected: %+v", e.Detected())
+	}
+	now = now.Add(silenceBackstop + time.Second) // the leaf sends nothing
+	if !detected(a) || !detected(b) {
+		t.Errorf("%v without any list from the leaf, a or b gone: %+v; want both kept until %v", silenceBackstop+time.Second, e.Detected(), unreadBackstop)
+	}
+	// The leaf speaks again, without b: b goes within a silence.
+	for range 10 {
+		now, leaf = now.Add(50*time.Millisecond), leaf.Add(50*time.Millisecond)
+		e.Observe("leaf1", list(a))
+	}
+	if !detected(a) || detected(b) {
+		t.Errorf("after the leaf's lists came back without b: %+v; want a only", e.Detected())
+	}
+	now = now.Add(unreadBackstop + time.Second) // quiet past the backstop
+	if detected(a) {
+		t.Errorf("%v without any list from the leaf, a still detected", unreadBackstop+time.Second)
 	}
 }

@@ -32,17 +32,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Outcome, error
 	if err != nil {
 		return Outcome{}, err
 	}
+	decide := func(b *batch) (Outcome, error) { return m.decideCreate(b, req, t) }
 	if req.DryRun {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		b := &batch{m: m, ctx: ctx, touched: map[models.SwitchID]bool{}}
-		out, err := m.decideCreate(b, req, t)
-		for i := len(b.undo) - 1; i >= 0; i-- {
-			b.undo[i]()
-		}
-		return out, err
+		r := m.tryAll(ctx, []func(b *batch) (Outcome, error){decide})[0]
+		return r.out, r.err
 	}
-	return m.submit(ctx, func(b *batch) (Outcome, error) { return m.decideCreate(b, req, t) })
+	return m.submit(ctx, decide)
 }
 
 func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Outcome, error) {
@@ -53,13 +48,7 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Ou
 	if out, ok, err := m.replay(idemKey, req.BodyDigest); ok {
 		return out, err
 	}
-	now := m.cfg.Now().UTC()
-	id := store.NewID(now)
-	for m.p.all[id] != nil {
-		id = store.NewID(now)
-	}
-	e := &entry{in: models.Intent{ID: id, Tenant: req.Tenant, Created: now, Spec: req.Spec}}
-	e.in.Spec = e.in.Spec.WithDefaults()
+	e := m.p.newEntry(req.Tenant, req.Spec, m.cfg.Now().UTC())
 	out, err := m.admit(b, e, t, req.DryRun)
 	if req.DryRun {
 		return out, err
@@ -68,17 +57,34 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Ou
 	if err != nil && !(errors.As(err, &refused) && refused.Intent != nil) {
 		return Outcome{}, err
 	}
-	m.p.all[id] = e
-	b.undo = append(b.undo, func() { delete(m.p.all, id) })
-	b.put(e)
-	b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(e.in.Tenant, id)), "=", 0))
-	m.remember(b, idemKey, idemRecord{ID: id, Digest: req.BodyDigest})
+	m.p.record(b, e)
+	m.remember(b, idemKey, idemRecord{ID: e.in.ID, Digest: req.BodyDigest})
 	if err != nil {
 		refused.Intent = &e.in
 		m.noteFinished(b, e)
 		return Outcome{}, err
 	}
 	return Outcome{Intent: e.in, Fit: out.Fit}, nil
+}
+
+// newEntry is a new intent of tenant asking for spec (its defaults
+// filled in), made at now, under an ID no intent has.
+func (pl *placement) newEntry(tenant models.TenantName, spec models.IntentSpec, now time.Time) *entry {
+	id := store.NewID(now)
+	for pl.all[id] != nil {
+		id = store.NewID(now)
+	}
+	return &entry{in: models.Intent{ID: id, Tenant: tenant, Created: now, Spec: spec.WithDefaults()}}
+}
+
+// record stores a new intent e in the batch: in memory now, in etcd with
+// the commit, which fails should an intent of its key exist already.
+func (pl *placement) record(b *batch, e *entry) {
+	id := e.in.ID
+	pl.all[id] = e
+	b.undo = append(b.undo, func() { delete(pl.all, id) })
+	b.put(e)
+	b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(e.in.Tenant, id)), "=", 0))
 }
 
 // idemKeyOf is where an Idempotency-Key's record is kept:

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/store"
@@ -206,11 +204,7 @@ func (m *Manager) decideAtomic(b *batch, req BatchRequest, t models.Tenant) ([]O
 	var total float64
 	taken := map[models.FlowKey]bool{}
 	for i, spec := range req.Specs {
-		id := store.NewID(now)
-		for m.p.all[id] != nil {
-			id = store.NewID(now)
-		}
-		e := &entry{in: models.Intent{ID: id, Tenant: req.Tenant, Created: now, Spec: spec.WithDefaults()}}
+		e := m.p.newEntry(req.Tenant, spec, now)
 		flows, err := m.p.resolve(req.Tenant, spec)
 		if err == nil {
 			err = m.cfg.mayUse(t, flows)
@@ -256,13 +250,9 @@ func (m *Manager) decideAtomic(b *batch, req BatchRequest, t models.Tenant) ([]O
 		}
 		m.p.pin(b, e, paths)
 		e.in.SetState(models.StateAdmitted, fmt.Sprintf("admitted with a batch of %d; %d flows reserved", len(req.Specs), len(e.flows)), now)
-		id := e.in.ID
-		m.p.all[id] = e
-		b.undo = append(b.undo, func() { delete(m.p.all, id) })
-		b.put(e)
-		b.cmps = append(b.cmps, clientv3.Compare(clientv3.CreateRevision(intentKey(req.Tenant, id)), "=", 0))
+		m.p.record(b, e)
 		m.usage.charge(b, req.Tenant, e.in.Spec.TotalGbps(), 1)
-		m.remember(b, idemKeyOf(req.Tenant, itemKey(req.IdempotencyKey, i)), idemRecord{ID: id, Digest: req.BodyDigest})
+		m.remember(b, idemKeyOf(req.Tenant, itemKey(req.IdempotencyKey, i)), idemRecord{ID: e.in.ID, Digest: req.BodyDigest})
 		outs[i] = Outcome{Intent: e.in, Fit: pathcalc.Fit{Fits: true, Paths: paths}}
 	}
 	return outs, nil

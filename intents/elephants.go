@@ -174,7 +174,7 @@ const (
 // late in a busy controller's queue delays every flow alike and
 // silences none. When the leaf sends nothing at all, or does not stamp
 // its lists, the controller's clock says: unheard, the time since the
-// flow was last heard of (lastNews), past at least backstop. Neither
+// flow was last heard of (lastNewsLocked), past at least backstop. Neither
 // rule silences a flow a pin counter measures (measured): its samples
 // can stop for other reasons — a stream that
 // stalled, lists a busy controller or a switch's CPU path dropped, a
@@ -206,18 +206,25 @@ func (e *Elephants) silentLocked(f *sampledFlow, measured bool, unheard, backsto
 	return unheard > max(quiet, backstop)
 }
 
-// lastNews is when a flow was last heard of running, and how long
+// lastNewsLocked is when a flow was last heard of running, and how long
 // without news says it stopped: its last sample and silenceBackstop, or
 // the later of that and when its pin counter last vouched for it, and
-// unreadBackstop (see silentLocked).
-func lastNews(f *sampledFlow, vouched time.Time) (time.Time, time.Duration) {
-	if vouched.IsZero() {
-		return f.arrived, silenceBackstop
+// unreadBackstop (see silentLocked). A flow whose leaf has sent no list
+// at all since its last sample waits unreadBackstop too: the leaf's
+// stream stalled (seen on a starved machine: a leaf's every pinned flow
+// silenced together, their counters not yet read, then pinned again a
+// second later, over and over), or every flow it saw stopped. Neither is
+// news of this flow, and once the leaf speaks again its clock says
+// within a silence whether the flow still runs.
+func (e *Elephants) lastNewsLocked(f *sampledFlow, vouched time.Time) (time.Time, time.Duration) {
+	backstop := silenceBackstop
+	if !vouched.IsZero() || f.leafTime && !e.leafClock[f.leaf].After(f.last) {
+		backstop = unreadBackstop
 	}
 	if vouched.After(f.arrived) {
-		return vouched, unreadBackstop
+		return vouched, backstop
 	}
-	return f.arrived, unreadBackstop
+	return f.arrived, backstop
 }
 
 // Sampled is a flow's rate (Gb/s) as estimated from its samples alone,
@@ -262,18 +269,7 @@ func (e *Elephants) Detected() []DetectedFlow {
 				g, measured = mg, true
 			}
 		}
-		last, backstop := lastNews(f, vouched)
-		if f.leafTime && !e.leafClock[f.leaf].After(f.last) {
-			// Its leaf has sent nothing since this flow's last sample:
-			// the leaf's stream stalled (seen on a starved machine: a
-			// leaf's every pinned flow silenced together, their counters
-			// not yet read, then pinned again a second later, over and
-			// over), or every flow it saw stopped. Neither is news of
-			// this flow, and once the leaf speaks again the leaf's clock
-			// says within a silence whether it still runs; until then it
-			// waits as a flow its counter vouched for does.
-			backstop = max(backstop, unreadBackstop)
-		}
+		last, backstop := e.lastNewsLocked(f, vouched)
 		unheard := now.Sub(last)
 		if !measured && unheard > max(5*e.Tau, backstop) {
 			delete(e.flows, k)

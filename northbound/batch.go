@@ -26,7 +26,6 @@ func (a *server) createIntents(c *gin.Context) {
 	if !ok {
 		return
 	}
-	tenant, dry, key := o.tenant, o.dry, o.key
 	digested := req
 	digested.Items = make([]models.IntentSpec, len(req.Items))
 	for i, s := range req.Items {
@@ -38,13 +37,13 @@ func (a *server) createIntents(c *gin.Context) {
 		return
 	}
 	results, err := a.opts.Intents.CreateMany(c.Request.Context(), intents.BatchRequest{
-		Tenant: tenant, Specs: req.Items, Atomic: req.Atomic, IdempotencyKey: key, BodyDigest: digest, DryRun: dry,
+		Tenant: o.tenant, Specs: req.Items, Atomic: req.Atomic, IdempotencyKey: o.key, BodyDigest: digest, DryRun: o.dry,
 	})
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	out := api.IntentBatchResult{Items: make([]api.IntentBatchItem, len(results)), DryRun: dry}
+	out := api.IntentBatchResult{Items: make([]api.IntentBatchItem, len(results)), DryRun: o.dry}
 	replayed := req.Atomic
 	var rev int64
 	for i, r := range results {
@@ -67,10 +66,10 @@ func (a *server) createIntents(c *gin.Context) {
 		out.Items[i] = item
 	}
 	status := http.StatusOK
-	if req.Atomic && !dry {
+	if req.Atomic && !o.dry {
 		status = http.StatusCreated
 	}
-	if replayed && !dry {
+	if replayed && !o.dry {
 		c.Header("Idempotent-Replayed", "true")
 	}
 	if rev > 0 {

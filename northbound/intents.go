@@ -37,7 +37,6 @@ func (a *server) createIntent(c *gin.Context) {
 		return
 	}
 	req.Tenant = o.tenant
-	dry, key := o.dry, o.key
 	digested := req
 	digested.IntentSpec = canonicalSpec(req.IntentSpec)
 	digest, err := digestOf(digested)
@@ -46,13 +45,13 @@ func (a *server) createIntent(c *gin.Context) {
 		return
 	}
 	out, err := a.opts.Intents.Create(c.Request.Context(), intents.CreateRequest{
-		Tenant: req.Tenant, Spec: req.IntentSpec, IdempotencyKey: key, BodyDigest: digest, DryRun: dry,
+		Tenant: req.Tenant, Spec: req.IntentSpec, IdempotencyKey: o.key, BodyDigest: digest, DryRun: o.dry,
 	})
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	if dry {
+	if o.dry {
 		c.JSON(http.StatusOK, dryRunView(out))
 		return
 	}

@@ -148,12 +148,9 @@ func benchAdmission(b *testing.B, batch int) {
 	if n := failed.Load(); n > 0 {
 		b.Fatalf("%d of %d admissions failed", n, b.N)
 	}
-	mfs, _ := h.Registry.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() == "accelnet_intent_commit_seconds" || mf.GetName() == "accelnet_intent_commit_ops" {
-			hm := mf.GetMetric()[0].GetHistogram()
-			b.Logf("%s: %d commits, mean %.4f", mf.GetName(), hm.GetSampleCount(), hm.GetSampleSum()/float64(hm.GetSampleCount()))
-		}
+	for _, name := range []string{"accelnet_intent_commit_seconds", "accelnet_intent_commit_ops"} {
+		n, sum := histogram(b, h, name)
+		b.Logf("%s: %d commits, mean %.4f", name, n, sum/float64(max(n, 1)))
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "intents/s")
 	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50_ms")

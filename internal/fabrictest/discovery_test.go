@@ -78,7 +78,7 @@ func TestLinkDiscoveryFindsSwappedCables(t *testing.T) {
 		}
 		return true
 	})
-	if v, _ := gauge(t, h, "accelnet_links_discovered", "state", "miswired"); v != 2 {
+	if v, _ := metric(t, h, "accelnet_links_discovered", "state", "miswired"); v != 2 {
 		t.Errorf("accelnet_links_discovered{state=miswired} = %v, want 2", v)
 	}
 	deliveredAvoiding(t, h.Fabric, []models.Endpoint{ep("leaf1", 3), ep("leaf2", 4), ep("spine1", 1), ep("spine2", 2)})

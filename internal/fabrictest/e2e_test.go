@@ -347,7 +347,7 @@ func TestLinkFailureIsRoutedAround(t *testing.T) {
 	// The resync and link discovery held back for the failure go on once
 	// its rollout is over (not at the backstop, 30 s on).
 	h.Eventually(t, 20*time.Second, "background work going on again", func() bool {
-		v, ok := gauge(t, h, "accelnet_failure_handling", "", "")
+		v, ok := metric(t, h, "accelnet_failure_handling", "", "")
 		return h.Controller.Settled() && ok && v == 0
 	})
 	if err := h.Fabric.InjectFault(fabricsim.FaultSpec{Kind: fabricsim.FaultLinkUp, Target: string(failed.ID())}); err != nil {
@@ -368,7 +368,7 @@ func TestRolloutInProgressIsExported(t *testing.T) {
 	h := fabrictest.New(t, fabrictest.LeafSpine(2, 3, 2))
 	h.Eventually(t, 20*time.Second, "every switch in sync", func() bool { return h.Converged() == nil })
 	inProgress := func() float64 {
-		v, ok := gauge(t, h, "accelnet_rollout_in_progress", "", "")
+		v, ok := metric(t, h, "accelnet_rollout_in_progress", "", "")
 		if !ok {
 			t.Fatal("accelnet_rollout_in_progress is not exported")
 		}

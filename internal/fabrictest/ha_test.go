@@ -190,7 +190,7 @@ func TestForeignControllerTakesOneSwitch(t *testing.T) {
 		return strings.Contains(h.Controller.Status()["leaf1"].LastError, "another controller")
 	})
 	awaitLine(t, operator, `"type":"switch-foreign"`, `"switch":"leaf1"`)
-	if v, ok := gauge(t, h, "accelnet_switch_foreign_primary", "switch", "leaf1"); !ok || v != 1 {
+	if v, ok := metric(t, h, "accelnet_switch_foreign_primary", "switch", "leaf1"); !ok || v != 1 {
 		t.Errorf("accelnet_switch_foreign_primary{switch=leaf1} = %v (present %v), want 1", v, ok)
 	}
 	// The rest of the fabric is still ours, and so is the term.
@@ -207,7 +207,7 @@ func TestForeignControllerTakesOneSwitch(t *testing.T) {
 	// (The gauge is cleared when the reconcile that brought leaf1 back in
 	// sync returns, a moment after its status says so: both are waited on.)
 	h.Eventually(t, time.Minute, "leaf1 back in sync and no longer reported as held by another controller", func() bool {
-		_, held := gauge(t, h, "accelnet_switch_foreign_primary", "switch", "leaf1")
+		_, held := metric(t, h, "accelnet_switch_foreign_primary", "switch", "leaf1")
 		return h.Controller.Status()["leaf1"].InSync && !held
 	})
 	if term.Context().Err() != nil {
@@ -257,9 +257,9 @@ func awaitLine(t *testing.T, lines <-chan string, parts ...string) {
 	}
 }
 
-// gauge reads a gauge's value by one label from the stack's registry
-// (label "": an unlabelled gauge's).
-func gauge(t *testing.T, h *fabrictest.Harness, name, label, value string) (float64, bool) {
+// metric reads a gauge's or a counter's value by one label from the
+// stack's registry (label "": an unlabelled one's).
+func metric(t testing.TB, h *fabrictest.Harness, name, label, value string) (float64, bool) {
 	t.Helper()
 	families, err := h.Registry.Gather()
 	if err != nil {
@@ -270,12 +270,13 @@ func gauge(t *testing.T, h *fabrictest.Harness, name, label, value string) (floa
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue() // the one it has
 			if label == "" {
-				return m.GetGauge().GetValue(), true
+				return v, true
 			}
 			for _, l := range m.GetLabel() {
 				if l.GetName() == label && l.GetValue() == value {
-					return m.GetGauge().GetValue(), true
+					return v, true
 				}
 			}
 		}
@@ -285,7 +286,7 @@ func gauge(t *testing.T, h *fabrictest.Harness, name, label, value string) (floa
 
 // histogram reads an unlabelled histogram's count and sum from the
 // stack's registry (0, 0 if it has none).
-func histogram(t *testing.T, h *fabrictest.Harness, name string) (uint64, float64) {
+func histogram(t testing.TB, h *fabrictest.Harness, name string) (uint64, float64) {
 	t.Helper()
 	families, err := h.Registry.Gather()
 	if err != nil {

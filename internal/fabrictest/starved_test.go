@@ -131,15 +131,9 @@ func revokeTerm(t *testing.T, h *fabrictest.Harness) {
 // termsBegun is how many terms h's replica began as leader.
 func termsBegun(t *testing.T, h *fabrictest.Harness) float64 {
 	t.Helper()
-	mfs, err := h.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
+	v, ok := metric(t, h, "accelnet_leader_terms_total", "", "")
+	if !ok {
+		t.Fatal("no accelnet_leader_terms_total")
 	}
-	for _, mf := range mfs {
-		if mf.GetName() == "accelnet_leader_terms_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatal("no accelnet_leader_terms_total")
-	return 0
+	return v
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -163,6 +164,16 @@ func show(line, layout string) func(results) string {
 	}
 }
 
+// k48Env is the environment of a k=48 row's benchmark, whose variables
+// begin with prefix: the fabric and both processes' flags as a deployment
+// of that size sets them, between lead and the rest of extra, and the
+// memory limit last.
+func k48Env(prefix string, lead []string, extra ...string) []string {
+	return slices.Concat(lead, []string{prefix + `_TOPOLOGY=fattree:48@100`,
+		prefix + `_ARGS="--workers 64 --telemetry-interval 20s --election-ttl 10s"`, prefix + `_SIM_ARGS="-counter-interval 20s"`},
+		extra, []string{`GOMEMLIMIT=16GiB`})
+}
+
 // rows are the figures of docs/measured.md, quick ones first.
 var rows = []row{
 	{
@@ -251,7 +262,7 @@ var rows = []row{
 	{
 		ID: "scale-k48", Short: "k=48 cold start (2,880 switches)", Figure: "k=48 fat-tree (2,880 switches), two processes, `--workers 64`, 20 s telemetry: cold start; updates; updates/s; peak RSS",
 		Pkg: "./internal/proctest", Bench: "Scale$", Benchtime: "1x", Timeout: "60m",
-		Env:    []string{`ACCELNET_SCALE_TOPOLOGY=fattree:48@100`, `ACCELNET_SCALE_ARGS="--workers 64 --telemetry-interval 20s --election-ttl 10s"`, `ACCELNET_SCALE_SIM_ARGS="-counter-interval 20s"`, `GOMEMLIMIT=16GiB`},
+		Env:    k48Env("ACCELNET_SCALE", nil),
 		Show:   show("", "{cold_start_s|s}, CPU to it accelnet {cold_cpu_s|s}, fabricsim {sim_cold_cpu_s|s}; {updates|int} updates at {updates_per_s|int}/s; accelnet {accelnet_peak_rss_MiB|int} MiB, fabricsim {sim_peak_rss_MiB|int} MiB"),
 		Target: &target{Metric: "cold_start_s", Value: 15, Text: "cold start ≤ 15 s"},
 		Why:    "scaling.md#cold-start", Long: true, Headline: true,
@@ -259,7 +270,7 @@ var rows = []row{
 	{
 		ID: "scale-k48-own-cores", Short: "k=48 cold start, a core each", Figure: "the k=48 cold start above with a core of its own for each process (accelnet on CPU 0, fabricsim on CPU 1): cold start; CPU to it",
 		Pkg: "./internal/proctest", Bench: "Scale$", Benchtime: "1x", Timeout: "60m",
-		Env:    []string{`ACCELNET_SCALE_CPUS=0/1`, `ACCELNET_SCALE_TOPOLOGY=fattree:48@100`, `ACCELNET_SCALE_ARGS="--workers 64 --telemetry-interval 20s --election-ttl 10s"`, `ACCELNET_SCALE_SIM_ARGS="-counter-interval 20s"`, `ACCELNET_SCALE_WINDOW=1s`, `GOMEMLIMIT=16GiB`},
+		Env:    k48Env("ACCELNET_SCALE", []string{`ACCELNET_SCALE_CPUS=0/1`}, `ACCELNET_SCALE_WINDOW=1s`),
 		Show:   show("", "{cold_start_s|s}, CPU to it accelnet {cold_cpu_s|s}, fabricsim {sim_cold_cpu_s|s}"),
 		Target: &target{Metric: "cold_start_s", Value: 15, Text: "cold start ≤ 15 s"},
 		Why:    "scaling.md#cold-start", Long: true,
@@ -267,7 +278,7 @@ var rows = []row{
 	{
 		ID: "reaction-k48", Short: "k=48 link failure → rerouted", Figure: "k=48 fat-tree (2,880 switches), two processes, a permutation running, 20 link failures: first switch written, last switch written",
 		Pkg: "./internal/proctest", Bench: "FailureReactionProcesses$", Benchtime: "20x", Timeout: "60m",
-		Env:    []string{`ACCELNET_REACTION_WORKLOAD=permutation`, `ACCELNET_REACTION_TOPOLOGY=fattree:48@100`, `ACCELNET_REACTION_ARGS="--workers 64 --telemetry-interval 20s --election-ttl 10s"`, `ACCELNET_REACTION_SIM_ARGS="-counter-interval 20s"`, `GOMEMLIMIT=16GiB`},
+		Env:    k48Env("ACCELNET_REACTION", []string{`ACCELNET_REACTION_WORKLOAD=permutation`}),
 		Show:   show("", "first p50 {first_write_p50_ms|ms}; last p50 {p50_ms|ms}, p99 {p99_ms|ms}"),
 		Target: &target{Metric: "p99_ms", Value: 1000, Text: "last write p99 ≤ 1 s"},
 		Why:    "scaling.md#reaction", Long: true,

@@ -23,12 +23,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (Outcome, error
 	if err := req.Spec.Validate(); err != nil {
 		return Outcome{}, err
 	}
-	if err := req.Tenant.Validate(); err != nil {
-		return Outcome{}, err
-	}
-	// Looked up here, not while deciding: that holds the lock, and a
-	// tenant this replica has not cached is read from etcd.
-	t, err := m.cfg.Auth.Tenant(ctx, req.Tenant)
+	t, err := m.tenant(ctx, req.Tenant)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -65,6 +60,16 @@ func (m *Manager) decideCreate(b *batch, req CreateRequest, t models.Tenant) (Ou
 		return Outcome{}, err
 	}
 	return Outcome{Intent: e.in, Fit: out.Fit}, nil
+}
+
+// tenant is the tenant a create names, checked and looked up. It is
+// looked up before deciding, not while: deciding holds the lock, and a
+// tenant this replica has not cached is read from etcd.
+func (m *Manager) tenant(ctx context.Context, name models.TenantName) (models.Tenant, error) {
+	if err := name.Validate(); err != nil {
+		return models.Tenant{}, err
+	}
+	return m.cfg.Auth.Tenant(ctx, name)
 }
 
 // newEntry is a new intent of tenant asking for spec (its defaults

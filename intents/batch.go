@@ -69,10 +69,7 @@ func (m *Manager) CreateMany(ctx context.Context, req BatchRequest) ([]ItemResul
 	if len(req.Specs) > MaxBatch {
 		return nil, fmt.Errorf("%w: %d intents in one batch; at most %d", models.ErrInvalid, len(req.Specs), MaxBatch)
 	}
-	if err := req.Tenant.Validate(); err != nil {
-		return nil, err
-	}
-	t, err := m.cfg.Auth.Tenant(ctx, req.Tenant)
+	t, err := m.tenant(ctx, req.Tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -283,10 +280,7 @@ func (m *Manager) replayAtomic(req BatchRequest) (outs []Outcome, ok bool, err e
 // CreateMany, without its bound on the number of intents: etcd's on one
 // transaction holds), and returns the intents as committed.
 func (m *Manager) CreateBatch(ctx context.Context, tenant models.TenantName, specs []models.IntentSpec) ([]models.Intent, error) {
-	if err := tenant.Validate(); err != nil {
-		return nil, err
-	}
-	t, err := m.cfg.Auth.Tenant(ctx, tenant)
+	t, err := m.tenant(ctx, tenant)
 	if err != nil {
 		return nil, err
 	}

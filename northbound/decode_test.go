@@ -14,6 +14,7 @@ import (
 // bodyTargets are the types every request body the API reads decodes into.
 var bodyTargets = []func() any{
 	func() any { return new(api.IntentRequest) },
+	func() any { return new(api.IntentBatchRequest) },
 	func() any { return new(models.Tenant) },
 	func() any { return new(api.TokenRequest) },
 	func() any { return new(models.Drain) },

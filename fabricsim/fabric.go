@@ -38,8 +38,9 @@ type Options struct {
 	// addresses instead of the one they listen on (a container's name
 	// when listening on 0.0.0.0).
 	AdvertiseHost string
-	// CounterInterval is how often counters advance and are published over
-	// gNMI; default 500ms.
+	// CounterInterval is how often each switch's counters are published
+	// over gNMI; default 500ms. From 2 s up, the switches publish in
+	// groups spread over the interval (counterPhases), not all at once.
 	CounterInterval time.Duration
 	// TLS, if set, makes every switch serve P4Runtime and gNMI over TLS
 	// (with ClientCAs: mutual TLS, client certificates required).
@@ -281,7 +282,8 @@ func (f *Fabric) Run(ctx context.Context) error {
 		})
 	}
 	f.log.Info("fabric up", "name", f.snap.Name(), "switches", len(f.order), "hosts", len(f.snap.Hosts()))
-	ticker := time.NewTicker(f.interval)
+	phases, phase := counterPhases(f.interval, len(f.order)), 0
+	ticker := time.NewTicker(f.interval / time.Duration(phases))
 	defer ticker.Stop()
 	var samples <-chan time.Time // sampled packets go out every sampleEvery
 	if f.interval > sampleEvery {
@@ -299,7 +301,8 @@ loop:
 			runErr = err
 			break loop
 		case now := <-ticker.C:
-			f.tick(now)
+			phase = (phase + 1) % phases
+			f.tickPhase(now, phase, phases)
 		case now := <-samples:
 			f.sample(now)
 		}
@@ -397,6 +400,12 @@ func (sw *Switch) TableEntries(table string) []*p4v1.TableEntry {
 // FirstWriteSince is when the first Write at or after since changed this
 // switch's tables (zero if none did, or if more than 64 writes came since).
 func (sw *Switch) FirstWriteSince(since time.Time) time.Time {
+	if sw.lastWrite.Load() < since.UnixNano() {
+		// None since (the last is stored with the ring's newest):
+		// without the lock, as a benchmark polling 2,880 switches
+		// every 10 ms asks it mostly of switches the change left alone.
+		return time.Time{}
+	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	first := int64(0)

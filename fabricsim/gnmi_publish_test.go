@@ -382,3 +382,54 @@ func TestLeavesHeldPerPort(t *testing.T) {
 		t.Errorf("LLDP port-id: %v", n)
 	}
 }
+
+// TestCountersPublishedInPhases: with an interval of seconds, a tick
+// publishes one phase's switches (every phases-th), the next tick the
+// next phase's, so a cycle of phases publishes every switch once and
+// none twice.
+func TestCountersPublishedInPhases(t *testing.T) {
+	for _, c := range []struct {
+		interval time.Duration
+		switches int
+		want     int
+	}{{500 * time.Millisecond, 320, 1}, {time.Second, 320, 1}, {2 * time.Second, 320, 2}, {20 * time.Second, 2880, 20}, {time.Minute, 2880, 20}, {20 * time.Second, 3, 3}} {
+		if got := counterPhases(c.interval, c.switches); got != c.want {
+			t.Errorf("counterPhases(%v, %d) = %d, want %d", c.interval, c.switches, got, c.want)
+		}
+	}
+	topo, err := topology.LeafSpine(2, 5, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Options{Topology: topo, CounterInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.closeListeners()
+	stamp := func(sw *Switch) int64 {
+		sw.gnmi.mu.Lock()
+		defer sw.gnmi.mu.Unlock()
+		return sw.gnmi.counters.ts
+	}
+	const phases = 3
+	t0 := time.Unix(1000, 0)
+	f.mu.Lock()
+	f.last = t0
+	f.mu.Unlock()
+	for phase := range phases {
+		at := t0.Add(time.Duration(phase+1) * time.Second)
+		f.tickPhase(at, phase, phases)
+		for i, sw := range f.order {
+			var want int64 // not published yet
+			switch {
+			case i%phases == phase:
+				want = at.UnixNano()
+			case i%phases < phase:
+				want = t0.Add(time.Duration(i%phases+1) * time.Second).UnixNano() // its own phase's, kept
+			}
+			if got := stamp(sw); got != want {
+				t.Errorf("after phase %d: %s (index %d) stamped %v, want %v", phase, sw.name, i, time.Unix(0, got), time.Unix(0, want))
+			}
+		}
+	}
+}

@@ -478,13 +478,21 @@ func (r *rollout) stageNow() int {
 // rollout moves to the next stage with changes; it returns the switches to
 // program then (nil if the stage is not complete), or all of them once the
 // rollout is over, for the routes the new plan drops.
+//
+// A confirmation of the pruning that comes before the stages are
+// prepared is kept: after a failure the pruned switches are written
+// while the new routes are planned, and the pruning stage then waits
+// only for those not confirmed yet (see nextLocked).
 func (r *rollout) confirmed(sw models.SwitchID, stage int) []models.SwitchID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if stage != r.stage || r.stage > r.last || r.affected == nil {
+	if stage != r.stage || r.stage > r.last || r.affected == nil && !r.pruning(stage) {
 		return nil
 	}
 	r.synced[sw] = stage
+	if r.affected == nil {
+		return nil
+	}
 	for s := range r.affected[r.stage] {
 		if r.synced[s] < r.stage && r.now().Sub(r.started) < stageTimeout {
 			return nil
@@ -521,23 +529,35 @@ func (r *rollout) hasBegun() bool {
 	return !r.begun.IsZero()
 }
 
-// nextLocked advances past the current stage and any without changes.
+// nextLocked advances past the current stage and any without changes,
+// or whose every switch confirmed it already, and returns the switches
+// the stage it stops at waits for. Only the pruning has switches
+// confirmed before it begins (written while the new routes were
+// planned): at k=48 a leaf link's failure prunes 1,152 switches, and
+// reconciling them all again once planned, to confirm what they had
+// confirmed, took 0.4-0.9 s before the next stage could start.
 func (r *rollout) nextLocked() []models.SwitchID {
-	r.advanceLocked()
-	for r.stage <= r.last && len(r.affected[r.stage]) == 0 {
+	for {
 		r.advanceLocked()
-	}
-	var out []models.SwitchID
-	if r.stage > r.last { // done: what the stages left (dropped routes, unused groups)
-		for s := range r.changed {
-			out = append(out, s)
+		for r.stage <= r.last && len(r.affected[r.stage]) == 0 {
+			r.advanceLocked()
 		}
-		return out
+		var out []models.SwitchID
+		if r.stage > r.last { // done: what the stages left (dropped routes, unused groups)
+			for s := range r.changed {
+				out = append(out, s)
+			}
+			return out
+		}
+		for s := range r.affected[r.stage] {
+			if r.synced[s] < r.stage {
+				out = append(out, s)
+			}
+		}
+		if len(out) > 0 {
+			return out
+		}
 	}
-	for s := range r.affected[r.stage] {
-		out = append(out, s)
-	}
-	return out
 }
 
 func (r *rollout) advanceLocked() {

@@ -405,3 +405,61 @@ func fatTreeRoutes(tb testing.TB, k int) (*topology.Snapshot, pathcalc.Result) {
 	}
 	return snap, routes
 }
+
+// TestPruningConfirmedWhilePlanned: after a link fails, the pruned
+// switches are written (and confirm the pruning stage) while the new
+// routes are planned. Once planned, the pruning stage waits only for the
+// pruned switches that have not confirmed yet, and with none left the
+// rollout goes straight on to the new routes' first stage.
+func TestPruningConfirmedWhilePlanned(t *testing.T) {
+	topo, err := topology.LeafSpine(3, 4, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := topology.New(topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := map[models.LinkID]bool{snap.Neighbors("leaf1")[0].Link: true}
+	base, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pruned := pathcalc.PruneResult(snap, base, down)
+	next, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{DownLinks: down})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prunedSwitches []models.SwitchID
+	for sw, st := range pruned.Plan.Switches {
+		if !base.Plan.Switches[sw].Equal(st) {
+			prunedSwitches = append(prunedSwitches, sw)
+		}
+	}
+	slices.Sort(prunedSwitches)
+	if len(prunedSwitches) < 2 {
+		t.Fatalf("the failure prunes %v: too few to check", prunedSwitches)
+	}
+	for _, confirmedFirst := range []int{len(prunedSwitches), len(prunedSwitches) - 1, 0} {
+		r := newRollout(&fabricState{snap: snap}, time.Now)
+		r.base = &base.Plan
+		for _, sw := range prunedSwitches[:confirmedFirst] {
+			if got := r.confirmed(sw, 1); got != nil {
+				t.Fatalf("a confirmation before the stages are prepared moved the rollout on: %v", got)
+			}
+		}
+		r.prepare(&fabricState{snap: snap, down: down}, pruned, next, &base.Plan)
+		todo := r.begin()
+		waiting := prunedSwitches[confirmedFirst:]
+		if len(waiting) == 0 {
+			if r.stageNow() == 1 {
+				t.Fatalf("every pruned switch confirmed: the rollout still waits at the pruning, for %v", todo)
+			}
+			continue
+		}
+		slices.Sort(todo)
+		if r.stageNow() != 1 || !slices.Equal(todo, waiting) {
+			t.Fatalf("%d of %d pruned switches confirmed while planned: stage %d programs %v, want the pruning's %v", confirmedFirst, len(prunedSwitches), r.stageNow(), todo, waiting)
+		}
+	}
+}

@@ -535,7 +535,7 @@ func (r *rollout) hasBegun() bool {
 // confirmed before it begins (written while the new routes were
 // planned): at k=48 a leaf link's failure prunes 1,152 switches, and
 // reconciling them all again once planned, to confirm what they had
-// confirmed, took 0.4-0.9 s before the next stage could start.
+// confirmed, took 0.25-0.9 s before the next stage could start.
 func (r *rollout) nextLocked() []models.SwitchID {
 	for {
 		r.advanceLocked()

@@ -186,7 +186,8 @@ func (f *Fabric) setSwitchUp(sw *Switch) {
 	sw.tablesGen.Add(1)
 	f.mu.Lock()
 	for _, port := range f.snap.Ports(sw.name) {
-		f.counters[models.Endpoint{Switch: sw.name, Port: port}] = &portCounters{}
+		// Zeroed where they are: the dataplane's rates point at them.
+		*f.counters[models.Endpoint{Switch: sw.name, Port: port}] = portCounters{}
 	}
 	delete(f.pinOctets, sw.name)
 	f.mu.Unlock()

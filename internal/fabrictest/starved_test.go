@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
 	"time"
 
@@ -45,14 +46,22 @@ func init() {
 	}
 }
 
-// burn starts the test binary as a burner of kind; it is killed when
-// the test ends.
-func burn(t *testing.T, kind string) {
+// burn starts the test binary as a burner of kind, at niceness (0:
+// the test's own priority, 19: the lowest); it is killed when the test
+// ends.
+func burn(t testing.TB, kind string, niceness int) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
 	cmd.Env = append(os.Environ(), burnEnv+"="+kind)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start a %s burner: %v", kind, err)
+	}
+	if niceness != 0 {
+		if err := syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, niceness); err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			t.Fatalf("renice the %s burner to %d: %v", kind, niceness, err)
+		}
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
@@ -76,9 +85,9 @@ func TestLeadershipBesideBurners(t *testing.T) {
 	})
 	converged(t, h)
 	tok := tenant(t, h, "starved", 0, 0)
-	burn(t, "cpu")
-	burn(t, "cpu")
-	burn(t, "disk:"+etcdDir)
+	burn(t, "cpu", 0)
+	burn(t, "cpu", 0)
+	burn(t, "disk:"+etcdDir, 0)
 	terms := termsBegun(t, h)
 	// The burn lasts seven leases; intents are asked for one after
 	// another throughout.

@@ -769,7 +769,12 @@ func BenchmarkConvergence(b *testing.B) {
 				var figs []loopFigures
 				for range b.N {
 					for seed := range seeds {
-						figs = append(figs, runLoopScenario(b, topo, sc, uint64(seed+1))...)
+						for _, f := range runLoopScenario(b, topo, sc, uint64(seed+1)) {
+							if f.writes != 0 || !f.settleOK { // what the loop did, for the table's last column
+								fmt.Printf("%s %s seed %d, %s: settled %v, %d writes once settled: %s\n", fabric, sc.name, seed+1, f.phase, f.settleOK, f.writes, f.afterSettle)
+							}
+							figs = append(figs, f)
+						}
 					}
 				}
 				sum := summarize(figs)

@@ -282,28 +282,14 @@ func BenchmarkRolloutPrepare(b *testing.B) {
 // (before, each stage it was in waited out stageTimeout). A spine whose
 // links are all drained instead still carries traffic and is waited for.
 func TestRolloutDoesNotWaitForAFailedSwitch(t *testing.T) {
-	topo, err := topology.LeafSpine(3, 3, 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
 	const failed = models.SwitchID("spine1")
-	down := map[models.LinkID]bool{}
-	for _, a := range snap.Neighbors(failed) {
-		down[a.Link] = true
-	}
-	base, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pruned := pathcalc.PruneResult(snap, base, down)
-	next, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{DownLinks: down})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap, down, base, pruned, next := failurePlans(t, 3, 3, func(snap *topology.Snapshot) map[models.LinkID]bool {
+		down := map[models.LinkID]bool{}
+		for _, a := range snap.Neighbors(failed) {
+			down[a.Link] = true
+		}
+		return down
+	})
 	for _, drained := range []bool{false, true} {
 		now := time.Unix(100, 0)
 		r := newRollout(&fabricState{snap: snap}, func() time.Time { return now })
@@ -412,24 +398,9 @@ func fatTreeRoutes(tb testing.TB, k int) (*topology.Snapshot, pathcalc.Result) {
 // pruned switches that have not confirmed yet, and with none left the
 // rollout goes straight on to the new routes' first stage.
 func TestPruningConfirmedWhilePlanned(t *testing.T) {
-	topo, err := topology.LeafSpine(3, 4, 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap, err := topology.New(topo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := map[models.LinkID]bool{snap.Neighbors("leaf1")[0].Link: true}
-	base, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pruned := pathcalc.PruneResult(snap, base, down)
-	next, err := pathcalc.Compute(t.Context(), snap, pathcalc.Request{DownLinks: down})
-	if err != nil {
-		t.Fatal(err)
-	}
+	snap, down, base, pruned, next := failurePlans(t, 3, 4, func(snap *topology.Snapshot) map[models.LinkID]bool {
+		return map[models.LinkID]bool{snap.Neighbors("leaf1")[0].Link: true}
+	})
 	var prunedSwitches []models.SwitchID
 	for sw, st := range pruned.Plan.Switches {
 		if !base.Plan.Switches[sw].Equal(st) {
@@ -462,4 +433,27 @@ func TestPruningConfirmedWhilePlanned(t *testing.T) {
 			t.Fatalf("%d of %d pruned switches confirmed while planned: stage %d programs %v, want the pruning's %v", confirmedFirst, len(prunedSwitches), r.stageNow(), todo, waiting)
 		}
 	}
+}
+
+// failurePlans are a leaf-spine's routes before the links failing(snap)
+// fail (base), the same pruned around them, and the routes that avoid
+// them (next).
+func failurePlans(t *testing.T, spines, leaves int, failing func(*topology.Snapshot) map[models.LinkID]bool) (snap *topology.Snapshot, down map[models.LinkID]bool, base, pruned, next pathcalc.Result) {
+	t.Helper()
+	topo, err := topology.LeafSpine(spines, leaves, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = topology.New(topo); err != nil {
+		t.Fatal(err)
+	}
+	down = failing(snap)
+	if base, err = pathcalc.Compute(t.Context(), snap, pathcalc.Request{}); err != nil {
+		t.Fatal(err)
+	}
+	pruned = pathcalc.PruneResult(snap, base, down)
+	if next, err = pathcalc.Compute(t.Context(), snap, pathcalc.Request{DownLinks: down}); err != nil {
+		t.Fatal(err)
+	}
+	return snap, down, base, pruned, next
 }

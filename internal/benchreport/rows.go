@@ -174,6 +174,29 @@ func k48Env(prefix string, lead []string, extra ...string) []string {
 		extra, []string{`GOMEMLIMIT=16GiB`})
 }
 
+// quietRow is a k=16 row of the convergence benchmark on fabric (its
+// name in the row's ID, and what it is), every scenario over seeds,
+// idle or (busy) beside a CPU burner at the lowest priority.
+func quietRow(name, fabric, what string, seeds int, busy bool) row {
+	r := row{
+		ID: "converge-k16-" + name, Short: map[string]string{"leafspine": "leaf-spine 16×16×16", "fattree": "k=16 fat-tree"}[name] + " loop quiet once settled",
+		Pkg: "./internal/fabrictest", Bench: "Convergence/" + fabric + "$", Benchtime: "1x", Timeout: "3h",
+		Show:   show("", "ratio {worst_ratio|ratio}; to 95% {worst_p95_to95_ms|ms}; {writes_once_settled|int} writes once settled; {unsettled_phases|int} phases unsettled"),
+		Target: &target{Metric: "writes_once_settled", Value: 0, Text: "nothing written once settled", And: &target{Metric: "unsettled_phases", Value: 0}},
+		Why:    "scaling.md#quiet-once-settled", Long: true,
+	}
+	where := "idle"
+	if seeds != 10 {
+		r.Env = append(r.Env, fmt.Sprintf("ACCELNET_SEEDS=%d", seeds))
+	}
+	if busy {
+		r.ID, r.Short, where = r.ID+"-busy", r.Short+", beside a burner", "beside a CPU burner at the lowest priority (as `nice -n 19 yes`)"
+		r.Env = append(r.Env, "ACCELNET_CONVERGE_BURN=nice")
+	}
+	r.Figure = fmt.Sprintf("the placement and congestion-weight loop on %s (%s, 400 Gb/s, sampling 1 in 65,536), every scenario (cold start, detection in rounds, jobs starting and stopping, a link failing and returning, a drain, intents reloaded), %d seeds, %s: worst throughput ratio ÷ the one-shot placement's; worst p95 of first placement → 95%%; most Write RPCs once settled; phases that did not settle", fabric, what, seeds, where)
+	return r
+}
+
 // rows are the figures of docs/measured.md, quick ones first.
 var rows = []row{
 	{
@@ -322,37 +345,10 @@ var rows = []row{
 		Target: &target{Metric: "modify_updates_per_s", AtLeast: true, Value: 500000, Text: "≥ 500,000/s"},
 		Why:    "scaling.md#write-rate", Long: true,
 	},
-	{
-		ID: "converge-k16-leafspine", Short: "leaf-spine 16×16×16 loop quiet once settled", Figure: "the placement and congestion-weight loop on leafspine:16x16x16 (16 spines, 16 leaves, 16 hosts each, 400 Gb/s, sampling 1 in 65,536), every scenario (cold start, detection in rounds, jobs starting and stopping, a link failing and returning, a drain, intents reloaded), 10 seeds, idle: worst throughput ratio ÷ the one-shot placement's; worst p95 of first placement → 95%; most Write RPCs once settled; phases that did not settle",
-		Pkg: "./internal/fabrictest", Bench: "Convergence/leafspine:16x16x16$", Benchtime: "1x", Timeout: "3h",
-		Show:   show("", "ratio {worst_ratio|ratio}; to 95% {worst_p95_to95_ms|ms}; {writes_once_settled|int} writes once settled; {unsettled_phases|int} phases unsettled"),
-		Target: &target{Metric: "writes_once_settled", Value: 0, Text: "nothing written once settled", And: &target{Metric: "unsettled_phases", Value: 0}},
-		Why:    "scaling.md#quiet-once-settled", Long: true,
-	},
-	{
-		ID: "converge-k16-leafspine-busy", Short: "leaf-spine 16×16×16 loop quiet once settled, beside a burner", Figure: "the placement and congestion-weight loop on leafspine:16x16x16 (16 spines, 16 leaves, 16 hosts each, 400 Gb/s, sampling 1 in 65,536), every scenario (cold start, detection in rounds, jobs starting and stopping, a link failing and returning, a drain, intents reloaded), 10 seeds, beside a CPU burner at the lowest priority (as `nice -n 19 yes`): worst throughput ratio ÷ the one-shot placement's; worst p95 of first placement → 95%; most Write RPCs once settled; phases that did not settle",
-		Pkg: "./internal/fabrictest", Bench: "Convergence/leafspine:16x16x16$", Benchtime: "1x", Timeout: "3h",
-		Env:    []string{`ACCELNET_CONVERGE_BURN=nice`},
-		Show:   show("", "ratio {worst_ratio|ratio}; to 95% {worst_p95_to95_ms|ms}; {writes_once_settled|int} writes once settled; {unsettled_phases|int} phases unsettled"),
-		Target: &target{Metric: "writes_once_settled", Value: 0, Text: "nothing written once settled", And: &target{Metric: "unsettled_phases", Value: 0}},
-		Why:    "scaling.md#quiet-once-settled", Long: true,
-	},
-	{
-		ID: "converge-k16-fattree", Short: "k=16 fat-tree loop quiet once settled", Figure: "the placement and congestion-weight loop on fattree:16 (k=16 fat-tree, 320 switches, 400 Gb/s, sampling 1 in 65,536), every scenario (cold start, detection in rounds, jobs starting and stopping, a link failing and returning, a drain, intents reloaded), 5 seeds, idle: worst throughput ratio ÷ the one-shot placement's; worst p95 of first placement → 95%; most Write RPCs once settled; phases that did not settle",
-		Pkg: "./internal/fabrictest", Bench: "Convergence/fattree:16$", Benchtime: "1x", Timeout: "3h",
-		Env:    []string{`ACCELNET_SEEDS=5`},
-		Show:   show("", "ratio {worst_ratio|ratio}; to 95% {worst_p95_to95_ms|ms}; {writes_once_settled|int} writes once settled; {unsettled_phases|int} phases unsettled"),
-		Target: &target{Metric: "writes_once_settled", Value: 0, Text: "nothing written once settled", And: &target{Metric: "unsettled_phases", Value: 0}},
-		Why:    "scaling.md#quiet-once-settled", Long: true,
-	},
-	{
-		ID: "converge-k16-fattree-busy", Short: "k=16 fat-tree loop quiet once settled, beside a burner", Figure: "the placement and congestion-weight loop on fattree:16 (k=16 fat-tree, 320 switches, 400 Gb/s, sampling 1 in 65,536), every scenario (cold start, detection in rounds, jobs starting and stopping, a link failing and returning, a drain, intents reloaded), 5 seeds, beside a CPU burner at the lowest priority (as `nice -n 19 yes`): worst throughput ratio ÷ the one-shot placement's; worst p95 of first placement → 95%; most Write RPCs once settled; phases that did not settle",
-		Pkg: "./internal/fabrictest", Bench: "Convergence/fattree:16$", Benchtime: "1x", Timeout: "3h",
-		Env:    []string{`ACCELNET_SEEDS=5`, `ACCELNET_CONVERGE_BURN=nice`},
-		Show:   show("", "ratio {worst_ratio|ratio}; to 95% {worst_p95_to95_ms|ms}; {writes_once_settled|int} writes once settled; {unsettled_phases|int} phases unsettled"),
-		Target: &target{Metric: "writes_once_settled", Value: 0, Text: "nothing written once settled", And: &target{Metric: "unsettled_phases", Value: 0}},
-		Why:    "scaling.md#quiet-once-settled", Long: true,
-	},
+	quietRow("leafspine", "leafspine:16x16x16", "16 spines, 16 leaves, 16 hosts each", 10, false),
+	quietRow("leafspine", "leafspine:16x16x16", "16 spines, 16 leaves, 16 hosts each", 10, true),
+	quietRow("fattree", "fattree:16", "k=16 fat-tree, 320 switches", 5, false),
+	quietRow("fattree", "fattree:16", "k=16 fat-tree, 320 switches", 5, true),
 	{
 		ID: "k8s-jobs-waves", Figure: "Kubernetes ring jobs as in the quick row, 1,000 made and deleted in 20 waves of 50: one intent per job in each wave, none left after it (else the benchmark fails); last pod bound → both pods Ready",
 		Pkg: "./kube", Bench: "Jobs$", Benchtime: "1000x", Timeout: "30m",

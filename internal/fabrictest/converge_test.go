@@ -361,6 +361,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 		writes := r.fab.WriteRPCs()
 		perSwitch := r.switchWrites()
 		biases, moves, rounds, weights := r.h.Controller.Biases(), loopMoves(), in.Stats().DetectedRounds, r.h.Controller.WeightChanges()
+		detected, adapted := in.Stats().DetectedMoves, in.Stats().AdaptMoves
 		for target := in.Stats().DetectedRounds + settleRounds; in.Stats().DetectedRounds < target && time.Now().Before(backstop.Add(time.Minute)); {
 			<-poll.C
 		}
@@ -375,8 +376,9 @@ func (r *loopRun) converge(phase string) loopFigures {
 			}
 		}
 		sort.Strings(written)
-		fig.afterSettle = fmt.Sprintf("written %v; %d placement rounds, %d flows moved, %d weight changes; weight biases %v → %v; settled now %v",
-			written, in.Stats().DetectedRounds-rounds, loopMoves()-moves, r.h.Controller.WeightChanges()-weights, biases, r.h.Controller.Biases(), r.h.Controller.Settled())
+		fig.afterSettle = fmt.Sprintf("written %v; %d placement rounds, %d flows moved (%d elephants, %d intents off hot links), %d weight changes; weight biases %v → %v; settled now %v",
+			written, in.Stats().DetectedRounds-rounds, loopMoves()-moves, in.Stats().DetectedMoves-detected, in.Stats().AdaptMoves-adapted,
+			r.h.Controller.WeightChanges()-weights, biases, r.h.Controller.Biases(), r.h.Controller.Settled())
 		if loopMoves() != moves || r.h.Controller.WeightChanges() == weights || in.Stats().DetectedRounds-rounds0 > maxLoopRounds {
 			break
 		}

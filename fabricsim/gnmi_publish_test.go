@@ -17,12 +17,7 @@ import (
 // the next change of that port must still be published (a sample that did
 // not go out must not count as sent).
 func TestSampleOvertakenByLinkChange(t *testing.T) {
-	topo, _ := topology.LeafSpine(1, 2, 1, 100)
-	f, err := New(Options{Topology: topo, CounterInterval: time.Hour}) // no ticks: the test publishes
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.closeListeners()
+	f := untickedFabric(t, 1, 2, 1) // the test publishes
 	g := f.Switch("leaf1").gnmi
 	const port = 2
 	operStatus := func() string {
@@ -60,13 +55,23 @@ func TestSampleOvertakenByLinkChange(t *testing.T) {
 // per leaf whose counters never tick: the test publishes.
 func untickedLeaf(t *testing.T) *gnmiServer {
 	t.Helper()
-	topo, _ := topology.LeafSpine(2, 2, 2, 100)
+	return untickedFabric(t, 2, 2, 2).Switch("leaf1").gnmi
+}
+
+// untickedFabric is a leaf-spine fabric whose counters never tick (the
+// test advances and publishes them), its listeners closed at cleanup.
+func untickedFabric(t *testing.T, spines, leaves, hostsPerLeaf int) *Fabric {
+	t.Helper()
+	topo, err := topology.LeafSpine(spines, leaves, hostsPerLeaf, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := New(Options{Topology: topo, CounterInterval: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.closeListeners)
-	return f.Switch("leaf1").gnmi
+	return f
 }
 
 // TestSetPublishesOnlyWhatItSets: a gNMI Set of one port's MTU is in the
@@ -175,14 +180,7 @@ func TestCountersServedFromTheSample(t *testing.T) {
 // the older time, the values would be ahead of their stamp, and a
 // collector would read a spike, then a dip.
 func TestCountersStampedWhenAdvanced(t *testing.T) {
-	topo, err := topology.LeafSpine(1, 2, 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(Options{Topology: topo, CounterInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := untickedFabric(t, 1, 2, 1)
 	t0 := time.Unix(1000, 0)
 	read := t0.Add(2 * time.Second) // a pin counter read, advancing the counters
 	f.mu.Lock()
@@ -212,14 +210,9 @@ func TestCountersStampedWhenAdvanced(t *testing.T) {
 // work. The dataplane takes it once the lock is free: the link carries
 // nothing.
 func TestFailsWhileTheDataplaneIsBusy(t *testing.T) {
-	topo, _ := topology.LeafSpine(1, 2, 1, 100)
 	for _, kind := range []string{"link", "switch"} {
 		t.Run(kind, func(t *testing.T) {
-			f, err := New(Options{Topology: topo, CounterInterval: time.Hour}) // no ticks
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.closeListeners()
+			f := untickedFabric(t, 1, 2, 1)
 			l := f.snap.FabricLinks()[0]
 			fail := func() error { return f.SetLinkUp(l.ID(), false) }
 			restore := func() error { return f.SetLinkUp(l.ID(), true) }
@@ -397,15 +390,7 @@ func TestCountersPublishedInPhases(t *testing.T) {
 			t.Errorf("counterPhases(%v, %d) = %d, want %d", c.interval, c.switches, got, c.want)
 		}
 	}
-	topo, err := topology.LeafSpine(2, 5, 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := New(Options{Topology: topo, CounterInterval: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.closeListeners()
+	f := untickedFabric(t, 2, 5, 1)
 	stamp := func(sw *Switch) int64 {
 		sw.gnmi.mu.Lock()
 		defer sw.gnmi.mu.Unlock()

@@ -3,6 +3,7 @@ package controller
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -486,13 +487,16 @@ func (r *rollout) stageNow() int {
 func (r *rollout) confirmed(sw models.SwitchID, stage int) []models.SwitchID {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if stage != r.stage || r.stage > r.last || r.affected == nil && !r.pruning(stage) {
+	if stage != r.stage || r.stage > r.last {
+		return nil
+	}
+	if r.affected == nil { // not prepared yet: only the pruning is written before
+		if r.pruning(stage) {
+			r.synced[sw] = stage
+		}
 		return nil
 	}
 	r.synced[sw] = stage
-	if r.affected == nil {
-		return nil
-	}
 	for s := range r.affected[r.stage] {
 		if r.synced[s] < r.stage && r.now().Sub(r.started) < stageTimeout {
 			return nil
@@ -529,26 +533,21 @@ func (r *rollout) hasBegun() bool {
 	return !r.begun.IsZero()
 }
 
-// nextLocked advances past the current stage and any without changes,
-// or whose every switch confirmed it already, and returns the switches
-// the stage it stops at waits for. Only the pruning has switches
-// confirmed before it begins (written while the new routes were
-// planned): at k=48 a leaf link's failure prunes 1,152 switches, and
-// reconciling them all again once planned, to confirm what they had
-// confirmed, took 0.25-0.9 s before the next stage could start.
+// nextLocked advances past the current stage and any with no switch
+// left to confirm it (no change, or every switch confirmed it already),
+// and returns the switches the stage it stops at waits for. Only the
+// pruning has switches confirmed before it begins (written while the
+// new routes were planned): at k=48 a leaf link's failure prunes 1,152
+// switches, and reconciling them all again once planned, to confirm
+// what they had confirmed, took 0.25-0.9 s before the next stage could
+// start.
 func (r *rollout) nextLocked() []models.SwitchID {
 	for {
 		r.advanceLocked()
-		for r.stage <= r.last && len(r.affected[r.stage]) == 0 {
-			r.advanceLocked()
+		if r.stage > r.last { // done: what the stages left (dropped routes, unused groups)
+			return slices.Collect(maps.Keys(r.changed))
 		}
 		var out []models.SwitchID
-		if r.stage > r.last { // done: what the stages left (dropped routes, unused groups)
-			for s := range r.changed {
-				out = append(out, s)
-			}
-			return out
-		}
 		for s := range r.affected[r.stage] {
 			if r.synced[s] < r.stage {
 				out = append(out, s)

@@ -373,9 +373,10 @@ func (f *Fabric) tickPhase(now time.Time, phase, phases int) {
 		values []portCounters
 	}
 	snapshot := map[*Switch]*sample{}
-	for i, sw := range f.order {
-		if i%phases != phase || sw.down.Load() {
-			continue // another phase's, or down: a switch that is down publishes nothing
+	for i := phase; i < len(f.order); i += phases {
+		sw := f.order[i]
+		if sw.down.Load() {
+			continue // a switch that is down publishes nothing
 		}
 		ports := f.snap.Ports(sw.name)
 		smp := &sample{ports: ports, values: make([]portCounters, len(ports))}

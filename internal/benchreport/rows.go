@@ -174,19 +174,23 @@ func k48Env(prefix string, lead []string, extra ...string) []string {
 		extra, []string{`GOMEMLIMIT=16GiB`})
 }
 
-// quietRow is a k=16 row of the convergence benchmark on fabric (its
-// name in the row's ID, and what it is), every scenario over seeds,
-// idle or (busy) beside a CPU burner at the lowest priority.
-func quietRow(name, fabric, what string, seeds int, busy bool) row {
+// convergeSeeds is how many seeds BenchmarkConvergence runs unless told.
+const convergeSeeds = 10
+
+// quietRow is a k=16 row of the convergence benchmark on fabric (name in
+// the row's ID, short in the README, what it is in the figure), every
+// scenario over seeds, idle or (busy) beside a CPU burner at the lowest
+// priority.
+func quietRow(name, short, fabric, what string, seeds int, busy bool) row {
 	r := row{
-		ID: "converge-k16-" + name, Short: map[string]string{"leafspine": "leaf-spine 16×16×16", "fattree": "k=16 fat-tree"}[name] + " loop quiet once settled",
+		ID: "converge-k16-" + name, Short: short + " loop quiet once settled",
 		Pkg: "./internal/fabrictest", Bench: "Convergence/" + fabric + "$", Benchtime: "1x", Timeout: "3h",
 		Show:   show("", "ratio {worst_ratio|ratio}; to 95% {worst_p95_to95_ms|ms}; {writes_once_settled|int} writes once settled; {unsettled_phases|int} phases unsettled"),
 		Target: &target{Metric: "writes_once_settled", Value: 0, Text: "nothing written once settled", And: &target{Metric: "unsettled_phases", Value: 0}},
 		Why:    "scaling.md#quiet-once-settled", Long: true,
 	}
 	where := "idle"
-	if seeds != 10 {
+	if seeds != convergeSeeds {
 		r.Env = append(r.Env, fmt.Sprintf("ACCELNET_SEEDS=%d", seeds))
 	}
 	if busy {
@@ -345,10 +349,10 @@ var rows = []row{
 		Target: &target{Metric: "modify_updates_per_s", AtLeast: true, Value: 500000, Text: "≥ 500,000/s"},
 		Why:    "scaling.md#write-rate", Long: true,
 	},
-	quietRow("leafspine", "leafspine:16x16x16", "16 spines, 16 leaves, 16 hosts each", 10, false),
-	quietRow("leafspine", "leafspine:16x16x16", "16 spines, 16 leaves, 16 hosts each", 10, true),
-	quietRow("fattree", "fattree:16", "k=16 fat-tree, 320 switches", 5, false),
-	quietRow("fattree", "fattree:16", "k=16 fat-tree, 320 switches", 5, true),
+	quietRow("leafspine", "leaf-spine 16×16×16", "leafspine:16x16x16", "16 spines, 16 leaves, 16 hosts each", 10, false),
+	quietRow("leafspine", "leaf-spine 16×16×16", "leafspine:16x16x16", "16 spines, 16 leaves, 16 hosts each", 10, true),
+	quietRow("fattree", "k=16 fat-tree", "fattree:16", "k=16 fat-tree, 320 switches", 5, false),
+	quietRow("fattree", "k=16 fat-tree", "fattree:16", "k=16 fat-tree, 320 switches", 5, true),
 	{
 		ID: "k8s-jobs-waves", Figure: "Kubernetes ring jobs as in the quick row, 1,000 made and deleted in 20 waves of 50: one intent per job in each wave, none left after it (else the benchmark fails); last pod bound → both pods Ready",
 		Pkg: "./kube", Bench: "Jobs$", Benchtime: "1000x", Timeout: "30m",

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,14 @@ import (
 // since a cut would re-program switches and move nothing. (Pinned flows
 // are the placement's business: it moves them when that pays.)
 //
+// Pinned flows' load moves the moment the placement decides, the
+// measured load only once the switches hold the new pins and a reading
+// has passed: a direction whose pinned load changed by half
+// congestionMargin or more since the last interval starts counting its
+// hot intervals afresh. (Seen: a thousand intents moved at once, the
+// links they left read hot for a reading more with their load no
+// longer counted as pinned there, and were cut.)
+//
 // A biased direction gets weight back (congestionRecover, one step at a
 // time) only after congestionCalm intervals in which it would stay under
 // congestionHigh − congestionMargin even carrying the share the step
@@ -51,6 +60,9 @@ type congestionState struct {
 	changes atomic.Int64
 	mu      sync.Mutex
 	bias    map[models.Endpoint]*portBias
+	// pinned is the pinned load of the last interval (adjustWeights'
+	// own).
+	pinned map[models.Endpoint]float64
 }
 
 // portBias is one port's weight bias, how many intervals in a row it has
@@ -100,6 +112,8 @@ func (c *Controller) adjustWeights() {
 		out, in tierKey
 		u       float64
 		hashed  float64 // the share of capacity weights can move
+		// repinned: its pinned load changed since the last interval.
+		repinned bool
 	}
 	role := func(id models.SwitchID) models.Role {
 		sw, _ := st.snap.Switch(id)
@@ -109,6 +123,8 @@ func (c *Controller) adjustWeights() {
 	if c.cfg.PinnedLoad != nil {
 		pinned = c.cfg.PinnedLoad()
 	}
+	before := c.congestion.pinned
+	c.congestion.pinned = pinned
 	// Every fabric link's two directions, every interval (at k=48
 	// 221,184 of them): the list is sized once.
 	dirs := make([]direction, 0, 2*st.snap.NumFabricLinks())
@@ -133,8 +149,9 @@ func (c *Controller) adjustWeights() {
 				continue
 			}
 			d := direction{e: e, peer: peer, u: pl.OutBps / (l.Gbps * 1e9), hashed: (pl.OutBps/1e9 - pinned[e]) / l.Gbps,
-				out: tierKey{sw: e.Switch, role: role(peer.Switch)},
-				in:  tierKey{sw: peer.Switch, into: true, role: role(e.Switch)}}
+				repinned: math.Abs(pinned[e]-before[e]) >= congestionMargin/2*l.Gbps,
+				out:      tierKey{sw: e.Switch, role: role(peer.Switch)},
+				in:       tierKey{sw: peer.Switch, into: true, role: role(e.Switch)}}
 			add(d.out, d.u)
 			add(d.in, d.u)
 			dirs = append(dirs, d)
@@ -153,6 +170,8 @@ func (c *Controller) adjustWeights() {
 		mean, hasAlt := alternativesMean(d.u, *groups[d.out], *groups[d.in])
 		p.recovering = false
 		switch {
+		case d.repinned:
+			p.calm, p.hot = 0, 0 // its reading may predate the move
 		case d.u >= congestionHigh && hasAlt && d.u-mean >= congestionMargin && d.hashed >= congestionMargin && p.bias > congestionFloor:
 			// Hot for two intervals in a row: a placement that just moved
 			// pinned flows leaves smoothed rates behind for a moment.

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
@@ -170,5 +171,70 @@ func TestPinnedLoadTakesTheSteadierRate(t *testing.T) {
 		if got[hop] != 40+35 {
 			t.Errorf("pinned load on %s: %.0f Gb/s, want 75 (40 of the first flow, 35 of the second)", hop, got[hop])
 		}
+	}
+}
+
+// TestAdaptJudgesAMovedPortByALaterReading: a port whose pins changed
+// is judged only once its switch confirmed the change, by a sampling
+// interval that began an interval or more after that (a switch may
+// apply a change at its next sample). Its smoothed reading says 95%:
+// while the change is unconfirmed, or the last interval began too soon
+// after it, the intent on it stays (the load may be flows that left);
+// once such an interval says so too, the intent moves off it.
+func TestAdaptJudgesAMovedPortByALaterReading(t *testing.T) {
+	snap, auth, stored := storedIntents(t, 200)
+	moving := stored[7] // from its leaf's last host to the next leaf's first: across the fabric
+	hop := moving.Status.Flows[0].Path[0]
+	if hop.Switch == moving.Status.Flows[0].Path[len(moving.Status.Flows[0].Path)-1].Switch {
+		t.Fatalf("intent %s stays on its leaf: pick another", moving.ID)
+	}
+	util := func(e models.Endpoint) (float64, bool) {
+		if e == hop {
+			return 0.95, true
+		}
+		return 0.1, true
+	}
+	m := settledManager(t, snap, auth, stored, util)
+	m.obs.mu.Lock()
+	m.obs.byIntent = map[string]float64{moving.ID: 0} // measured (idle)
+	m.obs.mu.Unlock()
+	// The sampling interval read last: from since, a second long.
+	var since time.Time
+	m.cfg.RecentUtilization = func(e models.Endpoint) (float64, time.Time, time.Time, bool) {
+		u, _ := util(e)
+		return u, since, since.Add(time.Second), true
+	}
+	adapt := func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.adaptive.due = true
+		m.housekeep(m.p.scratch(), false)
+	}
+	// Another flow pinned through the port, not yet confirmed.
+	gen := m.p.pins.lock()
+	m.p.pins.set(hop.Switch, models.FlowKey{SrcPort: 7}, hop.Port)
+	m.p.pins.unlock()
+	since = time.Now().Add(time.Hour)
+	adapt()
+	if m.stats.AdaptMoves != 0 {
+		t.Fatalf("%d intents moved off %s while a change of its pins was unconfirmed", m.stats.AdaptMoves, hop)
+	}
+	m.Overlay().Synced(hop.Switch, gen)
+	confirmed, pending := m.p.pins.moved(hop)
+	if pending || confirmed.IsZero() {
+		t.Fatalf("confirmed the change of %s's pins: moved at %v, pending %v", hop, confirmed, pending)
+	}
+	for _, at := range []time.Duration{-time.Millisecond, time.Second - time.Millisecond} {
+		since = confirmed.Add(at)
+		adapt()
+		if m.stats.AdaptMoves != 0 {
+			t.Fatalf("%d intents moved off %s on a reading that began %s after its pins changed, want an interval (1s) or more", m.stats.AdaptMoves, hop, at)
+		}
+	}
+	since = confirmed.Add(time.Second)
+	adapt()
+	if m.stats.AdaptMoves != 1 || m.p.all[moving.ID].in.Status.Flows[0].Path[0] == hop {
+		t.Fatalf("%d intents moved, %s's first hop %s: want it moved off %s, measured hot after the change",
+			m.stats.AdaptMoves, moving.ID, m.p.all[moving.ID].in.Status.Flows[0].Path[0], hop)
 	}
 }

@@ -617,7 +617,7 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 		if u, ok := seen[e]; ok {
 			return u
 		}
-		u, ok := m.cfg.Utilization(e)
+		u, ok := m.portLoad(e)
 		if !ok {
 			u = 0
 		} else if c := m.p.book.Capacity(e); c > 0 {
@@ -684,6 +684,36 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 		b.undo = append(b.undo, func() { m.stats.AdaptMoves -= moves })
 		m.log.Info("intents moved off links measured hot", "intents", moves, "hot", len(hots))
 	}
+}
+
+// portLoad is the measured utilization of port e as adapt judges it.
+// A port that gained or lost a pin is judged only once its switch
+// confirmed the change, by a sampling interval that began an interval
+// or more after that (and by the lower of it and the smoothed reading):
+// until then the reading still carries the flows that left, while the
+// elephants set against it are where they are now. (Seen: elephants
+// moved off a link, and the next adapt round found the intent left
+// there at 100% and moved it too, and the elephants then moved around
+// it: a cascade a loop settled for seconds started again each time.) The
+// interval's wait is for a switch that applies what it confirmed at its
+// next sample, as fabricsim does at its next tick.
+func (m *Manager) portLoad(e models.Endpoint) (float64, bool) {
+	u, ok := m.cfg.Utilization(e)
+	if !ok || m.cfg.RecentUtilization == nil {
+		return u, ok
+	}
+	moved, pending := m.p.pins.moved(e)
+	if pending {
+		return 0, false
+	}
+	if moved.IsZero() {
+		return u, true
+	}
+	recent, from, to, ok := m.cfg.RecentUtilization(e)
+	if !ok || from.Sub(moved) < to.Sub(from) {
+		return 0, false
+	}
+	return min(u, recent), true
 }
 
 // hot is an intent adapt may move, with the hottest fabric link it

@@ -118,6 +118,11 @@ type Config struct {
 	// leaving through a port (from telemetry), and whether it is known:
 	// installed intents on hot links move to cooler paths (see adapt).
 	Utilization func(models.Endpoint) (float64, bool)
+	// RecentUtilization, if set, is the same over the last sampling
+	// interval alone, with when that interval began and ended: a port
+	// whose pins changed is judged by a reading taken after the change
+	// (the smoothed one still carries the flows that left).
+	RecentUtilization func(models.Endpoint) (u float64, from, to time.Time, ok bool)
 	// Swept, if set, says this term's first read-back of the switches
 	// is over. Until then Observe reads no intent's pin counters (at a
 	// takeover with 100,000 intents that read is as large as the

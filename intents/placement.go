@@ -85,6 +85,12 @@ type pinTable struct {
 	// switch confirmed them.
 	changes map[models.SwitchID][]pinChange
 	base    map[models.SwitchID]uint64
+	// movedAt is when each port's switch confirmed (read back) the last
+	// change that gave the port a pin or took one away; pending holds the
+	// ports of each switch with such a change not yet confirmed, at its
+	// generation. Measured load lags a confirmed change (see adapt).
+	movedAt map[models.Endpoint]time.Time
+	pending map[models.SwitchID]map[models.Endpoint]uint64
 }
 
 type pinChange struct {
@@ -94,7 +100,8 @@ type pinChange struct {
 
 func newPinTable() *pinTable {
 	return &pinTable{at: map[models.SwitchID]map[models.FlowKey]uint32{},
-		changes: map[models.SwitchID][]pinChange{}, base: map[models.SwitchID]uint64{}}
+		changes: map[models.SwitchID][]pinChange{}, base: map[models.SwitchID]uint64{},
+		movedAt: map[models.Endpoint]time.Time{}, pending: map[models.SwitchID]map[models.Endpoint]uint64{}}
 }
 
 // lock starts a change at a new generation, which it returns; unlock
@@ -137,18 +144,44 @@ func (t *pinTable) set(sw models.SwitchID, key models.FlowKey, port uint32) {
 	if t.at[sw] == nil {
 		t.at[sw] = map[models.FlowKey]uint32{}
 	}
+	if had, ok := t.at[sw][key]; ok && had != port {
+		t.changed(sw, had)
+	}
 	t.at[sw][key] = port
+	t.changed(sw, port)
 	t.changes[sw] = append(t.changes[sw], pinChange{gen: t.gen, key: key})
+}
+
+// changed notes that port of sw gained or lost a pin at this generation
+// (between lock and unlock).
+func (t *pinTable) changed(sw models.SwitchID, port uint32) {
+	if t.pending[sw] == nil {
+		t.pending[sw] = map[models.Endpoint]uint64{}
+	}
+	t.pending[sw][models.Endpoint{Switch: sw, Port: port}] = t.gen
+}
+
+// moved is when e's switch confirmed the last change of e's pins (zero:
+// none seen), or pending if one is not confirmed yet.
+func (t *pinTable) moved(e models.Endpoint) (at time.Time, pending bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if _, ok := t.pending[e.Switch][e]; ok {
+		return time.Time{}, true
+	}
+	return t.movedAt[e], false
 }
 
 // drop removes key's pin from sw if it is port (any port: port 0)
 // (between lock and unlock).
 func (t *pinTable) drop(sw models.SwitchID, key models.FlowKey, port uint32) bool {
 	pins := t.at[sw]
-	if have, ok := pins[key]; !ok || (port != 0 && have != port) {
+	have, ok := pins[key]
+	if !ok || (port != 0 && have != port) {
 		return false
 	}
 	delete(pins, key)
+	t.changed(sw, have)
 	t.changes[sw] = append(t.changes[sw], pinChange{gen: t.gen, key: key})
 	return true
 }
@@ -184,6 +217,13 @@ func (t *pinTable) delta(sw models.SwitchID, since uint64) (map[models.FlowKey]u
 func (t *pinTable) confirm(sw models.SwitchID, gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := time.Now() // the clock telemetry times readings by
+	for e, g := range t.pending[sw] {
+		if g <= gen {
+			t.movedAt[e] = now
+			delete(t.pending[sw], e)
+		}
+	}
 	if gen > t.base[sw] {
 		log := t.changes[sw]
 		i := sort.Search(len(log), func(i int) bool { return log[i].gen > gen })
@@ -210,7 +250,7 @@ func (t *pinTable) restart(keep bool) {
 func (t *pinTable) adopt(o *pinTable) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.at, t.gen = o.at, max(t.gen, o.gen)
+	t.at, t.gen, t.movedAt, t.pending = o.at, max(t.gen, o.gen), o.movedAt, o.pending
 	t.changes = map[models.SwitchID][]pinChange{}
 }
 

@@ -26,11 +26,13 @@ type PortLoad struct {
 	Stale   bool // no fresh sample lately (stream down or switch silent)
 	Updated time.Time
 	// RecentOutBps is the egress rate over the last sampling interval
-	// alone (not smoothed: what the port carried just now), and
-	// RecentSince when that interval began (local time the reading
-	// before it arrived; zero until two readings were seen).
+	// alone (not smoothed: what the port carried just now), RecentSince
+	// when that interval began (local time the reading before it
+	// arrived; zero until two readings were seen) and RecentUntil when
+	// it ended (local time its reading arrived).
 	RecentOutBps float64
 	RecentSince  time.Time
+	RecentUntil  time.Time
 }
 
 // reading is a counter's last value, as the switch timed it (a
@@ -134,7 +136,7 @@ func (t *Telemetry) Observe(s models.CounterSample) {
 		var ok bool
 		p.load.OutBps, recent, ok = t.smoothed(&p.outR, &p.out, s.OutOctets, s.Timestamp)
 		if ok {
-			p.load.RecentOutBps, p.load.RecentSince = recent, p.outAt
+			p.load.RecentOutBps, p.load.RecentSince, p.load.RecentUntil = recent, p.outAt, p.received
 		}
 		p.outAt = p.received
 	case models.HasOutDiscards:

@@ -36,6 +36,7 @@ import (
 	"github.com/accelnet/accelnet/southbound/p4"
 	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/store/embedded"
+	"github.com/accelnet/accelnet/telemetry"
 	"github.com/accelnet/accelnet/tenancy"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -418,12 +419,13 @@ func (s *Stack) newIntents(ctx context.Context, opts Config, w *wiring) (err err
 				}
 			})
 		},
-		Utilization: ctrl.utilization,
-		Swept:       ctrl.triedAll,
-		Detected:    w.detected,
-		Leadership:  s.Leadership,
-		Logger:      s.log.With("component", "intents"),
-		Registerer:  s.Registry,
+		Utilization:       ctrl.utilization,
+		RecentUtilization: ctrl.recentUtilization,
+		Swept:             ctrl.triedAll,
+		Detected:          w.detected,
+		Leadership:        s.Leadership,
+		Logger:            s.log.With("component", "intents"),
+		Registerer:        s.Registry,
 	})
 	if err != nil {
 		return err
@@ -585,19 +587,37 @@ func (l *lateController) resolve(id models.SwitchID) (models.Switch, error) {
 	return snap.Switch(id)
 }
 
-// utilization is the measured load leaving through port e, over its
-// capacity, and whether it is known.
-func (l *lateController) utilization(e models.Endpoint) (float64, bool) {
+// portLoad is port e's fresh telemetry and its capacity (Gb/s); ok is
+// false when either is unknown.
+func (l *lateController) portLoad(e models.Endpoint) (telemetry.PortLoad, float64, bool) {
 	c := l.c.Load()
 	snap := l.snapshot()
 	if c == nil || snap == nil || snap.PortGbps(e) <= 0 {
-		return 0, false
+		return telemetry.PortLoad{}, 0, false
 	}
 	pl, ok := c.PortLoad(e)
-	if !ok || pl.Stale {
+	return pl, snap.PortGbps(e), ok && !pl.Stale
+}
+
+// utilization is the measured load leaving through port e, over its
+// capacity, and whether it is known.
+func (l *lateController) utilization(e models.Endpoint) (float64, bool) {
+	pl, gbps, ok := l.portLoad(e)
+	if !ok {
 		return 0, false
 	}
-	return pl.OutBps / (snap.PortGbps(e) * 1e9), true
+	return pl.OutBps / (gbps * 1e9), true
+}
+
+// recentUtilization is the load leaving through port e over the last
+// sampling interval alone, over its capacity, and when that interval
+// began and ended.
+func (l *lateController) recentUtilization(e models.Endpoint) (float64, time.Time, time.Time, bool) {
+	pl, gbps, ok := l.portLoad(e)
+	if !ok || pl.RecentSince.IsZero() {
+		return 0, time.Time{}, time.Time{}, false
+	}
+	return pl.RecentOutBps / (gbps * 1e9), pl.RecentSince, pl.RecentUntil, true
 }
 
 // sameFabric says whether two topologies are one fabric: the same

@@ -145,6 +145,33 @@ func TestPinnedLoadIsWhatSendingIntentsSend(t *testing.T) {
 	}
 }
 
+// TestPinnedLoadCountsUnmeasuredIntentsAtTheirReservation: an intent
+// with no rate yet (Observe lists it as unmeasured) puts its reservation
+// on every port of its path; once it has a rate, that rate instead.
+func TestPinnedLoadCountsUnmeasuredIntentsAtTheirReservation(t *testing.T) {
+	snap, auth, stored := storedIntents(t, 200)
+	m := settledManager(t, snap, auth, stored, func(models.Endpoint) (float64, bool) { return 0.5, true })
+	in := stored[7] // from its leaf's last host to the next leaf's first: across the fabric
+	reserved := m.p.all[in.ID].flows[0].gbps
+	check := func(want float64) {
+		t.Helper()
+		got := m.PinnedLoad()
+		for _, hop := range in.Status.Flows[0].Path {
+			if got[hop] != want {
+				t.Errorf("pinned load on %s: %g Gb/s, want %g", hop, got[hop], want)
+			}
+		}
+	}
+	m.obs.mu.Lock()
+	m.obs.byIntent, m.obs.unmeasured = map[string]float64{}, map[string]bool{in.ID: true}
+	m.obs.mu.Unlock()
+	check(reserved)
+	m.obs.mu.Lock()
+	m.obs.byIntent = map[string]float64{in.ID: 3}
+	m.obs.mu.Unlock()
+	check(3)
+}
+
 // TestPinnedLoadTakesTheSteadierRate: a pinned elephant's share of a
 // link is the higher of its latest read's rate and its 2 s rate. The
 // latest alone is timed by this process between two reads: on a busy

@@ -87,26 +87,25 @@ func (m *Manager) PinnedLoad() map[models.Endpoint]float64 {
 }
 
 // pinnedLoadLocked is PinnedLoad, of the elephants alone unless
-// withIntents (the elephants alone at their latest reads' rates: what
-// adaptation sets against links' load); m.mu must be held.
+// withIntents (what adaptation sets against links' load); m.mu must be
+// held.
 func (pl *placement) pinnedLoad(obs *rates, withIntents bool) map[models.Endpoint]float64 {
 	obs.mu.Lock()
-	elephantRates, intentRates := obs.byFlow, obs.byIntent
+	elephantRates, intentRates, unmeasured := obs.byFlow, obs.byIntent, obs.unmeasured
 	obs.mu.Unlock()
 	out := map[models.Endpoint]float64{}
 	for key, el := range pl.elephants {
 		rate, measured := elephantRates[key]
-		// For weights, the higher of the latest read's rate and the 2 s
-		// one: set against links' load, the 2 s one alone would lag a
-		// flow that sped up, and the latest alone is one read's time
-		// apart from the last, timed by this process (a switch does not
-		// time a direct counter): on a busy machine a read answered late
-		// makes it jitter by tens of percent, and load that is the
-		// pinned flow's would look like the rest's, which weights move.
-		g := rate.latest
-		if withIntents {
-			g = max(rate.latest, rate.gbps)
-		}
+		// The higher of the latest read's rate and the 2 s one: set
+		// against links' load, the 2 s one alone would lag a flow that
+		// sped up, and the latest alone is one read's time apart from the
+		// last, timed by this process (a switch does not time a direct
+		// counter): on a busy machine a read answered late makes it
+		// jitter by tens of percent, and load that is the pinned flow's
+		// would look like the rest's, which weights move (and intents
+		// move off: seen, a 360 Gb/s elephant read at 29 left the intent
+		// beside it on a link "at 93%").
+		g := max(rate.latest, rate.gbps)
 		if !measured {
 			g = el.demand // pinned a moment ago: not read yet
 		}
@@ -133,6 +132,21 @@ func (pl *placement) pinnedLoad(obs *rates, withIntents bool) map[models.Endpoin
 		for _, f := range e.in.Status.Flows {
 			for _, hop := range f.Path {
 				out[hop] += perFlow
+			}
+		}
+	}
+	// An intent not measured yet sends, as far as anyone knows, what it
+	// reserved. (Seen: after a restart, a thousand intents moved before
+	// their first reads; their traffic looked hashed for seconds, and
+	// congestion weights cut the links they had just been moved onto.)
+	for id := range unmeasured {
+		e := pl.all[id]
+		if _, measured := intentRates[id]; measured || e == nil || !e.pinned || e.in.Spec.SampledFlows || len(e.in.Status.Flows) != len(e.flows) {
+			continue
+		}
+		for i, f := range e.in.Status.Flows {
+			for _, hop := range f.Path {
+				out[hop] += e.flows[i].gbps
 			}
 		}
 	}

@@ -390,6 +390,10 @@ type rates struct {
 	mu       sync.Mutex
 	byIntent map[string]float64
 	byFlow   map[models.FlowKey]measuredRate
+	// unmeasured are pinned intents with no rate yet (admitted or moved
+	// before they were ever measured, or read only once so far): their
+	// reservation is what they are taken to send (see pinnedLoad).
+	unmeasured map[string]bool
 }
 
 // finishedRecords are each tenant's Rejected and Failed records, oldest

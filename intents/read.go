@@ -180,6 +180,9 @@ type pinReads struct {
 	elephant  map[models.FlowKey]bool
 	bySwitch  map[models.SwitchID][]models.FlowKey
 	claimedBy map[models.FlowKey]string
+	// moving are intents pinned but not Installed (moved, their new pins
+	// not yet confirmed): not read, they keep the rate they had.
+	moving []string
 }
 
 // toRead is what to read: the Installed intents' pins (if intents is
@@ -188,7 +191,13 @@ func (pl *placement) toRead(intents bool) pinReads {
 	rd := pinReads{owner: map[models.FlowKey]string{}, elephant: map[models.FlowKey]bool{},
 		bySwitch: map[models.SwitchID][]models.FlowKey{}, claimedBy: map[models.FlowKey]string{}}
 	for id, e := range pl.all {
-		if !intents || e.in.Status.State != models.StateInstalled {
+		if !intents {
+			break
+		}
+		if e.in.Status.State != models.StateInstalled {
+			if e.pinned && e.in.Status.State == models.StateAdmitted {
+				rd.moving = append(rd.moving, id)
+			}
 			continue
 		}
 		for i, f := range e.flows { // Status.Flows[i] is flows[i]'s placement
@@ -286,6 +295,35 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 				}
 			}
 		}
+		// An intent moving keeps its rate until it is measured on its
+		// new path (two reads of its new pins): its traffic moves with
+		// it. Counted as nobody's for those reads, it looked like hashed
+		// load to the congestion weights, which cut the links it had
+		// just been moved onto, and like room freed to the elephants'
+		// placement. One with no rate to keep (never measured) is
+		// listed as unmeasured: pinnedLoad counts its reservation.
+		m.obs.mu.Lock()
+		unmeasured := m.obs.unmeasured
+		m.obs.mu.Unlock()
+		if readIntents {
+			unmeasured = map[string]bool{}
+			keep := func(id string) {
+				if _, ok := rates[id]; ok {
+					return
+				}
+				if prev, ok := prevIntents[id]; ok {
+					rates[id] = prev
+				} else {
+					unmeasured[id] = true
+				}
+			}
+			for _, id := range rd.moving {
+				keep(id)
+			}
+			for _, id := range owner {
+				keep(id)
+			}
+		}
 		// An intent not read in full keeps its last rate, or has none:
 		// a switch that did not answer is not a flow that sends nothing.
 		for id := range unread {
@@ -306,7 +344,7 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 		}
 		elephantMeter.Retain(func(k models.FlowKey) bool { return elephant[k] })
 		m.obs.mu.Lock()
-		m.obs.byIntent, m.obs.byFlow = rates, elephantRates
+		m.obs.byIntent, m.obs.byFlow, m.obs.unmeasured = rates, elephantRates, unmeasured
 		m.obs.mu.Unlock()
 	}
 }

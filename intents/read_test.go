@@ -211,3 +211,95 @@ func TestUnreadIntentHasNoRate(t *testing.T) {
 		t.Errorf("an intent whose switch never answered observed at %.1f Gb/s, want no rate", g)
 	}
 }
+
+// TestMovingIntentKeepsItsRate: an intent moved to another path is not
+// read until its new pins are confirmed, and its new counters give a
+// rate only at their second read; all along it keeps the rate it had
+// (its traffic moved with it: counted as nobody's, congestion weights
+// took it for hashed load).
+func TestMovingIntentKeepsItsRate(t *testing.T) {
+	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := models.FlowKey{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.1.1"), SrcPort: 1000}
+	clock := models.FlowKey{Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.1.2"), SrcPort: 1000}
+	installIntent(m, "moving", key, []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}})
+	installIntent(m, "other", clock, []models.Endpoint{{Switch: "leaf1", Port: 4}, {Switch: "spine2", Port: 2}})
+	r := &countingReader{asked: map[models.FlowKey]int{}}
+	observing(t, m, r, 10*time.Millisecond)
+	rate := func() (float64, bool) {
+		m.obs.mu.Lock()
+		defer m.obs.mu.Unlock()
+		g, ok := m.obs.byIntent["moving"]
+		return g, ok
+	}
+	waitUntil(t, "the intent measured", func() bool { g, ok := rate(); return ok && g > 0 })
+	m.mu.Lock()
+	e := m.p.all["moving"]
+	e.pinned = true
+	e.in.Status.State = models.StateAdmitted // moved: its new pins not yet confirmed
+	e.in.Status.Flows = []models.FlowStatus{{Path: []models.Endpoint{{Switch: "leaf2", Port: 3}, {Switch: "spine2", Port: 2}}}}
+	m.mu.Unlock()
+	reads := r.times(clock)
+	waitUntil(t, "three more reads", func() bool { return r.times(clock) >= reads+3 })
+	if g, ok := rate(); !ok || g <= 0 {
+		t.Fatalf("while moving: rate %.3f (known %v), want the one it had", g, ok)
+	}
+	m.mu.Lock()
+	e.in.Status.State = models.StateInstalled // confirmed: read on leaf2 from now on
+	m.mu.Unlock()
+	first := r.times(key)
+	waitUntil(t, "three reads on its new path", func() bool {
+		if g, ok := rate(); !ok || g <= 0 {
+			t.Fatalf("read on its new path %d times: rate %.3f (known %v), want the one it had until measured there", r.times(key)-first, g, ok)
+		}
+		return r.times(key) >= first+3
+	})
+}
+
+// TestNeverMeasuredIntentIsUnmeasured: an intent pinned but never read
+// (admitted, its pins not yet confirmed) has no rate to keep; Observe
+// lists it as unmeasured, so that its reservation stands for its load
+// (TestPinnedLoadCountsUnmeasuredIntentsAtTheirReservation), until its
+// own counters give a rate.
+func TestNeverMeasuredIntentIsUnmeasured(t *testing.T) {
+	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := models.FlowKey{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.1.1"), SrcPort: 1000}
+	clock := models.FlowKey{Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.1.2"), SrcPort: 1000}
+	installIntent(m, "new", key, []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}})
+	installIntent(m, "other", clock, []models.Endpoint{{Switch: "leaf1", Port: 4}, {Switch: "spine2", Port: 2}})
+	m.mu.Lock()
+	m.p.all["new"].pinned = true
+	m.p.all["new"].in.Status.State = models.StateAdmitted
+	m.mu.Unlock()
+	unmeasured := func() bool {
+		m.obs.mu.Lock()
+		defer m.obs.mu.Unlock()
+		return m.obs.unmeasured["new"]
+	}
+	r := &countingReader{asked: map[models.FlowKey]int{}}
+	observing(t, m, r, 10*time.Millisecond)
+	waitUntil(t, "the other intent measured", func() bool {
+		m.obs.mu.Lock()
+		defer m.obs.mu.Unlock()
+		_, ok := m.obs.byIntent["other"]
+		return ok
+	})
+	if !unmeasured() {
+		t.Fatal("an admitted intent never read is not listed as unmeasured")
+	}
+	m.mu.Lock()
+	m.p.all["new"].in.Status.State = models.StateInstalled
+	m.mu.Unlock()
+	waitUntil(t, "the intent measured on its pins", func() bool { return !unmeasured() })
+	m.obs.mu.Lock()
+	_, ok := m.obs.byIntent["new"]
+	m.obs.mu.Unlock()
+	if !ok {
+		t.Fatal("no longer listed as unmeasured, and no rate either")
+	}
+}

@@ -212,20 +212,29 @@ func TestUnreadIntentHasNoRate(t *testing.T) {
 	}
 }
 
+// intentAndClock is a manager with two installed intents of one flow
+// each: id (its flow key) and "other" (clock: its reads count the
+// rounds of Observe).
+func intentAndClock(t *testing.T, id string) (m *Manager, key, clock models.FlowKey) {
+	t.Helper()
+	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key = models.FlowKey{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.1.1"), SrcPort: 1000}
+	clock = models.FlowKey{Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.1.2"), SrcPort: 1000}
+	installIntent(m, id, key, []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}})
+	installIntent(m, "other", clock, []models.Endpoint{{Switch: "leaf1", Port: 4}, {Switch: "spine2", Port: 2}})
+	return m, key, clock
+}
+
 // TestMovingIntentKeepsItsRate: an intent moved to another path is not
 // read until its new pins are confirmed, and its new counters give a
 // rate only at their second read; all along it keeps the rate it had
 // (its traffic moved with it: counted as nobody's, congestion weights
 // took it for hashed load).
 func TestMovingIntentKeepsItsRate(t *testing.T) {
-	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := models.FlowKey{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.1.1"), SrcPort: 1000}
-	clock := models.FlowKey{Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.1.2"), SrcPort: 1000}
-	installIntent(m, "moving", key, []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}})
-	installIntent(m, "other", clock, []models.Endpoint{{Switch: "leaf1", Port: 4}, {Switch: "spine2", Port: 2}})
+	m, key, clock := intentAndClock(t, "moving")
 	r := &countingReader{asked: map[models.FlowKey]int{}}
 	observing(t, m, r, 10*time.Millisecond)
 	rate := func() (float64, bool) {
@@ -264,14 +273,7 @@ func TestMovingIntentKeepsItsRate(t *testing.T) {
 // (TestPinnedLoadCountsUnmeasuredIntentsAtTheirReservation), until its
 // own counters give a rate.
 func TestNeverMeasuredIntentIsUnmeasured(t *testing.T) {
-	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := models.FlowKey{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.1.1"), SrcPort: 1000}
-	clock := models.FlowKey{Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.1.2"), SrcPort: 1000}
-	installIntent(m, "new", key, []models.Endpoint{{Switch: "leaf1", Port: 3}, {Switch: "spine1", Port: 2}})
-	installIntent(m, "other", clock, []models.Endpoint{{Switch: "leaf1", Port: 4}, {Switch: "spine2", Port: 2}})
+	m, _, _ := intentAndClock(t, "new")
 	m.mu.Lock()
 	m.p.all["new"].pinned = true
 	m.p.all["new"].in.Status.State = models.StateAdmitted

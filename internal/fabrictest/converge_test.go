@@ -280,9 +280,10 @@ func (r *loopRun) converge(phase string) loopFigures {
 	start := time.Now()
 	fig := loopFigures{phase: phase, oneShot: r.oneShot(), to95: -1, from95: -1}
 	in := r.h.Intents
-	// Moves are the detected elephants' and the intents' moved off links
-	// measured hot: both are the loop acting.
-	loopMoves := func() int { return in.Stats().DetectedMoves + in.Stats().AdaptMoves }
+	// Moves are the detected elephants', the intents' moved off links
+	// measured hot and those moved to make room for the elephants: all
+	// are the loop acting.
+	loopMoves := func() int { return in.Stats().DetectedMoves + in.Stats().AdaptMoves + in.Stats().JointMoves }
 	rounds0 := in.Stats().DetectedRounds
 	// The congestion weights are a loop of their own, slower than
 	// placement (a cut needs two hot intervals, a step back three calm
@@ -361,7 +362,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 		writes := r.fab.WriteRPCs()
 		perSwitch := r.switchWrites()
 		biases, moves, rounds, weights := r.h.Controller.Biases(), loopMoves(), in.Stats().DetectedRounds, r.h.Controller.WeightChanges()
-		detected, adapted := in.Stats().DetectedMoves, in.Stats().AdaptMoves
+		detected, adapted, joint := in.Stats().DetectedMoves, in.Stats().AdaptMoves, in.Stats().JointMoves
 		for target := in.Stats().DetectedRounds + settleRounds; in.Stats().DetectedRounds < target && time.Now().Before(backstop.Add(time.Minute)); {
 			<-poll.C
 		}
@@ -376,8 +377,8 @@ func (r *loopRun) converge(phase string) loopFigures {
 			}
 		}
 		sort.Strings(written)
-		fig.afterSettle = fmt.Sprintf("written %v; %d placement rounds, %d flows moved (%d elephants, %d intents off hot links), %d weight changes; weight biases %v → %v; settled now %v",
-			written, in.Stats().DetectedRounds-rounds, loopMoves()-moves, in.Stats().DetectedMoves-detected, in.Stats().AdaptMoves-adapted,
+		fig.afterSettle = fmt.Sprintf("written %v; %d placement rounds, %d flows moved (%d elephants, %d intents off hot links, %d intents to make room for elephants), %d weight changes; weight biases %v → %v; settled now %v",
+			written, in.Stats().DetectedRounds-rounds, loopMoves()-moves, in.Stats().DetectedMoves-detected, in.Stats().AdaptMoves-adapted, in.Stats().JointMoves-joint,
 			r.h.Controller.WeightChanges()-weights, biases, r.h.Controller.Biases(), r.h.Controller.Settled())
 		if loopMoves() != moves || r.h.Controller.WeightChanges() == weights || in.Stats().DetectedRounds-rounds0 > maxLoopRounds {
 			break

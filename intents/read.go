@@ -190,10 +190,11 @@ type pinReads struct {
 func (pl *placement) toRead(intents bool) pinReads {
 	rd := pinReads{owner: map[models.FlowKey]string{}, elephant: map[models.FlowKey]bool{},
 		bySwitch: map[models.SwitchID][]models.FlowKey{}, claimedBy: map[models.FlowKey]string{}}
-	for id, e := range pl.all {
-		if !intents {
-			break
-		}
+	all := pl.all
+	if !intents {
+		all = nil // not this time: not one of them is looked at
+	}
+	for id, e := range all {
 		if e.in.Status.State != models.StateInstalled {
 			if e.pinned && e.in.Status.State == models.StateAdmitted {
 				rd.moving = append(rd.moving, id)
@@ -261,7 +262,7 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 		owner, elephant, bySwitch, claimedBy := rd.owner, rd.elephant, rd.bySwitch, rd.claimedBy
 		m.mu.RUnlock()
 		m.obs.mu.Lock()
-		prevIntents, prevElephants := m.obs.byIntent, m.obs.byFlow
+		prevIntents, prevElephants, unmeasured := m.obs.byIntent, m.obs.byFlow, m.obs.unmeasured
 		m.obs.mu.Unlock()
 		rates := map[string]float64{}
 		if !readIntents {
@@ -302,9 +303,6 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 		// just been moved onto, and like room freed to the elephants'
 		// placement. One with no rate to keep (never measured) is
 		// listed as unmeasured: pinnedLoad counts its reservation.
-		m.obs.mu.Lock()
-		unmeasured := m.obs.unmeasured
-		m.obs.mu.Unlock()
 		if readIntents {
 			unmeasured = map[string]bool{}
 			keep := func(id string) {

@@ -90,7 +90,7 @@ type pinTable struct {
 	// ports of each switch with such a change not yet confirmed, at its
 	// generation. Measured load lags a confirmed change (see adapt).
 	movedAt map[models.Endpoint]time.Time
-	pending map[models.SwitchID]map[models.Endpoint]uint64
+	pending map[models.SwitchID]map[uint32]uint64
 }
 
 type pinChange struct {
@@ -101,7 +101,7 @@ type pinChange struct {
 func newPinTable() *pinTable {
 	return &pinTable{at: map[models.SwitchID]map[models.FlowKey]uint32{},
 		changes: map[models.SwitchID][]pinChange{}, base: map[models.SwitchID]uint64{},
-		movedAt: map[models.Endpoint]time.Time{}, pending: map[models.SwitchID]map[models.Endpoint]uint64{}}
+		movedAt: map[models.Endpoint]time.Time{}, pending: map[models.SwitchID]map[uint32]uint64{}}
 }
 
 // lock starts a change at a new generation, which it returns; unlock
@@ -141,24 +141,29 @@ func (t *pinTable) forgetChanges() {
 
 // set pins key to port on sw (between lock and unlock).
 func (t *pinTable) set(sw models.SwitchID, key models.FlowKey, port uint32) {
-	if t.at[sw] == nil {
-		t.at[sw] = map[models.FlowKey]uint32{}
+	pins := t.at[sw]
+	if pins == nil {
+		pins = map[models.FlowKey]uint32{}
+		t.at[sw] = pins
 	}
-	if had, ok := t.at[sw][key]; ok && had != port {
-		t.changed(sw, had)
+	changed := t.changedOn(sw)
+	if had, ok := pins[key]; ok && had != port {
+		changed[had] = t.gen
 	}
-	t.at[sw][key] = port
-	t.changed(sw, port)
+	pins[key] = port
+	changed[port] = t.gen
 	t.changes[sw] = append(t.changes[sw], pinChange{gen: t.gen, key: key})
 }
 
-// changed notes that port of sw gained or lost a pin at this generation
-// (between lock and unlock).
-func (t *pinTable) changed(sw models.SwitchID, port uint32) {
-	if t.pending[sw] == nil {
-		t.pending[sw] = map[models.Endpoint]uint64{}
+// changedOn is sw's ports with a change of pins not yet confirmed, each
+// at its generation (between lock and unlock: the caller adds to it).
+func (t *pinTable) changedOn(sw models.SwitchID) map[uint32]uint64 {
+	ports := t.pending[sw]
+	if ports == nil {
+		ports = map[uint32]uint64{}
+		t.pending[sw] = ports
 	}
-	t.pending[sw][models.Endpoint{Switch: sw, Port: port}] = t.gen
+	return ports
 }
 
 // moved is when e's switch confirmed the last change of e's pins (zero:
@@ -166,7 +171,7 @@ func (t *pinTable) changed(sw models.SwitchID, port uint32) {
 func (t *pinTable) moved(e models.Endpoint) (at time.Time, pending bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	if _, ok := t.pending[e.Switch][e]; ok {
+	if _, ok := t.pending[e.Switch][e.Port]; ok {
 		return time.Time{}, true
 	}
 	return t.movedAt[e], false
@@ -181,7 +186,7 @@ func (t *pinTable) drop(sw models.SwitchID, key models.FlowKey, port uint32) boo
 		return false
 	}
 	delete(pins, key)
-	t.changed(sw, have)
+	t.changedOn(sw)[have] = t.gen
 	t.changes[sw] = append(t.changes[sw], pinChange{gen: t.gen, key: key})
 	return true
 }
@@ -218,10 +223,10 @@ func (t *pinTable) confirm(sw models.SwitchID, gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now() // the clock telemetry times readings by
-	for e, g := range t.pending[sw] {
+	for port, g := range t.pending[sw] {
 		if g <= gen {
-			t.movedAt[e] = now
-			delete(t.pending[sw], e)
+			t.movedAt[models.Endpoint{Switch: sw, Port: port}] = now
+			delete(t.pending[sw], port)
 		}
 	}
 	if gen > t.base[sw] {

@@ -211,6 +211,8 @@ func (m *Manager) placeDetected(b *batch) {
 		if moved, joint := m.placeJoint(ctx, b, demands, placed.Throughput); moved {
 			paths, placed.Throughput = joint, m.p.book.Throughput(demands, joint)
 		}
+	} else {
+		m.jointWaitFrom = 0
 	}
 	m.stats.DetectedQuality = placed
 	moves = m.p.pinPlaced(b, els, paths, held, moves)
@@ -297,10 +299,21 @@ func (pl *placement) pinClaims(b *batch, claims []claim, held map[models.SwitchI
 // last jointHoldRounds rounds; past maxJointFlows movable flows the joint
 // placement is not tried (its cost grows with the intents, not with the
 // elephants).
+//
+// Nor is it tried while an intent it could move has not been measured
+// yet (admitted, or reloaded by a new term, a moment ago), for up to
+// maxJointWait rounds: what an intent sends beyond its reservation is
+// load the elephants are placed around, and a placement made before it
+// is known is made again once it is (seen: on a leaf-spine beside a CPU
+// burner, after a restart, 234 reloaded intents moved to make room for
+// the elephants three rounds after the loop had settled, when their
+// first reads came in). Past the bound (a switch that cannot be read
+// leaves its intents unmeasured) the intents count at their reservations.
 const (
 	jointMargin     = 0.01
 	jointHoldRounds = 10
 	maxJointFlows   = 4096
+	maxJointWait    = 10
 )
 
 // placeJoint tries the joint re-placement and, if it pays, moves the
@@ -311,6 +324,7 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 	m.obs.mu.Unlock()
 	var movable []pathcalc.Reserved
 	var owners []*entry
+	unmeasured := 0
 	ids := slices.Sorted(maps.Keys(m.p.all))
 	for _, id := range ids {
 		e := m.p.all[id]
@@ -324,7 +338,11 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 		if m.adaptive.movedLately(id, m.stats.DetectedRounds) {
 			continue
 		}
-		perFlow := observed[id] / float64(len(e.flows))
+		rate, measured := observed[id]
+		if !measured {
+			unmeasured++
+		}
+		perFlow := rate / float64(len(e.flows))
 		for i, f := range e.flows {
 			movable = append(movable, pathcalc.Reserved{Demand: pathcalc.Demand{Src: f.src, Dst: f.dst, Gbps: f.gbps}, Path: e.in.Status.Flows[i].Path,
 				Excess: max(perFlow-f.gbps, 0)})
@@ -335,6 +353,11 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 		}
 	}
 	if len(movable) == 0 {
+		return false, nil
+	}
+	if unmeasured == 0 {
+		m.jointWaitFrom = 0
+	} else if m.holdJoint(b, unmeasured) {
 		return false, nil
 	}
 	joint, ok, err := m.p.book.PlaceJoint(ctx, movable, demands)
@@ -370,6 +393,23 @@ func (m *Manager) placeJoint(ctx context.Context, b *batch, demands []pathcalc.D
 			"predicted_throughput_before", fmt.Sprintf("%.3f", current), "after", fmt.Sprintf("%.3f", joint.Throughput))
 	}
 	return true, joint.Paths
+}
+
+// holdJoint says whether the joint placement waits this round for the
+// unmeasured intents it could move (see maxJointWait), and counts the
+// round in Stats.JointWaits if so.
+func (m *Manager) holdJoint(b *batch, unmeasured int) bool {
+	round := m.stats.DetectedRounds
+	if m.jointWaitFrom == 0 {
+		m.jointWaitFrom = round
+		m.log.Info("joint placement waits for intents to be measured", "unmeasured", unmeasured, "rounds_at_most", maxJointWait)
+	}
+	if round-m.jointWaitFrom >= maxJointWait {
+		return false
+	}
+	m.stats.JointWaits++
+	b.undo = append(b.undo, func() { m.stats.JointWaits-- })
+	return true
 }
 
 // intentExcessLocked is what installed intents' flows measurably send

@@ -303,6 +303,10 @@ type Manager struct {
 	loaded  bool
 	// adaptive is the state of adaptation (adapt) and of its hold-down.
 	adaptive adaptState
+	// jointWaitFrom is the placement round from which the joint
+	// placement has waited for intents to be measured (0: not waiting;
+	// see placeJoint).
+	jointWaitFrom int
 	// needReload is set when a commit failed without saying whether it
 	// happened: memory is rebuilt from etcd before the next decision.
 	needReload bool
@@ -369,10 +373,12 @@ type Stats struct {
 	DetectedQuality pathcalc.Placed
 	// AdaptRounds counts adapt rounds; AdaptMoves intents moved off links
 	// measured hot; JointMoves intents moved to make room for detected
-	// elephants.
+	// elephants; JointWaits the placement rounds in which that move was
+	// held until the intents it would move are measured.
 	AdaptRounds int
 	AdaptMoves  int
 	JointMoves  int
+	JointWaits  int
 }
 
 // Stats returns what the loop did so far.

@@ -301,7 +301,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 	// placement rounds keep ticking; the backstop still bounds them.
 	excused := 0
 	settle := func() bool {
-		lastRound, lastMoves, lastWeights, quiet := in.Stats().DetectedRounds, loopMoves(), r.h.Controller.WeightChanges(), 0
+		lastRound, lastMoves, lastWeights, lastWaits, quiet := in.Stats().DetectedRounds, loopMoves(), r.h.Controller.WeightChanges(), in.Stats().JointWaits, 0
 		for quiet < settleRounds || !r.h.Controller.Settled() {
 			if time.Now().After(backstop) || in.Stats().DetectedRounds-rounds0-excused > maxLoopRounds {
 				break
@@ -323,7 +323,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 				lastRound, quiet = round, 0
 				continue
 			}
-			weights := r.h.Controller.WeightChanges()
+			weights, waits := r.h.Controller.WeightChanges(), in.Stats().JointWaits
 			switch {
 			case moves != lastMoves:
 				fig.rounds++
@@ -332,7 +332,9 @@ func (r *loopRun) converge(phase string) loopFigures {
 				if firstPlaced.IsZero() {
 					firstPlaced = time.Now()
 				}
-			case weights != lastWeights:
+			case weights != lastWeights, waits != lastWaits:
+				// A round whose joint placement waited for intents to be
+				// measured has not decided yet: it is not quiet either.
 				quiet = 0
 			default:
 				quiet++
@@ -340,7 +342,7 @@ func (r *loopRun) converge(phase string) loopFigures {
 					excused += int(round - lastRound)
 				}
 			}
-			lastRound, lastMoves, lastWeights = round, moves, weights
+			lastRound, lastMoves, lastWeights, lastWaits = round, moves, weights, waits
 		}
 		fig.settleOK = quiet >= settleRounds && r.h.Controller.Settled()
 		if !fig.settleOK {

@@ -417,6 +417,8 @@ type PortReport struct {
 	OutDiscardOctets uint64             `json:"out_discard_octets"`
 	DropsByReason    map[string]uint64  `json:"drops_by_reason,omitempty"`
 	RateBps          map[string]float64 `json:"rate_bps"`
+	// QueueBytes is the egress queue's depth (the model in queues.go).
+	QueueBytes float64 `json:"queue_bytes"`
 }
 
 // SwitchReport is one switch as the control API shows it.
@@ -448,7 +450,8 @@ func (f *Fabric) SwitchReports() []SwitchReport {
 			e := models.Endpoint{Switch: out[i].Name, Port: port}
 			c := f.counters[e]
 			pr := PortReport{Port: port, OperUp: f.operUpLocked(e), InOctets: uint64(c.inOctets), OutOctets: uint64(c.outOctets),
-				ECNMarkedOctets: uint64(c.ecnOctets), InDiscardOctets: uint64(c.inDiscardOctets), OutDiscardOctets: uint64(c.outDiscardOctets)}
+				ECNMarkedOctets: uint64(c.ecnOctets), InDiscardOctets: uint64(c.inDiscardOctets), OutDiscardOctets: uint64(c.outDiscardOctets),
+				QueueBytes: c.queueBytes}
 			if len(c.drops) > 0 {
 				pr.DropsByReason = map[string]uint64{}
 				for k, v := range c.drops {

@@ -91,6 +91,10 @@ type portCounters struct {
 	// no-route and TTL, egress for link down.
 	inDiscardOctets, outDiscardOctets float64
 	drops                             map[string]float64
+	// queueBytes is the egress queue's depth now (gauge, see
+	// queueBytes), queueMaxBytes the highest since the port's counters
+	// were last published.
+	queueBytes, queueMaxBytes float64
 }
 
 type portRates struct {
@@ -226,6 +230,7 @@ func (f *Fabric) recomputeLocked() {
 		clear(f.pinRate[sw])
 	}
 	offered := map[models.Endpoint]float64{}
+	flowsAt := map[models.Endpoint]int{} // delivered flows leaving by each port
 	for _, fl := range all {
 		offeredBps := f.offeredGbps(fl.Spec) * 1e9
 		if !fl.Delivered {
@@ -253,6 +258,7 @@ func (f *Fabric) recomputeLocked() {
 			out := models.Endpoint{Switch: h.Switch, Port: h.OutPort}
 			f.rate(out).outBps += bps
 			offered[out] += offeredBps
+			flowsAt[out]++
 			if h.Pinned {
 				if f.pinRate[h.Switch] == nil {
 					f.pinRate[h.Switch] = map[models.FlowKey]float64{}
@@ -271,6 +277,7 @@ func (f *Fabric) recomputeLocked() {
 			r.ecnBps = r.outBps * (o - capacity) / o
 		}
 	}
+	f.setQueuesLocked(offered, flowsAt)
 	f.stats.recomputes++
 	f.stats.lastRecompute = time.Since(start)
 	f.stats.lastRetraced = retraced
@@ -387,7 +394,9 @@ func (f *Fabric) tickPhase(now time.Time, phase, phases int) {
 				p.peer = peer
 			}
 			smp.pubs = append(smp.pubs, p)
-			smp.values[i] = *f.counters[e]
+			c := f.counters[e]
+			smp.values[i] = *c
+			c.queueMaxBytes = c.queueBytes // the highest since this publication
 		}
 		snapshot[sw] = smp
 	}

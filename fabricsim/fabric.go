@@ -121,6 +121,7 @@ type Fabric struct {
 	fibs      map[models.SwitchID]*fib            // compiled tables
 	counters  map[models.Endpoint]*portCounters
 	portRate  map[models.Endpoint]*portRates
+	queued    map[models.Endpoint]*portCounters              // ports whose egress queue is not empty
 	pinRate   map[models.SwitchID]map[models.FlowKey]float64 // bits/s through each flow-pin entry
 	pinOctets map[models.SwitchID]map[models.FlowKey]float64
 	// sampled is each switch's flow_sample ports at a tablesGen (see
@@ -198,6 +199,7 @@ func New(opts Options) (*Fabric, error) {
 		fibs:      map[models.SwitchID]*fib{},
 		counters:  map[models.Endpoint]*portCounters{},
 		portRate:  map[models.Endpoint]*portRates{},
+		queued:    map[models.Endpoint]*portCounters{},
 		pinRate:   map[models.SwitchID]map[models.FlowKey]float64{},
 		pinOctets: map[models.SwitchID]map[models.FlowKey]float64{},
 		sampled:   map[*Switch]sampledPorts{},

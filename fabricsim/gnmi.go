@@ -230,6 +230,10 @@ var publishedLeaves = [...]publishedLeaf{
 	{path: []string{"config", "description"}, state: func(_ *gnmipb.TypedValue, _ bool, c ifConfig) *gnmipb.TypedValue { return descVal(c.Description) }},
 	{path: []string{"ecn-marked-octets"}, qos: true, counter: func(c portCounters) uint64 { return uint64(c.ecnOctets) }},
 	{path: []string{"ecn-marked-pkts"}, qos: true, counter: func(c portCounters) uint64 { return uint64(c.ecnOctets / packetBytes) }},
+	// The queue's depth, bytes: now, and the highest since the last
+	// sample (a watermark, as switches export their buffers' use).
+	{path: []string{"avg-queue-len"}, qos: true, counter: func(c portCounters) uint64 { return uint64(c.queueBytes) }},
+	{path: []string{"max-queue-len"}, qos: true, counter: func(c portCounters) uint64 { return uint64(c.queueMaxBytes) }},
 }
 
 // publishedLeaf is a leaf served for every interface: its path below the

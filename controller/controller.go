@@ -219,8 +219,11 @@ type Config struct {
 	// of the switches its predecessor left marked, if not every switch's
 	// tables are in sync by then (awaitTablesFirst); default 10s.
 	TablesFirstMax time.Duration
-	Logger         *slog.Logger
-	Registerer     prometheus.Registerer
+	// Latency is the fixed cost of a hop the latency figures assume
+	// besides its queue (see latency.go); zero fields take defaults.
+	Latency    telemetry.LatencyModel
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // Defaults of Config (the command line shows the same).
@@ -293,6 +296,8 @@ type Controller struct {
 	slots *inflight
 	tele  *telemetry.Telemetry
 	subs  *telemetry.Streams
+	// latency caches the paths latency is assembled over (latency.go).
+	latency latencyState
 	// plans computes routes and runs background work under Run's context.
 	plans *planner
 
@@ -348,6 +353,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Foreign = nil // as are these
 	}
 	tele := telemetry.NewTelemetry(5 * cfg.TelemetryInterval)
+	tele.Step = cfg.TelemetryInterval
 	c := &Controller{
 		cfg:       cfg,
 		log:       cfg.Logger,
@@ -359,7 +365,10 @@ func New(cfg Config) (*Controller, error) {
 		operDown:  map[models.Endpoint]bool{},
 		termBegan: make(chan struct{}, 1),
 	}
-	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, c.observeOperStatus, cfg.Logger)
+	c.subs = telemetry.NewStreams(cfg.Counters, tele, cfg.TelemetryInterval, func(s models.CounterSample) {
+		c.observeOperStatus(s)
+		c.observeQueue(s)
+	}, cfg.Logger)
 	c.queues = &workQueues{fabric: c.current, configured: cfg.Config != nil, sampled: cfg.Can.Sampler != nil && cfg.SampleOneIn > 0}
 	c.queues.tables = newReconciler("switch", c.Reconcile, true)
 	c.queues.config = newReconciler("config", c.ReconcileConfig, false)

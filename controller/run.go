@@ -28,6 +28,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 	}
 	wg.Go(func() { c.housekeeping(ctx) })
+	wg.Go(func() { c.keepLatency(ctx) })
 	if c.cfg.DiscoveryInterval > 0 && c.cfg.Packets != nil {
 		wg.Go(func() { c.disc.discover(ctx) })
 	}

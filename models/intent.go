@@ -525,12 +525,26 @@ type IntentStatus struct {
 	// ObservedGbps is what the flows carry now, from the direct counters
 	// of their first-hop flow-pin entries (telemetry: not stored).
 	ObservedGbps float64 `json:"observed_gbps"`
+	// Latency is the flows' path latency (telemetry: not stored; shown
+	// with one intent, not in lists).
+	Latency *PathLatency `json:"latency,omitempty"`
 	// QPHint, when set, says that more QPs per connection (source ports)
 	// would lower the max reserved utilization, and how many: told at
 	// admission when its links are tight, and with a refusal.
 	QPHint  *QPHint       `json:"qp_hint,omitempty"`
 	Events  []IntentEvent `json:"events,omitempty"`
 	Updated time.Time     `json:"updated,omitzero"`
+}
+
+// PathLatency is a one-way latency over paths, microseconds: now (the
+// mean over the paths), and the median and 99th percentile over the
+// paths and a window of sampling intervals. Source says what it is
+// assembled from (see api.LatencySource).
+type PathLatency struct {
+	Source string  `json:"source"`
+	NowUs  float64 `json:"now_us"`
+	P50Us  float64 `json:"p50_us"`
+	P99Us  float64 `json:"p99_us"`
 }
 
 // QPHint says how many queue pairs (UDP source ports) per connection a

@@ -21,8 +21,12 @@ type CounterSample struct {
 	// OpenConfig QoS /qos/interfaces/interface/output/queues/queue/state/
 	// ecn-marked-octets, as SONiC serves it.
 	ECNOctets uint64
-	Queue     string
-	Has       SampleFields
+	// QueueBytes is the queue's depth now, QueueMaxBytes the highest
+	// since the last sample, bytes (OpenConfig QoS avg-queue-len and
+	// max-queue-len).
+	QueueBytes, QueueMaxBytes uint64
+	Queue                     string
+	Has                       SampleFields
 }
 
 // SampleFields says which fields of a CounterSample an update carried.
@@ -34,6 +38,8 @@ const (
 	HasOutDiscards
 	HasOperStatus
 	HasECNOctets
+	HasQueueLen
+	HasQueueMax
 )
 
 // FlowSample is one packet a switch sampled and reported in a

@@ -37,6 +37,11 @@ type Fabric interface {
 	Drained() ([]models.SwitchID, map[models.LinkID]bool)
 	Dampened() []models.LinkID
 	LinkDiscovery() (map[models.LinkID]api.LinkDiscovery, []string)
+	// Latency between leaves or hosts, and of flows' paths (see
+	// controller/latency.go).
+	PairLatency(src, dst string, window time.Duration) (api.PairLatency, error)
+	LatencyMatrix() (api.LatencyMatrix, error)
+	FlowsLatency(paths [][]models.Endpoint, window time.Duration) (models.PathLatency, bool)
 }
 
 // EntryReader reads back what a switch has programmed.
@@ -122,6 +127,7 @@ func (a *server) routesV1(v1 *gin.RouterGroup) {
 	v1.GET("/topology", a.topology)
 	v1.GET("/stream", a.stream)
 	v1.GET("/history", a.getHistory)
+	v1.GET("/latency", a.latency)
 	v1.GET("/openapi.json", serveOpenAPI)
 	// A follower authenticates before it forwards to the leader, so the
 	// limits per token and per client address apply where the client is.

@@ -119,6 +119,17 @@ func (a *server) getIntent(c *gin.Context) {
 		return
 	}
 	setETag(c, in.Revision)
+	if a.opts.Fabric != nil {
+		var paths [][]models.Endpoint
+		for _, f := range in.Status.Flows {
+			if len(f.Path) > 0 {
+				paths = append(paths, f.Path)
+			}
+		}
+		if l, ok := a.opts.Fabric.FlowsLatency(paths, 0); ok {
+			in.Status.Latency = &l
+		}
+	}
 	c.JSON(http.StatusOK, in)
 }
 

@@ -22,13 +22,14 @@ import (
 //
 // Targets differ in what they serve, so the request is negotiated: the
 // encoding from the target's Capabilities (PROTO, else JSON_IETF, else
-// JSON), and three features a target may refuse before its first answer
+// JSON), and four features a target may refuse before its first answer
 // (Unimplemented, InvalidArgument or NotFound): ON_CHANGE for oper-status,
-// the asked sample interval (without it, 0: the target's own lowest), and
-// the OpenConfig QoS queues' ECN counters (not every target models QoS).
-// Feature sets are tried most wanted first: ON_CHANGE over the interval
-// over ECN. gnxi's gnmi_target, for instance, ends up with JSON_IETF,
-// SAMPLE, its 1 s floor and no ECN.
+// the asked sample interval (without it, 0: the target's own lowest), the
+// OpenConfig QoS queues' ECN counters (not every target models QoS) and
+// their depths (avg-queue-len, max-queue-len). Feature sets are tried most
+// wanted first: ON_CHANGE over the interval over ECN over depths. gnxi's
+// gnmi_target, for instance, ends up with JSON_IETF, SAMPLE, its 1 s floor
+// and no queues.
 func SubscribeCounters(ctx context.Context, dialer *Dialer, sw models.Switch, interval time.Duration, fn func(models.CounterSample), synced func()) error {
 	if sw.GNMIAddr == "" {
 		return fmt.Errorf("%w: %s has no gNMI address", ErrUnavailable, sw.Name)
@@ -59,11 +60,21 @@ func (d *Dialer) SubscribeCounters(ctx context.Context, sw models.Switch, interv
 type subscribeFeatures uint8
 
 const (
-	wantECN      subscribeFeatures = 1 << iota // the QoS queues' ECN counters
+	wantQueueLen subscribeFeatures = 1 << iota // the QoS queues' depths
+	wantECN                                    // the QoS queues' ECN counters
 	wantInterval                               // the asked sample interval, not the target's own
 	wantOnChange                               // oper-status ON_CHANGE rather than SAMPLE
-	allFeatures  = wantECN | wantInterval | wantOnChange
+	allFeatures  = wantQueueLen | wantECN | wantInterval | wantOnChange
 )
+
+// queueLeaves are the egress queues' leaves subscribed to, each with the
+// feature it needs: the ECN-marked octets (congestion before drops; as
+// SONiC serves it), the queue's depth in bytes now and the highest since
+// the last sample.
+var queueLeaves = []struct {
+	leaf    string
+	feature subscribeFeatures
+}{{"ecn-marked-octets", wantECN}, {"avg-queue-len", wantQueueLen}, {"max-queue-len", wantQueueLen}}
 
 // subscribe runs one Subscribe stream; answered says whether the target
 // sent anything before the stream ended.
@@ -92,9 +103,11 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 		}
 		sub.Subscription = append(sub.Subscription, s)
 	}
-	if want&wantECN != 0 {
-		sub.Subscription = append(sub.Subscription, &gnmipb.Subscription{Path: ocpath.Queue("*", "*", "ecn-marked-octets"),
-			Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: sample})
+	for _, q := range queueLeaves {
+		if want&q.feature != 0 {
+			sub.Subscription = append(sub.Subscription, &gnmipb.Subscription{Path: ocpath.Queue("*", "*", q.leaf),
+				Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: sample})
+		}
 	}
 	// Answers are read straight from the wire (gnmiwire.go).
 	stream, err := cc.NewStream(ctx, &grpc.StreamDesc{StreamName: "Subscribe", ServerStreams: true, ClientStreams: true},
@@ -172,13 +185,24 @@ type leafView interface {
 // or of a queue's ECN counter.
 func sampleOf(sw models.SwitchID, at time.Time, l leafView) (models.CounterSample, bool) {
 	n := l.Len()
-	if n == 8 && l.NameIs(0, "qos") && l.NameIs(2, "interface") && l.NameIs(5, "queue") && l.NameIs(7, "ecn-marked-octets") {
+	if n == 8 && l.NameIs(0, "qos") && l.NameIs(2, "interface") && l.NameIs(5, "queue") {
 		port, ok := models.PortFromInterface(l.Key(2, "interface-id"))
 		v, isUint := l.Uint()
 		if !ok || !isUint {
 			return models.CounterSample{}, false
 		}
-		return models.CounterSample{Switch: sw, Port: port, Timestamp: at, ECNOctets: v, Queue: l.Key(5, "name"), Has: models.HasECNOctets}, true
+		s := models.CounterSample{Switch: sw, Port: port, Timestamp: at, Queue: l.Key(5, "name")}
+		switch {
+		case l.NameIs(7, "ecn-marked-octets"):
+			s.ECNOctets, s.Has = v, models.HasECNOctets
+		case l.NameIs(7, "avg-queue-len"):
+			s.QueueBytes, s.Has = v, models.HasQueueLen
+		case l.NameIs(7, "max-queue-len"):
+			s.QueueMaxBytes, s.Has = v, models.HasQueueMax
+		default:
+			return models.CounterSample{}, false
+		}
+		return s, true
 	}
 	if n < 4 || !l.NameIs(0, "interfaces") || !l.NameIs(1, "interface") || !l.NameIs(2, "state") {
 		return models.CounterSample{}, false

@@ -65,8 +65,8 @@ func (s *sampleOnlyTarget) Subscribe(stream gnmipb.GNMI_SubscribeServer) error {
 }
 
 // TestSubscribeFallsBackToSample: a target that refuses ON_CHANGE for
-// oper-status, and one that also has no QoS model for ECN counters, still
-// get subscribed, with SAMPLE for what they have.
+// oper-status, and one that also has no QoS model for ECN counters and
+// queue depths, still get subscribed, with SAMPLE for what they have.
 func TestSubscribeFallsBackToSample(t *testing.T) {
 	for _, noQoS := range []bool{false, true} {
 		t.Run(map[bool]string{false: "with QoS", true: "without QoS"}[noQoS], func(t *testing.T) { testFallBack(t, noQoS) })
@@ -107,11 +107,13 @@ func testFallBack(t *testing.T, noQoS bool) {
 		t.Fatal("no sync_response")
 	}
 	target.mu.Lock()
-	// Refused: ON_CHANGE with and without ECN, with the interval and
-	// without; then without QoS, SAMPLE with ECN too.
-	wantRefused, wantSubs := 4, 5
+	// Refused: ON_CHANGE with and without the interval, the ECN
+	// counters and the queues' depths (eight sets); then, without QoS,
+	// SAMPLE with ECN or depths too (three more). Accepted: the four
+	// interface leaves, and with QoS the ECN counters and both depths.
+	wantRefused, wantSubs := 8, 7
 	if noQoS {
-		wantRefused, wantSubs = 5, 4
+		wantRefused, wantSubs = 11, 4
 	}
 	if target.refused != wantRefused || len(target.accepted.GetSubscription()) != wantSubs {
 		t.Errorf("refused %d requests and accepted %d subscriptions, want %d and %d", target.refused, len(target.accepted.GetSubscription()), wantRefused, wantSubs)

@@ -81,7 +81,7 @@ func randomResponse(rng *rand.Rand) *gnmipb.SubscribeResponse {
 			elems = append(elems, elem(pick("in-octets", "out-octets", "out-discards", "oper-status", "mtu")))
 		case 4, 5:
 			elems = []*gnmipb.PathElem{elem("qos"), elem("interfaces"), elem("interface", "interface-id", port), elem("output"),
-				elem("queues"), elem("queue", "name", pick("RDMA", "3", "")), elem("state"), elem(pick("ecn-marked-octets", "dropped-pkts"))}
+				elem("queues"), elem("queue", "name", pick("RDMA", "3", "")), elem("state"), elem(pick("ecn-marked-octets", "avg-queue-len", "max-queue-len", "dropped-pkts"))}
 		case 6:
 			elems = []*gnmipb.PathElem{elem("interfaces"), elem("interface", "name", port, "extra", "x"), elem("state"), elem("oper-status")}
 		default:

@@ -33,6 +33,13 @@ type PortLoad struct {
 	RecentOutBps float64
 	RecentSince  time.Time
 	RecentUntil  time.Time
+	// QueueBytes is the egress queue's depth at the last sample and
+	// QueueMaxBytes the highest the switch saw in the interval before it
+	// (OpenConfig QoS avg-queue-len and max-queue-len, bytes; of the
+	// deepest of the port's queues); QueueMeasured says the switch
+	// reports them.
+	QueueBytes, QueueMaxBytes float64
+	QueueMeasured             bool
 }
 
 // reading is a counter's last value, as the switch timed it (a
@@ -79,8 +86,10 @@ type portStat struct {
 	// seen (a handful a port: a map per port held 35 MB at k=48).
 	ecn      []queueStat
 	load     PortLoad
-	received time.Time // local time of the last sample
-	outAt    time.Time // local time of the last egress reading
+	received time.Time    // local time of the last sample
+	outAt    time.Time    // local time of the last egress reading
+	depths   []queueDepth // the egress queues' depths, in the order first seen
+	queue    *queueRing
 }
 
 // queueStat is one egress queue's ECN-marked traffic: smoothed bits/s and
@@ -97,6 +106,9 @@ type queueStat struct {
 type Telemetry struct {
 	Alpha      float64
 	StaleAfter time.Duration
+	// Step is the sampling interval queue depths are kept by (see
+	// queueRing); without it only the latest depth is kept.
+	Step time.Duration
 
 	mu    sync.RWMutex
 	ports map[models.Endpoint]*portStat
@@ -151,7 +163,13 @@ func (t *Telemetry) Observe(s models.CounterSample) {
 				p.ecn[i].bps = 0
 			}
 			p.load.InBps, p.load.OutBps, p.load.DropBps, p.load.ECNBps, p.load.RecentOutBps = 0, 0, 0, 0, 0
+			p.load.QueueBytes, p.load.QueueMaxBytes = 0, 0
+			for i := range p.depths {
+				p.depths[i].now, p.depths[i].worst = 0, 0
+			}
 		}
+	case models.HasQueueLen, models.HasQueueMax:
+		t.observeQueue(p, s)
 	case models.HasECNOctets:
 		i := slices.IndexFunc(p.ecn, func(q queueStat) bool { return q.queue == s.Queue })
 		if i < 0 {

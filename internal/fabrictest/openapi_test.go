@@ -40,6 +40,10 @@ func TestOpenAPIMatchesResponses(t *testing.T) {
 	}
 	tok := tenant(t, h, "docs", 0, 0)
 	call("GET", "/api/v1/topology", "", nil)
+	call("GET", "/api/v1/latency", "", nil)
+	call("GET", "/api/v1/latency?src=leaf1&dst=leaf2", "", nil)
+	call("GET", "/api/v1/latency?src=h1-1&dst=h2-2&window=30s", "", nil)
+	call("GET", "/api/v1/latency?src=h1-1", "", nil)
 	call("GET", "/api/v1/whoami", tok, nil)
 	call("GET", "/api/v1/whoami", "", nil)
 	good := spec("doc", "h1-1", "h2-1", 10, 49152, 2)

@@ -1,0 +1,70 @@
+package api
+
+import "time"
+
+// LatencySource says where a latency figure comes from: "queues" is
+// assembled from each hop's queue depth as its switch reports it
+// (OpenConfig QoS avg-queue-len over gNMI) plus the configured fixed
+// cost of a hop (LatencyModel).
+const LatencySource = "queues"
+
+// LatencyModel is the fixed cost of a hop the figures assume: the
+// switch's own forwarding time, the cable's propagation and putting one
+// packet on the wire at the egress port's rate. Configured, not measured.
+type LatencyModel struct {
+	SwitchDelayNs int `json:"switch_delay_ns"`
+	LinkDelayNs   int `json:"link_delay_ns"`
+	PacketBytes   int `json:"packet_bytes"`
+}
+
+// HopLatency is one hop of a path: the egress port a packet leaves by,
+// its queue's depth now and what the hop costs, microseconds.
+type HopLatency struct {
+	Switch     string  `json:"switch"`
+	Port       uint32  `json:"port"`
+	QueueBytes float64 `json:"queue_bytes"`
+	QueueingUs float64 `json:"queueing_us"`
+	FixedUs    float64 `json:"fixed_us"`
+	// Measured says the switch reports the port's queue (else it counts
+	// as empty).
+	Measured bool `json:"measured"`
+}
+
+// PathLatency is one path's one-way latency, microseconds: now, and the
+// median and 99th percentile over the window's sampling intervals.
+type PathLatency struct {
+	Hops  []HopLatency `json:"hops"`
+	NowUs float64      `json:"now_us"`
+	P50Us float64      `json:"p50_us"`
+	P99Us float64      `json:"p99_us"`
+}
+
+// PairLatency is the one-way latency between two leaves or two hosts
+// (GET /api/v1/latency?src=&dst=): over every equal-cost path between
+// them (ECMP spreads flows over all; a host pair's latency is its
+// paths'), now (the mean over the paths) and as the median and 99th
+// percentile over paths and the window's intervals.
+type PairLatency struct {
+	Src       string        `json:"src"`
+	Dst       string        `json:"dst"`
+	Source    string        `json:"source"`
+	Window    time.Duration `json:"window_ns"`
+	Intervals int           `json:"intervals"`
+	NowUs     float64       `json:"now_us"`
+	P50Us     float64       `json:"p50_us"`
+	P99Us     float64       `json:"p99_us"`
+	Paths     []PathLatency `json:"paths"`
+	Model     LatencyModel  `json:"model"`
+}
+
+// LatencyMatrix is every leaf pair's latency now (GET /api/v1/latency
+// without src and dst): Leaves name the rows (sources) and columns
+// (destinations); MeanUs[i][j] is the mean over the pair's paths and
+// WorstUs[i][j] its slowest path, microseconds (0 on the diagonal).
+type LatencyMatrix struct {
+	Source  string      `json:"source"`
+	At      time.Time   `json:"at"`
+	Leaves  []string    `json:"leaves"`
+	MeanUs  [][]float64 `json:"mean_us"`
+	WorstUs [][]float64 `json:"worst_us"`
+}

@@ -1,0 +1,271 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/pathcalc"
+	"github.com/accelnet/accelnet/telemetry"
+	"github.com/accelnet/accelnet/topology"
+)
+
+// Latency between leaves and hosts, assembled from queue telemetry: each
+// hop's egress queue depth, as its switch reports it over gNMI, at the
+// port's rate, plus the configured fixed cost of a hop
+// (telemetry.LatencyModel). A pair's paths are its equal-cost shortest
+// paths over the links the routes use (pathcalc.Book.Candidates): ECMP
+// spreads flows over all of them.
+//
+// The leaf×leaf matrix is computed once a telemetry interval while
+// anyone asks for it or metrics are kept, for fabrics of at most
+// MaxLatencyLeaves leaves (a pair's paths are listed for each cell: at
+// 128 leaves of a k=16 fat-tree, 16,256 pairs of up to 64 paths); past
+// that, ask for one pair.
+const MaxLatencyLeaves = 64
+
+// DefaultLatencyWindow is the window a pair's percentiles span unless
+// asked otherwise.
+const DefaultLatencyWindow = time.Minute
+
+// ErrLatency marks a latency request that names no leaf or host, or one
+// the fabric is too large to answer (a client's mistake, not a fault).
+var ErrLatency = errors.New("latency")
+
+// latencyState caches what latency needs per fabric state: a ledger for
+// listing paths (over the links the routes use), the leaves, and the
+// last matrix.
+type latencyState struct {
+	mu     sync.Mutex
+	st     *fabricState
+	book   *pathcalc.Book
+	leaves []models.Host // one host of each leaf, by leaf name
+	matrix api.LatencyMatrix
+}
+
+// latencyBook is the ledger and leaves for st (built once per state).
+func (c *Controller) latencyBook(st *fabricState) (*pathcalc.Book, []models.Host, error) {
+	c.latency.mu.Lock()
+	defer c.latency.mu.Unlock()
+	if c.latency.st == st && c.latency.book != nil {
+		return c.latency.book, c.latency.leaves, nil
+	}
+	book, err := pathcalc.NewBook(st.snap, st.down, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	byLeaf := map[models.SwitchID]models.Host{}
+	for _, h := range st.snap.Hosts() {
+		if _, ok := byLeaf[h.Attach.Switch]; !ok {
+			byLeaf[h.Attach.Switch] = h
+		}
+	}
+	leaves := make([]models.Host, 0, len(byLeaf))
+	for _, sw := range st.snap.Switches() { // in the topology's order
+		if h, ok := byLeaf[sw.Name]; ok {
+			leaves = append(leaves, h)
+		}
+	}
+	c.latency.st, c.latency.book, c.latency.leaves, c.latency.matrix = st, book, leaves, api.LatencyMatrix{}
+	return book, leaves, nil
+}
+
+// latencyModel is the configured fixed cost of a hop.
+func (c *Controller) latencyModel() api.LatencyModel {
+	m := c.cfg.Latency.WithDefaults()
+	return api.LatencyModel{SwitchDelayNs: int(m.SwitchDelay), LinkDelayNs: int(m.LinkDelay), PacketBytes: m.PacketBytes}
+}
+
+// endOf resolves a latency request's end: a host, or a leaf (one of its
+// hosts stands for it, and the path stops at the leaf).
+func endOf(snap *topology.Snapshot, leaves []models.Host, name string) (h models.Host, leaf bool, err error) {
+	if h, err := snap.Host(name); err == nil {
+		return h, false, nil
+	}
+	for _, h := range leaves {
+		if string(h.Attach.Switch) == name {
+			return h, true, nil
+		}
+	}
+	return models.Host{}, false, fmt.Errorf("%w: %q is neither a host nor a leaf", ErrLatency, name)
+}
+
+// PairLatency is the latency between two leaves or hosts over their
+// paths, now and over the window before now (0: DefaultLatencyWindow).
+func (c *Controller) PairLatency(src, dst string, window time.Duration) (api.PairLatency, error) {
+	st := c.current()
+	if st == nil {
+		return api.PairLatency{}, errors.New("no topology loaded yet")
+	}
+	book, leaves, err := c.latencyBook(st)
+	if err != nil {
+		return api.PairLatency{}, err
+	}
+	s, srcLeaf, err := endOf(st.snap, leaves, src)
+	if err != nil {
+		return api.PairLatency{}, err
+	}
+	d, dstLeaf, err := endOf(st.snap, leaves, dst)
+	if err != nil {
+		return api.PairLatency{}, err
+	}
+	if srcLeaf != dstLeaf {
+		return api.PairLatency{}, fmt.Errorf("%w: %s and %s: ask for two leaves or two hosts", ErrLatency, src, dst)
+	}
+	if s.Attach.Switch == d.Attach.Switch && (srcLeaf || s.Name == d.Name) {
+		return api.PairLatency{}, fmt.Errorf("%w: %s and %s are on one leaf: no fabric path between them", ErrLatency, src, dst)
+	}
+	if window <= 0 {
+		window = DefaultLatencyWindow
+	}
+	out := api.PairLatency{Src: src, Dst: dst, Source: api.LatencySource, Window: window, Model: c.latencyModel()}
+	var all []time.Duration
+	for _, path := range book.Candidates(s, d, pathcalc.PathConstraints{}) {
+		if dstLeaf {
+			path = path[:len(path)-1] // leaf to leaf: not into the host standing for it
+		}
+		pl, samples := c.tele.PathSamples(path, st.snap.PortGbps, c.cfg.Latency, window)
+		all = append(all, samples...)
+		out.Intervals = max(out.Intervals, pl.Intervals)
+		out.NowUs += us(pl.Now)
+		out.Paths = append(out.Paths, pathView(pl))
+	}
+	if len(out.Paths) == 0 {
+		return api.PairLatency{}, fmt.Errorf("%w: no working path from %s to %s", ErrLatency, src, dst)
+	}
+	out.NowUs /= float64(len(out.Paths))
+	slices.Sort(all)
+	out.P50Us, out.P99Us = us(telemetry.Percentile(all, 0.5)), us(telemetry.Percentile(all, 0.99))
+	return out, nil
+}
+
+// FlowsLatency is the latency of flows leaving by paths (an intent's):
+// now (the mean over them), and the median and 99th percentile over the
+// paths and the window before now; false if there is no path, or no hop
+// of them reports its queue.
+func (c *Controller) FlowsLatency(paths [][]models.Endpoint, window time.Duration) (models.PathLatency, bool) {
+	st := c.current()
+	if st == nil || len(paths) == 0 {
+		return models.PathLatency{}, false
+	}
+	if window <= 0 {
+		window = DefaultLatencyWindow
+	}
+	out := models.PathLatency{Source: api.LatencySource}
+	var all []time.Duration
+	measured := false
+	for _, path := range paths {
+		pl, samples := c.tele.PathSamples(path, st.snap.PortGbps, c.cfg.Latency, window)
+		all = append(all, samples...)
+		out.NowUs += us(pl.Now)
+		for _, h := range pl.Hops {
+			measured = measured || h.Measured
+		}
+	}
+	if !measured {
+		return models.PathLatency{}, false // no hop reports its queue
+	}
+	out.NowUs /= float64(len(paths))
+	slices.Sort(all)
+	out.P50Us, out.P99Us = us(telemetry.Percentile(all, 0.5)), us(telemetry.Percentile(all, 0.99))
+	return out, true
+}
+
+// LatencyMatrix is every leaf pair's latency now, computed at most once a
+// telemetry interval.
+func (c *Controller) LatencyMatrix() (api.LatencyMatrix, error) {
+	st := c.current()
+	if st == nil {
+		return api.LatencyMatrix{}, errors.New("no topology loaded yet")
+	}
+	book, leaves, err := c.latencyBook(st)
+	if err != nil {
+		return api.LatencyMatrix{}, err
+	}
+	if len(leaves) > MaxLatencyLeaves {
+		return api.LatencyMatrix{}, fmt.Errorf("%w: the fabric has %d leaves; the matrix is served up to %d: ask for one pair (src and dst)", ErrLatency, len(leaves), MaxLatencyLeaves)
+	}
+	c.latency.mu.Lock()
+	m := c.latency.matrix
+	c.latency.mu.Unlock()
+	now := c.cfg.Now()
+	if m.Leaves != nil && now.Sub(m.At) < c.cfg.TelemetryInterval {
+		return m, nil
+	}
+	m = api.LatencyMatrix{Source: api.LatencySource, At: now, Leaves: make([]string, len(leaves)),
+		MeanUs: make([][]float64, len(leaves)), WorstUs: make([][]float64, len(leaves))}
+	for i, a := range leaves {
+		m.Leaves[i] = string(a.Attach.Switch)
+		m.MeanUs[i], m.WorstUs[i] = make([]float64, len(leaves)), make([]float64, len(leaves))
+		for j, b := range leaves {
+			if i == j {
+				continue
+			}
+			paths := book.Candidates(a, b, pathcalc.PathConstraints{})
+			for _, path := range paths {
+				now := us(c.tele.PathNow(path[:len(path)-1], st.snap.PortGbps, c.cfg.Latency))
+				m.MeanUs[i][j] += now
+				m.WorstUs[i][j] = max(m.WorstUs[i][j], now)
+			}
+			if len(paths) > 0 {
+				m.MeanUs[i][j] /= float64(len(paths))
+				c.m.pairLatency.Observe(m.MeanUs[i][j] / 1e6)
+			}
+		}
+	}
+	c.latency.mu.Lock()
+	if c.latency.st == st {
+		c.latency.matrix = m
+	}
+	c.latency.mu.Unlock()
+	return m, nil
+}
+
+// keepLatency computes the leaf×leaf matrix every telemetry interval (for
+// accelnet_leaf_pair_latency_seconds) on fabrics small enough for it.
+func (c *Controller) keepLatency(ctx context.Context) {
+	tick := time.NewTicker(c.cfg.TelemetryInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, err := c.LatencyMatrix(); err != nil && errors.Is(err, ErrLatency) {
+			return // too many leaves: not kept (the API says so when asked)
+		}
+	}
+}
+
+// observeQueue counts a port's reported queue in the queueing delay
+// histogram (the depth at the port's rate).
+func (c *Controller) observeQueue(s models.CounterSample) {
+	if s.Has != models.HasQueueLen {
+		return
+	}
+	st := c.current()
+	if st == nil {
+		return
+	}
+	if g := st.snap.PortGbps(models.Endpoint{Switch: s.Switch, Port: s.Port}); g > 0 {
+		c.m.queueDelay.Observe(float64(s.QueueBytes) * 8 / (g * 1e9))
+	}
+}
+
+// pathView is a path's latency as the API shows it.
+func pathView(pl telemetry.PathLatency) api.PathLatency {
+	v := api.PathLatency{NowUs: us(pl.Now), P50Us: us(pl.P50), P99Us: us(pl.P99)}
+	for _, h := range pl.Hops {
+		v.Hops = append(v.Hops, api.HopLatency{Switch: string(h.Port.Switch), Port: h.Port.Port, QueueBytes: h.QueueBytes,
+			QueueingUs: us(h.Queueing), FixedUs: us(h.Fixed), Measured: h.Measured})
+	}
+	return v
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

@@ -1,0 +1,162 @@
+package fabrictest_test
+
+import (
+	"io"
+	"net/http"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/api"
+	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/models"
+)
+
+// TestLatencyShowsACongestedHop: an intent's flow runs from h1-1 to
+// h2-1 alone, and their latency is the hops' fixed cost. Three more
+// hosts of leaf1 then send to h2-1 at line rate: its leaf's port to it
+// is offered 3:1 and builds a queue. The pair's latency rises by it, the
+// hop that holds most of it is h2-1's port, holding what fabricsim
+// holds, and the intent's status shows it. Flows that fill leaf1's
+// uplinks make the leaf×leaf matrix show leaf1 → leaf2 slower than the
+// idle way back; the Prometheus histograms count the queues; requests
+// that name no pair are refused with a reason.
+func TestLatencyShowsACongestedHop(t *testing.T) {
+	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 4))
+	converged(t, h)
+	tok := tenant(t, h, "ml", 0, 0)
+	var in models.Intent
+	h.Do(t, "POST", "/api/v1/intents", tok, spec("ring", "h1-1", "h2-1", 10, 49152, 1), &in)
+	h.Eventually(t, 10*time.Second, "the intent installed", func() bool { return intentState(t, h, tok, in.ID).Status.State == models.StateInstalled })
+	if _, err := h.Fabric.AddFlows([]fabricsim.FlowSpec{{Src: netip.MustParseAddr("10.0.1.1"), Dst: netip.MustParseAddr("10.0.2.1"), SrcPort: 49152, DemandGbps: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	pair := func() api.PairLatency {
+		var p api.PairLatency
+		if code := h.GetJSON(t, "/api/v1/latency?src=h1-1&dst=h2-1&window=10s", &p); code != http.StatusOK {
+			t.Fatalf("latency h1-1 → h2-1: HTTP %d", code)
+		}
+		return p
+	}
+	measured := func(p api.PairLatency) bool {
+		for _, path := range p.Paths {
+			for _, hop := range path.Hops {
+				if !hop.Measured {
+					return false
+				}
+			}
+		}
+		return len(p.Paths) > 0
+	}
+	var idle api.PairLatency
+	h.Eventually(t, 20*time.Second, "every hop's queue reported", func() bool { idle = pair(); return measured(idle) })
+	if len(idle.Paths) != 2 || len(idle.Paths[0].Hops) != 3 {
+		t.Fatalf("h1-1 → h2-1: %d paths of %d hops, want 2 of 3 (leaf1 up, a spine down, leaf2 to the host)", len(idle.Paths), len(idle.Paths[0].Hops))
+	}
+	fixed := 0.0
+	for _, hop := range idle.Paths[0].Hops {
+		fixed += hop.FixedUs
+	}
+	if idle.NowUs > fixed+1 {
+		t.Errorf("one 10 Gb/s flow: %.2f µs, want about the fixed %.2f µs (no queue)", idle.NowUs, fixed)
+	}
+
+	var incast []fabricsim.FlowSpec
+	for _, src := range []string{"10.0.1.2", "10.0.1.3", "10.0.1.4"} {
+		incast = append(incast, fabricsim.FlowSpec{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr("10.0.2.1"), SrcPort: 50000, DemandGbps: 100})
+	}
+	incastIDs, err := h.Fabric.AddFlows(incast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hot api.PairLatency
+	h.Eventually(t, 20*time.Second, "the pair's latency up by the incast's queues", func() bool {
+		hot = pair()
+		return hot.NowUs > idle.NowUs+50
+	})
+	snap, _ := h.Controller.Snapshot()
+	dst, err := snap.Host("h2-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPort := dst.Attach
+	for _, path := range hot.Paths {
+		worst := path.Hops[0]
+		for _, hop := range path.Hops {
+			if hop.QueueingUs > worst.QueueingUs {
+				worst = hop
+			}
+		}
+		if worst.Switch != string(hostPort.Switch) || worst.Port != hostPort.Port {
+			t.Errorf("the most queueing on %s:%d (%.1f µs), want h2-1's port %s", worst.Switch, worst.Port, worst.QueueingUs, hostPort)
+		}
+		// The fabric's own queue is the model's: fabricsim says what it holds.
+		if got, want := worst.QueueBytes, h.Fabric.QueueBytes(hostPort); want == 0 || got < 0.5*want || got > 1.5*want {
+			t.Errorf("h2-1's port reported %.0f bytes queued, fabricsim holds %.0f", got, want)
+		}
+	}
+	if hot.P99Us < hot.NowUs-1 || hot.Intervals == 0 {
+		t.Errorf("p99 %.1f µs over %d intervals, now %.1f µs", hot.P99Us, hot.Intervals, hot.NowUs)
+	}
+
+	// What the tenant sees.
+	h.Eventually(t, 10*time.Second, "the intent's status to show the queue", func() bool {
+		l := intentState(t, h, tok, in.ID).Status.Latency
+		return l != nil && l.NowUs > idle.NowUs+50 && l.P99Us >= l.NowUs-1 && l.Source == api.LatencySource
+	})
+
+	// The matrix leaves out the hosts' ports: the incast's queue is not
+	// on a leaf-to-leaf path (its flows share h2-1's 100 Gb/s, so no
+	// fabric link is full). Three flows from leaf1's other hosts to
+	// leaf2's at line rate fill both its uplinks instead: leaf1 → leaf2
+	// becomes slower than the idle way back.
+	h.Fabric.RemoveFlows(incastIDs)
+	var across []fabricsim.FlowSpec
+	for i := 2; i <= 4; i++ {
+		across = append(across, fabricsim.FlowSpec{Src: netip.MustParseAddr("10.0.1." + strconv.Itoa(i)), Dst: netip.MustParseAddr("10.0.2." + strconv.Itoa(i)), SrcPort: 50000, DemandGbps: 100})
+	}
+	if _, err := h.Fabric.AddFlows(across); err != nil {
+		t.Fatal(err)
+	}
+	h.Eventually(t, 10*time.Second, "the matrix to show leaf1 → leaf2 slower", func() bool {
+		var m api.LatencyMatrix
+		if code := h.GetJSON(t, "/api/v1/latency", &m); code != http.StatusOK || len(m.Leaves) != 2 || m.Leaves[0] != "leaf1" {
+			t.Fatalf("matrix: HTTP %d, leaves %v", code, m.Leaves)
+		}
+		return m.MeanUs[0][1] > m.MeanUs[1][0]+10 && m.WorstUs[0][1] >= m.MeanUs[0][1]
+	})
+
+	metrics := func() string {
+		resp, err := http.Get(h.API.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	for _, name := range []string{"accelnet_queue_delay_seconds", "accelnet_leaf_pair_latency_seconds"} {
+		count := regexp.MustCompile(`(?m)^` + name + `_count (\d+)`)
+		h.Eventually(t, 10*time.Second, name+" observed", func() bool {
+			m := count.FindStringSubmatch(metrics())
+			n, _ := strconv.Atoi(strings.TrimSpace(func() string {
+				if m == nil {
+					return "0"
+				}
+				return m[1]
+			}()))
+			return n > 0
+		})
+	}
+
+	for _, bad := range []string{"?src=h1-1", "?src=h1-1&dst=nosuch", "?src=leaf1&dst=h2-1", "?src=h1-1&dst=h2-1&window=soon", "?src=leaf1&dst=leaf1"} {
+		var p api.Problem
+		if code := h.GetJSON(t, "/api/v1/latency"+bad, &p); code != http.StatusBadRequest || p.Detail == "" {
+			t.Errorf("latency%s: HTTP %d %q, want 400 with a reason", bad, code, p.Detail)
+		}
+	}
+}

@@ -1,0 +1,231 @@
+package telemetry
+
+import (
+	"slices"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// Queue depths are kept per port for a window of sampling intervals, so a
+// path's latency has percentiles over time, not only a value now. Each
+// port with a queue keeps one depth per interval (the sample's
+// avg-queue-len; the interval is the switch's timestamp divided by
+// Telemetry.Step), in a ring of queueSteps; an interval with no sample
+// repeats the one before (a SAMPLE subscription with suppress_redundant
+// sends a depth only when it changed). A port whose queue never held
+// queueFloor bytes keeps no ring: its depth counts as empty.
+const (
+	queueSteps = 64
+	queueFloor = 512 // bytes: 41 ns at 100 Gb/s
+)
+
+// queueRing is one port's depths over the last queueSteps intervals.
+type queueRing struct {
+	bytes [queueSteps]float32
+	last  int64 // the newest interval held (step number)
+}
+
+// at is the depth in interval step (0 outside what the ring holds).
+func (r *queueRing) at(step int64) float64 {
+	switch {
+	case r == nil || step <= r.last-queueSteps:
+		return 0
+	case step > r.last:
+		return float64(r.bytes[r.last%queueSteps]) // carried forward
+	}
+	return float64(r.bytes[step%queueSteps])
+}
+
+// record sets the depth of interval step, carrying the last depth over
+// the intervals between (at most the ring).
+func (r *queueRing) record(step int64, bytes float64) {
+	if step < r.last {
+		return // late: the ring has moved on
+	}
+	if r.last > 0 {
+		held := r.bytes[r.last%queueSteps]
+		for s := r.last + 1; s < step && s <= r.last+queueSteps; s++ {
+			r.bytes[s%queueSteps] = held
+		}
+	}
+	r.bytes[step%queueSteps] = float32(bytes)
+	r.last = step
+}
+
+// queueDepth is one egress queue's last depths, bytes.
+type queueDepth struct {
+	queue      string
+	now, worst float64
+}
+
+// observeQueue folds a queue-depth sample into p (t.mu held): a port's
+// depth is its deepest queue's.
+func (t *Telemetry) observeQueue(p *portStat, s models.CounterSample) {
+	i := slices.IndexFunc(p.depths, func(q queueDepth) bool { return q.queue == s.Queue })
+	if i < 0 {
+		i = len(p.depths)
+		p.depths = append(p.depths, queueDepth{queue: s.Queue})
+	}
+	if s.Has == models.HasQueueMax {
+		p.depths[i].worst = float64(s.QueueMaxBytes)
+	} else {
+		p.depths[i].now = float64(s.QueueBytes)
+	}
+	p.load.QueueBytes, p.load.QueueMaxBytes = 0, 0
+	for _, q := range p.depths {
+		p.load.QueueBytes, p.load.QueueMaxBytes = max(p.load.QueueBytes, q.now), max(p.load.QueueMaxBytes, q.worst)
+	}
+	if s.Has != models.HasQueueLen {
+		return
+	}
+	depth := p.load.QueueBytes
+	p.load.QueueMeasured = true
+	if t.Step <= 0 || p.queue == nil && depth < queueFloor {
+		return
+	}
+	if p.queue == nil {
+		p.queue = &queueRing{}
+	}
+	p.queue.record(s.Timestamp.UnixNano()/int64(t.Step), depth)
+}
+
+// LatencyModel is what a hop costs besides its queue: the switch's own
+// forwarding time, the cable's propagation and putting one packet on the
+// wire (store and forward) at the egress port's rate. These are
+// configured, not measured.
+type LatencyModel struct {
+	SwitchDelay time.Duration // per switch; default 800 ns
+	LinkDelay   time.Duration // per link; default 500 ns (100 m of fibre)
+	PacketBytes int           // on the wire; default 4,154 (a 4 KiB RoCEv2 MTU packet)
+}
+
+// WithDefaults is m with every unset cost at its default.
+func (m LatencyModel) WithDefaults() LatencyModel {
+	if m.SwitchDelay <= 0 {
+		m.SwitchDelay = 800 * time.Nanosecond
+	}
+	if m.LinkDelay <= 0 {
+		m.LinkDelay = 500 * time.Nanosecond
+	}
+	if m.PacketBytes <= 0 {
+		m.PacketBytes = 4154
+	}
+	return m
+}
+
+// HopLatency is one hop of a path: the egress port a packet leaves by,
+// its queue and what the hop costs.
+type HopLatency struct {
+	Port       models.Endpoint
+	QueueBytes float64       // the queue's depth now
+	Queueing   time.Duration // the depth at the port's rate
+	Fixed      time.Duration // switch, cable and serialization (LatencyModel)
+	Measured   bool          // the port reported its queue
+}
+
+// PathLatency is a path's one-way latency: now, and its median and 99th
+// percentile over the intervals of the window asked (each interval's
+// latency the sum of its hops' then).
+type PathLatency struct {
+	Hops     []HopLatency
+	Now      time.Duration
+	P50, P99 time.Duration
+	// Intervals is how many sampling intervals the percentiles span.
+	Intervals int
+}
+
+// PathLatency assembles the latency of a path (egress ports, the source
+// leaf's first) from its hops' queue depths over the window before now:
+// each hop's fixed cost (m) and its queue at the port's rate (gbps).
+func (t *Telemetry) PathLatency(path []models.Endpoint, gbps func(models.Endpoint) float64, m LatencyModel, window time.Duration) PathLatency {
+	out, _ := t.PathSamples(path, gbps, m, window)
+	return out
+}
+
+// PathNow is a path's latency now alone (PathLatency's Now), without
+// its hops or percentiles.
+func (t *Telemetry) PathNow(path []models.Endpoint, gbps func(models.Endpoint) float64, m LatencyModel) time.Duration {
+	m = m.WithDefaults()
+	var d time.Duration
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, e := range path {
+		d += m.SwitchDelay + m.LinkDelay
+		rate := gbps(e) / 8 // bytes per nanosecond
+		if rate <= 0 {
+			continue
+		}
+		d += time.Duration(float64(m.PacketBytes) / rate)
+		if p := t.ports[e]; p != nil {
+			d += time.Duration(p.load.QueueBytes / rate)
+		}
+	}
+	return d
+}
+
+// PathSamples is PathLatency and the path's latency in each interval of
+// the window, sorted (for percentiles over several paths).
+func (t *Telemetry) PathSamples(path []models.Endpoint, gbps func(models.Endpoint) float64, m LatencyModel, window time.Duration) (PathLatency, []time.Duration) {
+	m = m.WithDefaults()
+	out := PathLatency{Hops: make([]HopLatency, len(path))}
+	rings := make([]*queueRing, len(path))
+	rate := make([]float64, len(path)) // bytes per nanosecond
+	var fixed time.Duration
+	t.mu.RLock()
+	for i, e := range path {
+		h := HopLatency{Port: e, Fixed: m.SwitchDelay + m.LinkDelay}
+		if g := gbps(e); g > 0 {
+			rate[i] = g / 8
+			h.Fixed += time.Duration(float64(m.PacketBytes) / rate[i])
+		}
+		if p := t.ports[e]; p != nil && p.load.QueueMeasured {
+			h.Measured, h.QueueBytes, rings[i] = true, p.load.QueueBytes, p.queue
+		}
+		if rate[i] > 0 {
+			h.Queueing = time.Duration(h.QueueBytes / rate[i])
+		}
+		fixed += h.Fixed
+		out.Now += h.Fixed + h.Queueing
+		out.Hops[i] = h
+	}
+	var samples []time.Duration
+	if t.Step > 0 {
+		newest := int64(0)
+		for _, r := range rings {
+			if r != nil {
+				newest = max(newest, r.last)
+			}
+		}
+		if newest == 0 {
+			newest = t.now().UnixNano() / int64(t.Step)
+		}
+		steps := max(1, min(int64(window/t.Step), queueSteps))
+		for s := newest - steps + 1; s <= newest; s++ {
+			d := fixed
+			for i, r := range rings {
+				if rate[i] > 0 {
+					d += time.Duration(r.at(s) / rate[i])
+				}
+			}
+			samples = append(samples, d)
+		}
+	}
+	t.mu.RUnlock()
+	out.Intervals = len(samples)
+	if len(samples) == 0 {
+		samples = []time.Duration{out.Now}
+	}
+	slices.Sort(samples)
+	out.P50, out.P99 = Percentile(samples, 0.5), Percentile(samples, 0.99)
+	return out, samples
+}
+
+// Percentile is the q-quantile of sorted durations (nearest rank).
+func Percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}

@@ -1,0 +1,91 @@
+package telemetry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/accelnet/accelnet/models"
+)
+
+// TestPathLatencyFromQueueDepths: a path's latency is its hops' fixed
+// costs plus each queue's depth at its port's rate, now and as
+// percentiles over the window's intervals; an interval with no sample
+// repeats the depth before it; a port that reports no queue counts as
+// empty and says so.
+func TestPathLatencyFromQueueDepths(t *testing.T) {
+	tele := NewTelemetry(0)
+	tele.Step = time.Second
+	base := time.Unix(1_000_000, 0)
+	tele.now = func() time.Time { return base.Add(99 * time.Second) }
+	up := models.Endpoint{Switch: "leaf1", Port: 9}
+	down := models.Endpoint{Switch: "spine1", Port: 2}
+	quiet := models.Endpoint{Switch: "leaf2", Port: 1}
+	depth := func(e models.Endpoint, at time.Duration, bytes uint64) {
+		tele.Observe(models.CounterSample{Switch: e.Switch, Port: e.Port, Timestamp: base.Add(at), Queue: "RDMA", QueueBytes: bytes, Has: models.HasQueueLen})
+	}
+	// The uplink: empty for 90 intervals, then 100 KB (8 µs at 100 Gb/s)
+	// for the last ten, reported only when it changes.
+	depth(up, 0, 0)
+	depth(up, 90*time.Second, 100_000)
+	depth(up, 99*time.Second, 100_000)
+	// The spine's port: 300 bytes throughout, under queueFloor: no ring.
+	for s := range 100 {
+		depth(down, time.Duration(s)*time.Second, 300)
+	}
+	gbps := func(models.Endpoint) float64 { return 100 }
+	m := LatencyModel{SwitchDelay: time.Microsecond, LinkDelay: time.Microsecond, PacketBytes: 1250} // 0.1 µs at 100 Gb/s
+	got := tele.PathLatency([]models.Endpoint{up, down, quiet}, gbps, m, 100*time.Second)
+
+	fixed := 3 * 2100 * time.Nanosecond
+	if got.Hops[0].Queueing != 8*time.Microsecond || !got.Hops[0].Measured || got.Hops[0].Fixed != 2100*time.Nanosecond {
+		t.Errorf("the uplink: %+v, want 8 µs queueing and 2.1 µs fixed, measured", got.Hops[0])
+	}
+	if got.Hops[1].Queueing != 24*time.Nanosecond {
+		t.Errorf("the spine's port: %v queueing, want 24 ns (300 bytes)", got.Hops[1].Queueing)
+	}
+	if got.Hops[2].Measured || got.Hops[2].Queueing != 0 {
+		t.Errorf("a port that reports no queue: %+v", got.Hops[2])
+	}
+	if want := fixed + 8*time.Microsecond + 24*time.Nanosecond; got.Now != want {
+		t.Errorf("now %v, want %v", got.Now, want)
+	}
+	// Of the window's 64 intervals (the ring's length), the last ten
+	// carry the 8 µs queue: the median is without it, the 99th
+	// percentile with it. The spine's small queue keeps no history.
+	if got.Intervals != queueSteps {
+		t.Fatalf("%d intervals, want %d", got.Intervals, queueSteps)
+	}
+	if got.P50 != fixed || got.P99 != fixed+8*time.Microsecond {
+		t.Errorf("p50 %v, p99 %v; want %v and %v", got.P50, got.P99, fixed, fixed+8*time.Microsecond)
+	}
+	// A window of five intervals sees only the queue.
+	if short := tele.PathLatency([]models.Endpoint{up}, gbps, m, 5*time.Second); short.Intervals != 5 || short.P50 != 2100*time.Nanosecond+8*time.Microsecond {
+		t.Errorf("five intervals: %d, p50 %v", short.Intervals, short.P50)
+	}
+	// The port goes down: it holds no queue.
+	tele.Observe(models.CounterSample{Switch: up.Switch, Port: up.Port, Timestamp: base.Add(100 * time.Second), OperUp: false, Has: models.HasOperStatus})
+	if l, _ := tele.Port(up); l.QueueBytes != 0 {
+		t.Errorf("a down port's queue: %v bytes", l.QueueBytes)
+	}
+}
+
+// TestPortDepthIsItsDeepestQueue: a port reporting several queues has the
+// deepest one's depth, now and at worst.
+func TestPortDepthIsItsDeepestQueue(t *testing.T) {
+	tele := NewTelemetry(0)
+	e := models.Endpoint{Switch: "leaf1", Port: 3}
+	at := time.Unix(1_000_000, 0)
+	for _, s := range []models.CounterSample{
+		{Queue: "RDMA", QueueBytes: 5000, Has: models.HasQueueLen},
+		{Queue: "BE", QueueBytes: 9000, Has: models.HasQueueLen},
+		{Queue: "BE", QueueMaxBytes: 20000, Has: models.HasQueueMax},
+		{Queue: "BE", QueueBytes: 1000, Has: models.HasQueueLen},
+	} {
+		s.Switch, s.Port, s.Timestamp = e.Switch, e.Port, at
+		tele.Observe(s)
+	}
+	l, _ := tele.Port(e)
+	if l.QueueBytes != 5000 || l.QueueMaxBytes != 20000 || !l.QueueMeasured {
+		t.Errorf("depth %v, worst %v (measured %v); want 5000 and 20000", l.QueueBytes, l.QueueMaxBytes, l.QueueMeasured)
+	}
+}

@@ -230,7 +230,7 @@ func (f *Fabric) recomputeLocked() {
 		clear(f.pinRate[sw])
 	}
 	offered := map[models.Endpoint]float64{}
-	flowsAt := map[models.Endpoint]int{} // delivered flows leaving by each port
+	arriving := map[portPair]float64{} // offered bit/s from each ingress to each egress port
 	for _, fl := range all {
 		offeredBps := f.offeredGbps(fl.Spec) * 1e9
 		if !fl.Delivered {
@@ -258,7 +258,7 @@ func (f *Fabric) recomputeLocked() {
 			out := models.Endpoint{Switch: h.Switch, Port: h.OutPort}
 			f.rate(out).outBps += bps
 			offered[out] += offeredBps
-			flowsAt[out]++
+			arriving[portPair{in: models.Endpoint{Switch: h.Switch, Port: h.InPort}, out: out}] += offeredBps
 			if h.Pinned {
 				if f.pinRate[h.Switch] == nil {
 					f.pinRate[h.Switch] = map[models.FlowKey]float64{}
@@ -277,7 +277,7 @@ func (f *Fabric) recomputeLocked() {
 			r.ecnBps = r.outBps * (o - capacity) / o
 		}
 	}
-	f.setQueuesLocked(offered, flowsAt)
+	f.setQueuesLocked(arriving)
 	f.stats.recomputes++
 	f.stats.lastRecompute = time.Since(start)
 	f.stats.lastRetraced = retraced

@@ -70,11 +70,15 @@ const (
 // queueLeaves are the egress queues' leaves subscribed to, each with the
 // feature it needs: the ECN-marked octets (congestion before drops; as
 // SONiC serves it), the queue's depth in bytes now and the highest since
-// the last sample.
+// the last sample. The depths are gauges, sent only when they change
+// (suppress_redundant): most queues sit at one depth (most at none), and
+// two more values per port each interval would be a third more samples to
+// take in (telemetry keeps a depth until the next one comes).
 var queueLeaves = []struct {
 	leaf    string
 	feature subscribeFeatures
-}{{"ecn-marked-octets", wantECN}, {"avg-queue-len", wantQueueLen}, {"max-queue-len", wantQueueLen}}
+	gauge   bool
+}{{"ecn-marked-octets", wantECN, false}, {"avg-queue-len", wantQueueLen, true}, {"max-queue-len", wantQueueLen, true}}
 
 // subscribe runs one Subscribe stream; answered says whether the target
 // sent anything before the stream ended.
@@ -106,7 +110,7 @@ func subscribe(ctx context.Context, cc *grpc.ClientConn, sw models.Switch, inter
 	for _, q := range queueLeaves {
 		if want&q.feature != 0 {
 			sub.Subscription = append(sub.Subscription, &gnmipb.Subscription{Path: ocpath.Queue("*", "*", q.leaf),
-				Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: sample})
+				Mode: gnmipb.SubscriptionMode_SAMPLE, SampleInterval: sample, SuppressRedundant: q.gauge})
 		}
 	}
 	// Answers are read straight from the wire (gnmiwire.go).

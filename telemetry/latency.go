@@ -191,15 +191,9 @@ func (t *Telemetry) PathSamples(path []models.Endpoint, gbps func(models.Endpoin
 	}
 	var samples []time.Duration
 	if t.Step > 0 {
-		newest := int64(0)
-		for _, r := range rings {
-			if r != nil {
-				newest = max(newest, r.last)
-			}
-		}
-		if newest == 0 {
-			newest = t.now().UnixNano() / int64(t.Step)
-		}
+		// Up to now by this clock: a depth that did not change was not
+		// sent again (suppress_redundant) and holds until now.
+		newest := t.now().UnixNano() / int64(t.Step)
 		steps := max(1, min(int64(window/t.Step), queueSteps))
 		for s := newest - steps + 1; s <= newest; s++ {
 			d := fixed

@@ -62,6 +62,12 @@ func TestPathLatencyFromQueueDepths(t *testing.T) {
 	if short := tele.PathLatency([]models.Endpoint{up}, gbps, m, 5*time.Second); short.Intervals != 5 || short.P50 != 2100*time.Nanosecond+8*time.Microsecond {
 		t.Errorf("five intervals: %d, p50 %v", short.Intervals, short.P50)
 	}
+	// Thirty intervals on with nothing sent (the depth did not change,
+	// suppress_redundant): the window ends now, the depth holds.
+	tele.now = func() time.Time { return base.Add(130 * time.Second) }
+	if later := tele.PathLatency([]models.Endpoint{up}, gbps, m, 5*time.Second); later.P50 != 2100*time.Nanosecond+8*time.Microsecond {
+		t.Errorf("thirty intervals after the last depth: p50 %v, want it held", later.P50)
+	}
 	// The port goes down: it holds no queue.
 	tele.Observe(models.CounterSample{Switch: up.Switch, Port: up.Port, Timestamp: base.Add(100 * time.Second), OperUp: false, Has: models.HasOperStatus})
 	if l, _ := tele.Port(up); l.QueueBytes != 0 {

@@ -203,7 +203,7 @@ func New(opts Options) http.Handler {
 	// (net/http/pprof registers its handlers on http.DefaultServeMux.)
 	r.GET("/debug/pprof/*rest", a.authenticate, operatorOnly, gin.WrapH(http.DefaultServeMux))
 	dashboard := gin.WrapH(web.Handler())
-	for _, path := range []string{"/", "/index.html", "/app.js", "/style.css"} {
+	for _, path := range []string{"/", "/index.html", "/app.js", "/latency.js", "/style.css"} {
 		r.GET(path, dashboard)
 	}
 	for prefix, h := range opts.Mounts {

@@ -17,9 +17,9 @@ import (
 )
 
 // TestLatencyShowsACongestedHop: an intent's flow runs from h1-1 to
-// h2-1 alone, and their latency is the hops' fixed cost. Three more
-// hosts of leaf1 then send to h2-1 at line rate: its leaf's port to it
-// is offered 3:1 and builds a queue. The pair's latency rises by it, the
+// h2-1 alone, and their latency is the hops' fixed cost. h2-1's three
+// neighbours on leaf2 then send to it at line rate: its leaf's port to
+// it is offered 3:1 and builds a queue. The pair's latency rises by it, the
 // hop that holds most of it is h2-1's port, holding what fabricsim
 // holds, and the intent's status shows it. Flows that fill leaf1's
 // uplinks make the leaf×leaf matrix show leaf1 → leaf2 slower than the
@@ -66,7 +66,7 @@ func TestLatencyShowsACongestedHop(t *testing.T) {
 	}
 
 	var incast []fabricsim.FlowSpec
-	for _, src := range []string{"10.0.1.2", "10.0.1.3", "10.0.1.4"} {
+	for _, src := range []string{"10.0.2.2", "10.0.2.3", "10.0.2.4"} {
 		incast = append(incast, fabricsim.FlowSpec{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr("10.0.2.1"), SrcPort: 50000, DemandGbps: 100})
 	}
 	incastIDs, err := h.Fabric.AddFlows(incast)
@@ -110,8 +110,7 @@ func TestLatencyShowsACongestedHop(t *testing.T) {
 	})
 
 	// The matrix leaves out the hosts' ports: the incast's queue is not
-	// on a leaf-to-leaf path (its flows share h2-1's 100 Gb/s, so no
-	// fabric link is full). Three flows from leaf1's other hosts to
+	// on a leaf-to-leaf path. Three flows from leaf1's other hosts to
 	// leaf2's at line rate fill both its uplinks instead: leaf1 → leaf2
 	// becomes slower than the idle way back.
 	h.Fabric.RemoveFlows(incastIDs)
@@ -129,6 +128,25 @@ func TestLatencyShowsACongestedHop(t *testing.T) {
 		}
 		return m.MeanUs[0][1] > m.MeanUs[1][0]+10 && m.WorstUs[0][1] >= m.MeanUs[0][1]
 	})
+	// The queue is at leaf1's uplinks, where four hosts' traffic meets; a
+	// spine's port on to leaf2 is fed by one uplink and holds none.
+	var leaves api.PairLatency
+	if code := h.GetJSON(t, "/api/v1/latency?src=leaf1&dst=leaf2", &leaves); code != http.StatusOK {
+		t.Fatalf("latency leaf1 → leaf2: HTTP %d", code)
+	}
+	uplinkQueue := 0.0
+	for _, path := range leaves.Paths {
+		if len(path.Hops) != 2 {
+			t.Fatalf("leaf1 → leaf2: %d hops, want 2 (leaf1 up, a spine down)", len(path.Hops))
+		}
+		uplinkQueue = max(uplinkQueue, path.Hops[0].QueueingUs)
+		if path.Hops[1].QueueingUs > 1 {
+			t.Errorf("%s:%d, fed by one uplink: %.1f µs of queueing, want none", path.Hops[1].Switch, path.Hops[1].Port, path.Hops[1].QueueingUs)
+		}
+	}
+	if uplinkQueue < 20 {
+		t.Errorf("leaf1's fullest uplink: %.1f µs of queueing, want its queue (2:1 or more: Kmax, 32 µs)", uplinkQueue)
+	}
 
 	metrics := func() string {
 		resp, err := http.Get(h.API.URL + "/metrics")

@@ -294,6 +294,8 @@ func bindFlags(f *pflag.FlagSet, cfg *Config) {
 	f.Uint32Var(&cfg.Elephants.SampleOneIn, "sample-one-in", cfg.Elephants.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
 	f.Float64Var(&cfg.Elephants.Gbps, "elephant-gbps", cfg.Elephants.Gbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")
 	f.DurationVar(&cfg.TelemetryInterval, "telemetry-interval", cfg.TelemetryInterval, "gNMI sample interval of the switches' interface counters (link load, congestion weights, drains); a fabric of thousands of switches wants 5-10s")
+	f.DurationVar(&cfg.Latency.SwitchDelay, "switch-delay", 800*time.Nanosecond, "latency figures (/api/v1/latency): what a switch takes to forward a packet, besides its queue (its datasheet's port-to-port latency)")
+	f.DurationVar(&cfg.Latency.LinkDelay, "link-delay", 500*time.Nanosecond, "latency figures: a link's propagation delay (5 ns a metre of fibre)")
 	f.BoolVar(&cfg.PerLeafRoutes, "per-leaf-routes", cfg.PerLeafRoutes, "write one route per destination leaf instead of merging sibling prefixes that go the same way (a pod in an aligned block takes one entry per switch outside it)")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "switches reconciled at once, per kind of work (tables, interface config, sampling)")
 	f.IntVar(&cfg.SweepWorkers, "sweep-workers", cfg.SweepWorkers, "switches' tables reconciled at once while a new leader reads every switch back (each a different switch); 0: 16; never fewer than --workers")

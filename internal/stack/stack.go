@@ -89,7 +89,10 @@ type Config struct {
 	// controller's gNMI sample interval.
 	CounterInterval   time.Duration
 	TelemetryInterval time.Duration
-	ResyncInterval    time.Duration
+	// Latency is the fixed cost of a hop latency figures assume beside
+	// its queue (controller/latency.go).
+	Latency        telemetry.LatencyModel
+	ResyncInterval time.Duration
 	// Workers reconcile switches in parallel, per kind of work (tables,
 	// interface config, sampling); default 4.
 	Workers int
@@ -469,6 +472,7 @@ func (s *Stack) newController(opts Config, w *wiring) error {
 		Driver:             s.Driver,
 		Limits:             pathcalc.Limits{RouteEntries: lim.RouteEntries, SelectorSize: lim.SelectorSize, MaxGroupSize: lim.MaxGroupSize, PerLeafRoutes: opts.PerLeafRoutes},
 		TelemetryInterval:  opts.TelemetryInterval,
+		Latency:            opts.Latency,
 		ResyncInterval:     opts.ResyncInterval,
 		Workers:            opts.Workers,
 		SweepWorkers:       opts.SweepWorkers,

@@ -123,25 +123,42 @@ func (c *Controller) PairLatency(src, dst string, window time.Duration) (api.Pai
 	if window <= 0 {
 		window = DefaultLatencyWindow
 	}
-	out := api.PairLatency{Src: src, Dst: dst, Source: api.LatencySource, Window: window, Model: c.latencyModel()}
-	var all []time.Duration
-	for _, path := range book.Candidates(s, d, pathcalc.PathConstraints{}) {
-		if dstLeaf {
-			path = path[:len(path)-1] // leaf to leaf: not into the host standing for it
-		}
-		pl, samples := c.tele.PathSamples(path, st.snap.PortGbps, c.cfg.Latency, window)
-		all = append(all, samples...)
-		out.Intervals = max(out.Intervals, pl.Intervals)
-		out.NowUs += us(pl.Now)
-		out.Paths = append(out.Paths, pathView(pl))
-	}
-	if len(out.Paths) == 0 {
+	paths := book.Candidates(s, d, pathcalc.PathConstraints{})
+	if len(paths) == 0 {
 		return api.PairLatency{}, fmt.Errorf("%w: no working path from %s to %s", ErrLatency, src, dst)
 	}
-	out.NowUs /= float64(len(out.Paths))
-	slices.Sort(all)
-	out.P50Us, out.P99Us = us(telemetry.Percentile(all, 0.5)), us(telemetry.Percentile(all, 0.99))
+	if dstLeaf {
+		for i, path := range paths {
+			paths[i] = path[:len(path)-1] // leaf to leaf: not into the host standing for it
+		}
+	}
+	out := api.PairLatency{Src: src, Dst: dst, Source: api.LatencySource, Window: window, Model: c.latencyModel()}
+	pls, sum := c.overPaths(st, paths, window)
+	out.NowUs, out.P50Us, out.P99Us = sum.NowUs, sum.P50Us, sum.P99Us
+	for _, pl := range pls {
+		out.Intervals = max(out.Intervals, pl.Intervals)
+		out.Paths = append(out.Paths, pathView(pl))
+	}
 	return out, nil
+}
+
+// overPaths is each path's latency over the window before now, and over
+// them all: now (their mean), and the median and 99th percentile over
+// the paths and the window's intervals (ECMP spreads flows over every
+// path alike).
+func (c *Controller) overPaths(st *fabricState, paths [][]models.Endpoint, window time.Duration) ([]telemetry.PathLatency, models.PathLatency) {
+	sum := models.PathLatency{Source: api.LatencySource}
+	pls := make([]telemetry.PathLatency, 0, len(paths))
+	var all []time.Duration
+	for _, path := range paths {
+		pl, samples := c.tele.PathSamples(path, st.snap.PortGbps, c.cfg.Latency, window)
+		all = append(all, samples...)
+		sum.NowUs += us(pl.Now) / float64(len(paths))
+		pls = append(pls, pl)
+	}
+	slices.Sort(all)
+	sum.P50Us, sum.P99Us = us(telemetry.Percentile(all, 0.5)), us(telemetry.Percentile(all, 0.99))
+	return pls, sum
 }
 
 // FlowsLatency is the latency of flows leaving by paths (an intent's):
@@ -156,24 +173,15 @@ func (c *Controller) FlowsLatency(paths [][]models.Endpoint, window time.Duratio
 	if window <= 0 {
 		window = DefaultLatencyWindow
 	}
-	out := models.PathLatency{Source: api.LatencySource}
-	var all []time.Duration
-	measured := false
-	for _, path := range paths {
-		pl, samples := c.tele.PathSamples(path, st.snap.PortGbps, c.cfg.Latency, window)
-		all = append(all, samples...)
-		out.NowUs += us(pl.Now)
+	pls, sum := c.overPaths(st, paths, window)
+	for _, pl := range pls {
 		for _, h := range pl.Hops {
-			measured = measured || h.Measured
+			if h.Measured {
+				return sum, true
+			}
 		}
 	}
-	if !measured {
-		return models.PathLatency{}, false // no hop reports its queue
-	}
-	out.NowUs /= float64(len(paths))
-	slices.Sort(all)
-	out.P50Us, out.P99Us = us(telemetry.Percentile(all, 0.5)), us(telemetry.Percentile(all, 0.99))
-	return out, true
+	return models.PathLatency{}, false // no hop reports its queue
 }
 
 // LatencyMatrix is every leaf pair's latency now, computed at most once a

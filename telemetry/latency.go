@@ -143,25 +143,26 @@ func (t *Telemetry) PathLatency(path []models.Endpoint, gbps func(models.Endpoin
 	return out
 }
 
-// PathNow is a path's latency now alone (PathLatency's Now), without
-// its hops or percentiles.
-func (t *Telemetry) PathNow(path []models.Endpoint, gbps func(models.Endpoint) float64, m LatencyModel) time.Duration {
+// HopsNow is what leaving by each of ports costs now, its fixed cost
+// and its queue (a path's latency now is the sum over its hops), read
+// under one lock.
+func (t *Telemetry) HopsNow(ports []models.Endpoint, gbps func(models.Endpoint) float64, m LatencyModel) []time.Duration {
 	m = m.WithDefaults()
-	var d time.Duration
+	out := make([]time.Duration, len(ports))
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	for _, e := range path {
-		d += m.SwitchDelay + m.LinkDelay
+	for i, e := range ports {
+		out[i] = m.SwitchDelay + m.LinkDelay
 		rate := gbps(e) / 8 // bytes per nanosecond
 		if rate <= 0 {
 			continue
 		}
-		d += time.Duration(float64(m.PacketBytes) / rate)
+		out[i] += time.Duration(float64(m.PacketBytes) / rate)
 		if p := t.ports[e]; p != nil {
-			d += time.Duration(p.load.QueueBytes / rate)
+			out[i] += time.Duration(p.load.QueueBytes / rate)
 		}
 	}
-	return d
+	return out
 }
 
 // PathSamples is PathLatency and the path's latency in each interval of

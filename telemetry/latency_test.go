@@ -49,6 +49,14 @@ func TestPathLatencyFromQueueDepths(t *testing.T) {
 	if want := fixed + 8*time.Microsecond + 24*time.Nanosecond; got.Now != want {
 		t.Errorf("now %v, want %v", got.Now, want)
 	}
+	// What the matrix sums: each hop's cost now, read at once.
+	var sum time.Duration
+	for _, d := range tele.HopsNow([]models.Endpoint{up, down, quiet}, gbps, m) {
+		sum += d
+	}
+	if sum != got.Now {
+		t.Errorf("the hops' costs now sum to %v, the path's now is %v", sum, got.Now)
+	}
 	// Of the window's 64 intervals (the ring's length), the last ten
 	// carry the 8 µs queue: the median is without it, the 99th
 	// percentile with it. The spine's small queue keeps no history.

@@ -36,12 +36,22 @@ import (
 // links they left read hot for a reading more with their load no
 // longer counted as pinned there, and were cut.)
 //
+// Where the switch reports the direction's egress queue, delay judges
+// too: a direction at congestionHigh or more whose queue delays packets
+// less than congestionQueued (no standing queue: the link is full, but
+// nothing waits) is not hot, and one whose queue delays them
+// congestionQueueHot or more is hot from congestionDelayFloor of
+// utilization up (a standing queue at 70% is congestion). The queue is
+// a gauge, not a smoothed rate: a direction that fills is seen at its
+// first reading, where its utilization's moving average takes two or
+// three to reach congestionHigh.
+//
 // A biased direction gets weight back (congestionRecover, one step at a
 // time) only after congestionCalm intervals in which it would stay under
 // congestionHigh − congestionMargin even carrying the share the step
-// returns (its load scaled by the step): a recovery never recreates the
-// condition that cut it, so the two cannot take turns under steady
-// demand. A change is a planned one: it rolls out in stages like a drain
+// returns (its load scaled by the step), and has no standing queue: a
+// recovery never recreates the condition that cut it, so the two cannot
+// take turns under steady demand. A change is a planned one: it rolls out in stages like a drain
 // (weights alone keep every next hop, so it moves at the first stage).
 const (
 	congestionHigh    = 0.9
@@ -51,6 +61,10 @@ const (
 	congestionFloor   = 0.25
 	congestionCalm    = 3
 	congestionPersist = 2
+
+	congestionQueued     = 2 * time.Microsecond
+	congestionQueueHot   = 5 * time.Microsecond
+	congestionDelayFloor = 0.5
 )
 
 // congestionState is each congested port's WCMP weight bias, under its
@@ -101,6 +115,20 @@ func alternativesMean(u float64, out, in tierSum) (float64, bool) {
 	return (out.sum + in.sum - 2*u) / float64(n), true
 }
 
+// congested says whether a link direction at utilization u is hot, by
+// its utilization and, where its queue is reported (queued), its queue's
+// delay.
+func congested(u float64, queue time.Duration, queued bool) bool {
+	switch {
+	case !queued:
+		return u >= congestionHigh
+	case queue >= congestionQueueHot:
+		return u >= congestionDelayFloor
+	default:
+		return u >= congestionHigh && queue >= congestionQueued
+	}
+}
+
 // adjustWeights updates the biases from telemetry and replans if any moved.
 func (c *Controller) adjustWeights() {
 	st := c.current()
@@ -114,6 +142,10 @@ func (c *Controller) adjustWeights() {
 		hashed  float64 // the share of capacity weights can move
 		// repinned: its pinned load changed since the last interval.
 		repinned bool
+		// queue is its egress queue's delay, if queued (the switch
+		// reports it).
+		queue  time.Duration
+		queued bool
 	}
 	role := func(id models.SwitchID) models.Role {
 		sw, _ := st.snap.Switch(id)
@@ -150,6 +182,7 @@ func (c *Controller) adjustWeights() {
 			}
 			d := direction{e: e, peer: peer, u: pl.OutBps / (l.Gbps * 1e9), hashed: (pl.OutBps/1e9 - pinned[e]) / l.Gbps,
 				repinned: math.Abs(pinned[e]-before[e]) >= congestionMargin/2*l.Gbps,
+				queue:    time.Duration(pl.QueueBytes * 8 / l.Gbps), queued: pl.QueueMeasured,
 				out:      tierKey{sw: e.Switch, role: role(peer.Switch)},
 				in:       tierKey{sw: peer.Switch, into: true, role: role(e.Switch)}}
 			add(d.out, d.u)
@@ -172,14 +205,14 @@ func (c *Controller) adjustWeights() {
 		switch {
 		case d.repinned:
 			p.calm, p.hot = 0, 0 // its reading may predate the move
-		case d.u >= congestionHigh && hasAlt && d.u-mean >= congestionMargin && d.hashed >= congestionMargin && p.bias > congestionFloor:
+		case congested(d.u, d.queue, d.queued) && hasAlt && d.u-mean >= congestionMargin && d.hashed >= congestionMargin && p.bias > congestionFloor:
 			// Hot for two intervals in a row: a placement that just moved
 			// pinned flows leaves smoothed rates behind for a moment.
 			if p.calm, p.hot = 0, p.hot+1; p.hot >= congestionPersist {
 				p.bias, p.hot, changed = max(congestionFloor, p.bias*congestionStep), 0, true
 				c.log.Debug("congested link direction: its WCMP weight cut", "port", d.e, "utilization", d.u, "alternatives", mean, "hashed", d.hashed, "bias", p.bias)
 			}
-		case p.bias < 1 && d.u*min(1, p.bias*congestionRecover)/p.bias < congestionHigh-congestionMargin:
+		case p.bias < 1 && d.u*min(1, p.bias*congestionRecover)/p.bias < congestionHigh-congestionMargin && (!d.queued || d.queue < congestionQueued):
 			p.hot = 0
 			if p.calm++; p.calm >= congestionCalm {
 				p.bias, p.calm, changed = min(1, p.bias*congestionRecover), 0, true

@@ -95,3 +95,87 @@ func TestRepinnedDirectionCountsAfresh(t *testing.T) {
 		t.Fatalf("%s not cut after %d hot intervals with its pinned load steady (biases %v)", hot, congestionPersist, c.Biases())
 	}
 }
+
+// congestionFixture is a leader's controller on a k=4 fat-tree whose
+// fabric ports all carry 40% of their capacity, and read, which feeds
+// one more interval's readings: hot carrying share of its capacity, with
+// its queue (bytes) reported if queue is not nil.
+func congestionFixture(t *testing.T) (c *Controller, hot models.Endpoint, read func(share float64, queue *uint64)) {
+	t.Helper()
+	topo, err := topology.FatTree(4, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err = New(Config{Store: &store.Store{}, Driver: &tableSwitches{tables: map[models.SwitchID]models.ForwardingState{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.setTopology(t.Context(), topo, 1)
+	var ports []models.Endpoint
+	for l := range c.current().snap.AllFabricLinks() {
+		ports = append(ports, l.A, l.B)
+	}
+	hot = ports[0]
+	octets := map[models.Endpoint]uint64{}
+	at := time.Now()
+	read = func(share float64, queue *uint64) {
+		at = at.Add(time.Second)
+		for _, e := range ports {
+			s := 0.4
+			if e == hot {
+				s = share
+			}
+			octets[e] += uint64(s * 100e9 / 8)
+			c.tele.Observe(models.CounterSample{Switch: e.Switch, Port: e.Port, Timestamp: at, OutOctets: octets[e], Has: models.HasOutOctets})
+			if e == hot && queue != nil {
+				c.tele.Observe(models.CounterSample{Switch: e.Switch, Port: e.Port, Timestamp: at, Queue: "RDMA", QueueBytes: *queue, Has: models.HasQueueLen})
+			}
+		}
+	}
+	read(0.4, nil) // the first reading: a rate from the next on
+	read(0.4, nil)
+	return c, hot, read
+}
+
+// cutAfter feeds readings of hot at share with queue until its weight is
+// cut and says after how many congestion intervals (0: not in 10).
+func cutAfter(c *Controller, hot models.Endpoint, read func(float64, *uint64), share float64, queue *uint64) int {
+	for i := 1; i <= 10; i++ {
+		read(share, queue)
+		c.adjustWeights()
+		if _, cut := c.Biases()[hot]; cut {
+			return i
+		}
+	}
+	return 0
+}
+
+// TestQueueJudgesCongestion: where the switch reports a direction's
+// queue, its delay judges beside utilization. A direction that fills
+// with a queue (8 µs, the ECN threshold) is cut after congestionPersist
+// intervals, one sooner than when only its smoothed utilization is known
+// (it needs a second reading to reach 90%). One at 95% with no standing
+// queue is left alone (cut when its queue is not reported); one at 70%
+// with a standing queue is cut.
+func TestQueueJudgesCongestion(t *testing.T) {
+	kmin := uint64(100_000) // 8 µs at 100 Gb/s
+	empty := uint64(0)
+	for _, c := range []struct {
+		name  string
+		share float64
+		queue *uint64
+		want  int
+	}{
+		{"fills, queue reported", 1, &kmin, congestionPersist},
+		{"fills, utilization alone", 1, nil, congestionPersist + 1},
+		{"95%, no standing queue", 0.95, &empty, 0},
+		{"95%, queue not reported", 0.95, nil, congestionPersist + 2}, // its average reaches 90% at the third reading
+		{"70%, standing queue", 0.7, &kmin, congestionPersist},
+		{"70%, utilization alone", 0.7, nil, 0},
+	} {
+		ctl, hot, read := congestionFixture(t)
+		if got := cutAfter(ctl, hot, read, c.share, c.queue); got != c.want {
+			t.Errorf("%s: cut after %d intervals, want %d (0: never)", c.name, got, c.want)
+		}
+	}
+}

@@ -182,7 +182,8 @@ func (c *Controller) adjustWeights() {
 			}
 			d := direction{e: e, peer: peer, u: pl.OutBps / (l.Gbps * 1e9), hashed: (pl.OutBps/1e9 - pinned[e]) / l.Gbps,
 				repinned: math.Abs(pinned[e]-before[e]) >= congestionMargin/2*l.Gbps,
-				queue:    time.Duration(pl.QueueBytes * 8 / l.Gbps), queued: pl.QueueMeasured,
+				queue:    time.Duration(pl.QueueBytes * 8 / l.Gbps),
+				queued:   pl.QueueMeasured,
 				out:      tierKey{sw: e.Switch, role: role(peer.Switch)},
 				in:       tierKey{sw: peer.Switch, into: true, role: role(e.Switch)}}
 			add(d.out, d.u)

@@ -211,7 +211,7 @@ func (c *Controller) adjustWeights() {
 			// pinned flows leaves smoothed rates behind for a moment.
 			if p.calm, p.hot = 0, p.hot+1; p.hot >= congestionPersist {
 				p.bias, p.hot, changed = max(congestionFloor, p.bias*congestionStep), 0, true
-				c.log.Debug("congested link direction: its WCMP weight cut", "port", d.e, "utilization", d.u, "alternatives", mean, "hashed", d.hashed, "bias", p.bias)
+				c.log.Debug("congested link direction: its WCMP weight cut", "port", d.e, "utilization", d.u, "alternatives", mean, "hashed", d.hashed, "bias", p.bias, "queue", d.queue, "queued", d.queued)
 			}
 		case p.bias < 1 && d.u*min(1, p.bias*congestionRecover)/p.bias < congestionHigh-congestionMargin && (!d.queued || d.queue < congestionQueued):
 			p.hot = 0

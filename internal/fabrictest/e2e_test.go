@@ -177,18 +177,21 @@ func TestAPIEndpoints(t *testing.T) {
 	if code := h.GetJSON(t, "/readyz", nil); code != http.StatusOK {
 		t.Errorf("readyz: HTTP %d", code)
 	}
-	metrics := func() string {
-		resp, err := http.Get(h.API.URL + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return string(body)
-	}
 	for _, m := range []string{`accelnet_reconcile_total{controller="switch",result="ok"}`, "accelnet_pathcalc_solve_seconds", "accelnet_link_utilization_ratio"} {
-		h.Eventually(t, 10*time.Second, "/metrics to show "+m, func() bool { return strings.Contains(metrics(), m) })
+		h.Eventually(t, 10*time.Second, "/metrics to show "+m, func() bool { return strings.Contains(scrape(t, h), m) })
 	}
+}
+
+// scrape is the replica's /metrics.
+func scrape(t *testing.T, h *fabrictest.Harness) string {
+	t.Helper()
+	resp, err := http.Get(h.API.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
 }
 
 // TestTopologyChangeInEtcdReprograms removes a link from the stored

@@ -37,16 +37,40 @@ const DefaultLatencyWindow = time.Minute
 // the fabric is too large to answer (a client's mistake, not a fault).
 var ErrLatency = errors.New("latency")
 
-// latencyState caches what latency needs per fabric state: a ledger for
-// listing paths (over the links the routes use), the leaves, the leaf
-// pairs' paths for the matrix, and the last matrix.
+// latencyState caches what latency needs per fabric state: the leaves, a
+// ledger for listing paths (over the links the routes use; built when a
+// path is first asked for, not to learn the fabric is too large for the
+// matrix), the leaf pairs' paths for the matrix, and the last matrix.
 type latencyState struct {
 	mu     sync.Mutex
 	st     *fabricState
+	leaves []models.Host // one host of each leaf, in the topology's order
 	book   *pathcalc.Book
-	leaves []models.Host // one host of each leaf, by leaf name
-	pairs  *pairPaths    // built with the first matrix
+	pairs  *pairPaths // built with the first matrix
 	matrix api.LatencyMatrix
+}
+
+// forStateLocked starts the cache afresh if st is not the state it holds
+// (c.latency.mu held).
+func (ls *latencyState) forStateLocked(st *fabricState) {
+	if ls.st == st {
+		return
+	}
+	var leaves []models.Host
+	for _, sw := range st.snap.Switches() {
+		if hosts := st.snap.HostsOn(sw.Name); len(hosts) > 0 {
+			leaves = append(leaves, hosts[0])
+		}
+	}
+	ls.st, ls.leaves, ls.book, ls.pairs, ls.matrix = st, leaves, nil, nil, api.LatencyMatrix{}
+}
+
+// latencyLeaves is st's leaves, one host standing for each.
+func (c *Controller) latencyLeaves(st *fabricState) []models.Host {
+	c.latency.mu.Lock()
+	defer c.latency.mu.Unlock()
+	c.latency.forStateLocked(st)
+	return c.latency.leaves
 }
 
 // pairPaths are every leaf pair's paths as indexes into ports (the
@@ -92,27 +116,15 @@ func leafPairPaths(book *pathcalc.Book, leaves []models.Host) *pairPaths {
 func (c *Controller) latencyBook(st *fabricState) (*pathcalc.Book, []models.Host, error) {
 	c.latency.mu.Lock()
 	defer c.latency.mu.Unlock()
-	if c.latency.st == st && c.latency.book != nil {
-		return c.latency.book, c.latency.leaves, nil
-	}
-	book, err := pathcalc.NewBook(st.snap, st.down, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	byLeaf := map[models.SwitchID]models.Host{}
-	for _, h := range st.snap.Hosts() {
-		if _, ok := byLeaf[h.Attach.Switch]; !ok {
-			byLeaf[h.Attach.Switch] = h
+	c.latency.forStateLocked(st)
+	if c.latency.book == nil {
+		book, err := pathcalc.NewBook(st.snap, st.down, 0)
+		if err != nil {
+			return nil, nil, err
 		}
+		c.latency.book = book
 	}
-	leaves := make([]models.Host, 0, len(byLeaf))
-	for _, sw := range st.snap.Switches() { // in the topology's order
-		if h, ok := byLeaf[sw.Name]; ok {
-			leaves = append(leaves, h)
-		}
-	}
-	c.latency.st, c.latency.book, c.latency.leaves, c.latency.pairs, c.latency.matrix = st, book, leaves, nil, api.LatencyMatrix{}
-	return book, leaves, nil
+	return c.latency.book, c.latency.leaves, nil
 }
 
 // latencyModel is the configured fixed cost of a hop.
@@ -231,12 +243,12 @@ func (c *Controller) LatencyMatrix() (api.LatencyMatrix, error) {
 	if st == nil {
 		return api.LatencyMatrix{}, errors.New("no topology loaded yet")
 	}
+	if n := len(c.latencyLeaves(st)); n > MaxLatencyLeaves {
+		return api.LatencyMatrix{}, fmt.Errorf("%w: the fabric has %d leaves; the matrix is served up to %d: ask for one pair (src and dst)", ErrLatency, n, MaxLatencyLeaves)
+	}
 	book, leaves, err := c.latencyBook(st)
 	if err != nil {
 		return api.LatencyMatrix{}, err
-	}
-	if len(leaves) > MaxLatencyLeaves {
-		return api.LatencyMatrix{}, fmt.Errorf("%w: the fabric has %d leaves; the matrix is served up to %d: ask for one pair (src and dst)", ErrLatency, len(leaves), MaxLatencyLeaves)
 	}
 	c.latency.mu.Lock()
 	m, pp := c.latency.matrix, c.latency.pairs
@@ -282,7 +294,8 @@ func (c *Controller) LatencyMatrix() (api.LatencyMatrix, error) {
 }
 
 // keepLatency computes the leaf×leaf matrix every telemetry interval (for
-// accelnet_leaf_pair_latency_seconds) on fabrics small enough for it.
+// accelnet_leaf_pair_latency_seconds) on fabrics small enough for it; on
+// a larger one (or with no topology yet) it does nothing that interval.
 func (c *Controller) keepLatency(ctx context.Context) {
 	tick := time.NewTicker(c.cfg.TelemetryInterval)
 	defer tick.Stop()
@@ -292,9 +305,7 @@ func (c *Controller) keepLatency(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if _, err := c.LatencyMatrix(); err != nil && errors.Is(err, ErrLatency) {
-			return // too many leaves: not kept (the API says so when asked)
-		}
+		_, _ = c.LatencyMatrix() // its errors are for the API's callers
 	}
 }
 

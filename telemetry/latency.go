@@ -53,27 +53,16 @@ func (r *queueRing) record(step int64, bytes float64) {
 	r.last = step
 }
 
-// queueDepth is one egress queue's last depths, bytes.
-type queueDepth struct {
-	queue      string
-	now, worst float64
-}
-
 // observeQueue folds a queue-depth sample into p (t.mu held): a port's
 // depth is its deepest queue's.
 func (t *Telemetry) observeQueue(p *portStat, s models.CounterSample) {
-	i := slices.IndexFunc(p.depths, func(q queueDepth) bool { return q.queue == s.Queue })
-	if i < 0 {
-		i = len(p.depths)
-		p.depths = append(p.depths, queueDepth{queue: s.Queue})
-	}
-	if s.Has == models.HasQueueMax {
-		p.depths[i].worst = float64(s.QueueMaxBytes)
+	if q := p.queueOf(s.Queue); s.Has == models.HasQueueMax {
+		q.worst = float64(s.QueueMaxBytes)
 	} else {
-		p.depths[i].now = float64(s.QueueBytes)
+		q.now = float64(s.QueueBytes)
 	}
 	p.load.QueueBytes, p.load.QueueMaxBytes = 0, 0
-	for _, q := range p.depths {
+	for _, q := range p.queues {
 		p.load.QueueBytes, p.load.QueueMaxBytes = max(p.load.QueueBytes, q.now), max(p.load.QueueMaxBytes, q.worst)
 	}
 	if s.Has != models.HasQueueLen {
@@ -98,6 +87,18 @@ type LatencyModel struct {
 	SwitchDelay time.Duration // per switch; default 800 ns
 	LinkDelay   time.Duration // per link; default 500 ns (100 m of fibre)
 	PacketBytes int           // on the wire; default 4,154 (a 4 KiB RoCEv2 MTU packet)
+}
+
+// fixed is what leaving by a port of gbps costs besides its queue, and
+// the port's rate in bytes a nanosecond (0 if its speed is unknown: then
+// no serialization, and its queue cannot be timed); m has its defaults.
+func (m LatencyModel) fixed(gbps float64) (time.Duration, float64) {
+	d := m.SwitchDelay + m.LinkDelay
+	if gbps <= 0 {
+		return d, 0
+	}
+	rate := gbps / 8
+	return d + time.Duration(float64(m.PacketBytes)/rate), rate
 }
 
 // WithDefaults is m with every unset cost at its default.
@@ -135,14 +136,6 @@ type PathLatency struct {
 	Intervals int
 }
 
-// PathLatency assembles the latency of a path (egress ports, the source
-// leaf's first) from its hops' queue depths over the window before now:
-// each hop's fixed cost (m) and its queue at the port's rate (gbps).
-func (t *Telemetry) PathLatency(path []models.Endpoint, gbps func(models.Endpoint) float64, m LatencyModel, window time.Duration) PathLatency {
-	out, _ := t.PathSamples(path, gbps, m, window)
-	return out
-}
-
 // HopsNow is what leaving by each of ports costs now, its fixed cost
 // and its queue (a path's latency now is the sum over its hops), read
 // under one lock.
@@ -152,21 +145,20 @@ func (t *Telemetry) HopsNow(ports []models.Endpoint, gbps func(models.Endpoint) 
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	for i, e := range ports {
-		out[i] = m.SwitchDelay + m.LinkDelay
-		rate := gbps(e) / 8 // bytes per nanosecond
-		if rate <= 0 {
-			continue
-		}
-		out[i] += time.Duration(float64(m.PacketBytes) / rate)
-		if p := t.ports[e]; p != nil {
+		var rate float64
+		out[i], rate = m.fixed(gbps(e))
+		if p := t.ports[e]; p != nil && rate > 0 {
 			out[i] += time.Duration(p.load.QueueBytes / rate)
 		}
 	}
 	return out
 }
 
-// PathSamples is PathLatency and the path's latency in each interval of
-// the window, sorted (for percentiles over several paths).
+// PathSamples assembles the latency of a path (egress ports, the source
+// leaf's first) from its hops' queue depths over the window before now:
+// each hop's fixed cost (m) and its queue at the port's rate (gbps). It
+// returns the path's latency and its latency in each interval of the
+// window, sorted (for percentiles over several paths).
 func (t *Telemetry) PathSamples(path []models.Endpoint, gbps func(models.Endpoint) float64, m LatencyModel, window time.Duration) (PathLatency, []time.Duration) {
 	m = m.WithDefaults()
 	out := PathLatency{Hops: make([]HopLatency, len(path))}
@@ -175,11 +167,8 @@ func (t *Telemetry) PathSamples(path []models.Endpoint, gbps func(models.Endpoin
 	var fixed time.Duration
 	t.mu.RLock()
 	for i, e := range path {
-		h := HopLatency{Port: e, Fixed: m.SwitchDelay + m.LinkDelay}
-		if g := gbps(e); g > 0 {
-			rate[i] = g / 8
-			h.Fixed += time.Duration(float64(m.PacketBytes) / rate[i])
-		}
+		h := HopLatency{Port: e}
+		h.Fixed, rate[i] = m.fixed(gbps(e))
 		if p := t.ports[e]; p != nil && p.load.QueueMeasured {
 			h.Measured, h.QueueBytes, rings[i] = true, p.load.QueueBytes, p.queue
 		}

@@ -34,7 +34,7 @@ func TestPathLatencyFromQueueDepths(t *testing.T) {
 	}
 	gbps := func(models.Endpoint) float64 { return 100 }
 	m := LatencyModel{SwitchDelay: time.Microsecond, LinkDelay: time.Microsecond, PacketBytes: 1250} // 0.1 µs at 100 Gb/s
-	got := tele.PathLatency([]models.Endpoint{up, down, quiet}, gbps, m, 100*time.Second)
+	got := pathLatency(tele, []models.Endpoint{up, down, quiet}, gbps, m, 100*time.Second)
 
 	fixed := 3 * 2100 * time.Nanosecond
 	if got.Hops[0].Queueing != 8*time.Microsecond || !got.Hops[0].Measured || got.Hops[0].Fixed != 2100*time.Nanosecond {
@@ -67,13 +67,13 @@ func TestPathLatencyFromQueueDepths(t *testing.T) {
 		t.Errorf("p50 %v, p99 %v; want %v and %v", got.P50, got.P99, fixed, fixed+8*time.Microsecond)
 	}
 	// A window of five intervals sees only the queue.
-	if short := tele.PathLatency([]models.Endpoint{up}, gbps, m, 5*time.Second); short.Intervals != 5 || short.P50 != 2100*time.Nanosecond+8*time.Microsecond {
+	if short := pathLatency(tele, []models.Endpoint{up}, gbps, m, 5*time.Second); short.Intervals != 5 || short.P50 != 2100*time.Nanosecond+8*time.Microsecond {
 		t.Errorf("five intervals: %d, p50 %v", short.Intervals, short.P50)
 	}
 	// Thirty intervals on with nothing sent (the depth did not change,
 	// suppress_redundant): the window ends now, the depth holds.
 	tele.now = func() time.Time { return base.Add(130 * time.Second) }
-	if later := tele.PathLatency([]models.Endpoint{up}, gbps, m, 5*time.Second); later.P50 != 2100*time.Nanosecond+8*time.Microsecond {
+	if later := pathLatency(tele, []models.Endpoint{up}, gbps, m, 5*time.Second); later.P50 != 2100*time.Nanosecond+8*time.Microsecond {
 		t.Errorf("thirty intervals after the last depth: p50 %v, want it held", later.P50)
 	}
 	// The port goes down: it holds no queue.
@@ -102,4 +102,10 @@ func TestPortDepthIsItsDeepestQueue(t *testing.T) {
 	if l.QueueBytes != 5000 || l.QueueMaxBytes != 20000 || !l.QueueMeasured {
 		t.Errorf("depth %v, worst %v (measured %v); want 5000 and 20000", l.QueueBytes, l.QueueMaxBytes, l.QueueMeasured)
 	}
+}
+
+// pathLatency is PathSamples' path latency alone.
+func pathLatency(tele *Telemetry, path []models.Endpoint, gbps func(models.Endpoint) float64, m LatencyModel, window time.Duration) PathLatency {
+	pl, _ := tele.PathSamples(path, gbps, m, window)
+	return pl
 }

@@ -82,22 +82,34 @@ type portStat struct {
 	in, out, drops float64 // bits/s, smoothed
 	// inR, outR, dropR are the counters' last readings.
 	inR, outR, dropR reading
-	// ecn are the egress queues' ECN-marked traffic, in the order first
-	// seen (a handful a port: a map per port held 35 MB at k=48).
-	ecn      []queueStat
+	// queues are the egress queues' ECN-marked traffic and depths, in the
+	// order first seen (a handful a port: a map per port held 35 MB at
+	// k=48).
+	queues   []queueStat
 	load     PortLoad
-	received time.Time    // local time of the last sample
-	outAt    time.Time    // local time of the last egress reading
-	depths   []queueDepth // the egress queues' depths, in the order first seen
+	received time.Time // local time of the last sample
+	outAt    time.Time // local time of the last egress reading
 	queue    *queueRing
 }
 
-// queueStat is one egress queue's ECN-marked traffic: smoothed bits/s and
-// the counter's last reading.
+// queueStat is one egress queue: its ECN-marked traffic (smoothed bits/s
+// and the counter's last reading) and its last depths, bytes (now, and
+// the highest in the interval before).
 type queueStat struct {
-	queue string
-	bps   float64
-	last  reading
+	queue      string
+	bps        float64
+	last       reading
+	now, worst float64
+}
+
+// queueOf is p's stat of the queue named, added if new.
+func (p *portStat) queueOf(name string) *queueStat {
+	i := slices.IndexFunc(p.queues, func(q queueStat) bool { return q.queue == name })
+	if i < 0 {
+		i = len(p.queues)
+		p.queues = append(p.queues, queueStat{queue: name})
+	}
+	return &p.queues[i]
 }
 
 // Telemetry turns gNMI counter samples into per-port rates: the rate over
@@ -159,27 +171,19 @@ func (t *Telemetry) Observe(s models.CounterSample) {
 			// A down port carries nothing: no decaying average of what
 			// it carried, and it starts afresh when it comes back.
 			p.in, p.out, p.drops = 0, 0, 0
-			for i := range p.ecn {
-				p.ecn[i].bps = 0
+			for i := range p.queues {
+				p.queues[i].bps, p.queues[i].now, p.queues[i].worst = 0, 0, 0
 			}
 			p.load.InBps, p.load.OutBps, p.load.DropBps, p.load.ECNBps, p.load.RecentOutBps = 0, 0, 0, 0, 0
 			p.load.QueueBytes, p.load.QueueMaxBytes = 0, 0
-			for i := range p.depths {
-				p.depths[i].now, p.depths[i].worst = 0, 0
-			}
 		}
 	case models.HasQueueLen, models.HasQueueMax:
 		t.observeQueue(p, s)
 	case models.HasECNOctets:
-		i := slices.IndexFunc(p.ecn, func(q queueStat) bool { return q.queue == s.Queue })
-		if i < 0 {
-			i = len(p.ecn)
-			p.ecn = append(p.ecn, queueStat{queue: s.Queue})
-		}
-		q := &p.ecn[i]
+		q := p.queueOf(s.Queue)
 		t.smoothed(&q.last, &q.bps, s.ECNOctets, s.Timestamp)
 		p.load.ECNBps = 0
-		for _, q := range p.ecn {
+		for _, q := range p.queues {
 			p.load.ECNBps += q.bps
 		}
 	}

@@ -229,7 +229,6 @@ func (f *Fabric) recomputeLocked() {
 	for sw := range f.pinRate {
 		clear(f.pinRate[sw])
 	}
-	offered := map[models.Endpoint]float64{}
 	arriving := map[portPair]float64{} // offered bit/s from each ingress to each egress port
 	for _, fl := range all {
 		offeredBps := f.offeredGbps(fl.Spec) * 1e9
@@ -257,7 +256,6 @@ func (f *Fabric) recomputeLocked() {
 			f.rate(models.Endpoint{Switch: h.Switch, Port: h.InPort}).inBps += bps
 			out := models.Endpoint{Switch: h.Switch, Port: h.OutPort}
 			f.rate(out).outBps += bps
-			offered[out] += offeredBps
 			arriving[portPair{in: models.Endpoint{Switch: h.Switch, Port: h.InPort}, out: out}] += offeredBps
 			if h.Pinned {
 				if f.pinRate[h.Switch] == nil {
@@ -267,17 +265,18 @@ func (f *Fabric) recomputeLocked() {
 			}
 		}
 	}
+	offers := f.egressOffers(arriving)
 	// ECN: where more is offered than the port can send, the switch marks
 	// the excess fraction of what it sends (DCQCN's steady state keeps the
 	// queue at the marking threshold).
-	for e, o := range offered {
+	for e, o := range offers {
 		capacity := f.snap.PortGbps(e) * 1e9
-		if o > capacity && capacity > 0 {
+		if o.offered > capacity && capacity > 0 {
 			r := f.rate(e)
-			r.ecnBps = r.outBps * (o - capacity) / o
+			r.ecnBps = r.outBps * (o.offered - capacity) / o.offered
 		}
 	}
-	f.setQueuesLocked(arriving)
+	f.setQueuesLocked(offers)
 	f.stats.recomputes++
 	f.stats.lastRecompute = time.Since(start)
 	f.stats.lastRetraced = retraced

@@ -72,24 +72,43 @@ func queueBytes(gbps, sentBps, offeredBps float64, streams int) float64 {
 // portPair is an ingress and an egress port of one switch.
 type portPair struct{ in, out models.Endpoint }
 
-// setQueuesLocked sets every egress port's queue depth from what its
-// ingress ports can bring it (arriving: the senders' offer from each,
-// bit/s; ports not in it have none), and keeps each port's highest depth
-// since its counters were last published.
-func (f *Fabric) setQueuesLocked(arriving map[portPair]float64) {
-	offered := map[models.Endpoint]float64{}
-	streams := map[models.Endpoint]int{}
+// egressOffer is what the senders offer an egress port, bit/s: in all
+// (offered, what ECN marks by), and as its ingress ports can bring it,
+// each no more than its capacity (arrivable, what its queue builds by),
+// over streams ingress ports.
+type egressOffer struct {
+	offered, arrivable float64
+	streams            int
+}
+
+// egressOffers sums the senders' offer from each ingress to each egress
+// port (arriving) per egress port.
+func (f *Fabric) egressOffers(arriving map[portPair]float64) map[models.Endpoint]*egressOffer {
+	out := map[models.Endpoint]*egressOffer{}
 	for p, bps := range arriving {
-		offered[p.out] += min(bps, f.snap.PortGbps(p.in)*1e9)
-		streams[p.out]++
+		o := out[p.out]
+		if o == nil {
+			o = &egressOffer{}
+			out[p.out] = o
+		}
+		o.offered += bps
+		o.arrivable += min(bps, f.snap.PortGbps(p.in)*1e9)
+		o.streams++
 	}
+	return out
+}
+
+// setQueuesLocked sets every egress port's queue depth from its offer
+// (ports not in offers have none), and keeps each port's highest depth
+// since its counters were last published.
+func (f *Fabric) setQueuesLocked(offers map[models.Endpoint]*egressOffer) {
 	for e, c := range f.queued {
-		if _, still := offered[e]; !still {
+		if _, still := offers[e]; !still {
 			c.queueBytes = 0
 			delete(f.queued, e)
 		}
 	}
-	for e, o := range offered {
+	for e, o := range offers {
 		c := f.counters[e]
 		if c == nil {
 			continue
@@ -98,7 +117,7 @@ func (f *Fabric) setQueuesLocked(arriving map[portPair]float64) {
 		if r := f.portRate[e]; r != nil {
 			sent = r.outBps
 		}
-		c.queueBytes = queueBytes(f.snap.PortGbps(e), sent, o, streams[e])
+		c.queueBytes = queueBytes(f.snap.PortGbps(e), sent, o.arrivable, o.streams)
 		c.queueMaxBytes = max(c.queueMaxBytes, c.queueBytes)
 		f.queued[e] = c
 	}

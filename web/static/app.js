@@ -724,7 +724,7 @@ function authFetch(url, opts = {}) {
   return fetch(url, Object.assign({}, opts, { headers }));
 }
 
-function escapeHTML(s) {
+export function escapeHTML(s) {
   return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
 }
 

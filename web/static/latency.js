@@ -4,6 +4,8 @@
 // (click, or arrow keys and Enter) lists the pair's paths and their hops'
 // queueing (GET /api/v1/latency?src=&dst=). Fabrics past the server's
 // leaf limit get a note instead.
+import { escapeHTML } from './app.js'; // app.js also sets up window.accelnet first
+
 const REFRESH_MS = 2000;
 const SIDE = 288; // the map's width and height, CSS pixels
 const canvas = document.getElementById('latency-map');
@@ -132,10 +134,6 @@ async function loadPair(src, dst) {
   lat.pair = await res.json();
   renderPair();
   draw();
-}
-
-function escapeHTML(s) {
-  return String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' }[c]));
 }
 
 function renderPair() {

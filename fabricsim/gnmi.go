@@ -154,21 +154,6 @@ func boolVal(b bool) *gnmipb.TypedValue {
 	return &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: b}}
 }
 
-// valueKey is a value's identity for telling whether a sampled leaf
-// changed since it was last sent (suppress_redundant): cheaper than its
-// text form.
-func valueKey(v *gnmipb.TypedValue) string {
-	switch x := v.GetValue().(type) {
-	case *gnmipb.TypedValue_UintVal:
-		return "u" + strconv.FormatUint(x.UintVal, 10)
-	case *gnmipb.TypedValue_StringVal:
-		return "s" + x.StringVal
-	case *gnmipb.TypedValue_BoolVal:
-		return "b" + strconv.FormatBool(x.BoolVal)
-	}
-	return v.String()
-}
-
 // publishOper publishes one port's oper-status alone, if it changed.
 func (g *gnmiServer) publishOper(ts int64, port uint32, operUp bool) error {
 	a := portAddrs(port)
@@ -1081,7 +1066,10 @@ func (s *subscriber) sample(sub *gnmipb.Subscription, interval, heartbeat time.D
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	last := map[string]string{}
+	// The last value sent of each leaf, by its path: a leaf's path is
+	// one shared value (portAddrs), so it names the leaf without the
+	// path's text made for every leaf at every interval.
+	last := map[*gnmipb.Path]*gnmipb.TypedValue{}
 	lastBeat := time.Now()
 	for {
 		select {
@@ -1101,12 +1089,11 @@ func (s *subscriber) sample(sub *gnmipb.Subscription, interval, heartbeat time.D
 		var send []*gnmipb.Notification
 		for _, n := range ns {
 			if suppress && !beat && len(n.GetUpdate()) == 1 {
-				key := gpath.ToStrings(n.GetUpdate()[0].GetPath(), false)
-				k, v := strings.Join(key, "/"), valueKey(n.GetUpdate()[0].GetVal())
-				if last[k] == v {
+				u := n.GetUpdate()[0]
+				if v, sent := last[u.GetPath()]; sent && sameValue(v, u.GetVal()) {
 					continue
 				}
-				last[k] = v
+				last[u.GetPath()] = u.GetVal()
 			}
 			send = append(send, n)
 		}

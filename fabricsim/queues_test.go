@@ -1,9 +1,15 @@
 package fabricsim
 
 import (
+	"context"
 	"math"
 	"testing"
+	"time"
 
+	gnmipb "github.com/openconfig/gnmi/proto/gnmi"
+
+	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/southbound/ocpath"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -79,5 +85,82 @@ func TestQueuesBuildWhereFlowsCollide(t *testing.T) {
 	f.mu.Unlock()
 	if q := f.QueueBytes(out); q != 0 {
 		t.Errorf("the receiver's port with one flow left: %.0f bytes, want none", q)
+	}
+}
+
+// TestQueueDepthsSentWhenTheyChange: a SAMPLE subscription to the queues'
+// depths with suppress_redundant gets every port's depth in its initial
+// values and its first sample, then nothing while no depth changes: the
+// next value it gets, however many intervals later, is the port whose
+// queue filled.
+func TestQueueDepthsSentWhenTheyChange(t *testing.T) {
+	topo, _ := topology.LeafSpine(1, 1, 3, 100)
+	f := run(t, topo)
+	c, s := primary(t, f.Switch("leaf1"))
+	h1, h2, h3 := topo.Hosts[0], topo.Hosts[1], topo.Hosts[2]
+	out := h3.Attach
+	if err := c.write(1, member(s, 3, out.Port)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.write(1, route(s, h3.IP.String()+"/32", 3)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	sub, err := gnmipb.NewGNMIClient(c.cc).Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const interval = 20 * time.Millisecond
+	if err := sub.Send(&gnmipb.SubscribeRequest{Request: &gnmipb.SubscribeRequest_Subscribe{Subscribe: &gnmipb.SubscriptionList{
+		Prefix: &gnmipb.Path{Target: "leaf1"}, Mode: gnmipb.SubscriptionList_STREAM, Encoding: gnmipb.Encoding_PROTO,
+		Subscription: []*gnmipb.Subscription{{Path: ocpath.Queue("*", "*", "avg-queue-len"), Mode: gnmipb.SubscriptionMode_SAMPLE,
+			SampleInterval: uint64(interval), SuppressRedundant: true}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	type depth struct {
+		iface string
+		bytes uint64
+	}
+	updates := make(chan depth, 64)
+	go func() {
+		for {
+			resp, err := sub.Recv()
+			if err != nil {
+				close(updates)
+				return
+			}
+			for _, u := range resp.GetUpdate().GetUpdate() {
+				updates <- depth{u.GetPath().GetElem()[2].GetKey()["interface-id"], u.GetVal().GetUintVal()}
+			}
+		}
+	}()
+	next := func(what string) depth {
+		t.Helper()
+		select {
+		case d, ok := <-updates:
+			if !ok {
+				t.Fatalf("%s: the stream ended", what)
+			}
+			return d
+		case <-ctx.Done():
+			t.Fatalf("%s: nothing came", what)
+		}
+		return depth{}
+	}
+	// The initial values (the subscription's snapshot) and at least one
+	// sample: every port's depth, all empty.
+	ports := len(f.snap.Ports("leaf1"))
+	for range 2 * ports {
+		if d := next("every port's depth, twice"); d.bytes != 0 {
+			t.Fatalf("%s at %d bytes on an idle switch", d.iface, d.bytes)
+		}
+	}
+	if _, err := f.AddFlows([]FlowSpec{{Src: h1.IP, Dst: h3.IP, SrcPort: 1, DemandGbps: 100}, {Src: h2.IP, Dst: h3.IP, SrcPort: 2, DemandGbps: 100}}); err != nil {
+		t.Fatal(err)
+	}
+	if d := next("the filled queue"); d.iface != models.InterfaceName(out.Port) || d.bytes != queueKmaxPer100G {
+		t.Fatalf("the next depth sent: %s at %d bytes, want %s at %d (the rest did not change)", d.iface, d.bytes, models.InterfaceName(out.Port), queueKmaxPer100G)
 	}
 }

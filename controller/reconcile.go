@@ -219,11 +219,14 @@ func (c *Controller) Reconcile(ctx context.Context, sw models.SwitchID) (int, er
 			return
 		}
 		c.mu.RLock()
-		inSync := c.status[sw].InSync
+		status := c.status[sw]
 		c.mu.RUnlock()
-		if inSync {
+		switch {
+		case status.InSync:
 			c.queues.stage(st.ro.confirmed(sw, stage)) // the next stage's switches
 			st.ro.logFinished(c.log, c.urgency)
+		case status.LastError != "":
+			st.ro.failedAt(sw, stage) // past stageTimeout the stage goes on without it
 		}
 	}()
 	c.mu.RLock()

@@ -30,11 +30,22 @@ import (
 // failure, a first stage of its own prunes every switch's next hops that
 // lead nowhere (pathcalc.Prune), so traffic that has another way by the
 // old routes takes it at once. Each stage waits until every switch it
-// changes confirmed it (or stageTimeout, for a switch that cannot be
-// reached).
+// changes confirmed it; see stageTimeout for a switch that does not.
 
-// stageTimeout bounds how long a rollout waits for one stage.
+// stageTimeout is how long a stage waits for a switch whose write at
+// that stage failed (it cannot be reached, or refuses the write) before
+// moving on without it. A switch that has not failed is waited for up to
+// stageBackstop: moving on while it still has its previous stage's routes
+// can loop traffic between it and switches already on the next stage
+// (TestLinkReturnIsMakeBeforeBreak saw 9 of 896 flows loop so beside two
+// CPU burners, and up to 42 with this timeout at 1 ms), so only a switch
+// that cannot take the stage is left behind.
 const stageTimeout = 2 * time.Second
+
+// stageBackstop bounds a stage's wait for a switch that neither confirms
+// nor fails (each write has its own deadline, so this is for a controller
+// stalled that long).
+const stageBackstop = 30 * time.Second
 
 type rollout struct {
 	prev *fabricState // the state being replaced
@@ -49,6 +60,7 @@ type rollout struct {
 	started     time.Time
 	now         func() time.Time
 	synced      map[models.SwitchID]int // stage each switch last confirmed
+	failed      map[models.SwitchID]int // stage at which each switch's write last failed
 	dist        map[netip.Prefix]distances
 	early       map[models.SwitchID]map[netip.Prefix]bool // moves at the first stage, by switch
 	affected    []map[models.SwitchID]bool                // by stage: switches whose routes change then
@@ -497,12 +509,36 @@ func (r *rollout) confirmed(sw models.SwitchID, stage int) []models.SwitchID {
 		return nil
 	}
 	r.synced[sw] = stage
-	for s := range r.affected[r.stage] {
-		if r.synced[s] < r.stage && r.now().Sub(r.started) < stageTimeout {
-			return nil
-		}
+	if r.waitingLocked() {
+		return nil
 	}
 	return r.nextLocked()
+}
+
+// failedAt records that sw's write at stage failed: past stageTimeout the
+// stage no longer waits for it.
+func (r *rollout) failedAt(sw models.SwitchID, stage int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if stage == r.stage {
+		r.failed[sw] = stage
+	}
+}
+
+// waitingLocked says whether the current stage still waits for a switch:
+// one that has not confirmed it, unless its write at the stage failed and
+// stageTimeout passed, or stageBackstop passed.
+func (r *rollout) waitingLocked() bool {
+	waited := r.now().Sub(r.started)
+	for s := range r.affected[r.stage] {
+		if r.synced[s] >= r.stage {
+			continue
+		}
+		if waited < stageTimeout || waited < stageBackstop && r.failed[s] < r.stage {
+			return true
+		}
+	}
+	return false
 }
 
 // abandon ends a rollout that cannot be planned: switches take the new
@@ -571,20 +607,27 @@ func (r *rollout) advanceLocked() {
 	}
 }
 
-// stuck moves a rollout past a stage that waited too long, returning the
-// switches to program next.
-func (r *rollout) stuck() []models.SwitchID {
+// stuck moves a rollout past a stage that waited too long for switches
+// that cannot take it (see stageTimeout), returning them (left behind)
+// and the switches to program next.
+func (r *rollout) stuck() (left, next []models.SwitchID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.stage > r.last || r.affected == nil || r.now().Sub(r.started) < stageTimeout {
-		return nil
+	if r.stage > r.last || r.affected == nil || r.waitingLocked() {
+		return nil, nil
 	}
-	return r.nextLocked()
+	for s := range r.affected[r.stage] {
+		if r.synced[s] < r.stage {
+			left = append(left, s)
+		}
+	}
+	slices.Sort(left)
+	return left, r.nextLocked()
 }
 
 func newRollout(prev *fabricState, now func() time.Time) *rollout {
 	t := now()
-	return &rollout{prev: prev, oldDown: prev.down, stage: 1, last: 1 << 30, now: now, started: t, began: t, synced: map[models.SwitchID]int{}}
+	return &rollout{prev: prev, oldDown: prev.down, stage: 1, last: 1 << 30, now: now, started: t, began: t, synced: map[models.SwitchID]int{}, failed: map[models.SwitchID]int{}}
 }
 
 // staged is what sw should have at stage: per destination prefix, the new

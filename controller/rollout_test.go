@@ -177,6 +177,50 @@ func TestRolloutTimeline(t *testing.T) {
 	}
 }
 
+// TestStageWaitsForASlowSwitch: a stage does not move on past a switch
+// that has neither confirmed nor failed it once stageTimeout has passed
+// (its previous routes beside the next stage's could loop), neither when
+// another switch confirms nor when the housekeeping looks for stuck
+// stages; only stageBackstop ends that wait. A switch whose write failed
+// is left behind after stageTimeout.
+func TestStageWaitsForASlowSwitch(t *testing.T) {
+	now := time.Unix(100, 0)
+	fresh := func() *rollout {
+		r := newRollout(&fabricState{}, func() time.Time { return now })
+		r.affected = []map[models.SwitchID]bool{{}, {"a": true, "slow": true, "c": true}, {"d": true}}
+		r.last, r.changed = 2, map[models.SwitchID]bool{"a": true, "slow": true, "c": true, "d": true}
+		r.begin()
+		return r
+	}
+	r := fresh()
+	now = now.Add(stageTimeout + time.Second)
+	r.confirmed("a", 1)
+	if next := r.confirmed("c", 1); next != nil || r.stageNow() != 1 {
+		t.Fatalf("past stageTimeout a confirmation moved on without the slow switch: next %v, stage %d", next, r.stageNow())
+	}
+	if left, next := r.stuck(); next != nil {
+		t.Fatalf("stuck() left %v behind, a switch that has not failed", left)
+	}
+	now = now.Add(stageBackstop)
+	left, next := r.stuck()
+	if !slices.Equal(left, []models.SwitchID{"slow"}) || !slices.Equal(next, []models.SwitchID{"d"}) || r.stageNow() != 2 {
+		t.Fatalf("past stageBackstop: left %v, next %v, stage %d; want [slow], [d], 2", left, next, r.stageNow())
+	}
+
+	now = time.Unix(100, 0)
+	r = fresh()
+	r.confirmed("a", 1)
+	r.confirmed("c", 1)
+	r.failedAt("slow", 1)
+	if _, next := r.stuck(); next != nil {
+		t.Fatal("a failed switch left behind before stageTimeout")
+	}
+	now = now.Add(stageTimeout)
+	if left, next := r.stuck(); !slices.Equal(left, []models.SwitchID{"slow"}) || !slices.Equal(next, []models.SwitchID{"d"}) {
+		t.Fatalf("a switch whose write failed, past stageTimeout: left %v, next %v; want [slow], [d]", left, next)
+	}
+}
+
 // fixedDist is a distance table written out by a test.
 type fixedDist map[models.SwitchID]int
 

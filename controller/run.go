@@ -143,8 +143,9 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			c.runDeferred()
 			c.refreshDown("flap dampening changed", time.Time{})
 			if st := c.current(); st != nil && st.ro != nil {
-				if next := st.ro.stuck(); next != nil {
-					c.log.Warn("rollout stage timed out; moving on", "stage", st.ro.stageNow())
+				stage := st.ro.stageNow()
+				if left, next := st.ro.stuck(); next != nil {
+					c.log.Warn("rollout stage timed out; moving on without switches that did not take it", "stage", stage, "switches", left)
 					c.queues.stage(next)
 					st.ro.logFinished(c.log, c.urgency)
 				}

@@ -55,6 +55,44 @@ type PairLatency struct {
 	P99Us     float64       `json:"p99_us"`
 	Paths     []PathLatency `json:"paths"`
 	Model     LatencyModel  `json:"model"`
+	// Probes is what the pingmesh's probes between the two leaves (a
+	// host's leaf stands for it) measured in the window; absent if none
+	// came back in it.
+	Probes *ProbedLatency `json:"probes,omitempty"`
+}
+
+// ProbedLatency is a leaf pair's latency as its probes measured it end
+// to end (the pingmesh): how many came back in the window, their median
+// and 99th percentile, and the last one's path, microseconds. A probe's
+// latency is what each switch on its way recorded from its ingress to its
+// egress (queueing included) plus the configured propagation of each
+// link it crossed.
+type ProbedLatency struct {
+	Count int        `json:"count"`
+	P50Us float64    `json:"p50_us"`
+	P99Us float64    `json:"p99_us"`
+	Last  ProbedPath `json:"last"`
+}
+
+// ProbedPath is the path one probe took, hop by hop, and what it met.
+type ProbedPath struct {
+	At         time.Time   `json:"at"`
+	LatencyUs  float64     `json:"latency_us"`
+	QueueingUs float64     `json:"queueing_us"`
+	Hops       []ProbedHop `json:"hops"`
+}
+
+// ProbedHop is what a switch recorded of a probe at the egress port it
+// left by: the time it spent in the port's queue and the queue's depth
+// when it arrived there (packets), and the time from its ingress to its
+// egress, in the switch's own units (BMv2 and fabricsim count whole
+// microseconds).
+type ProbedHop struct {
+	Switch       string  `json:"switch"`
+	Port         uint32  `json:"port"`
+	QueueUs      float64 `json:"queue_us"`
+	QueuePackets uint32  `json:"queue_packets"`
+	HopUs        float64 `json:"hop_us"`
 }
 
 // LatencyMatrix is every leaf pair's latency now (GET /api/v1/latency

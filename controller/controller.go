@@ -179,6 +179,10 @@ type Config struct {
 	// DefaultLivenessBudget): more watched ends stretch the interval.
 	LivenessInterval time.Duration
 	LivenessBudget   int
+	// ProbeRate is how many latency probes a second the leader sends
+	// between leaves, with Packets (the pingmesh, pingmesh.go); 0: none
+	// (DefaultProbeRate is the command line's default).
+	ProbeRate int
 	// Neighbors, if set, reads switches' own LLDP state (over gNMI) each
 	// discovery round, as a second witness of the cabling.
 	Neighbors NeighborReader
@@ -325,6 +329,8 @@ type Controller struct {
 	// (hosts.go).
 	disc  *linkWatch
 	hosts *hostLearner
+	// mesh is the pingmesh's (pingmesh.go).
+	mesh *pingmesh
 	// deferred is set when a planned change (drain, undrain, dampening)
 	// arrived while a rollout was still under way: it starts once that
 	// one has settled, so every rollout goes from a state the switches
@@ -393,6 +399,7 @@ func New(cfg Config) (*Controller, error) {
 	c.queues.config.await = c.handover.awaitTablesFirst
 	c.hosts = newHostLearner(&c.cfg, c.log, c.m.arp, c.current, c.Leading, c.Enqueue)
 	c.disc = newLinkWatch(&c.cfg, c.log, c.m, c.current, c.Leading, c.portsDown, c.refreshDown, c.urgency)
+	c.mesh = newPingmesh(&c.cfg, c.log, c.m, c.current, c.Leading, c.Ready, c.urgency)
 	return c, nil
 }
 

@@ -186,11 +186,16 @@ type sighting struct {
 const probesMissed = 4
 
 // PacketIn takes a packet a switch sent its controller (wired to the
-// P4Runtime driver's packet-ins): a probe is recorded where it arrived;
-// a host's ARP is answered and learned from (hosts.go).
+// P4Runtime driver's packet-ins): a link probe is recorded where it
+// arrived; a host's ARP is answered and learned from (hosts.go); a
+// latency probe is the pingmesh's (pingmesh.go).
 func (c *Controller) PacketIn(sw models.SwitchID, port uint32, payload []byte) {
 	if len(payload) >= 14 && binary.BigEndian.Uint16(payload[12:14]) == models.EtherTypeARP {
 		c.hosts.arpIn(sw, port, payload)
+		return
+	}
+	if isProbe(payload) {
+		c.mesh.received(sw, port, payload)
 		return
 	}
 	from, err := parseProbe(payload)

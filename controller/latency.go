@@ -191,6 +191,7 @@ func (c *Controller) PairLatency(src, dst string, window time.Duration) (api.Pai
 		out.Intervals = max(out.Intervals, pl.Intervals)
 		out.Paths = append(out.Paths, pathView(pl))
 	}
+	out.Probes = c.mesh.probed(s.Attach.Switch, d.Attach.Switch, window)
 	return out, nil
 }
 

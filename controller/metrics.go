@@ -28,6 +28,8 @@ type metrics struct {
 	livenessEnds      prometheus.Gauge
 	queueDelay        prometheus.Histogram
 	pairLatency       prometheus.Histogram
+	probes            *prometheus.CounterVec
+	probeLatency      prometheus.Histogram
 }
 
 // counts are figures the controller keeps itself, exported as they are.
@@ -60,13 +62,15 @@ func newMetrics(reg prometheus.Registerer, n counts) *metrics {
 		handoverUnsettled: counter("accelnet_handover_unsettled_reads_total", "Switches a new term took as marked after reading by key the pins of intents not yet Installed (their leader may not have written them); each is also counted in accelnet_handover_switches_total."),
 		marks:             counterVec("accelnet_handover_marks_total", "Handover marks written to etcd: put (a quiet switch's confirmed state recorded) and delete (removed before a write to the switch).", "op"),
 		queueDelay:        histogram("accelnet_queue_delay_seconds", "Egress queueing delay of switch ports as their switches report them (OpenConfig QoS avg-queue-len at the port's rate), one observation per port and sample.", prometheus.ExponentialBuckets(1e-7, 2, 14)),
+		probes:            counterVec("accelnet_latency_probes_total", "The pingmesh's latency probes: sent, not_sent (the switch could not be reached), received, lost (not back within 2 s), misrouted (back from another switch than the destination leaf, or by another path than the hops recorded), unknown (not one this replica sent).", "result"),
+		probeLatency:      histogram("accelnet_probe_latency_seconds", "One-way latency between two leaves as the pingmesh's probes measure it: each switch's ingress-to-egress time they recorded plus the configured link propagation, one observation per probe back.", prometheus.ExponentialBuckets(1e-6, 1.5, 18)),
 		pairLatency:       histogram("accelnet_leaf_pair_latency_seconds", "One-way latency between two leaves, the mean over their equal-cost paths of each hop's queueing delay and fixed cost, one observation per leaf pair and telemetry interval (fabrics of up to 64 leaves).", prometheus.ExponentialBuckets(1e-6, 1.5, 18)),
 		rerouteDelay:      histogram("accelnet_oper_status_reroute_seconds", "From a switch's report that a fabric port went down or up (its gNMI notification's timestamp) to the controller rerouting around it: the stream's transit and the controller's intake.", prometheus.ExponentialBuckets(0.001, 2, 16)),
 	}
 	if reg != nil {
 		registerCounts(reg, n)
 		reg.MustRegister(m.reconcileTotal, m.reconcileDuration, m.writes, m.pathcalcSeconds,
-			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling, m.handover, m.handoverUnsettled, m.marks, m.arp, m.livenessInterval, m.livenessEnds, m.queueDelay, m.pairLatency)
+			m.switchInSync, m.foreignPrimary, m.linksDiscovered, m.linksUndeclared, m.linkUtilization, m.linkECN, m.topologyRevision, m.linksDown, m.fullReads, m.rerouteDelay, m.failureHandling, m.handover, m.handoverUnsettled, m.marks, m.arp, m.livenessInterval, m.livenessEnds, m.queueDelay, m.pairLatency, m.probes, m.probeLatency)
 	}
 	return m
 }

@@ -35,6 +35,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	if c.disc.livenessOn() {
 		wg.Go(func() { c.disc.watchLiveness(ctx) })
 	}
+	if c.mesh.on() {
+		wg.Go(func() { c.mesh.run(ctx) })
+	}
 	if c.cfg.Packets != nil {
 		wg.Go(func() { c.hosts.serve(ctx) })
 	}

@@ -2,6 +2,7 @@ package fabricsim
 
 import (
 	"encoding/binary"
+	"math"
 
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
 	"google.golang.org/grpc/codes"
@@ -46,6 +47,13 @@ func (sw *Switch) packetOut(from *stream, pkt *p4v1.PacketOut) error {
 	}
 	f := sw.fabric
 	egress := models.Endpoint{Switch: sw.name, Port: port}
+	if probe, err := models.ParseProbe(pkt.GetPayload()); err == nil {
+		if !f.carryProbe(egress, probe, pkt.GetPayload()) {
+			return errf(codes.InvalidArgument, "port %d is not connected", port)
+		}
+		sw.packetOuts.Add(1)
+		return nil
+	}
 	f.mu.Lock()
 	c := f.counters[egress]
 	if c == nil {
@@ -67,6 +75,74 @@ func (sw *Switch) packetOut(from *stream, pkt *p4v1.PacketOut) error {
 	}
 	f.switches[peer.Switch].receive(peer.Port, pkt.GetPayload())
 	return nil
+}
+
+// probeSwitchUs is the time fabricsim's switches take to forward a
+// packet, ingress to egress, without its queueing: what a latency probe's
+// hop records beside the queue.
+const probeSwitchUs = 1
+
+// carryProbe takes a latency probe the controller sent out of egress
+// through the fabric as accelnet.p4 would (see models.Probe): each
+// egress records the hop (its queue's depth and delay from the queue
+// model, in packets and microseconds as BMv2 counts them) and takes one
+// off the TTL; the switch it reaches with a TTL of 1 punts it to its
+// controller; a switch routes it by its tables, with the hash RDMA
+// traffic of its addresses and ports gets. A probe that meets a down
+// link or switch, no route, or a host is lost, as a packet would be.
+// False if egress, where it is sent from, is no port.
+func (f *Fabric) carryProbe(egress models.Endpoint, probe models.Probe, frame []byte) bool {
+	spec := FlowSpec{Src: probe.Src, Dst: probe.Dst, SrcPort: probe.SrcPort}
+	f.mu.Lock()
+	if f.counters[egress] == nil {
+		f.mu.Unlock()
+		return false
+	}
+	var punt *Switch
+	var at uint32
+	for range maxHops {
+		c := f.counters[egress]
+		if c == nil {
+			break
+		}
+		c.outOctets += float64(len(frame))
+		hop := models.ProbeHop{EgressPort: egress.Port, HopUs: probeSwitchUs}
+		if g := f.snap.PortGbps(egress); g > 0 && c.queueBytes > 0 {
+			hop.QueueDepth = uint32(math.Ceil(c.queueBytes / packetBytes))
+			hop.QueueUs = uint32(math.Round(c.queueBytes * 8 / (g * 1e3)))
+			hop.HopUs += hop.QueueUs
+		}
+		next, err := models.ProbeEgress(frame, hop)
+		if err != nil {
+			break
+		}
+		frame = next
+		peer, l, isLink := f.peerLocked(egress)
+		if !isLink || !f.operUpLocked(egress) || !f.linkUpLocked(l) {
+			break // to a host (whose NIC drops the opcode), or lost
+		}
+		sw := f.switches[peer.Switch]
+		if sw.down.Load() {
+			break
+		}
+		if pc := f.counters[peer]; pc != nil {
+			pc.inOctets += float64(len(frame))
+		}
+		if ttl, _ := models.ProbeTTL(frame); ttl <= 1 {
+			punt, at = sw, peer.Port
+			break
+		}
+		out, _ := f.fibs[peer.Switch].lookup(spec)
+		if out == 0 {
+			break
+		}
+		egress = models.Endpoint{Switch: peer.Switch, Port: out}
+	}
+	f.mu.Unlock()
+	if punt != nil {
+		punt.punt(at, frame)
+	}
+	return true
 }
 
 // receive handles a frame arriving from a neighbour: punted to the
@@ -95,6 +171,22 @@ func (sw *Switch) receive(port uint32, frame []byte) {
 	if err != nil || len(hits) == 0 || hits[0].GetTableEntry().GetAction().GetAction().GetActionId() != s.ActionID(p4.ActionSendToCPU) {
 		return
 	}
+	sw.puntLocked(port, frame)
+}
+
+// punt sends a frame that arrived at port to the switch's controller.
+func (sw *Switch) punt(port uint32, frame []byte) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.store != nil {
+		sw.puntLocked(port, frame)
+	}
+}
+
+// puntLocked sends a frame that arrived at port to the primary
+// controller as a packet-in (sw.mu held, its pipeline set).
+func (sw *Switch) puntLocked(port uint32, frame []byte) {
+	s := sw.store.schema
 	primary := sw.primaryLocked()
 	if primary == nil {
 		return

@@ -128,6 +128,7 @@ func defaultConfig() Config {
 			CongestionInterval: 5 * time.Second,
 			DiscoveryInterval:  stack.DefaultDiscoveryInterval,
 			LivenessInterval:   controller.DefaultLivenessInterval,
+			ProbeRate:          controller.DefaultProbeRate,
 			Elephants: stack.Elephants{
 				ObserveInterval: stack.DefaultObserveInterval,
 				SampleOneIn:     DefaultSampleOneIn,
@@ -214,6 +215,9 @@ func (c Config) Validate(demo bool) error {
 	if c.Elephants.Gbps <= 0 || math.IsNaN(c.Elephants.Gbps) {
 		return fmt.Errorf("--elephant-gbps %v: want a positive rate", c.Elephants.Gbps)
 	}
+	if c.ProbeRate < 0 {
+		return fmt.Errorf("--probe-rate %d: want 0 (off) or a positive number of probes a second", c.ProbeRate)
+	}
 	if c.LivenessInterval < 0 {
 		return fmt.Errorf("--liveness-interval %v: want 0 (off) or a positive interval", c.LivenessInterval)
 	}
@@ -290,6 +294,7 @@ func bindFlags(f *pflag.FlagSet, cfg *Config) {
 	f.DurationVar(&cfg.FlapHalfLife, "flap-half-life", cfg.FlapHalfLife, "flap dampening: how fast a link's failure penalty halves (two failures close together keep it out of routes for about 1.5 half-lives)")
 	f.DurationVar(&cfg.DiscoveryInterval, "discovery-interval", cfg.DiscoveryInterval, "how often link discovery sends an LLDP probe out of every fabric port (packet-out) and checks the declared links (a miswired or lost link carries no routes); 0 turns it off")
 	f.DurationVar(&cfg.LivenessInterval, "liveness-interval", cfg.LivenessInterval, "how often a probe crosses each fabric link that ends on a switch reporting no oper-status (no gnmi_addr, such as BMv2): a cut link is lost 3 to 4 intervals after; 0 turns it off")
+	f.IntVar(&cfg.ProbeRate, "probe-rate", cfg.ProbeRate, "latency probes a second the leader sends between leaves (the pingmesh: each a packet-out at one leaf, punted back by another, recording every hop's queue): /api/v1/latency's probes; 0 turns it off")
 	f.DurationVar(&cfg.CongestionInterval, "congestion-interval", cfg.CongestionInterval, "how often measured link load shifts WCMP weight away from links at 90% or more (and back below 60%); 0 turns it off")
 	f.Uint32Var(&cfg.Elephants.SampleOneIn, "sample-one-in", cfg.Elephants.SampleOneIn, "leaves sample 1 in this many RoCEv2 packets their hosts send and report them (P4Runtime digests), to find elephant flows nobody declared; 0 turns sampling off")
 	f.Float64Var(&cfg.Elephants.Gbps, "elephant-gbps", cfg.Elephants.Gbps, "a sampled flow estimated at this rate or more is an elephant: pinned on a path chosen with the others instead of hashed")

@@ -1,16 +1,19 @@
 package fabrictest_test
 
 import (
+	"math"
 	"net/http"
 	"net/netip"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 )
 
@@ -157,4 +160,106 @@ func TestLatencyShowsACongestedHop(t *testing.T) {
 			t.Errorf("latency%s: HTTP %d %q, want 400 with a reason", bad, code, p.Detail)
 		}
 	}
+}
+
+// TestPingmeshMeasuresEndToEnd: with the pingmesh on, leaf1 → leaf2's
+// probes come back through a spine with two hop records (leaf1's uplink,
+// the spine's port to leaf2) and no queue while the fabric is idle. Three
+// of leaf1's hosts then send to leaf2's at line rate over its two
+// uplinks: the probes find a queue at the uplink they leave by, the depth
+// fabricsim holds there and the delay the gNMI-reported depth implies,
+// and the pair's probed latency rises by it while the way back stays
+// idle. A forged probe (an ID the controller did not send) is counted
+// and kept out of the figures.
+func TestPingmeshMeasuresEndToEnd(t *testing.T) {
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 4), func(o *stack.Config) { o.ProbeRate = 200 })
+	converged(t, h)
+	probed := func(src, dst string) *api.ProbedLatency {
+		var p api.PairLatency
+		if code := h.GetJSON(t, "/api/v1/latency?src="+src+"&dst="+dst+"&window=2s", &p); code != http.StatusOK {
+			t.Fatalf("latency %s → %s: HTTP %d", src, dst, code)
+		}
+		return p.Probes
+	}
+	var idle *api.ProbedLatency
+	h.Eventually(t, 20*time.Second, "leaf1 → leaf2 probed", func() bool { idle = probed("leaf1", "leaf2"); return idle != nil })
+	hops := idle.Last.Hops
+	if len(hops) != 2 || hops[0].Switch != "leaf1" || !strings.HasPrefix(hops[1].Switch, "spine") {
+		t.Fatalf("a probe's hops: %+v, want leaf1's uplink then a spine's port", hops)
+	}
+	if idle.Last.QueueingUs != 0 || idle.P99Us > 10 {
+		t.Errorf("idle fabric: probes queued %.0f µs, p99 %.0f µs", idle.Last.QueueingUs, idle.P99Us)
+	}
+
+	var across []fabricsim.FlowSpec
+	for i := 2; i <= 4; i++ {
+		across = append(across, fabricsim.FlowSpec{Src: netip.MustParseAddr("10.0.1." + strconv.Itoa(i)), Dst: netip.MustParseAddr("10.0.2." + strconv.Itoa(i)), SrcPort: 50000, DemandGbps: 100})
+	}
+	if _, err := h.Fabric.AddFlows(across); err != nil {
+		t.Fatal(err)
+	}
+	var hot *api.ProbedLatency
+	h.Eventually(t, 20*time.Second, "leaf1 → leaf2's probes to meet a queue at leaf1's uplink", func() bool {
+		hot = probed("leaf1", "leaf2")
+		return hot != nil && hot.Last.Hops[0].QueueUs > 0 && hot.P99Us > idle.P99Us+5
+	})
+	up := hot.Last.Hops[0]
+	port := models.Endpoint{Switch: "leaf1", Port: up.Port}
+	holds := h.Fabric.QueueBytes(port)
+	if wantUs := holds * 8 / 100e3; holds == 0 || math.Abs(up.QueueUs-wantUs) > 1 {
+		t.Errorf("the probe met %.0f µs at %s, fabricsim holds %.0f bytes there (%.1f µs at 100 Gb/s)", up.QueueUs, port, holds, wantUs)
+	}
+	if up.QueuePackets == 0 || up.HopUs < up.QueueUs {
+		t.Errorf("hop record %+v: want the queue's packets and an ingress-to-egress time that includes its queueing", up)
+	}
+	// The same hop as the switch reports it over gNMI, once reported.
+	h.Eventually(t, 20*time.Second, "leaf1's switch to report the queue the probe met", func() bool {
+		var pair api.PairLatency
+		h.GetJSON(t, "/api/v1/latency?src=leaf1&dst=leaf2", &pair)
+		for _, path := range pair.Paths {
+			if hop := path.Hops[0]; hop.Switch == "leaf1" && hop.Port == up.Port && hop.QueueingUs > 0 {
+				if math.Abs(hop.QueueingUs-up.QueueUs) > 2 {
+					t.Fatalf("%s: probed %.1f µs of queue, gNMI's depth says %.1f µs", port, up.QueueUs, hop.QueueingUs)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	if back := probed("leaf2", "leaf1"); back == nil || back.Last.QueueingUs != 0 {
+		t.Errorf("leaf2 → leaf1 (idle): %+v", back)
+	}
+
+	forged, err := models.ProbeFrame(models.Probe{ID: 1 << 31, Src: netip.MustParseAddr("10.0.1.1"), Dst: netip.MustParseAddr("10.0.2.1"), SrcPort: 1, TTL: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, _ = models.ProbeEgress(forged, models.ProbeHop{EgressPort: up.Port, QueueUs: 1e6, HopUs: 1e6})
+	unknown := regexp.MustCompile(`accelnet_latency_probes_total\{result="unknown"\} (\d+)`)
+	count := func(m string) int {
+		n := 0
+		if g := unknown.FindStringSubmatch(m); g != nil {
+			n, _ = strconv.Atoi(g[1])
+		}
+		return n
+	}
+	before := count(scrape(t, h))
+	h.Controller.PacketIn("leaf2", 1, forged)
+	if m := scrape(t, h); count(m) <= before || strings.Contains(m, `result="misrouted"`) {
+		t.Errorf("metrics after a forged probe (%d unknown before):\n%s", before, grepLines(m, "accelnet_latency_probes_total"))
+	}
+	if p := probed("leaf1", "leaf2"); p == nil || p.P99Us > 1e5 {
+		t.Errorf("a forged probe counted in the pair's latency: %+v", p)
+	}
+}
+
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

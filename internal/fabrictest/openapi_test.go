@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -25,8 +26,12 @@ import (
 // each request and response against the served OpenAPI document: every
 // path, status code and body the API produces is documented as it is.
 func TestOpenAPIMatchesResponses(t *testing.T) {
-	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.Elephants.SampleOneIn = 1024 })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) { o.Elephants.SampleOneIn = 1024; o.ProbeRate = 100 })
 	converged(t, h)
+	h.Eventually(t, 20*time.Second, "leaf1 → leaf2 probed (a pair's probes are documented too)", func() bool {
+		var p api.PairLatency
+		return h.GetJSON(t, "/api/v1/latency?src=leaf1&dst=leaf2", &p) == http.StatusOK && p.Probes != nil
+	})
 
 	checked := map[string]bool{}
 	send := conformance(t, h, checked)

@@ -166,6 +166,10 @@ type Config struct {
 	// cut link within four of them; 0: off (the command line's default
 	// is controller.DefaultLivenessInterval).
 	LivenessInterval time.Duration
+	// ProbeRate is how many latency probes a second the leader sends
+	// between leaves (the pingmesh); 0: none (the command line's default
+	// is controller.DefaultProbeRate).
+	ProbeRate int
 	// APIRateLimit is requests per second per token (burst twice that);
 	// 0 means the default, negative means unlimited.
 	APIRateLimit float64
@@ -482,6 +486,7 @@ func (s *Stack) newController(opts Config, w *wiring) error {
 		Neighbors:          lldpNeighbors{cfg: gnmiCfg},
 		DiscoveryInterval:  opts.DiscoveryInterval,
 		LivenessInterval:   opts.LivenessInterval,
+		ProbeRate:          opts.ProbeRate,
 		PinnedLoad:         s.Intents.PinnedLoad,
 		SampleOneIn:        opts.Elephants.SampleOneIn,
 		Logger:             s.log.With("component", "controller"),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/fabrictest"
+	"github.com/accelnet/accelnet/internal/stack"
 )
 
 // TestDashboardLatencyMap: leaf1's four hosts send to leaf2's at line
@@ -19,14 +20,15 @@ import (
 // draws a cell per leaf pair, leaf1 → leaf2 hotter than the way back; a
 // click on that cell lists the pair's two paths with the hop that queues
 // marked: leaf1's uplink (the spine's port on, fed by that one uplink,
-// holds no queue). The screenshot goes to the artifacts (and to
+// holds no queue), and what the pingmesh's probes measured, the queue a
+// probe met at leaf1 marked. The screenshot goes to the artifacts (and to
 // docs/dashboard-latency.png with ACCELNET_SCREENSHOTS=1).
 func TestDashboardLatencyMap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a browser")
 	}
 	bin := chromium(t)
-	h := fabrictest.New(t, fabrictest.LeafSpine(2, 4, 4))
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 4, 4), func(o *stack.Config) { o.ProbeRate = 100 })
 	converged(t, h)
 	var flows []fabricsim.FlowSpec
 	for i := 1; i <= 4; i++ {
@@ -50,6 +52,14 @@ func TestDashboardLatencyMap(t *testing.T) {
 		const hot = document.querySelectorAll('#latency-paths .hot');
 		return !!(p && p.src === 'leaf1' && p.dst === 'leaf2' && items.length === p.paths.length && p.paths.length === 2 &&
 			hot.length >= 1 && [...hot].every((el) => el.textContent.startsWith('leaf1:')));
+	})()`, 20*time.Second)
+	poll("leaf1 → leaf2's probes shown, the queue they met at leaf1 marked", `(() => {
+		const pr = window.accelnet.latency.pair.probes, el = document.getElementById('latency-probes');
+		if (!pr || !el || !el.textContent.startsWith('Probed')) return false; // the pair is fetched again with the map
+		const hot = el.querySelectorAll('.hot');
+		// One of leaf1's uplinks carries at least two of the four flows:
+		// each cycle's probe leaves by the other uplink, so one soon meets it.
+		return pr.last.hops.length === 2 && pr.last.queueing_us >= 1 && hot.length === 1 && hot[0].textContent.startsWith('leaf1:');
 	})()`, 20*time.Second)
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {

@@ -149,7 +149,21 @@ function renderPair() {
   }).join('');
   detail.innerHTML = `<p><b>${escapeHTML(p.src)} → ${escapeHTML(p.dst)}</b>: now ${fmtUs(p.now_us)} (mean of ${p.paths.length} paths), ` +
     `p50 ${fmtUs(p.p50_us)}, p99 ${fmtUs(p.p99_us)} over ${p.intervals} intervals. Each hop: its egress port and queueing.</p>` +
-    `<ol id="latency-paths">${rows}</ol>`;
+    `<ol id="latency-paths">${rows}</ol>` + probedHTML(p.probes);
+}
+
+// probedHTML is what the pingmesh's probes measured for the pair: their
+// percentiles and the last probe's hops, each with the queueing the
+// switch recorded (the deepest marked).
+function probedHTML(pr) {
+  if (!pr) return '<p id="latency-probes">No probe back in the window (the pingmesh is off, or has not reached this pair yet).</p>';
+  const worst = Math.max(...pr.last.hops.map((h) => h.queue_us));
+  const hops = pr.last.hops.map((h) => {
+    const cls = h.queue_us === worst && worst >= 1 ? ' class="hot"' : '';
+    return `<span${cls} title="${escapeHTML(`${h.switch}:${h.port} ${h.queue_packets} packets queued, ${h.hop_us} µs ingress to egress`)}">${escapeHTML(h.switch)}:${h.port} ${fmtUs(h.queue_us)}</span>`;
+  }).join(' → ');
+  return `<p id="latency-probes">Probed end to end: p50 ${fmtUs(pr.p50_us)}, p99 ${fmtUs(pr.p99_us)} over ${pr.count} probes; ` +
+    `the last, ${fmtUs(pr.last.latency_us)}: ${hops}</p>`;
 }
 
 canvas.addEventListener('click', (e) => {

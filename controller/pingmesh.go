@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/accelnet/accelnet/api"
@@ -75,6 +76,8 @@ type pingmesh struct {
 	pending map[uint32]pendingProbe
 	pairs   map[[2]models.SwitchID]*pairProbes
 	swept   time.Time
+	// sent and back count probes sent and come back (ProbeStats).
+	sent, back atomic.Uint64
 }
 
 // meshPlan is what the pingmesh needs of one fabric state: the leaves,
@@ -209,6 +212,7 @@ func (pm *pingmesh) tick(ctx context.Context) {
 			continue
 		}
 		pm.m.probes.WithLabelValues("sent").Inc()
+		pm.sent.Add(1)
 	}
 }
 
@@ -312,6 +316,7 @@ func (pm *pingmesh) received(sw models.SwitchID, port uint32, frame []byte) {
 	}
 	path.LatencyUs = us(latency)
 	pm.m.probes.WithLabelValues("received").Inc()
+	pm.back.Add(1)
 	pm.m.probeLatency.Observe(latency.Seconds())
 	pm.mu.Lock()
 	defer pm.mu.Unlock()
@@ -350,4 +355,10 @@ func (pm *pingmesh) probed(src, dst models.SwitchID, window time.Duration) *api.
 	last := pp.last
 	last.Hops = slices.Clone(last.Hops)
 	return &api.ProbedLatency{Count: len(in), P50Us: us(telemetry.Percentile(in, 0.5)), P99Us: us(telemetry.Percentile(in, 0.99)), Last: last}
+}
+
+// ProbeStats is how many latency probes this replica sent and how many
+// came back from where they were sent to.
+func (c *Controller) ProbeStats() (sent, back uint64) {
+	return c.mesh.sent.Load(), c.mesh.back.Load()
 }

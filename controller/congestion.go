@@ -72,6 +72,7 @@ const (
 // changes (WeightChanges).
 type congestionState struct {
 	changes atomic.Int64
+	rounds  atomic.Int64 // adjustWeights's, as the leader
 	mu      sync.Mutex
 	bias    map[models.Endpoint]*portBias
 	// pinned is the pinned load of the last interval (adjustWeights'
@@ -135,6 +136,7 @@ func (c *Controller) adjustWeights() {
 	if st == nil || !c.Leading() {
 		return
 	}
+	defer c.congestion.rounds.Add(1)
 	type direction struct {
 		e, peer models.Endpoint
 		out, in tierKey
@@ -238,6 +240,10 @@ func (c *Controller) adjustWeights() {
 // WeightChanges is how many times measured load moved the congestion
 // weights so far (each a staged rollout).
 func (c *Controller) WeightChanges() int64 { return c.congestion.changes.Load() }
+
+// CongestionRounds is how many times the leader judged the links' load
+// (every CongestionInterval).
+func (c *Controller) CongestionRounds() int64 { return c.congestion.rounds.Load() }
 
 // weightsMoving says whether a weight change is under way: a direction
 // getting its weight back step by step. (One hot interval is not: on a

@@ -44,8 +44,12 @@ type Options struct {
 	CounterInterval time.Duration
 	// TLS, if set, makes every switch serve P4Runtime and gNMI over TLS
 	// (with ClientCAs: mutual TLS, client certificates required).
-	TLS    *tls.Config
-	Logger *slog.Logger
+	TLS *tls.Config
+	// NoQueueDepths makes the switches serve no queue depths over gNMI, as
+	// a switch that does not export them: a subscription to the RDMA
+	// queue's avg-queue-len or max-queue-len is refused (NOT_FOUND).
+	NoQueueDepths bool
+	Logger        *slog.Logger
 }
 
 // Switch is one emulated switch.
@@ -87,8 +91,10 @@ type Fabric struct {
 	log      *slog.Logger
 	snap     *topology.Snapshot
 	interval time.Duration
-	switches map[models.SwitchID]*Switch
-	order    []*Switch
+	// noQueueDepths: see Options.NoQueueDepths.
+	noQueueDepths bool
+	switches      map[models.SwitchID]*Switch
+	order         []*Switch
 	// onWrite is a test hook (see OnWrite). Not under mu: every Write
 	// calls it, and a write must not wait for the dataplane's recompute
 	// (which holds mu) as a real switch does not wait for its neighbours.
@@ -188,21 +194,22 @@ func New(opts Options) (*Fabric, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	f := &Fabric{
-		log:       opts.Logger,
-		interval:  opts.CounterInterval,
-		switches:  map[models.SwitchID]*Switch{},
-		ready:     make(chan struct{}),
-		flows:     map[uint64]*flowState{},
-		workloads: map[string]*workload{},
-		cabled:    map[models.Endpoint]models.Endpoint{},
-		adminDown: map[models.Endpoint]bool{},
-		fibs:      map[models.SwitchID]*fib{},
-		counters:  map[models.Endpoint]*portCounters{},
-		portRate:  map[models.Endpoint]*portRates{},
-		queued:    map[models.Endpoint]*portCounters{},
-		pinRate:   map[models.SwitchID]map[models.FlowKey]float64{},
-		pinOctets: map[models.SwitchID]map[models.FlowKey]float64{},
-		sampled:   map[*Switch]sampledPorts{},
+		log:           opts.Logger,
+		interval:      opts.CounterInterval,
+		noQueueDepths: opts.NoQueueDepths,
+		switches:      map[models.SwitchID]*Switch{},
+		ready:         make(chan struct{}),
+		flows:         map[uint64]*flowState{},
+		workloads:     map[string]*workload{},
+		cabled:        map[models.Endpoint]models.Endpoint{},
+		adminDown:     map[models.Endpoint]bool{},
+		fibs:          map[models.SwitchID]*fib{},
+		counters:      map[models.Endpoint]*portCounters{},
+		portRate:      map[models.Endpoint]*portRates{},
+		queued:        map[models.Endpoint]*portCounters{},
+		pinRate:       map[models.SwitchID]map[models.FlowKey]float64{},
+		pinOctets:     map[models.SwitchID]map[models.FlowKey]float64{},
+		sampled:       map[*Switch]sampledPorts{},
 	}
 	f.linkFault.Store(&map[models.LinkID]bool{})
 	spec := snap.Spec()

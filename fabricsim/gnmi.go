@@ -855,6 +855,9 @@ func (g *gnmiServer) queries(list *gnmipb.SubscriptionList) ([][]string, error) 
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "subscription %d: path: %v", i, err)
 		}
+		if g.sw.fabric.noQueueDepths && len(elems) > 0 && (elems[len(elems)-1] == "avg-queue-len" || elems[len(elems)-1] == "max-queue-len") {
+			return nil, status.Errorf(codes.NotFound, "subscription %d: %s serves no queue depths", i, g.sw.name)
+		}
 		queries[i] = append([]string{string(g.sw.name)}, elems...)
 	}
 	return queries, nil

@@ -70,3 +70,48 @@ func TestCongestionAwareWeights(t *testing.T) {
 		t.Errorf("the uplink is offered %.0f Gb/s again, over its %.0f", offered(), uplink.Gbps)
 	}
 }
+
+// TestDelaySparesAPacedFullLink: one flow of 95 Gb/s from h1-1 to h2-1,
+// hashed (elephants not sampled), fills one of leaf1's uplinks to 95%
+// while the other is idle. A single paced stream builds no queue: where
+// the switches report their queues, congestion judged by delay leaves the
+// uplink's weight alone for twelve intervals; where they report none
+// (fabricsim.Options.NoQueueDepths), utilization alone reads it as hot
+// and cuts its weight, rerouting hashed traffic for nothing.
+func TestDelaySparesAPacedFullLink(t *testing.T) {
+	for _, queues := range []bool{true, false} {
+		t.Run(fmt.Sprintf("queues=%v", queues), func(t *testing.T) {
+			f := fabrictest.StartFabricWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *fabricsim.Options) { o.NoQueueDepths = !queues })
+			h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Config) {
+				o.CongestionInterval = 300 * time.Millisecond
+				o.Elephants.SampleOneIn = 0
+			})
+			h.Eventually(t, 20*time.Second, "the fabric programmed", func() bool { return h.Converged() == nil })
+			if _, err := f.AddFlows([]fabricsim.FlowSpec{{Src: netip.MustParseAddr("10.0.1.1"), Dst: netip.MustParseAddr("10.0.2.1"), SrcPort: 50000, DemandGbps: 95}}); err != nil {
+				t.Fatal(err)
+			}
+			snap, _ := h.Controller.Snapshot()
+			var full models.Link
+			h.Eventually(t, 20*time.Second, "an uplink read at 95%", func() bool {
+				for _, l := range snap.FabricLinks() {
+					if ll := h.Controller.LinkLoad(l); l.A.Switch == "leaf1" && ll.Utilization > 0.9 && ll.Measured {
+						full = l
+						return true
+					}
+				}
+				return false
+			})
+			rounds := h.Controller.CongestionRounds()
+			if !queues {
+				h.Eventually(t, 30*time.Second, "utilization alone to cut the full uplink's weight", func() bool { return h.Controller.WeightChanges() > 0 })
+				return
+			}
+			h.Eventually(t, 60*time.Second, "twelve congestion rounds with the uplink full", func() bool {
+				if n := h.Controller.WeightChanges(); n > 0 {
+					t.Fatalf("weights changed %d times over a full uplink with no queue (%s, biases %v)", n, full.ID(), h.Controller.Biases())
+				}
+				return h.Controller.CongestionRounds() >= rounds+12
+			})
+		})
+	}
+}

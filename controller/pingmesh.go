@@ -28,8 +28,9 @@ import (
 // does, from a source port that changes with every probe, so over time it
 // crosses every path of the pair.
 //
-// The pairs are probed in turn at ProbeRate probes a second: one probe a
-// pair a cycle, each cycle out of the next uplink. A pair's latency is
+// The pairs are probed in turn at ProbeRate probes a second (at most
+// pairProbeRate a pair): one probe a pair a cycle, each cycle out of the
+// next uplink. A pair's latency is
 // the sum of what its switches recorded (ingress to egress, queueing
 // included) and the configured propagation of the links between them
 // (clocks of different switches are not compared). A probe not back
@@ -46,6 +47,9 @@ const probeTick = 50 * time.Millisecond
 // through the controller's and the switches' packet paths: a saturated
 // k=16 demo on 2 cores brought half its probes back after more than 2 s.
 const probeLost = 10 * time.Second
+
+// pairProbeRate is the most probes a second a leaf pair gets.
+const pairProbeRate = 10
 
 // probeSamples is how many probes of a pair are kept for its percentiles.
 const probeSamples = 32
@@ -167,17 +171,20 @@ func (pm *pingmesh) tick(ctx context.Context) {
 		pm.plan = newMeshPlan(st)
 	}
 	plan := pm.plan
-	pm.carry += float64(pm.cfg.ProbeRate) * probeTick.Seconds()
+	pairs := len(plan.leaves) * (len(plan.leaves) - 1)
+	// At most pairProbeRate a second for each pair: a small fabric's
+	// pairs are not probed a hundred times a second.
+	rate := min(float64(pm.cfg.ProbeRate), float64(pairs*pairProbeRate))
+	pm.carry += rate * probeTick.Seconds()
 	n := int(pm.carry)
 	pm.carry -= float64(n)
-	pairs := len(plan.leaves) * (len(plan.leaves) - 1)
 	type out struct {
 		sw    models.SwitchID
 		port  uint32
 		frame []byte
 	}
 	var send []out
-	for range min(n, pairs) {
+	for range n {
 		if pm.cursor >= pairs {
 			pm.cursor = 0
 			pm.cycle++

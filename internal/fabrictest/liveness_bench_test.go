@@ -151,14 +151,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 //
 //	go test ./internal/fabrictest -run '^$' -bench LivenessCost -benchtime 10x -timeout 30m
 func BenchmarkLivenessCost(b *testing.B) {
-	k := 16
-	if v, err := strconv.Atoi(os.Getenv("ACCELNET_LIVENESS_K")); err == nil {
-		k = v
-	}
-	topo, err := topology.FatTree(k, 100)
-	if err != nil {
-		b.Fatal(err)
-	}
+	topo := fatTreeOfEnv(b, "ACCELNET_LIVENESS_K")
 	for _, mode := range []struct {
 		name     string
 		liveness time.Duration
@@ -193,4 +186,18 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// fatTreeOfEnv is a fat-tree of 100 Gb/s links whose k the environment
+// variable env gives (default 16).
+func fatTreeOfEnv(b *testing.B, env string) models.Topology {
+	k := 16
+	if v, err := strconv.Atoi(os.Getenv(env)); err == nil {
+		k = v
+	}
+	topo, err := topology.FatTree(k, 100)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return topo
 }

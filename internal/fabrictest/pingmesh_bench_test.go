@@ -1,14 +1,11 @@
 package fabrictest_test
 
 import (
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/internal/stack"
-	"github.com/accelnet/accelnet/topology"
 )
 
 // BenchmarkPingmeshCost measures what the pingmesh costs at its default
@@ -22,14 +19,7 @@ import (
 //
 //	go test ./internal/fabrictest -run '^$' -bench PingmeshCost -benchtime 20x -timeout 30m
 func BenchmarkPingmeshCost(b *testing.B) {
-	k := 16
-	if v, err := strconv.Atoi(os.Getenv("ACCELNET_PINGMESH_K")); err == nil {
-		k = v
-	}
-	topo, err := topology.FatTree(k, 100)
-	if err != nil {
-		b.Fatal(err)
-	}
+	topo := fatTreeOfEnv(b, "ACCELNET_PINGMESH_K")
 	for _, mode := range []struct {
 		name string
 		rate int

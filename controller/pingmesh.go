@@ -175,6 +175,10 @@ func (pm *pingmesh) tick(ctx context.Context) {
 	}
 	plan := pm.plan
 	pairs := len(plan.leaves) * (len(plan.leaves) - 1)
+	if pairs == 0 {
+		pm.mu.Unlock()
+		return
+	}
 	// At most pairProbeRate a second for each pair: a small fabric's
 	// pairs are not probed a hundred times a second.
 	rate := min(float64(pm.cfg.ProbeRate), float64(pairs*pairProbeRate))
@@ -188,15 +192,7 @@ func (pm *pingmesh) tick(ctx context.Context) {
 	}
 	var send []out
 	for range n {
-		if pm.cursor >= pairs {
-			pm.cursor = 0
-			pm.cycle++
-		}
-		i, j := pm.cursor/(len(plan.leaves)-1), pm.cursor%(len(plan.leaves)-1)
-		if j >= i {
-			j++
-		}
-		pm.cursor++
+		i, j := pm.nextPairLocked(len(plan.leaves))
 		src, dst := plan.leaves[i], plan.leaves[j]
 		up, ttl, ok := plan.route(src, dst, pm.cycle+i+j)
 		if !ok {
@@ -223,6 +219,32 @@ func (pm *pingmesh) tick(ctx context.Context) {
 		}
 		pm.m.probes.WithLabelValues("sent").Inc()
 		pm.sent.Add(1)
+	}
+}
+
+// probeBlock is the side of the blocks of pairs the pingmesh takes in
+// turn: probeBlock sources to probeBlock destinations, so that a tick's
+// probes leave by a few leaves' P4Runtime streams and come back by a few
+// others', several messages each (gRPC writes what is queued on a stream
+// at once), rather than one on each of fifty.
+const probeBlock = 8
+
+// nextPairLocked is the next leaf pair to probe, of leaves leaves
+// (indexes, never the same twice), block by block; a cycle through every
+// pair counts in pm.cycle.
+func (pm *pingmesh) nextPairLocked(leaves int) (i, j int) {
+	blocks := (leaves + probeBlock - 1) / probeBlock
+	for {
+		if pm.cursor >= blocks*blocks*probeBlock*probeBlock {
+			pm.cursor = 0
+			pm.cycle++
+		}
+		block, cell := pm.cursor/(probeBlock*probeBlock), pm.cursor%(probeBlock*probeBlock)
+		pm.cursor++
+		i, j = block/blocks*probeBlock+cell/probeBlock, block%blocks*probeBlock+cell%probeBlock
+		if i < leaves && j < leaves && i != j {
+			return i, j
+		}
 	}
 }
 

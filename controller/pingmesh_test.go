@@ -106,3 +106,31 @@ func TestPingmeshResolvesPaths(t *testing.T) {
 		t.Errorf("a probe two minutes old counted in a one-minute window: %+v", p)
 	}
 }
+
+// TestPingmeshVisitsEveryPair: block by block, a cycle of the pingmesh
+// takes every ordered pair of distinct leaves once, for fabrics whose
+// leaves fill the blocks and ones they do not.
+func TestPingmeshVisitsEveryPair(t *testing.T) {
+	for _, leaves := range []int{2, 3, probeBlock, probeBlock + 1, 3*probeBlock - 1} {
+		pm := &pingmesh{}
+		seen := map[[2]int]int{}
+		for range leaves * (leaves - 1) {
+			i, j := pm.nextPairLocked(leaves)
+			seen[[2]int{i, j}]++
+		}
+		if pm.cycle != 0 {
+			t.Errorf("%d leaves: a cycle ended before every pair was taken", leaves)
+		}
+		for i := range leaves {
+			for j := range leaves {
+				if want := map[bool]int{true: 0, false: 1}[i == j]; seen[[2]int{i, j}] != want {
+					t.Errorf("%d leaves: pair %d → %d taken %d times, want %d", leaves, i, j, seen[[2]int{i, j}], want)
+				}
+			}
+		}
+		pm.nextPairLocked(leaves)
+		if pm.cycle != 1 {
+			t.Errorf("%d leaves: the next pair did not start a new cycle", leaves)
+		}
+	}
+}

@@ -16,9 +16,10 @@ import (
 // leaf2, each with the two records accelnet.p4's egress pushed on the way
 // (leaf1's uplink, the spine's port to leaf2), in BMv2's own microseconds
 // and packets; over the cycles both uplinks are probed. Then h1-1 and h1-2
-// flood h2-1's leaf through leaf1's uplinks faster than BMv2 forwards:
-// the probes record the time their packets spent queued at leaf1's
-// uplinks and the pair's probed latency rises.
+// flood h2-1 through leaf1's uplinks: a probe records time queued at
+// leaf1's uplink and the pair's probed p99 rises. (BMv2 sets no egress
+// rate without Thrift, and its software queues hold a probe for up to a
+// millisecond even when idle: the rise is real packets' but not clean.)
 func TestBMv2Pingmesh(t *testing.T) {
 	bin, why := SimpleSwitch()
 	if bin == "" {
@@ -48,16 +49,11 @@ func TestBMv2Pingmesh(t *testing.T) {
 	})
 	t.Logf("idle: %d probes, p50 %.0f µs, p99 %.0f µs, last %+v", idle.Count, idle.P50Us, idle.P99Us, idle.Last)
 
-	h11, h12, h21 := topo.Hosts[0], topo.Hosts[1], topo.Hosts[2]
-	leaf1 := topo.Switches[0]
+	h21, leaf1 := topo.Hosts[2], topo.Switches[0]
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for i, src := range []struct {
-		name string
-		port uint32
-	}{{h11.Name, 1}, {h12.Name, 2}} {
-		host := topo.Hosts[i]
-		s := hostSocket(t, lab, src.name)
+	for _, host := range topo.Hosts[:2] { // h1-1 and h1-2, on leaf1's ports 1 and 2
+		s := hostSocket(t, lab, host.Name)
 		wg.Go(func() {
 			for sport := uint16(0); ; sport++ {
 				select {
@@ -65,7 +61,7 @@ func TestBMv2Pingmesh(t *testing.T) {
 					return
 				default:
 				}
-				_ = s.Send(RoCEv2(host.NICMAC(), leaf1.PortMAC(src.port), host.IP, h21.IP, 50000+sport%64, 7, 1024))
+				_ = s.Send(RoCEv2(host.NICMAC(), leaf1.PortMAC(host.Attach.Port), host.IP, h21.IP, 50000+sport%64, 7, 1024))
 			}
 		})
 	}

@@ -16,6 +16,18 @@
  * found. (p4c names a digest after its struct and numbers it itself; the
  * controller resolves it by name.)
  *
+ * Latency probes: a RoCEv2 packet whose BTH opcode is PROBE_OPCODE (one of
+ * the manufacturer-specific opcodes, which no NIC accepts) carries a
+ * probe_t header and a stack of probe_hop_t records. The controller sends
+ * it as a packet-out at one leaf, out of an uplink it chooses, with the
+ * TTL that expires at the destination leaf; every switch's egress pushes
+ * a record of what the packet met there (its egress port, the queue's
+ * depth and the time the packet spent in it, and the time from ingress to
+ * egress), and the switch where its TTL runs out punts it to the
+ * controller instead of dropping it, as a router answers traceroute.
+ * Between them, probes hash as RDMA traffic of the same addresses and
+ * ports does: they take the paths and queues it takes.
+ *
  * Every object's ID is pinned with @id using the P4Runtime prefixes
  * (actions 0x01, tables 0x02, controller headers 0x04, action profiles 0x11,
  * counters 0x12, direct counters 0x13). accelnet.p4info.txt and
@@ -28,6 +40,9 @@ const bit<9>  CPU_PORT = 255;
 const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<8>  PROTO_UDP = 17;
 const bit<16> ROCEV2_UDP_PORT = 4791;
+const bit<8>  PROBE_OPCODE = 0xCA;
+#define PROBE_MAX_HOPS 8
+const bit<8>  PROBE_HOP_BYTES = 14;
 
 @controller_header("packet_in")
 @id(0x04000001)
@@ -87,6 +102,25 @@ header bth_t {
     bit<24> psn;
 }
 
+/* A latency probe, after its BTH: the controller's ID for it and how
+ * many probe_hop_t records follow (the last switch's first). */
+header probe_t {
+    bit<32> id;
+    bit<8>  hop_count;
+    bit<8>  _pad;
+}
+
+/* What one switch's egress saw of a probe. Times are the target's
+ * timestamps' unit (BMv2: microseconds), the depth its queue's (BMv2:
+ * packets). */
+header probe_hop_t {
+    bit<7>  _pad;
+    bit<9>  egress_port;
+    bit<32> enq_qdepth;
+    bit<32> deq_timedelta;
+    bit<32> hop_latency;
+}
+
 struct headers_t {
     packet_out_t packet_out;
     packet_in_t  packet_in;
@@ -94,6 +128,8 @@ struct headers_t {
     ipv4_t       ipv4;
     udp_t        udp;
     bth_t        bth;
+    probe_t      probe;
+    probe_hop_t[PROBE_MAX_HOPS] probe_hops;
 }
 
 struct metadata_t {
@@ -103,6 +139,7 @@ struct metadata_t {
     bit<32> sample_draw;
     bit<32> hash_seed;
     bit<32> flow_hash;
+    bit<8>  probe_hops_left;
 }
 
 /* One sampled RoCEv2 packet, as a digest. */
@@ -151,7 +188,26 @@ parser AccelParser(packet_in pkt, out headers_t hdr, inout metadata_t meta,
     }
     state parse_bth {
         pkt.extract(hdr.bth);
-        transition accept;
+        transition select(hdr.bth.opcode) {
+            PROBE_OPCODE: parse_probe;
+            default: accept;
+        }
+    }
+    state parse_probe {
+        pkt.extract(hdr.probe);
+        meta.probe_hops_left = hdr.probe.hop_count;
+        transition select(meta.probe_hops_left) {
+            0: accept;
+            default: parse_probe_hop;
+        }
+    }
+    state parse_probe_hop {
+        pkt.extract(hdr.probe_hops.next);
+        meta.probe_hops_left = meta.probe_hops_left - 1;
+        transition select(meta.probe_hops_left) {
+            0: accept;
+            default: parse_probe_hop;
+        }
     }
 }
 
@@ -355,7 +411,11 @@ control AccelIngress(inout headers_t hdr, inout metadata_t meta,
             return;
         }
         if (hdr.ipv4.ttl <= 1) {
-            mark_to_drop(std_meta);
+            if (hdr.probe.isValid()) {
+                send_to_cpu(); /* a probe ends where its TTL does */
+            } else {
+                mark_to_drop(std_meta);
+            }
             return;
         }
         qos_classify.apply();
@@ -422,6 +482,19 @@ control AccelEgress(inout headers_t hdr, inout metadata_t meta,
         } else if (hdr.ipv4.isValid()) {
             hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
             port_macs.apply();
+            if (hdr.probe.isValid() && hdr.probe.hop_count < PROBE_MAX_HOPS) {
+                hdr.probe_hops.push_front(1);
+                hdr.probe_hops[0].setValid();
+                hdr.probe_hops[0]._pad = 0;
+                hdr.probe_hops[0].egress_port = std_meta.egress_port;
+                hdr.probe_hops[0].enq_qdepth = (bit<32>) std_meta.enq_qdepth;
+                hdr.probe_hops[0].deq_timedelta = std_meta.deq_timedelta;
+                hdr.probe_hops[0].hop_latency =
+                    (bit<32>) (std_meta.egress_global_timestamp - std_meta.ingress_global_timestamp);
+                hdr.probe.hop_count = hdr.probe.hop_count + 1;
+                hdr.ipv4.total_len = hdr.ipv4.total_len + (bit<16>) PROBE_HOP_BYTES;
+                hdr.udp.len = hdr.udp.len + (bit<16>) PROBE_HOP_BYTES;
+            }
         }
     }
 }
@@ -444,6 +517,8 @@ control AccelDeparser(packet_out pkt, in headers_t hdr) {
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.bth);
+        pkt.emit(hdr.probe);
+        pkt.emit(hdr.probe_hops);
     }
 }
 

@@ -56,13 +56,19 @@ func (ls *latencyState) forStateLocked(st *fabricState) {
 	if ls.st == st {
 		return
 	}
+	ls.st, ls.leaves, ls.book, ls.pairs, ls.matrix = st, leafHosts(st.snap), nil, nil, api.LatencyMatrix{}
+}
+
+// leafHosts is one host of each leaf (a switch with hosts), in the
+// topology's order: latency between leaves is between them.
+func leafHosts(snap *topology.Snapshot) []models.Host {
 	var leaves []models.Host
-	for _, sw := range st.snap.Switches() {
-		if hosts := st.snap.HostsOn(sw.Name); len(hosts) > 0 {
+	for _, sw := range snap.Switches() {
+		if hosts := snap.HostsOn(sw.Name); len(hosts) > 0 {
 			leaves = append(leaves, hosts[0])
 		}
 	}
-	ls.st, ls.leaves, ls.book, ls.pairs, ls.matrix = st, leaves, nil, nil, api.LatencyMatrix{}
+	return leaves
 }
 
 // latencyLeaves is st's leaves, one host standing for each.

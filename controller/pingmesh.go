@@ -12,7 +12,6 @@ import (
 
 	"github.com/accelnet/accelnet/api"
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/telemetry"
 	"github.com/accelnet/accelnet/topology"
 )
@@ -80,7 +79,8 @@ type pingmesh struct {
 	nextID  uint32
 	pending map[uint32]pendingProbe
 	pairs   map[[2]models.SwitchID]*pairProbes
-	swept   time.Time
+	swept   time.Time // when kept pairs were last dropped
+	expired time.Time // when pending probes were last counted lost
 	// sent and back count probes sent and come back (ProbeStats).
 	sent, back atomic.Uint64
 }
@@ -91,8 +91,7 @@ type pingmesh struct {
 type meshPlan struct {
 	st     *fabricState
 	leaves []meshLeaf
-	hops   *pathcalc.Hops
-	dist   map[models.SwitchID]pathcalc.Dist
+	dist   *planDistances // searched afresh: no plan needed
 }
 
 type meshLeaf struct {
@@ -156,11 +155,14 @@ func (pm *pingmesh) tick(ctx context.Context) {
 	}
 	now := pm.cfg.Now()
 	pm.mu.Lock()
-	for id, p := range pm.pending {
-		if now.Sub(p.sent) > probeLost {
-			delete(pm.pending, id)
-			pm.m.probes.WithLabelValues("lost").Inc()
+	if now.Sub(pm.expired) >= time.Second { // up to 10,000 pending: not every tick
+		for id, p := range pm.pending {
+			if now.Sub(p.sent) > probeLost {
+				delete(pm.pending, id)
+				pm.m.probes.WithLabelValues("lost").Inc()
+			}
 		}
+		pm.expired = now
 	}
 	if now.Sub(pm.swept) > probeRetention {
 		for k, pp := range pm.pairs {
@@ -249,17 +251,9 @@ func (pm *pingmesh) nextPairLocked(leaves int) (i, j int) {
 }
 
 func newMeshPlan(st *fabricState) *meshPlan {
-	p := &meshPlan{st: st, dist: map[models.SwitchID]pathcalc.Dist{}}
-	for _, sw := range st.snap.Switches() {
-		hosts := st.snap.HostsOn(sw.Name)
-		if len(hosts) == 0 {
-			continue
-		}
-		l := meshLeaf{host: hosts[0]}
-		for _, a := range st.snap.Neighbors(sw.Name) {
-			l.uplinks = append(l.uplinks, a)
-		}
-		p.leaves = append(p.leaves, l)
+	p := &meshPlan{st: st, dist: &planDistances{snap: st.snap, down: st.down}}
+	for _, h := range leafHosts(st.snap) {
+		p.leaves = append(p.leaves, meshLeaf{host: h, uplinks: st.snap.Neighbors(h.Attach.Switch)})
 	}
 	return p
 }
@@ -268,14 +262,7 @@ func newMeshPlan(st *fabricState) *meshPlan {
 // those that lead to dst by working links), and the TTL that runs out at
 // dst over a shortest path from there; false if none leads there.
 func (p *meshPlan) route(src, dst meshLeaf, turn int) (topology.Adjacency, int, bool) {
-	d, ok := p.dist[dst.host.Attach.Switch]
-	if !ok {
-		if p.hops == nil {
-			p.hops = pathcalc.NewHops(p.st.snap, p.st.down)
-		}
-		d = p.hops.To(dst.host.Attach.Switch)
-		p.dist[dst.host.Attach.Switch] = d
-	}
+	d := p.dist.to(dst.host.Attach.Switch)
 	for k := range src.uplinks {
 		a := src.uplinks[(turn+k)%len(src.uplinks)]
 		if p.st.down[a.Link] {
@@ -291,7 +278,7 @@ func (p *meshPlan) route(src, dst meshLeaf, turn int) (topology.Adjacency, int, 
 
 // isProbe says whether a punted frame may be a latency probe (IPv4).
 func isProbe(frame []byte) bool {
-	return len(frame) >= 14 && binary.BigEndian.Uint16(frame[12:14]) == 0x0800
+	return len(frame) >= 14 && binary.BigEndian.Uint16(frame[12:14]) == models.EtherTypeIPv4
 }
 
 // received takes a probe a switch punted (arriving at its port): the

@@ -137,6 +137,9 @@ const EtherTypeLLDP = 0x88cc
 // hosts' MACs (see controller/hosts.go).
 const EtherTypeARP = 0x0806
 
+// EtherTypeIPv4 is the EtherType of IPv4 packets (a latency probe is one).
+const EtherTypeIPv4 = 0x0800
+
 // Len is the number of entities in the state.
 func (s ForwardingState) Len() int {
 	n := len(s.Members) + len(s.Groups) + len(s.Routes) + len(s.FlowPins) + len(s.PortMACs) + len(s.Punts)

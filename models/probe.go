@@ -70,7 +70,7 @@ func ProbeFrame(p Probe) ([]byte, error) {
 		return nil, fmt.Errorf("%w: probe addresses must be IPv4: %s -> %s", ErrNotLatencyProbe, p.Src, p.Dst)
 	}
 	f := make([]byte, probeFixed)
-	binary.BigEndian.PutUint16(f[12:], 0x0800)
+	binary.BigEndian.PutUint16(f[12:], EtherTypeIPv4)
 	ip := f[14:]
 	ip[0] = 0x45
 	ip[1] = 26 << 2
@@ -109,7 +109,7 @@ func ipv4Checksum(ip []byte) {
 // probeHeader checks that frame is a probe and returns its IPv4 header
 // and hop count.
 func probeHeader(frame []byte) (ip []byte, hops int, err error) {
-	if len(frame) < probeFixed || binary.BigEndian.Uint16(frame[12:14]) != 0x0800 {
+	if len(frame) < probeFixed || binary.BigEndian.Uint16(frame[12:14]) != EtherTypeIPv4 {
 		return nil, 0, ErrNotLatencyProbe
 	}
 	ip = frame[14:]

@@ -25,9 +25,12 @@ type HopLatency struct {
 	QueueBytes float64 `json:"queue_bytes"`
 	QueueingUs float64 `json:"queueing_us"`
 	FixedUs    float64 `json:"fixed_us"`
-	// Measured says the switch reports the port's queue (else it counts
-	// as empty).
+	// Measured says the port's queue is known (else it counts as empty):
+	// its switch reports it, or (Probed) a latency probe met it lately.
 	Measured bool `json:"measured"`
+	// Probed says the queue is the one the pingmesh's probes last met
+	// there: the switch reports no depth over gNMI.
+	Probed bool `json:"probed"`
 }
 
 // PathLatency is one path's one-way latency, microseconds: now, and the

@@ -399,7 +399,7 @@ func New(cfg Config) (*Controller, error) {
 	c.queues.config.await = c.handover.awaitTablesFirst
 	c.hosts = newHostLearner(&c.cfg, c.log, c.m.arp, c.current, c.Leading, c.Enqueue)
 	c.disc = newLinkWatch(&c.cfg, c.log, c.m, c.current, c.Leading, c.portsDown, c.refreshDown, c.urgency)
-	c.mesh = newPingmesh(&c.cfg, c.log, c.m, c.current, c.Leading, c.Ready, c.urgency)
+	c.mesh = newPingmesh(&c.cfg, c.log, c.m, c.tele, c.current, c.Leading, c.Ready, c.urgency)
 	return c, nil
 }
 

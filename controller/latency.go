@@ -336,7 +336,7 @@ func pathView(pl telemetry.PathLatency) api.PathLatency {
 	v := api.PathLatency{NowUs: us(pl.Now), P50Us: us(pl.P50), P99Us: us(pl.P99)}
 	for _, h := range pl.Hops {
 		v.Hops = append(v.Hops, api.HopLatency{Switch: string(h.Port.Switch), Port: h.Port.Port, QueueBytes: h.QueueBytes,
-			QueueingUs: us(h.Queueing), FixedUs: us(h.Fixed), Measured: h.Measured})
+			QueueingUs: us(h.Queueing), FixedUs: us(h.Fixed), Measured: h.Measured, Probed: h.Probed})
 	}
 	return v
 }

@@ -63,6 +63,7 @@ type pingmesh struct {
 	cfg     *Config
 	log     *slog.Logger
 	m       *metrics
+	tele    *telemetry.Telemetry // takes the queues probes met
 	fabric  func() *fabricState
 	leading func() bool
 	ready   func() error
@@ -116,8 +117,8 @@ type pairProbes struct {
 	last    api.ProbedPath
 }
 
-func newPingmesh(cfg *Config, log *slog.Logger, m *metrics, fabric func() *fabricState, leading func() bool, ready func() error, u *urgency) *pingmesh {
-	return &pingmesh{cfg: cfg, log: log, m: m, fabric: fabric, leading: leading, ready: ready, urgency: u,
+func newPingmesh(cfg *Config, log *slog.Logger, m *metrics, tele *telemetry.Telemetry, fabric func() *fabricState, leading func() bool, ready func() error, u *urgency) *pingmesh {
+	return &pingmesh{cfg: cfg, log: log, m: m, tele: tele, fabric: fabric, leading: leading, ready: ready, urgency: u,
 		pending: map[uint32]pendingProbe{}, pairs: map[[2]models.SwitchID]*pairProbes{}}
 }
 
@@ -307,6 +308,7 @@ func (pm *pingmesh) received(sw models.SwitchID, port uint32, frame []byte) {
 	at := models.Endpoint{Switch: p.src, Port: p.uplink}
 	var latency time.Duration
 	link := pm.cfg.Latency.WithDefaults().LinkDelay
+	egress := make([]models.Endpoint, 0, len(probe.Hops))
 	for i, h := range probe.Hops {
 		if i == 0 && h.EgressPort != p.uplink {
 			pm.m.probes.WithLabelValues("misrouted").Inc()
@@ -315,6 +317,7 @@ func (pm *pingmesh) received(sw models.SwitchID, port uint32, frame []byte) {
 		at.Port = h.EgressPort
 		path.Hops = append(path.Hops, api.ProbedHop{Switch: string(at.Switch), Port: at.Port, QueueUs: float64(h.QueueUs),
 			QueuePackets: h.QueueDepth, HopUs: float64(h.HopUs)})
+		egress = append(egress, at)
 		latency += time.Duration(h.HopUs)*time.Microsecond + link
 		path.QueueingUs += float64(h.QueueUs)
 		l, ok := snap.LinkAt(at)
@@ -334,6 +337,9 @@ func (pm *pingmesh) received(sw models.SwitchID, port uint32, frame []byte) {
 		return
 	}
 	path.LatencyUs = us(latency)
+	for i, e := range egress {
+		pm.tele.ObserveProbed(e, time.Duration(probe.Hops[i].QueueUs)*time.Microsecond, snap.PortGbps(e))
+	}
 	pm.m.probes.WithLabelValues("received").Inc()
 	pm.back.Add(1)
 	pm.m.probeLatency.Observe(latency.Seconds())

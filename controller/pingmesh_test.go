@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/telemetry"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -31,7 +32,7 @@ func TestPingmeshResolvesPaths(t *testing.T) {
 	st := &fabricState{snap: snap}
 	cfg := &Config{Now: func() time.Time { return now }}
 	m := newMetrics(nil, counts{})
-	pm := newPingmesh(cfg, slog.New(slog.DiscardHandler), m, func() *fabricState { return st }, func() bool { return true }, func() error { return nil }, newUrgency(nil))
+	pm := newPingmesh(cfg, slog.New(slog.DiscardHandler), m, telemetry.NewTelemetry(time.Minute), func() *fabricState { return st }, func() bool { return true }, func() error { return nil }, newUrgency(nil))
 	pm.plan = newMeshPlan(st)
 	leaf1, leaf2 := pm.plan.leaves[0], pm.plan.leaves[1]
 	up, ttl, ok := pm.plan.route(leaf1, leaf2, 0)

@@ -24,6 +24,9 @@ const (
 type queueRing struct {
 	bytes [queueSteps]float32
 	last  int64 // the newest interval held (step number)
+	// hold is how many intervals a depth is carried past its sample
+	// (0: until the next; a switch sends a depth only when it changed).
+	hold int64
 }
 
 // at is the depth in interval step (0 outside what the ring holds).
@@ -32,13 +35,16 @@ func (r *queueRing) at(step int64) float64 {
 	case r == nil || step <= r.last-queueSteps:
 		return 0
 	case step > r.last:
+		if r.hold > 0 && step > r.last+r.hold {
+			return 0
+		}
 		return float64(r.bytes[r.last%queueSteps]) // carried forward
 	}
 	return float64(r.bytes[step%queueSteps])
 }
 
 // record sets the depth of interval step, carrying the last depth over
-// the intervals between (at most the ring).
+// the intervals between (at most the ring, or its hold).
 func (r *queueRing) record(step int64, bytes float64) {
 	if step < r.last {
 		return // late: the ring has moved on
@@ -46,6 +52,9 @@ func (r *queueRing) record(step int64, bytes float64) {
 	if r.last > 0 {
 		held := r.bytes[r.last%queueSteps]
 		for s := r.last + 1; s < step && s <= r.last+queueSteps; s++ {
+			if r.hold > 0 && s > r.last+r.hold {
+				held = 0
+			}
 			r.bytes[s%queueSteps] = held
 		}
 	}
@@ -77,6 +86,62 @@ func (t *Telemetry) observeQueue(p *portStat, s models.CounterSample) {
 		p.queue = &queueRing{}
 	}
 	p.queue.record(s.Timestamp.UnixNano()/int64(t.Step), depth)
+}
+
+// ProbedHold is how long a queue a latency probe met is taken for the
+// port's depth where its switch reports none over gNMI: a probe crosses
+// a given port only now and then, and one that saw no queue clears it.
+const ProbedHold = 30 * time.Second
+
+// probedQueue is what the latency probes met at a port's egress queue.
+type probedQueue struct {
+	bytes float64
+	at    time.Time // local time
+	ring  *queueRing
+}
+
+// ObserveProbed folds in the time a latency probe spent in a port's
+// egress queue, as bytes at the port's rate (gbps). It stands for the
+// port's depth, in latency only, where the switch reports no depth over
+// gNMI (BMv2 exports none), for ProbedHold after the probe.
+func (t *Telemetry) ObserveProbed(e models.Endpoint, queueing time.Duration, gbps float64) {
+	if gbps <= 0 {
+		return
+	}
+	bytes := float64(queueing) * gbps / 8 // ns × bytes/ns
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	q := t.probed[e]
+	if q == nil {
+		if bytes < queueFloor {
+			return // nothing met yet: nothing to keep
+		}
+		q = &probedQueue{}
+		if t.probed == nil {
+			t.probed = map[models.Endpoint]*probedQueue{}
+		}
+		t.probed[e] = q
+	}
+	q.bytes, q.at = bytes, t.now()
+	if t.Step > 0 {
+		if q.ring == nil {
+			q.ring = &queueRing{hold: max(1, int64(ProbedHold/t.Step))}
+		}
+		q.ring.record(q.at.UnixNano()/int64(t.Step), bytes)
+	}
+}
+
+// queueAt is e's queue for latency (t.mu held): as its switch reports it
+// over gNMI, else as a probe met it within ProbedHold; measured is false
+// if neither knows it.
+func (t *Telemetry) queueAt(e models.Endpoint) (bytes float64, ring *queueRing, measured, probed bool) {
+	if p := t.ports[e]; p != nil && p.load.QueueMeasured {
+		return p.load.QueueBytes, p.queue, true, false
+	}
+	if q := t.probed[e]; q != nil && t.now().Sub(q.at) <= ProbedHold {
+		return q.bytes, q.ring, true, true
+	}
+	return 0, nil, false, false
 }
 
 // LatencyModel is what a hop costs besides its queue: the switch's own
@@ -122,7 +187,8 @@ type HopLatency struct {
 	QueueBytes float64       // the queue's depth now
 	Queueing   time.Duration // the depth at the port's rate
 	Fixed      time.Duration // switch, cable and serialization (LatencyModel)
-	Measured   bool          // the port reported its queue
+	Measured   bool          // the port's queue is known (reported, or probed)
+	Probed     bool          // known from a latency probe (ObserveProbed), not the switch
 }
 
 // PathLatency is a path's one-way latency: now, and its median and 99th
@@ -147,8 +213,8 @@ func (t *Telemetry) HopsNow(ports []models.Endpoint, gbps func(models.Endpoint) 
 	for i, e := range ports {
 		var rate float64
 		out[i], rate = m.fixed(gbps(e))
-		if p := t.ports[e]; p != nil && rate > 0 {
-			out[i] += time.Duration(p.load.QueueBytes / rate)
+		if bytes, _, ok, _ := t.queueAt(e); ok && rate > 0 {
+			out[i] += time.Duration(bytes / rate)
 		}
 	}
 	return out
@@ -169,9 +235,7 @@ func (t *Telemetry) PathSamples(path []models.Endpoint, gbps func(models.Endpoin
 	for i, e := range path {
 		h := HopLatency{Port: e}
 		h.Fixed, rate[i] = m.fixed(gbps(e))
-		if p := t.ports[e]; p != nil && p.load.QueueMeasured {
-			h.Measured, h.QueueBytes, rings[i] = true, p.load.QueueBytes, p.queue
-		}
+		h.QueueBytes, rings[i], h.Measured, h.Probed = t.queueAt(e)
 		if rate[i] > 0 {
 			h.Queueing = time.Duration(h.QueueBytes / rate[i])
 		}

@@ -104,6 +104,58 @@ func TestPortDepthIsItsDeepestQueue(t *testing.T) {
 	}
 }
 
+// TestProbedQueueStandsInForAnUnreportedOne: a queue a latency probe
+// met counts for a port whose switch reports none, for ProbedHold after
+// the probe and in the intervals it spans; a later probe that met no
+// queue clears it; a depth reported over gNMI wins over any probe.
+func TestProbedQueueStandsInForAnUnreportedOne(t *testing.T) {
+	tele := NewTelemetry(0)
+	tele.Step = time.Second
+	now := time.Unix(1_000_000, 0)
+	tele.now = func() time.Time { return now }
+	probed, reported := models.Endpoint{Switch: "leaf1", Port: 9}, models.Endpoint{Switch: "leaf2", Port: 9}
+	gbps := func(models.Endpoint) float64 { return 100 }
+	m := LatencyModel{SwitchDelay: time.Microsecond, LinkDelay: time.Microsecond, PacketBytes: 1250}
+	hop := func(e models.Endpoint) HopLatency {
+		return pathLatency(tele, []models.Endpoint{e}, gbps, m, 100*time.Second).Hops[0]
+	}
+
+	tele.ObserveProbed(probed, 5*time.Microsecond, 100) // 62,500 bytes at 100 Gb/s
+	h := hop(probed)
+	if !h.Measured || !h.Probed || h.Queueing != 5*time.Microsecond || h.QueueBytes != 62_500 {
+		t.Fatalf("after a probe met 5 µs: %+v", h)
+	}
+	now = now.Add(ProbedHold - time.Second)
+	pl, samples := tele.PathSamples([]models.Endpoint{probed}, gbps, m, 100*time.Second)
+	queued := 0
+	for _, d := range samples {
+		if d > pl.Hops[0].Fixed {
+			queued++
+		}
+	}
+	if want := int(ProbedHold / time.Second); pl.Hops[0].Queueing != 5*time.Microsecond || queued != want {
+		t.Errorf("%v after the probe: now %v queueing, %d of %d intervals queued; want 5 µs and %d", ProbedHold-time.Second, pl.Hops[0].Queueing, queued, len(samples), want)
+	}
+	now = now.Add(2 * time.Second)
+	if h := hop(probed); h.Measured || h.Queueing != 0 {
+		t.Errorf("past ProbedHold: %+v, want unknown and empty", h)
+	}
+	tele.ObserveProbed(probed, 5*time.Microsecond, 100)
+	tele.ObserveProbed(probed, 0, 100)
+	if h := hop(probed); !h.Probed || h.Queueing != 0 {
+		t.Errorf("after a probe met no queue: %+v", h)
+	}
+
+	tele.Observe(models.CounterSample{Switch: reported.Switch, Port: reported.Port, Timestamp: now, Queue: "RDMA", QueueBytes: 1250, Has: models.HasQueueLen})
+	tele.ObserveProbed(reported, 50*time.Microsecond, 100)
+	if h := hop(reported); !h.Measured || h.Probed || h.Queueing != 100*time.Nanosecond {
+		t.Errorf("a port reporting its queue, probed too: %+v, want the reported 0.1 µs", h)
+	}
+	if _, ok := tele.Port(probed); ok {
+		t.Error("a probed port shows up among the ports' loads")
+	}
+}
+
 // pathLatency is PathSamples' path latency alone.
 func pathLatency(tele *Telemetry, path []models.Endpoint, gbps func(models.Endpoint) float64, m LatencyModel, window time.Duration) PathLatency {
 	pl, _ := tele.PathSamples(path, gbps, m, window)

@@ -124,7 +124,9 @@ type Telemetry struct {
 
 	mu    sync.RWMutex
 	ports map[models.Endpoint]*portStat
-	now   func() time.Time
+	// probed are the queues latency probes met (ObserveProbed).
+	probed map[models.Endpoint]*probedQueue
+	now    func() time.Time
 	// samples counts the values taken in (one per counter or status
 	// reading of a port).
 	samples atomic.Int64

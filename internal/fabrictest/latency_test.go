@@ -248,3 +248,56 @@ func TestPingmeshMeasuresEndToEnd(t *testing.T) {
 		t.Errorf("a forged probe counted in the pair's latency: %+v", p)
 	}
 }
+
+// TestProbedQueuesStandInWhereSwitchesReportNone: where the switches
+// export no queue depths over gNMI (as BMv2 does), the queues the
+// pingmesh's probes meet stand in for them in the assembled latency: a
+// pair's paths show leaf1's full uplink as probed, the leaf×leaf matrix
+// rises for that pair only, and the way back stays at its fixed cost.
+func TestProbedQueuesStandInWhereSwitchesReportNone(t *testing.T) {
+	f := fabrictest.StartFabricWith(t, fabrictest.LeafSpine(2, 2, 4), func(o *fabricsim.Options) { o.NoQueueDepths = true })
+	h := fabrictest.NewServeWith(t, f.Topology(), func(o *stack.Config) { o.ProbeRate = 200 })
+	converged(t, h)
+	var across []fabricsim.FlowSpec
+	for i := 2; i <= 4; i++ {
+		across = append(across, fabricsim.FlowSpec{Src: netip.MustParseAddr("10.0.1." + strconv.Itoa(i)), Dst: netip.MustParseAddr("10.0.2." + strconv.Itoa(i)), SrcPort: 50000, DemandGbps: 100})
+	}
+	if _, err := f.AddFlows(across); err != nil {
+		t.Fatal(err)
+	}
+	var hop api.HopLatency
+	h.Eventually(t, 30*time.Second, "leaf1's uplink queue, as the probes met it, in the pair's latency", func() bool {
+		var pair api.PairLatency
+		if code := h.GetJSON(t, "/api/v1/latency?src=leaf1&dst=leaf2", &pair); code != http.StatusOK {
+			t.Fatalf("latency: HTTP %d", code)
+		}
+		for _, path := range pair.Paths {
+			if hp := path.Hops[0]; hp.Probed && hp.QueueingUs > 0 {
+				hop = hp
+				return true
+			}
+		}
+		return false
+	})
+	port := models.Endpoint{Switch: "leaf1", Port: hop.Port}
+	holds := f.QueueBytes(port)
+	if wantUs := holds * 8 / 100e3; !hop.Measured || holds == 0 || math.Abs(hop.QueueingUs-wantUs) > 2 {
+		t.Errorf("%s: %+v; fabricsim holds %.0f bytes there (%.1f µs at 100 Gb/s)", port, hop, holds, wantUs)
+	}
+	h.Eventually(t, 30*time.Second, "the matrix to show leaf1 → leaf2's queue", func() bool {
+		var m api.LatencyMatrix
+		if code := h.GetJSON(t, "/api/v1/latency", &m); code != http.StatusOK || len(m.Leaves) != 2 || m.Leaves[0] != "leaf1" {
+			t.Fatalf("matrix: HTTP %d, %+v", code, m)
+		}
+		return m.MeanUs[0][1] > m.MeanUs[1][0]+5
+	})
+	var back api.PairLatency
+	h.GetJSON(t, "/api/v1/latency?src=leaf2&dst=leaf1", &back)
+	for _, path := range back.Paths {
+		for _, hp := range path.Hops {
+			if hp.QueueingUs != 0 {
+				t.Errorf("leaf2 → leaf1 (idle) hop %+v", hp)
+			}
+		}
+	}
+}

@@ -143,12 +143,13 @@ function renderPair() {
     const worst = Math.max(...path.hops.map((h) => h.queueing_us));
     const hops = path.hops.map((h) => {
       const cls = h.queueing_us === worst && worst >= 1 ? ' class="hot"' : '';
-      return `<span${cls} title="${escapeHTML(`${h.switch}:${h.port} queue ${Math.round(h.queue_bytes)} bytes`)}">${escapeHTML(h.switch)}:${h.port} ${fmtUs(h.queueing_us)}</span>`;
+      const from = h.probed ? ', as a probe met it (the switch reports no queue)' : h.measured ? '' : ', not reported: counted empty';
+      return `<span${cls} title="${escapeHTML(`${h.switch}:${h.port} queue ${Math.round(h.queue_bytes)} bytes${from}`)}">${escapeHTML(h.switch)}:${h.port} ${fmtUs(h.queueing_us)}${h.probed ? '<sup>p</sup>' : ''}</span>`;
     }).join(' → ');
     return `<li><b>${fmtUs(path.now_us)}</b> (p99 ${fmtUs(path.p99_us)}) ${hops}</li>`;
   }).join('');
   detail.innerHTML = `<p><b>${escapeHTML(p.src)} → ${escapeHTML(p.dst)}</b>: now ${fmtUs(p.now_us)} (mean of ${p.paths.length} paths), ` +
-    `p50 ${fmtUs(p.p50_us)}, p99 ${fmtUs(p.p99_us)} over ${p.intervals} intervals. Each hop: its egress port and queueing.</p>` +
+    `p50 ${fmtUs(p.p50_us)}, p99 ${fmtUs(p.p99_us)} over ${p.intervals} intervals. Each hop: its egress port and queueing (<sup>p</sup>: as the probes met it).</p>` +
     `<ol id="latency-paths">${rows}</ol>` + probedHTML(p.probes);
 }
 

@@ -38,7 +38,9 @@ import (
 //   - then, over a steady window with nothing changing, gNMI values taken
 //     in per second (samples_per_s), accelnet's CPU per value
 //     (cpu_us_per_sample: its whole CPU over the window divided by the
-//     values, so an upper bound) and fabricsim's CPU (sim_cpu_cores);
+//     values, so an upper bound), accelnet's and fabricsim's CPU
+//     (cpu_cores, sim_cpu_cores) and the pingmesh's probes sent a
+//     second (probes_per_s; --probe-rate 0 turns it off, to compare);
 //   - resident memory of both (peak and now), accelnet's Go heap, and the
 //     embedded etcd's database file.
 //
@@ -197,7 +199,8 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 
 	// The steady state: nothing changes, counters stream in.
 	metrics := func() map[string]float64 {
-		v, err := scrape(nil, "http://"+addr, "accelnet_telemetry_samples_total", "process_cpu_seconds_total", "go_memstats_heap_inuse_bytes")
+		v, err := scrape(nil, "http://"+addr, "accelnet_telemetry_samples_total", "process_cpu_seconds_total", "go_memstats_heap_inuse_bytes",
+			probesSent, probesBack)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -237,6 +240,8 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 		b.Fatalf("heap profile: %v", err)
 	}
 	live := metrics()["go_memstats_heap_inuse_bytes"]
+	sent, back := (after[probesSent]-before[probesSent])/span, (after[probesBack]-before[probesBack])/span
+	b.Logf("steady: latency probes %.0f/s sent, %.0f/s back (--probe-rate)", sent, back)
 	b.Logf("steady %s: %.0f values/s taken in, accelnet CPU %.2f cores (%.1f µs per value), fabricsim CPU %.2f cores; RSS accelnet %d MiB (peak %d), fabricsim %d MiB (peak %d); accelnet heap %d MiB, %d MiB after a collection; etcd db %d KiB",
 		time.Duration(span*float64(time.Second)).Round(time.Second), samples/span, cpu/span, 1e6*cpu/max(samples, 1), (simCPU1-simCPU0)/span,
 		accRSS>>20, accPeak>>20, simRSS>>20, simPeak>>20, int64(after["go_memstats_heap_inuse_bytes"])>>20, int64(live)>>20, dbBytes>>10)
@@ -256,6 +261,8 @@ func measureScale(b *testing.B, spec string, args, simArgs []string, window time
 		b.ReportMetric(float64(updates)/writing.Seconds(), "updates_per_s")
 	}
 	b.ReportMetric(samples/span, "samples_per_s")
+	b.ReportMetric(cpu/span, "cpu_cores")
+	b.ReportMetric(sent, "probes_per_s")
 	b.ReportMetric(1e6*cpu/max(samples, 1), "cpu_us_per_sample")
 	b.ReportMetric((simCPU1-simCPU0)/span, "sim_cpu_cores")
 	b.ReportMetric(float64(accPeak>>20), "accelnet_peak_rss_MiB")
@@ -488,7 +495,14 @@ func scrape(client *http.Client, base string, names ...string) (map[string]float
 	return promValues(string(text), names...), nil
 }
 
-// promValues picks unlabelled samples out of a Prometheus text exposition.
+// The pingmesh's probes sent and come back, as /metrics names them.
+const (
+	probesSent = `accelnet_latency_probes_total{result="sent"}`
+	probesBack = `accelnet_latency_probes_total{result="received"}`
+)
+
+// promValues picks samples out of a Prometheus text exposition, each
+// named as it is written there (with its labels, if any).
 func promValues(text string, names ...string) map[string]float64 {
 	out := map[string]float64{}
 	sc := bufio.NewScanner(strings.NewReader(text))

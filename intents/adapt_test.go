@@ -114,6 +114,39 @@ func TestAdaptLooksAtEveryHotIntentInTurn(t *testing.T) {
 	}
 }
 
+// TestAdaptTrialLeavesPinsAsTheyWere: looking for cooler paths for hot
+// intents that find none changes no pin: no switch is left with a change
+// to confirm (one that was none, which no reconcile would confirm, kept
+// adapt and the congestion weights from judging those ports for good).
+func TestAdaptTrialLeavesPinsAsTheyWere(t *testing.T) {
+	snap, auth, stored := storedIntents(t, 200)
+	m := settledManager(t, snap, auth, stored, func(models.Endpoint) (float64, bool) { return 0.95, true })
+	observed := map[string]float64{}
+	for _, in := range stored {
+		observed[in.ID] = 0
+	}
+	m.obs.mu.Lock()
+	m.obs.byIntent = observed
+	m.obs.mu.Unlock()
+	_, gen := m.Overlay().PinsFor("")
+	for _, sw := range snap.Switches() {
+		m.Overlay().Synced(sw.Name, gen)
+	}
+	if m.PinsPending() {
+		t.Fatal("pins pending with every switch confirmed")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.adaptive.due = true
+	m.housekeep(m.p.scratch(), false)
+	if tried := len(m.adaptive.tried); tried == 0 || m.stats.AdaptMoves != 0 {
+		t.Fatalf("%d hot intents looked at, %d moved: want some looked at and none moved (every link hot)", tried, m.stats.AdaptMoves)
+	}
+	if m.PinsPending() {
+		t.Fatal("a look for cooler paths that moved nothing left pins to confirm")
+	}
+}
+
 // TestPinnedLoadIsWhatSendingIntentsSend: the load pinned flows put on
 // each port is the measured rate of the intents sending (shared over
 // their flows) along their paths; idle intents and rates of intents no

@@ -726,10 +726,22 @@ type hot struct {
 // coolerPaths looks for paths for e's flows (each sending perFlow) whose
 // hottest hop, by util, is cooler than its current path's by
 // adaptMargin, with room on the ledger for all of them at once; better
-// says some flow found one. e is left placed as it was.
+// says some flow found one. e is left placed as it was: only its
+// reservations are set aside while it looks (its own room counts as
+// free), not its pins. (Unpinned and pinned back, its ports' pins read
+// as changed, with no switch to confirm a change that was none: adapt
+// and the congestion weights then never judged those ports again.)
 func (pl *placement) coolerPaths(e *entry, cons pathcalc.PathConstraints, perFlow float64, util func(models.Endpoint) float64) (newPaths [][]models.Endpoint, better bool) {
 	flows, status := e.flows, e.in.Status.Flows
-	pl.unpinNow(e)
+	reserve := func(sign float64) {
+		for i, f := range flows {
+			if e.pinned && i < len(status) {
+				_ = pl.book.Reserve(f.src, status[i].Path, sign*f.gbps)
+			}
+		}
+	}
+	reserve(-1)
+	defer reserve(1)
 	newPaths = make([][]models.Endpoint, len(flows))
 	// The intent's flows are placed together: each chosen path is
 	// booked before the next flow looks for room (and all released
@@ -774,8 +786,7 @@ func (pl *placement) coolerPaths(e *entry, cons pathcalc.PathConstraints, perFlo
 	for _, release := range held {
 		release()
 	}
-	pl.repin(e, flows, status) // back as it was; the move goes through the batch
-	return newPaths, better
+	return newPaths, better // the move, if any, goes through the batch
 }
 
 // hotIntents are the Installed, pinned intents not moved lately that

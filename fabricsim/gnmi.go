@@ -706,8 +706,12 @@ func (g *gnmiServer) commitConfig(staged map[uint32]ifConfig, touched map[uint32
 	}
 	var pubs []pub
 	f.mu.Lock()
+	enabling := false // a port's admin state changed: the dataplane's concern
 	for port, cfg := range staged {
 		e := models.Endpoint{Switch: g.sw.name, Port: port}
+		if cfg.Enabled == f.adminDown[e] {
+			enabling = true
+		}
 		if cfg.Enabled {
 			delete(f.adminDown, e)
 		} else {
@@ -717,7 +721,13 @@ func (g *gnmiServer) commitConfig(staged map[uint32]ifConfig, touched map[uint32
 			pubs = append(pubs, pub{port, f.operUpLocked(e)})
 		}
 	}
-	f.markDirty("", true, false)
+	if enabling {
+		// The flows are traced again at the next tick; an MTU or a
+		// description (which the dataplane does not model) costs none:
+		// 320 switches configured while a workload ran recomputed the
+		// whole fabric per Set.
+		f.markDirty("", true, false)
+	}
 	f.mu.Unlock()
 	// Publish the new config (and any oper-status it changed) now; the
 	// dataplane catches up at its next tick. A full tick here would cost a

@@ -75,8 +75,9 @@ func untickedFabric(t *testing.T, spines, leaves, hostsPerLeaf int) *Fabric {
 }
 
 // TestSetPublishesOnlyWhatItSets: a gNMI Set of one port's MTU is in the
-// published state at once, and no other port's state is published again
-// by it; counters are the last tick's, whatever Sets happen.
+// published state at once, no other port's state is published again by
+// it, and the dataplane is not recomputed for it (a port disabled is);
+// counters are the last tick's, whatever Sets happen.
 func TestSetPublishesOnlyWhatItSets(t *testing.T) {
 	g := untickedLeaf(t)
 	stamp := func(port uint32, leaf ...string) (int64, *gnmipb.TypedValue) {
@@ -94,9 +95,21 @@ func TestSetPublishesOnlyWhatItSets(t *testing.T) {
 		}
 	}
 	g.setCounters(t0, []uint32{1, 2, 3}, []portCounters{{inOctets: 10}, {inOctets: 20}, {inOctets: 30}})
+	g.sw.fabric.takeDirty()
 	path := interfacePath(models.InterfaceName(2), "config", "mtu")
 	if _, err := g.Set(context.Background(), &gnmipb.SetRequest{Update: []*gnmipb.Update{{Path: path, Val: uintVal(4200)}}}); err != nil {
 		t.Fatal(err)
+	}
+	// The dataplane models no MTU: its flows are not traced again.
+	if d := g.sw.fabric.takeDirty(); d.all || d.flows || len(d.switches) > 0 {
+		t.Errorf("a Set of an MTU marked the dataplane for a recompute: %+v", d)
+	}
+	enabled := interfacePath(models.InterfaceName(3), "config", "enabled")
+	if _, err := g.Set(context.Background(), &gnmipb.SetRequest{Update: []*gnmipb.Update{{Path: enabled, Val: &gnmipb.TypedValue{Value: &gnmipb.TypedValue_BoolVal{BoolVal: false}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if d := g.sw.fabric.takeDirty(); !d.all {
+		t.Errorf("a port disabled: the dataplane not marked for a recompute (%+v)", d)
 	}
 	if ts, v := stamp(2, "config", "mtu"); ts <= t0 || v.GetUintVal() != 4200 {
 		t.Errorf("port 2's MTU after the Set: %v at %d (published at %d before)", v, ts, t0)

@@ -103,7 +103,12 @@ func (r *rollout) finished() (took, planned time.Duration, stages string, ok boo
 		}
 		fmt.Fprintf(&b, "%d:%dsw/%s", s.stage, s.switches, s.took.Round(time.Millisecond))
 	}
-	return r.now().Sub(r.began), r.begun.Sub(r.began), b.String(), true
+	took = r.now().Sub(r.began)
+	planned = took // no stage began: it ended before (nothing to stage)
+	if !r.begun.IsZero() {
+		planned = r.begun.Sub(r.began)
+	}
+	return took, planned, b.String(), true
 }
 
 // prepare computes, once, which switches move at which stage and, for the

@@ -146,7 +146,8 @@ func TestAdoptGroupIDs(t *testing.T) {
 // TestRolloutTimeline: a finished rollout reports, once, how long it took,
 // how much of that was planning before its first stage, and each stage
 // that changed switches (how many, how long), for the log line operators
-// read; stages without changes are not listed.
+// read; stages without changes are not listed. One given up before its
+// stages began was all planning.
 func TestRolloutTimeline(t *testing.T) {
 	now := time.Unix(100, 0)
 	r := newRollout(&fabricState{}, func() time.Time { return now })
@@ -174,6 +175,15 @@ func TestRolloutTimeline(t *testing.T) {
 	}
 	if _, _, _, again := r.finished(); again {
 		t.Fatal("reported twice")
+	}
+	// One given up before any stage began (it could not be planned): all
+	// of its time was before the stages, and none is listed.
+	r = newRollout(&fabricState{}, func() time.Time { return now })
+	r.affected = []map[models.SwitchID]bool{{}, {"a": true}}
+	now = now.Add(70 * time.Millisecond)
+	r.abandon()
+	if took, planned, stages, ok := r.finished(); !ok || took != 70*time.Millisecond || planned != took || stages != "" {
+		t.Fatalf("abandoned: finished() = %s %s %q %v, want 70ms 70ms \"\" true", took, planned, stages, ok)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/telemetry"
 )
 
 // Congestion-aware weights. Every CongestionInterval the leader looks at
@@ -53,6 +54,17 @@ import (
 // recovery never recreates the condition that cut it, so the two cannot
 // take turns under steady demand. A change is a planned one: it rolls out in stages like a drain
 // (weights alone keep every next hop, so it moves at the first stage).
+//
+// Weights move hashed traffic, and traffic is hashed where pins are not
+// written yet: while a change of pins waits for a switch, the loop waits
+// too, up to congestionPinWait intervals since none was pending (a
+// switch that keeps failing must not hold the weights for ever). On a
+// starved machine a thousand elephants pinned at once took tens of
+// seconds to reach every switch; meanwhile their flows, still hashed,
+// read as hot links, and the cuts' rollouts, queued ahead of other
+// writes, held the pins back longer: the k=16 fat-tree's cold start
+// stayed at 0.6 of its throughput for a minute, cutting and restoring
+// weights all along.
 const (
 	congestionHigh    = 0.9
 	congestionMargin  = 0.1
@@ -61,6 +73,8 @@ const (
 	congestionFloor   = 0.25
 	congestionCalm    = 3
 	congestionPersist = 2
+
+	congestionPinWait = 10
 
 	congestionQueued     = 2 * time.Microsecond
 	congestionQueueHot   = 5 * time.Microsecond
@@ -73,8 +87,11 @@ const (
 type congestionState struct {
 	changes atomic.Int64
 	rounds  atomic.Int64 // adjustWeights's, as the leader
-	mu      sync.Mutex
-	bias    map[models.Endpoint]*portBias
+	// waited counts the intervals it waited for pins since none was
+	// pending (it waits no more past congestionPinWait).
+	waited int
+	mu     sync.Mutex
+	bias   map[models.Endpoint]*portBias
 	// pinned is the pinned load of the last interval (adjustWeights'
 	// own).
 	pinned map[models.Endpoint]float64
@@ -137,6 +154,13 @@ func (c *Controller) adjustWeights() {
 		return
 	}
 	defer c.congestion.rounds.Add(1)
+	switch {
+	case c.cfg.PinsPending == nil || !c.cfg.PinsPending():
+		c.congestion.waited = 0
+	case c.congestion.waited < congestionPinWait:
+		c.congestion.waited++
+		return
+	}
 	type direction struct {
 		e, peer models.Endpoint
 		out, in tierKey
@@ -183,7 +207,7 @@ func (c *Controller) adjustWeights() {
 				continue
 			}
 			d := direction{e: e, peer: peer, u: pl.OutBps / (l.Gbps * 1e9), hashed: (pl.OutBps/1e9 - pinned[e]) / l.Gbps,
-				repinned: math.Abs(pinned[e]-before[e]) >= congestionMargin/2*l.Gbps,
+				repinned: math.Abs(pinned[e]-before[e]) >= congestionMargin/2*l.Gbps || !c.readAfterPins(e, pl),
 				queue:    time.Duration(pl.QueueBytes * 8 / l.Gbps),
 				queued:   pl.QueueMeasured,
 				out:      tierKey{sw: e.Switch, role: role(peer.Switch)},
@@ -235,6 +259,29 @@ func (c *Controller) adjustWeights() {
 		c.congestion.changes.Add(1)
 		c.refreshDown("congestion weights changed", time.Time{}, "ports_biased", len(c.Biases()))
 	}
+}
+
+// readAfterPins says whether port e's reading pl was taken after the
+// last change of its pins took effect: the change confirmed by its
+// switch, and the reading's interval begun an interval or more after
+// that (a switch applies what it confirmed by its next sample). Until
+// then the reading carries flows that left, or lacks those that came,
+// while the pinned load set against it is where the flows are now: on
+// a starved machine, where readings lag, a thousand elephants pinned at
+// once read as hashed traffic and cut a score of weights that took the
+// next minute to step back.
+func (c *Controller) readAfterPins(e models.Endpoint, pl telemetry.PortLoad) bool {
+	if c.cfg.PinsMoved == nil {
+		return true
+	}
+	moved, pending := c.cfg.PinsMoved(e)
+	switch {
+	case pending:
+		return false
+	case moved.IsZero():
+		return true
+	}
+	return !pl.RecentSince.IsZero() && pl.RecentSince.Sub(moved) >= pl.RecentUntil.Sub(pl.RecentSince)
 }
 
 // WeightChanges is how many times measured load moved the congestion

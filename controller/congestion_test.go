@@ -179,3 +179,43 @@ func TestQueueJudgesCongestion(t *testing.T) {
 		}
 	}
 }
+
+// TestWeightsWaitForPins: weights move hashed traffic, and a direction
+// reads hot with flows whose pins are not written yet. While some switch
+// has a change of its pins unconfirmed, the congestion loop leaves every
+// weight alone, for congestionPinWait intervals at most (a switch that
+// keeps failing does not hold the weights for ever: past that the loop
+// judges every interval until none is pending). Once the pins are
+// confirmed, a port whose own pins changed is judged only by a reading
+// whose interval began an interval or more after the confirmation.
+func TestWeightsWaitForPins(t *testing.T) {
+	c, hot, read := congestionFixture(t)
+	c.cfg.PinsPending = func() bool { return true } // another switch's
+	for i := range congestionPinWait {
+		read(1, nil)
+		c.adjustWeights()
+		if len(c.Biases()) != 0 {
+			t.Fatalf("interval %d with pins pending: biases %v", i+1, c.Biases())
+		}
+	}
+	if n := cutAfter(c, hot, read, 1, nil); n != congestionPersist {
+		t.Fatalf("pins pending past %d intervals: %s cut after %d more, want %d", congestionPinWait, hot, n, congestionPersist)
+	}
+
+	c, hot, read = congestionFixture(t)
+	c.cfg.PinsPending = func() bool { return false }
+	moved := time.Now().Add(time.Hour) // every reading here is taken before it
+	c.cfg.PinsMoved = func(e models.Endpoint) (time.Time, bool) {
+		if e == hot {
+			return moved, false
+		}
+		return time.Time{}, false
+	}
+	if n := cutAfter(c, hot, read, 1, nil); n != 0 {
+		t.Fatalf("cut by readings taken before its pins' change: after %d intervals", n)
+	}
+	moved = time.Time{}.Add(time.Nanosecond) // long ago
+	if n := cutAfter(c, hot, read, 1, nil); n != congestionPersist {
+		t.Fatalf("with its pins' change long past, %s cut after %d intervals, want %d", hot, n, congestionPersist)
+	}
+}

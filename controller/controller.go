@@ -194,6 +194,15 @@ type Config struct {
 	// so congestion weights leave a link alone that only pinned flows
 	// make hot.
 	PinnedLoad func() map[models.Endpoint]float64
+	// PinsMoved, if set, is when a port's switch confirmed the last
+	// change of the pins leaving by it (zero: none), or pending while
+	// one waits: congestion weights judge such a port only by a reading
+	// taken after the change.
+	PinsMoved func(models.Endpoint) (at time.Time, pending bool)
+	// PinsPending, if set, says some switch has not yet confirmed a
+	// change of its flow pins: congestion weights wait for it (see
+	// congestionPinWait).
+	PinsPending func() bool
 	// FlapHalfLife is how fast a flapping link's penalty decays; default
 	// 10s. See flapDamper.
 	FlapHalfLife time.Duration

@@ -86,6 +86,16 @@ func (m *Manager) PinnedLoad() map[models.Endpoint]float64 {
 	return m.p.pinnedLoad(&m.obs, true)
 }
 
+// PinsMoved is when e's switch confirmed the last change of the pins
+// leaving by e (zero: none seen), or pending while one waits for it.
+func (m *Manager) PinsMoved(e models.Endpoint) (at time.Time, pending bool) {
+	return m.p.pins.moved(e)
+}
+
+// PinsPending says some switch has not yet confirmed (read back) a
+// change of its flow pins.
+func (m *Manager) PinsPending() bool { return m.p.pins.anyPending() }
+
 // pinnedLoadLocked is PinnedLoad, of the elephants alone unless
 // withIntents (what adaptation sets against links' load); m.mu must be
 // held.

@@ -177,6 +177,18 @@ func (t *pinTable) moved(e models.Endpoint) (at time.Time, pending bool) {
 	return t.movedAt[e], false
 }
 
+// anyPending says some switch has a change of its pins not confirmed.
+func (t *pinTable) anyPending() bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for _, ports := range t.pending {
+		if len(ports) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // drop removes key's pin from sw if it is port (any port: port 0)
 // (between lock and unlock).
 func (t *pinTable) drop(sw models.SwitchID, key models.FlowKey, port uint32) bool {

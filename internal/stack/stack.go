@@ -488,6 +488,8 @@ func (s *Stack) newController(opts Config, w *wiring) error {
 		LivenessInterval:   opts.LivenessInterval,
 		ProbeRate:          opts.ProbeRate,
 		PinnedLoad:         s.Intents.PinnedLoad,
+		PinsMoved:          s.Intents.PinsMoved,
+		PinsPending:        s.Intents.PinsPending,
 		SampleOneIn:        opts.Elephants.SampleOneIn,
 		Logger:             s.log.With("component", "controller"),
 		Registerer:         s.Registry,

@@ -63,6 +63,7 @@ type Lab struct {
 	procs  []*exec.Cmd
 	logDir string
 	stubs  []string
+	thrift map[models.SwitchID]int // a switch's Thrift runtime port (BMv2 built with Thrift)
 }
 
 // NewLab prepares an empty lab.
@@ -70,7 +71,7 @@ func NewLab(t testing.TB, bin string) *Lab {
 	h := fnv.New32a()
 	fmt.Fprintf(h, "%s/%d/%d", t.Name(), os.Getpid(), time.Now().UnixNano())
 	l := &Lab{t: t, bin: bin, tag: fmt.Sprintf("%04x", h.Sum32()&0xffff), ifaces: map[models.Endpoint]string{}, cables: map[models.Endpoint][2]string{},
-		hostNS: map[string]string{}, hostIf: map[string]string{}, logDir: t.TempDir()}
+		hostNS: map[string]string{}, hostIf: map[string]string{}, logDir: t.TempDir(), thrift: map[models.SwitchID]int{}}
 	if d := os.Getenv("BMV2_LOG_DIR"); d != "" { // keep the switches' logs
 		l.logDir = d
 	}
@@ -223,17 +224,22 @@ func (l *Lab) SetLink(e models.Endpoint, up bool) {
 // (--no-p4): the controller pushes one.
 func (l *Lab) Start(sw models.Switch) string {
 	l.t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	addr := lis.Addr().String()
-	lis.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(l.t))
 	args := []string{"--device-id", fmt.Sprint(sw.DeviceID), "--no-p4", "--log-file", filepath.Join(l.logDir, string(sw.Name)), "--log-flush"}
 	for e, ifc := range l.ifaces {
 		if e.Switch == sw.Name {
 			args = append(args, "-i", fmt.Sprintf("%d@%s", e.Port, ifc))
 		}
+	}
+	if l.Thrift() {
+		// BMv2's Thrift server listens on every address: the lab lets
+		// only loopback reach it while the switch runs.
+		port := freePort(l.t)
+		args = append(args, "--thrift-port", fmt.Sprint(port))
+		l.loopbackOnly(port)
+		l.mu.Lock()
+		l.thrift[sw.Name] = port
+		l.mu.Unlock()
 	}
 	args = append(args, "--", "--grpc-server-addr", addr, "--cpu-port", "255")
 	cmd := exec.Command(l.bin, args...)
@@ -255,6 +261,27 @@ func (l *Lab) Start(sw models.Switch) string {
 			l.t.Fatalf("simple_switch_grpc for %s not serving at %s", sw.Name, addr)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// freePort is a TCP port free on loopback now.
+func freePort(t testing.TB) int {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().(*net.TCPAddr).Port
+}
+
+// loopbackOnly drops TCP to port that does not arrive on loopback, until
+// the lab closes (with iptables; without it, the port stays open).
+func (l *Lab) loopbackOnly(port int) {
+	for _, ipt := range []string{"iptables", "ip6tables"} {
+		rule := []string{"INPUT", "-p", "tcp", "--dport", fmt.Sprint(port), "!", "-i", "lo", "-j", "DROP"}
+		if exec.Command(ipt, append([]string{"-I"}, rule...)...).Run() == nil {
+			l.t.Cleanup(func() { _ = exec.Command(ipt, append([]string{"-D"}, rule...)...).Run() })
+		}
 	}
 }
 

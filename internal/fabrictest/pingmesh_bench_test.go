@@ -1,11 +1,15 @@
 package fabrictest_test
 
 import (
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/accelnet/accelnet/controller"
+	"github.com/accelnet/accelnet/fabricsim"
 	"github.com/accelnet/accelnet/internal/stack"
+	"github.com/accelnet/accelnet/topology"
 )
 
 // BenchmarkPingmeshCost measures what the pingmesh costs at its default
@@ -43,6 +47,66 @@ func BenchmarkPingmeshCost(b *testing.B) {
 			sent, back := h.Controller.ProbeStats()
 			b.ReportMetric(float64(sent-sent0)/secs, "sent/s")
 			b.ReportMetric(float64(back-back0)/secs, "back/s")
+			b.ReportMetric(ms(cpuTime()-cpu0)/secs, "cpu_ms/s")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
+}
+
+// BenchmarkSamplingCost measures what sampling the hosts' packets costs
+// once the elephants it found are pinned: a k=16 fat-tree at 400 Gb/s
+// (ACCELNET_SAMPLING_K) under a line-rate permutation, one process
+// (controller and fabricsim both), the leaves sampling 1 in 65,536
+// packets (the command line's default, "default") against 16
+// times fewer ("sparse", 1 in 1,048,576, which still finds and keeps the
+// same elephants). Each iteration is a second, once the loop has settled;
+// it reports the samples taken in per second and the process's CPU time
+// per second: the difference between the modes is fifteen sixteenths of
+// the default rate's cost, the emulator's share of sending samples
+// included.
+//
+//	go test ./internal/fabrictest -run '^$' -bench SamplingCost -benchtime 20x -timeout 30m
+func BenchmarkSamplingCost(b *testing.B) {
+	k := 16
+	if v, err := strconv.Atoi(os.Getenv("ACCELNET_SAMPLING_K")); err == nil {
+		k = v
+	}
+	topo, err := topology.FatTree(k, 400)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mode := range []struct {
+		name  string
+		oneIn uint32
+	}{{"default", 65536}, {"sparse", 1 << 20}} {
+		b.Run(mode.name, func(b *testing.B) {
+			f, h := runFabric(b, topo, false, func(o *stack.Config) {
+				o.ProbeRate = 0
+				o.Elephants.SampleOneIn = mode.oneIn
+			})
+			if _, err := f.StartWorkload(fabricsim.WorkloadSpec{Pattern: fabricsim.PatternPermutation, Gbps: 400, Seed: 1}); err != nil {
+				b.Fatal(err)
+			}
+			hosts := len(topo.Hosts)
+			h.Eventually(b, 5*time.Minute, "the permutation's elephants pinned and the loop settled", func() bool {
+				pinned := 0
+				for _, d := range h.Intents.DetectedFlows() {
+					if d.Pinned {
+						pinned++
+					}
+				}
+				return pinned >= hosts*9/10 && h.Controller.Settled()
+			})
+			samples := func() float64 { n, _ := metric(b, h, "accelnet_flow_samples_total", "", ""); return n }
+			n0, cpu0, at := samples(), cpuTime(), time.Now()
+			b.ResetTimer()
+			// The figures are what the process does over a window of
+			// b.N seconds: the window is the measurement.
+			window := time.NewTimer(time.Duration(b.N) * time.Second)
+			<-window.C
+			b.StopTimer()
+			secs := time.Since(at).Seconds()
+			b.ReportMetric((samples()-n0)/secs, "samples/s")
 			b.ReportMetric(ms(cpuTime()-cpu0)/secs, "cpu_ms/s")
 			b.ReportMetric(0, "ns/op")
 		})

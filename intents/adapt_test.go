@@ -298,3 +298,36 @@ func TestAdaptJudgesAMovedPortByALaterReading(t *testing.T) {
 			m.stats.AdaptMoves, moving.ID, m.p.all[moving.ID].in.Status.Flows[0].Path[0], hop)
 	}
 }
+
+// TestHoldDownGrowsForAnIntentMovedAgainAndAgain: an intent that moved
+// sits out adaptHoldRounds adapt rounds; moved again soon after, twice
+// as long each time (up to maxHoldShift doublings); moved again only
+// long after, the plain hold-down again.
+func TestHoldDownGrowsForAnIntentMovedAgainAndAgain(t *testing.T) {
+	a := adaptState{moved: map[string]movedAt{}}
+	// The elephants' placement rounds are kept far apart here, so that
+	// only the adapt rounds hold it.
+	detected := 0
+	move := func() {
+		detected += 1 << 20
+		a.markMoved(&batch{}, "x", detected)
+	}
+	held := func() int { // adapt rounds it sits out from now
+		n := 0
+		for start := a.round; a.movedLately("x", detected+1<<19) && n < 1000; a.round++ {
+			n = a.round - start + 1
+		}
+		return n
+	}
+	for i, want := range []int{1, 2, 4, 8, 16, 16} {
+		move()
+		if got := held(); got != adaptHoldRounds*want+1 {
+			t.Fatalf("move %d soon after the last: held %d rounds, want %d", i+1, got, adaptHoldRounds*want+1)
+		}
+	}
+	a.round += 10 * adaptHoldRounds << maxHoldShift
+	move()
+	if got := held(); got != adaptHoldRounds+1 {
+		t.Fatalf("moved long after the last: held %d rounds, want %d", got, adaptHoldRounds+1)
+	}
+}

@@ -843,24 +843,42 @@ func hottestFirst(x, y hot) int {
 }
 
 // movedAt is when an intent moved: the adapt round and the detected
-// elephants' placement round.
-type movedAt struct{ round, detectedRound int }
+// elephants' placement round; again counts the moves before it that
+// were each within two of their hold-downs of the next.
+type movedAt struct{ round, detectedRound, again int }
+
+// maxHoldShift is how far (in doublings) an intent's hold-down grows
+// when it keeps moving.
+const maxHoldShift = 4
 
 // movedLately says an intent moved, by either mover, in the last
 // adaptHoldRounds adapt rounds or the last jointHoldRounds placement
-// rounds: it sits out both movers. Each holding only for its own moves,
-// they moved an intent that sent more than it reserved back and forth in
-// turn, the one before its rate on the new path was measured again.
+// rounds, doubled for each move that came soon after the one before (up
+// to maxHoldShift doublings): it sits out both movers. Each holding only
+// for its own moves, they moved an intent that sent more than it
+// reserved back and forth in turn, the one before its rate on the new
+// path was measured again; holding it for fixed rounds, they moved it
+// back and forth at that pace (one that sends 100 Gb/s on 40 reserved
+// makes any link it takes hot, and the elephants then move around it).
 func (a *adaptState) movedLately(id string, detectedRounds int) bool {
 	at, ok := a.moved[id]
-	return ok && (a.round-at.round <= adaptHoldRounds || detectedRounds-at.detectedRound < jointHoldRounds)
+	shift := min(at.again, maxHoldShift)
+	return ok && (a.round-at.round <= adaptHoldRounds<<shift || detectedRounds-at.detectedRound < jointHoldRounds<<shift)
 }
 
 // markMoved starts an intent's hold-down (see movedLately), undone with
 // the batch.
 func (a *adaptState) markMoved(b *batch, id string, detectedRounds int) {
 	prev, had := a.moved[id]
-	a.moved[id] = movedAt{round: a.round, detectedRound: detectedRounds}
+	again := 0
+	if had {
+		// Moved again within twice its last hold-down: a longer one.
+		shift := min(prev.again, maxHoldShift)
+		if a.round-prev.round <= 2*adaptHoldRounds<<shift || detectedRounds-prev.detectedRound < 2*jointHoldRounds<<shift {
+			again = prev.again + 1
+		}
+	}
+	a.moved[id] = movedAt{round: a.round, detectedRound: detectedRounds, again: again}
 	b.undo = append(b.undo, func() {
 		if had {
 			a.moved[id] = prev

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/models"
-	"github.com/accelnet/accelnet/telemetry"
 )
 
 // Congestion-aware weights. Every CongestionInterval the leader looks at
@@ -207,7 +206,7 @@ func (c *Controller) adjustWeights() {
 				continue
 			}
 			d := direction{e: e, peer: peer, u: pl.OutBps / (l.Gbps * 1e9), hashed: (pl.OutBps/1e9 - pinned[e]) / l.Gbps,
-				repinned: math.Abs(pinned[e]-before[e]) >= congestionMargin/2*l.Gbps || !c.readAfterPins(e, pl),
+				repinned: math.Abs(pinned[e]-before[e]) >= congestionMargin/2*l.Gbps || c.cfg.ReadAfterPins != nil && !c.cfg.ReadAfterPins(e, pl.RecentSince, pl.RecentUntil),
 				queue:    time.Duration(pl.QueueBytes * 8 / l.Gbps),
 				queued:   pl.QueueMeasured,
 				out:      tierKey{sw: e.Switch, role: role(peer.Switch)},
@@ -259,29 +258,6 @@ func (c *Controller) adjustWeights() {
 		c.congestion.changes.Add(1)
 		c.refreshDown("congestion weights changed", time.Time{}, "ports_biased", len(c.Biases()))
 	}
-}
-
-// readAfterPins says whether port e's reading pl was taken after the
-// last change of its pins took effect: the change confirmed by its
-// switch, and the reading's interval begun an interval or more after
-// that (a switch applies what it confirmed by its next sample). Until
-// then the reading carries flows that left, or lacks those that came,
-// while the pinned load set against it is where the flows are now: on
-// a starved machine, where readings lag, a thousand elephants pinned at
-// once read as hashed traffic and cut a score of weights that took the
-// next minute to step back.
-func (c *Controller) readAfterPins(e models.Endpoint, pl telemetry.PortLoad) bool {
-	if c.cfg.PinsMoved == nil {
-		return true
-	}
-	moved, pending := c.cfg.PinsMoved(e)
-	switch {
-	case pending:
-		return false
-	case moved.IsZero():
-		return true
-	}
-	return !pl.RecentSince.IsZero() && pl.RecentSince.Sub(moved) >= pl.RecentUntil.Sub(pl.RecentSince)
 }
 
 // WeightChanges is how many times measured load moved the congestion

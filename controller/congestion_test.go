@@ -204,17 +204,12 @@ func TestWeightsWaitForPins(t *testing.T) {
 
 	c, hot, read = congestionFixture(t)
 	c.cfg.PinsPending = func() bool { return false }
-	moved := time.Now().Add(time.Hour) // every reading here is taken before it
-	c.cfg.PinsMoved = func(e models.Endpoint) (time.Time, bool) {
-		if e == hot {
-			return moved, false
-		}
-		return time.Time{}, false
-	}
+	after := false // every reading of hot is taken before its pins' change took effect
+	c.cfg.ReadAfterPins = func(e models.Endpoint, _, _ time.Time) bool { return e != hot || after }
 	if n := cutAfter(c, hot, read, 1, nil); n != 0 {
 		t.Fatalf("cut by readings taken before its pins' change: after %d intervals", n)
 	}
-	moved = time.Time{}.Add(time.Nanosecond) // long ago
+	after = true // the change long past
 	if n := cutAfter(c, hot, read, 1, nil); n != congestionPersist {
 		t.Fatalf("with its pins' change long past, %s cut after %d intervals, want %d", hot, n, congestionPersist)
 	}

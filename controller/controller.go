@@ -194,11 +194,13 @@ type Config struct {
 	// so congestion weights leave a link alone that only pinned flows
 	// make hot.
 	PinnedLoad func() map[models.Endpoint]float64
-	// PinsMoved, if set, is when a port's switch confirmed the last
-	// change of the pins leaving by it (zero: none), or pending while
-	// one waits: congestion weights judge such a port only by a reading
-	// taken after the change.
-	PinsMoved func(models.Endpoint) (at time.Time, pending bool)
+	// ReadAfterPins, if set, says whether a reading of a port over
+	// [from, to] was taken after the last change of the pins leaving by
+	// it took effect; congestion weights judge a port only by such a
+	// reading. (On a starved machine, where readings lag, a thousand
+	// elephants pinned at once read as hashed traffic and cut a score of
+	// weights that took the next minute to step back.)
+	ReadAfterPins func(e models.Endpoint, from, to time.Time) bool
 	// PinsPending, if set, says some switch has not yet confirmed a
 	// change of its flow pins: congestion weights wait for it (see
 	// congestionPinWait).

@@ -86,10 +86,13 @@ func (m *Manager) PinnedLoad() map[models.Endpoint]float64 {
 	return m.p.pinnedLoad(&m.obs, true)
 }
 
-// PinsMoved is when e's switch confirmed the last change of the pins
-// leaving by e (zero: none seen), or pending while one waits for it.
-func (m *Manager) PinsMoved(e models.Endpoint) (at time.Time, pending bool) {
-	return m.p.pins.moved(e)
+// ReadAfterPins says whether a reading of port e over [from, to] was
+// taken after the last change of the pins leaving by e took effect (see
+// pinTable.readAfter): adapt and the congestion weights judge a port
+// only by such a reading.
+func (m *Manager) ReadAfterPins(e models.Endpoint, from, to time.Time) bool {
+	fresh, _ := m.p.pins.readAfter(e, from, to)
+	return fresh
 }
 
 // PinsPending says some switch has not yet confirmed (read back) a

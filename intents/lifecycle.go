@@ -687,31 +687,23 @@ func (m *Manager) adapt(b *batch, now time.Time) {
 }
 
 // portLoad is the measured utilization of port e as adapt judges it.
-// A port that gained or lost a pin is judged only once its switch
-// confirmed the change, by a sampling interval that began an interval
-// or more after that (and by the lower of it and the smoothed reading):
-// until then the reading still carries the flows that left, while the
-// elephants set against it are where they are now. (Seen: elephants
-// moved off a link, and the next adapt round found the intent left
-// there at 100% and moved it too, and the elephants then moved around
-// it: a cascade a loop settled for seconds started again each time.) The
-// interval's wait is for a switch that applies what it confirmed at its
-// next sample, as fabricsim does at its next tick.
+// A port that gained or lost a pin is judged only by a reading taken
+// after the change took effect (pinTable.readAfter), and by the lower of
+// it and the smoothed reading. (Seen: elephants moved off a link, and
+// the next adapt round found the intent left there at 100% and moved it
+// too, and the elephants then moved around it: a cascade a loop settled
+// for seconds started again each time.)
 func (m *Manager) portLoad(e models.Endpoint) (float64, bool) {
 	u, ok := m.cfg.Utilization(e)
 	if !ok || m.cfg.RecentUtilization == nil {
 		return u, ok
 	}
-	moved, pending := m.p.pins.moved(e)
-	if pending {
+	recent, from, to, _ := m.cfg.RecentUtilization(e)
+	switch fresh, changed := m.p.pins.readAfter(e, from, to); {
+	case !fresh:
 		return 0, false
-	}
-	if moved.IsZero() {
+	case !changed:
 		return u, true
-	}
-	recent, from, to, ok := m.cfg.RecentUtilization(e)
-	if !ok || from.Sub(moved) < to.Sub(from) {
-		return 0, false
 	}
 	return min(u, recent), true
 }

@@ -488,7 +488,7 @@ func (s *Stack) newController(opts Config, w *wiring) error {
 		LivenessInterval:   opts.LivenessInterval,
 		ProbeRate:          opts.ProbeRate,
 		PinnedLoad:         s.Intents.PinnedLoad,
-		PinsMoved:          s.Intents.PinsMoved,
+		ReadAfterPins:      s.Intents.ReadAfterPins,
 		PinsPending:        s.Intents.PinsPending,
 		SampleOneIn:        opts.Elephants.SampleOneIn,
 		Logger:             s.log.With("component", "controller"),

@@ -518,18 +518,26 @@ func (pl *placement) unpinNow(e *entry) {
 	if !e.pinned {
 		return
 	}
+	pl.reserveFlows(e, -1)
 	e.gen, e.pinned = pl.pins.lock(), false
 	defer pl.pins.unlock()
 	pl.untallyPins(e)
-	for i, f := range e.flows {
-		if i < len(e.in.Status.Flows) {
-			_ = pl.book.Reserve(f.src, e.in.Status.Flows[i].Path, -f.gbps)
-		}
+	for _, f := range e.flows {
 		if pl.flowOwner[f.key] == e.in.ID {
 			delete(pl.flowOwner, f.key)
 		}
 		for _, sw := range e.switches {
 			pl.pins.drop(sw, f.key, 0)
+		}
+	}
+}
+
+// reserveFlows books (sign 1) or releases (-1) e's flows' rates on the
+// paths its status holds.
+func (pl *placement) reserveFlows(e *entry, sign float64) {
+	for i, f := range e.flows {
+		if i < len(e.in.Status.Flows) {
+			_ = pl.book.Reserve(f.src, e.in.Status.Flows[i].Path, sign*f.gbps)
 		}
 	}
 }

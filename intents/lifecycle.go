@@ -725,15 +725,10 @@ type hot struct {
 // and the congestion weights then never judged those ports again.)
 func (pl *placement) coolerPaths(e *entry, cons pathcalc.PathConstraints, perFlow float64, util func(models.Endpoint) float64) (newPaths [][]models.Endpoint, better bool) {
 	flows, status := e.flows, e.in.Status.Flows
-	reserve := func(sign float64) {
-		for i, f := range flows {
-			if e.pinned && i < len(status) {
-				_ = pl.book.Reserve(f.src, status[i].Path, sign*f.gbps)
-			}
-		}
+	if e.pinned {
+		pl.reserveFlows(e, -1)
+		defer pl.reserveFlows(e, 1)
 	}
-	reserve(-1)
-	defer reserve(1)
 	newPaths = make([][]models.Endpoint, len(flows))
 	// The intent's flows are placed together: each chosen path is
 	// booked before the next flow looks for room (and all released
@@ -854,8 +849,14 @@ const maxHoldShift = 4
 // makes any link it takes hot, and the elephants then move around it).
 func (a *adaptState) movedLately(id string, detectedRounds int) bool {
 	at, ok := a.moved[id]
+	return ok && at.within(a.round, detectedRounds, 1)
+}
+
+// within says whether adapt round and placement round detectedRounds
+// are within times its hold-down of this move.
+func (at movedAt) within(round, detectedRounds, times int) bool {
 	shift := min(at.again, maxHoldShift)
-	return ok && (a.round-at.round <= adaptHoldRounds<<shift || detectedRounds-at.detectedRound < jointHoldRounds<<shift)
+	return round-at.round <= times*adaptHoldRounds<<shift || detectedRounds-at.detectedRound < times*jointHoldRounds<<shift
 }
 
 // markMoved starts an intent's hold-down (see movedLately), undone with
@@ -863,12 +864,8 @@ func (a *adaptState) movedLately(id string, detectedRounds int) bool {
 func (a *adaptState) markMoved(b *batch, id string, detectedRounds int) {
 	prev, had := a.moved[id]
 	again := 0
-	if had {
-		// Moved again within twice its last hold-down: a longer one.
-		shift := min(prev.again, maxHoldShift)
-		if a.round-prev.round <= 2*adaptHoldRounds<<shift || detectedRounds-prev.detectedRound < 2*jointHoldRounds<<shift {
-			again = prev.again + 1
-		}
+	if had && prev.within(a.round, detectedRounds, 2) {
+		again = prev.again + 1 // moved again within twice its last hold-down: a longer one
 	}
 	a.moved[id] = movedAt{round: a.round, detectedRound: detectedRounds, again: again}
 	b.undo = append(b.undo, func() {

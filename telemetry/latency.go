@@ -35,13 +35,17 @@ func (r *queueRing) at(step int64) float64 {
 	case r == nil || step <= r.last-queueSteps:
 		return 0
 	case step > r.last:
-		if r.hold > 0 && step > r.last+r.hold {
+		if r.expired(step) {
 			return 0
 		}
 		return float64(r.bytes[r.last%queueSteps]) // carried forward
 	}
 	return float64(r.bytes[step%queueSteps])
 }
+
+// expired says whether the newest depth is no longer carried to step
+// (past its hold).
+func (r *queueRing) expired(step int64) bool { return r.hold > 0 && step > r.last+r.hold }
 
 // record sets the depth of interval step, carrying the last depth over
 // the intervals between (at most the ring, or its hold).
@@ -52,7 +56,7 @@ func (r *queueRing) record(step int64, bytes float64) {
 	if r.last > 0 {
 		held := r.bytes[r.last%queueSteps]
 		for s := r.last + 1; s < step && s <= r.last+queueSteps; s++ {
-			if r.hold > 0 && s > r.last+r.hold {
+			if r.expired(s) {
 				held = 0
 			}
 			r.bytes[s%queueSteps] = held

@@ -27,8 +27,8 @@ import (
 // thriftAvailable says whether bin was built with Thrift (its options
 // include --thrift-port); the answer is cached per binary.
 func thriftAvailable(bin string) bool {
-	thriftOnce.Lock()
-	defer thriftOnce.Unlock()
+	thriftMu.Lock()
+	defer thriftMu.Unlock()
 	if v, ok := thriftBuilt[bin]; ok {
 		return v
 	}
@@ -39,7 +39,7 @@ func thriftAvailable(bin string) bool {
 }
 
 var (
-	thriftOnce  sync.Mutex
+	thriftMu    sync.Mutex
 	thriftBuilt = map[string]bool{}
 )
 

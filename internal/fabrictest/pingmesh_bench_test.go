@@ -36,19 +36,10 @@ func BenchmarkPingmeshCost(b *testing.B) {
 				return mode.rate == 0 || back > uint64(3*mode.rate)
 			})
 			sent0, back0 := h.Controller.ProbeStats()
-			cpu0, at := cpuTime(), time.Now()
-			b.ResetTimer()
-			// The figures are what the process does over a window of
-			// b.N seconds: the window is the measurement.
-			window := time.NewTimer(time.Duration(b.N) * time.Second)
-			<-window.C
-			b.StopTimer()
-			secs := time.Since(at).Seconds()
+			secs := cpuWindow(b)
 			sent, back := h.Controller.ProbeStats()
 			b.ReportMetric(float64(sent-sent0)/secs, "sent/s")
 			b.ReportMetric(float64(back-back0)/secs, "back/s")
-			b.ReportMetric(ms(cpuTime()-cpu0)/secs, "cpu_ms/s")
-			b.ReportMetric(0, "ns/op")
 		})
 	}
 }
@@ -98,17 +89,9 @@ func BenchmarkSamplingCost(b *testing.B) {
 				return pinned >= hosts*9/10 && h.Controller.Settled()
 			})
 			samples := func() float64 { n, _ := metric(b, h, "accelnet_flow_samples_total", "", ""); return n }
-			n0, cpu0, at := samples(), cpuTime(), time.Now()
-			b.ResetTimer()
-			// The figures are what the process does over a window of
-			// b.N seconds: the window is the measurement.
-			window := time.NewTimer(time.Duration(b.N) * time.Second)
-			<-window.C
-			b.StopTimer()
-			secs := time.Since(at).Seconds()
+			n0 := samples()
+			secs := cpuWindow(b)
 			b.ReportMetric((samples()-n0)/secs, "samples/s")
-			b.ReportMetric(ms(cpuTime()-cpu0)/secs, "cpu_ms/s")
-			b.ReportMetric(0, "ns/op")
 		})
 	}
 }

@@ -118,19 +118,23 @@ func leafPairPaths(book *pathcalc.Book, leaves []models.Host) *pairPaths {
 	return pp
 }
 
-// latencyBook is the ledger and leaves for st (built once per state).
-func (c *Controller) latencyBook(st *fabricState) (*pathcalc.Book, []models.Host, error) {
+// latencyBook runs fn with the ledger and leaves for st (built once per
+// state), under c.latency.mu: a Book serves one caller at a time (it
+// caches the paths it lists), and the matrix's ticker and the API's pair
+// requests list paths at once.
+func (c *Controller) latencyBook(st *fabricState, fn func(book *pathcalc.Book, leaves []models.Host)) error {
 	c.latency.mu.Lock()
 	defer c.latency.mu.Unlock()
 	c.latency.forStateLocked(st)
 	if c.latency.book == nil {
 		book, err := pathcalc.NewBook(st.snap, st.down, 0)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		c.latency.book = book
 	}
-	return c.latency.book, c.latency.leaves, nil
+	fn(c.latency.book, c.latency.leaves)
+	return nil
 }
 
 // latencyModel is the configured fixed cost of a hop.
@@ -160,10 +164,7 @@ func (c *Controller) PairLatency(src, dst string, window time.Duration) (api.Pai
 	if st == nil {
 		return api.PairLatency{}, errors.New("no topology loaded yet")
 	}
-	book, leaves, err := c.latencyBook(st)
-	if err != nil {
-		return api.PairLatency{}, err
-	}
+	leaves := c.latencyLeaves(st)
 	s, srcLeaf, err := endOf(st.snap, leaves, src)
 	if err != nil {
 		return api.PairLatency{}, err
@@ -181,7 +182,12 @@ func (c *Controller) PairLatency(src, dst string, window time.Duration) (api.Pai
 	if window <= 0 {
 		window = DefaultLatencyWindow
 	}
-	paths := book.Candidates(s, d, pathcalc.PathConstraints{})
+	var paths [][]models.Endpoint
+	if err := c.latencyBook(st, func(book *pathcalc.Book, _ []models.Host) {
+		paths = book.Candidates(s, d, pathcalc.PathConstraints{})
+	}); err != nil {
+		return api.PairLatency{}, err
+	}
 	if len(paths) == 0 {
 		return api.PairLatency{}, fmt.Errorf("%w: no working path from %s to %s", ErrLatency, src, dst)
 	}
@@ -253,23 +259,22 @@ func (c *Controller) LatencyMatrix() (api.LatencyMatrix, error) {
 	if n := len(c.latencyLeaves(st)); n > MaxLatencyLeaves {
 		return api.LatencyMatrix{}, fmt.Errorf("%w: the fabric has %d leaves; the matrix is served up to %d: ask for one pair (src and dst)", ErrLatency, n, MaxLatencyLeaves)
 	}
-	book, leaves, err := c.latencyBook(st)
-	if err != nil {
+	var (
+		m      api.LatencyMatrix
+		pp     *pairPaths
+		leaves []models.Host
+	)
+	if err := c.latencyBook(st, func(book *pathcalc.Book, lv []models.Host) {
+		if c.latency.pairs == nil {
+			c.latency.pairs = leafPairPaths(book, lv)
+		}
+		m, pp, leaves = c.latency.matrix, c.latency.pairs, lv
+	}); err != nil {
 		return api.LatencyMatrix{}, err
 	}
-	c.latency.mu.Lock()
-	m, pp := c.latency.matrix, c.latency.pairs
-	if pp == nil && c.latency.st == st {
-		pp = leafPairPaths(book, leaves)
-		c.latency.pairs = pp
-	}
-	c.latency.mu.Unlock()
 	now := c.cfg.Now()
 	if m.Leaves != nil && now.Sub(m.At) < c.cfg.TelemetryInterval {
 		return m, nil
-	}
-	if pp == nil { // the state changed meanwhile: its paths next time
-		pp = leafPairPaths(book, leaves)
 	}
 	hop := c.tele.HopsNow(pp.ports, st.snap.PortGbps, c.cfg.Latency)
 	m = api.LatencyMatrix{Source: api.LatencySource, At: now, Leaves: make([]string, len(leaves)),

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/topology"
@@ -407,35 +408,60 @@ type Placed struct {
 // several rounds, a fabric saturated everywhere (every peak the same), a
 // link that came back. Comparing with the one-shot placement is what
 // makes the loop converge to the one-shot's quality, and then stay.
-// When the incremental search runs out of time, the placement from
-// scratch stands.
+//
+// Time is shared so that a starved machine moves nothing it need not:
+// the search around the previous paths runs first, with half the time
+// left, and stops where it got to when that runs out; the placement from
+// scratch, with the rest, replaces it only if it finishes in time
+// (OneShot is 0 if it did not). Taken whenever the incremental search ran
+// out of time instead, a placement from scratch moved almost every
+// elephant, round after round, on a machine starved of CPU, because each
+// round's flows differed a little and so did their placement from scratch.
 func (b *Book) PlaceBest(ctx context.Context, flows []Demand, previous [][]models.Endpoint) (Placed, error) {
 	res := b.bestEffort()
-	fresh, _, _, err := res.place(ctx, flows, nil)
-	if err != nil {
-		return Placed{}, err
-	}
-	out := Placed{Fresh: true, Paths: b.n.egressPaths(fresh)}
-	out.OneShot = res.throughput(flows, fresh)
-	out.Throughput = out.OneShot
 	if previous == nil || !slices.ContainsFunc(previous, func(p []models.Endpoint) bool { return p != nil }) {
-		return out, nil
+		fresh, _, _, err := res.place(ctx, flows, nil)
+		if err != nil {
+			return Placed{}, err
+		}
+		t := res.throughput(flows, fresh)
+		return Placed{Fresh: true, Paths: b.n.egressPaths(fresh), Throughput: t, OneShot: t}, nil
 	}
-	inc, _, _, err := res.place(ctx, flows, previous)
-	if err != nil && ctx.Err() != nil {
-		// No time left to search around the previous paths (thousands of
-		// elephants on a busy machine): the placement from scratch, made
-		// first, stands. It is the same for the same flows, so rounds
-		// that run out of time agree on where each one goes.
-		return out, nil
+	incCtx, cancel := halfTimeLeft(ctx)
+	inc, _, _, incErr := res.place(incCtx, flows, previous)
+	cancel()
+	fresh, _, _, err := res.place(ctx, flows, nil)
+	if incErr != nil {
+		// Not even every flow placed around the previous paths in time
+		// (or no path): from scratch, if that finished.
+		if err != nil {
+			return Placed{}, err
+		}
+		t := res.throughput(flows, fresh)
+		return Placed{Fresh: true, Paths: b.n.egressPaths(fresh), Throughput: t, OneShot: t}, nil
 	}
+	out := Placed{Paths: b.n.egressPaths(inc), Throughput: res.throughput(flows, inc)}
 	if err != nil {
-		return Placed{}, err
+		if ctx.Err() == nil {
+			return Placed{}, err
+		}
+		return out, nil // from scratch ran out of time: the incremental stands
 	}
-	if t := res.throughput(flows, inc); t >= out.OneShot-ReplaceMargin {
-		out.Paths, out.Throughput, out.Fresh = b.n.egressPaths(inc), t, false
+	out.OneShot = res.throughput(flows, fresh)
+	if out.OneShot > out.Throughput+ReplaceMargin {
+		out.Paths, out.Throughput, out.Fresh = b.n.egressPaths(fresh), out.OneShot, true
 	}
 	return out, nil
+}
+
+// halfTimeLeft is ctx with half the time to its deadline (ctx itself, to
+// cancel, when it has none).
+func halfTimeLeft(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, time.Now().Add(time.Until(d)/2))
 }
 
 // Reserved is a flow that holds a reservation on Path (an intent's flow).

@@ -2,6 +2,7 @@ package pathcalc
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/accelnet/accelnet/models"
@@ -49,34 +50,62 @@ func TestConnectedIsCandidatesNotEmpty(t *testing.T) {
 	}
 }
 
-// TestPlaceBestOutOfTimeKeepsTheFreshPlacement: when the search around
-// the previous paths runs out of time, the placement from scratch (an
-// edge colouring, which needs no search) is the answer, not an error.
-func TestPlaceBestOutOfTimeKeepsTheFreshPlacement(t *testing.T) {
-	snap := topotest.LeafSpine(t, 4, 4, 4)
-	b, err := NewBook(snap, nil, 0.05)
+// TestPlaceBestOutOfTimeKeepsThePreviousPaths: on a k=8 fat-tree with a
+// leaf's uplink down (a colouring leaves a peak, and placing from scratch
+// is a search), with flows placed before and
+// flows new since, and no time left, PlaceBest answers with every
+// previous path kept and the new flows placed on their own paths, not
+// from scratch and not an error. With time, the same call also finishes
+// the placement from scratch (OneShot).
+func TestPlaceBestOutOfTimeKeepsThePreviousPaths(t *testing.T) {
+	snap := topotest.FatTree(t, 8)
+	down := map[models.LinkID]bool{}
+	for _, sw := range snap.Switches() {
+		if sw.Role == models.RoleLeaf {
+			down[snap.Neighbors(sw.Name)[0].Link] = true // a peak colouring cannot lower to the hosts' own
+			break
+		}
+	}
+	b, err := NewBook(snap, down, 0.05)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hosts := snap.Hosts()
 	var flows []Demand
 	for i, h := range hosts {
-		dst := hosts[(i+4)%len(hosts)] // the next leaf's host of the same rank
-		flows = append(flows, Demand{Src: h, Dst: dst, Gbps: h.NICGbps})
+		flows = append(flows, Demand{Src: h, Dst: hosts[(i+37)%len(hosts)], Gbps: h.NICGbps})
 	}
-	fresh, err := b.PlaceBest(t.Context(), flows, nil)
-	if err != nil || !fresh.Fresh {
-		t.Fatalf("from scratch: %v (fresh %v)", err, fresh.Fresh)
+	old := len(flows) * 3 / 4
+	first, err := b.PlaceBest(t.Context(), flows[:old], nil)
+	if err != nil || !first.Fresh {
+		t.Fatalf("from scratch: %v (fresh %v)", err, first.Fresh)
 	}
 	previous := make([][]models.Endpoint, len(flows))
-	previous[0] = fresh.Paths[0]
+	copy(previous, first.Paths)
+
+	withTime, err := b.PlaceBest(t.Context(), flows, previous)
+	if err != nil || withTime.OneShot <= 0 {
+		t.Fatalf("with time: %v, one-shot %v; want the placement from scratch finished too", err, withTime.OneShot)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
-	cancel() // out of time before the search begins
+	cancel() // out of time before either search begins
 	got, err := b.PlaceBest(ctx, flows, previous)
 	if err != nil {
-		t.Fatalf("out of time: %v, want the placement from scratch", err)
+		t.Fatalf("out of time: %v, want the previous paths and the new flows placed", err)
 	}
-	if !got.Fresh || len(got.Paths) != len(flows) || got.Throughput != fresh.Throughput {
-		t.Errorf("out of time: fresh %v, %d paths, throughput %v; want the placement from scratch (%v)", got.Fresh, len(got.Paths), got.Throughput, fresh.Throughput)
+	if got.Fresh || got.OneShot != 0 || len(got.Paths) != len(flows) {
+		t.Fatalf("out of time: fresh %v, one-shot %v, %d paths; want the incremental placement of all %d flows", got.Fresh, got.OneShot, len(got.Paths), len(flows))
+	}
+	if !equalPaths(got.Paths[:old], previous[:old]) {
+		t.Error("out of time: flows placed before moved")
+	}
+	for i, p := range got.Paths[old:] {
+		f := flows[old+i]
+		if !slices.ContainsFunc(b.Candidates(f.Src, f.Dst, PathConstraints{}), func(c []models.Endpoint) bool { return slices.Equal(c, p) }) {
+			t.Errorf("new flow %s → %s: path %v is not one of its candidates", f.Src.Name, f.Dst.Name, p)
+		}
+	}
+	if got.Throughput <= 0 {
+		t.Errorf("out of time: predicted throughput %v", got.Throughput)
 	}
 }

@@ -27,7 +27,9 @@ type PlaceRequest struct {
 	DownLinks map[models.LinkID]bool
 	// Previous, if set, holds each demand's current path (as Placement.Paths
 	// gives it); demands keep a still-usable path unless moving it lowers the
-	// maximum utilization, so small changes move few flows.
+	// maximum utilization, so small changes move few flows. With it, the
+	// context's end stops the search for lower peaks where it got to,
+	// once every demand has a path.
 	Previous [][]models.Endpoint
 }
 
@@ -788,7 +790,10 @@ func (n *network) greedy(ctx context.Context, demands []Demand, candidates [][][
 		if placed[i] {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
+		// Around previous paths the demands new since are placed whatever
+		// the time (a look at each one's paths); only the search for lower
+		// peaks is cut short.
+		if err := ctx.Err(); err != nil && previous == nil {
 			return err
 		}
 		choice[i] = s.best(i)
@@ -947,7 +952,9 @@ func (s *search) eject(i int, limit float64, depth int, budget *int) bool {
 // keepMargin: what is left for best-effort flows is partly measured
 // (intents' traffic beyond their reservations), and a peak lowered by
 // less is that measurement's noise, which a flow moved each round would
-// chase.
+// chase. Out of time around previous paths, it stops where it got to
+// (each round's placement is whole, and no worse than the last);
+// from scratch, running out of time is an error.
 func (s *search) improve(ctx context.Context, fresh bool) error {
 	gain := 1e-9
 	if !fresh {
@@ -956,6 +963,12 @@ func (s *search) improve(ctx context.Context, fresh bool) error {
 	budget := ejectBudget
 	for round := 0; round < 4*len(s.demands)+100; round++ {
 		if err := ctx.Err(); err != nil {
+			if !fresh {
+				// Around previous paths, every round only lowered the
+				// peak of a placement that kept them: out of time, it
+				// stands as far as it got.
+				return nil
+			}
 			return err
 		}
 		hot, hotU := -1, 0.0

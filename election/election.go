@@ -75,8 +75,13 @@ type Leader interface {
 type Leadership struct {
 	cli  *clientv3.Client
 	self string
-	ttl  int
 	log  *slog.Logger
+
+	// leaseTTL is the next lease's TTL in seconds: the configured one to
+	// begin with, doubled after each lease that expired while it led
+	// (leaseTTLFor); the campaign loop's alone.
+	leaseTTL   int
+	leaseGauge prometheus.Gauge
 
 	leading  prometheus.Gauge
 	terms    prometheus.Counter
@@ -113,7 +118,7 @@ func NewLeadership(cli *clientv3.Client, self string, ttl time.Duration, log *sl
 	}
 	secs := max(1, int(math.Ceil(ttl.Seconds())))
 	l := &Leadership{
-		cli: cli, self: self, ttl: secs, log: log, changed: make(chan struct{}), stepDown: make(chan string, 1),
+		cli: cli, self: self, leaseTTL: secs, log: log, changed: make(chan struct{}), stepDown: make(chan string, 1),
 		watchBackoff: time.Second,
 		watchHeld: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "accelnet_leader_watch_held",
@@ -135,9 +140,14 @@ func NewLeadership(cli *clientv3.Client, self string, ttl time.Duration, log *sl
 			Name: "accelnet_leader_election_id",
 			Help: "The P4Runtime election_id of this replica's current term (0 while following).",
 		}),
+		leaseGauge: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "accelnet_leader_lease_ttl_seconds",
+			Help: "The TTL this replica's next (or current) election lease is granted with: --election-ttl, doubled after each lease that expired while it led, up to " + leaseTTLMax.String() + ".",
+		}),
 	}
+	l.leaseGauge.Set(float64(secs))
 	if reg != nil {
-		reg.MustRegister(l.leading, l.terms, l.termID, l.watchHeld, l.goneEnded)
+		reg.MustRegister(l.leading, l.terms, l.termID, l.watchHeld, l.goneEnded, l.leaseGauge)
 	}
 	return l
 }
@@ -257,6 +267,17 @@ func (l *Leadership) Run(ctx context.Context) error {
 		wait := backoff
 		if errors.Is(err, errSteppedDown) {
 			wait = time.Second // let a newer leader's switches settle first
+		} else if errors.Is(err, errLeaseExpired) {
+			// Not etcd unreachable: this replica led until its lease ran
+			// out unrenewed (a starved machine). Campaign again at once,
+			// with a lease that lasts longer.
+			if next := leaseTTLFor(l.leaseTTL); next != l.leaseTTL {
+				l.log.Warn("the election lease expired while leading; the next lasts longer", "lease_ttl_s", next, "was_s", l.leaseTTL)
+				l.leaseTTL = next
+				l.leaseGauge.Set(float64(next))
+			}
+			backoff = 100 * time.Millisecond
+			wait = backoff
 		} else if err != nil {
 			l.log.Warn("leader election: retrying", "err", err, "retry_in", backoff)
 			backoff = min(2*backoff, 5*time.Second)
@@ -272,7 +293,27 @@ func (l *Leadership) Run(ctx context.Context) error {
 	return nil
 }
 
-var errSteppedDown = errors.New("stepped down")
+var (
+	errSteppedDown  = errors.New("stepped down")
+	errLeaseExpired = errors.New("the leader's etcd session expired")
+)
+
+// leaseTTLMax bounds how long a lease grows (leaseTTLFor). A leader whose
+// process is gone is replaced at once by the followers' watch
+// (alive.go), whatever its lease; the lease bounds only how long a leader
+// alive but cut off from etcd, or hung, keeps the fabric.
+const leaseTTLMax = 30 * time.Second
+
+// leaseTTLFor is the lease TTL (seconds) after one of cur seconds expired
+// while its replica led. A lease that runs out unrenewed on a starved
+// machine (the keepalive, the etcd server's lessor and the controller's
+// own work share its cores) ends the term: a new term, a takeover of
+// every switch, the elephants placed again. Twice as long each time, the
+// lease soon outlasts the stalls; it is not shortened again while the
+// process runs.
+func leaseTTLFor(cur int) int {
+	return max(cur, min(2*cur, int(leaseTTLMax/time.Second)))
+}
 
 // observeUntil follows who leads until ctx ends, for the API to forward
 // to.
@@ -296,7 +337,7 @@ func (l *Leadership) observeUntil(ctx context.Context, e *concurrency.Election) 
 func (l *Leadership) lead(ctx context.Context, e *concurrency.Election, sess **concurrency.Session) (err error) {
 	tctx, end := context.WithCancelCause(ctx)
 	t := &Term{ID: uint64(e.Rev()), Key: e.Key(), Rev: e.Rev(), ctx: tctx, cancel: end}
-	l.log.Info("leading", "election_id", t.ID, "lease_ttl_s", l.ttl)
+	l.log.Info("leading", "election_id", t.ID, "lease_ttl_s", l.leaseTTL)
 	l.setTerm(t)
 	defer func() {
 		end(errors.New("term over"))
@@ -320,7 +361,7 @@ func (l *Leadership) lead(ctx context.Context, e *concurrency.Election, sess **c
 				continue
 			}
 			l.log.Warn("lost leadership: etcd session expired", "election_id", t.ID)
-			return fmt.Errorf("%w: the leader's etcd session expired", store.ErrStoreUnavailable)
+			return fmt.Errorf("%w: %w", store.ErrStoreUnavailable, errLeaseExpired)
 		case reason := <-l.stepDown:
 			l.log.Warn("stepping down", "election_id", t.ID, "reason", reason)
 			return errSteppedDown
@@ -353,7 +394,7 @@ func nextGrantTimeout(cur time.Duration, err error) time.Duration {
 func (l *Leadership) campaign(ctx context.Context) (err error) {
 	wait := max(l.grantTimeout, grantTimeoutMin)
 	gctx, cancel := context.WithTimeout(ctx, wait)
-	lease, err := l.cli.Grant(gctx, int64(l.ttl))
+	lease, err := l.cli.Grant(gctx, int64(l.leaseTTL))
 	cancel()
 	l.grantTimeout = nextGrantTimeout(wait, err)
 	if err != nil {
@@ -421,7 +462,7 @@ func (l *Leadership) campaign(ctx context.Context) (err error) {
 func (l *Leadership) resume(ctx context.Context, lease clientv3.LeaseID, t *Term) *concurrency.Session {
 	// As long as the lease can have left: a starved machine answers late,
 	// and a lease still held is a term still intact.
-	cctx, cancel := context.WithTimeout(ctx, max(time.Second, time.Duration(l.ttl)*time.Second))
+	cctx, cancel := context.WithTimeout(ctx, max(time.Second, time.Duration(l.leaseTTL)*time.Second))
 	defer cancel()
 	ttl, err := l.cli.TimeToLive(cctx, lease)
 	if err != nil || ttl.TTL <= 0 {

@@ -76,7 +76,7 @@ func burn(t testing.TB, kind string, niceness int) {
 // deleted, each within a generous backstop, retried on 503 as a client
 // retries (with its Idempotency-Key). A lease lost to starvation is
 // granted again (the test revokes it once, midway), without a deadline
-// a starved fsync always misses.
+// a starved fsync always misses, and twice as long as the one lost.
 func TestLeadershipBesideBurners(t *testing.T) {
 	var etcdDir string
 	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) {
@@ -118,6 +118,16 @@ func TestLeadershipBesideBurners(t *testing.T) {
 	t.Logf("%d intents admitted and deleted in %s beside the burners; terms begun meanwhile: %v", i, time.Since(start).Round(time.Millisecond), begun)
 	if begun < 1 {
 		t.Errorf("no term begun after the lease was revoked")
+	}
+	// Every term begun meanwhile followed a lease that ended under its
+	// leader (revoked, or expired in the burn): each lease twice the last
+	// (or one more doubling, if another expired since begun was read).
+	want := stack.DefaultElectionTTL.Seconds()
+	for range int(begun) {
+		want = min(2*want, 30)
+	}
+	if lease, _ := metric(t, h, "accelnet_leader_lease_ttl_seconds", "", ""); lease != want && lease != min(2*want, 30) {
+		t.Errorf("lease of %vs after %v terms begun, want %vs", lease, begun, want)
 	}
 }
 

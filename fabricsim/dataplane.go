@@ -475,12 +475,22 @@ func (sw *Switch) readCounters(s *p4.Schema, q *p4v1.CounterEntry) ([]*p4v1.Enti
 	return out, nil
 }
 
-// pinCounter is the direct counter of one flow-pin entry.
-func (sw *Switch) pinCounter(k models.FlowKey) *p4v1.CounterData {
+// pinCounters are the direct counters of flow-pin entries, read at one
+// instant: the dataplane's lock is taken once for a Read's entries, not
+// once for each (a Read of a thousand pins queued behind every other
+// switch's, and outlived the fabric's shutdown on a loaded machine).
+func (sw *Switch) pinCounters(keys []models.FlowKey) []*p4v1.CounterData {
+	if len(keys) == 0 {
+		return nil
+	}
 	f := sw.fabric
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.advanceLocked(time.Now())
-	octets := f.pinOctets[sw.name][k]
-	return &p4v1.CounterData{ByteCount: int64(octets), PacketCount: int64(octets / packetBytes)}
+	out := make([]*p4v1.CounterData, len(keys))
+	for i, k := range keys {
+		octets := f.pinOctets[sw.name][k]
+		out[i] = &p4v1.CounterData{ByteCount: int64(octets), PacketCount: int64(octets / packetBytes)}
+	}
+	return out
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 
+	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/southbound/p4"
 )
 
@@ -542,14 +543,23 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 	if err != nil {
 		return err
 	}
+	var pins []*p4v1.TableEntry
+	var keys []models.FlowKey
 	for _, e := range withCounters {
 		if e.GetTableId() == pinTable {
-			e.CounterData = sw.pinCounter(flowKey(pinSchema, e))
+			pins, keys = append(pins, e), append(keys, flowKey(pinSchema, e))
 		}
 	}
+	for i, c := range sw.pinCounters(keys) {
+		pins[i].CounterData = c
+	}
+	keys = keys[:0]
 	for _, e := range directQueries {
+		keys = append(keys, flowKey(pinSchema, e))
+	}
+	for i, c := range sw.pinCounters(keys) {
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
-			TableEntry: e, Data: sw.pinCounter(flowKey(pinSchema, e)),
+			TableEntry: directQueries[i], Data: c,
 		}}})
 	}
 	for _, q := range counterQueries {

@@ -417,9 +417,9 @@ type Placed struct {
 // that ran out of time, and taking the placement from scratch instead,
 // moved almost every elephant, round after round, on a machine starved
 // of CPU: each round's flows differed a little, and so did their
-// placement from scratch. Giving the placement from scratch only half the
-// time instead left it unfinished on a busy two-core machine at k=16,
-// and the loop stuck below 80% of its throughput.
+// placement from scratch. The placement from scratch keeps the whole
+// round's time: it is what gets the loop out of a placement the
+// incremental search cannot improve.
 func (b *Book) PlaceBest(ctx context.Context, flows []Demand, previous [][]models.Endpoint) (Placed, error) {
 	res := b.bestEffort()
 	fresh, _, _, err := res.place(ctx, flows, nil)

@@ -91,7 +91,7 @@ func (m *Manager) PinnedLoad() map[models.Endpoint]float64 {
 // pinTable.readAfter): adapt and the congestion weights judge a port
 // only by such a reading.
 func (m *Manager) ReadAfterPins(e models.Endpoint, from, to time.Time) bool {
-	fresh, _ := m.p.pins.readAfter(e, from, to)
+	fresh, _ := m.p.pins.readAfter(e, func() (time.Time, time.Time) { return from, to })
 	return fresh
 }
 

@@ -698,8 +698,13 @@ func (m *Manager) portLoad(e models.Endpoint) (float64, bool) {
 	if !ok || m.cfg.RecentUtilization == nil {
 		return u, ok
 	}
-	recent, from, to, _ := m.cfg.RecentUtilization(e)
-	switch fresh, changed := m.p.pins.readAfter(e, from, to); {
+	// The last interval's reading is looked up only for a port whose
+	// pins changed: adapt asks for every hop of every hot intent.
+	var recent float64
+	switch fresh, changed := m.p.pins.readAfter(e, func() (from, to time.Time) {
+		recent, from, to, _ = m.cfg.RecentUtilization(e)
+		return from, to
+	}); {
 	case !fresh:
 		return 0, false
 	case !changed:

@@ -178,14 +178,15 @@ func (t *pinTable) moved(e models.Endpoint) (at time.Time, pending bool) {
 }
 
 // readAfter says whether a reading of port e over [from, to] (from zero:
-// none yet) was taken after the last change of e's pins took effect:
-// the change confirmed by e's switch, and the reading's interval begun
-// an interval or more after that (a switch may apply what it confirmed
-// at its next sample, as fabricsim does at its next tick); changed says
-// e's pins ever changed. Until then the reading still carries flows that
-// left, or lacks those that came, while the pinned flows set against it
-// are where they are now.
-func (t *pinTable) readAfter(e models.Endpoint, from, to time.Time) (fresh, changed bool) {
+// none yet; reading is asked only when e's pins ever changed) was taken
+// after the last change of e's pins took effect: the change confirmed by
+// e's switch, and the reading's interval begun an interval or more after
+// that (a switch may apply what it confirmed at its next sample, as
+// fabricsim does at its next tick); changed says e's pins ever changed.
+// Until then the reading still carries flows that left, or lacks those
+// that came, while the pinned flows set against it are where they are
+// now.
+func (t *pinTable) readAfter(e models.Endpoint, reading func() (from, to time.Time)) (fresh, changed bool) {
 	moved, pending := t.moved(e)
 	switch {
 	case pending:
@@ -193,6 +194,7 @@ func (t *pinTable) readAfter(e models.Endpoint, from, to time.Time) (fresh, chan
 	case moved.IsZero():
 		return true, false
 	}
+	from, to := reading()
 	return !from.IsZero() && from.Sub(moved) >= to.Sub(from), true
 }
 

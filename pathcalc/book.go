@@ -423,31 +423,31 @@ type Placed struct {
 func (b *Book) PlaceBest(ctx context.Context, flows []Demand, previous [][]models.Endpoint) (Placed, error) {
 	res := b.bestEffort()
 	fresh, _, _, err := res.place(ctx, flows, nil)
+	var oneShot float64 // 0 while the placement from scratch has not finished
+	if err == nil {
+		oneShot = res.throughput(flows, fresh)
+	}
 	if previous == nil || !slices.ContainsFunc(previous, func(p []models.Endpoint) bool { return p != nil }) {
 		if err != nil {
 			return Placed{}, err
 		}
-		t := res.throughput(flows, fresh)
-		return Placed{Fresh: true, Paths: b.n.egressPaths(fresh), Throughput: t, OneShot: t}, nil
+		return Placed{Fresh: true, Paths: b.n.egressPaths(fresh), Throughput: oneShot, OneShot: oneShot}, nil
 	}
+	// Around previous paths only a flow without a path fails (and then it
+	// has none from scratch either); running out of time does not.
 	inc, _, _, incErr := res.place(ctx, flows, previous)
-	switch {
-	case incErr != nil && err != nil:
-		return Placed{}, err
-	case incErr != nil: // no path for a flow: it has none from scratch either
+	if incErr != nil {
 		return Placed{}, incErr
 	}
-	out := Placed{Paths: b.n.egressPaths(inc), Throughput: res.throughput(flows, inc)}
-	if err != nil {
-		if ctx.Err() == nil {
-			return Placed{}, err
-		}
-		return out, nil // from scratch ran out of time: the incremental stands
+	if err != nil && ctx.Err() == nil {
+		return Placed{}, err
 	}
-	out.OneShot = res.throughput(flows, fresh)
-	if out.OneShot > out.Throughput+ReplaceMargin {
-		out.Paths, out.Throughput, out.Fresh = b.n.egressPaths(fresh), out.OneShot, true
+	out := Placed{Throughput: res.throughput(flows, inc), OneShot: oneShot}
+	routes := inc // also when from scratch ran out of time
+	if err == nil && oneShot > out.Throughput+ReplaceMargin {
+		routes, out.Throughput, out.Fresh = fresh, oneShot, true
 	}
+	out.Paths = b.n.egressPaths(routes)
 	return out, nil
 }
 

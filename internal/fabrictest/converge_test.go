@@ -605,7 +605,7 @@ func runLoopScenario(tb testing.TB, topo models.Topology, sc loopScenario, seed 
 	// on the fabric again (the ledger rebuilt, their pins derived), or the
 	// job's elephants may be placed around a ledger still empty and
 	// moved again when it fills.
-	h.Eventually(tb, time.Minute, "the intents reloaded, placed and installed", func() bool {
+	h.Eventually(tb, 5*time.Minute, "the intents reloaded, placed and installed", func() bool {
 		return h.Intents.Counts()[models.StateInstalled] > 0 && h.Intents.Overlay().PinsReady() && h.Controller.Settled()
 	})
 	r := newLoopRun(tb, h, fab)
@@ -640,7 +640,7 @@ func declareWorkload(tb testing.TB, h *fabrictest.Harness, fab *fabricsim.Fabric
 	if _, err := h.Intents.CreateBatch(context.Background(), tenant, specs); err != nil {
 		tb.Fatal(err)
 	}
-	h.Eventually(tb, time.Minute, "the job's intents installed", func() bool {
+	h.Eventually(tb, 5*time.Minute, "the job's intents installed", func() bool {
 		return h.Intents.Counts()[models.StateInstalled] == len(specs)
 	})
 }

@@ -543,6 +543,8 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 	if err != nil {
 		return err
 	}
+	// The pins' counters, of table entries read with them and of direct
+	// counter queries, are read at one instant.
 	var pins []*p4v1.TableEntry
 	var keys []models.FlowKey
 	for _, e := range withCounters {
@@ -550,16 +552,16 @@ func (s *p4rtServer) Read(req *p4v1.ReadRequest, rs p4v1.P4Runtime_ReadServer) e
 			pins, keys = append(pins, e), append(keys, flowKey(pinSchema, e))
 		}
 	}
-	for i, c := range sw.pinCounters(keys) {
-		pins[i].CounterData = c
-	}
-	keys = keys[:0]
 	for _, e := range directQueries {
 		keys = append(keys, flowKey(pinSchema, e))
 	}
-	for i, c := range sw.pinCounters(keys) {
+	counters := sw.pinCounters(keys)
+	for i, e := range pins {
+		e.CounterData = counters[i]
+	}
+	for i, e := range directQueries {
 		out = append(out, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
-			TableEntry: directQueries[i], Data: c,
+			TableEntry: e, Data: counters[len(pins)+i],
 		}}})
 	}
 	for _, q := range counterQueries {

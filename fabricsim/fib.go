@@ -2,7 +2,6 @@ package fabricsim
 
 import (
 	"cmp"
-	"maps"
 	"net/netip"
 	"slices"
 
@@ -23,7 +22,9 @@ type lpmRoute struct {
 
 // fib is a switch's tables decoded for lookups.
 type fib struct {
-	pins   map[models.FlowKey]uint32
+	// sw's flow-pin table is looked up as it is now (under its mu), not
+	// copied: a copy per recompile cost as much as the pins written.
+	sw     *Switch
 	routes []lpmRoute // longest prefix first
 	seed   uint32
 	// byPrefix indexes routes for longest-prefix match: one map probe per
@@ -56,7 +57,7 @@ func paramValue(a *p4v1.Action, id uint32) uint64 {
 
 // compileFIB decodes the switch's installed entries. Callers hold sw.mu.
 func (sw *Switch) compileFIBLocked() fib {
-	f := fib{pins: map[models.FlowKey]uint32{}}
+	f := fib{sw: sw}
 	st := sw.store
 	if st == nil {
 		return f
@@ -100,15 +101,28 @@ func (sw *Switch) compileFIBLocked() fib {
 	}
 	slices.SortFunc(f.routes, func(a, b lpmRoute) int { return cmp.Compare(b.prefix.Bits(), a.prefix.Bits()) })
 	f.index()
-	f.pins = maps.Clone(st.pins)
 	return f
+}
+
+// pin returns the port the switch's flow-pin table sends the flow out of.
+// Callers may hold the fabric's mu, not sw.mu.
+func (sw *Switch) pin(k models.FlowKey) (uint32, bool) {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if sw.store == nil {
+		return 0, false
+	}
+	port, ok := sw.store.pins[k]
+	return port, ok
 }
 
 // lookup returns the egress port for a flow, or 0 when the tables drop it,
 // and whether a flow-pin entry decided.
 func (f fib) lookup(spec FlowSpec) (port uint32, pinned bool) {
-	if port, ok := f.pins[spec.Key()]; ok {
-		return port, true
+	if f.sw != nil {
+		if port, ok := f.sw.pin(spec.Key()); ok {
+			return port, true
+		}
 	}
 	if f.byPrefix == nil {
 		f.index()

@@ -22,9 +22,11 @@ type lpmRoute struct {
 
 // fib is a switch's tables decoded for lookups.
 type fib struct {
-	// sw's flow-pin table is looked up as it is now (under its mu), not
-	// copied: a copy per recompile cost as much as the pins written.
-	sw     *Switch
+	// st's flow-pin table is looked up as it is now, under its own lock,
+	// not copied: a copy per recompile cost as much as writing the pins.
+	// (A store replaced, at a restart or a new pipeline, marks the switch
+	// for a recompile, which takes the new one.)
+	st     *tableStore
 	routes []lpmRoute // longest prefix first
 	seed   uint32
 	// byPrefix indexes routes for longest-prefix match: one map probe per
@@ -57,8 +59,8 @@ func paramValue(a *p4v1.Action, id uint32) uint64 {
 
 // compileFIB decodes the switch's installed entries. Callers hold sw.mu.
 func (sw *Switch) compileFIBLocked() fib {
-	f := fib{sw: sw}
 	st := sw.store
+	f := fib{st: st}
 	if st == nil {
 		return f
 	}
@@ -104,23 +106,11 @@ func (sw *Switch) compileFIBLocked() fib {
 	return f
 }
 
-// pin returns the port the switch's flow-pin table sends the flow out of.
-// Callers may hold the fabric's mu, not sw.mu.
-func (sw *Switch) pin(k models.FlowKey) (uint32, bool) {
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	if sw.store == nil {
-		return 0, false
-	}
-	port, ok := sw.store.pins[k]
-	return port, ok
-}
-
 // lookup returns the egress port for a flow, or 0 when the tables drop it,
 // and whether a flow-pin entry decided.
 func (f fib) lookup(spec FlowSpec) (port uint32, pinned bool) {
-	if f.sw != nil {
-		if port, ok := f.sw.pin(spec.Key()); ok {
+	if f.st != nil {
+		if port, ok := f.st.pin(spec.Key()); ok {
 			return port, true
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"slices"
 	"strconv"
+	"sync"
 
 	p4config "github.com/p4lang/p4runtime/go/p4/config/v1"
 	p4v1 "github.com/p4lang/p4runtime/go/p4/v1"
@@ -28,8 +29,12 @@ type tableStore struct {
 	members map[uint32]map[uint32]*p4v1.ActionProfileMember
 	groups  map[uint32]map[uint32]*p4v1.ActionProfileGroup
 	// pins is the flow-pin table decoded (key → egress port), kept as
-	// entries are written so the dataplane need not decode it again.
-	pins map[models.FlowKey]uint32
+	// entries are written so the dataplane need not decode it again. It
+	// is guarded by pinsMu too, which the dataplane's lookups take alone
+	// (pin): a Write or Read of thousands of entries holds the switch's
+	// mu for milliseconds, the dataplane's lock waiting behind it.
+	pins   map[models.FlowKey]uint32
+	pinsMu sync.RWMutex
 	// digests are the configured digests (DigestEntry) by ID.
 	digests map[uint32]*p4v1.DigestEntry
 	// sel models each action selector as BMv2 keeps it (member handles,
@@ -425,14 +430,26 @@ func (s *tableStore) writeTableEntry(typ p4v1.Update_Type, e *p4v1.TableEntry) e
 	}
 	if norm.TableId == s.schema.TableID(p4.TableFlowPin) {
 		k := flowKey(s.schema, norm)
+		portParam, _ := s.schema.Param(p4.ActionPinEgress, p4.ParamPort)
+		port := uint32(paramValue(norm.GetAction().GetAction(), portParam.GetId()))
+		s.pinsMu.Lock()
 		if typ == p4v1.Update_DELETE {
 			delete(s.pins, k)
 		} else {
-			portParam, _ := s.schema.Param(p4.ActionPinEgress, p4.ParamPort)
-			s.pins[k] = uint32(paramValue(norm.GetAction().GetAction(), portParam.GetId()))
+			s.pins[k] = port
 		}
+		s.pinsMu.Unlock()
 	}
 	return nil
+}
+
+// pin returns the port the flow-pin table sends the flow out of. It takes
+// pinsMu alone: callers may hold the fabric's mu, or the switch's.
+func (s *tableStore) pin(k models.FlowKey) (uint32, bool) {
+	s.pinsMu.RLock()
+	defer s.pinsMu.RUnlock()
+	port, ok := s.pins[k]
+	return port, ok
 }
 
 func (s *tableStore) profile(id uint32) (*p4config.ActionProfile, error) {

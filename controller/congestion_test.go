@@ -180,30 +180,104 @@ func TestQueueJudgesCongestion(t *testing.T) {
 	}
 }
 
+// pinLog stands in for the intents' pin table: changes of pins, each at
+// a generation, confirmed or not.
+type pinLog struct {
+	gen       uint64
+	confirmed map[uint64]bool
+}
+
+// change makes n changes and returns their generations.
+func (l *pinLog) change(n int) []uint64 {
+	var out []uint64
+	for range n {
+		l.gen++
+		l.confirmed[l.gen] = false
+		out = append(out, l.gen)
+	}
+	return out
+}
+
+func (l *pinLog) pending(after, upTo uint64) (int, uint64) {
+	n := 0
+	for g, ok := range l.confirmed {
+		if !ok && g > after && g <= upTo {
+			n++
+		}
+	}
+	return n, l.gen
+}
+
 // TestWeightsWaitForPins: weights move hashed traffic, and a direction
-// reads hot with flows whose pins are not written yet. While some switch
-// has a change of its pins unconfirmed, the congestion loop leaves every
-// weight alone, for congestionPinWait intervals at most (a switch that
-// keeps failing does not hold the weights for ever: past that the loop
-// judges every interval until none is pending). Once the pins are
-// confirmed, a port whose own pins changed is judged only by a reading
-// whose interval began an interval or more after the confirmation.
+// reads hot with flows whose pins are not written yet. While changes of
+// pins are on their way, the congestion loop leaves every weight alone:
+// for as long as the switches keep confirming them, however long that
+// takes (a thousand intents moved at once on a starved machine), and for
+// congestionPinWait intervals once none is confirmed (a switch that
+// keeps failing does not hold the weights for ever, and is not waited
+// for again). It waits for the changes under way when it began to wait,
+// not for later ones: where pins come and go all the time it still
+// judges. Once the pins are confirmed, a port whose own pins changed is
+// judged only by a reading whose interval began an interval or more
+// after the confirmation.
 func TestWeightsWaitForPins(t *testing.T) {
 	c, hot, read := congestionFixture(t)
-	c.cfg.PinsPending = func() bool { return true } // another switch's
+	pins := &pinLog{confirmed: map[uint64]bool{}}
+	c.cfg.PinsPending = pins.pending
+	moved := pins.change(3 * congestionPinWait) // confirmed one an interval
+	for i, g := range moved {
+		read(1, nil)
+		c.adjustWeights()
+		if len(c.Biases()) != 0 {
+			t.Fatalf("interval %d with pins on their way: biases %v", i+1, c.Biases())
+		}
+		pins.confirmed[g] = true
+	}
+	if n := cutAfter(c, hot, read, 1, nil); n != congestionPersist {
+		t.Fatalf("pins confirmed: %s cut after %d intervals, want %d", hot, n, congestionPersist)
+	}
+
+	// A switch that confirms nothing holds the weights congestionPinWait
+	// intervals, once.
+	c, hot, read = congestionFixture(t)
+	pins = &pinLog{confirmed: map[uint64]bool{}}
+	c.cfg.PinsPending = pins.pending
+	pins.change(1)
 	for i := range congestionPinWait {
 		read(1, nil)
 		c.adjustWeights()
 		if len(c.Biases()) != 0 {
-			t.Fatalf("interval %d with pins pending: biases %v", i+1, c.Biases())
+			t.Fatalf("interval %d with a pin pending: biases %v", i+1, c.Biases())
 		}
 	}
 	if n := cutAfter(c, hot, read, 1, nil); n != congestionPersist {
-		t.Fatalf("pins pending past %d intervals: %s cut after %d more, want %d", congestionPinWait, hot, n, congestionPersist)
+		t.Fatalf("a pin pending past %d intervals: %s cut after %d more, want %d", congestionPinWait, hot, n, congestionPersist)
+	}
+
+	// Pins changed every interval and confirmed by the next: the loop
+	// judges every other interval.
+	c, hot, read = congestionFixture(t)
+	pins = &pinLog{confirmed: map[uint64]bool{}}
+	c.cfg.PinsPending = pins.pending
+	var last []uint64
+	n := 0
+	for i := 1; i <= 4*congestionPersist && n == 0; i++ {
+		for _, g := range last {
+			pins.confirmed[g] = true
+		}
+		last = pins.change(1)
+		read(1, nil)
+		c.adjustWeights()
+		if _, cut := c.Biases()[hot]; cut {
+			n = i
+		}
+	}
+	if n == 0 || n > 2*congestionPersist {
+		t.Fatalf("pins changing every interval: %s cut after %d intervals, want at most %d", hot, n, 2*congestionPersist)
 	}
 
 	c, hot, read = congestionFixture(t)
-	c.cfg.PinsPending = func() bool { return false }
+	c.cfg.PinsPending = nil
 	after := false // every reading of hot is taken before its pins' change took effect
 	c.cfg.ReadAfterPins = func(e models.Endpoint, _, _ time.Time) bool { return e != hot || after }
 	if n := cutAfter(c, hot, read, 1, nil); n != 0 {

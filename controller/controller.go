@@ -201,10 +201,12 @@ type Config struct {
 	// elephants pinned at once read as hashed traffic and cut a score of
 	// weights that took the next minute to step back.)
 	ReadAfterPins func(e models.Endpoint, from, to time.Time) bool
-	// PinsPending, if set, says some switch has not yet confirmed a
-	// change of its flow pins: congestion weights wait for it (see
+	// PinsPending, if set, counts the ports whose last change of flow
+	// pins, made after generation after and at or before upTo, their
+	// switch has not yet confirmed, and returns the pins' generation now:
+	// congestion weights wait for the changes under way (see
 	// congestionPinWait).
-	PinsPending func() bool
+	PinsPending func(after, upTo uint64) (ports int, gen uint64)
 	// FlapHalfLife is how fast a flapping link's penalty decays; default
 	// 10s. See flapDamper.
 	FlapHalfLife time.Duration

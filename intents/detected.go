@@ -99,6 +99,13 @@ func (m *Manager) ReadAfterPins(e models.Endpoint, from, to time.Time) bool {
 // change of its flow pins.
 func (m *Manager) PinsPending() bool { return m.p.pins.anyPending() }
 
+// PinsPendingBetween counts the ports whose last change of pins, made
+// after generation after and at or before upTo, their switch has not yet
+// confirmed (read back), and returns the pins' generation now.
+func (m *Manager) PinsPendingBetween(after, upTo uint64) (ports int, gen uint64) {
+	return m.p.pins.pendingBetween(after, upTo)
+}
+
 // pinnedLoadLocked is PinnedLoad, of the elephants alone unless
 // withIntents (what adaptation sets against links' load); m.mu must be
 // held.

@@ -1,6 +1,7 @@
 package intents
 
 import (
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -200,14 +201,24 @@ func (t *pinTable) readAfter(e models.Endpoint, reading func() (from, to time.Ti
 
 // anyPending says some switch has a change of its pins not confirmed.
 func (t *pinTable) anyPending() bool {
+	n, _ := t.pendingBetween(0, math.MaxUint64)
+	return n > 0
+}
+
+// pendingBetween counts the ports whose last change of pins, made after
+// generation after and at or before upTo, their switch has not
+// confirmed, and returns the generation now.
+func (t *pinTable) pendingBetween(after, upTo uint64) (ports int, gen uint64) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	for _, ports := range t.pending {
-		if len(ports) > 0 {
-			return true
+	for _, changed := range t.pending {
+		for _, g := range changed {
+			if g > after && g <= upTo {
+				ports++
+			}
 		}
 	}
-	return false
+	return ports, t.gen
 }
 
 // drop removes key's pin from sw if it is port (any port: port 0)

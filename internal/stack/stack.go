@@ -489,7 +489,7 @@ func (s *Stack) newController(opts Config, w *wiring) error {
 		ProbeRate:          opts.ProbeRate,
 		PinnedLoad:         s.Intents.PinnedLoad,
 		ReadAfterPins:      s.Intents.ReadAfterPins,
-		PinsPending:        s.Intents.PinsPending,
+		PinsPending:        s.Intents.PinsPendingBetween,
 		SampleOneIn:        opts.Elephants.SampleOneIn,
 		Logger:             s.log.With("component", "controller"),
 		Registerer:         s.Registry,

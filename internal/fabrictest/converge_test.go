@@ -15,6 +15,7 @@ import (
 
 	"github.com/accelnet/accelnet/controller"
 	"github.com/accelnet/accelnet/fabricsim"
+	"github.com/accelnet/accelnet/intents"
 	"github.com/accelnet/accelnet/internal/fabrictest"
 	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
@@ -80,6 +81,7 @@ type loopRun struct {
 	workloads []string
 	down      map[models.LinkID]bool
 	figures   []loopFigures
+	cut       map[models.Endpoint]float64 // the biases explainCuts saw last
 }
 
 func newLoopRun(tb testing.TB, h *fabrictest.Harness, fab *fabricsim.Fabric) *loopRun {
@@ -110,6 +112,69 @@ func (r *loopRun) stop(id string) {
 		r.tb.Fatal(err)
 	}
 	r.workloads = slices.DeleteFunc(r.workloads, func(w string) bool { return w == id })
+}
+
+// explainCuts logs, with ACCELNET_TEST_LOG set, each port whose
+// congestion weight is newly cut: what the controller measures and
+// counts as pinned there, and the flows fabricsim sends out of it, with
+// the rate of each and whether a pin chose the port.
+func (r *loopRun) explainCuts() {
+	if os.Getenv("ACCELNET_TEST_LOG") == "" {
+		return
+	}
+	biases := r.h.Controller.Biases()
+	if r.cut == nil {
+		r.cut = map[models.Endpoint]float64{}
+	}
+	pinned := r.h.Intents.PinnedLoad()
+	flows := r.fab.Flows()
+	// The intents by flow, to say what became of one hashed.
+	type flowKey struct {
+		src, dst string
+		port     uint16
+	}
+	owner := map[flowKey]models.Intent{}
+	for after := ""; ; {
+		page, next := r.h.Intents.List(intents.Scope{Operator: true}, intents.ListOptions{After: after, Limit: 1000})
+		for _, in := range page {
+			owner[flowKey{in.Spec.Src, in.Spec.Dst, in.Spec.SrcPorts.First}] = in
+		}
+		if after = next; next == "" {
+			break
+		}
+	}
+	for e, b := range biases {
+		if was, ok := r.cut[e]; ok && was <= b {
+			continue
+		}
+		load, _ := r.h.Controller.PortLoad(e)
+		var out []string
+		sum, pinnedHere := 0.0, 0.0
+		for _, f := range flows {
+			for _, hop := range f.Hops {
+				if hop.Switch == e.Switch && hop.OutPort == e.Port {
+					out = append(out, fmt.Sprintf("%s %s→%s:%d %.1f pinned=%t", f.Workload, f.Spec.Src, f.Spec.Dst, f.Spec.SrcPort, f.RateGbps, hop.Pinned))
+					sum += f.RateGbps
+					if hop.Pinned {
+						pinnedHere += f.RateGbps
+						continue
+					}
+					src, _ := r.snap.HostByIP(f.Spec.Src)
+					dst, _ := r.snap.HostByIP(f.Spec.Dst)
+					if in, ok := owner[flowKey{src.Name, dst.Name, f.Spec.SrcPort}]; ok {
+						var path []models.Endpoint
+						if len(in.Status.Flows) > 0 {
+							path = in.Status.Flows[0].Path
+						}
+						out = append(out, fmt.Sprintf("(intent %s %s %q, its path %v; fabricsim's hops %v)", in.ID, in.Status.State, in.Status.Reason, path, f.Hops))
+					}
+				}
+			}
+		}
+		fmt.Fprintf(os.Stderr, "%s weight cut at %v to %.2f: the controller measures %.1f Gb/s out (%.1f over the last reading) and counts %.1f as pinned; fabricsim sends %.1f, %.1f of it pinned there: %v",
+			time.Now().UTC().Format(time.StampMilli), e, b, load.OutBps/1e9, load.RecentOutBps/1e9, pinned[e], sum, pinnedHere, out)
+	}
+	r.cut = biases
 }
 
 // flows are the counted workloads' flows as fabricsim forwards them.
@@ -342,6 +407,9 @@ func (r *loopRun) converge(phase string) loopFigures {
 				// A round whose joint placement waited for intents to be
 				// measured has not decided yet: it is not quiet either.
 				quiet = 0
+				if weights != lastWeights {
+					r.explainCuts()
+				}
 			default:
 				quiet++
 				if quiet > settleRounds && r.h.Controller.Unsettled() == controller.UnsettledWeights {

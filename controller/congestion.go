@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/accelnet/accelnet/models"
+	"github.com/accelnet/accelnet/telemetry"
 )
 
 // Congestion-aware weights. Every CongestionInterval the leader looks at
@@ -55,23 +56,19 @@ import (
 // (weights alone keep every next hop, so it moves at the first stage).
 //
 // Weights move hashed traffic, and traffic is hashed where pins are not
-// written yet: while changes of pins wait for their switches, the loop
-// waits too. It waits for the changes under way when it began to (their
-// generation), not for later ones: where elephants come and go, some pin
-// is always on its way, and the loop still judges every other interval.
-// It waits for as long as the switches keep confirming them, and gives
-// up on those left once none was confirmed for congestionPinWait
-// intervals in a row (a switch that keeps failing must not hold the
-// weights for ever; those changes are not waited for again). On a starved
+// written yet: while changes of pins are on their way to the switches,
+// the loop waits (telemetry.PinWait: for the changes under way when it
+// began to, for as long as switches keep confirming them). On a starved
 // machine a thousand elephants pinned at once took tens of seconds to
 // reach every switch; meanwhile their flows, still hashed, read as hot
 // links, and the cuts' rollouts, queued ahead of other writes, held the
 // pins back longer: the k=16 fat-tree's cold start stayed at 0.6 of its
 // throughput for a minute, cutting and restoring weights all along. A
-// wait bounded by intervals alone did not hold either: a thousand intents
-// moved at once beside a CPU burner were still being written after ten
-// intervals, and the links their flows hashed onto meanwhile were cut,
-// starting a cascade of hundreds of cuts.
+// wait bounded by ten intervals since none was pending did not hold
+// either: after a restart pins are pending nearly throughout, and when a
+// thousand intents moved at once beside a CPU burner, the links their
+// flows hashed onto meanwhile were cut, starting a cascade of hundreds
+// of cuts.
 const (
 	congestionHigh    = 0.9
 	congestionMargin  = 0.1
@@ -81,7 +78,7 @@ const (
 	congestionCalm    = 3
 	congestionPersist = 2
 
-	congestionPinWait = 10
+	congestionPinWait = telemetry.PinWaitLooks
 
 	congestionQueued     = 2 * time.Microsecond
 	congestionQueueHot   = 5 * time.Microsecond
@@ -94,8 +91,8 @@ const (
 type congestionState struct {
 	changes atomic.Int64
 	rounds  atomic.Int64 // adjustWeights's, as the leader
-	// pins is the wait for changes of pins (pinWait.wait).
-	pins pinWait
+	// pins is the wait for changes of pins to land.
+	pins telemetry.PinWait
 	mu   sync.Mutex
 	bias map[models.Endpoint]*portBias
 	// pinned is the pinned load of the last interval (adjustWeights'
@@ -160,7 +157,7 @@ func (c *Controller) adjustWeights() {
 		return
 	}
 	defer c.congestion.rounds.Add(1)
-	if c.cfg.PinsPending != nil && c.congestion.pins.wait(c.cfg.PinsPending) {
+	if c.cfg.PinsPending != nil && c.congestion.pins.Wait(c.cfg.PinsPending) {
 		return
 	}
 	type direction struct {
@@ -261,46 +258,6 @@ func (c *Controller) adjustWeights() {
 		c.congestion.changes.Add(1)
 		c.refreshDown("congestion weights changed", time.Time{}, "ports_biased", len(c.Biases()))
 	}
-}
-
-// pinWait is the congestion loop's wait for changes of pins to reach
-// their switches.
-type pinWait struct {
-	// upTo is the generation of the changes waited for (0: none).
-	upTo uint64
-	// givenUp: changes at or before it are not waited for (their switch
-	// confirmed none for congestionPinWait intervals).
-	givenUp uint64
-	// left is how many ports were still pending at the last look, and
-	// stalled how many looks in a row found no fewer.
-	left, stalled int
-}
-
-// wait says whether to leave the weights alone this interval, given
-// pending (Config.PinsPending).
-func (w *pinWait) wait(pending func(after, upTo uint64) (int, uint64)) bool {
-	if w.upTo == 0 {
-		n, gen := pending(w.givenUp, math.MaxUint64)
-		if n == 0 {
-			return false
-		}
-		w.upTo, w.left, w.stalled = gen, n, 0
-		return true
-	}
-	n, _ := pending(w.givenUp, w.upTo)
-	switch {
-	case n == 0:
-		w.upTo = 0 // they landed: judge (later changes are the next wait's)
-		return false
-	case n < w.left:
-		w.left, w.stalled = n, 0
-		return true
-	case w.stalled+1 < congestionPinWait:
-		w.stalled++
-		return true
-	}
-	w.givenUp, w.upTo = w.upTo, 0
-	return false
 }
 
 // WeightChanges is how many times measured load moved the congestion

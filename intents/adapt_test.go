@@ -8,6 +8,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/telemetry"
 )
 
 // TestHotIntentsAreTheIntentsOnHotLinks: adapt finds the intents it may
@@ -329,5 +330,60 @@ func TestHoldDownGrowsForAnIntentMovedAgainAndAgain(t *testing.T) {
 	move()
 	if got := held(); got != adaptHoldRounds+1 {
 		t.Fatalf("moved long after the last: held %d rounds, want %d", got, adaptHoldRounds+1)
+	}
+}
+
+// TestAdaptWaitsForPinsOnTheirWay: a change of pins on a switch the hot
+// intent does not cross holds adapt too (a flow whose pins are not all
+// written is hashed, onto links it will leave), until the switch confirms
+// it, or for telemetry.PinWaitLooks rounds if it confirms nothing.
+func TestAdaptWaitsForPinsOnTheirWay(t *testing.T) {
+	snap, auth, stored := storedIntents(t, 200)
+	moving := stored[7] // across the fabric
+	hop := moving.Status.Flows[0].Path[0]
+	var elsewhere models.SwitchID
+	for _, sw := range snap.Switches() {
+		if !slices.ContainsFunc(moving.Status.Flows[0].Path, func(e models.Endpoint) bool { return e.Switch == sw.Name }) {
+			elsewhere = sw.Name
+			break
+		}
+	}
+	util := func(e models.Endpoint) (float64, bool) {
+		if e == hop {
+			return 0.95, true
+		}
+		return 0.1, true
+	}
+	for _, confirms := range []bool{true, false} {
+		m := settledManager(t, snap, auth, stored, util)
+		m.obs.mu.Lock()
+		m.obs.byIntent = map[string]float64{moving.ID: 0} // measured (idle)
+		m.obs.mu.Unlock()
+		adapt := func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			m.adaptive.due = true
+			m.housekeep(m.p.scratch(), false)
+		}
+		gen := m.p.pins.lock()
+		m.p.pins.set(elsewhere, models.FlowKey{SrcPort: 9}, 1)
+		m.p.pins.unlock()
+		rounds := 3
+		if !confirms {
+			rounds = telemetry.PinWaitLooks
+		}
+		for i := range rounds {
+			adapt()
+			if m.stats.AdaptMoves != 0 {
+				t.Fatalf("confirms %v: %d intents moved in round %d with a change of pins on %s on its way", confirms, m.stats.AdaptMoves, i+1, elsewhere)
+			}
+		}
+		if confirms {
+			m.Overlay().Synced(elsewhere, gen)
+		}
+		adapt()
+		if m.stats.AdaptMoves != 1 {
+			t.Fatalf("confirms %v: %d intents moved once the wait was over, want %s moved off %s", confirms, m.stats.AdaptMoves, moving.ID, hop)
+		}
 	}
 }

@@ -605,6 +605,16 @@ const (
 )
 
 func (m *Manager) adapt(b *batch, now time.Time) {
+	// Not while changes of pins are on their way: a flow whose pins are
+	// not all written yet is hashed, and loads links it will leave.
+	// (Seen: a thousand intents moved at once to make room for elephants
+	// took seconds to reach every switch on a busy machine; adapt found
+	// the links their flows hashed onto hot, and moved intents off them
+	// after the loop had settled.) A port whose own pins changed waits
+	// longer still (portLoad).
+	if m.adaptive.pins.Wait(m.p.pins.pendingBetween) {
+		return
+	}
 	m.adaptive.round++
 	// Detected elephants are placed on what reservations leave and are
 	// re-placed around the intents every second: a link they alone make

@@ -22,6 +22,7 @@ import (
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/pathcalc"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/telemetry"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -352,12 +353,13 @@ type followState struct {
 // adaptState is adaptation's memory: when each intent last moved, by
 // either mover (hold-down, see movedLately), the adapt round (from 1)
 // each hot intent was last looked at for a cooler path (adaptMaxTries),
-// and the round count.
+// the round count, and its wait for changes of pins to land.
 type adaptState struct {
 	moved map[string]movedAt
 	tried map[string]int
 	round int
 	due   bool
+	pins  telemetry.PinWait
 }
 
 // Stats counts what the decision loop did, for tests and benchmarks.

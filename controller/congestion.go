@@ -64,11 +64,10 @@ import (
 // links, and the cuts' rollouts, queued ahead of other writes, held the
 // pins back longer: the k=16 fat-tree's cold start stayed at 0.6 of its
 // throughput for a minute, cutting and restoring weights all along. A
-// wait bounded by ten intervals since none was pending did not hold
-// either: after a restart pins are pending nearly throughout, and when a
-// thousand intents moved at once beside a CPU burner, the links their
-// flows hashed onto meanwhile were cut, starting a cascade of hundreds
-// of cuts.
+// bound on intervals alone is not enough: after a restart pins are
+// pending nearly throughout, and when a thousand intents moved at once
+// beside a CPU burner, the links their flows hashed onto meanwhile were
+// cut (seen: a cascade of hundreds of cuts followed).
 const (
 	congestionHigh    = 0.9
 	congestionMargin  = 0.1

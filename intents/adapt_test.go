@@ -9,6 +9,7 @@ import (
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/telemetry"
+	"github.com/accelnet/accelnet/topology"
 )
 
 // TestHotIntentsAreTheIntentsOnHotLinks: adapt finds the intents it may
@@ -255,21 +256,12 @@ func TestAdaptJudgesAMovedPortByALaterReading(t *testing.T) {
 		}
 		return 0.1, true
 	}
-	m := settledManager(t, snap, auth, stored, util)
-	m.obs.mu.Lock()
-	m.obs.byIntent = map[string]float64{moving.ID: 0} // measured (idle)
-	m.obs.mu.Unlock()
+	m, adapt := measuredIdle(t, snap, auth, stored, util, moving.ID)
 	// The sampling interval read last: from since, a second long.
 	var since time.Time
 	m.cfg.RecentUtilization = func(e models.Endpoint) (float64, time.Time, time.Time, bool) {
 		u, _ := util(e)
 		return u, since, since.Add(time.Second), true
-	}
-	adapt := func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		m.adaptive.due = true
-		m.housekeep(m.p.scratch(), false)
 	}
 	// Another flow pinned through the port, not yet confirmed.
 	gen := m.p.pins.lock()
@@ -355,16 +347,7 @@ func TestAdaptWaitsForPinsOnTheirWay(t *testing.T) {
 		return 0.1, true
 	}
 	for _, confirms := range []bool{true, false} {
-		m := settledManager(t, snap, auth, stored, util)
-		m.obs.mu.Lock()
-		m.obs.byIntent = map[string]float64{moving.ID: 0} // measured (idle)
-		m.obs.mu.Unlock()
-		adapt := func() {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			m.adaptive.due = true
-			m.housekeep(m.p.scratch(), false)
-		}
+		m, adapt := measuredIdle(t, snap, auth, stored, util, moving.ID)
 		gen := m.p.pins.lock()
 		m.p.pins.set(elsewhere, models.FlowKey{SrcPort: 9}, 1)
 		m.p.pins.unlock()
@@ -385,5 +368,20 @@ func TestAdaptWaitsForPinsOnTheirWay(t *testing.T) {
 		if m.stats.AdaptMoves != 1 {
 			t.Fatalf("confirms %v: %d intents moved once the wait was over, want %s moved off %s", confirms, m.stats.AdaptMoves, moving.ID, hop)
 		}
+	}
+}
+
+// measuredIdle is a settled manager whose intent id is measured idle,
+// with a function running one adapt round.
+func measuredIdle(t *testing.T, snap *topology.Snapshot, auth tenantList, stored []models.Intent, util func(models.Endpoint) (float64, bool), id string) (*Manager, func()) {
+	m := settledManager(t, snap, auth, stored, util)
+	m.obs.mu.Lock()
+	m.obs.byIntent = map[string]float64{id: 0}
+	m.obs.mu.Unlock()
+	return m, func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		m.adaptive.due = true
+		m.housekeep(m.p.scratch(), false)
 	}
 }

@@ -121,10 +121,12 @@ func (g *Guard) admit(nc net.Conn) *conn {
 		limit = "listener"
 		victim = g.evictableLocked(nil)
 	}
+	// Counted before the close: whoever sees the connection closed sees
+	// it counted.
 	if limit != "" && victim == nil {
 		g.mu.Unlock()
-		nc.Close()
 		g.metrics.refused.WithLabelValues(limit).Inc()
+		nc.Close()
 		g.logRefusal(limit, src)
 		return nil
 	}
@@ -135,8 +137,8 @@ func (g *Guard) admit(nc net.Conn) *conn {
 	g.bySource[src]++
 	g.mu.Unlock()
 	if victim != nil {
-		victim.Conn.Close() // outside the lock: closing may block on TLS
 		g.metrics.evicted.Inc()
+		victim.Conn.Close() // outside the lock: closing may block on TLS
 	}
 	return c
 }

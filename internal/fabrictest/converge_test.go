@@ -761,9 +761,13 @@ func checkConverged(t *testing.T, figs []loopFigures) {
 // whole suite) it did not settle: a stalled leaf's pinned elephants were
 // silenced together and pinned again a second later, and congestion
 // weights ratcheted from 11 biased ports to 62 in 30 s. The elephants
-// now wait out a quiet leaf (TestElephantsKeptWhileTheirLeafIsQuiet);
-// the weights still change a few times under that load in one run of
-// two, which is issue 51's drift under starvation, not yet fixed.
+// now wait out a quiet leaf (TestElephantsKeptWhileTheirLeafIsQuiet),
+// and the weights wait for pins on their way (TestWeightsWaitForPins).
+// Beside two burners and three other packages' race tests it passed
+// once in four runs. In the failure whose log was read, no weight
+// changed, but one switch of 32 was still not in sync after 45
+// placement rounds (its reconciles starved), so the loop never counted
+// as settled.
 func TestLoopConvergesAtK16(t *testing.T) {
 	if os.Getenv("ACCELNET_LOOP_K16") != "1" {
 		t.Skip("ACCELNET_LOOP_K16=1 runs it (see its doc)")

@@ -77,8 +77,6 @@ const (
 	congestionCalm    = 3
 	congestionPersist = 2
 
-	congestionPinWait = telemetry.PinWaitLooks
-
 	congestionQueued     = 2 * time.Microsecond
 	congestionQueueHot   = 5 * time.Microsecond
 	congestionDelayFloor = 0.5

@@ -7,6 +7,7 @@ import (
 
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
+	"github.com/accelnet/accelnet/telemetry"
 	"github.com/accelnet/accelnet/topology"
 )
 
@@ -213,7 +214,7 @@ func (l *pinLog) pending(after, upTo uint64) (int, uint64) {
 // pins are on their way, the congestion loop leaves every weight alone:
 // for as long as the switches keep confirming them, however long that
 // takes (a thousand intents moved at once on a starved machine), and for
-// congestionPinWait intervals once none is confirmed (a switch that
+// telemetry.PinWaitLooks intervals once none is confirmed (a switch that
 // keeps failing does not hold the weights for ever, and is not waited
 // for again). It waits for the changes under way when it began to wait,
 // not for later ones: where pins come and go all the time it still
@@ -224,7 +225,7 @@ func TestWeightsWaitForPins(t *testing.T) {
 	c, hot, read := congestionFixture(t)
 	pins := &pinLog{confirmed: map[uint64]bool{}}
 	c.cfg.PinsPending = pins.pending
-	moved := pins.change(3 * congestionPinWait) // confirmed one an interval
+	moved := pins.change(3 * telemetry.PinWaitLooks) // confirmed one an interval
 	for i, g := range moved {
 		read(1, nil)
 		c.adjustWeights()
@@ -237,13 +238,13 @@ func TestWeightsWaitForPins(t *testing.T) {
 		t.Fatalf("pins confirmed: %s cut after %d intervals, want %d", hot, n, congestionPersist)
 	}
 
-	// A switch that confirms nothing holds the weights congestionPinWait
+	// A switch that confirms nothing holds the weights telemetry.PinWaitLooks
 	// intervals, once.
 	c, hot, read = congestionFixture(t)
 	pins = &pinLog{confirmed: map[uint64]bool{}}
 	c.cfg.PinsPending = pins.pending
 	pins.change(1)
-	for i := range congestionPinWait {
+	for i := range telemetry.PinWaitLooks {
 		read(1, nil)
 		c.adjustWeights()
 		if len(c.Biases()) != 0 {
@@ -251,7 +252,7 @@ func TestWeightsWaitForPins(t *testing.T) {
 		}
 	}
 	if n := cutAfter(c, hot, read, 1, nil); n != congestionPersist {
-		t.Fatalf("a pin pending past %d intervals: %s cut after %d more, want %d", congestionPinWait, hot, n, congestionPersist)
+		t.Fatalf("a pin pending past %d intervals: %s cut after %d more, want %d", telemetry.PinWaitLooks, hot, n, congestionPersist)
 	}
 
 	// Pins changed every interval and confirmed by the next: the loop

@@ -205,7 +205,7 @@ type Config struct {
 	// pins, made after generation after and at or before upTo, their
 	// switch has not yet confirmed, and returns the pins' generation now:
 	// congestion weights wait for the changes under way (see
-	// congestionPinWait).
+	// telemetry.PinWait).
 	PinsPending func(after, upTo uint64) (ports int, gen uint64)
 	// FlapHalfLife is how fast a flapping link's penalty decays; default
 	// 10s. See flapDamper.

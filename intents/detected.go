@@ -95,10 +95,6 @@ func (m *Manager) ReadAfterPins(e models.Endpoint, from, to time.Time) bool {
 	return fresh
 }
 
-// PinsPending says some switch has not yet confirmed (read back) a
-// change of its flow pins.
-func (m *Manager) PinsPending() bool { return m.p.pins.anyPending() }
-
 // PinsPendingBetween counts the ports whose last change of pins, made
 // after generation after and at or before upTo, their switch has not yet
 // confirmed (read back), and returns the pins' generation now.

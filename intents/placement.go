@@ -1,7 +1,6 @@
 package intents
 
 import (
-	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -197,12 +196,6 @@ func (t *pinTable) readAfter(e models.Endpoint, reading func() (from, to time.Ti
 	}
 	from, to := reading()
 	return !from.IsZero() && from.Sub(moved) >= to.Sub(from), true
-}
-
-// anyPending says some switch has a change of its pins not confirmed.
-func (t *pinTable) anyPending() bool {
-	n, _ := t.pendingBetween(0, math.MaxUint64)
-	return n > 0
 }
 
 // pendingBetween counts the ports whose last change of pins, made after

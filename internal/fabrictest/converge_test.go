@@ -123,9 +123,6 @@ func (r *loopRun) explainCuts() {
 		return
 	}
 	biases := r.h.Controller.Biases()
-	if r.cut == nil {
-		r.cut = map[models.Endpoint]float64{}
-	}
 	pinned := r.h.Intents.PinnedLoad()
 	flows := r.fab.Flows()
 	// The intents by flow, to say what became of one hashed.

@@ -430,15 +430,17 @@ func (s *tableStore) writeTableEntry(typ p4v1.Update_Type, e *p4v1.TableEntry) e
 	}
 	if norm.TableId == s.schema.TableID(p4.TableFlowPin) {
 		k := flowKey(s.schema, norm)
-		portParam, _ := s.schema.Param(p4.ActionPinEgress, p4.ParamPort)
-		port := uint32(paramValue(norm.GetAction().GetAction(), portParam.GetId()))
-		s.pinsMu.Lock()
 		if typ == p4v1.Update_DELETE {
+			s.pinsMu.Lock()
 			delete(s.pins, k)
+			s.pinsMu.Unlock()
 		} else {
+			portParam, _ := s.schema.Param(p4.ActionPinEgress, p4.ParamPort)
+			port := uint32(paramValue(norm.GetAction().GetAction(), portParam.GetId()))
+			s.pinsMu.Lock()
 			s.pins[k] = port
+			s.pinsMu.Unlock()
 		}
-		s.pinsMu.Unlock()
 	}
 	return nil
 }

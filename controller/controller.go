@@ -325,9 +325,13 @@ type Controller struct {
 	status   map[models.SwitchID]api.SwitchStatus
 	// known is each switch's state as last read back in full or written
 	// and confirmed: reconciles diff against it instead of reading every
-	// table again. Disconnects, errors and the periodic resync drop it,
-	// so the next reconcile reads the switch in full (anti-entropy).
+	// table again. Disconnects and errors drop it, so the next reconcile
+	// reads the switch in full; the periodic resync makes it stale
+	// (resyncEpoch), so each switch's next reconcile does (anti-entropy).
 	known map[models.SwitchID]knownState
+	// resyncEpoch counts the periodic resyncs: a knownState read before
+	// the latest is stale (see staleKnown).
+	resyncEpoch uint64
 	// foreign are the switches another controller holds, until one of
 	// our reconciles goes through again (tookBack).
 	foreign  map[models.SwitchID]bool
@@ -416,12 +420,14 @@ func New(cfg Config) (*Controller, error) {
 	return c, nil
 }
 
-// knownPins is what sw is known to hold, if its pins are known.
+// knownPins is what sw is known to hold, if its pins are known and it
+// has been read since the latest periodic resync (a handover mark vouches
+// for nothing older).
 func (c *Controller) knownPins(sw models.SwitchID) (knownState, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	k, ok := c.known[sw]
-	return k, ok && k.pins != nil
+	return k, ok && k.pins != nil && k.epoch == c.resyncEpoch
 }
 
 // portsDown are the ports whose last oper-status was DOWN.

@@ -541,11 +541,11 @@ func TestNewTermReadsUnsettledPinsByKey(t *testing.T) {
 func TestTermStartsTheResyncOver(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) { // the bubble's clock
 		c, _ := tableControllerWith(t, 2, 2, Config{ResyncInterval: 30 * time.Second})
-		believed := func() bool {
+		believed := func() bool { // not stale: no resync since
 			c.mu.RLock()
 			defer c.mu.RUnlock()
-			_, ok := c.known["leaf1"]
-			return ok
+			k, ok := c.known["leaf1"]
+			return ok && k.epoch == c.resyncEpoch
 		}
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan struct{})

@@ -164,6 +164,61 @@ func TestReconcileIsIncremental(t *testing.T) {
 	}
 }
 
+// TestResyncWaitsBehindAFailure: the periodic resync reads each switch in
+// full at its next reconcile, except while a failure is handled: then a
+// reconcile diffs against what the switch is known to hold and queues the
+// full read behind the failure, which finds what went missing once the
+// failure is over.
+func TestResyncWaitsBehindAFailure(t *testing.T) {
+	c, sws := tableController(t)
+	ctx := t.Context()
+	const leaf = models.SwitchID("leaf1")
+	for range 2 { // written, then read once (the driver cannot confirm single pins)
+		if _, err := c.Reconcile(ctx, leaf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sws.mu.Lock()
+	st := sws.tables[leaf]
+	lost := st.Routes[0]
+	st.Routes = st.Routes[1:]
+	sws.tables[leaf] = st
+	reads := sws.reads
+	sws.mu.Unlock()
+	c.mu.Lock()
+	c.resyncEpoch++ // as housekeeping's resync does
+	c.mu.Unlock()
+
+	q := c.queues.tables.queue
+	for { // what setTopology queued, taken as a worker would
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		key, ok := q.Get(done)
+		if !ok {
+			break
+		}
+		q.Done(key)
+	}
+	ro := &rollout{}
+	c.urgency.begin(ro)
+	if n, err := c.Reconcile(ctx, leaf); err != nil || n != 0 || sws.reads != reads {
+		t.Fatalf("during a failure: %d writes, %v, %d reads; want none (the full read waits)", n, err, sws.reads-reads)
+	}
+	q.mu.Lock()
+	queued := q.queued[string(leaf)]
+	q.mu.Unlock()
+	if queued != background {
+		t.Fatalf("leaf1 queued in lane %d during the failure, want the background lane (%d)", queued, background)
+	}
+	c.urgency.end(ro)
+	if n, err := c.Reconcile(ctx, leaf); err != nil || n != 1 || sws.reads != reads+1 {
+		t.Fatalf("after the failure: %d writes, %v, %d reads; want the lost route found by one full read", n, err, sws.reads-reads)
+	}
+	if last := sws.writes[len(sws.writes)-1]; len(last.Insert.Routes) != 1 || last.Insert.Routes[0] != lost {
+		t.Fatalf("resync wrote %+v, want an insert of %v", last, lost)
+	}
+}
+
 // TestPruningDoesNotWaitForNewRoutes: after a failure, the pruning stage
 // writes the old routes pruned while the new routes are still being
 // computed (here: never finished). At k=48 the new routes take seconds

@@ -162,7 +162,7 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			resync.Reset(c.cfg.ResyncInterval)
 		case <-resync.C:
 			c.mu.Lock()
-			clear(c.known)
+			c.resyncEpoch++ // each switch's next reconcile reads it in full (staleKnown)
 			c.mu.Unlock()
 			if tm := c.handover.current(); tm != nil {
 				tm.distrust("") // a resync reads every switch

@@ -73,6 +73,13 @@ func (u *urgency) end(ro *rollout) {
 	u.hold(false)
 }
 
+// handling says whether a failure is being handled.
+func (u *urgency) handling() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.ro != nil
+}
+
 // await returns at once when no failure is being handled, else once none
 // is, or with ctx's error when it ends first.
 func (u *urgency) await(ctx context.Context) error {

@@ -219,6 +219,22 @@ func TestResyncWaitsBehindAFailure(t *testing.T) {
 	}
 }
 
+// TestLoadExportSkipsAFailure: the links' load metrics are left for the
+// next round while a failure is handled.
+func TestLoadExportSkipsAFailure(t *testing.T) {
+	c, _ := tableController(t)
+	ro := &rollout{}
+	c.urgency.begin(ro)
+	if c.exportLoad() || testutil.CollectAndCount(c.m.linkUtilization) != 0 {
+		t.Fatalf("exported during a failure: %d links' utilization", testutil.CollectAndCount(c.m.linkUtilization))
+	}
+	c.urgency.end(ro)
+	snap, _ := c.Snapshot()
+	if !c.exportLoad() || testutil.CollectAndCount(c.m.linkUtilization) != len(snap.Links()) {
+		t.Fatalf("after the failure: %d links' utilization, want %d", testutil.CollectAndCount(c.m.linkUtilization), len(snap.Links()))
+	}
+}
+
 // TestPruningDoesNotWaitForNewRoutes: after a failure, the pruning stage
 // writes the old routes pruned while the new routes are still being
 // computed (here: never finished). At k=48 the new routes take seconds

@@ -172,15 +172,28 @@ func (c *Controller) housekeeping(ctx context.Context) {
 			c.queues.every(background)
 			c.queues.configs(background)
 		case <-export.C:
-			if snap, _ := c.Snapshot(); snap != nil {
-				for _, l := range snap.Links() {
-					ll := c.LinkLoad(l)
-					c.m.linkUtilization.WithLabelValues(string(l.ID())).Set(ll.Utilization)
-					c.m.linkECN.WithLabelValues(string(l.ID())).Set(max(ll.ABECNBps, ll.BAECNBps))
-				}
-			}
+			c.exportLoad()
 		}
 	}
+}
+
+// exportLoad sets every link's utilization and ECN metrics, unless a
+// failure is being handled (see urgency.go): that round is left out. It
+// says whether it exported.
+func (c *Controller) exportLoad() bool {
+	if c.urgency.handling() {
+		return false
+	}
+	snap, _ := c.Snapshot()
+	if snap == nil {
+		return false
+	}
+	for _, l := range snap.Links() {
+		ll := c.LinkLoad(l)
+		c.m.linkUtilization.WithLabelValues(string(l.ID())).Set(ll.Utilization)
+		c.m.linkECN.WithLabelValues(string(l.ID())).Set(max(ll.ABECNBps, ll.BAECNBps))
+	}
+	return true
 }
 
 // work runs r's reconciles until ctx ends: one switch at a time from r's

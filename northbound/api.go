@@ -34,6 +34,9 @@ type Fabric interface {
 	PortLoad(models.Endpoint) (telemetry.PortLoad, bool)
 	Ready() error
 	RollingOut() bool
+	// HandlingFailure says whether a link failure is being rerouted: the
+	// load history skips its rounds meanwhile.
+	HandlingFailure() bool
 	Drained() ([]models.SwitchID, map[models.LinkID]bool)
 	Dampened() []models.LinkID
 	LinkDiscovery() (map[models.LinkID]api.LinkDiscovery, []string)

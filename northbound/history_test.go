@@ -66,3 +66,38 @@ func TestHistoryFollowsTheTopology(t *testing.T) {
 		t.Fatalf("%s: %v, want 3 points ending at 0.37", link.ID(), points)
 	}
 }
+
+// failingFabric is a fabric whose link failure is being rerouted, or
+// not (failing), and that counts the links' load read.
+type failingFabric struct {
+	Fabric
+	snap    *topology.Snapshot
+	failing bool
+	reads   int
+}
+
+func (f *failingFabric) HandlingFailure() bool                 { return f.failing }
+func (f *failingFabric) Snapshot() (*topology.Snapshot, int64) { return f.snap, 1 }
+func (f *failingFabric) LinkLoad(models.Link) api.LinkLoad {
+	f.reads++
+	return api.LinkLoad{Utilization: 0.5}
+}
+
+// TestHistorySkipsRoundsWhileAFailureIsRerouted: no link's load is read
+// for the history while a failure is rerouted; the round after it is
+// recorded at its own time.
+func TestHistorySkipsRoundsWhileAFailureIsRerouted(t *testing.T) {
+	f := &failingFabric{snap: topotest.LeafSpine(t, 2, 2, 1), failing: true}
+	a := &server{opts: Options{Fabric: f}, history: &history{interval: time.Second, keep: 3, series: map[historyKey]*series{}}}
+	if a.historyRound(time.Unix(1, 0)) || f.reads != 0 {
+		t.Fatalf("recorded during a failure (%d links' load read)", f.reads)
+	}
+	f.failing = false
+	if !a.historyRound(time.Unix(2, 0)) || f.reads != len(f.snap.Links()) {
+		t.Fatalf("after the failure: %d links' load read, want %d", f.reads, len(f.snap.Links()))
+	}
+	points, _ := a.history.get(historyKey{link: f.snap.Links()[0].ID()})
+	if want := []api.HistoryPoint{{T: 2, V: 0.5}}; !slices.Equal(points, want) {
+		t.Fatalf("history %v, want %v", points, want)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/accelnet/accelnet/models"
 )
 
@@ -78,5 +80,23 @@ func TestARPAnswersDeclaredHostsOnly(t *testing.T) {
 	}
 	if got := queuedARP(c); len(got) != arpPerPort-1 { // one answered above, this second
 		t.Errorf("%d answers to %d requests in a second, want %d", len(got), arpPerPort+10, arpPerPort-1)
+	}
+}
+
+// TestHostProbesWaitForAFailure: no host is probed while a failure is
+// handled; the round after it probes every host.
+func TestHostProbesWaitForAFailure(t *testing.T) {
+	c, _, _ := cabledController(t, 0)
+	sent := func() float64 { return testutil.ToFloat64(c.m.arp.WithLabelValues("probe_sent")) }
+	ro := &rollout{}
+	c.urgency.begin(ro)
+	c.hosts.probe(t.Context())
+	if n := sent(); n != 0 {
+		t.Fatalf("%v hosts probed during a failure, want none", n)
+	}
+	c.urgency.end(ro)
+	c.hosts.probe(t.Context())
+	if n, want := sent(), float64(len(c.current().snap.Hosts())); n != want {
+		t.Fatalf("%v hosts probed after the failure, want every one (%v)", n, want)
 	}
 }

@@ -188,7 +188,7 @@ func (c *Controller) exportLoad() bool {
 	if snap == nil {
 		return false
 	}
-	for _, l := range snap.Links() {
+	for l := range snap.AllLinks() {
 		ll := c.LinkLoad(l)
 		c.m.linkUtilization.WithLabelValues(string(l.ID())).Set(ll.Utilization)
 		c.m.linkECN.WithLabelValues(string(l.ID())).Set(max(ll.ABECNBps, ll.BAECNBps))

@@ -57,13 +57,13 @@ func (h *history) record(now time.Time, snap *topology.Snapshot, load func(model
 		h.times = make([]int64, h.keep)
 	}
 	h.times[h.rounds%uint64(h.keep)] = now.Unix()
-	for _, l := range snap.Links() {
+	for l := range snap.AllLinks() {
 		ll := load(l)
 		h.add(historyKey{link: l.ID()}, ll.Utilization)
 		out[l.A.Switch] += ll.ABbps
 		out[l.B.Switch] += ll.BAbps
 	}
-	for _, sw := range snap.Switches() {
+	for sw := range snap.AllSwitches() {
 		h.add(historyKey{sw: sw.Name}, out[sw.Name])
 	}
 	for k, s := range h.series {

@@ -63,7 +63,8 @@ import (
 // ACCELNET_REACTION_SIM_ENV adds to fabricsim's environment (GOGC=400
 // at k=48: the emulator holds gigabytes, and each of its collections
 // marks them for seconds on the cores the controller shares; its
-// collector, not the controller, then sets the p99).
+// collector, not the controller, then sets the p99), and
+// ACCELNET_REACTION_ENV to accelnet's.
 // ACCELNET_REACTION_TRACES=DIR keeps Go execution traces of both
 // processes over each failure's first 8 s (go tool trace; they slow both
 // processes a little). Either, or ACCELNET_REACTION_LOGS=DIR alone, keeps
@@ -73,7 +74,7 @@ func BenchmarkFailureReactionProcesses(b *testing.B) {
 	spec := envOr("ACCELNET_REACTION_TOPOLOGY", "fattree:16@100")
 	args := append([]string{"--congestion-interval", "0", "--sample-one-in", "0"}, strings.Fields(os.Getenv("ACCELNET_REACTION_ARGS"))...)
 	d := deployWith(b, spec, 1, setup{replicaArgs: args, simArgs: strings.Fields(os.Getenv("ACCELNET_REACTION_SIM_ARGS")),
-		simEnv: strings.Fields(os.Getenv("ACCELNET_REACTION_SIM_ENV")), startWithin: 15 * time.Minute})
+		env: strings.Fields(os.Getenv("ACCELNET_REACTION_ENV")), simEnv: strings.Fields(os.Getenv("ACCELNET_REACTION_SIM_ENV")), startWithin: 15 * time.Minute})
 	r := d.replicas[0]
 	d.waitRole(r, "leader", time.Minute)
 	if acc, em, ok := strings.Cut(os.Getenv("ACCELNET_REACTION_CPUS"), "/"); ok {

@@ -350,8 +350,8 @@ type comparison struct {
 // is handled: then a switch the failure changes (at k=48 a leaf link's
 // pruning writes 1,152) is diffed against what it is known to hold, as
 // it was until the resync, and queued behind the failure in the
-// background lane, whose reconcile reads it in full. Read in full at
-// once, the pruning's switches took up to 4.3 s to write instead of 1.5.
+// background lane, whose reconcile reads it in full: a failure in the
+// seconds after a resync no longer reads each switch it prunes first.
 func (c *Controller) staleKnown(sw models.SwitchID) (k knownState, cached bool, epoch uint64) {
 	c.mu.RLock()
 	k, cached = c.known[sw]

@@ -11,10 +11,12 @@ import (
 // written, and routes stay short of capacity until the new plan is), the
 // controller's background work waits: the periodic resync's reconciles
 // (the queues' background lane) and link discovery's probe rounds (a
-// packet-out per fabric port and an LLDP read per switch); the links'
-// load exported as metrics and recorded for the dashboard's history
-// skip their rounds (at k=48 each reads 55,296 links' load: a quarter of
-// a second of CPU, the first second of a failure twice over). Over a k=48
+// packet-out per fabric port and an LLDP read per switch) and the
+// hosts' ARP probes; the links' load exported as metrics and recorded for
+// the dashboard's history skip their rounds (at k=48 each reads 55,296
+// links' load, a quarter of a second of CPU: execution traces showed
+// both beside a failure's pruning); a switch the periodic resync would
+// read in full is read after the failure (staleKnown). Over a k=48
 // run of failures they take up to a third of the controller's CPU
 // (discovery 9–16%, the resync's reconciles most of the rest) and a
 // sixth of the emulator's (answering those reads and probes), on the two

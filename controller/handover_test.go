@@ -88,14 +88,6 @@ func (m *markedSwitches) table(sw models.SwitchID) models.ForwardingState {
 	return m.tables[sw].Canonical()
 }
 
-func (m *markedSwitches) change(sw models.SwitchID, fn func(*models.ForwardingState)) {
-	m.tableSwitches.mu.Lock()
-	defer m.tableSwitches.mu.Unlock()
-	st := m.tables[sw]
-	fn(&st)
-	m.tables[sw] = st
-}
-
 // markedReplica is one controller replica with its leader election, over
 // the shared switches and etcd.
 type markedReplica struct {

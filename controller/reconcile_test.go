@@ -34,6 +34,15 @@ type tableSwitches struct {
 	reads  int
 }
 
+// change changes what sw holds behind the controller's back.
+func (s *tableSwitches) change(sw models.SwitchID, fn func(*models.ForwardingState)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.tables[sw]
+	fn(&st)
+	s.tables[sw] = st
+}
+
 func (s *tableSwitches) Read(_ context.Context, sw models.SwitchID) (models.ForwardingState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -145,12 +154,8 @@ func TestReconcileIsIncremental(t *testing.T) {
 
 	// An entry disappears behind the controller's back: it is not read
 	// again until a resync, which finds and restores just that entry.
-	sws.mu.Lock()
-	st := sws.tables[leaf]
-	lost := st.Routes[0]
-	st.Routes = st.Routes[1:]
-	sws.tables[leaf] = st
-	sws.mu.Unlock()
+	var lost models.Route
+	sws.change(leaf, func(s *models.ForwardingState) { lost, s.Routes = s.Routes[0], s.Routes[1:] })
 	if n, err := c.Reconcile(ctx, leaf); err != nil || n != 0 {
 		t.Fatalf("before a resync: %d writes, %v; want none (the controller trusts what it wrote)", n, err)
 	}
@@ -178,13 +183,9 @@ func TestResyncWaitsBehindAFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sws.mu.Lock()
-	st := sws.tables[leaf]
-	lost := st.Routes[0]
-	st.Routes = st.Routes[1:]
-	sws.tables[leaf] = st
+	var lost models.Route
+	sws.change(leaf, func(s *models.ForwardingState) { lost, s.Routes = s.Routes[0], s.Routes[1:] })
 	reads := sws.reads
-	sws.mu.Unlock()
 	c.mu.Lock()
 	c.resyncEpoch++ // as housekeeping's resync does
 	c.mu.Unlock()

@@ -414,7 +414,7 @@ func New(cfg Config) (*Controller, error) {
 	c.plans = &planner{limits: cfg.Limits, log: c.log, seconds: c.m.pathcalcSeconds}
 	c.handover = &handoverState{cfg: &c.cfg, log: c.log, m: c.m, plans: c.plans, fabric: c.current, known: c.knownPins}
 	c.queues.config.await = c.handover.awaitTablesFirst
-	c.hosts = newHostLearner(&c.cfg, c.log, c.m.arp, c.current, c.Leading, c.Enqueue, c.urgency.handling)
+	c.hosts = newHostLearner(&c.cfg, c.log, c.m.arp, c.current, c.Leading, c.Enqueue, c.urgency)
 	c.disc = newLinkWatch(&c.cfg, c.log, c.m, c.current, c.Leading, c.portsDown, c.refreshDown, c.urgency)
 	c.mesh = newPingmesh(&c.cfg, c.log, c.m, c.tele, c.current, c.Leading, c.Ready, c.urgency)
 	return c, nil

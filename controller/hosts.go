@@ -71,8 +71,8 @@ type hostLearner struct {
 	fabric  func() *fabricState
 	leading func() bool
 	enqueue func(models.SwitchID)
-	// urgent says a failure is being handled: probing waits (urgency.go).
-	urgent func() bool
+	// urgency: probing waits while a failure is handled.
+	urgency *urgency
 
 	mu      sync.Mutex
 	out     chan packetOut
@@ -93,8 +93,8 @@ type hostLearner struct {
 	warned map[models.Endpoint]netip.Addr
 }
 
-func newHostLearner(cfg *Config, log *slog.Logger, arp *prometheus.CounterVec, fabric func() *fabricState, leading func() bool, enqueue func(models.SwitchID), urgent func() bool) *hostLearner {
-	return &hostLearner{cfg: cfg, log: log, arp: arp, fabric: fabric, leading: leading, enqueue: enqueue, urgent: urgent,
+func newHostLearner(cfg *Config, log *slog.Logger, arp *prometheus.CounterVec, fabric func() *fabricState, leading func() bool, enqueue func(models.SwitchID), u *urgency) *hostLearner {
+	return &hostLearner{cfg: cfg, log: log, arp: arp, fabric: fabric, leading: leading, enqueue: enqueue, urgency: u,
 		learned: map[string]models.MAC{}, asked: map[string]time.Time{}, tries: map[string]int{},
 		answered: map[models.Endpoint]int{}, warned: map[models.Endpoint]netip.Addr{},
 		out: make(chan packetOut, 1024), learn: make(chan learnedMAC, 1024)}
@@ -326,7 +326,7 @@ func (hl *hostLearner) recordMACs(ctx context.Context, batch map[string]models.M
 // the next round.
 func (hl *hostLearner) probe(ctx context.Context) {
 	st := hl.fabric()
-	if st == nil || !hl.leading() || hl.urgent() {
+	if st == nil || !hl.leading() || hl.urgency.handling() {
 		return
 	}
 	now := hl.cfg.Now()

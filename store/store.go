@@ -13,6 +13,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/raft/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -51,10 +52,31 @@ func (s *Store) Client() *clientv3.Client { return s.cli }
 
 func (s *Store) Wrap(err error, what string) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrNoLeader) ||
-		status.Code(err) == codes.Unavailable || status.Code(err) == codes.DeadlineExceeded {
+		unavailable(status.Code(err)) || unavailable(etcdCode(err)) || stopped(err) {
 		return fmt.Errorf("%w: %s: %v", ErrStoreUnavailable, what, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+func unavailable(c codes.Code) bool { return c == codes.Unavailable || c == codes.DeadlineExceeded }
+
+// etcdCode is the gRPC code of an etcd server's error as the client
+// returns it (rpctypes.EtcdError: "server stopped", "leader changed",
+// "timed out" ...), which carries no gRPC status; codes.OK otherwise.
+func etcdCode(err error) codes.Code {
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code()
+	}
+	return codes.OK
+}
+
+// stopped says whether err is a stopped etcd's raft answering a write
+// of an in-process client (the error reaches it as an unknown gRPC
+// status; over a socket a stopped etcd is a closed connection).
+func stopped(err error) bool {
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.Unknown && st.Message() == raft.ErrStopped.Error()
 }
 
 // Dial connects an etcd client to endpoints, over TLS with tlsConfig

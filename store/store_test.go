@@ -273,3 +273,54 @@ func TestChanges(t *testing.T) {
 		t.Fatal("changes from compacted revisions answered")
 	}
 }
+
+// TestInProcessClient: the embedded member's in-process client commits,
+// lists and watches as a client over the network does, and once the
+// member stops its errors are ErrStoreUnavailable, not hangs.
+func TestInProcessClient(t *testing.T) {
+	e, err := embedded.Start(t.TempDir(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.Close)
+	cli := e.InProcess()
+	t.Cleanup(func() { cli.Close() })
+	s := NewStore(cli, 2*time.Second)
+	ctx := t.Context()
+	seen := make(chan KV, 4)
+	fctx, stop := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	go func() {
+		defer close(followed)
+		_ = s.Follow(fctx, Prefix+"inproc/", func(kvs []KV, reset bool) {
+			for _, kv := range kvs {
+				seen <- kv
+			}
+		})
+	}()
+	key := Prefix + "inproc/a"
+	rev, err := s.Commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, []clientv3.Op{clientv3.OpPut(key, "1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Commit(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, []clientv3.Op{clientv3.OpPut(key, "2")}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second create: %v, want ErrConflict", err)
+	}
+	select {
+	case kv := <-seen:
+		if kv.Key != key || string(kv.Value) != "1" || kv.Revision != rev {
+			t.Fatalf("followed %+v, want %s=1 at %d", kv, key, rev)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follow saw nothing of the commit in 30 s")
+	}
+	stop()
+	<-followed
+	e.Close()
+	if _, _, err = s.List(ctx, Prefix+"inproc/", 0); !errors.Is(err, ErrStoreUnavailable) {
+		t.Errorf("list after the member stopped: %v, want ErrStoreUnavailable", err)
+	}
+	if _, err = s.Commit(ctx, nil, []clientv3.Op{clientv3.OpPut(key, "3")}); !errors.Is(err, ErrStoreUnavailable) {
+		t.Errorf("commit after the member stopped: %v, want ErrStoreUnavailable", err)
+	}
+}

@@ -89,7 +89,7 @@ func JoinWith(t testing.TB, h *Harness, tune func(*stack.Config)) *Harness {
 	r := start(t, models.Topology{}, false, func(o *stack.Config) {
 		o.Topology = nil
 		o.Etcd.Dir = ""
-		o.Etcd.Endpoints = h.Etcd.Endpoints()
+		o.Etcd.Endpoints = h.EtcdEndpoints
 		o.Etcd.TLS = h.EtcdTLS
 		if tune != nil {
 			tune(o)

@@ -575,9 +575,17 @@ func TestRateLimit(t *testing.T) {
 
 // TestEtcdDown: with etcd gone, writes get 503 with a clear message,
 // reads still answer, and the switches keep their entries; when etcd
-// returns (same address), writes work again.
+// returns (same address), writes work again. The etcd is outside the
+// stack, as --etcd-endpoints gives it: one that can come back.
 func TestEtcdDown(t *testing.T) {
-	h := fabrictest.New(t, fabrictest.LeafSpine(2, 2, 2))
+	etcd, err := embedded.Start(t.TempDir(), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Close() })
+	h := fabrictest.NewWith(t, fabrictest.LeafSpine(2, 2, 2), func(o *stack.Config) {
+		o.Etcd = stack.Etcd{Endpoints: etcd.Endpoints, TLS: etcd.Client}
+	})
 	converged(t, h)
 	tok := tenant(t, h, "ml", 0, 0)
 	var a models.Intent
@@ -585,9 +593,9 @@ func TestEtcdDown(t *testing.T) {
 	h.Eventually(t, 10*time.Second, "installed", func() bool { return intentState(t, h, tok, a.ID).Status.State == models.StateInstalled })
 
 	writesBefore := h.Fabric.WriteRPCs()
-	addr := h.Embedded.Endpoints[0]
-	dir := h.Embedded.Dir()
-	h.Embedded.Close()
+	addr := etcd.Endpoints[0]
+	dir := etcd.Dir()
+	etcd.Close()
 	var p api.Problem
 	r := h.Do(t, "POST", "/api/v1/intents", tok, spec("during", "h1-2", "h2-2", 20, 49152, 1), &p)
 	if r.StatusCode != http.StatusServiceUnavailable || r.Header.Get("Retry-After") == "" || !strings.Contains(p.Detail, "etcd") {
@@ -605,11 +613,9 @@ func TestEtcdDown(t *testing.T) {
 		t.Errorf("%d writes to the switches while etcd was down", w-writesBefore)
 	}
 
-	e, err := embedded.Start(dir, addr, nil)
-	if err != nil {
+	if etcd, err = embedded.Start(dir, addr, nil); err != nil {
 		t.Fatal(err)
 	}
-	h.Embedded = e // closed by the harness from now on
 	h.Eventually(t, 20*time.Second, "writes accepted again", func() bool {
 		// A try that timed out may have committed anyway; the controller
 		// then reloads from etcd and a retry finds the flow taken by it.

@@ -200,18 +200,20 @@ func (o Config) Validate() error {
 type Stack struct {
 	Embedded *embedded.Server // nil with an external etcd
 	Etcd     *clientv3.Client
-	// EtcdTLS is what this replica reaches etcd with (another replica
-	// joining it uses the same).
-	EtcdTLS    pki.Files
-	Store      *store.Store
-	Fabric     *fabricsim.Fabric // nil unless emulating
-	Driver     *southbound.P4RT
-	Controller *controller.Controller
-	Auth       *tenancy.Auth
-	Intents    *intents.Manager
-	Events     *intents.Events
-	Drains     *controller.Drains
-	Leadership *election.Leadership
+	// EtcdEndpoints and EtcdTLS are where and with what a client
+	// reaches this replica's etcd (another replica joining it uses the
+	// same); Etcd itself is in-process with an embedded etcd.
+	EtcdEndpoints []string
+	EtcdTLS       pki.Files
+	Store         *store.Store
+	Fabric        *fabricsim.Fabric // nil unless emulating
+	Driver        *southbound.P4RT
+	Controller    *controller.Controller
+	Auth          *tenancy.Auth
+	Intents       *intents.Manager
+	Events        *intents.Events
+	Drains        *controller.Drains
+	Leadership    *election.Leadership
 	// Elephants finds undeclared heavy flows from sampled packets (nil
 	// without sampling).
 	Elephants *intents.Elephants
@@ -317,7 +319,10 @@ func (s *Stack) connectEtcd(opts *Config) (err error) {
 			return fmt.Errorf("etcd %w", err)
 		}
 	}
-	if s.Etcd, err = store.Dial(endpoints, etcdTLS); err != nil {
+	s.EtcdEndpoints = endpoints
+	if s.Embedded != nil {
+		s.Etcd = s.Embedded.InProcess()
+	} else if s.Etcd, err = store.Dial(endpoints, etcdTLS); err != nil {
 		return err
 	}
 	s.Store = store.NewStore(s.Etcd, 5*time.Second)

@@ -693,12 +693,12 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 	if err != nil {
 		return nil, err
 	}
-	var entities []*p4v1.Entity
-	if len(keys) > wildcardCounterRead {
-		// One wildcard read of the table's counters beats naming thousands.
-		entities = []*p4v1.Entity{{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
-			TableEntry: &p4v1.TableEntry{TableId: d.schema.TableID(p4.TableFlowPin)}}}}}
-	} else {
+	wildcard := []*p4v1.Entity{{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
+		TableEntry: &p4v1.TableEntry{TableId: d.schema.TableID(p4.TableFlowPin)}}}}}
+	entities := wildcard // one wildcard read of the table's counters beats naming thousands
+	named := len(keys) <= wildcardCounterRead
+	if named {
+		entities = make([]*p4v1.Entity, 0, len(entries))
 		for _, e := range entries {
 			entities = append(entities, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{TableEntry: e.GetTableEntry()}}})
 		}
@@ -712,17 +712,30 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 			out[k] = bytes
 		}
 	}
-	err = d.readWire(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entities}, "read pin counters of "+string(id), false, wireReads{count: count}, func(e *p4v1.Entity) {
-		dc := e.GetDirectCounterEntry()
-		if dc == nil {
-			return
-		}
-		var st models.ForwardingState
-		d.decode(&p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: dc.GetTableEntry()}}, &st)
-		if len(st.FlowPins) == 1 && wanted[st.FlowPins[0].Key] {
-			out[st.FlowPins[0].Key] = uint64(dc.GetData().GetByteCount())
-		}
-	})
+	read := func(entities []*p4v1.Entity) error {
+		return d.readWire(ctx, c, &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entities}, "read pin counters of "+string(id), false, wireReads{count: count}, func(e *p4v1.Entity) {
+			dc := e.GetDirectCounterEntry()
+			if dc == nil {
+				return
+			}
+			var st models.ForwardingState
+			d.decode(&p4v1.Entity{Entity: &p4v1.Entity_TableEntry{TableEntry: dc.GetTableEntry()}}, &st)
+			if len(st.FlowPins) == 1 && wanted[st.FlowPins[0].Key] {
+				out[st.FlowPins[0].Key] = uint64(dc.GetData().GetByteCount())
+			}
+		})
+	}
+	err = read(entities)
+	if named && status.Code(err) == codes.InvalidArgument {
+		// A direct counter named by an entry the switch does not have
+		// fails the whole read (PI answers INVALID_ARGUMENT, "Cannot map
+		// table entry to handle"): one pin still on its way, or just
+		// removed, would leave every other pin of the switch unread, at
+		// every read while pins keep changing. The wildcard read returns
+		// the entries the switch has.
+		clear(out)
+		err = read(wildcard)
+	}
 	if err != nil {
 		return nil, err
 	}

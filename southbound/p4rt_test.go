@@ -310,3 +310,35 @@ func TestDialWaitsForItsOwnStaleStream(t *testing.T) {
 		t.Fatalf("with its own old stream going away: %v", err)
 	}
 }
+
+// TestPinCountersOfAPinNotThere: a switch answers a read of a direct
+// counter named by an entry it does not have with an error for the whole
+// read (as PI does); ReadPinCounters still returns the counters of the
+// pins the switch has, and leaves out the one it does not.
+func TestPinCountersOfAPinNotThere(t *testing.T) {
+	topo, err := topology.LeafSpine(2, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fabrictest.StartFabric(t, topo)
+	d := newDriver(t, f, 1)
+	ctx := context.Background()
+	have, err := d.Read(ctx, "leaf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sampleState()
+	if err := d.Apply(ctx, "leaf1", models.Compute(want, have)); err != nil {
+		t.Fatal(err)
+	}
+	there := want.FlowPins[0].Key
+	missing := there
+	missing.SrcPort++
+	got, err := d.ReadPinCounters(ctx, "leaf1", []models.FlowKey{there, missing})
+	if err != nil {
+		t.Fatalf("read the counters of a pin there and one not: %v", err)
+	}
+	if _, ok := got[there]; !ok || len(got) != 1 {
+		t.Errorf("read %v, want the counter of %s alone", got, there)
+	}
+}

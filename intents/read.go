@@ -2,6 +2,7 @@ package intents
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -243,6 +244,7 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 	elephantMeter := telemetry.RateMeter[models.FlowKey]{Span: 2 * every}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	deadline := readDeadline{base: max(every, pinReadDeadline)}
 	var lastIntents time.Time
 	for {
 		select {
@@ -270,7 +272,9 @@ func (m *Manager) Observe(ctx context.Context, r PinCounterReader, interval time
 		}
 		elephantRates := map[models.FlowKey]measuredRate{}
 		unread := map[string]bool{} // intents with a flow on a switch that could not be read
-		for _, read := range readPinCounters(ctx, r, bySwitch, max(every, pinReadDeadline), m.cfg.Now) {
+		reads := readPinCounters(ctx, r, bySwitch, deadline.now(), m.cfg.Now)
+		deadline.adapt(reads)
+		for _, read := range reads {
 			if read.err != nil {
 				m.log.Debug("cannot read pin counters", "switch", read.sw, "err", read.err)
 				for _, k := range bySwitch[read.sw] {
@@ -360,12 +364,51 @@ const pinReaders = 16
 // reads of a leaf-spine's leaves under the race detector).
 const pinReadDeadline = time.Second
 
-// pinRead is one switch's pin counters, read at about at.
+// pinReadDeadlineMax bounds how far readDeadline stretches a starved
+// machine's deadline.
+const pinReadDeadlineMax = 8 * time.Second
+
+// readDeadline is the deadline of a round's pin counter reads: base,
+// doubled (up to pinReadDeadlineMax) after a round in which most reads
+// ran out of time, and back toward twice the slowest read once a round
+// has none that did. On a starved machine (seen beside CPU burners, under
+// the race detector) every read took longer than a second, so every read
+// was cut short and no counter was read for a dozen seconds and more:
+// the pinned elephants went unmeasured, were judged silent and were
+// unpinned, and pinned again. A single switch that does not answer does
+// not stretch it: the others' readings would go stale waiting for it.
+type readDeadline struct {
+	base, cur time.Duration
+}
+
+func (d *readDeadline) now() time.Duration { return max(d.base, d.cur) }
+
+func (d *readDeadline) adapt(reads []pinRead) {
+	timedOut := 0
+	var slowest time.Duration
+	for _, r := range reads {
+		if r.timedOut {
+			timedOut++
+		}
+		slowest = max(slowest, r.took)
+	}
+	switch {
+	case timedOut >= 2 && 2*timedOut >= len(reads):
+		d.cur = min(2*d.now(), pinReadDeadlineMax)
+	case timedOut == 0 && len(reads) > 0:
+		d.cur = min(d.now(), 2*slowest)
+	}
+}
+
+// pinRead is one switch's pin counters, read at about at; took is how
+// long the read took, timedOut whether its deadline cut it short.
 type pinRead struct {
-	sw  models.SwitchID
-	got map[models.FlowKey]uint64
-	at  time.Time
-	err error
+	sw       models.SwitchID
+	got      map[models.FlowKey]uint64
+	at       time.Time
+	err      error
+	took     time.Duration
+	timedOut bool
 }
 
 // readPinCounters reads the counters of each switch's keys, pinReaders
@@ -384,12 +427,13 @@ func readPinCounters(ctx context.Context, r PinCounterReader, bySwitch map[model
 			rctx, cancel := context.WithTimeout(ctx, deadline)
 			sent := now()
 			got, err := r.ReadPinCounters(rctx, sw, keys)
+			timedOut := err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 			cancel()
 			// The switch read its counters between request and answer:
 			// timed at the middle, a slow answer errs by half as much.
 			answered := now()
 			mu.Lock()
-			out = append(out, pinRead{sw: sw, got: got, at: sent.Add(answered.Sub(sent) / 2), err: err})
+			out = append(out, pinRead{sw: sw, got: got, at: sent.Add(answered.Sub(sent) / 2), err: err, took: answered.Sub(sent), timedOut: timedOut})
 			mu.Unlock()
 		})
 	}

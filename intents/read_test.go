@@ -181,6 +181,86 @@ func TestObserveReadsSwitchesTogether(t *testing.T) {
 	}
 }
 
+// slowReader answers every pin counter read after delay (a starved
+// machine), unless its deadline comes first.
+type slowReader struct {
+	delay   time.Duration
+	mu      sync.Mutex
+	counted map[models.FlowKey]uint64
+}
+
+func (r *slowReader) ReadPinCounters(ctx context.Context, _ models.SwitchID, keys []models.FlowKey) (map[models.FlowKey]uint64, error) {
+	select {
+	case <-time.After(r.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[models.FlowKey]uint64, len(keys))
+	for _, k := range keys {
+		r.counted[k] += 1e9
+		out[k] = r.counted[k]
+	}
+	return out, nil
+}
+
+// TestReadsOutlastAStarvedMachine: when every switch takes longer than
+// the read deadline to answer (a starved machine), the deadline grows
+// until the reads complete and the pinned elephants are measured,
+// rather than every read being cut short round after round.
+func TestReadsOutlastAStarvedMachine(t *testing.T) {
+	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []models.FlowKey
+	m.mu.Lock()
+	for i := range 2 {
+		k := models.FlowKey{Src: netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), Dst: netip.MustParseAddr("10.0.9.1"), SrcPort: 1000}
+		m.p.elephants[k] = &elephant{flow: DetectedFlow{Key: k}, path: []models.Endpoint{{Switch: models.SwitchID(fmt.Sprintf("leaf%d", i)), Port: 3}}}
+		keys = append(keys, k)
+	}
+	m.mu.Unlock()
+	observing(t, m, &slowReader{delay: pinReadDeadline * 3 / 2, counted: map[models.FlowKey]uint64{}}, 100*time.Millisecond)
+	for _, k := range keys {
+		waitUntil(t, fmt.Sprintf("%v measured though each read takes 1.5 deadlines", k), func() bool {
+			_, _, ok := m.MeasuredRate(k)
+			return ok
+		})
+	}
+}
+
+// TestOneSilentSwitchKeepsTheDeadline: one switch of several that never
+// answers does not stretch the read deadline (the others' readings would
+// go stale waiting for it); most switches timing out together does.
+func TestOneSilentSwitchKeepsTheDeadline(t *testing.T) {
+	d := readDeadline{base: time.Second}
+	ok, late := pinRead{took: 10 * time.Millisecond}, pinRead{took: time.Second, timedOut: true}
+	d.adapt([]pinRead{ok, ok, ok, late})
+	if got := d.now(); got != time.Second {
+		t.Errorf("one switch of four timed out: deadline %s, want 1s", got)
+	}
+	d.adapt([]pinRead{ok, late, late, late})
+	if got := d.now(); got != 2*time.Second {
+		t.Errorf("three of four timed out: deadline %s, want 2s", got)
+	}
+	for range 5 {
+		d.adapt([]pinRead{late, late})
+	}
+	if got := d.now(); got != pinReadDeadlineMax {
+		t.Errorf("timed out round after round: deadline %s, want at most %s", got, pinReadDeadlineMax)
+	}
+	d.adapt([]pinRead{{took: 1500 * time.Millisecond}, ok})
+	if got := d.now(); got != 3*time.Second {
+		t.Errorf("answered within 1.5 s: deadline %s, want twice that", got)
+	}
+	d.adapt([]pinRead{ok, ok})
+	if got := d.now(); got != time.Second {
+		t.Errorf("answered at once: deadline %s, want back to 1s", got)
+	}
+}
+
 // failingReader answers no pin counter read, and counts them.
 type failingReader struct{ reads atomic.Int64 }
 

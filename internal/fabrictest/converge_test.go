@@ -761,10 +761,13 @@ func checkConverged(t *testing.T, figs []loopFigures) {
 // now wait out a quiet leaf (TestElephantsKeptWhileTheirLeafIsQuiet),
 // and the weights wait for pins on their way (TestWeightsWaitForPins).
 // Beside two burners and three other packages' race tests it passed
-// once in four runs. In the failure whose log was read, no weight
-// changed, but one switch of 32 was still not in sync after 45
-// placement rounds (its reconciles starved), so the loop never counted
-// as settled.
+// once in four runs, and failed three of three on 2026-12-07: pinned
+// elephants dropped as unheard, their pin counters unread for 13–16 s
+// (reads cut short by their deadline, or refused whole for naming a pin
+// not there yet). Those reads are fixed (docs/scaling.md, "Quiet once
+// settled"); two runs after still did not settle in 45 rounds, one on
+// congestion weights cut from skewed readings, one with reconciles
+// still queued.
 func TestLoopConvergesAtK16(t *testing.T) {
 	if os.Getenv("ACCELNET_LOOP_K16") != "1" {
 		t.Skip("ACCELNET_LOOP_K16=1 runs it (see its doc)")

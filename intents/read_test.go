@@ -141,12 +141,37 @@ func (r *barrierReader) ReadPinCounters(ctx context.Context, _ models.SwitchID, 
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return countUp(r.counted, keys), nil
+}
+
+// countUp advances each key's counter by a gigabyte and returns them.
+func countUp(counted map[models.FlowKey]uint64, keys []models.FlowKey) map[models.FlowKey]uint64 {
 	out := make(map[models.FlowKey]uint64, len(keys))
 	for _, k := range keys {
-		r.counted[k] += 1e9
-		out[k] = r.counted[k]
+		counted[k] += 1e9
+		out[k] = counted[k]
 	}
-	return out, nil
+	return out
+}
+
+// pinnedOnLeaves is a manager with n pinned elephants, one on each of
+// leaf0…leaf(n-1), and their keys.
+func pinnedOnLeaves(t *testing.T, n int) (*Manager, []models.FlowKey) {
+	t.Helper()
+	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []models.FlowKey
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range n {
+		k := models.FlowKey{Src: netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), Dst: netip.MustParseAddr("10.0.9.1"), SrcPort: 1000}
+		leaf := models.SwitchID(fmt.Sprintf("leaf%d", i))
+		m.p.elephants[k] = &elephant{flow: DetectedFlow{Key: k}, path: []models.Endpoint{{Switch: leaf, Port: 3}}}
+		keys = append(keys, k)
+	}
+	return m, keys
 }
 
 // TestObserveReadsSwitchesTogether: the switches' pin counters are read
@@ -155,19 +180,7 @@ func (r *barrierReader) ReadPinCounters(ctx context.Context, _ models.SwitchID, 
 // switches would leave the first ones' readings stale (and their pinned
 // elephants judged without them) by the time the last answered.
 func TestObserveReadsSwitchesTogether(t *testing.T) {
-	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []models.FlowKey
-	m.mu.Lock()
-	for i := range 4 {
-		k := models.FlowKey{Src: netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), Dst: netip.MustParseAddr("10.0.9.1"), SrcPort: 1000}
-		leaf := models.SwitchID(fmt.Sprintf("leaf%d", i))
-		m.p.elephants[k] = &elephant{flow: DetectedFlow{Key: k}, path: []models.Endpoint{{Switch: leaf, Port: 3}}}
-		keys = append(keys, k)
-	}
-	m.mu.Unlock()
+	m, keys := pinnedOnLeaves(t, 4)
 	r := &barrierReader{n: len(keys), release: make(chan struct{}), counted: map[models.FlowKey]uint64{}}
 	observing(t, m, r, time.Second)
 	for _, k := range keys {
@@ -197,12 +210,7 @@ func (r *slowReader) ReadPinCounters(ctx context.Context, _ models.SwitchID, key
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[models.FlowKey]uint64, len(keys))
-	for _, k := range keys {
-		r.counted[k] += 1e9
-		out[k] = r.counted[k]
-	}
-	return out, nil
+	return countUp(r.counted, keys), nil
 }
 
 // TestReadsOutlastAStarvedMachine: when every switch takes longer than
@@ -210,18 +218,7 @@ func (r *slowReader) ReadPinCounters(ctx context.Context, _ models.SwitchID, key
 // until the reads complete and the pinned elephants are measured,
 // rather than every read being cut short round after round.
 func TestReadsOutlastAStarvedMachine(t *testing.T) {
-	m, err := New(Config{Store: &store.Store{}, Auth: tenantList{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var keys []models.FlowKey
-	m.mu.Lock()
-	for i := range 2 {
-		k := models.FlowKey{Src: netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), Dst: netip.MustParseAddr("10.0.9.1"), SrcPort: 1000}
-		m.p.elephants[k] = &elephant{flow: DetectedFlow{Key: k}, path: []models.Endpoint{{Switch: models.SwitchID(fmt.Sprintf("leaf%d", i)), Port: 3}}}
-		keys = append(keys, k)
-	}
-	m.mu.Unlock()
+	m, keys := pinnedOnLeaves(t, 2)
 	observing(t, m, &slowReader{delay: pinReadDeadline * 3 / 2, counted: map[models.FlowKey]uint64{}}, 100*time.Millisecond)
 	for _, k := range keys {
 		waitUntil(t, fmt.Sprintf("%v measured though each read takes 1.5 deadlines", k), func() bool {

@@ -43,6 +43,18 @@ func newDriver(t *testing.T, f *fabricsim.Fabric, election uint64) *southbound.P
 	return d
 }
 
+// smallFabric is an emulated 2-leaf, 2-spine fabric of one host a leaf
+// and a driver of election ID 1 for it.
+func smallFabric(t *testing.T) (*fabricsim.Fabric, *southbound.P4RT) {
+	t.Helper()
+	topo, err := topology.LeafSpine(2, 2, 1, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fabrictest.StartFabric(t, topo)
+	return f, newDriver(t, f, 1)
+}
+
 func sampleState() models.ForwardingState {
 	seed := uint32(0xfeed)
 	return models.ForwardingState{
@@ -65,12 +77,7 @@ func sampleState() models.ForwardingState {
 // punts and seed, or all but flow pins), and that the second
 // reconcile computes an empty diff and sends no Write.
 func TestApplyThenReadBack(t *testing.T) {
-	topo, err := topology.LeafSpine(2, 2, 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fabrictest.StartFabric(t, topo)
-	d := newDriver(t, f, 1)
+	f, d := smallFabric(t)
 	ctx := context.Background()
 
 	got, err := d.Read(ctx, "leaf1")
@@ -316,12 +323,7 @@ func TestDialWaitsForItsOwnStaleStream(t *testing.T) {
 // read (as PI does); ReadPinCounters still returns the counters of the
 // pins the switch has, and leaves out the one it does not.
 func TestPinCountersOfAPinNotThere(t *testing.T) {
-	topo, err := topology.LeafSpine(2, 2, 1, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fabrictest.StartFabric(t, topo)
-	d := newDriver(t, f, 1)
+	_, d := smallFabric(t)
 	ctx := context.Background()
 	have, err := d.Read(ctx, "leaf1")
 	if err != nil {

@@ -689,19 +689,27 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 	if len(keys) == 0 {
 		return out, nil
 	}
-	c, entries, err := d.pinEntries(ctx, id, keys)
-	if err != nil {
-		return nil, err
-	}
-	wildcard := []*p4v1.Entity{{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
-		TableEntry: &p4v1.TableEntry{TableId: d.schema.TableID(p4.TableFlowPin)}}}}}
-	entities := wildcard // one wildcard read of the table's counters beats naming thousands
+	// One wildcard read of the table's counters beats naming thousands.
 	named := len(keys) <= wildcardCounterRead
+	var (
+		c        *p4conn
+		entities []*p4v1.Entity
+		err      error
+	)
 	if named {
+		var entries []*p4v1.Entity
+		if c, entries, err = d.pinEntries(ctx, id, keys); err != nil {
+			return nil, err
+		}
 		entities = make([]*p4v1.Entity, 0, len(entries))
 		for _, e := range entries {
 			entities = append(entities, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{TableEntry: e.GetTableEntry()}}})
 		}
+	} else {
+		if c, err = d.conn(ctx, id); err != nil {
+			return nil, err
+		}
+		entities = d.allPinCounters()
 	}
 	wanted := make(map[models.FlowKey]bool, len(keys))
 	for _, k := range keys {
@@ -734,12 +742,18 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 		// every read while pins keep changing. The wildcard read returns
 		// the entries the switch has.
 		clear(out)
-		err = read(wildcard)
+		err = read(d.allPinCounters())
 	}
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// allPinCounters is a wildcard read of every flow pin's direct counter.
+func (d *P4RT) allPinCounters() []*p4v1.Entity {
+	return []*p4v1.Entity{{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{
+		TableEntry: &p4v1.TableEntry{TableId: d.schema.TableID(p4.TableFlowPin)}}}}}
 }
 
 // PortCounter is one port's packet and byte count from accelnet.p4's

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -87,14 +86,7 @@ stored.`,
 // here (the data directory locked meanwhile).
 func tokenEtcd(ctx context.Context, dataDir string, endpoints []string, files pki.Files) (*clientv3.Client, func(), error) {
 	if len(endpoints) > 0 {
-		var cfg *tls.Config
-		if files.Enabled() {
-			var err error
-			if cfg, err = files.ClientConfig(); err != nil {
-				return nil, nil, fmt.Errorf("etcd %w", err)
-			}
-		}
-		cli, err := store.Dial(endpoints, cfg)
+		cli, err := store.DialFiles(endpoints, files)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -313,16 +313,10 @@ func (s *Stack) connectEtcd(opts *Config) (err error) {
 		s.log.Info("embedded etcd ready", "dir", opts.Etcd.Dir, "endpoints", endpoints, "tls", "client certificates in "+filepath.Join(opts.Etcd.Dir, embedded.PKIDir),
 			"took", time.Since(start).Round(time.Millisecond))
 	}
-	var etcdTLS *tls.Config
-	if s.EtcdTLS.Enabled() {
-		if etcdTLS, err = s.EtcdTLS.ClientConfig(); err != nil {
-			return fmt.Errorf("etcd %w", err)
-		}
-	}
 	s.EtcdEndpoints = endpoints
 	if s.Embedded != nil {
-		s.Etcd = s.Embedded.InProcess()
-	} else if s.Etcd, err = store.Dial(endpoints, etcdTLS); err != nil {
+		s.Etcd = s.Embedded.InProcess() // no TLS to set up for it
+	} else if s.Etcd, err = store.DialFiles(endpoints, s.EtcdTLS); err != nil {
 		return err
 	}
 	s.Store = store.NewStore(s.Etcd, 5*time.Second)

@@ -18,8 +18,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-
-	"github.com/accelnet/accelnet/internal/pki"
 )
 
 var (
@@ -94,18 +92,6 @@ func Dial(endpoints []string, tlsConfig *tls.Config) (*clientv3.Client, error) {
 		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
 	}
 	return cli, nil
-}
-
-// DialFiles is Dial over TLS made of files (none given: plaintext).
-func DialFiles(endpoints []string, files pki.Files) (*clientv3.Client, error) {
-	var cfg *tls.Config
-	if files.Enabled() {
-		var err error
-		if cfg, err = files.ClientConfig(); err != nil {
-			return nil, fmt.Errorf("etcd %w", err)
-		}
-	}
-	return Dial(endpoints, cfg)
 }
 
 // KV is one key's value (or deletion) from a list or a watch.

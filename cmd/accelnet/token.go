@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/accelnet/accelnet/internal/pki"
+	"github.com/accelnet/accelnet/internal/stack"
 	"github.com/accelnet/accelnet/models"
 	"github.com/accelnet/accelnet/store"
 	"github.com/accelnet/accelnet/store/embedded"
@@ -86,7 +87,7 @@ stored.`,
 // here (the data directory locked meanwhile).
 func tokenEtcd(ctx context.Context, dataDir string, endpoints []string, files pki.Files) (*clientv3.Client, func(), error) {
 	if len(endpoints) > 0 {
-		cli, err := store.DialFiles(endpoints, files)
+		cli, err := stack.DialEtcd(endpoints, files)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -316,7 +316,7 @@ func (s *Stack) connectEtcd(opts *Config) (err error) {
 	s.EtcdEndpoints = endpoints
 	if s.Embedded != nil {
 		s.Etcd = s.Embedded.InProcess() // no TLS to set up for it
-	} else if s.Etcd, err = store.DialFiles(endpoints, s.EtcdTLS); err != nil {
+	} else if s.Etcd, err = DialEtcd(endpoints, s.EtcdTLS); err != nil {
 		return err
 	}
 	s.Store = store.NewStore(s.Etcd, 5*time.Second)
@@ -328,6 +328,19 @@ func (s *Stack) connectEtcd(opts *Config) (err error) {
 		s.Leadership.WatchLeader(opts.ForwardTransport)
 	}
 	return nil
+}
+
+// DialEtcd connects a client to an etcd cluster, over TLS made of files
+// (none given: plaintext).
+func DialEtcd(endpoints []string, files pki.Files) (*clientv3.Client, error) {
+	var cfg *tls.Config
+	if files.Enabled() {
+		var err error
+		if cfg, err = files.ClientConfig(); err != nil {
+			return nil, fmt.Errorf("etcd %w", err)
+		}
+	}
+	return store.Dial(endpoints, cfg)
 }
 
 // storeTopology binds the emulated switches (Emulate) and stores the

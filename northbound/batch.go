@@ -26,12 +26,14 @@ func (a *server) createIntents(c *gin.Context) {
 	if !ok {
 		return
 	}
-	digested := req
-	digested.Items = make([]models.IntentSpec, len(req.Items))
-	for i, s := range req.Items {
-		digested.Items[i] = canonicalSpec(s)
-	}
-	digest, err := digestOf(digested)
+	digest, err := digestOf(o.key, func() any {
+		digested := req
+		digested.Items = make([]models.IntentSpec, len(req.Items))
+		for i, s := range req.Items {
+			digested.Items[i] = canonicalSpec(s)
+		}
+		return digested
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -138,11 +140,16 @@ func canonicalSpec(s models.IntentSpec) models.IntentSpec {
 	return s
 }
 
-func digestOf(v any) (string, error) {
-	canonical, err := json.Marshal(v)
+// digestOf is the digest an Idempotency-Key's record keeps of the
+// request canonical gives: "" without a key, as nothing will compare it.
+func digestOf(key string, canonical func() any) (string, error) {
+	if key == "" {
+		return "", nil
+	}
+	data, err := json.Marshal(canonical())
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(canonical)
+	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:]), nil
 }

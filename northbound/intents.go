@@ -37,9 +37,11 @@ func (a *server) createIntent(c *gin.Context) {
 		return
 	}
 	req.Tenant = o.tenant
-	digested := req
-	digested.IntentSpec = canonicalSpec(req.IntentSpec)
-	digest, err := digestOf(digested)
+	digest, err := digestOf(o.key, func() any {
+		digested := req
+		digested.IntentSpec = canonicalSpec(req.IntentSpec)
+		return digested
+	})
 	if err != nil {
 		fail(c, err)
 		return

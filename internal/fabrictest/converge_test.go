@@ -646,7 +646,8 @@ func runLoopScenario(tb testing.TB, topo models.Topology, sc loopScenario, seed 
 	// intents-reloaded: a job declared as intents (a tenth of every NIC,
 	// with its traffic), the controller restarted, then a line-rate
 	// permutation nobody declared.
-	fab := fabrictest.StartFabricWith(tb, topo, func(o *fabricsim.Options) { o.CounterInterval = 500 * time.Millisecond })
+	fab, stopFabric := fabrictest.RunFabric(tb, topo, func(o *fabricsim.Options) { o.CounterInterval = 500 * time.Millisecond })
+	defer stopFabric()
 	dir := tb.TempDir()
 	serve := func() *fabrictest.Harness {
 		h := fabrictest.NewServeWith(tb, fab.Topology(), func(o *stack.Config) {
@@ -824,7 +825,8 @@ func TestSaturatedFabricWritesNothing(t *testing.T) {
 //
 // Fabrics: leafspine:8x8x8, leafspine:16x16x16, fattree:8, fattree:16
 // (400 Gb/s, sampling 1 in 65,536 as the demo does).
-// ACCELNET_SCENARIOS=cold-start,drain-undrain runs only those.
+// ACCELNET_SCENARIOS=cold-start,drain-undrain runs only those, and
+// ACCELNET_SEED=8 only the seed a line of the output names.
 // ACCELNET_CONVERGE_BURN=nice runs beside a CPU burner at the lowest
 // priority (the test binary spinning, as nice -n 19 yes), which takes
 // the cores whenever the loop leaves them. Each fabric also reports, over
@@ -853,6 +855,9 @@ func BenchmarkConvergence(b *testing.B) {
 				var figs []loopFigures
 				for range b.N {
 					for seed := range seeds {
+						if only := os.Getenv("ACCELNET_SEED"); only != "" && only != strconv.Itoa(seed+1) {
+							continue
+						}
 						for _, f := range runLoopScenario(b, topo, sc, uint64(seed+1)) {
 							if f.writes != 0 || !f.settleOK { // what the loop did, for the table's last column
 								fmt.Printf("%s %s seed %d, %s: settled %v, %d writes once settled: %s\n", fabric, sc.name, seed+1, f.phase, f.settleOK, f.writes, f.afterSettle)

@@ -197,6 +197,15 @@ func StartFabric(t testing.TB, topo models.Topology) *fabricsim.Fabric {
 // StartFabricWith is StartFabric with options adjusted by tune (TLS, …).
 func StartFabricWith(t testing.TB, topo models.Topology, tune func(*fabricsim.Options)) *fabricsim.Fabric {
 	t.Helper()
+	f, _ := RunFabric(t, topo, tune)
+	return f
+}
+
+// RunFabric is StartFabricWith, and stop ends the fabric before t's
+// cleanup does: a benchmark that starts a fabric per seed stops each
+// before the next, or they all run until it ends.
+func RunFabric(t testing.TB, topo models.Topology, tune func(*fabricsim.Options)) (f *fabricsim.Fabric, stop func()) {
+	t.Helper()
 	opts := fabricsim.Options{Topology: topo, CounterInterval: 50 * time.Millisecond}
 	if tune != nil {
 		tune(&opts)
@@ -208,13 +217,17 @@ func StartFabricWith(t testing.TB, topo models.Topology, tune func(*fabricsim.Op
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("fabric: %v", err)
-		}
-	})
-	return f
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("fabric: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return f, stop
 }
 
 // Switch returns an emulated switch by name.

@@ -351,8 +351,8 @@ var rows = []row{
 	},
 	quietRow("leafspine", "leaf-spine 16×16×16", "leafspine:16x16x16", "16 spines, 16 leaves, 16 hosts each", 10, false),
 	quietRow("leafspine", "leaf-spine 16×16×16", "leafspine:16x16x16", "16 spines, 16 leaves, 16 hosts each", 10, true),
-	quietRow("fattree", "k=16 fat-tree", "fattree:16", "k=16 fat-tree, 320 switches", 5, false),
-	quietRow("fattree", "k=16 fat-tree", "fattree:16", "k=16 fat-tree, 320 switches", 5, true),
+	quietRow("fattree", "k=16 fat-tree", "fattree:16", "k=16 fat-tree, 320 switches", 10, false),
+	quietRow("fattree", "k=16 fat-tree", "fattree:16", "k=16 fat-tree, 320 switches", 10, true),
 	{
 		ID: "k8s-jobs-waves", Figure: "Kubernetes ring jobs as in the quick row, 1,000 made and deleted in 20 waves of 50: one intent per job in each wave, none left after it (else the benchmark fails); last pod bound → both pods Ready",
 		Pkg: "./kube", Bench: "Jobs$", Benchtime: "1000x", Timeout: "30m",

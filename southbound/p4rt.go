@@ -644,18 +644,13 @@ func (d *P4RT) readAll(ctx context.Context, c *p4conn, req *p4v1.ReadRequest, wh
 	return d.readWire(ctx, c, req, what, false, wireReads{}, fn)
 }
 
-// pinEntries connects to a switch and names the flow-pin entries of keys
-// (match only), for reads.
-func (d *P4RT) pinEntries(ctx context.Context, id models.SwitchID, keys []models.FlowKey) (*p4conn, []*p4v1.Entity, error) {
-	c, err := d.conn(ctx, id)
-	if err != nil {
-		return nil, nil, err
-	}
+// pinEntries names the flow-pin entries of keys (match only), for reads.
+func (d *P4RT) pinEntries(keys []models.FlowKey) []*p4v1.Entity {
 	pins := make([]models.FlowPin, len(keys))
 	for i, k := range keys {
 		pins[i].Key = k
 	}
-	return c, d.entities(models.ForwardingState{FlowPins: pins}, true), nil
+	return d.entities(models.ForwardingState{FlowPins: pins}, true)
 }
 
 // ReadPins reads back just the flow-pin entries with these keys, in one
@@ -665,11 +660,11 @@ func (d *P4RT) ReadPins(ctx context.Context, id models.SwitchID, keys []models.F
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	c, entries, err := d.pinEntries(ctx, id, keys)
+	c, err := d.conn(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: entries}
+	req := &p4v1.ReadRequest{DeviceId: c.deviceID, Entities: d.pinEntries(keys)}
 	var st models.ForwardingState
 	pin := func(p models.FlowPin) { st.FlowPins = append(st.FlowPins, p) }
 	if err := d.readWire(ctx, c, req, "read pins of "+string(id), false, wireReads{pin: pin}, func(e *p4v1.Entity) { d.decode(e, &st) }); err != nil {
@@ -689,26 +684,18 @@ func (d *P4RT) ReadPinCounters(ctx context.Context, id models.SwitchID, keys []m
 	if len(keys) == 0 {
 		return out, nil
 	}
+	c, err := d.conn(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	// One wildcard read of the table's counters beats naming thousands.
 	named := len(keys) <= wildcardCounterRead
-	var (
-		c        *p4conn
-		entities []*p4v1.Entity
-		err      error
-	)
+	var entities []*p4v1.Entity
 	if named {
-		var entries []*p4v1.Entity
-		if c, entries, err = d.pinEntries(ctx, id, keys); err != nil {
-			return nil, err
-		}
-		entities = make([]*p4v1.Entity, 0, len(entries))
-		for _, e := range entries {
+		for _, e := range d.pinEntries(keys) {
 			entities = append(entities, &p4v1.Entity{Entity: &p4v1.Entity_DirectCounterEntry{DirectCounterEntry: &p4v1.DirectCounterEntry{TableEntry: e.GetTableEntry()}}})
 		}
 	} else {
-		if c, err = d.conn(ctx, id); err != nil {
-			return nil, err
-		}
 		entities = d.allPinCounters()
 	}
 	wanted := make(map[models.FlowKey]bool, len(keys))

@@ -840,6 +840,7 @@ func BenchmarkConvergence(b *testing.B) {
 	if os.Getenv("ACCELNET_CONVERGE_BURN") == "nice" {
 		burn(b, "cpu", 19) // beside a CPU burner at the lowest priority
 	}
+	onlyScenarios, onlySeed := os.Getenv("ACCELNET_SCENARIOS"), os.Getenv("ACCELNET_SEED")
 	for _, fabric := range []string{"leafspine:8x8x8", "leafspine:16x16x16", "fattree:8", "fattree:16"} {
 		b.Run(fabric, func(b *testing.B) {
 			topo, err := topology.Load(fabric)
@@ -849,13 +850,13 @@ func BenchmarkConvergence(b *testing.B) {
 			var rows []string
 			all := loopSummary{worst: math.Inf(1)}
 			for _, sc := range loopScenarios {
-				if only := os.Getenv("ACCELNET_SCENARIOS"); only != "" && !slices.Contains(strings.Split(only, ","), sc.name) {
+				if onlyScenarios != "" && !slices.Contains(strings.Split(onlyScenarios, ","), sc.name) {
 					continue
 				}
 				var figs []loopFigures
 				for range b.N {
 					for seed := range seeds {
-						if only := os.Getenv("ACCELNET_SEED"); only != "" && only != strconv.Itoa(seed+1) {
+						if onlySeed != "" && onlySeed != strconv.Itoa(seed+1) {
 							continue
 						}
 						for _, f := range runLoopScenario(b, topo, sc, uint64(seed+1)) {
